@@ -1,0 +1,126 @@
+//! Checked decoding of ring-buffer bytes into records.
+
+use core::{fmt, mem::size_of, ptr};
+
+use crate::{Api, CallRecord, LinkMapRecord, RECORD_CALL, RECORD_LINK_MAP};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Decoded {
+    Call(CallRecord),
+    LinkMap(LinkMapRecord),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DecodeError {
+    Short { len: usize },
+    UnknownKind(u32),
+    WrongSize { kind: u32, len: usize, want: usize },
+    UnknownApi(u32),
+}
+
+impl fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DecodeError::Short { len } => write!(f, "record of {len} bytes is too short"),
+            DecodeError::UnknownKind(k) => write!(f, "unknown record kind {k}"),
+            DecodeError::WrongSize { kind, len, want } => {
+                write!(f, "record kind {kind} has {len} bytes, expected {want}")
+            }
+            DecodeError::UnknownApi(a) => write!(f, "unknown API id {a}"),
+        }
+    }
+}
+
+fn read<T: Copy>(bytes: &[u8], kind: u32) -> Result<T, DecodeError> {
+    let want = size_of::<T>();
+    if bytes.len() != want {
+        return Err(DecodeError::WrongSize {
+            kind,
+            len: bytes.len(),
+            want,
+        });
+    }
+    // SAFETY: the length is checked above and every T here is plain old data.
+    Ok(unsafe { ptr::read_unaligned(bytes.as_ptr().cast::<T>()) })
+}
+
+/// Decodes one ring-buffer item. Rejects anything whose size or ids do not match.
+pub fn decode(bytes: &[u8]) -> Result<Decoded, DecodeError> {
+    let Some(kind) = bytes.get(..4) else {
+        return Err(DecodeError::Short { len: bytes.len() });
+    };
+    let kind = u32::from_ne_bytes([kind[0], kind[1], kind[2], kind[3]]);
+    match kind {
+        RECORD_CALL => {
+            let rec: CallRecord = read(bytes, kind)?;
+            Api::from_u32(rec.api).ok_or(DecodeError::UnknownApi(rec.api))?;
+            Ok(Decoded::Call(rec))
+        }
+        RECORD_LINK_MAP => Ok(Decoded::LinkMap(read(bytes, kind)?)),
+        other => Err(DecodeError::UnknownKind(other)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bytes_of<T>(v: &T) -> &[u8] {
+        // SAFETY: reading the bytes of a plain value for the test.
+        unsafe { core::slice::from_raw_parts((v as *const T).cast::<u8>(), size_of::<T>()) }
+    }
+
+    #[test]
+    fn layouts_are_stable() {
+        assert_eq!(size_of::<CallRecord>(), 72);
+        assert_eq!(size_of::<LinkMapRecord>(), 24);
+        assert_eq!(size_of::<crate::Entry>(), 48);
+    }
+
+    #[test]
+    fn decodes_a_call_record() {
+        let rec = CallRecord {
+            kind: RECORD_CALL,
+            pid: 10,
+            tid: 11,
+            api: Api::HipStreamWaitEvent as u32,
+            correlation: 7,
+            enter_ns: 100,
+            exit_ns: 200,
+            args: [0x1000, 0x2000, 0],
+            ret: 101,
+        };
+        assert_eq!(decode(bytes_of(&rec)), Ok(Decoded::Call(rec)));
+    }
+
+    #[test]
+    fn rejects_truncated_unknown_and_corrupt_records() {
+        let rec = CallRecord {
+            kind: RECORD_CALL,
+            api: 3,
+            ..Default::default()
+        };
+        let b = bytes_of(&rec);
+        assert_eq!(decode(&b[..2]), Err(DecodeError::Short { len: 2 }));
+        assert!(matches!(
+            decode(&b[..40]),
+            Err(DecodeError::WrongSize { .. })
+        ));
+        let bad = CallRecord { api: 999, ..rec };
+        assert_eq!(decode(bytes_of(&bad)), Err(DecodeError::UnknownApi(999)));
+        let unk = CallRecord { kind: 77, ..rec };
+        assert_eq!(decode(bytes_of(&unk)), Err(DecodeError::UnknownKind(77)));
+    }
+
+    #[test]
+    fn decodes_a_link_map_record() {
+        let rec = LinkMapRecord {
+            kind: RECORD_LINK_MAP,
+            pid: 5,
+            tid: 6,
+            stopped: 1,
+            ns: 9,
+        };
+        assert_eq!(decode(bytes_of(&rec)), Ok(Decoded::LinkMap(rec)));
+    }
+}

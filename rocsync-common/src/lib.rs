@@ -1,0 +1,18 @@
+//! Definitions shared by the eBPF probes and the userspace loader.
+//!
+//! Everything here is `#[repr(C)]` plain data: the probes write it into the ring buffer and
+//! userspace reads it back with [`decode`] (behind the `user` feature).
+#![no_std]
+
+mod api;
+mod record;
+
+pub use api::{Api, OutParam};
+pub use record::{
+    CallRecord, Config, Entry, LinkMapRecord, RECORD_CALL, RECORD_LINK_MAP, RecordHeader,
+};
+
+#[cfg(feature = "user")]
+mod decode;
+#[cfg(feature = "user")]
+pub use decode::{DecodeError, Decoded, decode};

@@ -1,0 +1,79 @@
+//! Ring-buffer record layouts. Every record starts with a `u32` kind so the decoder can tell
+//! them apart; sizes are fixed and padding is explicit.
+
+pub const RECORD_CALL: u32 = 1;
+pub const RECORD_LINK_MAP: u32 = 2;
+
+/// The common prefix of every record.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RecordHeader {
+    pub kind: u32,
+    pub pid: u32,
+}
+
+/// One complete API call: written by the exit probe from the entry stash.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CallRecord {
+    pub kind: u32,
+    /// Process id (tgid).
+    pub pid: u32,
+    /// Thread id as the OS sees it.
+    pub tid: u32,
+    /// [`crate::Api`] id.
+    pub api: u32,
+    /// Assigned at entry from one global counter: orders calls across threads.
+    pub correlation: u64,
+    /// CLOCK_MONOTONIC ns.
+    pub enter_ns: u64,
+    pub exit_ns: u64,
+    /// Argument registers (rdi, rsi, rdx); an out-parameter is replaced by the value it
+    /// pointed to at return.
+    pub args: [u64; 3],
+    /// The return value (`hipError_t`), sign-extended.
+    pub ret: i64,
+}
+
+/// The dynamic loader changed a target's link map (`_dl_debug_state`): a library may have
+/// been mapped. The probe has stopped the process; userspace attaches, then continues it.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LinkMapRecord {
+    pub kind: u32,
+    pub pid: u32,
+    pub tid: u32,
+    /// Non-zero when the probe stopped the process and userspace must continue it.
+    pub stopped: u32,
+    pub ns: u64,
+}
+
+/// What the entry probe stashes per thread until the call returns.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Entry {
+    pub correlation: u64,
+    pub enter_ns: u64,
+    pub args: [u64; 3],
+    pub api: u32,
+    pub _pad: u32,
+}
+
+/// Per-target settings, keyed by tgid in the `TARGETS` map.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Config {
+    /// Non-zero: capture calls of this process.
+    pub capture: u32,
+    /// Non-zero: stop the process at each link-map change so new libraries are attached
+    /// before their first call.
+    pub stop_on_link_map: u32,
+}
+
+#[cfg(feature = "user")]
+mod pod {
+    // SAFETY: plain `#[repr(C)]` data with explicit padding and no invalid bit patterns.
+    unsafe impl aya::Pod for super::Entry {}
+    // SAFETY: as above.
+    unsafe impl aya::Pod for super::Config {}
+}

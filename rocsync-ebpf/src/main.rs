@@ -1,0 +1,179 @@
+//! rocsync's probes. One generic entry/exit pair serves every hooked function: the uprobe
+//! cookie carries the API id, so adding an API needs no new program.
+#![no_std]
+#![no_main]
+// The correlation counter needs BPF's atomic fetch-and-add (ISA v3, kernel 5.12). The
+// code generator targets the generic ISA, which lacks it, so it is written in assembly.
+#![feature(asm_experimental_arch)]
+
+use aya_ebpf::{
+    EbpfContext,
+    helpers::{
+        bpf_get_current_pid_tgid, bpf_ktime_get_ns, bpf_probe_read_user,
+        generated::{bpf_get_attach_cookie, bpf_send_signal},
+    },
+    macros::{map, uprobe, uretprobe},
+    maps::{Array, HashMap, LruHashMap, PerCpuArray, RingBuf},
+    programs::{ProbeContext, RetProbeContext},
+};
+use rocsync_common::{
+    Api, CallRecord, Config, Entry, LinkMapRecord, OutParam, RECORD_CALL, RECORD_LINK_MAP,
+};
+
+/// Index into `DROPS`: a completed call found the ring full.
+const DROP_CALL: u32 = 0;
+/// Index into `DROPS`: a link-map change found the ring full (the target was not stopped).
+const DROP_LINK_MAP: u32 = 1;
+const SIGSTOP: u32 = 19;
+
+#[map]
+static EVENTS: RingBuf = RingBuf::with_byte_size(8 << 20, 0);
+
+/// Processes to trace (tgid → settings). Everything else returns at the first lookup.
+#[map]
+static TARGETS: HashMap<u32, Config> = HashMap::with_max_entries(1024, 0);
+
+/// Calls in flight, keyed by `pid_tgid` (threads call concurrently). LRU so that threads
+/// that die inside a call cannot fill it.
+#[map]
+static STASH: LruHashMap<u64, Entry> = LruHashMap::with_max_entries(65536, 0);
+
+/// The one correlation counter, so ids order calls across threads.
+#[map]
+static CORRELATION: Array<u64> = Array::with_max_entries(1, 0);
+
+#[map]
+static DROPS: PerCpuArray<u64> = PerCpuArray::with_max_entries(2, 0);
+
+#[inline(always)]
+fn count_drop(index: u32) {
+    if let Some(n) = DROPS.get_ptr_mut(index) {
+        // SAFETY: per-CPU slot, no concurrent writer on this CPU while the program runs.
+        unsafe { *n += 1 };
+    }
+}
+
+/// Atomically increments the shared counter and returns the new value.
+#[inline(always)]
+fn next_correlation(counter: *mut u64) -> u64 {
+    let mut value: u64 = 1;
+    // SAFETY: `counter` is a valid, aligned u64 map slot; the instruction is one atomic
+    // read-modify-write that returns the previous value in `value`.
+    unsafe {
+        core::arch::asm!(
+            "{v} = atomic_fetch_add((u64 *)({p} + 0), {v})",
+            p = in(reg) counter,
+            v = inout(reg) value,
+        );
+    }
+    value + 1
+}
+
+#[uprobe]
+pub fn call_enter(ctx: ProbeContext) -> u32 {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    // SAFETY: plain map lookup; the value is copied out at once.
+    match unsafe { TARGETS.get(&((pid_tgid >> 32) as u32)) } {
+        Some(cfg) if cfg.capture != 0 => {}
+        _ => return 0,
+    }
+    let Some(counter) = CORRELATION.get_ptr_mut(0) else {
+        return 0;
+    };
+    let correlation = next_correlation(counter);
+    let entry = Entry {
+        correlation,
+        // SAFETY: helper without preconditions.
+        enter_ns: unsafe { bpf_ktime_get_ns() },
+        args: [
+            ctx.arg::<u64>(0).unwrap_or(0),
+            ctx.arg::<u64>(1).unwrap_or(0),
+            ctx.arg::<u64>(2).unwrap_or(0),
+        ],
+        // SAFETY: the context pointer is the program's own.
+        api: unsafe { bpf_get_attach_cookie(ctx.as_ptr()) } as u32,
+        _pad: 0,
+    };
+    let _ = STASH.insert(&pid_tgid, &entry, 0);
+    0
+}
+
+#[uretprobe]
+pub fn call_exit(ctx: RetProbeContext) -> u32 {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    // SAFETY: the value is copied out before the entry is removed.
+    let Some(entry) = (unsafe { STASH.get(&pid_tgid) }).copied() else {
+        return 0;
+    };
+    let _ = STASH.remove(&pid_tgid);
+    // SAFETY: helper without preconditions.
+    let exit_ns = unsafe { bpf_ktime_get_ns() };
+    let mut args = entry.args;
+    match Api::from_u32(entry.api).map(Api::out_param) {
+        // SAFETY: reads target memory through the checked helper; a fault yields an error.
+        Some(OutParam::Handle) => {
+            args[0] = unsafe { bpf_probe_read_user(args[0] as *const u64) }.unwrap_or(0)
+        }
+        Some(OutParam::Int) => {
+            args[0] = unsafe { bpf_probe_read_user(args[0] as *const i32) }.unwrap_or(-1) as u64
+        }
+        _ => {}
+    }
+    let Some(mut slot) = EVENTS.reserve::<CallRecord>(0) else {
+        count_drop(DROP_CALL);
+        return 0;
+    };
+    slot.write(CallRecord {
+        kind: RECORD_CALL,
+        pid: (pid_tgid >> 32) as u32,
+        tid: pid_tgid as u32,
+        api: entry.api,
+        correlation: entry.correlation,
+        enter_ns: entry.enter_ns,
+        exit_ns,
+        args,
+        ret: ctx.ret::<i32>() as i64,
+    });
+    slot.submit(0);
+    0
+}
+
+/// On the dynamic loader's `_dl_debug_state`: the link map changed, so a HIP library may
+/// just have been mapped. Stop the target and tell userspace, which attaches to new
+/// libraries and continues the process before it can call into them.
+#[uprobe]
+pub fn link_map_changed(_ctx: ProbeContext) -> u32 {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    // SAFETY: plain map lookup.
+    match unsafe { TARGETS.get(&((pid_tgid >> 32) as u32)) } {
+        Some(cfg) if cfg.stop_on_link_map != 0 => {}
+        _ => return 0,
+    }
+    // Reserve first: a target stopped without a notification would never be continued.
+    let Some(mut slot) = EVENTS.reserve::<LinkMapRecord>(0) else {
+        count_drop(DROP_LINK_MAP);
+        return 0;
+    };
+    // SAFETY: signals the current process; SIGSTOP takes effect on return to user mode.
+    let stopped = unsafe { bpf_send_signal(SIGSTOP) } == 0;
+    slot.write(LinkMapRecord {
+        kind: RECORD_LINK_MAP,
+        pid: (pid_tgid >> 32) as u32,
+        tid: pid_tgid as u32,
+        stopped: stopped as u32,
+        // SAFETY: helper without preconditions.
+        ns: unsafe { bpf_ktime_get_ns() },
+    });
+    slot.submit(0);
+    0
+}
+
+#[cfg(not(test))]
+#[panic_handler]
+fn panic(_info: &core::panic::PanicInfo) -> ! {
+    loop {}
+}
+
+#[unsafe(link_section = "license")]
+#[unsafe(no_mangle)]
+static LICENSE: [u8; 4] = *b"GPL\0";
