@@ -31,6 +31,22 @@ pub enum OutParam {
     Int,
 }
 
+impl OutParam {
+    /// By raw id, so the exit probe decides with a few compares (no table the verifier
+    /// would have to bound).
+    pub const fn of_api_id(id: u32) -> OutParam {
+        const GET_DEVICE: u32 = Api::HipGetDevice as u32;
+        const CREATE: u32 = Api::HipStreamCreate as u32;
+        const CREATE_WITH_FLAGS: u32 = Api::HipStreamCreateWithFlags as u32;
+        const CREATE_WITH_PRIORITY: u32 = Api::HipStreamCreateWithPriority as u32;
+        match id {
+            GET_DEVICE => OutParam::Int,
+            CREATE | CREATE_WITH_FLAGS | CREATE_WITH_PRIORITY => OutParam::Handle,
+            _ => OutParam::None,
+        }
+    }
+}
+
 impl Api {
     pub const ALL: [Api; 16] = [
         Api::HipEventRecord,
@@ -101,13 +117,7 @@ impl Api {
     }
 
     pub const fn out_param(self) -> OutParam {
-        match self {
-            Api::HipGetDevice => OutParam::Int,
-            Api::HipStreamCreate
-            | Api::HipStreamCreateWithFlags
-            | Api::HipStreamCreateWithPriority => OutParam::Handle,
-            _ => OutParam::None,
-        }
+        OutParam::of_api_id(self as u32)
     }
 }
 

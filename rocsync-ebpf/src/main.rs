@@ -17,7 +17,7 @@ use aya_ebpf::{
     programs::{ProbeContext, RetProbeContext},
 };
 use rocsync_common::{
-    Api, CallRecord, Config, Entry, LinkMapRecord, OutParam, RECORD_CALL, RECORD_LINK_MAP,
+    CallRecord, Config, Entry, LinkMapRecord, OutParam, RECORD_CALL, RECORD_LINK_MAP,
 };
 
 /// Index into `DROPS`: a completed call found the ring full.
@@ -109,12 +109,12 @@ pub fn call_exit(ctx: RetProbeContext) -> u32 {
     // SAFETY: helper without preconditions.
     let exit_ns = unsafe { bpf_ktime_get_ns() };
     let mut args = entry.args;
-    match Api::from_u32(entry.api).map(Api::out_param) {
+    match OutParam::of_api_id(entry.api) {
         // SAFETY: reads target memory through the checked helper; a fault yields an error.
-        Some(OutParam::Handle) => {
+        OutParam::Handle => {
             args[0] = unsafe { bpf_probe_read_user(args[0] as *const u64) }.unwrap_or(0)
         }
-        Some(OutParam::Int) => {
+        OutParam::Int => {
             args[0] = unsafe { bpf_probe_read_user(args[0] as *const i32) }.unwrap_or(-1) as u64
         }
         _ => {}

@@ -1,1 +1,35 @@
+//! Fixtures for rocsync's tests: a simulated HIP runtime that exports the real ABI, and
+//! scenario programs that drive it and log what they did.
 
+use std::path::{Path, PathBuf};
+
+mod scenario_log;
+pub use scenario_log::{LoggedCall, read_log};
+
+const OUT: &str = env!("OUT_DIR");
+
+/// Directory holding the simulated `libamdhip64.so`.
+pub fn sim_dir() -> PathBuf {
+    Path::new(OUT).join("sim")
+}
+
+/// The simulated runtime.
+pub fn sim_hip() -> PathBuf {
+    sim_dir().join("libamdhip64.so")
+}
+
+/// Scenario program linked against the simulated runtime.
+pub fn scenario() -> PathBuf {
+    Path::new(OUT).join("scenario")
+}
+
+/// The same scenarios, loading the runtime with `dlopen` (`$SCENARIO_HIP`).
+pub fn scenario_dlopen() -> PathBuf {
+    Path::new(OUT).join("scenario_dlopen")
+}
+
+/// Program linked against Debian's real `libamdhip64.so.5`, if its headers were installed.
+pub fn real_hip_program() -> Option<PathBuf> {
+    let p = Path::new(OUT).join("real_hip");
+    p.exists().then_some(p)
+}

@@ -1,0 +1,98 @@
+//! Finding a process's dynamic loader, whose `_dl_debug_state` announces library loads.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context as _, Result, bail};
+
+use crate::target::maps::{self, Mapping};
+
+/// The loader mapped by a running process, as a path this process can open.
+pub fn of_process(pid: u32, mappings: &[Mapping]) -> Option<PathBuf> {
+    maps::libraries(mappings, maps::is_dynamic_loader)
+        .next()
+        .map(|m| maps::host_path(pid, &m.path))
+}
+
+/// The loader an executable will run under: its `PT_INTERP`, following `#!` interpreters.
+pub fn of_executable(exe: &Path) -> Result<Option<PathBuf>> {
+    let mut exe = exe.to_path_buf();
+    for _ in 0..4 {
+        let data = std::fs::read(&exe).with_context(|| format!("cannot read {}", exe.display()))?;
+        if let Some(line) = data.strip_prefix(b"#!") {
+            let line = line.split(|&b| b == b'\n').next().unwrap_or_default();
+            let text = String::from_utf8_lossy(line);
+            let Some(interp) = text.split_whitespace().next() else {
+                bail!("{}: empty #! line", exe.display());
+            };
+            exe = PathBuf::from(interp);
+            continue;
+        }
+        let file = object::File::parse(&*data).with_context(|| {
+            format!(
+                "{} is neither an ELF executable nor a script",
+                exe.display()
+            )
+        })?;
+        let interp = match &file {
+            object::File::Elf64(elf) => elf_interp(elf.elf_program_headers(), elf.endian(), &data),
+            _ => None,
+        };
+        return Ok(interp);
+    }
+    bail!("{}: too many nested #! interpreters", exe.display())
+}
+
+fn elf_interp(
+    headers: &[object::elf::ProgramHeader64<object::Endianness>],
+    endian: object::Endianness,
+    data: &[u8],
+) -> Option<PathBuf> {
+    use object::read::elf::ProgramHeader as _;
+    let h = headers
+        .iter()
+        .find(|h| h.p_type(endian) == object::elf::PT_INTERP)?;
+    let bytes = h.data(endian, data).ok()?;
+    let bytes = bytes.split(|&b| b == 0).next()?;
+    Some(PathBuf::from(String::from_utf8_lossy(bytes).into_owned()))
+}
+
+/// Resolves a command name the way `execvp` does.
+pub fn find_in_path(cmd: &str) -> Option<PathBuf> {
+    if cmd.contains('/') {
+        return Some(PathBuf::from(cmd));
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path).map(|d| d.join(cmd)).find(|p| {
+        use std::os::unix::fs::PermissionsExt as _;
+        p.metadata()
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_the_interpreter_of_an_elf_and_of_a_script() {
+        let sh = find_in_path("sh").expect("sh on PATH");
+        let interp = of_executable(&sh).unwrap().expect("dynamically linked sh");
+        assert!(maps::is_dynamic_loader(
+            interp.file_name().unwrap().to_str().unwrap()
+        ));
+
+        let dir = tempfile::tempdir().unwrap();
+        let script = dir.path().join("s");
+        std::fs::write(&script, format!("#!{} -e\necho hi\n", sh.display())).unwrap();
+        assert_eq!(of_executable(&script).unwrap(), Some(interp));
+    }
+
+    #[test]
+    fn own_process_has_a_loader_mapped() {
+        let pid = std::process::id();
+        let text = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
+        let loader = of_process(pid, &maps::parse(&text)).expect("loader mapped");
+        assert!(loader.starts_with(format!("/proc/{pid}/root")));
+        assert!(loader.exists());
+    }
+}

@@ -1,0 +1,176 @@
+//! The loaded eBPF object: target settings, attachment of the call and loader probes, the
+//! ring buffer, the in-flight stash and the drop counters.
+
+use std::{
+    num::NonZeroU32,
+    path::{Path, PathBuf},
+};
+
+use anyhow::{Context as _, Result, anyhow};
+use aya::{
+    Ebpf,
+    maps::{HashMap, MapData, PerCpuArray, RingBuf},
+    programs::{UProbe, uprobe::UProbeAttachPoint, uprobe::UProbeLinkId},
+};
+use rocsync_common::{Api, Config, Entry};
+
+use crate::target::symbols::{self, Resolution};
+
+const ENTER: &str = "call_enter";
+const EXIT: &str = "call_exit";
+const LINK_MAP: &str = "link_map_changed";
+
+/// What attaching to one library file found.
+#[derive(Debug)]
+pub struct LibraryReport {
+    pub path: PathBuf,
+    /// Hooked functions (distinct addresses) and the names probed at each.
+    pub probed: Vec<(u64, Vec<&'static str>)>,
+    /// Hooked names this library does not export.
+    pub missing: Vec<&'static str>,
+}
+
+pub struct Probes {
+    ebpf: Ebpf,
+    links: Vec<(&'static str, UProbeLinkId)>,
+}
+
+impl Probes {
+    pub fn load() -> Result<Self> {
+        crate::preflight::check()?;
+        let mut ebpf = Ebpf::load(crate::PROBES).map_err(|e| {
+            anyhow!("the kernel refused rocsync's eBPF programs: {e}")
+                .context("loading probes (needs Linux ≥ 5.15 with BPF ring buffers and uprobes)")
+        })?;
+        for name in [ENTER, EXIT, LINK_MAP] {
+            uprobe(&mut ebpf, name)?
+                .load()
+                .with_context(|| format!("loading program {name}"))?;
+        }
+        Ok(Self {
+            ebpf,
+            links: Vec::new(),
+        })
+    }
+
+    /// Removes the ring buffer from the object; the event loop owns it from here on.
+    pub fn take_ring(&mut self) -> Result<RingBuf<MapData>> {
+        let map = self.ebpf.take_map("EVENTS").context("EVENTS map missing")?;
+        Ok(RingBuf::try_from(map)?)
+    }
+
+    pub fn set_target(&mut self, pid: u32, config: Config) -> Result<()> {
+        let mut targets: HashMap<_, u32, Config> = HashMap::try_from(
+            self.ebpf
+                .map_mut("TARGETS")
+                .context("TARGETS map missing")?,
+        )?;
+        targets.insert(pid, config, 0).context("updating TARGETS")?;
+        Ok(())
+    }
+
+    /// Attaches the call probes to every hooked function `path` exports, scoped to `pid`
+    /// (or every process when `None`). The caller probes each file once: twice would count
+    /// every call twice.
+    pub fn attach_hip(&mut self, path: &Path, pid: Option<u32>) -> Result<LibraryReport> {
+        let names: Vec<&'static str> = Api::ALL.iter().map(|a| a.symbol()).collect();
+        let Resolution { found, missing } = symbols::resolve(path, &names)?;
+        if found.is_empty() {
+            return Err(anyhow!(
+                "{} exports none of the hooked HIP functions ({}): is it really libamdhip64?",
+                path.display(),
+                names.join(", ")
+            ));
+        }
+        let scope = scope(pid);
+        let mut probed = Vec::new();
+        for f in found {
+            // Aliases share an address and so one probe; the first name gives the API.
+            let api = Api::ALL
+                .iter()
+                .find(|a| a.symbol() == f.names[0])
+                .copied()
+                .expect("resolved names come from Api::ALL");
+            for prog in [ENTER, EXIT] {
+                let point = UProbeAttachPoint {
+                    location: f.offset.into(),
+                    cookie: Some(api as u64),
+                };
+                let link = uprobe(&mut self.ebpf, prog)?
+                    .attach(point, path, scope)
+                    .with_context(|| {
+                        format!("attaching to {} in {}", f.names.join("/"), path.display())
+                    })?;
+                self.links.push((prog, link));
+            }
+            probed.push((f.offset, f.names));
+        }
+        Ok(LibraryReport {
+            path: path.to_path_buf(),
+            probed,
+            missing,
+        })
+    }
+
+    /// Hooks the dynamic loader's `_dl_debug_state` in `loader`, so library loads of `pid`
+    /// are seen before the library's first call.
+    pub fn attach_loader(&mut self, loader: &Path, pid: u32) -> Result<bool> {
+        let r = symbols::resolve(loader, &["_dl_debug_state"])?;
+        let Some(f) = r.found.first() else {
+            return Ok(false);
+        };
+        let link = uprobe(&mut self.ebpf, LINK_MAP)?
+            .attach(f.offset, loader, scope(Some(pid)))
+            .with_context(|| format!("attaching to _dl_debug_state in {}", loader.display()))?;
+        self.links.push((LINK_MAP, link));
+        Ok(true)
+    }
+
+    /// Detaches every probe. Calls already entered have left their stash entries.
+    pub fn detach_all(&mut self) {
+        for (prog, link) in self.links.drain(..) {
+            if let Ok(p) = uprobe(&mut self.ebpf, prog) {
+                // A link whose file or process is gone may fail to detach; it goes with
+                // the object in any case.
+                let _ = p.detach(link);
+            }
+        }
+    }
+
+    /// Calls entered but not (yet) returned, for the given processes.
+    pub fn in_flight(&self, pids: &[u32]) -> Result<Vec<(u64, Entry)>> {
+        let stash: HashMap<_, u64, Entry> =
+            HashMap::try_from(self.ebpf.map("STASH").context("STASH map missing")?)?;
+        let mut out = Vec::new();
+        for item in stash.iter() {
+            let (pid_tgid, entry) = item?;
+            if pids.contains(&((pid_tgid >> 32) as u32)) {
+                out.push((pid_tgid, entry));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Total failed ring reservations, summed over CPUs: (calls, loader notifications).
+    pub fn drops(&self) -> Result<(u64, u64)> {
+        let drops: PerCpuArray<_, u64> =
+            PerCpuArray::try_from(self.ebpf.map("DROPS").context("DROPS map missing")?)?;
+        let sum = |i| -> Result<u64> { Ok(drops.get(&i, 0)?.iter().sum()) };
+        Ok((sum(0)?, sum(1)?))
+    }
+}
+
+fn uprobe<'a>(ebpf: &'a mut Ebpf, name: &str) -> Result<&'a mut UProbe> {
+    let prog = ebpf
+        .program_mut(name)
+        .with_context(|| format!("program {name} missing from the eBPF object"))?;
+    Ok(prog.try_into()?)
+}
+
+fn scope(pid: Option<u32>) -> aya::programs::uprobe::UProbeScope {
+    use aya::programs::uprobe::UProbeScope;
+    match pid.and_then(NonZeroU32::new) {
+        Some(pid) => UProbeScope::OneProcess(pid),
+        None => UProbeScope::AllProcesses,
+    }
+}

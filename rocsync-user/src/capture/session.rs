@@ -1,0 +1,308 @@
+//! One capture: targets, library discovery and attachment, the ring-buffer event loop, and
+//! the stop sequence (deactivate, let in-flight calls return, detach, drain).
+
+use std::{
+    collections::HashSet,
+    future::Future,
+    os::unix::fs::MetadataExt as _,
+    path::{Path, PathBuf},
+    time::Duration,
+};
+
+use anyhow::{Context as _, Result};
+use aya::maps::{MapData, RingBuf};
+use rocsync_common::{Config, Decoded, decode};
+use tokio::{
+    io::{Interest, unix::AsyncFd},
+    signal::unix::{SignalKind, signal},
+};
+
+use super::probes::{LibraryReport, Probes};
+use crate::{
+    target::maps::{self, Mapping},
+    trace::call::Call,
+};
+
+const ACTIVE: Config = Config {
+    capture: 1,
+    stop_on_link_map: 1,
+};
+const INACTIVE: Config = Config {
+    capture: 0,
+    stop_on_link_map: 0,
+};
+/// How long stop waits for calls already entered to return before reporting them in flight.
+const IN_FLIGHT_GRACE: Duration = Duration::from_millis(300);
+/// Safety net for library loads the loader hook cannot see (e.g. a dropped notification).
+const RESCAN_EVERY: Duration = Duration::from_secs(1);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StopReason {
+    Signal(&'static str),
+    Duration,
+    TargetExited,
+}
+
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Drops {
+    /// Calls lost because the ring buffer was full.
+    pub calls: u64,
+    /// Library-load notifications lost (the process was not held; a rescan caught up).
+    pub link_map: u64,
+    /// Records that failed to decode.
+    pub undecodable: u64,
+}
+
+pub struct Captured {
+    pub calls: Vec<Call>,
+    pub drops: Drops,
+    /// Calls entered while capturing that had not returned at stop.
+    pub in_flight: usize,
+    pub libraries: Vec<LibraryReport>,
+    pub stop: StopReason,
+}
+
+pub struct Session {
+    probes: Probes,
+    targets: Vec<u32>,
+    /// (device, inode) of every library file probed: one file seen through two paths
+    /// must not be probed twice.
+    probed_files: HashSet<(u64, u64)>,
+    libraries: Vec<LibraryReport>,
+    calls: Vec<Call>,
+    undecodable: u64,
+    verbose: bool,
+}
+
+impl Session {
+    pub fn new(probes: Probes, verbose: bool) -> Self {
+        Self {
+            probes,
+            targets: Vec::new(),
+            probed_files: HashSet::new(),
+            libraries: Vec::new(),
+            calls: Vec::new(),
+            undecodable: 0,
+            verbose,
+        }
+    }
+
+    pub fn probes(&mut self) -> &mut Probes {
+        &mut self.probes
+    }
+
+    /// Starts capturing `pid` and hooks `loader` (its dynamic loader) for library loads.
+    pub fn add_target(&mut self, pid: u32, loader: Option<&Path>) -> Result<()> {
+        self.probes.set_target(pid, ACTIVE)?;
+        self.targets.push(pid);
+        match loader {
+            Some(l) => {
+                if !self.probes.attach_loader(l, pid)? {
+                    eprintln!(
+                        "rocsync: warning: {} has no _dl_debug_state; libraries loaded later \
+                         are found by periodic rescans only",
+                        l.display()
+                    );
+                }
+            }
+            None => eprintln!(
+                "rocsync: warning: no dynamic loader found for pid {pid}; libraries loaded \
+                 later are found by periodic rescans only"
+            ),
+        }
+        Ok(())
+    }
+
+    /// Probes a HIP library file for `pid`, once per file. Returns whether it was new.
+    pub fn attach_library(&mut self, path: &Path, pid: u32) -> Result<bool> {
+        let meta =
+            std::fs::metadata(path).with_context(|| format!("cannot open {}", path.display()))?;
+        if !self.probed_files.insert((meta.dev(), meta.ino())) {
+            return Ok(false);
+        }
+        let report = match self.probes.attach_hip(path, Some(pid)) {
+            Ok(r) => r,
+            Err(e) => {
+                self.probed_files.remove(&(meta.dev(), meta.ino()));
+                return Err(e);
+            }
+        };
+        eprintln!(
+            "rocsync: attached to {} (pid {pid}): {} functions",
+            report.path.display(),
+            report.probed.len()
+        );
+        if self.verbose {
+            for (offset, names) in &report.probed {
+                eprintln!("rocsync:   {:#x} {}", offset, names.join(" = "));
+            }
+        }
+        if !report.missing.is_empty() {
+            eprintln!(
+                "rocsync: warning: {} does not export {}; skipped",
+                report.path.display(),
+                report.missing.join(", ")
+            );
+        }
+        self.libraries.push(report);
+        Ok(true)
+    }
+
+    /// Reads `pid`'s maps and probes every HIP library not yet probed. Returns how many
+    /// HIP libraries the process maps in all.
+    pub fn scan(&mut self, pid: u32) -> Result<usize> {
+        let text = match std::fs::read_to_string(format!("/proc/{pid}/maps")) {
+            Ok(t) => t,
+            // The process is gone; its exit ends the capture elsewhere.
+            Err(_) => return Ok(0),
+        };
+        let mappings = maps::parse(&text);
+        let mut n = 0;
+        for m in maps::libraries(&mappings, maps::is_hip_runtime) {
+            n += 1;
+            let path = openable_path(pid, m);
+            if let Err(e) = self.attach_library(&path, pid) {
+                eprintln!("rocsync: warning: {e:#}");
+            }
+        }
+        Ok(n)
+    }
+
+    fn handle(&mut self, bytes: &[u8]) {
+        match decode(bytes) {
+            Ok(Decoded::Call(r)) => self.calls.extend(Call::from_record(&r)),
+            Ok(Decoded::LinkMap(r)) => {
+                if self.targets.contains(&r.pid) {
+                    let _ = self.scan(r.pid);
+                }
+                if r.stopped != 0 {
+                    // Our probe stopped it; everything it may call into is probed now.
+                    // SAFETY: plain kill(2) on a process this capture stopped.
+                    unsafe { libc::kill(r.pid as i32, libc::SIGCONT) };
+                }
+            }
+            Err(e) => {
+                self.undecodable += 1;
+                if self.verbose {
+                    eprintln!("rocsync: undecodable record: {e}");
+                }
+            }
+        }
+    }
+
+    /// Runs until a signal, the duration, or `target_exit` completes.
+    pub async fn run(
+        &mut self,
+        ring: &mut AsyncFd<RingBuf<MapData>>,
+        duration: Option<Duration>,
+        target_exit: impl Future<Output = ()>,
+    ) -> Result<StopReason> {
+        let mut sigint = signal(SignalKind::interrupt())?;
+        let mut sigterm = signal(SignalKind::terminate())?;
+        let deadline = async {
+            match duration {
+                Some(d) => tokio::time::sleep(d).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::pin!(deadline, target_exit);
+        let mut rescan = tokio::time::interval(RESCAN_EVERY);
+        loop {
+            tokio::select! {
+                guard = ring.readable_mut() => {
+                    let mut guard = guard?;
+                    self.drain(guard.get_inner_mut());
+                    guard.clear_ready();
+                }
+                _ = sigint.recv() => return Ok(StopReason::Signal("SIGINT")),
+                _ = sigterm.recv() => return Ok(StopReason::Signal("SIGTERM")),
+                _ = &mut deadline => return Ok(StopReason::Duration),
+                _ = &mut target_exit => return Ok(StopReason::TargetExited),
+                _ = rescan.tick() => {
+                    for pid in self.targets.clone() {
+                        let _ = self.scan(pid);
+                    }
+                }
+            }
+        }
+    }
+
+    fn drain(&mut self, ring: &mut RingBuf<MapData>) {
+        while let Some(item) = ring.next() {
+            let mut buf = [0u8; 128];
+            let n = item.len().min(buf.len());
+            buf[..n].copy_from_slice(&item[..n]);
+            let len = item.len();
+            drop(item);
+            if len > buf.len() {
+                self.undecodable += 1;
+                continue;
+            }
+            self.handle(&buf[..n]);
+        }
+    }
+
+    /// Stop: no new calls enter; calls in flight get a grace period to return; probes are
+    /// detached; the ring is drained; calls still in flight are reported from the stash.
+    pub async fn finish(
+        mut self,
+        mut ring: AsyncFd<RingBuf<MapData>>,
+        stop: StopReason,
+    ) -> Result<Captured> {
+        for &pid in &self.targets {
+            self.probes.set_target(pid, INACTIVE)?;
+        }
+        let waited = tokio::time::Instant::now();
+        while waited.elapsed() < IN_FLIGHT_GRACE
+            && !self.probes.in_flight(&self.targets)?.is_empty()
+        {
+            self.drain(ring.get_mut());
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let in_flight = self.probes.in_flight(&self.targets)?;
+        self.probes.detach_all();
+        self.drain(ring.get_mut());
+        // A call may have returned between the stash read and the detach: keep the record.
+        let returned: HashSet<(u32, u64)> =
+            self.calls.iter().map(|c| (c.pid, c.correlation)).collect();
+        let mut n_in_flight = 0;
+        for (pid_tgid, entry) in &in_flight {
+            if let Some(c) = Call::in_flight(*pid_tgid, entry) {
+                if !returned.contains(&(c.pid, c.correlation)) {
+                    self.calls.push(c);
+                    n_in_flight += 1;
+                }
+            }
+        }
+        let (calls, link_map) = self.probes.drops()?;
+        Ok(Captured {
+            calls: self.calls,
+            drops: Drops {
+                calls,
+                link_map,
+                undecodable: self.undecodable,
+            },
+            in_flight: n_in_flight,
+            libraries: self.libraries,
+            stop,
+        })
+    }
+}
+
+/// Wraps the ring buffer for readiness notification.
+pub fn async_ring(ring: RingBuf<MapData>) -> Result<AsyncFd<RingBuf<MapData>>> {
+    // SAFETY: the ring buffer owns its fd for as long as the AsyncFd that wraps it.
+    unsafe { AsyncFd::register_with_interest(ring, Interest::READABLE) }
+        .map_err(std::io::Error::from)
+        .context("registering the ring buffer with the event loop")
+}
+
+/// A path through which the mapped file can be opened from here: through the target's
+/// root (containers), or through `map_files` when the file was deleted or replaced.
+fn openable_path(pid: u32, m: &Mapping) -> PathBuf {
+    if m.deleted {
+        PathBuf::from(format!("/proc/{pid}/map_files/{:x}-{:x}", m.start, m.end))
+    } else {
+        maps::host_path(pid, &m.path)
+    }
+}

@@ -1,0 +1,107 @@
+//! Command-line interface.
+
+use std::{path::PathBuf, time::Duration};
+
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "rocsync",
+    version,
+    about = "Trace GPU synchronisation (event record, stream wait, synchronize) in unmodified HIP processes",
+    propagate_version = true
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Launch a command and trace it from its first HIP call.
+    Run(RunArgs),
+    /// Trace a running process.
+    Attach(AttachArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct OutputArgs {
+    /// Write every call as JSON Lines
+    #[arg(long, value_name = "FILE")]
+    pub raw: Option<PathBuf>,
+    /// Report each probed function and undecodable record
+    #[arg(short, long)]
+    pub verbose: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub out: OutputArgs,
+    /// The HIP runtime the command uses, probed before it starts (libraries it maps are
+    /// found and probed in any case)
+    #[arg(long, value_name = "PATH")]
+    pub hip_lib: Option<PathBuf>,
+    /// The command and its arguments
+    #[arg(required = true, last = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct AttachArgs {
+    #[command(flatten)]
+    pub out: OutputArgs,
+    /// Process to trace
+    #[arg(long, short)]
+    pub pid: u32,
+    /// Stop after this many seconds (default: until Ctrl-C or the process exits)
+    #[arg(long, short, value_name = "SECONDS", value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+    /// Wait for the process to load libamdhip64 instead of failing
+    #[arg(long)]
+    pub wait: bool,
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let secs: f64 = s
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number of seconds"))?;
+    if !(secs.is_finite() && secs > 0.0) {
+        return Err(format!(
+            "{s:?}: the duration must be a positive number of seconds"
+        ));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_run_with_a_command_after_the_separator() {
+        let cli =
+            Cli::try_parse_from(["rocsync", "run", "--raw", "r.jsonl", "--", "app", "-x"]).unwrap();
+        let Command::Run(r) = cli.command else {
+            panic!()
+        };
+        assert_eq!(r.command, vec!["app", "-x"]);
+        assert_eq!(r.out.raw, Some(PathBuf::from("r.jsonl")));
+    }
+
+    #[test]
+    fn rejects_bad_durations() {
+        for bad in ["0", "-1", "abc", "inf"] {
+            assert!(
+                Cli::try_parse_from(["rocsync", "attach", "--pid", "1", "--duration", bad])
+                    .is_err(),
+                "{bad}"
+            );
+        }
+        let cli = Cli::try_parse_from(["rocsync", "attach", "--pid", "1", "-d", "1.5"]).unwrap();
+        let Command::Attach(a) = cli.command else {
+            panic!()
+        };
+        assert_eq!(a.duration, Some(Duration::from_millis(1500)));
+    }
+}

@@ -1,0 +1,80 @@
+//! `rocsync attach --pid PID`: trace a process that is already running.
+
+use std::path::Path;
+
+use anyhow::{Result, bail};
+
+use super::finish::Outputs;
+use crate::{
+    capture::{Session, clock, launch, loader, probes::Probes, session::async_ring},
+    cli::AttachArgs,
+    target::maps,
+    trace::raw::Header,
+};
+
+pub async fn attach(args: AttachArgs) -> Result<i32> {
+    let pid = args.pid;
+    if pid == 0 || !Path::new(&format!("/proc/{pid}")).exists() {
+        bail!("no process with id {pid}");
+    }
+    let outputs = Outputs::reserve(&args.out)?;
+    let exited = process_exit(pid)?;
+    let mut probes = Probes::load()?;
+    let ring = probes.take_ring()?;
+    let mut session = Session::new(probes, args.out.verbose);
+    let text = std::fs::read_to_string(format!("/proc/{pid}/maps"))
+        .map_err(|e| anyhow::anyhow!("cannot read /proc/{pid}/maps: {e}"))?;
+    let mappings = maps::parse(&text);
+    // Hook the loader before the scan, so a library loaded in between is not missed.
+    session.add_target(pid, loader::of_process(pid, &mappings).as_deref())?;
+    let clock_offset_ns = clock::realtime_offset_ns();
+    if session.scan(pid)? == 0 {
+        if !args.wait {
+            bail!(
+                "process {pid} has no libamdhip64 mapped; if it loads HIP later, \
+                 add --wait to wait for it"
+            );
+        }
+        eprintln!("rocsync: waiting for process {pid} to load libamdhip64");
+    }
+    eprintln!("rocsync: tracing pid {pid}; Ctrl-C to stop");
+    let mut ring = async_ring(ring)?;
+    let stop = session.run(&mut ring, args.duration, exited).await?;
+    eprintln!("rocsync: stopping ({})", describe(stop));
+    let captured = session.finish(ring, stop).await?;
+    let header = Header {
+        clock_offset_ns,
+        command: cmdline(pid),
+        drops: 0,
+    };
+    outputs.write(captured, header)?;
+    Ok(0)
+}
+
+fn describe(stop: crate::capture::StopReason) -> String {
+    use crate::capture::StopReason::*;
+    match stop {
+        Signal(s) => s.to_string(),
+        Duration => "duration reached".into(),
+        TargetExited => "target exited".into(),
+    }
+}
+
+fn cmdline(pid: u32) -> Vec<String> {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|b| {
+            b.split(|&c| c == 0)
+                .filter(|s| !s.is_empty())
+                .map(|s| String::from_utf8_lossy(s).into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Resolves when `pid` exits (a pidfd becomes readable), without being its parent.
+fn process_exit(pid: u32) -> Result<impl std::future::Future<Output = ()>> {
+    let fd = launch::pidfd(pid)?;
+    Ok(async move {
+        let _ = fd.readable().await;
+    })
+}

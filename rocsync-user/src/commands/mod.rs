@@ -1,0 +1,8 @@
+//! The subcommands.
+
+mod attach;
+mod finish;
+mod run;
+
+pub use attach::attach;
+pub use run::run;

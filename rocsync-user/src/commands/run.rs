@@ -1,0 +1,86 @@
+//! `rocsync run -- CMD`: launch a command and trace it from its first HIP call.
+//!
+//! The child is forked but held before `exec` until its dynamic loader is hooked: every
+//! link-map change (start-up, each `dlopen`) then stops it until new HIP libraries are
+//! probed, so linked and `dlopen`ed runtimes are both traced from their first call.
+
+use std::path::PathBuf;
+
+use anyhow::{Result, anyhow, bail};
+
+use super::finish::Outputs;
+use crate::{
+    capture::{
+        Session, StopReason, clock,
+        launch::{self, Child},
+        loader,
+        probes::Probes,
+        session::async_ring,
+    },
+    cli::RunArgs,
+    trace::raw::Header,
+};
+
+pub async fn run(args: RunArgs) -> Result<i32> {
+    let program = &args.command[0];
+    let exe =
+        loader::find_in_path(program).ok_or_else(|| anyhow!("command not found: {program}"))?;
+    let interp = loader::of_executable(&exe)?;
+    if let Some(lib) = &args.hip_lib {
+        // Fail on a bad --hip-lib before anything starts.
+        crate::target::symbols::resolve(lib, &[])?;
+    }
+    let outputs = Outputs::reserve(&args.out)?;
+    let mut probes = Probes::load()?;
+    let ring = probes.take_ring()?;
+    let mut session = Session::new(probes, args.out.verbose);
+
+    let held = launch::spawn_held(&exe, &args.command)?;
+    if let Err(e) = prepare(&mut session, held.pid, interp, args.hip_lib.clone()) {
+        held.kill();
+        return Err(e);
+    }
+    let clock_offset_ns = clock::realtime_offset_ns();
+    let child = held.release()?;
+
+    let mut ring = async_ring(ring)?;
+    let stop = session.run(&mut ring, None, exit_of(&child)).await?;
+    if let StopReason::Signal(s) = stop {
+        eprintln!("rocsync: stopping ({s}); waiting for {program} to exit");
+        if s == "SIGTERM" {
+            // SAFETY: kill(2) on our own child, by its pid.
+            unsafe { libc::kill(child.pid as i32, libc::SIGTERM) };
+        }
+    }
+    let captured = session.finish(ring, stop).await?;
+    let header = Header {
+        clock_offset_ns,
+        command: args.command.clone(),
+        drops: 0,
+    };
+    outputs.write(captured, header)?;
+    child.wait().await
+}
+
+async fn exit_of(child: &Child) {
+    let _ = child.exit_ready().await;
+}
+
+fn prepare(
+    session: &mut Session,
+    pid: u32,
+    interp: Option<PathBuf>,
+    hip_lib: Option<PathBuf>,
+) -> Result<()> {
+    if interp.is_none() && hip_lib.is_none() {
+        bail!(
+            "the command is statically linked, so it cannot load libamdhip64 dynamically; \
+             pass --hip-lib if it does"
+        );
+    }
+    session.add_target(pid, interp.as_deref())?;
+    if let Some(lib) = hip_lib {
+        session.attach_library(&lib, pid)?;
+    }
+    Ok(())
+}

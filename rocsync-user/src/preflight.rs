@@ -1,0 +1,44 @@
+//! Checks, before anything is loaded, that this kernel and these privileges can trace.
+
+use std::path::Path;
+
+use anyhow::{Result, bail};
+
+const CAP_SYS_ADMIN: u32 = 21;
+const CAP_PERFMON: u32 = 38;
+const CAP_BPF: u32 = 39;
+
+/// Fails with an actionable message when tracing cannot work here.
+pub fn check() -> Result<()> {
+    let caps = effective_caps()?;
+    let has = |cap: u32| caps & (1u64 << cap) != 0;
+    if !(has(CAP_SYS_ADMIN) || (has(CAP_BPF) && has(CAP_PERFMON))) {
+        bail!(
+            "rocsync needs root, or the CAP_BPF and CAP_PERFMON capabilities, to load eBPF \
+             programs and attach uprobes: run it with sudo"
+        );
+    }
+    if !Path::new("/sys/bus/event_source/devices/uprobe/type").exists() {
+        bail!(
+            "this kernel has no uprobe support (/sys/bus/event_source/devices/uprobe is \
+             missing): rocsync needs a kernel built with CONFIG_UPROBE_EVENTS"
+        );
+    }
+    if !Path::new("/sys/kernel/btf/vmlinux").exists() {
+        bail!(
+            "this kernel exposes no BTF (/sys/kernel/btf/vmlinux is missing): rocsync needs \
+             a kernel built with CONFIG_DEBUG_INFO_BTF"
+        );
+    }
+    Ok(())
+}
+
+fn effective_caps() -> Result<u64> {
+    let status = std::fs::read_to_string("/proc/self/status")?;
+    let hex = status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .map(str::trim)
+        .unwrap_or("0");
+    Ok(u64::from_str_radix(hex, 16).unwrap_or(0))
+}

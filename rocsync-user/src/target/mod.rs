@@ -1,0 +1,4 @@
+//! Reading target processes from the outside: their mappings and the libraries' symbols.
+
+pub mod maps;
+pub mod symbols;

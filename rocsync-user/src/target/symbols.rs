@@ -1,0 +1,155 @@
+//! ELF symbol resolution: where, in a library file, each hooked function starts.
+
+use std::{collections::BTreeMap, path::Path};
+
+use object::{Object, ObjectSegment, ObjectSymbol};
+
+#[derive(Debug, thiserror::Error)]
+pub enum SymbolError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("{path} is not an ELF shared library: {reason}")]
+    NotElf { path: String, reason: String },
+}
+
+/// A function's uprobe location: the file offset of its first instruction.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Resolved<'n> {
+    pub names: Vec<&'n str>,
+    pub offset: u64,
+}
+
+/// Resolution of a set of names in one file.
+#[derive(Debug, Default)]
+pub struct Resolution<'n> {
+    /// One entry per distinct address: names that alias one function share an entry, so
+    /// it is probed once and its calls are not counted twice.
+    pub found: Vec<Resolved<'n>>,
+    pub missing: Vec<&'n str>,
+}
+
+/// Reads `path` and resolves `names` against its dynamic symbols (then its static ones, for
+/// unstripped builds). Version suffixes (`@@hip_4.2`) are not part of a name.
+pub fn resolve<'n>(path: &Path, names: &[&'n str]) -> Result<Resolution<'n>, SymbolError> {
+    let data = std::fs::read(path).map_err(|source| SymbolError::Read {
+        path: path.display().to_string(),
+        source,
+    })?;
+    resolve_bytes(&data, names).map_err(|reason| SymbolError::NotElf {
+        path: path.display().to_string(),
+        reason,
+    })
+}
+
+pub fn resolve_bytes<'n>(data: &[u8], names: &[&'n str]) -> Result<Resolution<'n>, String> {
+    let file = object::File::parse(data).map_err(|e| e.to_string())?;
+    if !matches!(file.format(), object::BinaryFormat::Elf) {
+        return Err(format!("{:?} file, not ELF", file.format()));
+    }
+    let mut by_address: BTreeMap<u64, Vec<&'n str>> = BTreeMap::new();
+    let mut missing = Vec::new();
+    for &name in names {
+        let address = file
+            .dynamic_symbols()
+            .chain(file.symbols())
+            .find(|s| s.is_definition() && s.name() == Ok(name))
+            .map(|s| s.address());
+        match address.and_then(|a| file_offset(&file, a)) {
+            Some(offset) => by_address.entry(offset).or_default().push(name),
+            None => missing.push(name),
+        }
+    }
+    let found = by_address
+        .into_iter()
+        .map(|(offset, names)| Resolved { names, offset })
+        .collect();
+    Ok(Resolution { found, missing })
+}
+
+/// Virtual address → file offset through the loadable segment that contains it.
+fn file_offset(file: &object::File<'_>, address: u64) -> Option<u64> {
+    file.segments().find_map(|seg| {
+        let (file_start, file_size) = seg.file_range();
+        let start = seg.address();
+        (address >= start && address < start + file_size).then(|| address - start + file_start)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HSA: &str = "/usr/lib/x86_64-linux-gnu/libhsa-runtime64.so.1";
+    const HIP: &str = "/usr/lib/x86_64-linux-gnu/libamdhip64.so.5";
+
+    fn skip_without(path: &str) -> bool {
+        if Path::new(path).exists() {
+            return false;
+        }
+        eprintln!("skipped: {path} is not installed (scripts/setup installs it)");
+        true
+    }
+
+    #[test]
+    fn resolves_versioned_names_in_the_real_hip_library() {
+        if skip_without(HIP) {
+            return;
+        }
+        let names = [
+            "hipStreamWaitEvent",
+            "hipStreamWaitEvent_spt",
+            "hipEventRecord_spt",
+        ];
+        let r = resolve(Path::new(HIP), &names).unwrap();
+        // Offsets measured with nm on the Debian 5.2.3 build: st_value is the file offset.
+        let offsets: Vec<_> = r.found.iter().map(|f| (f.names[0], f.offset)).collect();
+        assert_eq!(
+            offsets,
+            vec![
+                ("hipStreamWaitEvent", 0x284ef0),
+                ("hipStreamWaitEvent_spt", 0x288e30)
+            ]
+        );
+        assert_eq!(r.missing, vec!["hipEventRecord_spt"]);
+    }
+
+    #[test]
+    fn aliases_at_one_address_resolve_to_one_probe() {
+        if skip_without(HSA) {
+            return;
+        }
+        // ROCr exports these two names at one address.
+        let names = ["hsa_signal_store_screlease", "hsa_signal_store_release"];
+        let r = resolve(Path::new(HSA), &names).unwrap();
+        assert_eq!(r.found.len(), 1, "{:?}", r.found);
+        assert_eq!(r.found[0].names, names.to_vec());
+    }
+
+    #[test]
+    fn rejects_files_that_are_not_elf() {
+        let err = resolve_bytes(b"#!/bin/sh\necho hi\n", &["x"]).unwrap_err();
+        assert!(!err.to_string().is_empty());
+    }
+
+    #[test]
+    fn resolves_in_a_non_identity_mapped_file() {
+        // This test binary is position independent with segments whose offset and address
+        // may differ; a symbol of ours must map back to bytes of its own code.
+        let exe = std::env::current_exe().unwrap();
+        let data = std::fs::read(&exe).unwrap();
+        let file = object::File::parse(&*data).unwrap();
+        let sym = file
+            .symbols()
+            .find(|s| s.name().is_ok_and(|n| n.contains("resolve_bytes")) && s.size() > 0)
+            .expect("own symbol");
+        let r = resolve_bytes(&data, &[sym.name().unwrap()]).unwrap();
+        let off = r.found[0].offset as usize;
+        let text = file.section_by_name(".text").unwrap();
+        let (text_off, _) = object::ObjectSection::file_range(&text).unwrap();
+        let want = sym.address() - object::ObjectSection::address(&text) + text_off;
+        assert_eq!(off as u64, want);
+    }
+}

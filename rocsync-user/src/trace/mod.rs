@@ -1,0 +1,4 @@
+//! Captured calls and the files they are written to.
+
+pub mod call;
+pub mod raw;

@@ -1,0 +1,52 @@
+/* The slice of the HIP ABI that the simulated runtime implements: the same names,
+ * prototypes and error codes as ROCm's hip_runtime_api.h. */
+#ifndef ROCSYNC_HIP_SIM_H
+#define ROCSYNC_HIP_SIM_H
+
+typedef int hipError_t;
+typedef struct ihipStream_t *hipStream_t;
+typedef struct ihipEvent_t *hipEvent_t;
+
+enum {
+  hipSuccess = 0,
+  hipErrorInvalidValue = 1,
+  hipErrorNoDevice = 100,
+  hipErrorInvalidDevice = 101,
+  hipErrorInvalidHandle = 400,
+  hipErrorNotReady = 600,
+};
+
+#define hipStreamPerThread ((hipStream_t)2)
+
+#define HIP_API(ret, name, params) ret name params;
+#define HIP_SIM_APIS(X)                                                              \
+  X(hipError_t, hipInit, (unsigned int flags))                                       \
+  X(hipError_t, hipGetDeviceCount, (int *count))                                     \
+  X(hipError_t, hipSetDevice, (int device))                                          \
+  X(hipError_t, hipGetDevice, (int *device))                                         \
+  X(hipError_t, hipDeviceSynchronize, (void))                                        \
+  X(hipError_t, hipStreamCreate, (hipStream_t * stream))                             \
+  X(hipError_t, hipStreamCreateWithFlags, (hipStream_t * stream, unsigned int flags)) \
+  X(hipError_t, hipStreamCreateWithPriority,                                         \
+    (hipStream_t * stream, unsigned int flags, int priority))                        \
+  X(hipError_t, hipStreamDestroy, (hipStream_t stream))                              \
+  X(hipError_t, hipStreamSynchronize, (hipStream_t stream))                          \
+  X(hipError_t, hipStreamSynchronize_spt, (hipStream_t stream))                      \
+  X(hipError_t, hipStreamWaitEvent, (hipStream_t stream, hipEvent_t event, unsigned int flags)) \
+  X(hipError_t, hipStreamWaitEvent_spt, (hipStream_t stream, hipEvent_t event, unsigned int flags)) \
+  X(hipError_t, hipEventCreate, (hipEvent_t * event))                                \
+  X(hipError_t, hipEventCreateWithFlags, (hipEvent_t * event, unsigned int flags))   \
+  X(hipError_t, hipEventRecord, (hipEvent_t event, hipStream_t stream))              \
+  X(hipError_t, hipEventRecord_spt, (hipEvent_t event, hipStream_t stream))          \
+  X(hipError_t, hipEventRecordWithFlags, (hipEvent_t event, hipStream_t stream, unsigned int flags)) \
+  X(hipError_t, hipEventSynchronize, (hipEvent_t event))                             \
+  X(hipError_t, hipEventQuery, (hipEvent_t event))                                   \
+  X(hipError_t, hipEventElapsedTime, (float *ms, hipEvent_t start, hipEvent_t stop)) \
+  X(hipError_t, hipEventDestroy, (hipEvent_t event))                                 \
+  X(hipError_t, hipSimLaunch, (hipStream_t stream, unsigned int work_us))
+
+#ifndef HIP_SIM_NO_PROTOTYPES
+HIP_SIM_APIS(HIP_API)
+#endif
+
+#endif

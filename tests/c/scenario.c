@@ -1,0 +1,302 @@
+/* Scenario programs that drive a HIP runtime the way applications do, and log every call
+ * they make (thread, API, arguments, return code) so tests can compare a trace with what
+ * really happened. Built twice: linked against libamdhip64, and (-DUSE_DLOPEN) loading it
+ * with dlopen at run time, as Python and PyTorch do.
+ *
+ * usage: scenario MODE [ARGS]      log file: $SCENARIO_LOG (one line per call)
+ *   basic                 one thread, every hooked API, error paths, handle reuse
+ *   threads N ITERS       N threads, each ITERS x (record, wait, event sync, stream sync)
+ *   cross ITERS           two threads: one records, the other waits on its events
+ *   gated MODE ...        print "ready", wait for a line on stdin, then run MODE
+ *   loop MS               call in a loop for MS milliseconds
+ * dlopen build: $SCENARIO_HIP names the library to load; $SCENARIO_DELAY_MS delays it. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifdef USE_DLOPEN
+#define HIP_SIM_NO_PROTOTYPES
+#endif
+#include "hip_sim.h"
+
+#ifdef USE_DLOPEN
+#define HIP_PTR(ret, name, params) static ret(*p_##name) params;
+HIP_SIM_APIS(HIP_PTR)
+#define H(name) p_##name
+#else
+#define H(name) name
+#endif
+
+/* ---- call log ---- */
+struct line { uint64_t seq, a0, a1, a2; const char *api; int tid, rc; };
+struct log { struct line *v; size_t n, cap; };
+static __thread struct log *my_log;
+static struct log *logs[64];
+static int nlogs;
+static pthread_mutex_t logs_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t seq;
+
+static void log_call(const char *api, uint64_t a0, uint64_t a1, uint64_t a2, int rc, uint64_t s) {
+  if (!my_log) {
+    my_log = calloc(1, sizeof *my_log);
+    pthread_mutex_lock(&logs_lock);
+    logs[nlogs++] = my_log;
+    pthread_mutex_unlock(&logs_lock);
+  }
+  if (my_log->n == my_log->cap) {
+    my_log->cap = my_log->cap ? my_log->cap * 2 : 1024;
+    my_log->v = realloc(my_log->v, my_log->cap * sizeof *my_log->v);
+  }
+  my_log->v[my_log->n++] = (struct line){s, a0, a1, a2, api, (int)gettid(), rc};
+}
+
+/* Calls EXPR, then logs it; argument expressions are read after the call so that
+ * out-parameters log the value written. SEQ orders calls across threads. */
+#define CALL(api, a0, a1, a2, expr)                                                   \
+  ({                                                                                  \
+    uint64_t _s = __atomic_add_fetch(&seq, 1, __ATOMIC_SEQ_CST);                      \
+    hipError_t _rc = (expr);                                                          \
+    log_call(#api, (uint64_t)(uintptr_t)(a0), (uint64_t)(uintptr_t)(a1),              \
+             (uint64_t)(uintptr_t)(a2), _rc, _s);                                     \
+    _rc;                                                                              \
+  })
+
+#define EventRecord(e, s) CALL(hipEventRecord, e, s, 0, H(hipEventRecord)(e, s))
+#define EventRecordSpt(e, s) CALL(hipEventRecord_spt, e, s, 0, H(hipEventRecord_spt)(e, s))
+#define EventRecordWithFlags(e, s, f) \
+  CALL(hipEventRecordWithFlags, e, s, f, H(hipEventRecordWithFlags)(e, s, f))
+#define StreamWaitEvent(s, e) CALL(hipStreamWaitEvent, s, e, 0, H(hipStreamWaitEvent)(s, e, 0))
+#define StreamWaitEventSpt(s, e) \
+  CALL(hipStreamWaitEvent_spt, s, e, 0, H(hipStreamWaitEvent_spt)(s, e, 0))
+#define EventSynchronize(e) CALL(hipEventSynchronize, e, 0, 0, H(hipEventSynchronize)(e))
+#define StreamSynchronize(s) CALL(hipStreamSynchronize, s, 0, 0, H(hipStreamSynchronize)(s))
+#define StreamSynchronizeSpt(s) \
+  CALL(hipStreamSynchronize_spt, s, 0, 0, H(hipStreamSynchronize_spt)(s))
+#define DeviceSynchronize() CALL(hipDeviceSynchronize, 0, 0, 0, H(hipDeviceSynchronize)())
+#define EventDestroy(e) CALL(hipEventDestroy, e, 0, 0, H(hipEventDestroy)(e))
+#define SetDevice(d) CALL(hipSetDevice, (uint32_t)(d), 0, 0, H(hipSetDevice)(d))
+#define GetDevice(p) CALL(hipGetDevice, (uint32_t)*(p), 0, 0, H(hipGetDevice)(p))
+#define StreamCreate(p) CALL(hipStreamCreate, *(p), 0, 0, H(hipStreamCreate)(p))
+#define StreamCreateWithFlags(p, f) \
+  CALL(hipStreamCreateWithFlags, *(p), f, 0, H(hipStreamCreateWithFlags)(p, f))
+#define StreamCreateWithPriority(p, f, pr) \
+  CALL(hipStreamCreateWithPriority, *(p), f, (uint32_t)(pr), H(hipStreamCreateWithPriority)(p, f, pr))
+#define StreamDestroy(s) CALL(hipStreamDestroy, s, 0, 0, H(hipStreamDestroy)(s))
+/* Not hooked: called without logging. */
+#define EventCreate(p) H(hipEventCreate)(p)
+#define Launch(s, us) H(hipSimLaunch)(s, us)
+
+static void write_logs(void) {
+  const char *path = getenv("SCENARIO_LOG");
+  if (!path) return;
+  FILE *f = fopen(path, "w");
+  if (!f) { perror(path); exit(3); }
+  for (int i = 0; i < nlogs; i++)
+    for (size_t j = 0; j < logs[i]->n; j++) {
+      struct line *l = &logs[i]->v[j];
+      fprintf(f, "%llu %d %s %#llx %#llx %#llx %d\n", (unsigned long long)l->seq, l->tid, l->api,
+              (unsigned long long)l->a0, (unsigned long long)l->a1, (unsigned long long)l->a2, l->rc);
+    }
+  fclose(f);
+}
+
+/* Every hooked API once or more, the error paths, and a destroyed handle reused. */
+static void basic(void) {
+  hipStream_t s1 = 0, s2 = 0, s3 = 0;
+  hipEvent_t e1 = 0, e2 = 0, e3 = 0;
+  int dev = -1;
+  SetDevice(0);
+  GetDevice(&dev);
+  StreamCreate(&s1);
+  StreamCreateWithFlags(&s2, 1);
+  StreamCreateWithPriority(&s3, 0, -1);
+  EventCreate(&e1);
+  EventCreate(&e2);
+  Launch(s1, 2000);
+  EventRecord(e1, s1);                 /* producer */
+  StreamWaitEvent(s2, e1);             /* resolves to the record above */
+  Launch(s2, 1000);
+  EventRecordWithFlags(e2, s2, 0);
+  EventSynchronize(e2);
+  StreamSynchronize(s1);
+  StreamSynchronizeSpt(hipStreamPerThread);
+  EventRecordSpt(e1, hipStreamPerThread);
+  StreamWaitEventSpt(s3, e1);
+  DeviceSynchronize();
+  /* Errors: a record on a handle that was never an event, a wait on no event. */
+  EventRecord((hipEvent_t)0x1234, s1);
+  StreamWaitEvent(s1, (hipEvent_t)0);
+  EventRecordWithFlags(e2, s1, 7);
+  /* Destroy, then create: the allocator hands the same memory back. */
+  EventDestroy(e1);
+  EventCreate(&e3);
+  StreamWaitEvent(s2, e3);             /* before any record of the new event: unresolved */
+  EventRecord(e3, s3);
+  StreamWaitEvent(s1, e3);
+  SetDevice(1);
+  SetDevice(5);                        /* invalid device */
+  EventDestroy(e2);
+  EventDestroy(e3);
+  EventDestroy(e3);                    /* double destroy: invalid handle */
+  StreamDestroy(s1);
+  StreamDestroy(s2);
+  StreamDestroy(s3);
+}
+
+struct worker { int id, iters; };
+
+static void *worker_main(void *p) {
+  struct worker *w = p;
+  hipStream_t s = 0;
+  hipEvent_t e = 0;
+  SetDevice(w->id % 2);
+  StreamCreate(&s);
+  EventCreate(&e);
+  for (int i = 0; i < w->iters; i++) {
+    EventRecord(e, s);
+    StreamWaitEvent(hipStreamPerThread, e);
+    EventSynchronize(e);
+    StreamSynchronize(s);
+  }
+  EventDestroy(e);
+  StreamDestroy(s);
+  return NULL;
+}
+
+static void threads(int n, int iters) {
+  pthread_t t[64];
+  struct worker w[64];
+  if (n > 63) n = 63;
+  for (int i = 0; i < n; i++) {
+    w[i] = (struct worker){i, iters};
+    pthread_create(&t[i], NULL, worker_main, &w[i]);
+  }
+  for (int i = 0; i < n; i++) pthread_join(t[i], NULL);
+}
+
+/* Cross-thread producer/consumer: thread A records event k on its stream, then thread B
+ * makes its stream wait on it. A handshake orders each record before its wait. */
+static hipEvent_t cross_events[4];
+static hipStream_t cross_a, cross_b;
+static int cross_iters, turn;
+static pthread_mutex_t cross_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cross_cv = PTHREAD_COND_INITIALIZER;
+
+static void wait_turn(int want) {
+  pthread_mutex_lock(&cross_lock);
+  while (turn != want) pthread_cond_wait(&cross_cv, &cross_lock);
+  pthread_mutex_unlock(&cross_lock);
+}
+static void give_turn(int next) {
+  pthread_mutex_lock(&cross_lock);
+  turn = next;
+  pthread_cond_broadcast(&cross_cv);
+  pthread_mutex_unlock(&cross_lock);
+}
+
+static void *cross_producer(void *p) {
+  (void)p;
+  SetDevice(0);
+  for (int i = 0; i < cross_iters; i++) {
+    wait_turn(2 * i);
+    Launch(cross_a, 200);
+    EventRecord(cross_events[i % 4], cross_a);
+    give_turn(2 * i + 1);
+  }
+  return NULL;
+}
+
+static void *cross_consumer(void *p) {
+  (void)p;
+  SetDevice(0);
+  for (int i = 0; i < cross_iters; i++) {
+    wait_turn(2 * i + 1);
+    StreamWaitEvent(cross_b, cross_events[i % 4]);
+    Launch(cross_b, 100);
+    if (i % 3 == 0) EventSynchronize(cross_events[i % 4]);
+    give_turn(2 * i + 2);
+  }
+  StreamSynchronize(cross_b);
+  return NULL;
+}
+
+static void cross(int iters) {
+  pthread_t a, b;
+  cross_iters = iters;
+  SetDevice(0);
+  StreamCreate(&cross_a);
+  StreamCreate(&cross_b);
+  for (int i = 0; i < 4; i++) EventCreate(&cross_events[i]);
+  pthread_create(&a, NULL, cross_producer, NULL);
+  pthread_create(&b, NULL, cross_consumer, NULL);
+  pthread_join(a, NULL);
+  pthread_join(b, NULL);
+  DeviceSynchronize();
+  for (int i = 0; i < 4; i++) EventDestroy(cross_events[i]);
+  StreamDestroy(cross_a);
+  StreamDestroy(cross_b);
+}
+
+static uint64_t ms_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void loop(int ms) {
+  hipStream_t s = 0;
+  hipEvent_t e = 0;
+  StreamCreate(&s);
+  EventCreate(&e);
+  for (uint64_t end = ms_now() + (uint64_t)ms; ms_now() < end;) {
+    EventRecord(e, s);
+    StreamWaitEvent(0, e);
+    StreamSynchronize(s);
+    usleep(200);
+  }
+  EventDestroy(e);
+  StreamDestroy(s);
+}
+
+static void load_runtime(void) {
+#ifdef USE_DLOPEN
+  const char *lib = getenv("SCENARIO_HIP") ? getenv("SCENARIO_HIP") : "libamdhip64.so";
+  if (getenv("SCENARIO_DELAY_MS")) usleep(1000 * atoi(getenv("SCENARIO_DELAY_MS")));
+  void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+  if (!h) { fprintf(stderr, "dlopen: %s\n", dlerror()); exit(4); }
+#define HIP_SYM(ret, name, params) p_##name = (ret(*) params)dlsym(h, #name);
+  HIP_SIM_APIS(HIP_SYM)
+#endif
+}
+
+static int run(int argc, char **argv) {
+  if (argc < 2) return 2;
+  const char *mode = argv[1];
+  if (!strcmp(mode, "gated")) {
+    printf("ready\n");
+    fflush(stdout);
+    char buf[16];
+    if (!fgets(buf, sizeof buf, stdin)) return 5;
+    return run(argc - 1, argv + 1);
+  }
+  load_runtime();
+  if (!strcmp(mode, "basic")) basic();
+  else if (!strcmp(mode, "threads") && argc == 4) threads(atoi(argv[2]), atoi(argv[3]));
+  else if (!strcmp(mode, "cross") && argc == 3) cross(atoi(argv[2]));
+  else if (!strcmp(mode, "loop") && argc == 3) loop(atoi(argv[2]));
+  else { fprintf(stderr, "unknown mode %s\n", mode); return 2; }
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  int rc = run(argc, argv);
+  write_logs();
+  if (getenv("SCENARIO_EXIT")) return atoi(getenv("SCENARIO_EXIT"));
+  return rc;
+}

@@ -1,0 +1,32 @@
+//! The call log a scenario writes to `$SCENARIO_LOG`.
+
+use std::path::Path;
+
+/// One call as the scenario made it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct LoggedCall {
+    /// Global order of the calls in the scenario (taken just before each call).
+    pub seq: u64,
+    pub tid: u32,
+    pub api: String,
+    pub args: [u64; 3],
+    pub ret: i64,
+}
+
+pub fn read_log(path: &Path) -> Vec<LoggedCall> {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    text.lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            assert_eq!(f.len(), 7, "bad log line {l:?}");
+            let hex = |s: &str| u64::from_str_radix(s.trim_start_matches("0x"), 16).unwrap();
+            LoggedCall {
+                seq: f[0].parse().unwrap(),
+                tid: f[1].parse().unwrap(),
+                api: f[2].to_string(),
+                args: [hex(f[3]), hex(f[4]), hex(f[5])],
+                ret: f[6].parse().unwrap(),
+            }
+        })
+        .collect()
+}
