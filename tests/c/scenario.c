@@ -9,7 +9,9 @@
  *   cross ITERS           two threads: one records, the other waits on its events
  *   gated MODE ...        print "ready", wait for a line on stdin, then run MODE
  *   loop MS               call in a loop for MS milliseconds
- * dlopen build: $SCENARIO_HIP names the library to load; $SCENARIO_DELAY_MS delays it. */
+ *   hang                  queue 30 s of work, then block in hipStreamSynchronize
+ * dlopen build: $SCENARIO_HIP names the library to load; $SCENARIO_DELAY_MS delays it;
+ * $SCENARIO_HIP2 names a second copy, whose hipDeviceSynchronize basic also calls. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <pthread.h>
@@ -106,6 +108,9 @@ static void write_logs(void) {
   fclose(f);
 }
 
+/* hipDeviceSynchronize of a second copy of the runtime, when one was loaded. */
+static hipError_t (*second_device_sync)(void);
+
 /* Every hooked API once or more, the error paths, and a destroyed handle reused. */
 static void basic(void) {
   hipStream_t s1 = 0, s2 = 0, s3 = 0;
@@ -147,6 +152,14 @@ static void basic(void) {
   StreamDestroy(s1);
   StreamDestroy(s2);
   StreamDestroy(s3);
+  if (second_device_sync) CALL(hipDeviceSynchronize, 0, 0, 0, second_device_sync());
+}
+
+static void hang(void) {
+  hipStream_t s = 0;
+  StreamCreate(&s);
+  Launch(s, 30000000);
+  StreamSynchronize(s); /* the test kills the process here */
 }
 
 struct worker { int id, iters; };
@@ -272,6 +285,11 @@ static void load_runtime(void) {
   if (!h) { fprintf(stderr, "dlopen: %s\n", dlerror()); exit(4); }
 #define HIP_SYM(ret, name, params) p_##name = (ret(*) params)dlsym(h, #name);
   HIP_SIM_APIS(HIP_SYM)
+  if (getenv("SCENARIO_HIP2")) {
+    void *h2 = dlopen(getenv("SCENARIO_HIP2"), RTLD_NOW | RTLD_LOCAL);
+    if (!h2) { fprintf(stderr, "dlopen: %s\n", dlerror()); exit(4); }
+    second_device_sync = (hipError_t(*)(void))dlsym(h2, "hipDeviceSynchronize");
+  }
 #endif
 }
 
@@ -290,6 +308,7 @@ static int run(int argc, char **argv) {
   else if (!strcmp(mode, "threads") && argc == 4) threads(atoi(argv[2]), atoi(argv[3]));
   else if (!strcmp(mode, "cross") && argc == 3) cross(atoi(argv[2]));
   else if (!strcmp(mode, "loop") && argc == 3) loop(atoi(argv[2]));
+  else if (!strcmp(mode, "hang")) hang();
   else { fprintf(stderr, "unknown mode %s\n", mode); return 2; }
   return 0;
 }

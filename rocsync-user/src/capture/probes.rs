@@ -126,15 +126,21 @@ impl Probes {
         Ok(true)
     }
 
-    /// Detaches every probe. Calls already entered have left their stash entries.
-    pub fn detach_all(&mut self) {
-        for (prog, link) in self.links.drain(..) {
-            if let Ok(p) = uprobe(&mut self.ebpf, prog) {
-                // A link whose file or process is gone may fail to detach; it goes with
-                // the object in any case.
-                let _ = p.detach(link);
+    /// Detaches every probe on a background thread, returned to be joined.
+    ///
+    /// Each uprobe unregistration waits for RCU grace periods, serialised in the kernel
+    /// (about 0.1 s per probe here), so a capture's outputs are written while this runs.
+    /// Callers deactivate the targets first: a probe still attached meanwhile records
+    /// nothing.
+    pub fn detach_in_background(&mut self) -> std::thread::JoinHandle<()> {
+        let mut links = Vec::with_capacity(self.links.len());
+        for (prog, id) in self.links.drain(..) {
+            // A link that cannot be taken is released with the object in any case.
+            if let Ok(link) = uprobe(&mut self.ebpf, prog).and_then(|p| Ok(p.take_link(id)?)) {
+                links.push(link);
             }
         }
+        std::thread::spawn(move || drop(links))
     }
 
     /// Calls entered but not (yet) returned, for the given processes.

@@ -60,6 +60,7 @@ pub struct Captured {
     pub in_flight: usize,
     pub libraries: Vec<LibraryReport>,
     pub stop: StopReason,
+    detaching: Option<std::thread::JoinHandle<()>>,
 }
 
 pub struct Session {
@@ -242,8 +243,9 @@ impl Session {
         }
     }
 
-    /// Stop: no new calls enter; calls in flight get a grace period to return; probes are
-    /// detached; the ring is drained; calls still in flight are reported from the stash.
+    /// Stop: no new calls enter; calls in flight get a grace period to return; the ring
+    /// is drained; calls still in flight are reported from the stash; probes detach in
+    /// the background (see [`Captured::detached`]).
     pub async fn finish(
         mut self,
         mut ring: AsyncFd<RingBuf<MapData>>,
@@ -260,21 +262,22 @@ impl Session {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         let in_flight = self.probes.in_flight(&self.targets)?;
-        self.probes.detach_all();
         self.drain(ring.get_mut());
-        // A call may have returned between the stash read and the detach: keep the record.
+        // A call may have returned between the stash read and the drain: keep its record.
+        // One that returns after the drain stays reported as in flight, so none is lost.
         let returned: HashSet<(u32, u64)> =
             self.calls.iter().map(|c| (c.pid, c.correlation)).collect();
         let mut n_in_flight = 0;
         for (pid_tgid, entry) in &in_flight {
-            if let Some(c) = Call::in_flight(*pid_tgid, entry) {
-                if !returned.contains(&(c.pid, c.correlation)) {
-                    self.calls.push(c);
-                    n_in_flight += 1;
-                }
+            if let Some(c) = Call::in_flight(*pid_tgid, entry)
+                && !returned.contains(&(c.pid, c.correlation))
+            {
+                self.calls.push(c);
+                n_in_flight += 1;
             }
         }
         let (calls, link_map) = self.probes.drops()?;
+        let detaching = self.probes.detach_in_background();
         Ok(Captured {
             calls: self.calls,
             drops: Drops {
@@ -285,7 +288,17 @@ impl Session {
             in_flight: n_in_flight,
             libraries: self.libraries,
             stop,
+            detaching: Some(detaching),
         })
+    }
+}
+
+impl Captured {
+    /// Waits until every probe is detached.
+    pub fn detached(&mut self) {
+        if let Some(h) = self.detaching.take() {
+            let _ = h.join();
+        }
     }
 }
 

@@ -40,6 +40,7 @@ impl Outputs {
             "{}",
             summary::render(&cap.calls, &cap.drops, cap.in_flight, &lines)
         );
+        cap.detached();
         if cap.drops.calls > 0 {
             eprintln!(
                 "rocsync: warning: {} calls were dropped because the ring buffer was full",

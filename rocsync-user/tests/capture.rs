@@ -1,0 +1,321 @@
+//! End-to-end capture on the simulated HIP runtime and on Debian's real libamdhip64:
+//! every call a program makes appears exactly once, with its thread, arguments and
+//! return code. Needs root (eBPF); skips with a reason otherwise.
+
+mod common;
+
+use std::{
+    io::{BufRead as _, BufReader, Write as _},
+    process::{Command, Stdio},
+    time::Duration,
+};
+
+use common::*;
+use rocsync_tests::{read_log, real_hip_program, scenario, scenario_dlopen, sim_hip};
+
+fn run_scenario(
+    dir: &TempDir,
+    program: &std::path::Path,
+    args: &[&str],
+) -> (
+    Vec<rocsync_tests::LoggedCall>,
+    Vec<rocsync::trace::call::Call>,
+    String,
+) {
+    let log = dir.path("scenario.log");
+    let raw = dir.path("calls.jsonl");
+    let out = run_ok(
+        rocsync()
+            .arg("run")
+            .arg("--raw")
+            .arg(&raw)
+            .arg("--")
+            .arg(program)
+            .args(args)
+            .env("SCENARIO_LOG", &log)
+            .env("SCENARIO_HIP", sim_hip()),
+    );
+    let (_, calls) = read_raw(&raw);
+    (
+        read_log(&log),
+        calls,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn run_traces_a_linked_runtime_exactly() {
+    if !can_trace("run_traces_a_linked_runtime_exactly") {
+        return;
+    }
+    let dir = TempDir::new();
+    let (logged, calls, _) = run_scenario(&dir, &scenario(), &["basic"]);
+    assert!(logged.len() >= 25, "scenario made {} calls", logged.len());
+    // The error paths are in the log and must come back with their codes.
+    assert!(logged.iter().any(|l| l.ret == 400) && logged.iter().any(|l| l.ret == 101));
+    assert_same_calls(&logged, calls);
+}
+
+#[test]
+fn run_traces_a_runtime_loaded_with_dlopen() {
+    if !can_trace("run_traces_a_runtime_loaded_with_dlopen") {
+        return;
+    }
+    let dir = TempDir::new();
+    let (logged, calls, stderr) = run_scenario(&dir, &scenario_dlopen(), &["basic"]);
+    assert!(stderr.contains("attached to"), "{stderr}");
+    assert_same_calls(&logged, calls);
+}
+
+#[test]
+fn many_threads_lose_nothing_or_report_drops_exactly() {
+    if !can_trace("many_threads_lose_nothing_or_report_drops_exactly") {
+        return;
+    }
+    let dir = TempDir::new();
+    let raw = dir.path("calls.jsonl");
+    let log = dir.path("scenario.log");
+    run_ok(
+        rocsync()
+            .args(["run", "--raw"])
+            .arg(&raw)
+            .arg("--")
+            .arg(scenario())
+            .args(["threads", "8", "3200"])
+            .env("SCENARIO_LOG", &log),
+    );
+    let logged = read_log(&log);
+    assert!(logged.len() >= 100_000, "{} calls", logged.len());
+    let (header, calls) = read_raw(&raw);
+    if header.drops == 0 {
+        assert_same_calls(&logged, calls);
+    } else {
+        assert_eq!(
+            calls.len() as u64 + header.drops,
+            logged.len() as u64,
+            "drops must be exact"
+        );
+    }
+}
+
+#[test]
+fn run_exits_with_the_commands_status() {
+    if !can_trace("run_exits_with_the_commands_status") {
+        return;
+    }
+    let out = rocsync()
+        .args(["run", "--"])
+        .arg(scenario())
+        .arg("basic")
+        .env("SCENARIO_EXIT", "7")
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(7),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Starts a gated scenario (it waits for a line on stdin before calling HIP).
+fn start_gated(dir: &TempDir, program: &std::path::Path, args: &[&str]) -> std::process::Child {
+    let mut child = Command::new(program)
+        .arg("gated")
+        .args(args)
+        .env("SCENARIO_LOG", dir.path("scenario.log"))
+        .env("SCENARIO_HIP", sim_hip())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line.trim(), "ready");
+    child
+}
+
+#[test]
+fn attach_captures_a_running_process_until_it_exits() {
+    if !can_trace("attach_captures_a_running_process_until_it_exits") {
+        return;
+    }
+    let dir = TempDir::new();
+    let mut target = start_gated(&dir, &scenario(), &["cross", "50"]);
+    let raw = dir.path("calls.jsonl");
+    let mut tracer = spawn_piped(
+        rocsync()
+            .args(["attach", "--raw"])
+            .arg(&raw)
+            .arg("--pid")
+            .arg(target.id().to_string()),
+    );
+    wait_for_line(&mut tracer, "tracing pid", Duration::from_secs(20));
+    target.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    assert!(target.wait().unwrap().success());
+    // The target's exit ends the capture.
+    let status = tracer.wait().unwrap();
+    assert!(status.success());
+    let (_, calls) = read_raw(&raw);
+    assert_same_calls(&read_log(&dir.path("scenario.log")), calls);
+}
+
+#[test]
+fn attach_wait_catches_a_library_loaded_later() {
+    if !can_trace("attach_wait_catches_a_library_loaded_later") {
+        return;
+    }
+    let dir = TempDir::new();
+    let log = dir.path("scenario.log");
+    let mut target = Command::new(scenario_dlopen())
+        .arg("basic")
+        .env("SCENARIO_LOG", &log)
+        .env("SCENARIO_HIP", sim_hip())
+        .env("SCENARIO_DELAY_MS", "1500")
+        .spawn()
+        .unwrap();
+    let raw = dir.path("calls.jsonl");
+    let out = run_ok(
+        rocsync()
+            .args(["attach", "--wait", "--raw"])
+            .arg(&raw)
+            .arg("--pid")
+            .arg(target.id().to_string()),
+    );
+    assert!(target.wait().unwrap().success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("waiting for process"), "{stderr}");
+    let (_, calls) = read_raw(&raw);
+    assert_same_calls(&read_log(&log), calls);
+}
+
+#[test]
+fn sigint_mid_capture_keeps_everything_captured() {
+    if !can_trace("sigint_mid_capture_keeps_everything_captured") {
+        return;
+    }
+    let dir = TempDir::new();
+    let mut target = start_gated(&dir, &scenario(), &["loop", "2500"]);
+    let raw = dir.path("calls.jsonl");
+    let mut tracer = spawn_piped(
+        rocsync()
+            .args(["attach", "--raw"])
+            .arg(&raw)
+            .arg("--pid")
+            .arg(target.id().to_string()),
+    );
+    wait_for_line(&mut tracer, "tracing pid", Duration::from_secs(20));
+    target.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    std::thread::sleep(Duration::from_millis(800));
+    // SAFETY: signals the tracer this test started.
+    unsafe { libc::kill(tracer.id() as i32, libc::SIGINT) };
+    assert!(tracer.wait().unwrap().success());
+    assert!(target.wait().unwrap().success());
+    let (_, mut calls) = read_raw(&raw);
+    let logged = read_log(&dir.path("scenario.log"));
+    assert!(
+        !calls.is_empty() && calls.len() < logged.len(),
+        "{} of {}",
+        calls.len(),
+        logged.len()
+    );
+    // What was captured is the start of the run with no gap: the first N calls.
+    calls.sort_by_key(|c| c.correlation);
+    for (c, l) in calls.iter().zip(logged.iter()) {
+        assert_eq!(key(c), logged_key(l));
+    }
+}
+
+#[test]
+fn real_debian_runtime_is_traced_end_to_end() {
+    if !can_trace("real_debian_runtime_is_traced_end_to_end") {
+        return;
+    }
+    let Some(program) = real_hip_program() else {
+        eprintln!(
+            "skipped real_debian_runtime_is_traced_end_to_end: libamdhip64-dev not installed (scripts/setup installs it)"
+        );
+        return;
+    };
+    let dir = TempDir::new();
+    let (logged, calls, stderr) = run_scenario(&dir, &program, &[]);
+    // Every hooked symbol the 5.2 library exports was called and must be in the trace.
+    assert_eq!(logged.len(), 14);
+    assert!(
+        calls.iter().all(|c| c.ret == Some(101)),
+        "no GPU: every call fails with 101"
+    );
+    assert!(
+        stderr.contains("does not export hipEventRecord_spt, hipEventRecordWithFlags"),
+        "{stderr}"
+    );
+    assert_same_calls(&logged, calls);
+}
+
+#[test]
+fn target_killed_mid_call_reports_the_call_in_flight() {
+    if !can_trace("target_killed_mid_call_reports_the_call_in_flight") {
+        return;
+    }
+    let dir = TempDir::new();
+    let mut target = start_gated(&dir, &scenario(), &["hang"]);
+    let raw = dir.path("calls.jsonl");
+    let mut tracer = spawn_piped(
+        rocsync()
+            .args(["attach", "--raw"])
+            .arg(&raw)
+            .arg("--pid")
+            .arg(target.id().to_string()),
+    );
+    wait_for_line(&mut tracer, "tracing pid", Duration::from_secs(20));
+    target.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    target.kill().unwrap();
+    target.wait().unwrap();
+    assert!(tracer.wait().unwrap().success());
+    let (_, calls) = read_raw(&raw);
+    let names: Vec<_> = calls.iter().map(|c| c.api.symbol()).collect();
+    assert_eq!(names, ["hipStreamCreate", "hipStreamSynchronize"]);
+    let (create, sync) = (&calls[0], &calls[1]);
+    assert_eq!(create.ret, Some(0));
+    assert_ne!(create.args[0], 0, "created stream handle read at return");
+    assert_eq!(
+        sync.args[0], create.args[0],
+        "synchronizes the stream it created"
+    );
+    assert_eq!(
+        (sync.exit_ns, sync.ret),
+        (None, None),
+        "still blocked when the process died"
+    );
+}
+
+#[test]
+fn every_copy_of_the_runtime_in_a_process_is_traced() {
+    if !can_trace("every_copy_of_the_runtime_in_a_process_is_traced") {
+        return;
+    }
+    let dir = TempDir::new();
+    // A second copy under another name, as a wheel that bundles its own runtime has.
+    let copy = dir.path("libamdhip64.so.6");
+    std::fs::copy(sim_hip(), &copy).unwrap();
+    let log = dir.path("scenario.log");
+    let raw = dir.path("calls.jsonl");
+    let out = run_ok(
+        rocsync()
+            .args(["run", "--raw"])
+            .arg(&raw)
+            .arg("--")
+            .arg(scenario_dlopen())
+            .arg("basic")
+            .env("SCENARIO_LOG", &log)
+            .env("SCENARIO_HIP", sim_hip())
+            .env("SCENARIO_HIP2", &copy),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.matches("attached to").count(), 2, "{stderr}");
+    let (_, calls) = read_raw(&raw);
+    assert_same_calls(&read_log(&log), calls);
+}

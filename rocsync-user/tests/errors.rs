@@ -1,0 +1,111 @@
+//! Bad input gets a clear message and a non-zero exit, never a panic.
+
+mod common;
+
+use std::process::Command;
+
+use common::*;
+
+fn fails_with(cmd: &mut Command, needle: &str) {
+    let out = cmd.output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{cmd:?} succeeded");
+    assert!(
+        stderr.contains(needle),
+        "{cmd:?}: expected {needle:?} in {stderr}"
+    );
+    assert!(
+        !stderr.contains("panicked") && !stderr.contains("RUST_BACKTRACE"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn attach_to_a_missing_process() {
+    fails_with(
+        rocsync().args(["attach", "--pid", "999999999"]),
+        "no process with id 999999999",
+    );
+}
+
+#[test]
+fn unknown_flags_and_missing_commands() {
+    fails_with(rocsync().args(["attach"]), "--pid");
+    fails_with(rocsync().args(["run"]), "CMD");
+    fails_with(
+        rocsync().args(["attach", "--pid", "1", "--duration", "soon"]),
+        "not a number of seconds",
+    );
+}
+
+#[test]
+fn a_command_that_does_not_exist() {
+    fails_with(
+        rocsync().args(["run", "--", "/nonexistent/app"]),
+        "/nonexistent/app",
+    );
+}
+
+#[test]
+fn unwritable_output_fails_before_capturing() {
+    fails_with(
+        rocsync().args(["run", "--raw", "/nonexistent-dir/x.jsonl", "--", "true"]),
+        "not writable",
+    );
+}
+
+#[test]
+fn hip_lib_that_is_not_elf() {
+    fails_with(
+        rocsync().args(["run", "--hip-lib", "/etc/hostname", "--", "true"]),
+        "not an ELF",
+    );
+}
+
+#[test]
+fn hip_lib_without_any_hooked_symbol() {
+    if !can_trace("hip_lib_without_any_hooked_symbol") {
+        return;
+    }
+    let libc = std::fs::read_to_string("/proc/self/maps")
+        .unwrap()
+        .lines()
+        .find_map(|l| {
+            l.split_whitespace()
+                .nth(5)
+                .filter(|p| p.contains("libc.so"))
+                .map(String::from)
+        })
+        .expect("libc mapped");
+    fails_with(
+        rocsync().args(["run", "--hip-lib", &libc, "--", "true"]),
+        "exports none of the hooked HIP functions",
+    );
+}
+
+#[test]
+fn attach_to_a_process_without_hip_suggests_wait() {
+    if !can_trace("attach_to_a_process_without_hip_suggests_wait") {
+        return;
+    }
+    let mut sleeper = Command::new("sleep").arg("30").spawn().unwrap();
+    fails_with(
+        rocsync().args(["attach", "--pid", &sleeper.id().to_string()]),
+        "--wait",
+    );
+    sleeper.kill().unwrap();
+    sleeper.wait().unwrap();
+}
+
+#[test]
+fn without_privileges_says_what_is_needed() {
+    if !can_trace("without_privileges_says_what_is_needed") {
+        return;
+    }
+    // Drop to an unprivileged user: the capability check must explain itself.
+    let mut cmd = Command::new("setpriv");
+    cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(env!("CARGO_BIN_EXE_rocsync"))
+        .args(["attach", "--pid", &std::process::id().to_string()]);
+    fails_with(&mut cmd, "CAP_BPF");
+}
