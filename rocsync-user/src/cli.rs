@@ -22,11 +22,16 @@ pub enum Command {
     Run(RunArgs),
     /// Trace a running process.
     Attach(AttachArgs),
+    /// Resolve a raw capture (--raw) into a Kineto trace.
+    Convert(ConvertArgs),
 }
 
 #[derive(Debug, Args)]
 pub struct OutputArgs {
-    /// Write every call as JSON Lines
+    /// Kineto JSON trace to write (".gz" compresses) [default: rocsync-<pid>-<time>.json]
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Also write every call as JSON Lines (see `rocsync convert`)
     #[arg(long, value_name = "FILE")]
     pub raw: Option<PathBuf>,
     /// Report each probed function and undecodable record
@@ -60,6 +65,15 @@ pub struct AttachArgs {
     /// Wait for the process to load libamdhip64 instead of failing
     #[arg(long)]
     pub wait: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ConvertArgs {
+    /// Raw capture written by --raw
+    pub raw: PathBuf,
+    /// Kineto JSON trace to write (".gz" compresses) [default: RAW with .json]
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {

@@ -5,6 +5,7 @@ pub mod cli;
 pub mod commands;
 pub mod output;
 pub mod preflight;
+pub mod resolve;
 pub mod summary;
 pub mod target;
 pub mod trace;

@@ -22,6 +22,7 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Run(a) => commands::run(a).await,
             Command::Attach(a) => commands::attach(a).await,
+            Command::Convert(a) => commands::convert(a),
         }
     });
     match result {

@@ -4,10 +4,11 @@
 use std::{
     fs::File,
     io::{BufWriter, Write},
+    os::unix::fs::PermissionsExt as _,
     path::{Path, PathBuf},
 };
 
-use anyhow::{Context as _, Result};
+use anyhow::{Context as _, Result, bail};
 use tempfile::NamedTempFile;
 
 pub struct PendingFile {
@@ -23,7 +24,7 @@ impl PendingFile {
             _ => Path::new("."),
         };
         if path.is_dir() {
-            anyhow::bail!("output path {} is a directory: name a file", path.display());
+            bail!("output path {} is a directory: name a file", path.display());
         }
         let tmp = tempfile::Builder::new()
             .prefix(".rocsync-")
@@ -45,22 +46,34 @@ impl PendingFile {
         &self.path
     }
 
-    /// Writes the content through `fill`, then renames the file into place.
+    /// Renames the final file within the same directory (names that depend on the
+    /// target's pid are known only once it runs).
+    pub fn set_file_name(&mut self, name: &str) {
+        self.path.set_file_name(name);
+    }
+
+    /// Writes the content through `fill` (gzip-compressed when the name ends in `.gz`),
+    /// then renames the file into place.
     pub fn commit(
         self,
         fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
     ) -> Result<PathBuf> {
         let file: &File = self.tmp.as_file();
         let mut w = BufWriter::with_capacity(1 << 20, file);
-        fill(&mut w).with_context(|| format!("writing {}", self.path.display()))?;
+        let written = if self.path.extension().is_some_and(|e| e == "gz") {
+            let mut z = flate2::write::GzEncoder::new(&mut w, flate2::Compression::fast());
+            fill(&mut z).and_then(|()| z.finish().map(drop))
+        } else {
+            fill(&mut w)
+        };
+        written.with_context(|| format!("writing {}", self.path.display()))?;
         w.flush()?;
         drop(w);
-        let path = self.path.clone();
-        let tmp = self.tmp;
         // tempfile creates 0600 files; a trace is an ordinary user file.
-        use std::os::unix::fs::PermissionsExt as _;
-        std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o644))?;
-        tmp.persist(&path)
+        std::fs::set_permissions(self.tmp.path(), std::fs::Permissions::from_mode(0o644))?;
+        let path = self.path;
+        self.tmp
+            .persist(&path)
             .with_context(|| format!("renaming into {}", path.display()))?;
         Ok(path)
     }

@@ -157,12 +157,12 @@ impl Probes {
         Ok(out)
     }
 
-    /// Total failed ring reservations, summed over CPUs: (calls, loader notifications).
-    pub fn drops(&self) -> Result<(u64, u64)> {
+    /// Failed ring reservations per CPU: (calls, loader notifications).
+    pub fn drops(&self) -> Result<(Vec<u64>, Vec<u64>)> {
         let drops: PerCpuArray<_, u64> =
             PerCpuArray::try_from(self.ebpf.map("DROPS").context("DROPS map missing")?)?;
-        let sum = |i| -> Result<u64> { Ok(drops.get(&i, 0)?.iter().sum()) };
-        Ok((sum(0)?, sum(1)?))
+        let per_cpu = |i| -> Result<Vec<u64>> { Ok(drops.get(&i, 0)?.iter().copied().collect()) };
+        Ok((per_cpu(0)?, per_cpu(1)?))
     }
 }
 

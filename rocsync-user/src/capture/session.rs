@@ -43,10 +43,11 @@ pub enum StopReason {
     TargetExited,
 }
 
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Drops {
     /// Calls lost because the ring buffer was full.
     pub calls: u64,
+    pub calls_per_cpu: Vec<u64>,
     /// Library-load notifications lost (the process was not held; a rescan caught up).
     pub link_map: u64,
     /// Records that failed to decode.
@@ -276,13 +277,14 @@ impl Session {
                 n_in_flight += 1;
             }
         }
-        let (calls, link_map) = self.probes.drops()?;
+        let (calls_per_cpu, link_map) = self.probes.drops()?;
         let detaching = self.probes.detach_in_background();
         Ok(Captured {
             calls: self.calls,
             drops: Drops {
-                calls,
-                link_map,
+                calls: calls_per_cpu.iter().sum(),
+                calls_per_cpu,
+                link_map: link_map.iter().sum(),
                 undecodable: self.undecodable,
             },
             in_flight: n_in_flight,

@@ -3,6 +3,7 @@
 use std::path::Path;
 
 use anyhow::{Result, bail};
+use serde_json::json;
 
 use super::finish::Outputs;
 use crate::{
@@ -17,7 +18,8 @@ pub async fn attach(args: AttachArgs) -> Result<i32> {
     if pid == 0 || !Path::new(&format!("/proc/{pid}")).exists() {
         bail!("no process with id {pid}");
     }
-    let outputs = Outputs::reserve(&args.out)?;
+    let mut outputs = Outputs::reserve(&args.out)?;
+    outputs.name_after(pid);
     let exited = process_exit(pid)?;
     let mut probes = Probes::load()?;
     let ring = probes.take_ring()?;
@@ -47,7 +49,13 @@ pub async fn attach(args: AttachArgs) -> Result<i32> {
         command: cmdline(pid),
         drops: 0,
     };
-    outputs.write(captured, header)?;
+    let params = json!({
+        "mode": "attach",
+        "pid": pid,
+        "duration_s": args.duration.map(|d| d.as_secs_f64()),
+        "wait": args.wait,
+    });
+    outputs.write(captured, header, params)?;
     Ok(0)
 }
 

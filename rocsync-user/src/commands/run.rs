@@ -7,6 +7,7 @@
 use std::path::PathBuf;
 
 use anyhow::{Result, anyhow, bail};
+use serde_json::json;
 
 use super::finish::Outputs;
 use crate::{
@@ -30,12 +31,13 @@ pub async fn run(args: RunArgs) -> Result<i32> {
         // Fail on a bad --hip-lib before anything starts.
         crate::target::symbols::resolve(lib, &[])?;
     }
-    let outputs = Outputs::reserve(&args.out)?;
+    let mut outputs = Outputs::reserve(&args.out)?;
     let mut probes = Probes::load()?;
     let ring = probes.take_ring()?;
     let mut session = Session::new(probes, args.out.verbose);
 
     let held = launch::spawn_held(&exe, &args.command)?;
+    outputs.name_after(held.pid);
     if let Err(e) = prepare(&mut session, held.pid, interp, args.hip_lib.clone()) {
         held.kill();
         return Err(e);
@@ -58,7 +60,8 @@ pub async fn run(args: RunArgs) -> Result<i32> {
         command: args.command.clone(),
         drops: 0,
     };
-    outputs.write(captured, header)?;
+    let params = json!({ "mode": "run", "pid": child.pid, "hip_lib": args.hip_lib });
+    outputs.write(captured, header, params)?;
     child.wait().await
 }
 

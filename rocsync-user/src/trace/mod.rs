@@ -1,4 +1,5 @@
 //! Captured calls and the files they are written to.
 
 pub mod call;
+pub mod kineto;
 pub mod raw;

@@ -1,0 +1,178 @@
+//! The resolution pass.
+
+use std::collections::HashMap;
+
+use rocsync_common::Api;
+
+use super::row::{Producer, Resolved, Row, SyncKind};
+use crate::trace::call::Call;
+
+/// `hipStreamLegacy` and `hipStreamPerThread`: like the null stream, they belong to the
+/// calling thread's current device.
+const STREAM_LEGACY: u64 = 1;
+const STREAM_PER_THREAD: u64 = 2;
+
+pub fn sync_kind(api: Api) -> Option<SyncKind> {
+    use Api::*;
+    Some(match api {
+        HipStreamWaitEvent | HipStreamWaitEventSpt => SyncKind::StreamWaitEvent,
+        HipEventSynchronize => SyncKind::EventSynchronize,
+        HipStreamSynchronize | HipStreamSynchronizeSpt => SyncKind::StreamSynchronize,
+        HipDeviceSynchronize => SyncKind::DeviceSynchronize,
+        _ => return None,
+    })
+}
+
+fn is_record(api: Api) -> bool {
+    matches!(
+        api,
+        Api::HipEventRecord | Api::HipEventRecordSpt | Api::HipEventRecordWithFlags
+    )
+}
+
+/// Everything known about one process at a point of the correlation order.
+#[derive(Default)]
+struct Process {
+    /// Current device per thread (HIP's default is 0).
+    device: HashMap<u32, i32>,
+    /// Live streams: handle → (device, index).
+    streams: HashMap<(i32, u64), i64>,
+    stream_device: HashMap<u64, i32>,
+    next_stream_index: HashMap<i32, i64>,
+    /// Live events: handle → (lifetime ordinal, latest successful record).
+    events: HashMap<u64, (u64, Option<Producer>)>,
+    next_event_id: u64,
+}
+
+impl Process {
+    fn thread_device(&self, tid: u32) -> i32 {
+        self.device.get(&tid).copied().unwrap_or(0)
+    }
+
+    fn stream_device(&self, tid: u32, stream: u64) -> i32 {
+        match stream {
+            0 | STREAM_LEGACY | STREAM_PER_THREAD => self.thread_device(tid),
+            s => self
+                .stream_device
+                .get(&s)
+                .copied()
+                .unwrap_or_else(|| self.thread_device(tid)),
+        }
+    }
+
+    /// The stream's index on its device, numbering streams in order of first appearance.
+    /// The null stream of each device and the per-thread stream get their own.
+    fn stream_index(&mut self, device: i32, stream: u64) -> i64 {
+        let next = self.next_stream_index.entry(device).or_insert(1);
+        *self.streams.entry((device, stream)).or_insert_with(|| {
+            *next += 1;
+            *next - 1
+        })
+    }
+
+    fn forget_stream(&mut self, stream: u64) {
+        if let Some(d) = self.stream_device.remove(&stream) {
+            self.streams.remove(&(d, stream));
+        }
+    }
+
+    fn event(&mut self, handle: u64) -> &mut (u64, Option<Producer>) {
+        let next = &mut self.next_event_id;
+        self.events.entry(handle).or_insert_with(|| {
+            *next += 1;
+            (*next, None)
+        })
+    }
+}
+
+/// Resolves a capture. `calls` may be in any order; the rows come out in correlation
+/// order.
+pub fn resolve(calls: &[Call]) -> Resolved {
+    let mut order: Vec<&Call> = calls.iter().collect();
+    order.sort_unstable_by_key(|c| (c.correlation, c.pid));
+    let mut processes: HashMap<u32, Process> = HashMap::new();
+    let mut out = Resolved {
+        rows: Vec::with_capacity(calls.len()),
+        ..Default::default()
+    };
+    for call in order {
+        let p = processes.entry(call.pid).or_default();
+        out.rows.push(step(
+            p,
+            call,
+            &mut out.waits_resolved,
+            &mut out.waits_unresolved,
+        ));
+    }
+    out
+}
+
+fn step(p: &mut Process, c: &Call, resolved: &mut u64, unresolved: &mut u64) -> Row {
+    let sync = sync_kind(c.api);
+    let stream = c.arg("stream");
+    let event = c.arg("event");
+    let ok = c.ok();
+    // Stream creation defines the stream (its handle is read at return).
+    if ok
+        && matches!(
+            c.api,
+            Api::HipStreamCreate | Api::HipStreamCreateWithFlags | Api::HipStreamCreateWithPriority
+        )
+    {
+        let s = c.args[0];
+        p.forget_stream(s);
+        let d = p.thread_device(c.tid);
+        p.stream_device.insert(s, d);
+    }
+    let device = match (stream, sync) {
+        (Some(s), _) => p.stream_device(c.tid, s),
+        _ => p.thread_device(c.tid),
+    };
+    let stream_index = stream.map(|s| p.stream_index(device, s));
+    let event_id = event.filter(|&e| e != 0).map(|e| p.event(e).0);
+    let mut producer = None;
+    match c.api {
+        Api::HipSetDevice | Api::HipGetDevice if ok => {
+            p.device.insert(c.tid, c.args[0] as i32);
+        }
+        api if is_record(api) && ok => {
+            let (e, s) = (c.args[0], c.args[1]);
+            p.event(e).1 = Some(Producer {
+                correlation: c.correlation,
+                stream_index: stream_index.unwrap_or(-1),
+                stream: s,
+                tid: c.tid,
+                device,
+            });
+        }
+        Api::HipEventDestroy if ok => {
+            // The handle may come back for a new event, which starts with no record.
+            p.events.remove(&c.args[0]);
+        }
+        Api::HipStreamDestroy if ok => p.forget_stream(c.args[0]),
+        _ => {}
+    }
+    if let (Some(kind), Some(e)) = (sync, event)
+        && kind.waits_on_event()
+    {
+        producer = p.events.get(&e).and_then(|(_, r)| *r);
+        if producer.is_some() {
+            *resolved += 1;
+        } else {
+            *unresolved += 1;
+        }
+    }
+    // An event sync applies to the device of the stream that recorded the event.
+    let device = match (sync, producer) {
+        (Some(SyncKind::EventSynchronize), Some(pr)) => pr.device,
+        _ => device,
+    };
+    Row {
+        call: *c,
+        sync,
+        device,
+        stream_index,
+        event_id,
+        producer,
+    }
+}

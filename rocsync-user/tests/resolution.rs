@@ -1,0 +1,367 @@
+//! Flush-time resolution, asserted on the emitted Kineto JSON. No kernel needed.
+
+use std::collections::BTreeMap;
+
+use proptest::prelude::*;
+use rocsync::{
+    resolve::resolve,
+    trace::{
+        call::Call,
+        kineto::{self, TraceInfo},
+    },
+};
+use rocsync_common::Api;
+use serde_json::Value;
+
+const PID: u32 = 4242;
+const E: u64 = 0x5000;
+const S_A: u64 = 0xa000;
+const S_B: u64 = 0xb000;
+
+fn call(correlation: u64, api: Api, args: [u64; 3]) -> Call {
+    call_in(PID, PID, correlation, api, args, 0)
+}
+
+fn call_in(pid: u32, tid: u32, correlation: u64, api: Api, args: [u64; 3], ret: i64) -> Call {
+    Call {
+        api,
+        pid,
+        tid,
+        correlation,
+        enter_ns: 1_000_000 + correlation * 1000,
+        exit_ns: Some(1_000_000 + correlation * 1000 + 500),
+        ret: Some(ret),
+        args,
+    }
+}
+
+fn record(corr: u64, event: u64, stream: u64) -> Call {
+    call(corr, Api::HipEventRecord, [event, stream, 0])
+}
+fn wait(corr: u64, stream: u64, event: u64) -> Call {
+    call(corr, Api::HipStreamWaitEvent, [stream, event, 0])
+}
+fn destroy(corr: u64, event: u64) -> Call {
+    call(corr, Api::HipEventDestroy, [event, 0, 0])
+}
+
+/// Writes the trace for `calls` and parses it back.
+fn trace(calls: &[Call]) -> Value {
+    let resolved = resolve(calls);
+    let names = BTreeMap::new();
+    let info = TraceInfo {
+        clock_offset_ns: 1_700_000_000_000_000_000,
+        process_names: &names,
+        rocsync: serde_json::json!({}),
+        trace_name: "t.json",
+    };
+    let mut out = Vec::new();
+    kineto::write(&mut out, &resolved, &info).unwrap();
+    serde_json::from_slice(&out).expect("valid JSON")
+}
+
+fn events(t: &Value) -> &Vec<Value> {
+    t["traceEvents"].as_array().unwrap()
+}
+
+/// The device-side sync row of the call with this correlation.
+fn sync_row(t: &Value, corr: u64) -> Value {
+    events(t)
+        .iter()
+        .find(|e| e["cat"] == "cuda_sync" && e["args"]["correlation"] == corr)
+        .unwrap_or_else(|| panic!("no sync row for correlation {corr}"))
+        .clone()
+}
+
+fn runtime_row(t: &Value, corr: u64) -> Value {
+    events(t)
+        .iter()
+        .find(|e| e["cat"] == "cuda_runtime" && e["args"]["correlation"] == corr)
+        .unwrap_or_else(|| panic!("no runtime row for correlation {corr}"))
+        .clone()
+}
+
+/// (wait_on_cuda_event_record_corr_id, wait_on_hip_event_record_corr_id), which must agree.
+fn producer_of(t: &Value, corr: u64) -> i64 {
+    let s = sync_row(t, corr)["args"]["wait_on_cuda_event_record_corr_id"]
+        .as_i64()
+        .unwrap();
+    let r = runtime_row(t, corr)["args"]["wait_on_hip_event_record_corr_id"]
+        .as_i64()
+        .unwrap();
+    assert_eq!(s, r, "device and runtime rows disagree for {corr}");
+    s
+}
+
+#[test]
+fn happy_path_record_then_wait() {
+    let t = trace(&[record(1, E, S_A), wait(2, S_B, E)]);
+    assert_eq!(producer_of(&t, 2), 1);
+    let row = sync_row(&t, 2);
+    assert_eq!(row["name"], "Stream Wait Event");
+    assert_eq!(
+        row["args"]["wait_on_stream"], 1,
+        "stream A is the first stream seen"
+    );
+    assert_eq!(row["args"]["stream"], 2);
+    assert_eq!(row["args"]["hip_sync_kind"], "stream_wait_event");
+    assert_eq!(row["args"]["hip_event"], "0x5000");
+    let rt = runtime_row(&t, 2);
+    assert_eq!(rt["args"]["hip_stream"], "0xb000");
+    assert_eq!(rt["args"]["wait_on_hip_event_id"], "0x5000");
+}
+
+#[test]
+fn a_wait_never_resolves_to_a_future_record() {
+    let t = trace(&[record(100, E, S_A), wait(101, S_B, E), record(200, E, S_A)]);
+    assert_eq!(producer_of(&t, 101), 100);
+}
+
+#[test]
+fn arrival_order_does_not_matter() {
+    // The wait is delivered before its record (another CPU's ring position).
+    let t = trace(&[wait(2, S_B, E), record(1, E, S_A)]);
+    assert_eq!(producer_of(&t, 2), 1);
+}
+
+#[test]
+fn each_capture_starts_empty() {
+    let first = trace(&[record(1, E, S_A), wait(2, S_B, E)]);
+    assert_eq!(producer_of(&first, 2), 1);
+    // A second capture that begins with a wait on the same handle knows no record.
+    let second = trace(&[wait(3, S_B, E)]);
+    assert_eq!(producer_of(&second, 3), -1);
+}
+
+#[test]
+fn event_synchronize_has_a_producer_and_always_the_event_id() {
+    let t = trace(&[
+        record(1, E, S_A),
+        call(2, Api::HipEventSynchronize, [E, 0, 0]),
+    ]);
+    let row = sync_row(&t, 2);
+    assert_eq!(row["name"], "Event Sync");
+    assert_eq!(row["args"]["stream"], -1);
+    assert_eq!(producer_of(&t, 2), 1);
+    assert_eq!(runtime_row(&t, 2)["args"]["wait_on_hip_event_id"], "0x5000");
+    assert!(row["args"]["wait_on_cuda_event_id"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn an_unresolved_wait_keeps_its_event_and_says_minus_one() {
+    let t = trace(&[wait(5, S_B, E)]);
+    let row = sync_row(&t, 5);
+    assert_eq!(row["args"]["wait_on_stream"], -1);
+    assert_eq!(row["args"]["wait_on_cuda_event_record_corr_id"], -1);
+    assert_eq!(row["args"]["hip_event"], "0x5000");
+    let rt = runtime_row(&t, 5);
+    assert_eq!(rt["args"]["wait_on_hip_event_id"], "0x5000");
+    assert_eq!(rt["args"]["wait_on_stream"], -1);
+    assert_eq!(rt["args"]["wait_on_hip_event_record_corr_id"], -1);
+}
+
+#[test]
+fn destroy_evicts_and_a_reused_handle_starts_without_a_record() {
+    let t = trace(&[
+        record(10, E, S_A),
+        wait(15, S_B, E),
+        destroy(20, E),
+        wait(30, S_B, E),
+        record(40, E, S_A),
+        wait(50, S_B, E),
+    ]);
+    assert_eq!(producer_of(&t, 15), 10);
+    assert_eq!(producer_of(&t, 30), -1);
+    assert_eq!(producer_of(&t, 50), 40);
+    // The reused handle is a new event: a new event id, kept for its lifetime.
+    let id = |corr| sync_row(&t, corr)["args"]["wait_on_cuda_event_id"].clone();
+    assert_ne!(id(15), id(30));
+    assert_eq!(id(30), id(50));
+}
+
+#[test]
+fn a_failed_record_is_no_producer_and_a_failed_wait_keeps_its_code() {
+    let failed = call_in(PID, PID, 2, Api::HipEventRecord, [E, S_A, 0], 400);
+    let failed_wait = call_in(PID, PID, 3, Api::HipStreamWaitEvent, [S_B, E, 0], 1);
+    let t = trace(&[record(1, E, S_A), failed, failed_wait, wait(4, S_B, E)]);
+    assert_eq!(producer_of(&t, 3), 1, "the failed record at 2 is skipped");
+    assert_eq!(producer_of(&t, 4), 1);
+    assert_eq!(runtime_row(&t, 3)["args"]["ret"], 1);
+}
+
+#[test]
+fn processes_never_share_handles() {
+    let t = trace(&[
+        call_in(1, 1, 1, Api::HipEventRecord, [E, S_A, 0], 0),
+        call_in(2, 2, 2, Api::HipStreamWaitEvent, [S_B, E, 0], 0),
+        call_in(1, 1, 3, Api::HipStreamWaitEvent, [S_B, E, 0], 0),
+    ]);
+    let by_pid = |pid: u32| {
+        events(&t)
+            .iter()
+            .find(|e| {
+                e["cat"] == "cuda_runtime" && e["pid"] == pid && e["name"] == "hipStreamWaitEvent"
+            })
+            .unwrap()["args"]["wait_on_hip_event_record_corr_id"]
+            .as_i64()
+            .unwrap()
+    };
+    assert_eq!(by_pid(2), -1);
+    assert_eq!(by_pid(1), 1);
+}
+
+#[test]
+fn streams_belong_to_the_device_current_when_they_were_created() {
+    let t = trace(&[
+        call(1, Api::HipSetDevice, [1, 0, 0]),
+        call(2, Api::HipStreamCreate, [S_B, 0, 0]),
+        call(3, Api::HipSetDevice, [0, 0, 0]),
+        call(4, Api::HipStreamSynchronize, [S_B, 0, 0]),
+        call(5, Api::HipDeviceSynchronize, [0, 0, 0]),
+    ]);
+    let s = sync_row(&t, 4);
+    assert_eq!(
+        (s["name"].as_str(), s["pid"].as_i64()),
+        (Some("Stream Sync"), Some(1))
+    );
+    assert_eq!(s["args"]["device"], 1);
+    assert_eq!(s["tid"], 1_000_001, "Stream Sync has its own track");
+    let d = sync_row(&t, 5);
+    assert_eq!(
+        (d["name"].as_str(), d["pid"].as_i64()),
+        (Some("Context Sync"), Some(0))
+    );
+}
+
+#[test]
+fn flows_are_well_formed() {
+    let t = trace(&[
+        record(1, E, S_A),
+        wait(2, S_B, E),
+        call(3, Api::HipEventSynchronize, [E, 0, 0]),
+    ]);
+    let mut starts: BTreeMap<(String, u64), usize> = BTreeMap::new();
+    let mut ends: BTreeMap<(String, u64), usize> = BTreeMap::new();
+    for e in events(&t) {
+        let key = || {
+            (
+                e["cat"].as_str().unwrap().to_string(),
+                e["id"].as_u64().unwrap(),
+            )
+        };
+        match e["ph"].as_str() {
+            Some("s") => *starts.entry(key()).or_default() += 1,
+            Some("f") => {
+                assert_eq!(e["bp"], "e");
+                *ends.entry(key()).or_default() += 1
+            }
+            _ => {}
+        }
+        if let Some(tid) = e["tid"].as_i64() {
+            assert!(
+                (0..1 << 32).contains(&tid),
+                "tid {tid} out of Perfetto's range"
+            );
+        }
+    }
+    // One start and one end per arrow; two record→wait arrows leave record 1.
+    assert!(starts.values().all(|&n| n == 1) && ends.values().all(|&n| n == 1));
+    assert_eq!(
+        starts.keys().collect::<Vec<_>>(),
+        ends.keys().collect::<Vec<_>>()
+    );
+    assert_eq!(
+        starts.keys().filter(|(c, _)| c == "hip_sync_dep").count(),
+        2
+    );
+    assert_eq!(starts.keys().filter(|(c, _)| c == "ac2g").count(), 2);
+}
+
+// ---- property: the resolver against a straightforward model ----
+
+#[derive(Clone, Debug)]
+enum Op {
+    Record { event: u64, ok: bool },
+    Wait { event: u64 },
+    Sync { event: u64 },
+    Destroy { event: u64 },
+}
+
+fn op() -> impl Strategy<Value = (u32, u32, Op)> {
+    let ev = 0..3u64;
+    let kind = prop_oneof![
+        (ev.clone(), any::<bool>()).prop_map(|(e, ok)| Op::Record {
+            event: e,
+            ok: ok || e == 0
+        }),
+        ev.clone().prop_map(|e| Op::Wait { event: e }),
+        ev.clone().prop_map(|e| Op::Sync { event: e }),
+        ev.prop_map(|e| Op::Destroy { event: e }),
+    ];
+    (1..3u32, 0..3u32, kind)
+}
+
+/// For each wait: the record it must resolve to, by the rule as written.
+fn model(calls: &[Call]) -> BTreeMap<(u32, u64), i64> {
+    let mut out = BTreeMap::new();
+    for w in calls
+        .iter()
+        .filter(|c| matches!(c.api, Api::HipStreamWaitEvent | Api::HipEventSynchronize))
+    {
+        let ev = w.arg("event").unwrap();
+        let same = |c: &&Call| {
+            c.pid == w.pid && c.arg("event") == Some(ev) && c.correlation < w.correlation
+        };
+        let r = calls
+            .iter()
+            .filter(same)
+            .filter(|c| c.api == Api::HipEventRecord && c.ok())
+            .filter(|r| {
+                !calls
+                    .iter()
+                    .filter(same)
+                    .any(|d| d.api == Api::HipEventDestroy && d.correlation > r.correlation)
+            })
+            .map(|r| r.correlation as i64)
+            .max()
+            .unwrap_or(-1);
+        out.insert((w.pid, w.correlation), r);
+    }
+    out
+}
+
+proptest! {
+    #[test]
+    fn resolution_matches_the_model(ops in prop::collection::vec(op(), 1..60), seed in any::<u64>()) {
+        let mut calls: Vec<Call> = ops
+            .iter()
+            .enumerate()
+            .map(|(i, (pid, thread, op))| {
+                let corr = i as u64 + 1;
+                let tid = pid * 100 + thread;
+                let (api, args, ret) = match *op {
+                    Op::Record { event, ok } => (Api::HipEventRecord, [E + event, S_A, 0], if ok { 0 } else { 400 }),
+                    Op::Wait { event } => (Api::HipStreamWaitEvent, [S_B, E + event, 0], 0),
+                    Op::Sync { event } => (Api::HipEventSynchronize, [E + event, 0, 0], 0),
+                    Op::Destroy { event } => (Api::HipEventDestroy, [E + event, 0, 0], 0),
+                };
+                call_in(*pid, tid, corr, api, args, ret)
+            })
+            .collect();
+        // Deliver in a random order, as per-CPU rings do.
+        let mut rng = seed;
+        for i in (1..calls.len()).rev() {
+            rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            calls.swap(i, (rng >> 33) as usize % (i + 1));
+        }
+        let want = model(&calls);
+        let resolved = resolve(&calls);
+        let got: BTreeMap<(u32, u64), i64> = resolved
+            .rows
+            .iter()
+            .filter(|r| r.sync.is_some_and(|k| k.waits_on_event()))
+            .map(|r| ((r.call.pid, r.call.correlation), r.producer.map_or(-1, |p| p.correlation as i64)))
+            .collect();
+        prop_assert_eq!(got, want);
+    }
+}
