@@ -33,3 +33,8 @@ pub fn real_hip_program() -> Option<PathBuf> {
     let p = Path::new(OUT).join("real_hip");
     p.exists().then_some(p)
 }
+
+/// HTA check: prints the record→wait edges HolisticTraceAnalysis finds in a trace.
+pub fn hta_script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("hta/sync_edges.py")
+}

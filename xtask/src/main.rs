@@ -1,6 +1,7 @@
-//! `cargo xtask demo` — set up, build, trace the embedded cross-stream scenario, print the
-//!                      trace path.
-//! `cargo xtask test` — set up, then run every check CI runs: fmt, clippy, all tests.
+//! `cargo xtask demo [OUTPUT]` — set up, build, trace the embedded cross-stream scenario
+//!                                on the simulated HIP runtime, print the trace path.
+//! `cargo xtask test`            — set up, then every check CI runs: fmt, clippy, all tests.
+//! `cargo xtask setup`           — only the set-up (scripts/setup).
 
 use std::{
     path::{Path, PathBuf},
@@ -12,7 +13,7 @@ use anyhow::{Context as _, Result, bail};
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
-        Some("demo") => demo(&args[1..]),
+        Some("demo") => demo(args.get(1).map(String::as_str)),
         Some("test") => test(),
         Some("setup") => setup(),
         _ => {
@@ -54,24 +55,47 @@ fn setup() -> Result<()> {
     run(Command::new("bash").arg("scripts/setup"))
 }
 
-fn demo(args: &[String]) -> Result<()> {
+fn demo(output: Option<&str>) -> Result<()> {
     setup()?;
     run(cargo().args(["build", "--release", "--package", "rocsync-user"]))?;
-    let output = args
-        .first()
-        .cloned()
-        .unwrap_or_else(|| "rocsync-demo.json".into());
-    let raw = format!("{output}.raw.jsonl");
+    let output = output.unwrap_or("rocsync-demo.json");
+    // Two threads: one records events on its stream, the other makes its stream wait on
+    // them, with event, stream and device synchronizes in between.
     run(Command::new(root().join("target/release/rocsync"))
-        .args(["run", "--raw", &raw, "--"])
+        .args(["run", "--output", output, "--"])
         .arg(rocsync_tests::scenario())
         .args(["cross", "200"]))?;
-    eprintln!("xtask: trace written to {}", root().join(&raw).display());
+    eprintln!(
+        "xtask: trace written to {} (open it in https://ui.perfetto.dev)",
+        root().join(output).display()
+    );
     Ok(())
+}
+
+/// A Python with HolisticTraceAnalysis for the HTA test, in target/hta-venv.
+fn hta_python() -> Result<PathBuf> {
+    let venv = root().join("target/hta-venv");
+    let python = venv.join("bin/python");
+    let ready = Command::new(&python)
+        .args(["-c", "import hta"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ready {
+        run(Command::new("python3").arg("-m").arg("venv").arg(&venv))?;
+        // HTA 0.5's analyses break on pandas 3.
+        run(Command::new(venv.join("bin/pip")).args([
+            "install",
+            "--quiet",
+            "holistictraceanalysis",
+            "pandas<3",
+        ]))?;
+    }
+    Ok(python)
 }
 
 fn test() -> Result<()> {
     setup()?;
+    let python = hta_python()?;
     run(cargo().args(["fmt", "--all", "--", "--check"]))?;
     run(cargo().args([
         "clippy",
@@ -84,5 +108,7 @@ fn test() -> Result<()> {
         "-D",
         "warnings",
     ]))?;
-    run(cargo().args(["test", "--release", "--workspace"]))
+    run(cargo()
+        .args(["test", "--release", "--workspace"])
+        .env("ROCSYNC_HTA_PYTHON", python))
 }

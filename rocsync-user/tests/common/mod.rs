@@ -156,3 +156,97 @@ pub fn spawn_piped(cmd: &mut Command) -> Child {
         .spawn()
         .expect("spawn")
 }
+
+/// Maps each logged call (by seq) to the captured call's correlation, aligning each
+/// thread's calls in order (assert_same_calls checks they agree).
+pub fn seq_to_correlation(logged: &[LoggedCall], captured: &[Call]) -> BTreeMap<u64, u64> {
+    let mut captured = captured.to_vec();
+    captured.sort_by_key(|c| c.correlation);
+    let mut logged = logged.to_vec();
+    logged.sort_by_key(|l| l.seq);
+    let got = by_thread(captured, |c| c.tid);
+    let want = by_thread(logged, |l| l.tid);
+    let mut m = BTreeMap::new();
+    for (tid, ls) in want {
+        for (l, c) in ls.iter().zip(&got[&tid]) {
+            m.insert(l.seq, c.correlation);
+        }
+    }
+    m
+}
+
+/// The edges a scenario's own log implies: for each successful-or-not wait on an event
+/// (hipStreamWaitEvent*, hipEventSynchronize), the latest successful record of that
+/// handle made before it with no successful destroy in between. Keyed by wait seq.
+pub fn expected_edges(logged: &[LoggedCall]) -> BTreeMap<u64, Option<u64>> {
+    let mut log = logged.to_vec();
+    log.sort_by_key(|l| l.seq);
+    let mut last_record: BTreeMap<u64, u64> = BTreeMap::new();
+    let mut edges = BTreeMap::new();
+    for l in &log {
+        match l.api.as_str() {
+            "hipEventRecord" | "hipEventRecord_spt" | "hipEventRecordWithFlags" if l.ret == 0 => {
+                last_record.insert(l.args[0], l.seq);
+            }
+            "hipEventDestroy" if l.ret == 0 => {
+                last_record.remove(&l.args[0]);
+            }
+            "hipStreamWaitEvent" | "hipStreamWaitEvent_spt" => {
+                edges.insert(l.seq, last_record.get(&l.args[1]).copied());
+            }
+            "hipEventSynchronize" => {
+                edges.insert(l.seq, last_record.get(&l.args[0]).copied());
+            }
+            _ => {}
+        }
+    }
+    edges
+}
+
+/// Edges in a Kineto trace: wait correlation → record correlation (−1 unresolved), from
+/// the device-side sync rows; checks the runtime rows and the arrows agree.
+pub fn trace_edges(trace: &serde_json::Value) -> BTreeMap<u64, i64> {
+    let events = trace["traceEvents"].as_array().expect("traceEvents");
+    let mut edges = BTreeMap::new();
+    let mut runtime = BTreeMap::new();
+    let mut arrow_starts = std::collections::BTreeSet::new();
+    let mut arrow_ends = std::collections::BTreeSet::new();
+    for e in events {
+        let a = &e["args"];
+        match (e["ph"].as_str(), e["cat"].as_str()) {
+            (Some("X"), Some("cuda_sync"))
+                if a.get("wait_on_cuda_event_record_corr_id").is_some() =>
+            {
+                edges.insert(
+                    a["correlation"].as_u64().unwrap(),
+                    a["wait_on_cuda_event_record_corr_id"].as_i64().unwrap(),
+                );
+            }
+            (Some("X"), Some("cuda_runtime"))
+                if a.get("wait_on_hip_event_record_corr_id").is_some() =>
+            {
+                runtime.insert(
+                    a["correlation"].as_u64().unwrap(),
+                    a["wait_on_hip_event_record_corr_id"].as_i64().unwrap(),
+                );
+            }
+            (Some("s"), Some("hip_sync_dep")) => {
+                arrow_starts.insert(e["id"].as_u64().unwrap());
+            }
+            (Some("f"), Some("hip_sync_dep")) => {
+                arrow_ends.insert(e["id"].as_u64().unwrap());
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(edges, runtime, "runtime and device rows disagree");
+    assert_eq!(arrow_starts, arrow_ends, "every arrow has both ends");
+    let resolved = edges.values().filter(|&&r| r >= 0).count();
+    assert_eq!(arrow_starts.len(), resolved, "one arrow per resolved wait");
+    edges
+}
+
+pub fn read_json(path: &Path) -> serde_json::Value {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_slice(&bytes).expect("valid JSON")
+}
