@@ -48,6 +48,9 @@ fn a_command_that_does_not_exist() {
 
 #[test]
 fn unwritable_output_fails_before_capturing() {
+    if !can_trace("unwritable_output_fails_before_capturing") {
+        return;
+    }
     fails_with(
         rocsync().args(["run", "--raw", "/nonexistent-dir/x.jsonl", "--", "true"]),
         "not writable",

@@ -4,8 +4,9 @@
 //! `cargo xtask setup`           — only the set-up (scripts/setup).
 
 use std::{
+    io::{BufRead as _, BufReader},
     path::{Path, PathBuf},
-    process::Command,
+    process::{Command, Stdio},
 };
 
 use anyhow::{Context as _, Result, bail};
@@ -108,7 +109,46 @@ fn test() -> Result<()> {
         "-D",
         "warnings",
     ]))?;
-    run(cargo()
-        .args(["test", "--release", "--workspace"])
-        .env("ROCSYNC_HTA_PYTHON", python))
+    let mut test = cargo();
+    test.args([
+        "test",
+        "--release",
+        "--workspace",
+        "--exclude",
+        "rocsync-ebpf",
+    ])
+    .env("ROCSYNC_HTA_PYTHON", python);
+    run_tests(&mut test)
+}
+
+/// Runs cargo test, passing its output through, and closes with the totals over every
+/// test binary (cargo's own last line is that of whichever binary ran last).
+fn run_tests(cmd: &mut Command) -> Result<()> {
+    eprintln!("xtask: {cmd:?}");
+    let mut child = cmd
+        .current_dir(root())
+        .stdout(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("starting {cmd:?}"))?;
+    let (mut passed, mut failed) = (0u64, 0u64);
+    for line in BufReader::new(child.stdout.take().unwrap()).lines() {
+        let line = line?;
+        println!("{line}");
+        if let Some(rest) = line.strip_prefix("test result: ") {
+            let count = |word: &str| -> u64 {
+                rest.split(';')
+                    .find_map(|part| part.trim().strip_suffix(word))
+                    .and_then(|n| n.trim().rsplit(' ').next()?.parse().ok())
+                    .unwrap_or(0)
+            };
+            passed += count("passed");
+            failed += count("failed");
+        }
+    }
+    let status = child.wait()?;
+    println!("xtask: {passed} passed, {failed} failed");
+    if !status.success() {
+        bail!("tests failed: {status}");
+    }
+    Ok(())
 }

@@ -36,8 +36,8 @@ pub struct Probes {
 }
 
 impl Probes {
+    /// Loads the programs; callers run [`crate::preflight::check`] first.
     pub fn load() -> Result<Self> {
-        crate::preflight::check()?;
         let mut ebpf = Ebpf::load(crate::PROBES).map_err(|e| {
             anyhow!("the kernel refused rocsync's eBPF programs: {e}")
                 .context("loading probes (needs Linux ≥ 5.15 with BPF ring buffers and uprobes)")

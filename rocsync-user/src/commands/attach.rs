@@ -18,7 +18,9 @@ pub async fn attach(args: AttachArgs) -> Result<i32> {
     if pid == 0 || !Path::new(&format!("/proc/{pid}")).exists() {
         bail!("no process with id {pid}");
     }
+    crate::preflight::check()?;
     let mut outputs = Outputs::reserve(&args.out)?;
+
     outputs.name_after(pid);
     let exited = process_exit(pid)?;
     let mut probes = Probes::load()?;

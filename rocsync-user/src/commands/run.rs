@@ -31,7 +31,9 @@ pub async fn run(args: RunArgs) -> Result<i32> {
         // Fail on a bad --hip-lib before anything starts.
         crate::target::symbols::resolve(lib, &[])?;
     }
+    crate::preflight::check()?;
     let mut outputs = Outputs::reserve(&args.out)?;
+
     let mut probes = Probes::load()?;
     let ring = probes.take_ring()?;
     let mut session = Session::new(probes, args.out.verbose);
