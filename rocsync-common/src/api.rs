@@ -1,123 +1,154 @@
-/// Every hooked API, one id each. The id travels as the uprobe cookie, so one generic pair of
-/// programs serves every function.
-#[repr(u32)]
+//! Every hooked function of every runtime, one id each. The id travels as the uprobe
+//! cookie, so one generic pair of programs serves every function.
+
+/// The GPU runtime a function belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Api {
-    HipEventRecord = 1,
-    HipEventRecordSpt = 2,
-    HipEventRecordWithFlags = 3,
-    HipStreamWaitEvent = 4,
-    HipStreamWaitEventSpt = 5,
-    HipEventSynchronize = 6,
-    HipStreamSynchronize = 7,
-    HipStreamSynchronizeSpt = 8,
-    HipDeviceSynchronize = 9,
-    HipEventDestroy = 10,
-    HipSetDevice = 11,
-    HipGetDevice = 12,
-    HipStreamCreate = 13,
-    HipStreamCreateWithFlags = 14,
-    HipStreamCreateWithPriority = 15,
-    HipStreamDestroy = 16,
+pub enum Backend {
+    Hip,
+    Cuda,
+}
+
+/// What a function does, whichever runtime it belongs to: HIP and CUDA share the shapes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Op {
+    EventRecord,
+    EventRecordWithFlags,
+    StreamWaitEvent,
+    EventSynchronize,
+    StreamSynchronize,
+    DeviceSynchronize,
+    EventDestroy,
+    SetDevice,
+    GetDevice,
+    StreamCreate,
+    StreamCreateWithFlags,
+    StreamCreateWithPriority,
+    StreamDestroy,
 }
 
 /// What the exit probe reads through the first argument once the call has returned.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OutParam {
     None,
-    /// A pointer-sized handle (`hipStream_t*`).
+    /// A pointer-sized handle (`hipStream_t*`, `cudaStream_t*`).
     Handle,
-    /// A C `int` (`int* deviceId`).
+    /// A C `int` (`int* device`).
     Int,
 }
 
-impl OutParam {
-    /// By raw id, so the exit probe decides with a few compares (no table the verifier
-    /// would have to bound).
-    pub const fn of_api_id(id: u32) -> OutParam {
-        const GET_DEVICE: u32 = Api::HipGetDevice as u32;
-        const CREATE: u32 = Api::HipStreamCreate as u32;
-        const CREATE_WITH_FLAGS: u32 = Api::HipStreamCreateWithFlags as u32;
-        const CREATE_WITH_PRIORITY: u32 = Api::HipStreamCreateWithPriority as u32;
-        match id {
-            GET_DEVICE => OutParam::Int,
-            CREATE | CREATE_WITH_FLAGS | CREATE_WITH_PRIORITY => OutParam::Handle,
+macro_rules! apis {
+    ($($name:ident = $id:literal, $backend:ident, $op:ident, $symbol:literal;)*) => {
+        #[repr(u32)]
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum Api { $($name = $id,)* }
+
+        impl Api {
+            pub const ALL: &'static [Api] = &[$(Api::$name,)*];
+
+            pub const fn from_u32(id: u32) -> Option<Api> {
+                match id { $($id => Some(Api::$name),)* _ => None }
+            }
+
+            /// The exported symbol, exactly as the library names it.
+            pub const fn symbol(self) -> &'static str {
+                match self { $(Api::$name => $symbol,)* }
+            }
+
+            pub const fn backend(self) -> Backend {
+                match self { $(Api::$name => Backend::$backend,)* }
+            }
+
+            pub const fn op(self) -> Op {
+                match self { $(Api::$name => Op::$op,)* }
+            }
+        }
+    };
+}
+
+apis! {
+    HipEventRecord = 1, Hip, EventRecord, "hipEventRecord";
+    HipEventRecordSpt = 2, Hip, EventRecord, "hipEventRecord_spt";
+    HipEventRecordWithFlags = 3, Hip, EventRecordWithFlags, "hipEventRecordWithFlags";
+    HipStreamWaitEvent = 4, Hip, StreamWaitEvent, "hipStreamWaitEvent";
+    HipStreamWaitEventSpt = 5, Hip, StreamWaitEvent, "hipStreamWaitEvent_spt";
+    HipEventSynchronize = 6, Hip, EventSynchronize, "hipEventSynchronize";
+    HipStreamSynchronize = 7, Hip, StreamSynchronize, "hipStreamSynchronize";
+    HipStreamSynchronizeSpt = 8, Hip, StreamSynchronize, "hipStreamSynchronize_spt";
+    HipDeviceSynchronize = 9, Hip, DeviceSynchronize, "hipDeviceSynchronize";
+    HipEventDestroy = 10, Hip, EventDestroy, "hipEventDestroy";
+    HipSetDevice = 11, Hip, SetDevice, "hipSetDevice";
+    HipGetDevice = 12, Hip, GetDevice, "hipGetDevice";
+    HipStreamCreate = 13, Hip, StreamCreate, "hipStreamCreate";
+    HipStreamCreateWithFlags = 14, Hip, StreamCreateWithFlags, "hipStreamCreateWithFlags";
+    HipStreamCreateWithPriority = 15, Hip, StreamCreateWithPriority, "hipStreamCreateWithPriority";
+    HipStreamDestroy = 16, Hip, StreamDestroy, "hipStreamDestroy";
+    CudaEventRecord = 17, Cuda, EventRecord, "cudaEventRecord";
+    CudaEventRecordPtsz = 18, Cuda, EventRecord, "cudaEventRecord_ptsz";
+    CudaEventRecordWithFlags = 19, Cuda, EventRecordWithFlags, "cudaEventRecordWithFlags";
+    CudaEventRecordWithFlagsPtsz = 20, Cuda, EventRecordWithFlags, "cudaEventRecordWithFlags_ptsz";
+    CudaStreamWaitEvent = 21, Cuda, StreamWaitEvent, "cudaStreamWaitEvent";
+    CudaStreamWaitEventPtsz = 22, Cuda, StreamWaitEvent, "cudaStreamWaitEvent_ptsz";
+    CudaEventSynchronize = 23, Cuda, EventSynchronize, "cudaEventSynchronize";
+    CudaStreamSynchronize = 24, Cuda, StreamSynchronize, "cudaStreamSynchronize";
+    CudaStreamSynchronizePtsz = 25, Cuda, StreamSynchronize, "cudaStreamSynchronize_ptsz";
+    CudaDeviceSynchronize = 26, Cuda, DeviceSynchronize, "cudaDeviceSynchronize";
+    CudaEventDestroy = 27, Cuda, EventDestroy, "cudaEventDestroy";
+    CudaSetDevice = 28, Cuda, SetDevice, "cudaSetDevice";
+    CudaGetDevice = 29, Cuda, GetDevice, "cudaGetDevice";
+    CudaStreamCreate = 30, Cuda, StreamCreate, "cudaStreamCreate";
+    CudaStreamCreateWithFlags = 31, Cuda, StreamCreateWithFlags, "cudaStreamCreateWithFlags";
+    CudaStreamCreateWithPriority = 32, Cuda, StreamCreateWithPriority, "cudaStreamCreateWithPriority";
+    CudaStreamDestroy = 33, Cuda, StreamDestroy, "cudaStreamDestroy";
+}
+
+impl Op {
+    /// Names of the captured arguments, in register order (rdi, rsi, rdx). Out-parameters
+    /// are named after the value read at return, not the pointer.
+    pub const fn arg_names(self) -> &'static [&'static str] {
+        match self {
+            Op::EventRecord => &["event", "stream"],
+            Op::EventRecordWithFlags => &["event", "stream", "flags"],
+            Op::StreamWaitEvent => &["stream", "event", "flags"],
+            Op::EventSynchronize | Op::EventDestroy => &["event"],
+            Op::StreamSynchronize | Op::StreamDestroy => &["stream"],
+            Op::DeviceSynchronize => &[],
+            Op::SetDevice | Op::GetDevice => &["device"],
+            Op::StreamCreate => &["stream"],
+            Op::StreamCreateWithFlags => &["stream", "flags"],
+            Op::StreamCreateWithPriority => &["stream", "flags", "priority"],
+        }
+    }
+
+    pub const fn out_param(self) -> OutParam {
+        match self {
+            Op::GetDevice => OutParam::Int,
+            Op::StreamCreate | Op::StreamCreateWithFlags | Op::StreamCreateWithPriority => {
+                OutParam::Handle
+            }
             _ => OutParam::None,
         }
     }
 }
 
+impl OutParam {
+    /// By raw id, so the exit probe decides with a few compares (no table the verifier
+    /// would have to bound).
+    #[inline(always)]
+    pub const fn of_api_id(id: u32) -> OutParam {
+        match Api::from_u32(id) {
+            Some(api) => api.op().out_param(),
+            None => OutParam::None,
+        }
+    }
+}
+
 impl Api {
-    pub const ALL: [Api; 16] = [
-        Api::HipEventRecord,
-        Api::HipEventRecordSpt,
-        Api::HipEventRecordWithFlags,
-        Api::HipStreamWaitEvent,
-        Api::HipStreamWaitEventSpt,
-        Api::HipEventSynchronize,
-        Api::HipStreamSynchronize,
-        Api::HipStreamSynchronizeSpt,
-        Api::HipDeviceSynchronize,
-        Api::HipEventDestroy,
-        Api::HipSetDevice,
-        Api::HipGetDevice,
-        Api::HipStreamCreate,
-        Api::HipStreamCreateWithFlags,
-        Api::HipStreamCreateWithPriority,
-        Api::HipStreamDestroy,
-    ];
-
-    pub const fn from_u32(id: u32) -> Option<Api> {
-        if id >= 1 && id as usize <= Self::ALL.len() {
-            Some(Self::ALL[id as usize - 1])
-        } else {
-            None
-        }
-    }
-
-    /// The exported symbol, exactly as the library names it.
-    pub const fn symbol(self) -> &'static str {
-        match self {
-            Api::HipEventRecord => "hipEventRecord",
-            Api::HipEventRecordSpt => "hipEventRecord_spt",
-            Api::HipEventRecordWithFlags => "hipEventRecordWithFlags",
-            Api::HipStreamWaitEvent => "hipStreamWaitEvent",
-            Api::HipStreamWaitEventSpt => "hipStreamWaitEvent_spt",
-            Api::HipEventSynchronize => "hipEventSynchronize",
-            Api::HipStreamSynchronize => "hipStreamSynchronize",
-            Api::HipStreamSynchronizeSpt => "hipStreamSynchronize_spt",
-            Api::HipDeviceSynchronize => "hipDeviceSynchronize",
-            Api::HipEventDestroy => "hipEventDestroy",
-            Api::HipSetDevice => "hipSetDevice",
-            Api::HipGetDevice => "hipGetDevice",
-            Api::HipStreamCreate => "hipStreamCreate",
-            Api::HipStreamCreateWithFlags => "hipStreamCreateWithFlags",
-            Api::HipStreamCreateWithPriority => "hipStreamCreateWithPriority",
-            Api::HipStreamDestroy => "hipStreamDestroy",
-        }
-    }
-
-    /// Names of the captured arguments, in register order (rdi, rsi, rdx). Out-parameters are
-    /// named after the value read at return, not the pointer.
     pub const fn arg_names(self) -> &'static [&'static str] {
-        match self {
-            Api::HipEventRecord | Api::HipEventRecordSpt => &["event", "stream"],
-            Api::HipEventRecordWithFlags => &["event", "stream", "flags"],
-            Api::HipStreamWaitEvent | Api::HipStreamWaitEventSpt => &["stream", "event", "flags"],
-            Api::HipEventSynchronize | Api::HipEventDestroy => &["event"],
-            Api::HipStreamSynchronize | Api::HipStreamSynchronizeSpt | Api::HipStreamDestroy => {
-                &["stream"]
-            }
-            Api::HipDeviceSynchronize => &[],
-            Api::HipSetDevice | Api::HipGetDevice => &["device"],
-            Api::HipStreamCreate => &["stream"],
-            Api::HipStreamCreateWithFlags => &["stream", "flags"],
-            Api::HipStreamCreateWithPriority => &["stream", "flags", "priority"],
-        }
+        self.op().arg_names()
     }
 
     pub const fn out_param(self) -> OutParam {
-        OutParam::of_api_id(self as u32)
+        self.op().out_param()
     }
 }
 
@@ -136,20 +167,49 @@ mod tests {
     }
 
     #[test]
-    fn spt_variants_share_the_plain_argument_layout() {
+    fn per_thread_variants_share_the_plain_layout() {
         assert_eq!(
-            Api::HipStreamWaitEventSpt.arg_names(),
-            Api::HipStreamWaitEvent.arg_names()
+            Api::HipStreamWaitEventSpt.op(),
+            Api::HipStreamWaitEvent.op()
         );
         assert_eq!(
-            Api::HipEventRecordSpt.arg_names(),
-            Api::HipEventRecord.arg_names()
+            Api::CudaEventRecordWithFlagsPtsz.op(),
+            Op::EventRecordWithFlags
         );
         for api in Api::ALL {
             assert!(
                 api.arg_names().len() <= 3,
                 "{api:?} captures at most 3 registers"
             );
+        }
+    }
+
+    #[test]
+    fn out_parameters_by_id() {
+        assert_eq!(
+            OutParam::of_api_id(Api::CudaGetDevice as u32),
+            OutParam::Int
+        );
+        assert_eq!(
+            OutParam::of_api_id(Api::HipStreamCreateWithPriority as u32),
+            OutParam::Handle
+        );
+        assert_eq!(
+            OutParam::of_api_id(Api::CudaEventRecord as u32),
+            OutParam::None
+        );
+        assert_eq!(OutParam::of_api_id(999), OutParam::None);
+    }
+
+    #[test]
+    fn symbols_are_unique_and_name_their_backend() {
+        for (i, a) in Api::ALL.iter().enumerate() {
+            let prefix = match a.backend() {
+                Backend::Hip => "hip",
+                Backend::Cuda => "cuda",
+            };
+            assert!(a.symbol().starts_with(prefix));
+            assert!(Api::ALL[i + 1..].iter().all(|b| b.symbol() != a.symbol()));
         }
     }
 }

@@ -7,7 +7,7 @@
 mod api;
 mod record;
 
-pub use api::{Api, OutParam};
+pub use api::{Api, Backend, Op, OutParam};
 pub use record::{
     CallRecord, Config, Entry, LinkMapRecord, RECORD_CALL, RECORD_LINK_MAP, RecordHeader,
 };

@@ -4,11 +4,13 @@ use std::{path::PathBuf, time::Duration};
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::backend::{RUNTIMES, Runtime};
+
 #[derive(Debug, Parser)]
 #[command(
     name = "rocsync",
     version,
-    about = "Trace GPU synchronisation (event record, stream wait, synchronize) in unmodified HIP processes",
+    about = "Trace GPU synchronisation (event record, stream wait, synchronize) in unmodified HIP and CUDA processes",
     propagate_version = true
 )]
 pub struct Cli {
@@ -27,7 +29,7 @@ pub enum Command {
 }
 
 #[derive(Debug, Args)]
-pub struct OutputArgs {
+pub struct CaptureArgs {
     /// Kineto JSON trace to write (".gz" compresses) [default: rocsync-<pid>-<time>.json]
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
@@ -37,12 +39,25 @@ pub struct OutputArgs {
     /// Report each probed function and undecodable record
     #[arg(short, long)]
     pub verbose: bool,
+    /// Trace only this runtime [default: every runtime the process maps]
+    #[arg(long, value_parser = ["hip", "cuda"])]
+    pub backend: Option<String>,
+}
+
+impl CaptureArgs {
+    /// The runtimes to look for.
+    pub fn runtimes(&self) -> Vec<&'static Runtime> {
+        match self.backend.as_deref().and_then(Runtime::by_name) {
+            Some(r) => vec![r],
+            None => RUNTIMES.iter().collect(),
+        }
+    }
 }
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
     #[command(flatten)]
-    pub out: OutputArgs,
+    pub out: CaptureArgs,
     /// The HIP runtime the command uses, probed before it starts (libraries it maps are
     /// found and probed in any case)
     #[arg(long, value_name = "PATH")]
@@ -55,7 +70,7 @@ pub struct RunArgs {
 #[derive(Debug, Args)]
 pub struct AttachArgs {
     #[command(flatten)]
-    pub out: OutputArgs,
+    pub out: CaptureArgs,
     /// Process to trace
     #[arg(long, short)]
     pub pid: u32,

@@ -1,5 +1,6 @@
 //! rocsync: traces GPU synchronisation in unmodified HIP processes with eBPF uprobes.
 
+pub mod backend;
 pub mod capture;
 pub mod cli;
 pub mod commands;

@@ -82,7 +82,7 @@ fn hip_lib_without_any_hooked_symbol() {
         .expect("libc mapped");
     fails_with(
         rocsync().args(["run", "--hip-lib", &libc, "--", "true"]),
-        "exports none of the hooked HIP functions",
+        "exports none of the hooked libamdhip64 functions",
     );
 }
 

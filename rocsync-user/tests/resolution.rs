@@ -365,3 +365,26 @@ proptest! {
         prop_assert_eq!(got, want);
     }
 }
+
+#[test]
+fn cuda_calls_resolve_the_same_way_and_use_kineto_cuda_names() {
+    let t = trace(&[
+        call(1, Api::CudaEventRecordWithFlags, [E, S_A, 0]),
+        call(2, Api::CudaStreamWaitEventPtsz, [S_B, E, 0]),
+        call(3, Api::CudaEventSynchronize, [E, 0, 0]),
+    ]);
+    let rt = runtime_row(&t, 2);
+    assert_eq!(rt["name"], "cudaStreamWaitEvent_ptsz");
+    assert_eq!(rt["args"]["cuda_sync_kind"], "Stream Wait Event");
+    assert_eq!(rt["args"]["cuda_stream"], "0xb000");
+    assert_eq!(rt["args"]["wait_on_cuda_event_record_corr_id"], 1);
+    assert!(
+        rt["args"]["wait_on_cuda_event_id"].is_u64(),
+        "CUDA names events by id"
+    );
+    assert!(rt["args"].get("hip_event").is_none());
+    let row = sync_row(&t, 3);
+    assert_eq!(row["name"], "Event Sync");
+    assert_eq!(row["args"]["wait_on_cuda_event_record_corr_id"], 1);
+    assert_eq!(row["args"]["cuda_event"], "0x5000");
+}

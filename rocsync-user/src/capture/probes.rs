@@ -12,9 +12,12 @@ use aya::{
     maps::{HashMap, MapData, PerCpuArray, RingBuf},
     programs::{UProbe, uprobe::UProbeAttachPoint, uprobe::UProbeLinkId},
 };
-use rocsync_common::{Api, Config, Entry};
+use rocsync_common::{Config, Entry};
 
-use crate::target::symbols::{self, Resolution};
+use crate::{
+    backend::Runtime,
+    target::symbols::{self, Resolution},
+};
 
 const ENTER: &str = "call_enter";
 const EXIT: &str = "call_exit";
@@ -72,25 +75,31 @@ impl Probes {
     /// Attaches the call probes to every hooked function `path` exports, scoped to `pid`
     /// (or every process when `None`). The caller probes each file once: twice would count
     /// every call twice.
-    pub fn attach_hip(&mut self, path: &Path, pid: Option<u32>) -> Result<LibraryReport> {
-        let names: Vec<&'static str> = Api::ALL.iter().map(|a| a.symbol()).collect();
+    pub fn attach_runtime(
+        &mut self,
+        runtime: &Runtime,
+        path: &Path,
+        pid: Option<u32>,
+    ) -> Result<LibraryReport> {
+        let names: Vec<&'static str> = runtime.apis().map(|a| a.symbol()).collect();
         let Resolution { found, missing } = symbols::resolve(path, &names)?;
         if found.is_empty() {
             return Err(anyhow!(
-                "{} exports none of the hooked HIP functions ({}): is it really libamdhip64?",
+                "{} exports none of the hooked {} functions ({}): is it really {}?",
                 path.display(),
-                names.join(", ")
+                runtime.library,
+                names.join(", "),
+                runtime.library
             ));
         }
         let scope = scope(pid);
         let mut probed = Vec::new();
         for f in found {
             // Aliases share an address and so one probe; the first name gives the API.
-            let api = Api::ALL
-                .iter()
+            let api = runtime
+                .apis()
                 .find(|a| a.symbol() == f.names[0])
-                .copied()
-                .expect("resolved names come from Api::ALL");
+                .expect("resolved names come from the runtime's table");
             for prog in [ENTER, EXIT] {
                 let point = UProbeAttachPoint {
                     location: f.offset.into(),

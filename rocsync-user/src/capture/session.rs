@@ -18,6 +18,7 @@ use tokio::{
 };
 
 use super::probes::{LibraryReport, Probes};
+use crate::backend::Runtime;
 use crate::{
     target::maps::{self, Mapping},
     trace::call::Call,
@@ -66,6 +67,8 @@ pub struct Captured {
 
 pub struct Session {
     probes: Probes,
+    /// The runtimes whose libraries are looked for.
+    runtimes: Vec<&'static Runtime>,
     targets: Vec<u32>,
     /// (device, inode) of every library file probed: one file seen through two paths
     /// must not be probed twice.
@@ -77,9 +80,10 @@ pub struct Session {
 }
 
 impl Session {
-    pub fn new(probes: Probes, verbose: bool) -> Self {
+    pub fn new(probes: Probes, runtimes: Vec<&'static Runtime>, verbose: bool) -> Self {
         Self {
             probes,
+            runtimes,
             targets: Vec::new(),
             probed_files: HashSet::new(),
             libraries: Vec::new(),
@@ -115,14 +119,14 @@ impl Session {
         Ok(())
     }
 
-    /// Probes a HIP library file for `pid`, once per file. Returns whether it was new.
-    pub fn attach_library(&mut self, path: &Path, pid: u32) -> Result<bool> {
+    /// Probes a runtime library file for `pid`, once per file. Returns whether it was new.
+    pub fn attach_library(&mut self, runtime: &Runtime, path: &Path, pid: u32) -> Result<bool> {
         let meta =
             std::fs::metadata(path).with_context(|| format!("cannot open {}", path.display()))?;
         if !self.probed_files.insert((meta.dev(), meta.ino())) {
             return Ok(false);
         }
-        let report = match self.probes.attach_hip(path, Some(pid)) {
+        let report = match self.probes.attach_runtime(runtime, path, Some(pid)) {
             Ok(r) => r,
             Err(e) => {
                 self.probed_files.remove(&(meta.dev(), meta.ino()));
@@ -150,8 +154,8 @@ impl Session {
         Ok(true)
     }
 
-    /// Reads `pid`'s maps and probes every HIP library not yet probed. Returns how many
-    /// HIP libraries the process maps in all.
+    /// Reads `pid`'s maps and probes every runtime library not yet probed. Returns how
+    /// many runtime libraries the process maps in all.
     pub fn scan(&mut self, pid: u32) -> Result<usize> {
         let text = match std::fs::read_to_string(format!("/proc/{pid}/maps")) {
             Ok(t) => t,
@@ -160,11 +164,13 @@ impl Session {
         };
         let mappings = maps::parse(&text);
         let mut n = 0;
-        for m in maps::libraries(&mappings, maps::is_hip_runtime) {
-            n += 1;
-            let path = openable_path(pid, m);
-            if let Err(e) = self.attach_library(&path, pid) {
-                eprintln!("rocsync: warning: {e:#}");
+        for runtime in self.runtimes.clone() {
+            for m in maps::libraries(&mappings, runtime.matches_library) {
+                n += 1;
+                let path = openable_path(pid, m);
+                if let Err(e) = self.attach_library(runtime, &path, pid) {
+                    eprintln!("rocsync: warning: {e:#}");
+                }
             }
         }
         Ok(n)

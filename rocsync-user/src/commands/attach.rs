@@ -25,7 +25,9 @@ pub async fn attach(args: AttachArgs) -> Result<i32> {
     let exited = process_exit(pid)?;
     let mut probes = Probes::load()?;
     let ring = probes.take_ring()?;
-    let mut session = Session::new(probes, args.out.verbose);
+    let runtimes = args.out.runtimes();
+    let wanted: Vec<&str> = runtimes.iter().map(|r| r.library).collect();
+    let mut session = Session::new(probes, runtimes, args.out.verbose);
     let text = std::fs::read_to_string(format!("/proc/{pid}/maps"))
         .map_err(|e| anyhow::anyhow!("cannot read /proc/{pid}/maps: {e}"))?;
     let mappings = maps::parse(&text);
@@ -35,11 +37,14 @@ pub async fn attach(args: AttachArgs) -> Result<i32> {
     if session.scan(pid)? == 0 {
         if !args.wait {
             bail!(
-                "process {pid} has no libamdhip64 mapped; if it loads HIP later, \
-                 add --wait to wait for it"
+                "process {pid} has no {} mapped; if it loads one later, add --wait to wait for it",
+                wanted.join(" or ")
             );
         }
-        eprintln!("rocsync: waiting for process {pid} to load libamdhip64");
+        eprintln!(
+            "rocsync: waiting for process {pid} to load {}",
+            wanted.join(" or ")
+        );
     }
     eprintln!("rocsync: tracing pid {pid}; Ctrl-C to stop");
     let mut ring = async_ring(ring)?;

@@ -7,7 +7,7 @@ use serde_json::json;
 
 use crate::{
     capture::{Captured, Drops},
-    cli::OutputArgs,
+    cli::CaptureArgs,
     output::PendingFile,
     resolve::{Resolved, resolve},
     summary,
@@ -26,7 +26,7 @@ pub struct Outputs {
 }
 
 impl Outputs {
-    pub fn reserve(args: &OutputArgs) -> Result<Self> {
+    pub fn reserve(args: &CaptureArgs) -> Result<Self> {
         let default_name = args.output.is_none();
         let path = args
             .output

@@ -7,10 +7,12 @@
 use std::path::PathBuf;
 
 use anyhow::{Result, anyhow, bail};
+use rocsync_common::Backend;
 use serde_json::json;
 
 use super::finish::Outputs;
 use crate::{
+    backend::Runtime,
     capture::{
         Session, StopReason, clock,
         launch::{self, Child},
@@ -36,7 +38,7 @@ pub async fn run(args: RunArgs) -> Result<i32> {
 
     let mut probes = Probes::load()?;
     let ring = probes.take_ring()?;
-    let mut session = Session::new(probes, args.out.verbose);
+    let mut session = Session::new(probes, args.out.runtimes(), args.out.verbose);
 
     let held = launch::spawn_held(&exe, &args.command)?;
     outputs.name_after(held.pid);
@@ -85,7 +87,7 @@ fn prepare(
     }
     session.add_target(pid, interp.as_deref())?;
     if let Some(lib) = hip_lib {
-        session.attach_library(&lib, pid)?;
+        session.attach_library(Runtime::of(Backend::Hip), &lib, pid)?;
     }
     Ok(())
 }

@@ -2,32 +2,24 @@
 
 use std::collections::HashMap;
 
-use rocsync_common::Api;
+use rocsync_common::Op;
 
 use super::row::{Producer, Resolved, Row, SyncKind};
 use crate::trace::call::Call;
 
-/// `hipStreamLegacy` and `hipStreamPerThread`: like the null stream, they belong to the
-/// calling thread's current device.
+/// `hipStreamLegacy`/`cudaStreamLegacy` and `…PerThread`: like the null stream, they
+/// belong to the calling thread's current device.
 const STREAM_LEGACY: u64 = 1;
 const STREAM_PER_THREAD: u64 = 2;
 
-pub fn sync_kind(api: Api) -> Option<SyncKind> {
-    use Api::*;
-    Some(match api {
-        HipStreamWaitEvent | HipStreamWaitEventSpt => SyncKind::StreamWaitEvent,
-        HipEventSynchronize => SyncKind::EventSynchronize,
-        HipStreamSynchronize | HipStreamSynchronizeSpt => SyncKind::StreamSynchronize,
-        HipDeviceSynchronize => SyncKind::DeviceSynchronize,
+pub fn sync_kind(op: Op) -> Option<SyncKind> {
+    Some(match op {
+        Op::StreamWaitEvent => SyncKind::StreamWaitEvent,
+        Op::EventSynchronize => SyncKind::EventSynchronize,
+        Op::StreamSynchronize => SyncKind::StreamSynchronize,
+        Op::DeviceSynchronize => SyncKind::DeviceSynchronize,
         _ => return None,
     })
-}
-
-fn is_record(api: Api) -> bool {
-    matches!(
-        api,
-        Api::HipEventRecord | Api::HipEventRecordSpt | Api::HipEventRecordWithFlags
-    )
 }
 
 /// Everything known about one process at a point of the correlation order.
@@ -108,15 +100,16 @@ pub fn resolve(calls: &[Call]) -> Resolved {
 }
 
 fn step(p: &mut Process, c: &Call, resolved: &mut u64, unresolved: &mut u64) -> Row {
-    let sync = sync_kind(c.api);
+    let op = c.api.op();
+    let sync = sync_kind(op);
     let stream = c.arg("stream");
     let event = c.arg("event");
     let ok = c.ok();
     // Stream creation defines the stream (its handle is read at return).
     if ok
         && matches!(
-            c.api,
-            Api::HipStreamCreate | Api::HipStreamCreateWithFlags | Api::HipStreamCreateWithPriority
+            op,
+            Op::StreamCreate | Op::StreamCreateWithFlags | Op::StreamCreateWithPriority
         )
     {
         let s = c.args[0];
@@ -131,11 +124,11 @@ fn step(p: &mut Process, c: &Call, resolved: &mut u64, unresolved: &mut u64) -> 
     let stream_index = stream.map(|s| p.stream_index(device, s));
     let event_id = event.filter(|&e| e != 0).map(|e| p.event(e).0);
     let mut producer = None;
-    match c.api {
-        Api::HipSetDevice | Api::HipGetDevice if ok => {
+    match op {
+        Op::SetDevice | Op::GetDevice if ok => {
             p.device.insert(c.tid, c.args[0] as i32);
         }
-        api if is_record(api) && ok => {
+        Op::EventRecord | Op::EventRecordWithFlags if ok => {
             let (e, s) = (c.args[0], c.args[1]);
             p.event(e).1 = Some(Producer {
                 correlation: c.correlation,
@@ -145,11 +138,11 @@ fn step(p: &mut Process, c: &Call, resolved: &mut u64, unresolved: &mut u64) -> 
                 device,
             });
         }
-        Api::HipEventDestroy if ok => {
+        Op::EventDestroy if ok => {
             // The handle may come back for a new event, which starts with no record.
             p.events.remove(&c.args[0]);
         }
-        Api::HipStreamDestroy if ok => p.forget_stream(c.args[0]),
+        Op::StreamDestroy if ok => p.forget_stream(c.args[0]),
         _ => {}
     }
     if let (Some(kind), Some(e)) = (sync, event)

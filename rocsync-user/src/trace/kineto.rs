@@ -11,9 +11,12 @@ use std::{
     io::{self, Write},
 };
 
-use rocsync_common::Api;
+use rocsync_common::{Api, Backend, Op};
 
-use crate::resolve::{Resolved, Row, SyncKind};
+use crate::{
+    backend::Runtime,
+    resolve::{Resolved, Row, SyncKind},
+};
 
 /// Stream Sync rows get their own track, as Kineto does, so they never overlap the
 /// stream's other rows.
@@ -222,7 +225,7 @@ impl Events<'_> {
             }
             None => b.push_str(", \"in_flight\": true"),
         }
-        hip_args(b, r);
+        runtime_fields(b, r, On::Runtime);
         b.push_str("}}");
         self.emit()?;
         // A record starts one arrow per wait it feeds (catapult pairs one start with one
@@ -274,7 +277,7 @@ impl Events<'_> {
             ", \"stream\": {stream}, \"correlation\": {}, \"device\": {dev}",
             c.correlation
         );
-        hip_args(b, r);
+        runtime_fields(b, r, On::Sync);
         let _ = write!(b, ", \"cid\": {}}}}}", c.api as u32);
         self.emit()?;
         self.flow("f", c.correlation, dev, tid, mid, "ac2g", true)?;
@@ -314,7 +317,7 @@ impl Events<'_> {
 
 /// Kineto leaves device selection out of traces; so does rocsync.
 fn cpu_row(api: Api) -> bool {
-    !matches!(api, Api::HipSetDevice | Api::HipGetDevice)
+    !matches!(api.op(), Op::SetDevice | Op::GetDevice)
 }
 
 /// `wait_on_stream` and the record's correlation, −1 each when unresolved (as CUPTI).
@@ -331,26 +334,56 @@ fn sync_tid(kind: SyncKind, r: &Row) -> i64 {
     }
 }
 
-/// The HIP fields: pointers as strings, the producer as integers.
-fn hip_args(b: &mut String, r: &Row) {
+/// Which row runtime fields go on.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum On {
+    Runtime,
+    Sync,
+}
+
+/// The runtime's own fields (`hip_*` or `cuda_*`): handles as `"0x…"` strings, the
+/// producer as integers. On a sync row, fields CUPTI's layout already has are not repeated.
+fn runtime_fields(b: &mut String, r: &Row, on: On) {
     let c = &r.call;
-    if let Some(kind) = r.sync {
-        let _ = write!(b, ", \"hip_sync_kind\": \"{}\"", kind.hip_name());
+    let backend = c.api.backend();
+    let p = Runtime::of(backend).field_prefix;
+    let cuda = backend == Backend::Cuda;
+    if let Some(kind) = r.sync
+        && !(cuda && on == On::Sync)
+    {
+        let name = if cuda {
+            kind.cupti_name()
+        } else {
+            kind.hip_name()
+        };
+        let _ = write!(b, ", \"{p}_sync_kind\": \"{name}\"");
     }
     if let Some(e) = c.arg("event") {
-        let _ = write!(b, ", \"hip_event\": {}", hex(e));
+        let _ = write!(b, ", \"{p}_event\": {}", hex(e));
     }
     if let Some(s) = c.arg("stream") {
-        let _ = write!(b, ", \"hip_stream\": {}", hex(s));
+        let _ = write!(b, ", \"{p}_stream\": {}", hex(s));
     }
-    if let (Some(kind), Some(e)) = (r.sync, c.arg("event"))
-        && kind.waits_on_event()
-    {
-        let (ws, wc) = producer_ints(r);
+    let Some(e) = c
+        .arg("event")
+        .filter(|_| r.sync.is_some_and(SyncKind::waits_on_event))
+    else {
+        return;
+    };
+    let (ws, wc) = producer_ints(r);
+    if on == On::Runtime {
+        let _ = write!(b, ", \"wait_on_stream\": {ws}");
+    }
+    if on == On::Runtime || !cuda {
+        // CUDA names the event by its id, as CUPTI does; HIP by its handle.
+        let id = if cuda {
+            r.event_id.unwrap_or(0).to_string()
+        } else {
+            hex(e)
+        };
         let _ = write!(
             b,
-            ", \"wait_on_stream\": {ws}, \"wait_on_hip_event_id\": {}, \"wait_on_hip_event_record_corr_id\": {wc}",
-            hex(e)
+            ", \"wait_on_{p}_event_id\": {id}, \"wait_on_{p}_event_record_corr_id\": {wc}"
         );
     }
 }

@@ -111,8 +111,8 @@ fn parse_call(v: &Value) -> Result<Call> {
     let name = field("api")?
         .as_str()
         .ok_or_else(|| anyhow!("\"api\" is not a string"))?;
-    let api = Api::ALL
-        .into_iter()
+    let api = *Api::ALL
+        .iter()
         .find(|a| a.symbol() == name)
         .ok_or_else(|| anyhow!("unknown API {name:?}"))?;
     let opt = |k: &str| -> Result<Option<&Value>> {
