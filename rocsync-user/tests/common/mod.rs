@@ -25,8 +25,20 @@ pub fn can_trace(test: &str) -> bool {
     true
 }
 
+/// The rocsync binary, run in a scratch directory: a capture without `-o` writes its
+/// default-named trace into the working directory.
 pub fn rocsync() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_rocsync"))
+    static CWD: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    let cwd = CWD.get_or_init(|| {
+        tempfile::Builder::new()
+            .prefix("rocsync-test-cwd")
+            .tempdir()
+            .unwrap()
+            .keep()
+    });
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rocsync"));
+    cmd.current_dir(cwd);
+    cmd
 }
 
 pub fn run_ok(cmd: &mut Command) -> Output {
