@@ -4,6 +4,8 @@ use std::{path::PathBuf, time::Duration};
 
 use clap::{Args, Parser, Subcommand};
 
+use rocsync_common::Api;
+
 use crate::backend::{RUNTIMES, Runtime};
 
 #[derive(Debug, Parser)]
@@ -42,6 +44,10 @@ pub struct CaptureArgs {
     /// Trace only this runtime [default: every runtime the process maps]
     #[arg(long, value_parser = ["hip", "cuda"])]
     pub backend: Option<String>,
+    /// Functions not to probe, comma-separated (e.g. a hot cudaGetDevice): each probe
+    /// costs a trap per call
+    #[arg(long, value_name = "SYMBOLS", value_delimiter = ',', value_parser = parse_api)]
+    pub skip: Vec<Api>,
 }
 
 impl CaptureArgs {
@@ -89,6 +95,20 @@ pub struct ConvertArgs {
     /// Kineto JSON trace to write (".gz" compresses) [default: RAW with .json]
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
+}
+
+fn parse_api(s: &str) -> Result<Api, String> {
+    Api::ALL
+        .iter()
+        .copied()
+        .find(|a| a.symbol() == s)
+        .ok_or_else(|| {
+            let names: Vec<_> = Api::ALL.iter().map(|a| a.symbol()).collect();
+            format!(
+                "{s:?} is not a hooked function; they are: {}",
+                names.join(", ")
+            )
+        })
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {

@@ -319,3 +319,28 @@ fn every_copy_of_the_runtime_in_a_process_is_traced() {
     let (_, calls) = read_raw(&raw);
     assert_same_calls(&read_log(&log), calls);
 }
+
+#[test]
+fn skipped_functions_are_not_probed() {
+    if !can_trace("skipped_functions_are_not_probed") {
+        return;
+    }
+    let dir = TempDir::new();
+    let log = dir.path("scenario.log");
+    let raw = dir.path("calls.jsonl");
+    run_ok(
+        rocsync()
+            .args(["run", "--skip", "hipGetDevice,hipSetDevice", "--raw"])
+            .arg(&raw)
+            .arg("--")
+            .arg(scenario())
+            .arg("basic")
+            .env("SCENARIO_LOG", &log),
+    );
+    let logged: Vec<_> = read_log(&log)
+        .into_iter()
+        .filter(|l| !l.api.ends_with("etDevice"))
+        .collect();
+    let (_, calls) = read_raw(&raw);
+    assert_same_calls(&logged, calls);
+}

@@ -112,3 +112,11 @@ fn without_privileges_says_what_is_needed() {
         .args(["attach", "--pid", &std::process::id().to_string()]);
     fails_with(&mut cmd, "CAP_BPF");
 }
+
+#[test]
+fn skipping_an_unknown_function() {
+    fails_with(
+        rocsync().args(["run", "--skip", "hipFoo", "--", "true"]),
+        "\"hipFoo\" is not a hooked function",
+    );
+}

@@ -12,7 +12,7 @@ use aya::{
     maps::{HashMap, MapData, PerCpuArray, RingBuf},
     programs::{UProbe, uprobe::UProbeAttachPoint, uprobe::UProbeLinkId},
 };
-use rocsync_common::{Config, Entry};
+use rocsync_common::{Api, Config, Entry};
 
 use crate::{
     backend::Runtime,
@@ -78,10 +78,15 @@ impl Probes {
     pub fn attach_runtime(
         &mut self,
         runtime: &Runtime,
+        skip: &[Api],
         path: &Path,
         pid: Option<u32>,
     ) -> Result<LibraryReport> {
-        let names: Vec<&'static str> = runtime.apis().map(|a| a.symbol()).collect();
+        let names: Vec<&'static str> = runtime
+            .apis()
+            .filter(|a| !skip.contains(a))
+            .map(|a| a.symbol())
+            .collect();
         let Resolution { found, missing } = symbols::resolve(path, &names)?;
         if found.is_empty() {
             return Err(anyhow!(

@@ -11,7 +11,7 @@ use std::{
 
 use anyhow::{Context as _, Result};
 use aya::maps::{MapData, RingBuf};
-use rocsync_common::{Config, Decoded, decode};
+use rocsync_common::{Api, Config, Decoded, decode};
 use tokio::{
     io::{Interest, unix::AsyncFd},
     signal::unix::{SignalKind, signal},
@@ -69,6 +69,8 @@ pub struct Session {
     probes: Probes,
     /// The runtimes whose libraries are looked for.
     runtimes: Vec<&'static Runtime>,
+    /// Functions the user asked not to probe.
+    skip: Vec<Api>,
     targets: Vec<u32>,
     /// (device, inode) of every library file probed: one file seen through two paths
     /// must not be probed twice.
@@ -80,10 +82,16 @@ pub struct Session {
 }
 
 impl Session {
-    pub fn new(probes: Probes, runtimes: Vec<&'static Runtime>, verbose: bool) -> Self {
+    pub fn new(
+        probes: Probes,
+        runtimes: Vec<&'static Runtime>,
+        skip: Vec<Api>,
+        verbose: bool,
+    ) -> Self {
         Self {
             probes,
             runtimes,
+            skip,
             targets: Vec::new(),
             probed_files: HashSet::new(),
             libraries: Vec::new(),
@@ -126,7 +134,10 @@ impl Session {
         if !self.probed_files.insert((meta.dev(), meta.ino())) {
             return Ok(false);
         }
-        let report = match self.probes.attach_runtime(runtime, path, Some(pid)) {
+        let report = match self
+            .probes
+            .attach_runtime(runtime, &self.skip, path, Some(pid))
+        {
             Ok(r) => r,
             Err(e) => {
                 self.probed_files.remove(&(meta.dev(), meta.ino()));

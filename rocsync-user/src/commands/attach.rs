@@ -27,7 +27,7 @@ pub async fn attach(args: AttachArgs) -> Result<i32> {
     let ring = probes.take_ring()?;
     let runtimes = args.out.runtimes();
     let wanted: Vec<&str> = runtimes.iter().map(|r| r.library).collect();
-    let mut session = Session::new(probes, runtimes, args.out.verbose);
+    let mut session = Session::new(probes, runtimes, args.out.skip.clone(), args.out.verbose);
     let text = std::fs::read_to_string(format!("/proc/{pid}/maps"))
         .map_err(|e| anyhow::anyhow!("cannot read /proc/{pid}/maps: {e}"))?;
     let mappings = maps::parse(&text);

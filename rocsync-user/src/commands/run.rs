@@ -38,7 +38,12 @@ pub async fn run(args: RunArgs) -> Result<i32> {
 
     let mut probes = Probes::load()?;
     let ring = probes.take_ring()?;
-    let mut session = Session::new(probes, args.out.runtimes(), args.out.verbose);
+    let mut session = Session::new(
+        probes,
+        args.out.runtimes(),
+        args.out.skip.clone(),
+        args.out.verbose,
+    );
 
     let held = launch::spawn_held(&exe, &args.command)?;
     outputs.name_after(held.pid);
