@@ -35,7 +35,13 @@ fn main() {
     let c = PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap()).join("c");
     // Re-run once scripts/setup has installed the HIP headers (a missing path always re-runs).
     println!("cargo:rerun-if-changed=/usr/include/hip/hip_runtime_api.h");
-    for f in ["hip_sim.c", "hip_sim.h", "scenario.c", "real_hip.c"] {
+    for f in [
+        "hip_sim.c",
+        "hip_sim.h",
+        "scenario.c",
+        "real_hip.c",
+        "cuda_names.h",
+    ] {
         println!("cargo:rerun-if-changed=c/{f}");
     }
     let sim = out.join("sim");
@@ -61,6 +67,38 @@ fn main() {
         &out.join("scenario_dlopen"),
         &c.join("scenario.c"),
         &["-DUSE_DLOPEN", "-ldl", "-lpthread"],
+    );
+    // The same runtime and scenarios under CUDA's names, for the CUDA backend.
+    let cuda = out.join("cuda");
+    std::fs::create_dir_all(&cuda).unwrap();
+    let cuda_s = cuda.display().to_string();
+    let names = c.join("cuda_names.h").display().to_string();
+    gcc(
+        &cuda.join("libcudart.so.13"),
+        &c.join("hip_sim.c"),
+        &[
+            "-include",
+            &names,
+            "-shared",
+            "-fPIC",
+            "-Wl,-soname,libcudart.so.13",
+            "-lpthread",
+        ],
+    );
+    let _ = std::fs::remove_file(cuda.join("libcudart.so"));
+    std::os::unix::fs::symlink("libcudart.so.13", cuda.join("libcudart.so")).unwrap();
+    gcc(
+        &out.join("scenario_cuda"),
+        &c.join("scenario.c"),
+        &[
+            "-include",
+            &names,
+            "-L",
+            &cuda_s,
+            "-lcudart",
+            &format!("-Wl,-rpath,{cuda_s}"),
+            "-lpthread",
+        ],
     );
     // The real-library program needs Debian's HIP headers (libamdhip64-dev).
     let real = out.join("real_hip");

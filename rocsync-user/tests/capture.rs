@@ -344,3 +344,24 @@ fn skipped_functions_are_not_probed() {
     let (_, calls) = read_raw(&raw);
     assert_same_calls(&logged, calls);
 }
+
+#[test]
+fn a_cuda_runtime_is_found_and_traced_like_hip() {
+    if !can_trace("a_cuda_runtime_is_found_and_traced_like_hip") {
+        return;
+    }
+    let dir = TempDir::new();
+    let (logged, calls, stderr) = run_scenario(&dir, &rocsync_tests::scenario_cuda(), &["basic"]);
+    assert!(stderr.contains("libcudart.so.13"), "{stderr}");
+    assert!(logged.iter().any(|l| l.api == "cudaStreamWaitEvent_ptsz"));
+    assert_same_calls(&logged, calls);
+    // Forcing the other backend finds nothing to probe in this process.
+    let out = rocsync()
+        .args(["run", "--backend", "hip", "--"])
+        .arg(rocsync_tests::scenario_cuda())
+        .arg("basic")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("captured 0 calls"));
+}

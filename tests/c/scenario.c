@@ -60,11 +60,13 @@ static void log_call(const char *api, uint64_t a0, uint64_t a1, uint64_t a2, int
 
 /* Calls EXPR, then logs it; argument expressions are read after the call so that
  * out-parameters log the value written. SEQ orders calls across threads. */
+/* Expands the name first, so a build under CUDA's names logs those. */
+#define API_NAME(api) #api
 #define CALL(api, a0, a1, a2, expr)                                                   \
   ({                                                                                  \
     uint64_t _s = __atomic_add_fetch(&seq, 1, __ATOMIC_SEQ_CST);                      \
     hipError_t _rc = (expr);                                                          \
-    log_call(#api, (uint64_t)(uintptr_t)(a0), (uint64_t)(uintptr_t)(a1),              \
+    log_call(API_NAME(api), (uint64_t)(uintptr_t)(a0), (uint64_t)(uintptr_t)(a1),              \
              (uint64_t)(uintptr_t)(a2), _rc, _s);                                     \
     _rc;                                                                              \
   })

@@ -28,6 +28,12 @@ pub fn scenario_dlopen() -> PathBuf {
     Path::new(OUT).join("scenario_dlopen")
 }
 
+/// The basic scenarios linked against the simulated runtime built under CUDA's names
+/// (`libcudart.so.13`).
+pub fn scenario_cuda() -> PathBuf {
+    Path::new(OUT).join("scenario_cuda")
+}
+
 /// Program linked against Debian's real `libamdhip64.so.5`, if its headers were installed.
 pub fn real_hip_program() -> Option<PathBuf> {
     let p = Path::new(OUT).join("real_hip");

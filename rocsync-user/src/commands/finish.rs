@@ -78,6 +78,12 @@ impl Outputs {
         ));
         lines.push(format!("trace: {}", path.display()));
         cap.detached();
+        if cap.libraries.is_empty() {
+            eprintln!(
+                "rocsync: warning: the target never mapped a GPU runtime library that rocsync traces"
+            );
+        }
+
         eprint!(
             "{}",
             summary::render(&cap.calls, &cap.drops, cap.in_flight, &lines)
