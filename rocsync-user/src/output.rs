@@ -13,32 +13,48 @@ use tempfile::NamedTempFile;
 
 pub struct PendingFile {
     path: PathBuf,
-    tmp: NamedTempFile,
+    sink: Sink,
+}
+
+enum Sink {
+    /// A regular file: written beside, renamed into place when complete.
+    Atomic(NamedTempFile),
+    /// A device or pipe (`/dev/null`, a FIFO): written directly, never replaced.
+    Direct(File),
 }
 
 impl PendingFile {
     /// Reserves `path`: creates a temporary file beside it, proving the directory writable.
     pub fn create(path: &Path) -> Result<Self> {
-        let dir = match path.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d,
-            _ => Path::new("."),
-        };
         if path.is_dir() {
             bail!("output path {} is a directory: name a file", path.display());
         }
-        let tmp = tempfile::Builder::new()
-            .prefix(".rocsync-")
-            .suffix(".tmp")
-            .tempfile_in(dir)
-            .with_context(|| {
-                format!(
-                    "cannot write output {}: directory not writable",
-                    path.display()
-                )
-            })?;
+        let sink = if path.exists() && !path.metadata().is_ok_and(|m| m.is_file()) {
+            let file = std::fs::OpenOptions::new()
+                .write(true)
+                .open(path)
+                .with_context(|| format!("cannot write output {}", path.display()))?;
+            Sink::Direct(file)
+        } else {
+            let dir = match path.parent() {
+                Some(d) if !d.as_os_str().is_empty() => d,
+                _ => Path::new("."),
+            };
+            let tmp = tempfile::Builder::new()
+                .prefix(".rocsync-")
+                .suffix(".tmp")
+                .tempfile_in(dir)
+                .with_context(|| {
+                    format!(
+                        "cannot write output {}: directory not writable",
+                        path.display()
+                    )
+                })?;
+            Sink::Atomic(tmp)
+        };
         Ok(Self {
             path: path.to_path_buf(),
-            tmp,
+            sink,
         })
     }
 
@@ -49,7 +65,9 @@ impl PendingFile {
     /// Renames the final file within the same directory (names that depend on the
     /// target's pid are known only once it runs).
     pub fn set_file_name(&mut self, name: &str) {
-        self.path.set_file_name(name);
+        if matches!(self.sink, Sink::Atomic(_)) {
+            self.path.set_file_name(name);
+        }
     }
 
     /// Writes the content through `fill` (gzip-compressed when the name ends in `.gz`),
@@ -58,7 +76,10 @@ impl PendingFile {
         self,
         fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
     ) -> Result<PathBuf> {
-        let file: &File = self.tmp.as_file();
+        let file: &File = match &self.sink {
+            Sink::Atomic(tmp) => tmp.as_file(),
+            Sink::Direct(f) => f,
+        };
         let mut w = BufWriter::with_capacity(1 << 20, file);
         let written = if self.path.extension().is_some_and(|e| e == "gz") {
             let mut z = flate2::write::GzEncoder::new(&mut w, flate2::Compression::fast());
@@ -69,12 +90,46 @@ impl PendingFile {
         written.with_context(|| format!("writing {}", self.path.display()))?;
         w.flush()?;
         drop(w);
-        // tempfile creates 0600 files; a trace is an ordinary user file.
-        std::fs::set_permissions(self.tmp.path(), std::fs::Permissions::from_mode(0o644))?;
         let path = self.path;
-        self.tmp
-            .persist(&path)
-            .with_context(|| format!("renaming into {}", path.display()))?;
+        if let Sink::Atomic(tmp) = self.sink {
+            // tempfile creates 0600 files; a trace is an ordinary user file.
+            std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o644))?;
+            tmp.persist(&path)
+                .with_context(|| format!("renaming into {}", path.display()))?;
+        }
         Ok(path)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn devices_are_written_directly_and_never_replaced() {
+        let f = PendingFile::create(Path::new("/dev/null")).unwrap();
+        f.commit(|w| w.write_all(b"x")).unwrap();
+        use std::os::unix::fs::FileTypeExt as _;
+        assert!(
+            std::fs::metadata("/dev/null")
+                .unwrap()
+                .file_type()
+                .is_char_device()
+        );
+    }
+
+    #[test]
+    fn files_appear_only_when_complete() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.json");
+        let f = PendingFile::create(&path).unwrap();
+        assert!(!path.exists());
+        f.commit(|w| w.write_all(b"{}")).unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"{}");
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            1,
+            "no temporary left"
+        );
     }
 }

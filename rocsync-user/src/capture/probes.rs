@@ -16,7 +16,10 @@ use rocsync_common::{Api, Config, Entry};
 
 use crate::{
     backend::Runtime,
-    target::symbols::{self, Resolution},
+    target::{
+        placement::Placement,
+        symbols::{self, Resolution},
+    },
 };
 
 const ENTER: &str = "call_enter";
@@ -28,7 +31,7 @@ const LINK_MAP: &str = "link_map_changed";
 pub struct LibraryReport {
     pub path: PathBuf,
     /// Hooked functions (distinct addresses) and the names probed at each.
-    pub probed: Vec<(u64, Vec<&'static str>)>,
+    pub probed: Vec<(Placement, Vec<&'static str>)>,
     /// Hooked names this library does not export.
     pub missing: Vec<&'static str>,
 }
@@ -107,7 +110,7 @@ impl Probes {
                 .expect("resolved names come from the runtime's table");
             for prog in [ENTER, EXIT] {
                 let point = UProbeAttachPoint {
-                    location: f.offset.into(),
+                    location: f.placement.offset.into(),
                     cookie: Some(api as u64),
                 };
                 let link = uprobe(&mut self.ebpf, prog)?
@@ -117,7 +120,7 @@ impl Probes {
                     })?;
                 self.links.push((prog, link));
             }
-            probed.push((f.offset, f.names));
+            probed.push((f.placement, f.names));
         }
         Ok(LibraryReport {
             path: path.to_path_buf(),

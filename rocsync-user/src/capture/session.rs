@@ -150,8 +150,23 @@ impl Session {
             report.probed.len()
         );
         if self.verbose {
-            for (offset, names) in &report.probed {
-                eprintln!("rocsync:   {:#x} {}", offset, names.join(" = "));
+            for (p, names) in &report.probed {
+                let skipped = if p.skipped.is_empty() {
+                    String::new()
+                } else {
+                    format!(" after {}", p.skipped.join(", "))
+                };
+                let cost = if p.emulated {
+                    "emulated"
+                } else {
+                    "single-stepped"
+                };
+                eprintln!(
+                    "rocsync:   {:#x} {}: probe on `{}`{skipped} ({cost})",
+                    p.offset,
+                    names.join(" = "),
+                    p.probed
+                );
             }
         }
         if !report.missing.is_empty() {

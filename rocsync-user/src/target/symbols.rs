@@ -4,6 +4,8 @@ use std::{collections::BTreeMap, path::Path};
 
 use object::{Object, ObjectSegment, ObjectSymbol};
 
+use super::placement::{self, Placement};
+
 #[derive(Debug, thiserror::Error)]
 pub enum SymbolError {
     #[error("cannot read {path}: {source}")]
@@ -19,7 +21,10 @@ pub enum SymbolError {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Resolved<'n> {
     pub names: Vec<&'n str>,
+    /// File offset of the function's first instruction.
     pub offset: u64,
+    /// Where its probes go (see [`placement`](super::placement)).
+    pub placement: Placement,
 }
 
 /// Resolution of a set of names in one file.
@@ -64,7 +69,15 @@ pub fn resolve_bytes<'n>(data: &[u8], names: &[&'n str]) -> Result<Resolution<'n
     }
     let found = by_address
         .into_iter()
-        .map(|(offset, names)| Resolved { names, offset })
+        .map(|(offset, names)| {
+            let code = data.get(offset as usize..).unwrap_or_default();
+            let code = &code[..code.len().min(32)];
+            Resolved {
+                names,
+                offset,
+                placement: placement::place(code, offset),
+            }
+        })
         .collect();
     Ok(Resolution { found, missing })
 }
