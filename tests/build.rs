@@ -68,6 +68,26 @@ fn main() {
         &c.join("scenario.c"),
         &["-DUSE_DLOPEN", "-ldl", "-lpthread"],
     );
+    // The runtime built with CET (-fcf-protection): every entry starts with endbr64, which
+    // a uprobe must single-step; the probe placement benchmark measures against it.
+    let cet = out.join("cet");
+    std::fs::create_dir_all(&cet).unwrap();
+    gcc(
+        &cet.join("libamdhip64.so"),
+        &c.join("hip_sim.c"),
+        &[
+            "-fcf-protection=full",
+            "-shared",
+            "-fPIC",
+            "-Wl,-soname,libamdhip64.so",
+            "-lpthread",
+        ],
+    );
+    gcc(
+        &out.join("bench_calls"),
+        &c.join("bench_calls.c"),
+        &["-ldl", "-lpthread"],
+    );
     // The same runtime and scenarios under CUDA's names, for the CUDA backend.
     let cuda = out.join("cuda");
     std::fs::create_dir_all(&cuda).unwrap();

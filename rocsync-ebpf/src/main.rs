@@ -177,3 +177,15 @@ fn panic(_info: &core::panic::PanicInfo) -> ! {
 #[unsafe(link_section = "license")]
 #[unsafe(no_mangle)]
 static LICENSE: [u8; 4] = *b"GPL\0";
+
+/// Benchmark baseline: the cheapest possible uprobe, to measure the trap alone.
+#[uprobe]
+pub fn empty_enter(_ctx: ProbeContext) -> u32 {
+    0
+}
+
+/// Benchmark baseline: the cheapest possible uretprobe.
+#[uretprobe]
+pub fn empty_exit(_ctx: RetProbeContext) -> u32 {
+    0
+}

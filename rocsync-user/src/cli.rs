@@ -6,7 +6,10 @@ use clap::{Args, Parser, Subcommand};
 
 use rocsync_common::Api;
 
-use crate::backend::{RUNTIMES, Runtime};
+use crate::{
+    backend::{RUNTIMES, Runtime},
+    capture::probes::ProbeOptions,
+};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -44,6 +47,13 @@ pub struct CaptureArgs {
     /// Trace only this runtime [default: every runtime the process maps]
     #[arg(long, value_parser = ["hip", "cuda"])]
     pub backend: Option<String>,
+    /// Ring buffer between the probes and rocsync, in MiB (a power of two)
+    #[arg(long, value_name = "MIB", default_value_t = 8, value_parser = parse_ring_size)]
+    pub ring_size: u32,
+    /// Probe each function's first instruction even where it is an endbr64 (to measure
+    /// what probe placement saves)
+    #[arg(long, hide = true)]
+    pub probe_at_entry: bool,
     /// Functions not to probe, comma-separated (e.g. a hot cudaGetDevice): each probe
     /// costs a trap per call
     #[arg(long, value_name = "SYMBOLS", value_delimiter = ',', value_parser = parse_api)]
@@ -51,6 +61,12 @@ pub struct CaptureArgs {
 }
 
 impl CaptureArgs {
+    pub fn probe_options(&self) -> ProbeOptions {
+        ProbeOptions {
+            ring_bytes: Some(self.ring_size << 20),
+            at_entry: self.probe_at_entry,
+        }
+    }
     /// The runtimes to look for.
     pub fn runtimes(&self) -> Vec<&'static Runtime> {
         match self.backend.as_deref().and_then(Runtime::by_name) {
@@ -95,6 +111,15 @@ pub struct ConvertArgs {
     /// Kineto JSON trace to write (".gz" compresses) [default: RAW with .json]
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
+}
+
+fn parse_ring_size(s: &str) -> Result<u32, String> {
+    match s.parse::<u32>() {
+        Ok(n) if n.is_power_of_two() && n <= 1024 => Ok(n),
+        _ => Err(format!(
+            "{s:?}: the ring size is a power of two of MiB, at most 1024"
+        )),
+    }
 }
 
 fn parse_api(s: &str) -> Result<Api, String> {

@@ -70,26 +70,38 @@ impl PendingFile {
         }
     }
 
-    /// Writes the content through `fill` (gzip-compressed when the name ends in `.gz`),
-    /// then renames the file into place.
+    /// A writer for the content (gzip-compressed when the name ends in `.gz`); close it,
+    /// then [`persist`](Self::persist).
+    pub fn stream(&self) -> Result<FileStream> {
+        let file = match &self.sink {
+            Sink::Atomic(tmp) => tmp.as_file(),
+            Sink::Direct(f) => f,
+        };
+        let w = BufWriter::with_capacity(1 << 20, file.try_clone()?);
+        Ok(if self.path.extension().is_some_and(|e| e == "gz") {
+            FileStream::Gz(flate2::write::GzEncoder::new(
+                w,
+                flate2::Compression::fast(),
+            ))
+        } else {
+            FileStream::Plain(w)
+        })
+    }
+
+    /// Writes the content through `fill`, then renames the file into place.
     pub fn commit(
         self,
         fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
     ) -> Result<PathBuf> {
-        let file: &File = match &self.sink {
-            Sink::Atomic(tmp) => tmp.as_file(),
-            Sink::Direct(f) => f,
-        };
-        let mut w = BufWriter::with_capacity(1 << 20, file);
-        let written = if self.path.extension().is_some_and(|e| e == "gz") {
-            let mut z = flate2::write::GzEncoder::new(&mut w, flate2::Compression::fast());
-            fill(&mut z).and_then(|()| z.finish().map(drop))
-        } else {
-            fill(&mut w)
-        };
-        written.with_context(|| format!("writing {}", self.path.display()))?;
-        w.flush()?;
-        drop(w);
+        let mut w = self.stream()?;
+        fill(&mut w)
+            .and_then(|()| w.close())
+            .with_context(|| format!("writing {}", self.path.display()))?;
+        self.persist()
+    }
+
+    /// Moves the complete file into place.
+    pub fn persist(self) -> Result<PathBuf> {
         let path = self.path;
         if let Sink::Atomic(tmp) = self.sink {
             // tempfile creates 0600 files; a trace is an ordinary user file.
@@ -98,6 +110,38 @@ impl PendingFile {
                 .with_context(|| format!("renaming into {}", path.display()))?;
         }
         Ok(path)
+    }
+}
+
+/// An output being written.
+pub enum FileStream {
+    Plain(BufWriter<File>),
+    Gz(flate2::write::GzEncoder<BufWriter<File>>),
+}
+
+impl FileStream {
+    /// Ends the compressed stream, if any, and flushes.
+    pub fn close(self) -> std::io::Result<()> {
+        match self {
+            FileStream::Plain(mut w) => w.flush(),
+            FileStream::Gz(z) => z.finish()?.flush(),
+        }
+    }
+}
+
+impl Write for FileStream {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            FileStream::Plain(w) => w.write(buf),
+            FileStream::Gz(z) => z.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            FileStream::Plain(w) => w.flush(),
+            FileStream::Gz(z) => z.flush(),
+        }
     }
 }
 

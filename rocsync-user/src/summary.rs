@@ -2,21 +2,19 @@
 
 use std::{collections::BTreeMap, fmt::Write as _};
 
-use crate::{capture::Drops, trace::call::Call};
+use crate::capture::Drops;
 
 /// Calls per API, drops and outputs, as printed to stderr.
-pub fn render(calls: &[Call], drops: &Drops, in_flight: usize, extra: &[String]) -> String {
-    let mut per_api: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
-    for c in calls {
-        let e = per_api.entry(c.api.symbol()).or_default();
-        e.0 += 1;
-        if !c.ok() {
-            e.1 += 1;
-        }
-    }
+pub fn render(
+    per_api: &BTreeMap<&str, (u64, u64)>,
+    drops: &Drops,
+    in_flight: u64,
+    extra: &[String],
+) -> String {
+    let total: u64 = per_api.values().map(|v| v.0).sum();
     let mut s = String::new();
-    let _ = writeln!(s, "rocsync: captured {} calls", calls.len());
-    for (api, (n, failed)) in &per_api {
+    let _ = writeln!(s, "rocsync: captured {total} calls");
+    for (api, (n, failed)) in per_api {
         let _ = write!(s, "  {api:<28} {n:>9}");
         if *failed > 0 {
             let _ = write!(s, "  ({failed} returned an error or were in flight)");

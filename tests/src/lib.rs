@@ -18,6 +18,16 @@ pub fn sim_hip() -> PathBuf {
     sim_dir().join("libamdhip64.so")
 }
 
+/// The simulated runtime built with CET: every entry starts with `endbr64`.
+pub fn sim_hip_cet() -> PathBuf {
+    Path::new(OUT).join("cet/libamdhip64.so")
+}
+
+/// Calls one library function in a loop and reports ns per call (benchmarks).
+pub fn bench_calls() -> PathBuf {
+    Path::new(OUT).join("bench_calls")
+}
+
 /// Scenario program linked against the simulated runtime.
 pub fn scenario() -> PathBuf {
     Path::new(OUT).join("scenario")

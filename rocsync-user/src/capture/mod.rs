@@ -4,6 +4,7 @@ pub mod clock;
 pub mod launch;
 pub mod loader;
 pub mod probes;
+pub mod sequence;
 pub mod session;
 
 pub use session::{Captured, Drops, Session, StopReason};

@@ -36,15 +36,29 @@ pub struct LibraryReport {
     pub missing: Vec<&'static str>,
 }
 
+/// How probes are loaded and placed.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ProbeOptions {
+    /// Ring buffer size in bytes (a power of two, a multiple of the page size).
+    pub ring_bytes: Option<u32>,
+    /// Probe the first instruction even where placement would skip `endbr64`/`nop`.
+    pub at_entry: bool,
+}
+
 pub struct Probes {
     ebpf: Ebpf,
+    options: ProbeOptions,
     links: Vec<(&'static str, UProbeLinkId)>,
 }
 
 impl Probes {
     /// Loads the programs; callers run [`crate::preflight::check`] first.
-    pub fn load() -> Result<Self> {
-        let mut ebpf = Ebpf::load(crate::PROBES).map_err(|e| {
+    pub fn load(options: ProbeOptions) -> Result<Self> {
+        let mut loader = aya::EbpfLoader::new();
+        if let Some(bytes) = options.ring_bytes {
+            loader.map_max_entries("EVENTS", bytes);
+        }
+        let mut ebpf = loader.load(crate::PROBES).map_err(|e| {
             anyhow!("the kernel refused rocsync's eBPF programs: {e}")
                 .context("loading probes (needs Linux ≥ 5.15 with BPF ring buffers and uprobes)")
         })?;
@@ -55,6 +69,7 @@ impl Probes {
         }
         Ok(Self {
             ebpf,
+            options,
             links: Vec::new(),
         })
     }
@@ -110,7 +125,12 @@ impl Probes {
                 .expect("resolved names come from the runtime's table");
             for prog in [ENTER, EXIT] {
                 let point = UProbeAttachPoint {
-                    location: f.placement.offset.into(),
+                    location: if self.options.at_entry {
+                        f.offset
+                    } else {
+                        f.placement.offset
+                    }
+                    .into(),
                     cookie: Some(api as u64),
                 };
                 let link = uprobe(&mut self.ebpf, prog)?

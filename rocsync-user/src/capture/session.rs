@@ -2,7 +2,7 @@
 //! the stop sequence (deactivate, let in-flight calls return, detach, drain).
 
 use std::{
-    collections::HashSet,
+    collections::{HashMap, HashSet},
     future::Future,
     os::unix::fs::MetadataExt as _,
     path::{Path, PathBuf},
@@ -17,11 +17,15 @@ use tokio::{
     signal::unix::{SignalKind, signal},
 };
 
-use super::probes::{LibraryReport, Probes};
+use super::{
+    probes::{LibraryReport, Probes},
+    sequence::Sequencer,
+};
 use crate::backend::Runtime;
 use crate::{
+    output::FileStream,
     target::maps::{self, Mapping},
-    trace::call::Call,
+    trace::{call::Call, stream::TraceStream},
 };
 
 const ACTIVE: Config = Config {
@@ -34,6 +38,8 @@ const INACTIVE: Config = Config {
 };
 /// How long stop waits for calls already entered to return before reporting them in flight.
 const IN_FLIGHT_GRACE: Duration = Duration::from_millis(300);
+/// How often the calls in flight are looked at, to release calls waiting behind them.
+const RELEASE_EVERY: Duration = Duration::from_millis(100);
 /// Safety net for library loads the loader hook cannot see (e.g. a dropped notification).
 const RESCAN_EVERY: Duration = Duration::from_secs(1);
 
@@ -53,16 +59,29 @@ pub struct Drops {
     pub link_map: u64,
     /// Records that failed to decode.
     pub undecodable: u64,
+    /// Correlation ids that never arrived nor were in flight: dropped records.
+    pub lost: u64,
 }
 
+/// Where released calls go: resolved and written while the capture runs.
+pub type Sink = TraceStream<FileStream, FileStream>;
+
 pub struct Captured {
-    pub calls: Vec<Call>,
+    pub sink: Sink,
     pub drops: Drops,
-    /// Calls entered while capturing that had not returned at stop.
-    pub in_flight: usize,
     pub libraries: Vec<LibraryReport>,
     pub stop: StopReason,
-    detaching: Option<std::thread::JoinHandle<()>>,
+    pub detaching: Detaching,
+}
+
+/// Probes being detached in the background.
+pub struct Detaching(std::thread::JoinHandle<()>);
+
+impl Detaching {
+    /// Waits until every probe is detached.
+    pub fn wait(self) {
+        let _ = self.0.join();
+    }
 }
 
 pub struct Session {
@@ -76,7 +95,10 @@ pub struct Session {
     /// must not be probed twice.
     probed_files: HashSet<(u64, u64)>,
     libraries: Vec<LibraryReport>,
-    calls: Vec<Call>,
+    sequencer: Sequencer,
+    sink: Sink,
+    /// The first error writing the outputs; it ends the capture.
+    write_error: Option<std::io::Error>,
     undecodable: u64,
     verbose: bool,
 }
@@ -86,6 +108,7 @@ impl Session {
         probes: Probes,
         runtimes: Vec<&'static Runtime>,
         skip: Vec<Api>,
+        sink: Sink,
         verbose: bool,
     ) -> Self {
         Self {
@@ -95,7 +118,9 @@ impl Session {
             targets: Vec::new(),
             probed_files: HashSet::new(),
             libraries: Vec::new(),
-            calls: Vec::new(),
+            sequencer: Sequencer::new(),
+            sink,
+            write_error: None,
             undecodable: 0,
             verbose,
         }
@@ -204,7 +229,13 @@ impl Session {
 
     fn handle(&mut self, bytes: &[u8]) {
         match decode(bytes) {
-            Ok(Decoded::Call(r)) => self.calls.extend(Call::from_record(&r)),
+            Ok(Decoded::Call(r)) => {
+                if let Some(call) = Call::from_record(&r) {
+                    let (sink, err) = (&mut self.sink, &mut self.write_error);
+                    self.sequencer
+                        .push(call, &mut |r| keep_first(err, sink.released(r)));
+                }
+            }
             Ok(Decoded::LinkMap(r)) => {
                 if self.targets.contains(&r.pid) {
                     let _ = self.scan(r.pid);
@@ -241,7 +272,11 @@ impl Session {
         };
         tokio::pin!(deadline, target_exit);
         let mut rescan = tokio::time::interval(RESCAN_EVERY);
+        let mut release = tokio::time::interval(RELEASE_EVERY);
         loop {
+            if let Some(e) = self.write_error.take() {
+                return Err(anyhow::Error::from(e).context("writing the outputs"));
+            }
             tokio::select! {
                 guard = ring.readable_mut() => {
                     let mut guard = guard?;
@@ -257,6 +292,7 @@ impl Session {
                         let _ = self.scan(pid);
                     }
                 }
+                _ = release.tick() => self.release()?,
             }
         }
     }
@@ -276,8 +312,23 @@ impl Session {
         }
     }
 
+    /// Releases what a fresh look at the calls in flight allows (see [`Sequencer`]).
+    fn release(&mut self) -> Result<()> {
+        let scan: HashMap<u64, Call> = self
+            .probes
+            .in_flight(&self.targets)?
+            .iter()
+            .filter_map(|(pid_tgid, e)| Call::in_flight(*pid_tgid, e))
+            .map(|c| (c.correlation, c))
+            .collect();
+        let (sink, err) = (&mut self.sink, &mut self.write_error);
+        self.sequencer
+            .release(Some(&scan), &mut |r| keep_first(err, sink.released(r)));
+        Ok(())
+    }
+
     /// Stop: no new calls enter; calls in flight get a grace period to return; the ring
-    /// is drained; calls still in flight are reported from the stash; probes detach in
+    /// is drained; calls still in flight are written from the stash; probes detach in
     /// the background (see [`Captured::detached`]).
     pub async fn finish(
         mut self,
@@ -296,43 +347,41 @@ impl Session {
         }
         let in_flight = self.probes.in_flight(&self.targets)?;
         self.drain(ring.get_mut());
-        // A call may have returned between the stash read and the drain: keep its record.
-        // One that returns after the drain stays reported as in flight, so none is lost.
-        let returned: HashSet<(u32, u64)> =
-            self.calls.iter().map(|c| (c.pid, c.correlation)).collect();
-        let mut n_in_flight = 0;
-        for (pid_tgid, entry) in &in_flight {
-            if let Some(c) = Call::in_flight(*pid_tgid, entry)
-                && !returned.contains(&(c.pid, c.correlation))
-            {
-                self.calls.push(c);
-                n_in_flight += 1;
-            }
+        // A call may return between the stash read and the drain: its record wins. One
+        // that returns after the drain stays written as in flight, so none is lost.
+        let in_flight: Vec<Call> = in_flight
+            .iter()
+            .filter_map(|(pid_tgid, e)| Call::in_flight(*pid_tgid, e))
+            .collect();
+        let (sink, err) = (&mut self.sink, &mut self.write_error);
+        self.sequencer
+            .finish(in_flight, &mut |r| keep_first(err, sink.released(r)));
+        if let Some(e) = self.write_error.take() {
+            return Err(anyhow::Error::from(e).context("writing the outputs"));
         }
         let (calls_per_cpu, link_map) = self.probes.drops()?;
         let detaching = self.probes.detach_in_background();
         Ok(Captured {
-            calls: self.calls,
+            sink: self.sink,
             drops: Drops {
                 calls: calls_per_cpu.iter().sum(),
                 calls_per_cpu,
                 link_map: link_map.iter().sum(),
                 undecodable: self.undecodable,
+                lost: self.sequencer.lost,
             },
-            in_flight: n_in_flight,
             libraries: self.libraries,
             stop,
-            detaching: Some(detaching),
+            detaching: Detaching(detaching),
         })
     }
 }
 
-impl Captured {
-    /// Waits until every probe is detached.
-    pub fn detached(&mut self) {
-        if let Some(h) = self.detaching.take() {
-            let _ = h.join();
-        }
+fn keep_first(slot: &mut Option<std::io::Error>, r: std::io::Result<()>) {
+    if let Err(e) = r
+        && slot.is_none()
+    {
+        *slot = Some(e);
     }
 }
 

@@ -23,17 +23,29 @@ pub async fn attach(args: AttachArgs) -> Result<i32> {
 
     outputs.name_after(pid);
     let exited = process_exit(pid)?;
-    let mut probes = Probes::load()?;
+    let mut probes = Probes::load(args.out.probe_options())?;
     let ring = probes.take_ring()?;
     let runtimes = args.out.runtimes();
     let wanted: Vec<&str> = runtimes.iter().map(|r| r.library).collect();
-    let mut session = Session::new(probes, runtimes, args.out.skip.clone(), args.out.verbose);
+    let clock_offset_ns = clock::realtime_offset_ns();
+    let header = Header {
+        clock_offset_ns,
+        command: cmdline(pid),
+        drops: 0,
+    };
+    let sink = outputs.open(header, clock::monotonic_ns() as u64)?;
+    let mut session = Session::new(
+        probes,
+        runtimes,
+        args.out.skip.clone(),
+        sink,
+        args.out.verbose,
+    );
     let text = std::fs::read_to_string(format!("/proc/{pid}/maps"))
         .map_err(|e| anyhow::anyhow!("cannot read /proc/{pid}/maps: {e}"))?;
     let mappings = maps::parse(&text);
     // Hook the loader before the scan, so a library loaded in between is not missed.
     session.add_target(pid, loader::of_process(pid, &mappings).as_deref())?;
-    let clock_offset_ns = clock::realtime_offset_ns();
     if session.scan(pid)? == 0 {
         if !args.wait {
             bail!(
@@ -51,18 +63,13 @@ pub async fn attach(args: AttachArgs) -> Result<i32> {
     let stop = session.run(&mut ring, args.duration, exited).await?;
     eprintln!("rocsync: stopping ({})", describe(stop));
     let captured = session.finish(ring, stop).await?;
-    let header = Header {
-        clock_offset_ns,
-        command: cmdline(pid),
-        drops: 0,
-    };
     let params = json!({
         "mode": "attach",
         "pid": pid,
         "duration_s": args.duration.map(|d| d.as_secs_f64()),
         "wait": args.wait,
     });
-    outputs.write(captured, header, params)?;
+    outputs.finish(captured, params)?;
     Ok(0)
 }
 

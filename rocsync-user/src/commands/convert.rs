@@ -7,7 +7,7 @@ use anyhow::{Context as _, Result};
 use serde_json::json;
 
 use super::finish::write_trace;
-use crate::{capture::Drops, cli::ConvertArgs, output::PendingFile, resolve::resolve, trace::raw};
+use crate::{cli::ConvertArgs, output::PendingFile, resolve::resolve, trace::raw};
 
 pub fn convert(args: ConvertArgs) -> Result<i32> {
     let file = std::fs::File::open(&args.raw)
@@ -23,16 +23,11 @@ pub fn convert(args: ConvertArgs) -> Result<i32> {
     let (header, calls) = raw::read(BufReader::new(file))
         .with_context(|| format!("{} is not a rocsync raw capture", args.raw.display()))?;
     let resolved = resolve(&calls);
-    let drops = Drops {
-        calls: header.drops,
-        ..Default::default()
-    };
     let path = write_trace(
         pending,
         &calls,
         &resolved,
         &header,
-        &drops,
         json!({ "mode": "convert", "raw": args.raw }),
     )?;
     eprintln!(

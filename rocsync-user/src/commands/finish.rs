@@ -1,20 +1,22 @@
-//! What every capture does at the end: resolve, write the outputs, print the summary.
+//! The outputs of a capture: reserved before it starts, streamed while it runs, closed
+//! and summarised at its end.
 
 use std::{collections::BTreeMap, path::PathBuf};
 
-use anyhow::Result;
-use serde_json::json;
+use anyhow::{Context as _, Result};
+use serde_json::{Value, json};
 
 use crate::{
-    capture::{Captured, Drops},
+    capture::{Captured, Drops, session::Sink},
     cli::CaptureArgs,
     output::PendingFile,
-    resolve::{Resolved, resolve},
+    resolve::Resolved,
     summary,
     trace::{
         call::Call,
-        kineto::{self, TraceInfo},
-        raw::{self, Header},
+        kineto::{self, KinetoWriter, TraceInfo},
+        raw::{self, Header, Trailer},
+        stream::TraceStream,
     },
 };
 
@@ -23,6 +25,7 @@ pub struct Outputs {
     trace: PendingFile,
     default_name: bool,
     raw: Option<PendingFile>,
+    header: Header,
 }
 
 impl Outputs {
@@ -36,6 +39,7 @@ impl Outputs {
             trace: PendingFile::create(&path)?,
             default_name,
             raw: args.raw.as_deref().map(PendingFile::create).transpose()?,
+            header: Header::default(),
         })
     }
 
@@ -47,94 +51,147 @@ impl Outputs {
         }
     }
 
-    /// Resolves and writes everything captured.
-    pub fn write(self, mut cap: Captured, header: Header, params: serde_json::Value) -> Result<()> {
-        cap.calls.sort_unstable_by_key(|c| (c.correlation, c.pid));
-        let header = Header {
-            drops: cap.drops.calls,
-            ..header
+    /// Opens the outputs for a capture that starts now (`start_ns`, CLOCK_MONOTONIC).
+    pub fn open(&mut self, header: Header, start_ns: u64) -> Result<Sink> {
+        let kineto = KinetoWriter::new(self.trace.stream()?, header.clock_offset_ns, start_ns)?;
+        let raw = match &self.raw {
+            Some(f) => {
+                let mut w = f.stream()?;
+                raw::write_header(&mut w, &header)?;
+                Some(w)
+            }
+            None => None,
         };
-        let mut lines = Vec::new();
-        if let Some(f) = self.raw {
-            let path = f.commit(|w| {
-                raw::write_header(w, &header)?;
-                cap.calls.iter().try_for_each(|c| raw::write_call(w, c))
-            })?;
-            lines.push(format!("raw calls: {}", path.display()));
-        }
-        let resolved = resolve(&cap.calls);
-        let libraries: Vec<String> = cap
-            .libraries
+        self.header = header;
+        Ok(TraceStream::new(kineto, raw))
+    }
+
+    /// Closes the outputs, moves them into place and prints the summary.
+    pub fn finish(self, cap: Captured, params: Value) -> Result<()> {
+        let Captured {
+            sink,
+            drops,
+            libraries,
+            detaching,
+            ..
+        } = cap;
+        let (resolved, unresolved) = sink.waits();
+        let paths: Vec<String> = libraries
             .iter()
             .map(|l| l.path.display().to_string())
             .collect();
-        let params = json!({ "capture": params, "libraries": libraries, "in_flight_at_stop": cap.in_flight });
-        let path = write_trace(
-            self.trace, &cap.calls, &resolved, &header, &cap.drops, params,
-        )?;
+        let parameters = json!({ "capture": params, "libraries": paths });
+        let rocsync = rocsync_object(
+            &self.header,
+            &drops,
+            sink.calls,
+            (resolved, unresolved),
+            parameters,
+        );
+        let names = process_names(&self.header, sink.pids());
+        let trace_name = self.trace.path().display().to_string();
+        let info = TraceInfo {
+            clock_offset_ns: self.header.clock_offset_ns,
+            process_names: &names,
+            rocsync,
+            trace_name: &trace_name,
+        };
+        let per_api = sink.per_api.clone();
+        let done = sink
+            .finish(&info, &Trailer { drops: drops.calls })
+            .context("writing the outputs")?;
+        done.trace.close()?;
+        let mut lines = Vec::new();
+        if let (Some(f), Some(w)) = (self.raw, done.raw) {
+            w.close()?;
+            lines.push(format!("raw calls: {}", f.persist()?.display()));
+        }
+        let path = self.trace.persist()?;
         lines.push(format!(
-            "waits resolved: {}, unresolved: {}",
-            resolved.waits_resolved, resolved.waits_unresolved
+            "waits resolved: {resolved}, unresolved: {unresolved}"
         ));
         lines.push(format!("trace: {}", path.display()));
-        cap.detached();
-        if cap.libraries.is_empty() {
+        detaching.wait();
+        if libraries.is_empty() {
             eprintln!(
                 "rocsync: warning: the target never mapped a GPU runtime library that rocsync traces"
             );
         }
-
         eprint!(
             "{}",
-            summary::render(&cap.calls, &cap.drops, cap.in_flight, &lines)
+            summary::render(&per_api, &drops, done.in_flight, &lines)
         );
-        if cap.drops.calls > 0 {
+        if drops.calls > 0 {
             eprintln!(
                 "rocsync: warning: {} calls were dropped because the ring buffer was full",
-                cap.drops.calls
+                drops.calls
             );
         }
         Ok(())
     }
 }
 
-/// Writes the Kineto trace of resolved calls. Shared by captures and `convert`.
-pub fn write_trace(
-    file: PendingFile,
-    calls: &[Call],
-    resolved: &Resolved,
+/// The trace's `rocsync` object.
+fn rocsync_object(
     header: &Header,
     drops: &Drops,
-    extra: serde_json::Value,
-) -> Result<PathBuf> {
-    let name = header
-        .command
-        .first()
-        .and_then(|c| c.rsplit('/').next())
-        .unwrap_or("process")
-        .to_string();
-    let process_names: BTreeMap<u32, String> =
-        calls.iter().map(|c| (c.pid, name.clone())).collect();
-    let rocsync = json!({
+    calls: u64,
+    waits: (u64, u64),
+    parameters: Value,
+) -> Value {
+    json!({
         "version": env!("CARGO_PKG_VERSION"),
         "command": header.command,
         "rocsync_command": std::env::args().collect::<Vec<_>>(),
         "clock_offset_ns": header.clock_offset_ns,
-        "parameters": extra,
-        "calls": calls.len(),
-        "waits_resolved": resolved.waits_resolved,
-        "waits_unresolved": resolved.waits_unresolved,
+        "parameters": parameters,
+        "calls": calls,
+        "waits_resolved": waits.0,
+        "waits_unresolved": waits.1,
         "drops": {
             "calls": drops.calls,
             "calls_per_cpu": drops.calls_per_cpu,
             "library_loads": drops.link_map,
             "undecodable": drops.undecodable,
+            "lost_ids": drops.lost,
         },
-    });
+    })
+}
+
+/// Every traced pid is named after the command.
+fn process_names(header: &Header, pids: impl IntoIterator<Item = u32>) -> BTreeMap<u32, String> {
+    let name = header
+        .command
+        .first()
+        .and_then(|c| c.rsplit('/').next())
+        .unwrap_or("process");
+    pids.into_iter().map(|p| (p, name.to_string())).collect()
+}
+
+/// Writes the Kineto trace of an archived capture (`rocsync convert`).
+pub fn write_trace(
+    file: PendingFile,
+    calls: &[Call],
+    resolved: &Resolved,
+    header: &Header,
+    extra: Value,
+) -> Result<PathBuf> {
+    let drops = Drops {
+        calls: header.drops,
+        ..Default::default()
+    };
+    let rocsync = rocsync_object(
+        header,
+        &drops,
+        calls.len() as u64,
+        (resolved.waits_resolved, resolved.waits_unresolved),
+        extra,
+    );
+    let names = process_names(header, calls.iter().map(|c| c.pid));
     let trace_name = file.path().display().to_string();
     let info = TraceInfo {
         clock_offset_ns: header.clock_offset_ns,
-        process_names: &process_names,
+        process_names: &names,
         rocsync,
         trace_name: &trace_name,
     };

@@ -36,22 +36,36 @@ pub async fn run(args: RunArgs) -> Result<i32> {
     crate::preflight::check()?;
     let mut outputs = Outputs::reserve(&args.out)?;
 
-    let mut probes = Probes::load()?;
+    let mut probes = Probes::load(args.out.probe_options())?;
     let ring = probes.take_ring()?;
-    let mut session = Session::new(
-        probes,
-        args.out.runtimes(),
-        args.out.skip.clone(),
-        args.out.verbose,
-    );
 
     let held = launch::spawn_held(&exe, &args.command)?;
     outputs.name_after(held.pid);
+    let clock_offset_ns = clock::realtime_offset_ns();
+    let header = Header {
+        clock_offset_ns,
+        command: args.command.clone(),
+        drops: 0,
+    };
+    let sink = match outputs.open(header, clock::monotonic_ns() as u64) {
+        Ok(s) => s,
+        Err(e) => {
+            held.kill();
+            return Err(e);
+        }
+    };
+    let runtimes = args.out.runtimes();
+    let mut session = Session::new(
+        probes,
+        runtimes,
+        args.out.skip.clone(),
+        sink,
+        args.out.verbose,
+    );
     if let Err(e) = prepare(&mut session, held.pid, interp, args.hip_lib.clone()) {
         held.kill();
         return Err(e);
     }
-    let clock_offset_ns = clock::realtime_offset_ns();
     let child = held.release()?;
 
     let mut ring = async_ring(ring)?;
@@ -64,13 +78,8 @@ pub async fn run(args: RunArgs) -> Result<i32> {
         }
     }
     let captured = session.finish(ring, stop).await?;
-    let header = Header {
-        clock_offset_ns,
-        command: args.command.clone(),
-        drops: 0,
-    };
     let params = json!({ "mode": "run", "pid": child.pid, "hip_lib": args.hip_lib });
-    outputs.write(captured, header, params)?;
+    outputs.finish(captured, params)?;
     child.wait().await
 }
 

@@ -12,5 +12,5 @@
 mod resolver;
 mod row;
 
-pub use resolver::resolve;
+pub use resolver::{Resolver, changes_state, resolve};
 pub use row::{Producer, Resolved, Row, SyncKind};

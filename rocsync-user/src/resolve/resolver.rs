@@ -82,21 +82,42 @@ impl Process {
 pub fn resolve(calls: &[Call]) -> Resolved {
     let mut order: Vec<&Call> = calls.iter().collect();
     order.sort_unstable_by_key(|c| (c.correlation, c.pid));
-    let mut processes: HashMap<u32, Process> = HashMap::new();
-    let mut out = Resolved {
-        rows: Vec::with_capacity(calls.len()),
-        ..Default::default()
-    };
-    for call in order {
-        let p = processes.entry(call.pid).or_default();
-        out.rows.push(step(
-            p,
-            call,
-            &mut out.waits_resolved,
-            &mut out.waits_unresolved,
-        ));
+    let mut r = Resolver::default();
+    let rows = order.into_iter().map(|c| r.push(c)).collect();
+    Resolved {
+        rows,
+        waits_resolved: r.waits_resolved,
+        waits_unresolved: r.waits_unresolved,
     }
-    out
+}
+
+/// The incremental form: calls pushed in correlation order, one row out per call. Its
+/// state is bounded by what is live (threads, streams, events), not by the capture.
+#[derive(Default)]
+pub struct Resolver {
+    processes: HashMap<u32, Process>,
+    pub waits_resolved: u64,
+    pub waits_unresolved: u64,
+}
+
+impl Resolver {
+    pub fn push(&mut self, c: &Call) -> Row {
+        let p = self.processes.entry(c.pid).or_default();
+        step(p, c, &mut self.waits_resolved, &mut self.waits_unresolved)
+    }
+
+    /// Live events and streams, over all processes (for memory accounting).
+    pub fn live(&self) -> (usize, usize) {
+        self.processes.values().fold((0, 0), |(e, s), p| {
+            (e + p.events.len(), s + p.streams.len())
+        })
+    }
+}
+
+/// Whether a call changes what later calls resolve to (so it cannot be passed over while
+/// it is still in flight).
+pub fn changes_state(op: Op) -> bool {
+    !matches!(sync_kind(op), Some(_))
 }
 
 fn step(p: &mut Process, c: &Call, resolved: &mut u64, unresolved: &mut u64) -> Row {
@@ -136,6 +157,7 @@ fn step(p: &mut Process, c: &Call, resolved: &mut u64, unresolved: &mut u64) -> 
                 stream: s,
                 tid: c.tid,
                 device,
+                mid_ns: c.enter_ns + c.exit_ns.map_or(0, |x| x.saturating_sub(c.enter_ns) / 2),
             });
         }
         Op::EventDestroy if ok => {

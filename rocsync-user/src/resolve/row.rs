@@ -50,6 +50,8 @@ pub struct Producer {
     pub tid: u32,
     /// Device of the recording stream.
     pub device: i32,
+    /// Middle of the record call (CLOCK_MONOTONIC ns): where its arrow starts.
+    pub mid_ns: u64,
 }
 
 /// One call with everything the writer needs.

@@ -1,18 +1,20 @@
 //! Kineto-compatible Chrome-trace JSON: opens in Perfetto, parsed by HTA and Chakra.
 //!
-//! Per call, a CPU runtime row (`cat:"cuda_runtime"`, pid/tid = OS ids) with the HIP
-//! fields; per synchronisation, a CUPTI-shaped device row (`cat:"cuda_sync"`, pid = device,
-//! small integer stream indices, integer `wait_on_*`), linked to its runtime row by an
-//! `ac2g` flow; per resolved wait, a `hip_sync_dep` flow from the record to the wait.
+//! Per call, a CPU runtime row (`cat:"cuda_runtime"`, pid/tid = OS ids) with the runtime's
+//! fields; per synchronisation, a CUPTI-shaped device row (`cat:"cuda_sync"`, pid =
+//! device, small integer stream indices, integer `wait_on_*`), linked to its runtime row
+//! by an `ac2g` flow; per resolved wait, a `hip_sync_dep` flow from the record to the
+//! wait. Rows are written as they come (the writer streams); process and thread metadata
+//! follow them.
 
 use std::{
-    collections::{BTreeMap, BTreeSet, HashMap},
-    fmt::Write as _,
+    collections::{BTreeMap, BTreeSet},
     io::{self, Write},
 };
 
 use rocsync_common::{Api, Backend, Op};
 
+use super::json::JsonBuf;
 use crate::{
     backend::Runtime,
     resolve::{Resolved, Row, SyncKind},
@@ -29,6 +31,7 @@ const GPU_SORT_BASE: i64 = 5_000_000;
 /// Record→wait flow ids: disjoint from the `ac2g` ids (correlations), below 2^53.
 const DEP_FLOW_BASE: u64 = 1 << 40;
 const DEP_CAT: &str = "hip_sync_dep";
+const DAY_NS: i64 = 86_400_000_000_000;
 
 /// What the trace says about the capture besides its rows.
 pub struct TraceInfo<'a> {
@@ -41,277 +44,277 @@ pub struct TraceInfo<'a> {
     pub trace_name: &'a str,
 }
 
-/// Microseconds with 3 decimals, relative to `base` (ns).
-struct Ts(i64);
-
-impl std::fmt::Display for Ts {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let sign = if self.0 < 0 { "-" } else { "" };
-        let a = self.0.unsigned_abs();
-        write!(f, "{sign}{}.{:03}", a / 1000, a % 1000)
-    }
-}
-
-fn hex(v: u64) -> String {
-    format!("\"{v:#x}\"")
-}
-
+/// Writes a whole resolved capture.
 pub fn write(out: &mut dyn Write, resolved: &Resolved, info: &TraceInfo<'_>) -> io::Result<()> {
     let rows = &resolved.rows;
-    let first = rows.iter().map(|r| r.call.enter_ns).min().unwrap_or(0) as i64;
+    let first = rows.iter().map(|r| r.call.enter_ns).min().unwrap_or(0);
     let last = rows
         .iter()
         .map(|r| r.call.exit_ns.unwrap_or(r.call.enter_ns))
         .max()
         .unwrap_or(0);
-    // Base: the start of the capture's UTC day, so ts stay small and exact as doubles.
-    let wall_first = first + info.clock_offset_ns;
-    let base = wall_first - wall_first.rem_euclid(86_400_000_000_000);
-    let ts = |mono: u64| Ts(mono as i64 + info.clock_offset_ns - base);
-
-    write!(
-        out,
-        "{{\n  \"schemaVersion\": 1,\n  \"deviceProperties\": [],\n"
-    )?;
-    write!(
-        out,
-        "  \"displayTimeUnit\": \"ms\",\n  \"baseTimeNanoseconds\": {base},\n"
-    )?;
-    out.write_all(b"  \"traceEvents\": [\n")?;
-    // Which waits each record feeds, keyed by (pid, record correlation).
-    let mut feeds: HashMap<(u32, u64), Vec<u64>> = HashMap::new();
-    for r in rows {
-        if let Some(p) = r.producer {
-            feeds
-                .entry((r.call.pid, p.correlation))
-                .or_default()
-                .push(r.call.correlation);
-        }
-    }
-    let mut w = Events {
-        out,
-        first: true,
-        buf: String::with_capacity(512),
-    };
-    w.metadata(rows, info)?;
+    let mut w = KinetoWriter::new(out, info.clock_offset_ns, first)?;
     for row in rows {
-        let end = row.call.exit_ns.unwrap_or(last);
-        let fed = feeds
-            .get(&(row.call.pid, row.call.correlation))
-            .map_or(&[][..], Vec::as_slice);
-        w.row(
-            row,
-            ts(row.call.enter_ns),
-            end.saturating_sub(row.call.enter_ns),
-            fed,
-        )?;
+        w.row(row, last)?;
     }
-    let out = w.out;
-    // HTA finds the rank with a regex that needs the space after the colon.
-    write!(out, "\n  ],\n  \"distributedInfo\": {{\"rank\": 0}},\n")?;
-    writeln!(out, "  \"rocsync\": {},", info.rocsync)?;
-    write!(
-        out,
-        "  \"traceName\": {}\n}}\n",
-        serde_json::Value::from(info.trace_name)
-    )
+    w.finish(info)?;
+    Ok(())
 }
 
-struct Events<'o> {
-    out: &'o mut dyn Write,
+/// Streams rows into a trace file.
+pub struct KinetoWriter<W: Write> {
+    j: JsonBuf<W>,
     first: bool,
-    buf: String,
+    /// `baseTimeNanoseconds`; `ts` are relative to it.
+    base: i64,
+    clock_offset: i64,
+    threads: BTreeSet<(u32, u32)>,
+    tracks: BTreeSet<(i32, i64)>,
 }
 
-impl Events<'_> {
-    fn emit(&mut self) -> io::Result<()> {
+impl<W: Write> KinetoWriter<W> {
+    /// Writes the header. The base time is the start of the UTC day of `first_ns`
+    /// (CLOCK_MONOTONIC), so `ts` stay small and exact as doubles.
+    pub fn new(out: W, clock_offset_ns: i64, first_ns: u64) -> io::Result<Self> {
+        let wall = first_ns as i64 + clock_offset_ns;
+        let base = wall - wall.rem_euclid(DAY_NS);
+        let mut j = JsonBuf::new(out);
+        j.s("{\n  \"schemaVersion\": 1,\n  \"deviceProperties\": [],\n")
+            .s("  \"displayTimeUnit\": \"ms\",\n  \"baseTimeNanoseconds\": ")
+            .i(base)
+            .s(",\n  \"traceEvents\": [\n");
+        Ok(Self {
+            j,
+            first: true,
+            base,
+            clock_offset: clock_offset_ns,
+            threads: BTreeSet::new(),
+            tracks: BTreeSet::new(),
+        })
+    }
+
+    fn ts(&self, mono_ns: u64) -> i64 {
+        mono_ns as i64 + self.clock_offset - self.base
+    }
+
+    fn begin(&mut self) -> &mut JsonBuf<W> {
         if !self.first {
-            self.out.write_all(b",\n")?;
+            self.j.s(",\n");
         }
         self.first = false;
-        self.out.write_all(b"    ")?;
-        self.out.write_all(self.buf.as_bytes())?;
-        self.buf.clear();
-        Ok(())
+        self.j.s("    ")
     }
 
-    fn meta(&mut self, name: &str, pid: i64, tid: i64, key: &str, value: &str) -> io::Result<()> {
-        let _ = write!(
-            self.buf,
-            "{{\"ph\": \"M\", \"name\": \"{name}\", \"pid\": {pid}, \"tid\": {tid}, \"args\": {{\"{key}\": {value}}}}}"
-        );
-        self.emit()
-    }
-
-    fn metadata(&mut self, rows: &[Row], info: &TraceInfo<'_>) -> io::Result<()> {
-        let mut threads = BTreeSet::new();
-        let mut devices = BTreeSet::new();
-        let mut tracks = BTreeSet::new();
-        for r in rows.iter().filter(|r| cpu_row(r.call.api)) {
-            threads.insert((r.call.pid, r.call.tid));
-            if let Some(kind) = r.sync {
-                devices.insert(r.device);
-                tracks.insert((r.device, sync_tid(kind, r)));
-            }
+    /// Writes one call: its runtime row and, for synchronisations, the device row and the
+    /// arrows. `end_ns` stands in for the exit of a call still in flight.
+    pub fn row(&mut self, r: &Row, end_ns: u64) -> io::Result<()> {
+        let c = &r.call;
+        if !cpu_row(c.api) {
+            return Ok(());
         }
-        let pids: BTreeSet<u32> = threads.iter().map(|t| t.0).collect();
+        self.threads.insert((c.pid, c.tid));
+        let end = c.exit_ns.unwrap_or(end_ns.max(c.enter_ns));
+        let dur = (end - c.enter_ns) as i64;
+        let ts = self.ts(c.enter_ns);
+        // Flow events bind to the slice enclosing them: put them strictly inside.
+        let mid = ts + dur / 2;
+        let (pid, tid) = (c.pid as i64, c.tid as i64);
+        let j = self.begin();
+        j.s("{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":\"")
+            .s(c.api.symbol())
+            .s("\",\"pid\":")
+            .i(pid)
+            .s(",\"tid\":")
+            .i(tid)
+            .s(",\"ts\":")
+            .us(ts)
+            .s(",\"dur\":")
+            .us(dur)
+            .s(",\"args\":{\"cid\":")
+            .u(c.api as u64)
+            .s(",\"correlation\":")
+            .u(c.correlation);
+        match c.ret {
+            Some(ret) => j.s(",\"ret\":").i(ret),
+            None => j.s(",\"in_flight\":true"),
+        };
+        runtime_fields(j, r, On::Runtime);
+        j.s("}}");
+        if let Some(p) = r.producer {
+            // The record side of the arrow, on the record's own slice.
+            let at = self.ts(p.mid_ns);
+            self.flow(
+                "s",
+                DEP_FLOW_BASE | c.correlation,
+                pid,
+                p.tid as i64,
+                at,
+                DEP_CAT,
+            );
+        }
+        if let Some(kind) = r.sync {
+            self.sync_row(r, kind, ts, dur, mid);
+        }
+        self.j.end()
+    }
+
+    /// The device-side row of a synchronisation, as CUPTI's activity would be written.
+    fn sync_row(&mut self, r: &Row, kind: SyncKind, ts: i64, dur: i64, mid: i64) {
+        let c = &r.call;
+        self.flow("s", c.correlation, c.pid as i64, c.tid as i64, mid, "ac2g");
+        let dev = r.device;
+        let tid = sync_tid(kind, r);
+        self.tracks.insert((dev, tid));
+        let stream = match kind {
+            SyncKind::StreamSynchronize | SyncKind::StreamWaitEvent => r.stream_index.unwrap_or(-1),
+            _ => -1,
+        };
+        let name = kind.cupti_name();
+        let j = self.begin();
+        j.s("{\"ph\":\"X\",\"cat\":\"cuda_sync\",\"name\":\"")
+            .s(name)
+            .s("\",\"pid\":")
+            .i(dev as i64)
+            .s(",\"tid\":")
+            .i(tid)
+            .s(",\"ts\":")
+            .us(ts)
+            .s(",\"dur\":")
+            .us(dur)
+            .s(",\"args\":{\"External id\":")
+            .u(c.correlation)
+            .s(",\"cuda_sync_kind\":\"")
+            .s(name)
+            .s("\"");
+        if kind.waits_on_event() {
+            let (ws, wc) = producer_ints(r);
+            j.s(",\"wait_on_stream\":")
+                .i(ws)
+                .s(",\"wait_on_cuda_event_record_corr_id\":")
+                .i(wc)
+                .s(",\"wait_on_cuda_event_id\":")
+                .u(r.event_id.unwrap_or(0));
+        }
+        j.s(",\"stream\":")
+            .i(stream)
+            .s(",\"correlation\":")
+            .u(c.correlation)
+            .s(",\"device\":")
+            .i(dev as i64);
+        runtime_fields(j, r, On::Sync);
+        j.s(",\"cid\":").u(c.api as u64).s("}}");
+        self.flow("f", c.correlation, dev as i64, tid, mid, "ac2g");
+        if r.producer.is_some() {
+            self.flow(
+                "f",
+                DEP_FLOW_BASE | c.correlation,
+                dev as i64,
+                tid,
+                mid,
+                DEP_CAT,
+            );
+        }
+    }
+
+    fn flow(&mut self, ph: &str, id: u64, pid: i64, tid: i64, ts: i64, cat: &str) {
+        let j = self.begin();
+        j.s("{\"ph\":\"")
+            .s(ph)
+            .s("\",\"id\":")
+            .u(id)
+            .s(",\"pid\":")
+            .i(pid)
+            .s(",\"tid\":")
+            .i(tid)
+            .s(",\"ts\":")
+            .us(ts)
+            .s(",\"cat\":\"")
+            .s(cat)
+            .s("\",\"name\":\"")
+            .s(cat)
+            .s(if ph == "f" { "\",\"bp\":\"e\"}" } else { "\"}" });
+    }
+
+    fn meta(&mut self, name: &str, pid: i64, tid: i64, key: &str) -> &mut JsonBuf<W> {
+        let j = self.begin();
+        j.s("{\"ph\":\"M\",\"name\":\"")
+            .s(name)
+            .s("\",\"pid\":")
+            .i(pid)
+            .s(",\"tid\":")
+            .i(tid)
+            .s(",\"args\":{\"")
+            .s(key)
+            .s("\":")
+    }
+
+    /// Writes the process and thread metadata and the closing keys.
+    pub fn finish(mut self, info: &TraceInfo<'_>) -> io::Result<W> {
+        let pids: BTreeSet<u32> = self.threads.iter().map(|t| t.0).collect();
         for pid in pids {
             let name = info
                 .process_names
                 .get(&pid)
                 .map(String::as_str)
                 .unwrap_or("process");
-            let name = serde_json::Value::from(name).to_string();
             let p = pid as i64;
-            self.meta("process_name", p, 0, "name", &name)?;
-            self.meta("process_labels", p, 0, "labels", "\"CPU\"")?;
-            self.meta("process_sort_index", p, 0, "sort_index", &p.to_string())?;
+            self.meta("process_name", p, 0, "name").string(name).s("}}");
+            self.meta("process_labels", p, 0, "labels").s("\"CPU\"}}");
+            self.meta("process_sort_index", p, 0, "sort_index")
+                .i(p)
+                .s("}}");
         }
-        for (pid, tid) in threads {
+        for (pid, tid) in std::mem::take(&mut self.threads) {
             let (p, t) = (pid as i64, tid as i64);
-            self.meta("thread_name", p, t, "name", &format!("\"thread {tid}\""))?;
-            self.meta("thread_sort_index", p, t, "sort_index", &t.to_string())?;
+            self.meta("thread_name", p, t, "name")
+                .s("\"thread ")
+                .i(t)
+                .s("\"}}");
+            self.meta("thread_sort_index", p, t, "sort_index")
+                .i(t)
+                .s("}}");
         }
+        let devices: BTreeSet<i32> = self.tracks.iter().map(|t| t.0).collect();
         for d in devices {
             let d = d as i64;
-            self.meta("process_name", d, 0, "name", &format!("\"GPU {d}\""))?;
-            self.meta("process_labels", d, 0, "labels", &format!("\"GPU {d}\""))?;
-            self.meta(
-                "process_sort_index",
-                d,
-                0,
-                "sort_index",
-                &(GPU_SORT_BASE + d).to_string(),
-            )?;
+            self.meta("process_name", d, 0, "name")
+                .s("\"GPU ")
+                .i(d)
+                .s("\"}}");
+            self.meta("process_labels", d, 0, "labels")
+                .s("\"GPU ")
+                .i(d)
+                .s("\"}}");
+            self.meta("process_sort_index", d, 0, "sort_index")
+                .i(GPU_SORT_BASE + d)
+                .s("}}");
         }
-        for (d, tid) in tracks {
+        for (d, tid) in std::mem::take(&mut self.tracks) {
             let d = d as i64;
-            let (name, sort) = if tid == DEVICE_TID {
-                (format!("\"Device {d}\""), -1)
+            let j = self.meta("thread_name", d, tid, "name");
+            let sort = if tid == DEVICE_TID {
+                j.s("\"Device ").i(d).s("\"}}");
+                -1
             } else if tid > SYNC_TID_OFFSET {
-                (
-                    format!("\"stream {} (sync)\"", tid - SYNC_TID_OFFSET),
-                    tid - SYNC_TID_OFFSET,
-                )
+                j.s("\"stream ").i(tid - SYNC_TID_OFFSET).s(" (sync)\"}}");
+                tid - SYNC_TID_OFFSET
             } else {
-                (format!("\"stream {tid} \""), tid)
+                j.s("\"stream ").i(tid).s(" \"}}");
+                tid
             };
-            self.meta("thread_name", d, tid, "name", &name)?;
-            self.meta("thread_sort_index", d, tid, "sort_index", &sort.to_string())?;
+            self.meta("thread_sort_index", d, tid, "sort_index")
+                .i(sort)
+                .s("}}");
         }
-        Ok(())
-    }
-
-    fn row(&mut self, r: &Row, ts: Ts, dur_ns: u64, feeds: &[u64]) -> io::Result<()> {
-        let c = &r.call;
-        if !cpu_row(c.api) {
-            return Ok(());
-        }
-        let dur = Ts(dur_ns as i64);
-        // Flow events bind to the slice enclosing them: put them strictly inside.
-        let mid = Ts(ts.0 + (dur_ns as i64) / 2);
-        let (pid, tid) = (c.pid as i64, c.tid as i64);
-        let b = &mut self.buf;
-        let _ = write!(
-            b,
-            "{{\"ph\": \"X\", \"cat\": \"cuda_runtime\", \"name\": \"{}\", \"pid\": {pid}, \"tid\": {tid}, \"ts\": {ts}, \"dur\": {dur}, \"args\": {{\"cid\": {}, \"correlation\": {}",
-            c.api.symbol(),
-            c.api as u32,
-            c.correlation
-        );
-        match c.ret {
-            Some(ret) => {
-                let _ = write!(b, ", \"ret\": {ret}");
-            }
-            None => b.push_str(", \"in_flight\": true"),
-        }
-        runtime_fields(b, r, On::Runtime);
-        b.push_str("}}");
-        self.emit()?;
-        // A record starts one arrow per wait it feeds (catapult pairs one start with one
-        // end, so each arrow has its own id).
-        for &wait in feeds {
-            self.flow("s", DEP_FLOW_BASE | wait, pid, tid, &mid, DEP_CAT, false)?;
-        }
-        if let Some(kind) = r.sync {
-            self.sync_row(r, kind, &ts, &dur, &mid)?;
-        }
-        Ok(())
-    }
-
-    /// The device-side row of a synchronisation, as CUPTI's activity would be written.
-    fn sync_row(&mut self, r: &Row, kind: SyncKind, ts: &Ts, dur: &Ts, mid: &Ts) -> io::Result<()> {
-        let c = &r.call;
-        self.flow(
-            "s",
-            c.correlation,
-            c.pid as i64,
-            c.tid as i64,
-            mid,
-            "ac2g",
-            false,
-        )?;
-        let dev = r.device as i64;
-        let tid = sync_tid(kind, r);
-        let stream = match kind {
-            SyncKind::StreamSynchronize | SyncKind::StreamWaitEvent => r.stream_index.unwrap_or(-1),
-            _ => -1,
-        };
-        let b = &mut self.buf;
-        let _ = write!(
-            b,
-            "{{\"ph\": \"X\", \"cat\": \"cuda_sync\", \"name\": \"{name}\", \"pid\": {dev}, \"tid\": {tid}, \"ts\": {ts}, \"dur\": {dur}, \"args\": {{\"External id\": {corr}, \"cuda_sync_kind\": \"{name}\"",
-            name = kind.cupti_name(),
-            corr = c.correlation,
-        );
-        if kind.waits_on_event() {
-            let (ws, wc) = producer_ints(r);
-            let _ = write!(
-                b,
-                ", \"wait_on_stream\": {ws}, \"wait_on_cuda_event_record_corr_id\": {wc}, \"wait_on_cuda_event_id\": {}",
-                r.event_id.unwrap_or(0)
-            );
-        }
-        let _ = write!(
-            b,
-            ", \"stream\": {stream}, \"correlation\": {}, \"device\": {dev}",
-            c.correlation
-        );
-        runtime_fields(b, r, On::Sync);
-        let _ = write!(b, ", \"cid\": {}}}}}", c.api as u32);
-        self.emit()?;
-        self.flow("f", c.correlation, dev, tid, mid, "ac2g", true)?;
-        if r.producer.is_some() {
-            self.flow(
-                "f",
-                DEP_FLOW_BASE | c.correlation,
-                dev,
-                tid,
-                mid,
-                DEP_CAT,
-                true,
-            )?;
-        }
-        Ok(())
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn flow(
-        &mut self,
-        ph: &str,
-        id: u64,
-        pid: i64,
-        tid: i64,
-        ts: &Ts,
-        cat: &str,
-        end: bool,
-    ) -> io::Result<()> {
-        let bp = if end { ", \"bp\": \"e\"" } else { "" };
-        let _ = write!(
-            self.buf,
-            "{{\"ph\": \"{ph}\", \"id\": {id}, \"pid\": {pid}, \"tid\": {tid}, \"ts\": {ts}, \"cat\": \"{cat}\", \"name\": \"{cat}\"{bp}}}"
-        );
-        self.emit()
+        // HTA finds the rank with a regex that needs the space after the colon.
+        self.j
+            .s("\n  ],\n  \"distributedInfo\": {\"rank\": 0},\n  \"rocsync\": ")
+            .s(&info.rocsync.to_string())
+            .s(",\n  \"traceName\": ")
+            .string(info.trace_name)
+            .s("\n}\n");
+        self.j.flush()?;
+        Ok(self.j.out)
     }
 }
 
@@ -343,7 +346,7 @@ enum On {
 
 /// The runtime's own fields (`hip_*` or `cuda_*`): handles as `"0x…"` strings, the
 /// producer as integers. On a sync row, fields CUPTI's layout already has are not repeated.
-fn runtime_fields(b: &mut String, r: &Row, on: On) {
+fn runtime_fields<W: Write>(j: &mut JsonBuf<W>, r: &Row, on: On) {
     let c = &r.call;
     let backend = c.api.backend();
     let p = Runtime::of(backend).field_prefix;
@@ -356,34 +359,30 @@ fn runtime_fields(b: &mut String, r: &Row, on: On) {
         } else {
             kind.hip_name()
         };
-        let _ = write!(b, ", \"{p}_sync_kind\": \"{name}\"");
+        j.s(",\"").s(p).s("_sync_kind\":\"").s(name).s("\"");
     }
-    if let Some(e) = c.arg("event") {
-        let _ = write!(b, ", \"{p}_event\": {}", hex(e));
+    let event = c.arg("event");
+    if let Some(e) = event {
+        j.s(",\"").s(p).s("_event\":").hex(e);
     }
     if let Some(s) = c.arg("stream") {
-        let _ = write!(b, ", \"{p}_stream\": {}", hex(s));
+        j.s(",\"").s(p).s("_stream\":").hex(s);
     }
-    let Some(e) = c
-        .arg("event")
-        .filter(|_| r.sync.is_some_and(SyncKind::waits_on_event))
-    else {
+    let Some(e) = event.filter(|_| r.sync.is_some_and(SyncKind::waits_on_event)) else {
         return;
     };
     let (ws, wc) = producer_ints(r);
     if on == On::Runtime {
-        let _ = write!(b, ", \"wait_on_stream\": {ws}");
+        j.s(",\"wait_on_stream\":").i(ws);
     }
     if on == On::Runtime || !cuda {
         // CUDA names the event by its id, as CUPTI does; HIP by its handle.
-        let id = if cuda {
-            r.event_id.unwrap_or(0).to_string()
+        j.s(",\"wait_on_").s(p).s("_event_id\":");
+        if cuda {
+            j.u(r.event_id.unwrap_or(0));
         } else {
-            hex(e)
-        };
-        let _ = write!(
-            b,
-            ", \"wait_on_{p}_event_id\": {id}, \"wait_on_{p}_event_record_corr_id\": {wc}"
-        );
+            j.hex(e);
+        }
+        j.s(",\"wait_on_").s(p).s("_event_record_corr_id\":").i(wc);
     }
 }

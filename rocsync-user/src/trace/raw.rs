@@ -30,6 +30,20 @@ pub fn write_header(out: &mut (impl Write + ?Sized), h: &Header) -> io::Result<(
     writeln!(out, "{v}")
 }
 
+/// The last line of a raw capture: what is known only at its end.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Trailer {
+    pub drops: u64,
+}
+
+pub fn write_trailer(out: &mut (impl Write + ?Sized), t: &Trailer) -> io::Result<()> {
+    writeln!(
+        out,
+        "{}",
+        serde_json::json!({ "rocsync_raw_end": { "drops": t.drops } })
+    )
+}
+
 pub fn write_call(out: &mut (impl Write + ?Sized), c: &Call) -> io::Result<()> {
     write!(
         out,
@@ -72,6 +86,10 @@ pub fn read(input: impl BufRead) -> Result<(Header, Vec<Call>)> {
         }
         let v: Value =
             serde_json::from_str(&line).with_context(|| format!("line {n}: not valid JSON"))?;
+        if let Some(t) = v.get("rocsync_raw_end") {
+            header.drops += t["drops"].as_u64().unwrap_or(0);
+            continue;
+        }
         if let Some(h) = v.get("rocsync_raw") {
             if n != 1 {
                 bail!("line {n}: a header may only be the first line");

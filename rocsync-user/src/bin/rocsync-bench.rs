@@ -1,0 +1,297 @@
+//! Measurements behind `cargo xtask bench` (root: it loads eBPF programs).
+//!
+//! `probes`   per-call cost of one library function: untraced, under an empty
+//!            uprobe+uretprobe pair (the trap alone), and under rocsync's full capture.
+//! `pipeline` userspace throughput of decode → resolve → Kineto write, and peak memory.
+//! Each prints JSON lines; xtask interleaves the runs and writes the tables.
+
+use std::{
+    path::{Path, PathBuf},
+    process::Command,
+    time::Instant,
+};
+
+use anyhow::{Context as _, Result, bail};
+use aya::programs::{UProbe, uprobe::UProbeScope};
+use clap::{Parser, Subcommand};
+use rocsync::{
+    resolve::resolve,
+    target::symbols,
+    trace::{
+        call::Call,
+        kineto::{self, TraceInfo},
+    },
+};
+use rocsync_common::{Api, CallRecord, RECORD_CALL, decode};
+use serde_json::json;
+
+#[derive(Parser)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// One measurement of one mode: prints {"mode", "ns_per_call", ...}.
+    Probes {
+        #[arg(long)]
+        mode: Mode,
+        #[arg(long)]
+        lib: PathBuf,
+        #[arg(long)]
+        symbol: String,
+        #[arg(long)]
+        calls: u64,
+        #[arg(long, default_value_t = 1)]
+        threads: u32,
+        /// The call-loop driver (tests' bench_calls)
+        #[arg(long)]
+        driver: PathBuf,
+        /// rocsync binary for the full capture
+        #[arg(long)]
+        rocsync: PathBuf,
+        /// Extra rocsync arguments (full mode)
+        #[arg(long, allow_hyphen_values = true)]
+        extra: Vec<String>,
+    },
+    /// Decode, resolve and write `records` synthetic records on one core.
+    Pipeline {
+        #[arg(long)]
+        records: u64,
+        /// Create and destroy an event per iteration (handles never reused)
+        #[arg(long)]
+        churn: bool,
+    },
+}
+
+#[derive(Clone, Copy, clap::ValueEnum, PartialEq)]
+enum Mode {
+    Untraced,
+    Empty,
+    EmptyAtEntry,
+    Full,
+}
+
+fn main() -> Result<()> {
+    match Cli::parse().cmd {
+        Cmd::Probes {
+            mode,
+            lib,
+            symbol,
+            calls,
+            threads,
+            driver,
+            rocsync,
+            extra,
+        } => probes(
+            mode, &lib, &symbol, calls, threads, &driver, &rocsync, &extra,
+        ),
+        Cmd::Pipeline { records, churn } => pipeline(records, churn),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn probes(
+    mode: Mode,
+    lib: &Path,
+    symbol: &str,
+    calls: u64,
+    threads: u32,
+    driver: &Path,
+    rocsync: &Path,
+    extra: &[String],
+) -> Result<()> {
+    let mut cmd = Command::new(driver);
+    cmd.arg(lib)
+        .arg(symbol)
+        .arg(calls.to_string())
+        .arg(threads.to_string());
+    let mut ebpf = None;
+    let mut full = None;
+    match mode {
+        Mode::Untraced => {}
+        Mode::Empty | Mode::EmptyAtEntry => {
+            let r = symbols::resolve(lib, &[symbol])?;
+            let f = r
+                .found
+                .first()
+                .with_context(|| format!("{symbol} not in {}", lib.display()))?;
+            let offset = if mode == Mode::Empty {
+                f.placement.offset
+            } else {
+                f.offset
+            };
+            let mut obj = aya::Ebpf::load(rocsync::PROBES)?;
+            for name in ["empty_enter", "empty_exit"] {
+                let p: &mut UProbe = obj.program_mut(name).context(name)?.try_into()?;
+                p.load()?;
+                p.attach(offset, lib, UProbeScope::AllProcesses)?;
+            }
+            ebpf = Some(obj);
+        }
+        Mode::Full => {
+            let mut c = Command::new(rocsync);
+            c.args(["run", "-o", "/dev/null"])
+                .args(extra)
+                .arg("--")
+                .arg(driver);
+            c.arg(lib)
+                .arg(symbol)
+                .arg(calls.to_string())
+                .arg(threads.to_string());
+            full = Some(c);
+        }
+    }
+    let out = match full.as_mut() {
+        Some(c) => c.output()?,
+        None => cmd.output()?,
+    };
+    drop(ebpf);
+    if !out.status.success() {
+        bail!("driver failed: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout
+        .lines()
+        .rfind(|l| l.starts_with('{'))
+        .context("driver printed no result")?;
+    let mut v: serde_json::Value = serde_json::from_str(line)?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let count = |prefix: &str| {
+        stderr.lines().find_map(|l| {
+            let rest = l.trim().strip_prefix(prefix)?;
+            rest.split_whitespace().next()?.parse::<u64>().ok()
+        })
+    };
+    if mode == Mode::Full {
+        v["captured"] = json!(count("rocsync: captured"));
+        v["dropped"] = json!(count("dropped:"));
+    }
+    v["mode"] = json!(match mode {
+        Mode::Untraced => "untraced",
+        Mode::Empty => "empty",
+        Mode::EmptyAtEntry => "empty_at_entry",
+        Mode::Full => "full",
+    });
+    println!("{v}");
+    Ok(())
+}
+
+/// One record as the ring carries it.
+fn record_bytes(correlation: u64, api: Api, tid: u32, args: [u64; 3]) -> Vec<u8> {
+    let rec = CallRecord {
+        kind: RECORD_CALL,
+        pid: 1000,
+        tid,
+        api: api as u32,
+        correlation,
+        enter_ns: correlation * 1000,
+        exit_ns: correlation * 1000 + 400,
+        args,
+        ret: 0,
+    };
+    // SAFETY: CallRecord is plain data; these are its bytes.
+    unsafe {
+        std::slice::from_raw_parts(
+            (&rec as *const CallRecord).cast::<u8>(),
+            size_of::<CallRecord>(),
+        )
+    }
+    .to_vec()
+}
+
+/// A capture-like stream: per thread, record on stream A, wait on stream B, with event,
+/// stream and device synchronizes; `churn` destroys each event after use and creates the
+/// next one at a new address.
+fn synthesize(records: u64, churn: bool) -> impl Iterator<Item = (Api, u32, [u64; 3])> {
+    (0..)
+        .flat_map(move |i: u64| {
+            let tid = 1000 + (i % 8) as u32;
+            // Churn gives every iteration a new event; otherwise 64 events are reused.
+            let event = if churn {
+                0x7000_0000 + i * 64
+            } else {
+                0x7000_0000 + (i % 64) * 64
+            };
+            let (a, b) = (0x5000 + tid as u64 * 16, 0x6000 + tid as u64 * 16);
+            let sync = match i % 4 {
+                0 => (Api::HipEventSynchronize, tid, [event, 0, 0]),
+                1 => (Api::HipStreamSynchronize, tid, [b, 0, 0]),
+                2 => (Api::HipDeviceSynchronize, tid, [0, 0, 0]),
+                _ => (Api::HipEventRecordWithFlags, tid, [event, b, 0]),
+            };
+            [
+                (Api::HipEventRecord, tid, [event, a, 0]),
+                (Api::HipStreamWaitEvent, tid, [b, event, 0]),
+                sync,
+                (Api::HipEventDestroy, tid, [event, 0, 0]),
+            ]
+        })
+        .take(records as usize)
+}
+
+fn pipeline(records: u64, churn: bool) -> Result<()> {
+    let input: Vec<Vec<u8>> = synthesize(records, churn)
+        .filter(|(api, ..)| churn || *api != Api::HipEventDestroy)
+        .enumerate()
+        .map(|(i, (api, tid, args))| record_bytes(i as u64 + 1, api, tid, args))
+        .collect();
+    let input_bytes: usize = input.iter().map(Vec::len).sum();
+    let start = Instant::now();
+    let calls: Vec<Call> = input
+        .iter()
+        .filter_map(|b| match decode(b) {
+            Ok(rocsync_common::Decoded::Call(r)) => Call::from_record(&r),
+            _ => None,
+        })
+        .collect();
+    let decoded = start.elapsed().as_secs_f64();
+    let resolved = resolve(&calls);
+    let resolved_s = start.elapsed().as_secs_f64() - decoded;
+    let names = Default::default();
+    let info = TraceInfo {
+        clock_offset_ns: 1_790_000_000_000_000_000,
+        process_names: &names,
+        rocsync: json!({}),
+        trace_name: "bench",
+    };
+    let mut sink = CountingSink(0);
+    kineto::write(&mut sink, &resolved, &info)?;
+    let seconds = start.elapsed().as_secs_f64();
+    println!(
+        "{}",
+        json!({
+            "records": records,
+            "churn": churn,
+            "seconds": seconds,
+            "decode_s": decoded,
+            "resolve_s": resolved_s,
+            "write_s": seconds - decoded - resolved_s,
+            "records_per_s": records as f64 / seconds,
+            "trace_bytes": sink.0,
+            "input_bytes": input_bytes,
+            "peak_rss_bytes": peak_rss(),
+        })
+    );
+    Ok(())
+}
+
+struct CountingSink(u64);
+
+impl std::io::Write for CountingSink {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 += buf.len() as u64;
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn peak_rss() -> u64 {
+    // SAFETY: getrusage fills the struct.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
+    u.ru_maxrss as u64 * 1024
+}

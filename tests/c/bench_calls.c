@@ -1,0 +1,52 @@
+/* Calls one function of a runtime library in a tight loop and reports the cost per call.
+ *
+ * usage: bench_calls LIBRARY SYMBOL CALLS [THREADS]
+ * The function is called as int f(void *) with NULL (hipStreamSynchronize(NULL),
+ * cudaStreamSynchronize(NULL), ...). Prints one JSON line. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+typedef int (*fn_t)(void *);
+static fn_t fn;
+static long calls;
+
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void *loop(void *arg) {
+  (void)arg;
+  for (long i = 0; i < calls; i++) fn(NULL);
+  return NULL;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 4) {
+    fprintf(stderr, "usage: %s LIBRARY SYMBOL CALLS [THREADS]\n", argv[0]);
+    return 2;
+  }
+  void *h = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
+  if (!h) { fprintf(stderr, "dlopen: %s\n", dlerror()); return 1; }
+  fn = (fn_t)dlsym(h, argv[2]);
+  if (!fn) { fprintf(stderr, "dlsym: %s\n", dlerror()); return 1; }
+  calls = atol(argv[3]);
+  int threads = argc > 4 ? atoi(argv[4]) : 1;
+  if (threads < 1 || threads > 64) return 2;
+  for (long i = 0; i < 1000; i++) fn(NULL); /* warm up: lazy binding, caches */
+  pthread_t t[64];
+  uint64_t start = now_ns();
+  for (int i = 0; i < threads; i++) pthread_create(&t[i], NULL, loop, NULL);
+  for (int i = 0; i < threads; i++) pthread_join(t[i], NULL);
+  uint64_t ns = now_ns() - start;
+  long total = calls * threads + 1000L * 1;
+  printf("{\"ns_per_call\": %.1f, \"calls\": %ld, \"seconds\": %.6f, \"threads\": %d}\n",
+         (double)ns / (double)(calls * threads), total, (double)ns / 1e9, threads);
+  return 0;
+}
