@@ -119,6 +119,32 @@ impl Op {
         }
     }
 
+    /// Position of the event argument, if any (the hot path avoids name lookups).
+    pub const fn event_index(self) -> Option<usize> {
+        match self {
+            Op::EventRecord
+            | Op::EventRecordWithFlags
+            | Op::EventSynchronize
+            | Op::EventDestroy => Some(0),
+            Op::StreamWaitEvent => Some(1),
+            _ => None,
+        }
+    }
+
+    /// Position of the stream argument, if any.
+    pub const fn stream_index(self) -> Option<usize> {
+        match self {
+            Op::EventRecord | Op::EventRecordWithFlags => Some(1),
+            Op::StreamWaitEvent
+            | Op::StreamSynchronize
+            | Op::StreamDestroy
+            | Op::StreamCreate
+            | Op::StreamCreateWithFlags
+            | Op::StreamCreateWithPriority => Some(0),
+            _ => None,
+        }
+    }
+
     pub const fn out_param(self) -> OutParam {
         match self {
             Op::GetDevice => OutParam::Int,
@@ -181,6 +207,16 @@ mod tests {
                 api.arg_names().len() <= 3,
                 "{api:?} captures at most 3 registers"
             );
+        }
+    }
+
+    #[test]
+    fn argument_positions_agree_with_the_names() {
+        for api in Api::ALL {
+            let op = api.op();
+            let by_name = |n: &str| op.arg_names().iter().position(|a| *a == n);
+            assert_eq!(op.event_index(), by_name("event"), "{op:?}");
+            assert_eq!(op.stream_index(), by_name("stream"), "{op:?}");
         }
     }
 

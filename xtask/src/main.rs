@@ -1,6 +1,7 @@
 //! `cargo xtask demo [OUTPUT]` — set up, build, trace the embedded cross-stream scenario
 //!                                on the simulated HIP runtime, print the trace path.
 //! `cargo xtask test`            — set up, then every check CI runs: fmt, clippy, all tests.
+//! `cargo xtask bench`           — the benchmarks (root), written to bench/RESULTS.md.
 //! `cargo xtask setup`           — only the set-up (scripts/setup).
 
 use std::{
@@ -11,14 +12,17 @@ use std::{
 
 use anyhow::{Context as _, Result, bail};
 
+mod bench;
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
         Some("demo") => demo(args.get(1).map(String::as_str)),
         Some("test") => test(),
         Some("setup") => setup(),
+        Some("bench") => bench::bench(),
         _ => {
-            eprintln!("usage: cargo xtask <demo [OUTPUT]|test|setup>");
+            eprintln!("usage: cargo xtask <demo [OUTPUT]|test|bench|setup>");
             std::process::exit(2);
         }
     };
@@ -28,14 +32,14 @@ fn main() {
     }
 }
 
-fn root() -> PathBuf {
+pub(crate) fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .unwrap()
         .to_path_buf()
 }
 
-fn run(cmd: &mut Command) -> Result<()> {
+pub(crate) fn run(cmd: &mut Command) -> Result<()> {
     eprintln!("xtask: {cmd:?}");
     let status = cmd
         .current_dir(root())
@@ -47,12 +51,12 @@ fn run(cmd: &mut Command) -> Result<()> {
     Ok(())
 }
 
-fn cargo() -> Command {
+pub(crate) fn cargo() -> Command {
     Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
 }
 
 /// Installs what the build and the tests need (idempotent; needs root for apt-get).
-fn setup() -> Result<()> {
+pub(crate) fn setup() -> Result<()> {
     run(Command::new("bash").arg("scripts/setup"))
 }
 

@@ -15,14 +15,15 @@ use anyhow::{Context as _, Result, bail};
 use aya::programs::{UProbe, uprobe::UProbeScope};
 use clap::{Parser, Subcommand};
 use rocsync::{
-    resolve::resolve,
+    capture::sequence::Sequencer,
     target::symbols,
     trace::{
         call::Call,
-        kineto::{self, TraceInfo},
+        kineto::{KinetoWriter, TraceInfo},
+        stream::TraceStream,
     },
 };
-use rocsync_common::{Api, CallRecord, RECORD_CALL, decode};
+use rocsync_common::{Api, CallRecord, Decoded, RECORD_CALL, decode};
 use serde_json::json;
 
 #[derive(Parser)]
@@ -179,7 +180,12 @@ fn probes(
 }
 
 /// One record as the ring carries it.
-fn record_bytes(correlation: u64, api: Api, tid: u32, args: [u64; 3]) -> Vec<u8> {
+fn record_bytes(
+    correlation: u64,
+    api: Api,
+    tid: u32,
+    args: [u64; 3],
+) -> [u8; size_of::<CallRecord>()] {
     let rec = CallRecord {
         kind: RECORD_CALL,
         pid: 1000,
@@ -191,24 +197,17 @@ fn record_bytes(correlation: u64, api: Api, tid: u32, args: [u64; 3]) -> Vec<u8>
         args,
         ret: 0,
     };
-    // SAFETY: CallRecord is plain data; these are its bytes.
-    unsafe {
-        std::slice::from_raw_parts(
-            (&rec as *const CallRecord).cast::<u8>(),
-            size_of::<CallRecord>(),
-        )
-    }
-    .to_vec()
+    // SAFETY: CallRecord is plain data of exactly this size.
+    unsafe { std::mem::transmute(rec) }
 }
 
 /// A capture-like stream: per thread, record on stream A, wait on stream B, with event,
 /// stream and device synchronizes; `churn` destroys each event after use and creates the
-/// next one at a new address.
+/// next one at a new address (otherwise 64 events are reused).
 fn synthesize(records: u64, churn: bool) -> impl Iterator<Item = (Api, u32, [u64; 3])> {
     (0..)
         .flat_map(move |i: u64| {
             let tid = 1000 + (i % 8) as u32;
-            // Churn gives every iteration a new event; otherwise 64 events are reused.
             let event = if churn {
                 0x7000_0000 + i * 64
             } else {
@@ -221,34 +220,22 @@ fn synthesize(records: u64, churn: bool) -> impl Iterator<Item = (Api, u32, [u64
                 2 => (Api::HipDeviceSynchronize, tid, [0, 0, 0]),
                 _ => (Api::HipEventRecordWithFlags, tid, [event, b, 0]),
             };
+            let destroy = churn.then_some((Api::HipEventDestroy, tid, [event, 0, 0]));
             [
-                (Api::HipEventRecord, tid, [event, a, 0]),
-                (Api::HipStreamWaitEvent, tid, [b, event, 0]),
-                sync,
-                (Api::HipEventDestroy, tid, [event, 0, 0]),
+                Some((Api::HipEventRecord, tid, [event, a, 0])),
+                Some((Api::HipStreamWaitEvent, tid, [b, event, 0])),
+                Some(sync),
+                destroy,
             ]
         })
+        .flatten()
         .take(records as usize)
 }
 
+/// The live path without the kernel: bytes from the ring → decode → back in order →
+/// resolve → Kineto JSON (counted, not stored). Records are made on the fly, so peak
+/// memory is the pipeline's own.
 fn pipeline(records: u64, churn: bool) -> Result<()> {
-    let input: Vec<Vec<u8>> = synthesize(records, churn)
-        .filter(|(api, ..)| churn || *api != Api::HipEventDestroy)
-        .enumerate()
-        .map(|(i, (api, tid, args))| record_bytes(i as u64 + 1, api, tid, args))
-        .collect();
-    let input_bytes: usize = input.iter().map(Vec::len).sum();
-    let start = Instant::now();
-    let calls: Vec<Call> = input
-        .iter()
-        .filter_map(|b| match decode(b) {
-            Ok(rocsync_common::Decoded::Call(r)) => Call::from_record(&r),
-            _ => None,
-        })
-        .collect();
-    let decoded = start.elapsed().as_secs_f64();
-    let resolved = resolve(&calls);
-    let resolved_s = start.elapsed().as_secs_f64() - decoded;
     let names = Default::default();
     let info = TraceInfo {
         clock_offset_ns: 1_790_000_000_000_000_000,
@@ -256,21 +243,38 @@ fn pipeline(records: u64, churn: bool) -> Result<()> {
         rocsync: json!({}),
         trace_name: "bench",
     };
-    let mut sink = CountingSink(0);
-    kineto::write(&mut sink, &resolved, &info)?;
+    let writer = KinetoWriter::new(CountingSink(0), info.clock_offset_ns, 0)?;
+    let mut sink: TraceStream<CountingSink, std::io::Sink> = TraceStream::new(writer, None);
+    let mut sequencer = Sequencer::new();
+    let mut error = None;
+    let start = Instant::now();
+    for (i, (api, tid, args)) in synthesize(records, churn).enumerate() {
+        let bytes = record_bytes(i as u64 + 1, api, tid, args);
+        let Ok(Decoded::Call(r)) = decode(&bytes) else {
+            bail!("undecodable")
+        };
+        let call = Call::from_record(&r).context("unknown api")?;
+        sequencer.push(call, &mut |r| {
+            if let Err(e) = sink.released(r) {
+                error.get_or_insert(e);
+            }
+        });
+    }
+    if let Some(e) = error {
+        return Err(e.into());
+    }
+    let calls = sink.calls;
+    let done = sink.finish(&info, &Default::default())?;
     let seconds = start.elapsed().as_secs_f64();
     println!(
         "{}",
         json!({
             "records": records,
+            "written": calls,
             "churn": churn,
             "seconds": seconds,
-            "decode_s": decoded,
-            "resolve_s": resolved_s,
-            "write_s": seconds - decoded - resolved_s,
             "records_per_s": records as f64 / seconds,
-            "trace_bytes": sink.0,
-            "input_bytes": input_bytes,
+            "trace_bytes": done.trace.0,
             "peak_rss_bytes": peak_rss(),
         })
     );

@@ -1,6 +1,6 @@
 //! The resolution pass.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 use rocsync_common::Op;
 
@@ -123,8 +123,8 @@ pub fn changes_state(op: Op) -> bool {
 fn step(p: &mut Process, c: &Call, resolved: &mut u64, unresolved: &mut u64) -> Row {
     let op = c.api.op();
     let sync = sync_kind(op);
-    let stream = c.arg("stream");
-    let event = c.arg("event");
+    let stream = c.stream();
+    let event = c.event();
     let ok = c.ok();
     // Stream creation defines the stream (its handle is read at return).
     if ok

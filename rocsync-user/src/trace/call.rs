@@ -76,4 +76,16 @@ impl Call {
         let i = self.api.arg_names().iter().position(|n| *n == name)?;
         Some(self.args[i])
     }
+
+    /// The event handle argument, if this API has one.
+    #[inline]
+    pub fn event(&self) -> Option<u64> {
+        self.api.op().event_index().map(|i| self.args[i])
+    }
+
+    /// The stream handle argument, if this API has one.
+    #[inline]
+    pub fn stream(&self) -> Option<u64> {
+        self.api.op().stream_index().map(|i| self.args[i])
+    }
 }

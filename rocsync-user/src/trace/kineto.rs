@@ -138,7 +138,7 @@ impl<W: Write> KinetoWriter<W> {
             Some(ret) => j.s(",\"ret\":").i(ret),
             None => j.s(",\"in_flight\":true"),
         };
-        runtime_fields(j, r, On::Runtime);
+        runtime_fields(j, r);
         j.s("}}");
         if let Some(p) = r.producer {
             // The record side of the arrow, on the record's own slice.
@@ -201,8 +201,7 @@ impl<W: Write> KinetoWriter<W> {
             .u(c.correlation)
             .s(",\"device\":")
             .i(dev as i64);
-        runtime_fields(j, r, On::Sync);
-        j.s(",\"cid\":").u(c.api as u64).s("}}");
+        j.s("}}");
         self.flow("f", c.correlation, dev as i64, tid, mid, "ac2g");
         if r.producer.is_some() {
             self.flow(
@@ -337,23 +336,14 @@ fn sync_tid(kind: SyncKind, r: &Row) -> i64 {
     }
 }
 
-/// Which row runtime fields go on.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum On {
-    Runtime,
-    Sync,
-}
-
-/// The runtime's own fields (`hip_*` or `cuda_*`): handles as `"0x…"` strings, the
-/// producer as integers. On a sync row, fields CUPTI's layout already has are not repeated.
-fn runtime_fields<W: Write>(j: &mut JsonBuf<W>, r: &Row, on: On) {
+/// The runtime's own fields (`hip_*` or `cuda_*`) on the runtime row: handles as `"0x…"`
+/// strings, the producer as integers. The device row keeps to CUPTI's layout.
+fn runtime_fields<W: Write>(j: &mut JsonBuf<W>, r: &Row) {
     let c = &r.call;
     let backend = c.api.backend();
     let p = Runtime::of(backend).field_prefix;
     let cuda = backend == Backend::Cuda;
-    if let Some(kind) = r.sync
-        && !(cuda && on == On::Sync)
-    {
+    if let Some(kind) = r.sync {
         let name = if cuda {
             kind.cupti_name()
         } else {
@@ -361,28 +351,27 @@ fn runtime_fields<W: Write>(j: &mut JsonBuf<W>, r: &Row, on: On) {
         };
         j.s(",\"").s(p).s("_sync_kind\":\"").s(name).s("\"");
     }
-    let event = c.arg("event");
+    let event = c.event();
     if let Some(e) = event {
         j.s(",\"").s(p).s("_event\":").hex(e);
     }
-    if let Some(s) = c.arg("stream") {
+    if let Some(s) = c.stream() {
         j.s(",\"").s(p).s("_stream\":").hex(s);
     }
     let Some(e) = event.filter(|_| r.sync.is_some_and(SyncKind::waits_on_event)) else {
         return;
     };
     let (ws, wc) = producer_ints(r);
-    if on == On::Runtime {
-        j.s(",\"wait_on_stream\":").i(ws);
+    j.s(",\"wait_on_stream\":")
+        .i(ws)
+        .s(",\"wait_on_")
+        .s(p)
+        .s("_event_id\":");
+    // CUDA names the event by its id, as CUPTI does; HIP by its handle.
+    if cuda {
+        j.u(r.event_id.unwrap_or(0));
+    } else {
+        j.hex(e);
     }
-    if on == On::Runtime || !cuda {
-        // CUDA names the event by its id, as CUPTI does; HIP by its handle.
-        j.s(",\"wait_on_").s(p).s("_event_id\":");
-        if cuda {
-            j.u(r.event_id.unwrap_or(0));
-        } else {
-            j.hex(e);
-        }
-        j.s(",\"wait_on_").s(p).s("_event_record_corr_id\":").i(wc);
-    }
+    j.s(",\"wait_on_").s(p).s("_event_record_corr_id\":").i(wc);
 }

@@ -1,0 +1,287 @@
+//! `cargo xtask bench`: rocsync's costs measured side by side, interleaved and repeated,
+//! written to bench/results.json and bench/RESULTS.md.
+
+use std::{fmt::Write as _, path::Path, process::Command};
+
+use anyhow::{Context as _, Result, bail};
+use serde_json::{Value, json};
+
+use crate::{cargo, root, run};
+
+const ROUNDS: usize = 5;
+const REAL_HIP: &str = "/usr/lib/x86_64-linux-gnu/libamdhip64.so.5";
+
+struct Case {
+    name: &'static str,
+    lib: String,
+    symbol: &'static str,
+    calls: u64,
+    /// (label, bench mode, extra rocsync arguments)
+    modes: Vec<(&'static str, &'static str, Vec<&'static str>)>,
+}
+
+fn bench_bin(args: &[&str]) -> Result<Value> {
+    let out = Command::new(root().join("target/release/rocsync-bench"))
+        .args(args)
+        .output()
+        .context("running rocsync-bench")?;
+    if !out.status.success() {
+        bail!(
+            "rocsync-bench {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .rfind(|l| l.starts_with('{'))
+        .context("no result line")?;
+    Ok(serde_json::from_str(line)?)
+}
+
+fn stats(xs: &[f64]) -> (f64, f64, f64) {
+    let mut v = xs.to_vec();
+    v.sort_by(|a, b| a.total_cmp(b));
+    (v[0], v[v.len() / 2], v[v.len() - 1])
+}
+
+pub fn bench() -> Result<()> {
+    crate::setup()?;
+    run(cargo().args(["build", "--release", "--package", "rocsync-user", "--bins"]))?;
+    run(cargo().args(["build", "--release", "--package", "rocsync-tests"]))?;
+    let driver = rocsync_tests::bench_calls().display().to_string();
+    let rocsync = root().join("target/release/rocsync").display().to_string();
+    let sim = rocsync_tests::sim_hip().display().to_string();
+    let cet = rocsync_tests::sim_hip_cet().display().to_string();
+    let plain = vec![
+        ("untraced", "untraced", vec![]),
+        ("empty pair", "empty", vec![]),
+        ("rocsync", "full", vec![]),
+    ];
+    let mut cases = vec![
+        Case {
+            name: "simulated libamdhip64 (push %rbp entry)",
+            lib: sim.clone(),
+            symbol: "hipStreamSynchronize",
+            calls: 200_000,
+            modes: plain.clone(),
+        },
+        Case {
+            name: "simulated libamdhip64, CET build (endbr64 entry)",
+            lib: cet,
+            symbol: "hipStreamSynchronize",
+            calls: 100_000,
+            modes: vec![
+                ("untraced", "untraced", vec![]),
+                ("empty pair", "empty", vec![]),
+                ("rocsync", "full", vec![]),
+                ("empty pair at entry", "empty-at-entry", vec![]),
+                ("rocsync at entry", "full", vec!["--probe-at-entry"]),
+            ],
+        },
+    ];
+    if Path::new(REAL_HIP).exists() {
+        cases.push(Case {
+            name: "Debian libamdhip64.so.5 (returns 101: no GPU)",
+            lib: REAL_HIP.into(),
+            symbol: "hipStreamSynchronize",
+            calls: 20_000,
+            modes: plain,
+        });
+    }
+    // Interleaved: every round measures every mode of every case once.
+    let mut results: Vec<Vec<Vec<f64>>> = cases
+        .iter()
+        .map(|c| vec![Vec::new(); c.modes.len()])
+        .collect();
+    for round in 0..ROUNDS {
+        eprintln!("xtask: bench round {}/{ROUNDS}", round + 1);
+        for (ci, c) in cases.iter().enumerate() {
+            for (mi, (_, mode, extra)) in c.modes.iter().enumerate() {
+                let calls = c.calls.to_string();
+                let mut args = vec![
+                    "probes",
+                    "--mode",
+                    mode,
+                    "--lib",
+                    &c.lib,
+                    "--symbol",
+                    c.symbol,
+                    "--calls",
+                    &calls,
+                    "--driver",
+                    &driver,
+                    "--rocsync",
+                    &rocsync,
+                ];
+                for e in extra {
+                    args.extend(["--extra", e]);
+                }
+                let v = bench_bin(&args)?;
+                if v.get("dropped").and_then(Value::as_u64).unwrap_or(0) > 0 {
+                    eprintln!("xtask: warning: drops in {} {mode}", c.name);
+                }
+                results[ci][mi].push(v["ns_per_call"].as_f64().context("ns_per_call")?);
+            }
+        }
+    }
+    // Many threads at the highest rate the machine sustains; then with a ring too small.
+    let mut threads = Vec::new();
+    for (ring, label) in [("8", "8 MiB ring (default)"), ("1", "1 MiB ring")] {
+        for _ in 0..3 {
+            let v = bench_bin(&[
+                "probes",
+                "--mode",
+                "full",
+                "--lib",
+                &sim,
+                "--symbol",
+                "hipStreamSynchronize",
+                "--calls",
+                "100000",
+                "--threads",
+                "8",
+                "--driver",
+                &driver,
+                "--rocsync",
+                &rocsync,
+                "--extra",
+                "--ring-size",
+                "--extra",
+                ring,
+            ])?;
+            threads.push((label, v));
+        }
+    }
+    let mut pipeline = Vec::new();
+    for churn in [false, true] {
+        let mut rates = Vec::new();
+        for _ in 0..ROUNDS {
+            let mut args = vec!["pipeline", "--records", "2000000"];
+            if churn {
+                args.push("--churn");
+            }
+            rates.push(bench_bin(&args)?["records_per_s"].as_f64().unwrap_or(0.0));
+        }
+        let mut args = vec!["pipeline", "--records", "10000000"];
+        if churn {
+            args.push("--churn");
+        }
+        let big = bench_bin(&args)?;
+        pipeline.push((churn, rates, big));
+    }
+    report(&cases, &results, &threads, &pipeline)
+}
+
+fn report(
+    cases: &[Case],
+    results: &[Vec<Vec<f64>>],
+    threads: &[(&str, Value)],
+    pipeline: &[(bool, Vec<f64>, Value)],
+) -> Result<()> {
+    let sh = |cmd: &str| {
+        Command::new("sh")
+            .args(["-c", cmd])
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+            .unwrap_or_default()
+    };
+    let machine = sh("grep -m1 'model name' /proc/cpuinfo | cut -d: -f2");
+    let kernel = sh("uname -r");
+    let commit = sh("git rev-parse --short HEAD; git diff --quiet || echo '(with local changes)'")
+        .replace('\n', " ");
+    let date = sh("date -u +%Y-%m-%dT%H:%MZ");
+    let mut md = String::new();
+    let _ = writeln!(md, "# rocsync benchmarks\n");
+    let _ = writeln!(
+        md,
+        "Machine: {machine}, {} cores; kernel {kernel}; commit {commit}; {date}. `cargo xtask bench`; {ROUNDS} interleaved rounds, min / median / max.\n",
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    );
+    let _ = writeln!(md, "## Per-call cost of a hooked function\n");
+    let _ = writeln!(
+        md,
+        "ns per call of `hipStreamSynchronize(NULL)` in a loop (bench_calls). \"empty pair\" is an empty uprobe + uretprobe on the same instruction: the trap alone, the floor for any uprobe tracer. The ratio is (rocsync − untraced) / (empty − untraced), from medians.\n"
+    );
+    let _ = writeln!(md, "| library | mode | min | median | max |");
+    let _ = writeln!(md, "| --- | --- | ---: | ---: | ---: |");
+    let mut json_cases = Vec::new();
+    for (c, r) in cases.iter().zip(results) {
+        let med: Vec<f64> = r.iter().map(|x| stats(x).1).collect();
+        for ((label, ..), xs) in c.modes.iter().zip(r) {
+            let (lo, mid, hi) = stats(xs);
+            let _ = writeln!(
+                md,
+                "| {} | {label} | {lo:.0} | {mid:.0} | {hi:.0} |",
+                c.name
+            );
+        }
+        let ratio = (med[2] - med[0]) / (med[1] - med[0]);
+        let _ = writeln!(
+            md,
+            "| {} | **ratio (c−a)/(b−a)** | | **{ratio:.2}** | |",
+            c.name
+        );
+        if c.modes.len() == 5 {
+            let gain = (med[4] - med[0]) / (med[2] - med[0]);
+            let _ = writeln!(
+                md,
+                "| {} | probe placement: overhead at entry / after endbr64 | | **{gain:.1}×** | |",
+                c.name
+            );
+        }
+        json_cases.push(json!({ "name": c.name, "modes": c.modes.iter().map(|m| m.0).collect::<Vec<_>>(), "ns_per_call": r, "ratio": ratio }));
+    }
+    let _ = writeln!(
+        md,
+        "\n## 8 threads at the highest call rate this machine sustains\n"
+    );
+    let _ = writeln!(md, "| ring | calls made | captured | dropped | calls/s |");
+    let _ = writeln!(md, "| --- | ---: | ---: | ---: | ---: |");
+    for (label, v) in threads {
+        let calls = v["calls"].as_u64().unwrap_or(0);
+        let rate = calls as f64 / v["seconds"].as_f64().unwrap_or(1.0);
+        let _ = writeln!(
+            md,
+            "| {label} | {calls} | {} | {} | {rate:.0} |",
+            v["captured"], v["dropped"]
+        );
+    }
+    let _ = writeln!(
+        md,
+        "\n## Userspace: decode → order → resolve → Kineto JSON, one core\n"
+    );
+    let _ = writeln!(
+        md,
+        "| stream | records/s min | median | max (2 M records) | peak RSS, 10 M records | records/s, 10 M |"
+    );
+    let _ = writeln!(md, "| --- | ---: | ---: | ---: | ---: | ---: |");
+    for (churn, rates, big) in pipeline {
+        let (lo, mid, hi) = stats(rates);
+        let name = if *churn {
+            "an event created and destroyed per iteration"
+        } else {
+            "64 events reused"
+        };
+        let rss = big["peak_rss_bytes"].as_f64().unwrap_or(0.0) / (1 << 20) as f64;
+        let _ = writeln!(
+            md,
+            "| {name} | {lo:.0} | {mid:.0} | {hi:.0} | {rss:.1} MiB | {:.0} |",
+            big["records_per_s"].as_f64().unwrap_or(0.0)
+        );
+    }
+    let json = json!({
+        "machine": machine, "kernel": kernel, "commit": commit, "date": date, "rounds": ROUNDS,
+        "cases": json_cases,
+        "threads": threads.iter().map(|(l, v)| json!({"ring": l, "result": v})).collect::<Vec<_>>(),
+        "pipeline": pipeline.iter().map(|(c, r, b)| json!({"churn": c, "records_per_s": r, "ten_million": b})).collect::<Vec<_>>(),
+    });
+    std::fs::create_dir_all(root().join("bench"))?;
+    std::fs::write(
+        root().join("bench/results.json"),
+        serde_json::to_string_pretty(&json)?,
+    )?;
+    std::fs::write(root().join("bench/RESULTS.md"), &md)?;
+    println!("{md}");
+    Ok(())
+}
