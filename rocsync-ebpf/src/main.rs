@@ -25,6 +25,13 @@ const DROP_CALL: u32 = 0;
 /// Index into `DROPS`: a link-map change found the ring full (the target was not stopped).
 const DROP_LINK_MAP: u32 = 1;
 const SIGSTOP: u32 = 19;
+/// `bpf_ringbuf_submit` flags and `bpf_ringbuf_query` selector.
+const BPF_RB_NO_WAKEUP: u64 = 1;
+const BPF_RB_FORCE_WAKEUP: u64 = 2;
+const BPF_RB_AVAIL_DATA: u64 = 0;
+/// Wake the reader only once this much is waiting: a wakeup per record costs more than
+/// the record itself (userspace also drains on a short timer).
+const WAKEUP_BYTES: u64 = 512 << 10;
 
 #[map]
 static EVENTS: RingBuf = RingBuf::with_byte_size(8 << 20, 0);
@@ -134,7 +141,12 @@ pub fn call_exit(ctx: RetProbeContext) -> u32 {
         args,
         ret: ctx.ret::<i32>() as i64,
     });
-    slot.submit(0);
+    let flags = if EVENTS.query(BPF_RB_AVAIL_DATA) >= WAKEUP_BYTES {
+        BPF_RB_FORCE_WAKEUP
+    } else {
+        BPF_RB_NO_WAKEUP
+    };
+    slot.submit(flags);
     0
 }
 
@@ -164,7 +176,8 @@ pub fn link_map_changed(_ctx: ProbeContext) -> u32 {
         // SAFETY: helper without preconditions.
         ns: unsafe { bpf_ktime_get_ns() },
     });
-    slot.submit(0);
+    // The target is stopped until userspace reads this: wake it now.
+    slot.submit(BPF_RB_FORCE_WAKEUP);
     0
 }
 

@@ -118,6 +118,23 @@ fn run_exits_with_the_commands_status() {
     );
 }
 
+/// Attaches rocsync to a gated scenario, then lets the scenario start calling.
+fn attach_and_start(
+    target: &mut std::process::Child,
+    raw: &std::path::Path,
+) -> std::process::Child {
+    let pid = target.id().to_string();
+    let mut tracer = spawn_piped(
+        rocsync()
+            .args(["attach", "--raw"])
+            .arg(raw)
+            .args(["--pid", &pid]),
+    );
+    wait_for_line(&mut tracer, "tracing pid", Duration::from_secs(20));
+    target.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    tracer
+}
+
 /// Starts a gated scenario (it waits for a line on stdin before calling HIP).
 fn start_gated(dir: &TempDir, program: &std::path::Path, args: &[&str]) -> std::process::Child {
     let mut child = Command::new(program)
@@ -145,15 +162,7 @@ fn attach_captures_a_running_process_until_it_exits() {
     let dir = TempDir::new();
     let mut target = start_gated(&dir, &scenario(), &["cross", "50"]);
     let raw = dir.path("calls.jsonl");
-    let mut tracer = spawn_piped(
-        rocsync()
-            .args(["attach", "--raw"])
-            .arg(&raw)
-            .arg("--pid")
-            .arg(target.id().to_string()),
-    );
-    wait_for_line(&mut tracer, "tracing pid", Duration::from_secs(20));
-    target.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    let mut tracer = attach_and_start(&mut target, &raw);
     assert!(target.wait().unwrap().success());
     // The target's exit ends the capture.
     let status = tracer.wait().unwrap();
@@ -199,15 +208,7 @@ fn sigint_mid_capture_keeps_everything_captured() {
     let dir = TempDir::new();
     let mut target = start_gated(&dir, &scenario(), &["loop", "2500"]);
     let raw = dir.path("calls.jsonl");
-    let mut tracer = spawn_piped(
-        rocsync()
-            .args(["attach", "--raw"])
-            .arg(&raw)
-            .arg("--pid")
-            .arg(target.id().to_string()),
-    );
-    wait_for_line(&mut tracer, "tracing pid", Duration::from_secs(20));
-    target.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    let mut tracer = attach_and_start(&mut target, &raw);
     std::thread::sleep(Duration::from_millis(800));
     // SAFETY: signals the tracer this test started.
     unsafe { libc::kill(tracer.id() as i32, libc::SIGINT) };
@@ -262,15 +263,7 @@ fn target_killed_mid_call_reports_the_call_in_flight() {
     let dir = TempDir::new();
     let mut target = start_gated(&dir, &scenario(), &["hang"]);
     let raw = dir.path("calls.jsonl");
-    let mut tracer = spawn_piped(
-        rocsync()
-            .args(["attach", "--raw"])
-            .arg(&raw)
-            .arg("--pid")
-            .arg(target.id().to_string()),
-    );
-    wait_for_line(&mut tracer, "tracing pid", Duration::from_secs(20));
-    target.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    let mut tracer = attach_and_start(&mut target, &raw);
     std::thread::sleep(Duration::from_millis(700));
     target.kill().unwrap();
     target.wait().unwrap();

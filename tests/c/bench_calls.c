@@ -1,6 +1,8 @@
 /* Calls one function of a runtime library in a tight loop and reports the cost per call.
  *
- * usage: bench_calls LIBRARY SYMBOL CALLS [THREADS]
+ * usage: bench_calls LIBRARY SYMBOL CALLS [THREADS [RATE]]
+ * RATE (calls per second over all threads) paces the calls in bursts of 100; without it
+ * every thread calls as fast as it can.
  * The function is called as int f(void *) with NULL (hipStreamSynchronize(NULL),
  * cudaStreamSynchronize(NULL), ...). Prints one JSON line. */
 #define _GNU_SOURCE
@@ -14,6 +16,7 @@
 typedef int (*fn_t)(void *);
 static fn_t fn;
 static long calls;
+static double per_thread_rate;
 
 static uint64_t now_ns(void) {
   struct timespec ts;
@@ -23,7 +26,18 @@ static uint64_t now_ns(void) {
 
 static void *loop(void *arg) {
   (void)arg;
-  for (long i = 0; i < calls; i++) fn(NULL);
+  uint64_t start = now_ns();
+  for (long i = 0; i < calls; i++) {
+    fn(NULL);
+    if (per_thread_rate > 0 && i % 100 == 99) {
+      uint64_t due = start + (uint64_t)((double)(i + 1) / per_thread_rate * 1e9);
+      uint64_t now = now_ns();
+      if (due > now) {
+        struct timespec ts = {(time_t)((due - now) / 1000000000ull), (long)((due - now) % 1000000000ull)};
+        nanosleep(&ts, NULL);
+      }
+    }
+  }
   return NULL;
 }
 
@@ -39,6 +53,7 @@ int main(int argc, char **argv) {
   calls = atol(argv[3]);
   int threads = argc > 4 ? atoi(argv[4]) : 1;
   if (threads < 1 || threads > 64) return 2;
+  if (argc > 5) per_thread_rate = atof(argv[5]) / threads;
   for (long i = 0; i < 1000; i++) fn(NULL); /* warm up: lazy binding, caches */
   pthread_t t[64];
   uint64_t start = now_ns();

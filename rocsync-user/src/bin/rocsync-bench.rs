@@ -46,6 +46,9 @@ enum Cmd {
         calls: u64,
         #[arg(long, default_value_t = 1)]
         threads: u32,
+        /// Pace the calls to this many per second over all threads (default: flat out)
+        #[arg(long)]
+        rate: Option<u64>,
         /// The call-loop driver (tests' bench_calls)
         #[arg(long)]
         driver: PathBuf,
@@ -82,32 +85,48 @@ fn main() -> Result<()> {
             symbol,
             calls,
             threads,
+            rate,
             driver,
             rocsync,
             extra,
-        } => probes(
-            mode, &lib, &symbol, calls, threads, &driver, &rocsync, &extra,
-        ),
+        } => {
+            let load = Load {
+                calls,
+                threads,
+                rate,
+            };
+            probes(mode, &lib, &symbol, load, &driver, &rocsync, &extra)
+        }
         Cmd::Pipeline { records, churn } => pipeline(records, churn),
     }
 }
 
-#[allow(clippy::too_many_arguments)]
+/// How the driver calls: how many calls per thread, how many threads, how fast.
+struct Load {
+    calls: u64,
+    threads: u32,
+    rate: Option<u64>,
+}
+
+impl Load {
+    fn args(&self) -> Vec<String> {
+        let mut a = vec![self.calls.to_string(), self.threads.to_string()];
+        a.extend(self.rate.map(|r| r.to_string()));
+        a
+    }
+}
+
 fn probes(
     mode: Mode,
     lib: &Path,
     symbol: &str,
-    calls: u64,
-    threads: u32,
+    load: Load,
     driver: &Path,
     rocsync: &Path,
     extra: &[String],
 ) -> Result<()> {
     let mut cmd = Command::new(driver);
-    cmd.arg(lib)
-        .arg(symbol)
-        .arg(calls.to_string())
-        .arg(threads.to_string());
+    cmd.arg(lib).arg(symbol).args(load.args());
     let mut ebpf = None;
     let mut full = None;
     match mode {
@@ -137,10 +156,7 @@ fn probes(
                 .args(extra)
                 .arg("--")
                 .arg(driver);
-            c.arg(lib)
-                .arg(symbol)
-                .arg(calls.to_string())
-                .arg(threads.to_string());
+            c.arg(lib).arg(symbol).args(load.args());
             full = Some(c);
         }
     }

@@ -21,7 +21,7 @@ use super::{
     probes::{LibraryReport, Probes},
     sequence::Sequencer,
 };
-use crate::backend::Runtime;
+use crate::{backend::Runtime, cli::CaptureArgs};
 use crate::{
     output::FileStream,
     target::maps::{self, Mapping},
@@ -38,6 +38,8 @@ const INACTIVE: Config = Config {
 };
 /// How long stop waits for calls already entered to return before reporting them in flight.
 const IN_FLIGHT_GRACE: Duration = Duration::from_millis(300);
+/// How often the ring is read when the probes have not woken the reader.
+const DRAIN_EVERY: Duration = Duration::from_millis(10);
 /// How often the calls in flight are looked at, to release calls waiting behind them.
 const RELEASE_EVERY: Duration = Duration::from_millis(100);
 /// Safety net for library loads the loader hook cannot see (e.g. a dropped notification).
@@ -104,17 +106,13 @@ pub struct Session {
 }
 
 impl Session {
-    pub fn new(
-        probes: Probes,
-        runtimes: Vec<&'static Runtime>,
-        skip: Vec<Api>,
-        sink: Sink,
-        verbose: bool,
-    ) -> Self {
+    /// A session for the runtimes, skipped functions and verbosity the user asked for.
+    pub fn new(probes: Probes, args: &CaptureArgs, sink: Sink) -> Self {
+        let verbose = args.verbose;
         Self {
             probes,
-            runtimes,
-            skip,
+            runtimes: args.runtimes(),
+            skip: args.skip.clone(),
             targets: Vec::new(),
             probed_files: HashSet::new(),
             libraries: Vec::new(),
@@ -273,6 +271,8 @@ impl Session {
         tokio::pin!(deadline, target_exit);
         let mut rescan = tokio::time::interval(RESCAN_EVERY);
         let mut release = tokio::time::interval(RELEASE_EVERY);
+        // The probes wake this loop only when much is waiting; the rest is read here.
+        let mut poll = tokio::time::interval(DRAIN_EVERY);
         loop {
             if let Some(e) = self.write_error.take() {
                 return Err(anyhow::Error::from(e).context("writing the outputs"));
@@ -293,6 +293,7 @@ impl Session {
                     }
                 }
                 _ = release.tick() => self.release()?,
+                _ = poll.tick() => self.drain(ring.get_mut()),
             }
         }
     }

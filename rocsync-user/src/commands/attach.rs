@@ -25,8 +25,7 @@ pub async fn attach(args: AttachArgs) -> Result<i32> {
     let exited = process_exit(pid)?;
     let mut probes = Probes::load(args.out.probe_options())?;
     let ring = probes.take_ring()?;
-    let runtimes = args.out.runtimes();
-    let wanted: Vec<&str> = runtimes.iter().map(|r| r.library).collect();
+    let wanted: Vec<&str> = args.out.runtimes().iter().map(|r| r.library).collect();
     let clock_offset_ns = clock::realtime_offset_ns();
     let header = Header {
         clock_offset_ns,
@@ -34,13 +33,7 @@ pub async fn attach(args: AttachArgs) -> Result<i32> {
         drops: 0,
     };
     let sink = outputs.open(header, clock::monotonic_ns() as u64)?;
-    let mut session = Session::new(
-        probes,
-        runtimes,
-        args.out.skip.clone(),
-        sink,
-        args.out.verbose,
-    );
+    let mut session = Session::new(probes, &args.out, sink);
     let text = std::fs::read_to_string(format!("/proc/{pid}/maps"))
         .map_err(|e| anyhow::anyhow!("cannot read /proc/{pid}/maps: {e}"))?;
     let mappings = maps::parse(&text);

@@ -54,14 +54,7 @@ pub async fn run(args: RunArgs) -> Result<i32> {
             return Err(e);
         }
     };
-    let runtimes = args.out.runtimes();
-    let mut session = Session::new(
-        probes,
-        runtimes,
-        args.out.skip.clone(),
-        sink,
-        args.out.verbose,
-    );
+    let mut session = Session::new(probes, &args.out, sink);
     if let Err(e) = prepare(&mut session, held.pid, interp, args.hip_lib.clone()) {
         held.kill();
         return Err(e);

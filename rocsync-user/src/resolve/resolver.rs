@@ -117,7 +117,7 @@ impl Resolver {
 /// Whether a call changes what later calls resolve to (so it cannot be passed over while
 /// it is still in flight).
 pub fn changes_state(op: Op) -> bool {
-    !matches!(sync_kind(op), Some(_))
+    sync_kind(op).is_none()
 }
 
 fn step(p: &mut Process, c: &Call, resolved: &mut u64, unresolved: &mut u64) -> Row {

@@ -78,21 +78,15 @@ fn is_emulated(code: Code) -> bool {
             | Nopq
             | Nop_rm32
             | Nop_rm64
-    ) || code.mnemonic().is_jcc_short_or_near()
+    ) || is_conditional_jump(code.mnemonic())
 }
 
-trait JccExt {
-    fn is_jcc_short_or_near(self) -> bool;
-}
-
-impl JccExt for Mnemonic {
-    fn is_jcc_short_or_near(self) -> bool {
-        use Mnemonic::*;
-        matches!(
-            self,
-            Ja | Jae | Jb | Jbe | Je | Jg | Jge | Jl | Jle | Jne | Jno | Jnp | Jns | Jo | Jp | Js
-        )
-    }
+fn is_conditional_jump(m: Mnemonic) -> bool {
+    use Mnemonic::*;
+    matches!(
+        m,
+        Ja | Jae | Jb | Jbe | Je | Jg | Jge | Jl | Jle | Jne | Jno | Jnp | Jns | Jo | Jp | Js
+    )
 }
 
 #[cfg(test)]

@@ -119,18 +119,8 @@ impl<W: Write> KinetoWriter<W> {
         // Flow events bind to the slice enclosing them: put them strictly inside.
         let mid = ts + dur / 2;
         let (pid, tid) = (c.pid as i64, c.tid as i64);
-        let j = self.begin();
-        j.s("{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":\"")
-            .s(c.api.symbol())
-            .s("\",\"pid\":")
-            .i(pid)
-            .s(",\"tid\":")
-            .i(tid)
-            .s(",\"ts\":")
-            .us(ts)
-            .s(",\"dur\":")
-            .us(dur)
-            .s(",\"args\":{\"cid\":")
+        let j = self.slice("cuda_runtime", c.api.symbol(), pid, tid, ts, dur);
+        j.s("\"cid\":")
             .u(c.api as u64)
             .s(",\"correlation\":")
             .u(c.correlation);
@@ -170,18 +160,8 @@ impl<W: Write> KinetoWriter<W> {
             _ => -1,
         };
         let name = kind.cupti_name();
-        let j = self.begin();
-        j.s("{\"ph\":\"X\",\"cat\":\"cuda_sync\",\"name\":\"")
-            .s(name)
-            .s("\",\"pid\":")
-            .i(dev as i64)
-            .s(",\"tid\":")
-            .i(tid)
-            .s(",\"ts\":")
-            .us(ts)
-            .s(",\"dur\":")
-            .us(dur)
-            .s(",\"args\":{\"External id\":")
+        let j = self.slice("cuda_sync", name, dev as i64, tid, ts, dur);
+        j.s("\"External id\":")
             .u(c.correlation)
             .s(",\"cuda_sync_kind\":\"")
             .s(name)
@@ -213,6 +193,32 @@ impl<W: Write> KinetoWriter<W> {
                 DEP_CAT,
             );
         }
+    }
+
+    /// Starts a complete event (`"ph":"X"`), up to the opening of its args.
+    fn slice(
+        &mut self,
+        cat: &str,
+        name: &str,
+        pid: i64,
+        tid: i64,
+        ts: i64,
+        dur: i64,
+    ) -> &mut JsonBuf<W> {
+        let j = self.begin();
+        j.s("{\"ph\":\"X\",\"cat\":\"")
+            .s(cat)
+            .s("\",\"name\":\"")
+            .s(name)
+            .s("\",\"pid\":")
+            .i(pid)
+            .s(",\"tid\":")
+            .i(tid)
+            .s(",\"ts\":")
+            .us(ts)
+            .s(",\"dur\":")
+            .us(dur)
+            .s(",\"args\":{")
     }
 
     fn flow(&mut self, ph: &str, id: u64, pid: i64, tid: i64, ts: i64, cat: &str) {
