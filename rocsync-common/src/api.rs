@@ -156,6 +156,65 @@ impl Op {
     }
 }
 
+/// The uprobe cookie: the API id and what the entry probe needs to attribute the call
+/// to a device, in bit fields the probe decodes with shifts alone (no tables, which the
+/// verifier would have to bound).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cookie(pub u64);
+
+impl Cookie {
+    pub const KIND_SYNC: u64 = 0;
+    pub const KIND_SET_DEVICE: u64 = 1;
+    pub const KIND_GET_DEVICE: u64 = 2;
+    pub const KIND_STREAM_CREATE: u64 = 3;
+    pub const KIND_RECORD: u64 = 4;
+    pub const KIND_OTHER: u64 = 5;
+
+    pub const fn of(api: Api) -> Cookie {
+        let op = api.op();
+        let stream = match op.stream_index() {
+            Some(i) => i as u64 + 1,
+            None => 0,
+        };
+        let event = match op.event_index() {
+            Some(i) => i as u64 + 1,
+            None => 0,
+        };
+        let kind = match op {
+            Op::SetDevice => Self::KIND_SET_DEVICE,
+            Op::GetDevice => Self::KIND_GET_DEVICE,
+            Op::StreamCreate | Op::StreamCreateWithFlags | Op::StreamCreateWithPriority => {
+                Self::KIND_STREAM_CREATE
+            }
+            Op::EventRecord | Op::EventRecordWithFlags => Self::KIND_RECORD,
+            Op::StreamWaitEvent
+            | Op::EventSynchronize
+            | Op::StreamSynchronize
+            | Op::DeviceSynchronize => Self::KIND_SYNC,
+            Op::EventDestroy | Op::StreamDestroy => Self::KIND_OTHER,
+        };
+        Cookie(api as u64 | stream << 16 | event << 20 | kind << 24)
+    }
+
+    pub const fn api(self) -> u32 {
+        (self.0 & 0xffff) as u32
+    }
+
+    /// Argument position of the stream, plus one (0: none).
+    pub const fn stream_arg(self) -> usize {
+        ((self.0 >> 16) & 0xf) as usize
+    }
+
+    /// Argument position of the event, plus one (0: none).
+    pub const fn event_arg(self) -> usize {
+        ((self.0 >> 20) & 0xf) as usize
+    }
+
+    pub const fn kind(self) -> u64 {
+        (self.0 >> 24) & 0xf
+    }
+}
+
 impl OutParam {
     /// By raw id, so the exit probe decides with a few compares (no table the verifier
     /// would have to bound).
@@ -218,6 +277,24 @@ mod tests {
             assert_eq!(op.event_index(), by_name("event"), "{op:?}");
             assert_eq!(op.stream_index(), by_name("stream"), "{op:?}");
         }
+    }
+
+    #[test]
+    fn cookies_carry_the_api_and_its_argument_positions() {
+        for api in Api::ALL {
+            let c = Cookie::of(*api);
+            assert_eq!(c.api(), *api as u32);
+            assert_eq!(c.stream_arg(), api.op().stream_index().map_or(0, |i| i + 1));
+            assert_eq!(c.event_arg(), api.op().event_index().map_or(0, |i| i + 1));
+        }
+        assert_eq!(
+            Cookie::of(Api::CudaSetDevice).kind(),
+            Cookie::KIND_SET_DEVICE
+        );
+        assert_eq!(
+            Cookie::of(Api::HipStreamWaitEventSpt).kind(),
+            Cookie::KIND_SYNC
+        );
     }
 
     #[test]

@@ -7,9 +7,10 @@
 mod api;
 mod record;
 
-pub use api::{Api, Backend, Op, OutParam};
+pub use api::{Api, Backend, Cookie, Op, OutParam};
 pub use record::{
-    CallRecord, Config, Entry, LinkMapRecord, RECORD_CALL, RECORD_LINK_MAP, RecordHeader,
+    CallRecord, Config, Entry, HandleKey, LinkMapRecord, NO_DEVICE, RECORD_CALL, RECORD_LINK_MAP,
+    RecordHeader,
 };
 
 #[cfg(feature = "user")]

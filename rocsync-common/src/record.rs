@@ -55,8 +55,22 @@ pub struct Entry {
     pub correlation: u64,
     pub enter_ns: u64,
     pub args: [u64; 3],
+    /// The call's [`crate::Cookie`]: its API id and the bits its attribution needs.
     pub api: u32,
-    pub _pad: u32,
+    /// The device the call was attributed to when the capture is restricted to some
+    /// agents ([`NO_DEVICE`] otherwise); the exit probe keeps its device maps with it.
+    pub device: i32,
+}
+
+/// [`Entry::device`] of an unrestricted capture.
+pub const NO_DEVICE: i32 = -1;
+
+/// Key of the per-process handle maps (stream → device, event → device).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HandleKey {
+    pub tgid: u64,
+    pub handle: u64,
 }
 
 /// Per-target settings, keyed by tgid in the `TARGETS` map.
@@ -68,6 +82,8 @@ pub struct Config {
     /// Non-zero: stop the process at each link-map change so new libraries are attached
     /// before their first call.
     pub stop_on_link_map: u32,
+    /// Bit N set: record agent (device) N. Zero: every agent.
+    pub agents: u64,
 }
 
 #[cfg(feature = "user")]

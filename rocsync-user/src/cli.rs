@@ -9,6 +9,7 @@ use rocsync_common::Api;
 use crate::{
     backend::{RUNTIMES, Runtime},
     capture::probes::ProbeOptions,
+    sessions::{AgentSet, parse_agents},
 };
 
 #[derive(Debug, Parser)]
@@ -54,6 +55,10 @@ pub struct CaptureArgs {
     /// what probe placement saves)
     #[arg(long, hide = true)]
     pub probe_at_entry: bool,
+    /// Record only these GPU agents (device ordinals, comma-separated) [default: all];
+    /// calls on other devices are dropped in the kernel
+    #[arg(long, value_name = "LIST", value_parser = parse_agent_list)]
+    pub agents: Option<AgentSet>,
     /// Functions not to probe, comma-separated (e.g. a hot cudaGetDevice): each probe
     /// costs a trap per call
     #[arg(long, value_name = "SYMBOLS", value_delimiter = ',', value_parser = parse_api)]
@@ -61,6 +66,14 @@ pub struct CaptureArgs {
 }
 
 impl CaptureArgs {
+    /// `--agents` as the kernel's bit mask (0: every agent).
+    pub fn agent_mask(&self) -> u64 {
+        match &self.agents {
+            Some(AgentSet::Only(a)) => a.iter().fold(0, |m, d| m | 1 << d),
+            _ => 0,
+        }
+    }
+
     pub fn probe_options(&self) -> ProbeOptions {
         ProbeOptions {
             ring_bytes: Some(self.ring_size << 20),
@@ -111,6 +124,16 @@ pub struct ConvertArgs {
     /// Kineto JSON trace to write (".gz" compresses) [default: RAW with .json]
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
+}
+
+fn parse_agent_list(s: &str) -> Result<AgentSet, String> {
+    let set = parse_agents(s)?;
+    match &set {
+        AgentSet::Only(a) if a.iter().any(|&d| d >= 64) => {
+            Err(format!("{s:?}: agent ordinals go from 0 to 63"))
+        }
+        _ => Ok(set),
+    }
 }
 
 fn parse_ring_size(s: &str) -> Result<u32, String> {

@@ -7,6 +7,7 @@ pub mod commands;
 pub mod output;
 pub mod preflight;
 pub mod resolve;
+pub mod sessions;
 pub mod summary;
 pub mod target;
 pub mod trace;

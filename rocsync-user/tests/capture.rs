@@ -358,3 +358,45 @@ fn a_cuda_runtime_is_found_and_traced_like_hip() {
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("captured 0 calls"));
 }
+
+#[test]
+fn agents_filter_drops_other_devices_in_the_kernel() {
+    if !can_trace("agents_filter_drops_other_devices_in_the_kernel") {
+        return;
+    }
+    let dir = TempDir::new();
+    let log = dir.path("scenario.log");
+    let raw = dir.path("calls.jsonl");
+    run_ok(
+        rocsync()
+            .args(["run", "--agents", "1", "--raw"])
+            .arg(&raw)
+            .arg("--")
+            .arg(scenario())
+            .args(["threads", "4", "200"])
+            .env("SCENARIO_LOG", &log),
+    );
+    let logged = read_log(&log);
+    // Each worker thread sets its device first (worker i: device i % 2).
+    let device: std::collections::BTreeMap<u32, u64> = logged
+        .iter()
+        .filter(|l| l.api == "hipSetDevice")
+        .map(|l| (l.tid, l.args[0]))
+        .collect();
+    let filtered = |api: &str| {
+        api.starts_with("hipEventRecord")
+            || api.contains("Synchronize")
+            || api.contains("WaitEvent")
+    };
+    let want: Vec<_> = logged
+        .iter()
+        .filter(|l| !filtered(&l.api) || device.get(&l.tid) == Some(&1))
+        .cloned()
+        .collect();
+    assert!(
+        want.len() < logged.len() / 2 + 50,
+        "device 0's syncs are most of what is left out"
+    );
+    let (_, calls) = read_raw(&raw);
+    assert_same_calls(&want, calls);
+}

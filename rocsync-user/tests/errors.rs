@@ -120,3 +120,15 @@ fn skipping_an_unknown_function() {
         "\"hipFoo\" is not a hooked function",
     );
 }
+
+#[test]
+fn a_bad_agent_list() {
+    fails_with(
+        rocsync().args(["run", "--agents", "1,gpu", "--", "true"]),
+        "\"gpu\" is not an agent ordinal",
+    );
+    fails_with(
+        rocsync().args(["run", "--agents", "64", "--", "true"]),
+        "from 0 to 63",
+    );
+}

@@ -12,7 +12,7 @@ use aya::{
     maps::{HashMap, MapData, PerCpuArray, RingBuf},
     programs::{UProbe, uprobe::UProbeAttachPoint, uprobe::UProbeLinkId},
 };
-use rocsync_common::{Api, Config, Entry};
+use rocsync_common::{Api, Config, Cookie, Entry};
 
 use crate::{
     backend::Runtime,
@@ -131,7 +131,7 @@ impl Probes {
                         f.placement.offset
                     }
                     .into(),
-                    cookie: Some(api as u64),
+                    cookie: Some(Cookie::of(api).0),
                 };
                 let link = uprobe(&mut self.ebpf, prog)?
                     .attach(point, path, scope)

@@ -28,13 +28,10 @@ use crate::{
     trace::{call::Call, stream::TraceStream},
 };
 
-const ACTIVE: Config = Config {
-    capture: 1,
-    stop_on_link_map: 1,
-};
 const INACTIVE: Config = Config {
     capture: 0,
     stop_on_link_map: 0,
+    agents: 0,
 };
 /// How long stop waits for calls already entered to return before reporting them in flight.
 const IN_FLIGHT_GRACE: Duration = Duration::from_millis(300);
@@ -92,6 +89,8 @@ pub struct Session {
     runtimes: Vec<&'static Runtime>,
     /// Functions the user asked not to probe.
     skip: Vec<Api>,
+    /// Agents (devices) to record, as a bit mask; 0 records every agent.
+    agents: u64,
     targets: Vec<u32>,
     /// (device, inode) of every library file probed: one file seen through two paths
     /// must not be probed twice.
@@ -113,6 +112,7 @@ impl Session {
             probes,
             runtimes: args.runtimes(),
             skip: args.skip.clone(),
+            agents: args.agent_mask(),
             targets: Vec::new(),
             probed_files: HashSet::new(),
             libraries: Vec::new(),
@@ -130,7 +130,12 @@ impl Session {
 
     /// Starts capturing `pid` and hooks `loader` (its dynamic loader) for library loads.
     pub fn add_target(&mut self, pid: u32, loader: Option<&Path>) -> Result<()> {
-        self.probes.set_target(pid, ACTIVE)?;
+        let active = Config {
+            capture: 1,
+            stop_on_link_map: 1,
+            agents: self.agents,
+        };
+        self.probes.set_target(pid, active)?;
         self.targets.push(pid);
         match loader {
             Some(l) => {

@@ -61,6 +61,7 @@ pub async fn attach(args: AttachArgs) -> Result<i32> {
         "pid": pid,
         "duration_s": args.duration.map(|d| d.as_secs_f64()),
         "wait": args.wait,
+        "agents": args.out.agents.as_ref().map(ToString::to_string),
     });
     outputs.finish(captured, params)?;
     Ok(0)

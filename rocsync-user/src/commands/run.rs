@@ -71,7 +71,9 @@ pub async fn run(args: RunArgs) -> Result<i32> {
         }
     }
     let captured = session.finish(ring, stop).await?;
-    let params = json!({ "mode": "run", "pid": child.pid, "hip_lib": args.hip_lib });
+    let agents = args.out.agents.as_ref().map(ToString::to_string);
+    let params =
+        json!({ "mode": "run", "pid": child.pid, "hip_lib": args.hip_lib, "agents": agents });
     outputs.finish(captured, params)?;
     child.wait().await
 }

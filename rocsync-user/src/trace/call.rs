@@ -49,7 +49,7 @@ impl Call {
 
     /// A call still in flight when the capture stopped, from its entry stash.
     pub fn in_flight(pid_tgid: u64, e: &Entry) -> Option<Call> {
-        let api = Api::from_u32(e.api)?;
+        let api = Api::from_u32(rocsync_common::Cookie(e.api as u64).api())?;
         let mut args = e.args;
         // An out-parameter was not written yet: its pointer means nothing to the reader.
         if !matches!(api.out_param(), rocsync_common::OutParam::None) {
