@@ -13,20 +13,25 @@ use std::{
 use common::*;
 use rocsync_tests::{read_log, real_hip_program, scenario, scenario_dlopen, sim_hip};
 
-fn run_scenario(
-    dir: &TempDir,
-    program: &std::path::Path,
-    args: &[&str],
-) -> (
+type Traced = (
     Vec<rocsync_tests::LoggedCall>,
     Vec<rocsync::trace::call::Call>,
     String,
-) {
+);
+
+fn run_scenario(dir: &TempDir, program: &std::path::Path, args: &[&str]) -> Traced {
+    traced_run(dir, &[], program, args)
+}
+
+/// `rocsync run [flags] --raw … -- program args`: the scenario's log, the captured calls,
+/// rocsync's stderr.
+fn traced_run(dir: &TempDir, flags: &[&str], program: &std::path::Path, args: &[&str]) -> Traced {
     let log = dir.path("scenario.log");
     let raw = dir.path("calls.jsonl");
     let out = run_ok(
         rocsync()
             .arg("run")
+            .args(flags)
             .arg("--raw")
             .arg(&raw)
             .arg("--")
@@ -319,22 +324,12 @@ fn skipped_functions_are_not_probed() {
         return;
     }
     let dir = TempDir::new();
-    let log = dir.path("scenario.log");
-    let raw = dir.path("calls.jsonl");
-    run_ok(
-        rocsync()
-            .args(["run", "--skip", "hipGetDevice,hipSetDevice", "--raw"])
-            .arg(&raw)
-            .arg("--")
-            .arg(scenario())
-            .arg("basic")
-            .env("SCENARIO_LOG", &log),
-    );
-    let logged: Vec<_> = read_log(&log)
+    let flags = ["--skip", "hipGetDevice,hipSetDevice"];
+    let (logged, calls, _) = traced_run(&dir, &flags, &scenario(), &["basic"]);
+    let logged: Vec<_> = logged
         .into_iter()
         .filter(|l| !l.api.ends_with("etDevice"))
         .collect();
-    let (_, calls) = read_raw(&raw);
     assert_same_calls(&logged, calls);
 }
 
@@ -365,18 +360,12 @@ fn agents_filter_drops_other_devices_in_the_kernel() {
         return;
     }
     let dir = TempDir::new();
-    let log = dir.path("scenario.log");
-    let raw = dir.path("calls.jsonl");
-    run_ok(
-        rocsync()
-            .args(["run", "--agents", "1", "--raw"])
-            .arg(&raw)
-            .arg("--")
-            .arg(scenario())
-            .args(["threads", "4", "200"])
-            .env("SCENARIO_LOG", &log),
+    let (logged, calls, _) = traced_run(
+        &dir,
+        &["--agents", "1"],
+        &scenario(),
+        &["threads", "4", "200"],
     );
-    let logged = read_log(&log);
     // Each worker thread sets its device first (worker i: device i % 2).
     let device: std::collections::BTreeMap<u32, u64> = logged
         .iter()
@@ -397,6 +386,5 @@ fn agents_filter_drops_other_devices_in_the_kernel() {
         want.len() < logged.len() / 2 + 50,
         "device 0's syncs are most of what is left out"
     );
-    let (_, calls) = read_raw(&raw);
     assert_same_calls(&want, calls);
 }
