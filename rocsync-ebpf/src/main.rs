@@ -4,7 +4,7 @@
 #![no_main]
 // The correlation counter needs BPF's atomic fetch-and-add (ISA v3, kernel 5.12). The
 // code generator targets the generic ISA, which lacks it, so it is written in assembly.
-#![feature(asm_experimental_arch)]
+#![cfg_attr(target_arch = "bpf", feature(asm_experimental_arch))]
 
 use aya_ebpf::{
     EbpfContext,
@@ -90,7 +90,7 @@ fn next_correlation(counter: *mut u64) -> u64 {
 pub fn call_enter(ctx: ProbeContext) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
     // SAFETY: plain map lookup; the value is copied out at once.
-    let agents = match unsafe { TARGETS.get(&((pid_tgid >> 32) as u32)) } {
+    let agents = match unsafe { TARGETS.get((pid_tgid >> 32) as u32) } {
         Some(cfg) if cfg.capture != 0 => cfg.agents,
         _ => return 0,
     };
@@ -125,7 +125,7 @@ pub fn call_enter(ctx: ProbeContext) -> u32 {
         api: cookie.0 as u32,
         device,
     };
-    let _ = STASH.insert(&pid_tgid, &entry, 0);
+    let _ = STASH.insert(pid_tgid, entry, 0);
     0
 }
 
@@ -134,9 +134,7 @@ pub fn call_enter(ctx: ProbeContext) -> u32 {
 #[inline(always)]
 fn device_of(args: &[u64; 3], cookie: Cookie, pid_tgid: u64) -> i32 {
     // SAFETY: plain map lookups, values copied out.
-    let thread = unsafe { THREAD_DEVICE.get(&pid_tgid) }
-        .copied()
-        .unwrap_or(0);
+    let thread = unsafe { THREAD_DEVICE.get(pid_tgid) }.copied().unwrap_or(0);
     let tgid = pid_tgid >> 32;
     let (arg, map) = match (cookie.stream_arg(), cookie.event_arg()) {
         (s, _) if s > 0 => (s - 1, &STREAM_DEVICE),
@@ -153,7 +151,7 @@ fn device_of(args: &[u64; 3], cookie: Cookie, pid_tgid: u64) -> i32 {
     if handle <= 2 {
         return thread;
     }
-    unsafe { map.get(&HandleKey { tgid, handle }) }
+    unsafe { map.get(HandleKey { tgid, handle }) }
         .copied()
         .unwrap_or(thread)
 }
@@ -162,10 +160,10 @@ fn device_of(args: &[u64; 3], cookie: Cookie, pid_tgid: u64) -> i32 {
 pub fn call_exit(ctx: RetProbeContext) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
     // SAFETY: the value is copied out before the entry is removed.
-    let Some(entry) = (unsafe { STASH.get(&pid_tgid) }).copied() else {
+    let Some(entry) = (unsafe { STASH.get(pid_tgid) }).copied() else {
         return 0;
     };
-    let _ = STASH.remove(&pid_tgid);
+    let _ = STASH.remove(pid_tgid);
     // SAFETY: helper without preconditions.
     let exit_ns = unsafe { bpf_ktime_get_ns() };
     let ret = ctx.ret::<i32>() as i64;
@@ -213,27 +211,25 @@ pub fn call_exit(ctx: RetProbeContext) -> u32 {
 fn track_devices(pid_tgid: u64, cookie_kind: u64, device: i32, args: &[u64; 3]) {
     let tgid = pid_tgid >> 32;
     if cookie_kind == Cookie::KIND_SET_DEVICE || cookie_kind == Cookie::KIND_GET_DEVICE {
-        let _ = THREAD_DEVICE.insert(&pid_tgid, &(args[0] as i32), 0);
+        let _ = THREAD_DEVICE.insert(pid_tgid, args[0] as i32, 0);
     } else if cookie_kind == Cookie::KIND_STREAM_CREATE {
         // SAFETY: plain map lookup.
-        let d = unsafe { THREAD_DEVICE.get(&pid_tgid) }
-            .copied()
-            .unwrap_or(0);
+        let d = unsafe { THREAD_DEVICE.get(pid_tgid) }.copied().unwrap_or(0);
         let _ = STREAM_DEVICE.insert(
-            &HandleKey {
+            HandleKey {
                 tgid,
                 handle: args[0],
             },
-            &d,
+            d,
             0,
         );
     } else if cookie_kind == Cookie::KIND_RECORD {
         let _ = EVENT_DEVICE.insert(
-            &HandleKey {
+            HandleKey {
                 tgid,
                 handle: args[0],
             },
-            &device,
+            device,
             0,
         );
     }
@@ -246,7 +242,7 @@ fn track_devices(pid_tgid: u64, cookie_kind: u64, device: i32, args: &[u64; 3]) 
 pub fn link_map_changed(_ctx: ProbeContext) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
     // SAFETY: plain map lookup.
-    match unsafe { TARGETS.get(&((pid_tgid >> 32) as u32)) } {
+    match unsafe { TARGETS.get((pid_tgid >> 32) as u32) } {
         Some(cfg) if cfg.stop_on_link_map != 0 => {}
         _ => return 0,
     }

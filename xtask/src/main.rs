@@ -102,6 +102,20 @@ fn test() -> Result<()> {
     setup()?;
     let python = hta_python()?;
     run(cargo().args(["fmt", "--all", "--", "--check"]))?;
+    // The probes build only with nightly (-Z build-std); clippy checks them there.
+    run(Command::new("cargo").args([
+        "+nightly",
+        "clippy",
+        "--package",
+        "rocsync-ebpf",
+        "--all-targets",
+        "--",
+        "--deny",
+        "warnings",
+        "-C",
+        "panic=abort",
+        "-Zpanic_abort_tests",
+    ]))?;
     run(cargo().args([
         "clippy",
         "--release",
