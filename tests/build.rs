@@ -81,6 +81,33 @@ fn main() {
         &c.join("bench_calls.c"),
         &["-ldl", "-lpthread"],
     );
+    // The simulated HSA runtime and a program that drives it directly.
+    let hsa = out.join("hsa");
+    std::fs::create_dir_all(&hsa).unwrap();
+    let hsa_s = hsa.display().to_string();
+    gcc(
+        &hsa.join("libhsa-runtime64.so.1"),
+        &c.join("hsa_sim.c"),
+        &[
+            "-shared",
+            "-fPIC",
+            "-Wl,-soname,libhsa-runtime64.so.1",
+            "-lpthread",
+        ],
+    );
+    let _ = std::fs::remove_file(hsa.join("libhsa-runtime64.so"));
+    std::os::unix::fs::symlink("libhsa-runtime64.so.1", hsa.join("libhsa-runtime64.so")).unwrap();
+    gcc(
+        &out.join("hsa_scenario"),
+        &c.join("hsa_scenario.c"),
+        &[
+            "-L",
+            &hsa_s,
+            "-lhsa-runtime64",
+            &format!("-Wl,-rpath,{hsa_s}"),
+            "-lpthread",
+        ],
+    );
     // The same runtime and scenarios under CUDA's names, for the CUDA backend.
     let cuda = out.join("cuda");
     std::fs::create_dir_all(&cuda).unwrap();

@@ -2,12 +2,17 @@
 
 use core::{fmt, mem::size_of, ptr};
 
-use crate::{Api, CallRecord, LinkMapRecord, RECORD_CALL, RECORD_LINK_MAP};
+use crate::{
+    Api, CallRecord, LinkMapRecord, PacketRecord, QueueRecord, RECORD_CALL, RECORD_LINK_MAP,
+    RECORD_PACKET, RECORD_QUEUE,
+};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Decoded {
     Call(CallRecord),
     LinkMap(LinkMapRecord),
+    Queue(QueueRecord),
+    Packet(PacketRecord),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -57,6 +62,8 @@ pub fn decode(bytes: &[u8]) -> Result<Decoded, DecodeError> {
             Ok(Decoded::Call(rec))
         }
         RECORD_LINK_MAP => Ok(Decoded::LinkMap(read(bytes, kind)?)),
+        RECORD_QUEUE => Ok(Decoded::Queue(read(bytes, kind)?)),
+        RECORD_PACKET => Ok(Decoded::Packet(read(bytes, kind)?)),
         other => Err(DecodeError::UnknownKind(other)),
     }
 }

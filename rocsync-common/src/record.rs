@@ -3,6 +3,8 @@
 
 pub const RECORD_CALL: u32 = 1;
 pub const RECORD_LINK_MAP: u32 = 2;
+pub const RECORD_QUEUE: u32 = 3;
+pub const RECORD_PACKET: u32 = 4;
 
 /// The common prefix of every record.
 #[repr(C)]
@@ -47,6 +49,95 @@ pub struct LinkMapRecord {
     pub stopped: u32,
     pub ns: u64,
 }
+
+/// An HSA queue created (or destroyed, `created == 0`) by a target.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QueueRecord {
+    pub kind: u32,
+    pub pid: u32,
+    pub tid: u32,
+    pub created: u32,
+    /// The `hsa_queue_t*`.
+    pub queue: u64,
+    /// `hsa_agent_t.handle` of the queue's agent.
+    pub agent: u64,
+    pub base: u64,
+    pub doorbell: u64,
+    pub id: u64,
+    pub size: u32,
+    pub _pad: u32,
+    pub ns: u64,
+}
+
+/// One AQL packet as published at a doorbell: 64 bytes read from the ring.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PacketRecord {
+    pub kind: u32,
+    pub pid: u32,
+    pub tid: u32,
+    pub _pad: u32,
+    pub queue: u64,
+    pub agent: u64,
+    /// The packet's write index (not wrapped).
+    pub index: u64,
+    pub ns: u64,
+    pub packet: [u8; 64],
+}
+
+impl Default for PacketRecord {
+    fn default() -> Self {
+        Self {
+            kind: 0,
+            pid: 0,
+            tid: 0,
+            _pad: 0,
+            queue: 0,
+            agent: 0,
+            index: 0,
+            ns: 0,
+            packet: [0; 64],
+        }
+    }
+}
+
+/// What the doorbell probe knows of each queue, keyed by its doorbell signal.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QueueInfo {
+    pub queue: u64,
+    pub agent: u64,
+    pub base: u64,
+    pub size: u64,
+    /// Highest write index published so far; `u64::MAX` (-1) before the first doorbell.
+    pub last: u64,
+}
+
+/// `hsa_queue_create`'s arguments, stashed until it returns.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QueueCreate {
+    pub agent: u64,
+    /// The `hsa_queue_t**` out-parameter.
+    pub out: u64,
+}
+
+/// `hsa_queue_t` as laid out on x86-64 (40 bytes).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HsaQueue {
+    pub type_: u32,
+    pub features: u32,
+    pub base_address: u64,
+    pub doorbell_signal: u64,
+    pub size: u32,
+    pub reserved1: u32,
+    pub id: u64,
+}
+
+/// The most packets one doorbell probe reads; more are counted as truncated.
+pub const MAX_PACKETS_PER_DOORBELL: u64 = 16;
 
 /// What the entry probe stashes per thread until the call returns.
 #[repr(C)]

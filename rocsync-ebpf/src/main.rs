@@ -17,14 +17,17 @@ use aya_ebpf::{
     programs::{ProbeContext, RetProbeContext},
 };
 use rocsync_common::{
-    CallRecord, Config, Cookie, Entry, HandleKey, LinkMapRecord, NO_DEVICE, OutParam, RECORD_CALL,
-    RECORD_LINK_MAP,
+    CallRecord, Config, Cookie, Entry, HandleKey, HsaQueue, LinkMapRecord,
+    MAX_PACKETS_PER_DOORBELL, NO_DEVICE, OutParam, PacketRecord, QueueCreate, QueueInfo,
+    QueueRecord, RECORD_CALL, RECORD_LINK_MAP, RECORD_PACKET, RECORD_QUEUE,
 };
 
 /// Index into `DROPS`: a completed call found the ring full.
 const DROP_CALL: u32 = 0;
 /// Index into `DROPS`: a link-map change found the ring full (the target was not stopped).
 const DROP_LINK_MAP: u32 = 1;
+/// Index into `DROPS`: packets a doorbell published beyond what one probe run reads.
+const DROP_TRUNCATED: u32 = 2;
 const SIGSTOP: u32 = 19;
 /// `bpf_ringbuf_submit` flags and `bpf_ringbuf_query` selector.
 const BPF_RB_NO_WAKEUP: u64 = 1;
@@ -51,7 +54,7 @@ static STASH: LruHashMap<u64, Entry> = LruHashMap::with_max_entries(65536, 0);
 static CORRELATION: Array<u64> = Array::with_max_entries(1, 0);
 
 #[map]
-static DROPS: PerCpuArray<u64> = PerCpuArray::with_max_entries(2, 0);
+static DROPS: PerCpuArray<u64> = PerCpuArray::with_max_entries(3, 0);
 
 /// For captures restricted to some agents: each thread's current device, and the device
 /// of each stream (from its creation) and of each event (from its latest record).
@@ -233,6 +236,197 @@ fn track_devices(pid_tgid: u64, cookie_kind: u64, device: i32, args: &[u64; 3]) 
             0,
         );
     }
+}
+
+// ---- HSA queue write path ----
+
+/// `hsa_queue_create` calls in flight, by `pid_tgid`.
+#[map]
+static QUEUE_CREATES: HashMap<u64, QueueCreate> = HashMap::with_max_entries(4096, 0);
+
+/// Live queues of the targets, by (tgid, doorbell signal handle).
+#[map]
+static DOORBELLS: HashMap<HandleKey, QueueInfo> = HashMap::with_max_entries(4096, 0);
+
+#[inline(always)]
+fn capturing(pid_tgid: u64) -> bool {
+    // SAFETY: plain map lookup.
+    matches!(unsafe { TARGETS.get((pid_tgid >> 32) as u32) }, Some(cfg) if cfg.capture != 0)
+}
+
+/// `hsa_queue_create(agent, size, type, callback, data, private, group, hsa_queue_t** out)`:
+/// the out-parameter is the 8th argument, on the stack at `[rsp+16]`.
+#[uprobe]
+pub fn queue_create_enter(ctx: ProbeContext) -> u32 {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    if !capturing(pid_tgid) {
+        return 0;
+    }
+    // SAFETY: the context is the probe's pt_regs; the stack slot is read with the checked
+    // helper.
+    let sp = unsafe { (*ctx.regs).rsp };
+    let out = unsafe { bpf_probe_read_user((sp + 16) as *const u64) }.unwrap_or(0);
+    let agent = ctx.arg::<u64>(0).unwrap_or(0);
+    let _ = QUEUE_CREATES.insert(pid_tgid, QueueCreate { agent, out }, 0);
+    0
+}
+
+#[uretprobe]
+pub fn queue_create_exit(ctx: RetProbeContext) -> u32 {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    // SAFETY: copied out before removal.
+    let Some(c) = (unsafe { QUEUE_CREATES.get(pid_tgid) }).copied() else {
+        return 0;
+    };
+    let _ = QUEUE_CREATES.remove(pid_tgid);
+    if ctx.ret::<i32>() != 0 {
+        return 0;
+    }
+    // SAFETY: target memory through the checked helper.
+    let Ok(queue) = (unsafe { bpf_probe_read_user(c.out as *const u64) }) else {
+        return 0;
+    };
+    let Ok(q) = (unsafe { bpf_probe_read_user(queue as *const HsaQueue) }) else {
+        return 0;
+    };
+    let info = QueueInfo {
+        queue,
+        agent: c.agent,
+        base: q.base_address,
+        size: q.size as u64,
+        last: u64::MAX,
+    };
+    let tgid = pid_tgid >> 32;
+    let _ = DOORBELLS.insert(
+        HandleKey {
+            tgid,
+            handle: q.doorbell_signal,
+        },
+        info,
+        0,
+    );
+    emit_queue(pid_tgid, &info, q.doorbell_signal, q.id, 1);
+    0
+}
+
+/// `hsa_queue_destroy(queue)`: forget its doorbell.
+#[uprobe]
+pub fn queue_destroy(ctx: ProbeContext) -> u32 {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let queue = ctx.arg::<u64>(0).unwrap_or(0);
+    // SAFETY: target memory through the checked helper.
+    let Ok(q) = (unsafe { bpf_probe_read_user(queue as *const HsaQueue) }) else {
+        return 0;
+    };
+    let key = HandleKey {
+        tgid: pid_tgid >> 32,
+        handle: q.doorbell_signal,
+    };
+    // SAFETY: copied out before removal.
+    let Some(info) = (unsafe { DOORBELLS.get(key) }).copied() else {
+        return 0;
+    };
+    let _ = DOORBELLS.remove(key);
+    emit_queue(pid_tgid, &info, q.doorbell_signal, q.id, 0);
+    0
+}
+
+#[inline(always)]
+fn emit_queue(pid_tgid: u64, info: &QueueInfo, doorbell: u64, id: u64, created: u32) {
+    let Some(mut slot) = EVENTS.reserve::<QueueRecord>(0) else {
+        count_drop(DROP_CALL);
+        return;
+    };
+    slot.write(QueueRecord {
+        kind: RECORD_QUEUE,
+        pid: (pid_tgid >> 32) as u32,
+        tid: pid_tgid as u32,
+        created,
+        queue: info.queue,
+        agent: info.agent,
+        base: info.base,
+        doorbell,
+        id,
+        size: info.size as u32,
+        _pad: 0,
+        // SAFETY: helper without preconditions.
+        ns: unsafe { bpf_ktime_get_ns() },
+    });
+    slot.submit(BPF_RB_FORCE_WAKEUP);
+}
+
+/// `hsa_signal_store_*(signal, value)`: on a known doorbell, `value` is the write index of
+/// the last packet published. Every packet since the previous doorbell is read from the
+/// ring (bounded; the excess is counted as truncated).
+#[uprobe]
+pub fn doorbell(ctx: ProbeContext) -> u32 {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let signal = ctx.arg::<u64>(0).unwrap_or(0);
+    let key = HandleKey {
+        tgid: pid_tgid >> 32,
+        handle: signal,
+    };
+    // Most signal stores are not doorbells: one lookup and out.
+    let Some(info) = DOORBELLS.get_ptr_mut(key) else {
+        return 0;
+    };
+    if !capturing(pid_tgid) {
+        return 0;
+    }
+    let value = ctx.arg::<u64>(1).unwrap_or(0);
+    // SAFETY: the map value stays valid for the program's run.
+    let q = unsafe { *info };
+    // Nothing new when the index was rung before (a store nested in another, or a
+    // repeated ring). `last` starts at -1: the queue was seen created, so every packet
+    // from index 0 on is the target's.
+    if q.last != u64::MAX && value <= q.last {
+        return 0;
+    }
+    let first = q.last.wrapping_add(1);
+    // SAFETY: as above.
+    unsafe { (*info).last = value };
+    if q.size == 0 || q.size & (q.size - 1) != 0 {
+        return 0;
+    }
+    // SAFETY: helper without preconditions.
+    let ns = unsafe { bpf_ktime_get_ns() };
+    for i in 0..MAX_PACKETS_PER_DOORBELL {
+        let index = first + i;
+        if index > value {
+            return 0;
+        }
+        let at = q.base + (index & (q.size - 1)) * 64;
+        // SAFETY: target memory through the checked helper.
+        let Ok(packet) = (unsafe { bpf_probe_read_user(at as *const [u8; 64]) }) else {
+            return 0;
+        };
+        let Some(mut slot) = EVENTS.reserve::<PacketRecord>(0) else {
+            count_drop(DROP_CALL);
+            continue;
+        };
+        slot.write(PacketRecord {
+            kind: RECORD_PACKET,
+            pid: (pid_tgid >> 32) as u32,
+            tid: pid_tgid as u32,
+            _pad: 0,
+            queue: q.queue,
+            agent: q.agent,
+            index,
+            // Packets of one doorbell 1 ns apart, in publication order: each its own
+            // point on the queue's track.
+            ns: ns + i,
+            packet,
+        });
+        slot.submit(BPF_RB_NO_WAKEUP);
+    }
+    let published = value - first + 1;
+    if published > MAX_PACKETS_PER_DOORBELL
+        && let Some(n) = DROPS.get_ptr_mut(DROP_TRUNCATED)
+    {
+        // SAFETY: per-CPU slot.
+        unsafe { *n += published - MAX_PACKETS_PER_DOORBELL };
+    }
+    0
 }
 
 /// On the dynamic loader's `_dl_debug_state`: the link map changed, so a HIP library may

@@ -44,6 +44,12 @@ pub fn scenario_cuda() -> PathBuf {
     Path::new(OUT).join("scenario_cuda")
 }
 
+/// Drives the simulated HSA runtime directly: kernels and barriers on two GPU agents.
+/// `hsa_scenario ITERATIONS QUEUE_SIZE`; logs every packet to `$SCENARIO_LOG`.
+pub fn hsa_scenario() -> PathBuf {
+    Path::new(OUT).join("hsa_scenario")
+}
+
 /// Program linked against Debian's real `libamdhip64.so.5`, if its headers were installed.
 pub fn real_hip_program() -> Option<PathBuf> {
     let p = Path::new(OUT).join("real_hip");

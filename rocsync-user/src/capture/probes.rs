@@ -25,6 +25,17 @@ use crate::{
 const ENTER: &str = "call_enter";
 const EXIT: &str = "call_exit";
 const LINK_MAP: &str = "link_map_changed";
+const QUEUE_CREATE_ENTER: &str = "queue_create_enter";
+const QUEUE_CREATE_EXIT: &str = "queue_create_exit";
+const QUEUE_DESTROY: &str = "queue_destroy";
+const DOORBELL: &str = "doorbell";
+/// The HSA write path: program per symbol (entry and return programs of one function).
+const HSA_PROBES: [(&str, &[&str]); 4] = [
+    ("hsa_queue_create", &[QUEUE_CREATE_ENTER, QUEUE_CREATE_EXIT]),
+    ("hsa_queue_destroy", &[QUEUE_DESTROY]),
+    ("hsa_signal_store_screlease", &[DOORBELL]),
+    ("hsa_signal_store_relaxed", &[DOORBELL]),
+];
 
 /// What attaching to one library file found.
 #[derive(Debug)]
@@ -62,7 +73,15 @@ impl Probes {
             anyhow!("the kernel refused rocsync's eBPF programs: {e}")
                 .context("loading probes (needs Linux ≥ 5.15 with BPF ring buffers and uprobes)")
         })?;
-        for name in [ENTER, EXIT, LINK_MAP] {
+        for name in [
+            ENTER,
+            EXIT,
+            LINK_MAP,
+            QUEUE_CREATE_ENTER,
+            QUEUE_CREATE_EXIT,
+            QUEUE_DESTROY,
+            DOORBELL,
+        ] {
             uprobe(&mut ebpf, name)?
                 .load()
                 .with_context(|| format!("loading program {name}"))?;
@@ -149,6 +168,41 @@ impl Probes {
         })
     }
 
+    /// Attaches the HSA write-path probes (queue creation and destruction, doorbells) to
+    /// the HSA runtime at `path` for `pid`. Aliases at one address are probed once.
+    pub fn attach_hsa(&mut self, path: &Path, pid: u32) -> Result<LibraryReport> {
+        let names: Vec<&'static str> = HSA_PROBES.iter().map(|(n, _)| *n).collect();
+        let Resolution { found, missing } = symbols::resolve(path, &names)?;
+        if !found.iter().any(|f| f.names.contains(&"hsa_queue_create")) {
+            return Err(anyhow!(
+                "{} does not export hsa_queue_create: is it really libhsa-runtime64?",
+                path.display()
+            ));
+        }
+        let mut probed = Vec::new();
+        for f in found {
+            let progs = HSA_PROBES
+                .iter()
+                .find(|(n, _)| *n == f.names[0])
+                .map(|(_, p)| *p)
+                .unwrap_or(&[]);
+            for &prog in progs {
+                let link = uprobe(&mut self.ebpf, prog)?
+                    .attach(f.placement.offset, path, scope(Some(pid)))
+                    .with_context(|| {
+                        format!("attaching to {} in {}", f.names.join("/"), path.display())
+                    })?;
+                self.links.push((prog, link));
+            }
+            probed.push((f.placement, f.names));
+        }
+        Ok(LibraryReport {
+            path: path.to_path_buf(),
+            probed,
+            missing,
+        })
+    }
+
     /// Hooks the dynamic loader's `_dl_debug_state` in `loader`, so library loads of `pid`
     /// are seen before the library's first call.
     pub fn attach_loader(&mut self, loader: &Path, pid: u32) -> Result<bool> {
@@ -194,12 +248,13 @@ impl Probes {
         Ok(out)
     }
 
-    /// Failed ring reservations per CPU: (calls, loader notifications).
-    pub fn drops(&self) -> Result<(Vec<u64>, Vec<u64>)> {
+    /// Failed ring reservations per CPU: (calls, loader notifications), and packets
+    /// doorbells published beyond what one probe reads (truncated).
+    pub fn drops(&self) -> Result<(Vec<u64>, Vec<u64>, u64)> {
         let drops: PerCpuArray<_, u64> =
             PerCpuArray::try_from(self.ebpf.map("DROPS").context("DROPS map missing")?)?;
         let per_cpu = |i| -> Result<Vec<u64>> { Ok(drops.get(&i, 0)?.iter().copied().collect()) };
-        Ok((per_cpu(0)?, per_cpu(1)?))
+        Ok((per_cpu(0)?, per_cpu(1)?, per_cpu(2)?.iter().sum()))
     }
 }
 

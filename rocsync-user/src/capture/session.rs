@@ -60,6 +60,8 @@ pub struct Drops {
     pub undecodable: u64,
     /// Correlation ids that never arrived nor were in flight: dropped records.
     pub lost: u64,
+    /// AQL packets a doorbell published beyond what one probe run reads.
+    pub truncated: u64,
 }
 
 /// Where released calls go: resolved and written while the capture runs.
@@ -208,6 +210,22 @@ impl Session {
         Ok(true)
     }
 
+    /// Probes an HSA runtime file for `pid`, once per file.
+    fn attach_hsa(&mut self, path: &Path, pid: u32) -> Result<()> {
+        let meta =
+            std::fs::metadata(path).with_context(|| format!("cannot open {}", path.display()))?;
+        if !self.probed_files.insert((meta.dev(), meta.ino())) {
+            return Ok(());
+        }
+        let report = self.probes.attach_hsa(path, pid)?;
+        eprintln!(
+            "rocsync: attached to {} (pid {pid}): HSA queues and doorbells",
+            report.path.display()
+        );
+        self.libraries.push(report);
+        Ok(())
+    }
+
     /// Reads `pid`'s maps and probes every runtime library not yet probed. Returns how
     /// many runtime libraries the process maps in all.
     pub fn scan(&mut self, pid: u32) -> Result<usize> {
@@ -218,6 +236,12 @@ impl Session {
         };
         let mappings = maps::parse(&text);
         let mut n = 0;
+        for m in maps::libraries(&mappings, maps::is_hsa_runtime) {
+            let path = openable_path(pid, m);
+            if let Err(e) = self.attach_hsa(&path, pid) {
+                eprintln!("rocsync: warning: {e:#}");
+            }
+        }
         for runtime in self.runtimes.clone() {
             for m in maps::libraries(&mappings, runtime.matches_library) {
                 n += 1;
@@ -239,6 +263,8 @@ impl Session {
                         .push(call, &mut |r| keep_first(err, sink.released(r)));
                 }
             }
+            Ok(Decoded::Queue(q)) => self.sink.queue(&q),
+            Ok(Decoded::Packet(p)) => keep_first(&mut self.write_error, self.sink.packet(&p)),
             Ok(Decoded::LinkMap(r)) => {
                 if self.targets.contains(&r.pid) {
                     let _ = self.scan(r.pid);
@@ -365,7 +391,7 @@ impl Session {
         if let Some(e) = self.write_error.take() {
             return Err(anyhow::Error::from(e).context("writing the outputs"));
         }
-        let (calls_per_cpu, link_map) = self.probes.drops()?;
+        let (calls_per_cpu, link_map, truncated) = self.probes.drops()?;
         let detaching = self.probes.detach_in_background();
         Ok(Captured {
             sink: self.sink,
@@ -375,6 +401,7 @@ impl Session {
                 link_map: link_map.iter().sum(),
                 undecodable: self.undecodable,
                 lost: self.sequencer.lost,
+                truncated,
             },
             libraries: self.libraries,
             stop,

@@ -97,6 +97,7 @@ impl Outputs {
             trace_name: &trace_name,
         };
         let per_api = sink.per_api.clone();
+        let packets = sink.packets.clone();
         let done = sink
             .finish(&info, &Trailer { drops: drops.calls })
             .context("writing the outputs")?;
@@ -107,6 +108,15 @@ impl Outputs {
             lines.push(format!("raw calls: {}", f.persist()?.display()));
         }
         let path = self.trace.persist()?;
+        for (kind, n) in &packets {
+            lines.push(format!("AQL {kind:<24} {n:>9}"));
+        }
+        if drops.truncated > 0 {
+            lines.push(format!(
+                "AQL packets not read (over 16 per doorbell): {}",
+                drops.truncated
+            ));
+        }
         lines.push(format!(
             "waits resolved: {resolved}, unresolved: {unresolved}"
         ));
@@ -154,7 +164,9 @@ fn rocsync_object(
             "library_loads": drops.link_map,
             "undecodable": drops.undecodable,
             "lost_ids": drops.lost,
+            "packets_truncated": drops.truncated,
         },
+        "agent_numbering": "GPU agents are numbered in the order of their first HSA queue",
     })
 }
 

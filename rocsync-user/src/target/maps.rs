@@ -92,6 +92,13 @@ pub fn is_cuda_runtime(file_name: &str) -> bool {
         .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
 }
 
+/// `libhsa-runtime64.so`, `libhsa-runtime64.so.1`, `libhsa-runtime64.so.1.5.0`, …
+pub fn is_hsa_runtime(file_name: &str) -> bool {
+    file_name
+        .strip_prefix("libhsa-runtime64.so")
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
+}
+
 /// The glibc dynamic loader (`ld-linux-x86-64.so.2`, `ld-2.36.so`, …).
 pub fn is_dynamic_loader(file_name: &str) -> bool {
     file_name.starts_with("ld-linux") || (file_name.starts_with("ld-") && file_name.contains(".so"))

@@ -8,13 +8,16 @@
 //! follow them.
 
 use std::{
-    collections::{BTreeMap, BTreeSet},
+    collections::{BTreeMap, BTreeSet, HashMap},
     io::{self, Write},
 };
 
-use rocsync_common::{Api, Backend, Op};
+use rocsync_common::{Api, Backend, Op, PacketRecord, QueueRecord};
 
-use super::json::JsonBuf;
+use super::{
+    json::JsonBuf,
+    packet::{self, PacketType},
+};
 use crate::{
     backend::Runtime,
     resolve::{Resolved, Row, SyncKind},
@@ -32,6 +35,11 @@ const GPU_SORT_BASE: i64 = 5_000_000;
 const DEP_FLOW_BASE: u64 = 1 << 40;
 const DEP_CAT: &str = "hip_sync_dep";
 const DAY_NS: i64 = 86_400_000_000_000;
+/// HSA queue tracks on a GPU process: beside stream, sync and device tracks.
+const QUEUE_TID_BASE: i64 = 3_000_000;
+/// Packet→barrier flow ids: a range of their own.
+const PACKET_FLOW_BASE: u64 = 1 << 41;
+const PACKET_DEP_CAT: &str = "hsa_dep";
 
 /// What the trace says about the capture besides its rows.
 pub struct TraceInfo<'a> {
@@ -70,6 +78,13 @@ pub struct KinetoWriter<W: Write> {
     clock_offset: i64,
     threads: BTreeSet<(u32, u32)>,
     tracks: BTreeSet<(i32, i64)>,
+    /// Agent handles in order of their first queue: the agent ordinals.
+    agents: Vec<u64>,
+    /// Queue → (agent ordinal, track).
+    queues: HashMap<u64, (i32, i64)>,
+    /// Completion signal → the packet that signals it (pid, tid, ts), for barrier arrows.
+    producers: HashMap<u64, (i64, i64, i64)>,
+    next_flow: u64,
 }
 
 impl<W: Write> KinetoWriter<W> {
@@ -90,6 +105,10 @@ impl<W: Write> KinetoWriter<W> {
             clock_offset: clock_offset_ns,
             threads: BTreeSet::new(),
             tracks: BTreeSet::new(),
+            agents: Vec::new(),
+            queues: HashMap::new(),
+            producers: HashMap::new(),
+            next_flow: PACKET_FLOW_BASE,
         })
     }
 
@@ -144,6 +163,88 @@ impl<W: Write> KinetoWriter<W> {
         }
         if let Some(kind) = r.sync {
             self.sync_row(r, kind, ts, dur, mid);
+        }
+        self.j.end()
+    }
+
+    /// A queue created: its agent gets an ordinal (in order of first queue, which is HIP's
+    /// device order when queues are created in device order) and the queue a track.
+    pub fn queue(&mut self, q: &QueueRecord) {
+        if q.created == 0 || self.queues.contains_key(&q.queue) {
+            return;
+        }
+        let ordinal = match self.agents.iter().position(|&a| a == q.agent) {
+            Some(i) => i,
+            None => {
+                self.agents.push(q.agent);
+                self.agents.len() - 1
+            }
+        } as i32;
+        let n = self.queues.values().filter(|(a, _)| *a == ordinal).count() as i64;
+        self.queues.insert(q.queue, (ordinal, QUEUE_TID_BASE + n));
+    }
+
+    /// One published AQL packet: a row on its agent's queue track, and an arrow from the
+    /// packet whose completion signal a barrier waits on.
+    pub fn packet(&mut self, r: &PacketRecord) -> io::Result<()> {
+        let Some(&(agent, tid)) = self.queues.get(&r.queue) else {
+            return Ok(());
+        };
+        let p = packet::decode(&r.packet);
+        let pid = agent as i64;
+        let ts = self.ts(r.ns);
+        self.tracks.insert((agent, tid));
+        let j = self.slice("hsa_packet", p.kind.name(), pid, tid, ts, 0);
+        j.s("\"agent\":")
+            .i(pid)
+            .s(",\"queue\":")
+            .hex(r.queue)
+            .s(",\"write_index\":")
+            .u(r.index)
+            .s(",\"packet_type\":\"")
+            .s(p.kind.name())
+            .s("\"");
+        if p.kind == PacketType::KernelDispatch {
+            j.s(",\"grid\":[")
+                .u(p.grid[0] as u64)
+                .s(",")
+                .u(p.grid[1] as u64)
+                .s(",")
+                .u(p.grid[2] as u64);
+            j.s("],\"workgroup\":[")
+                .u(p.workgroup[0] as u64)
+                .s(",")
+                .u(p.workgroup[1] as u64);
+            j.s(",")
+                .u(p.workgroup[2] as u64)
+                .s("],\"kernel_object\":")
+                .hex(p.kernel_object);
+            j.s(",\"kernarg_address\":").hex(p.kernarg_address);
+        }
+        if !p.deps.is_empty() {
+            j.s(",\"dep_signals\":[");
+            for (i, d) in p.deps.iter().enumerate() {
+                if i > 0 {
+                    j.s(",");
+                }
+                j.hex(*d);
+            }
+            j.s("]");
+        }
+        if p.completion_signal != 0 {
+            j.s(",\"completion_signal\":").hex(p.completion_signal);
+        }
+        j.s("}}");
+        for d in &p.deps {
+            if let Some(&(sp, st, sts)) = self.producers.get(d) {
+                let id = self.next_flow;
+                self.next_flow += 1;
+                self.flow("s", id, sp, st, sts, PACKET_DEP_CAT);
+                self.flow("f", id, pid, tid, ts, PACKET_DEP_CAT);
+            }
+        }
+        if p.completion_signal != 0 {
+            self.producers.insert(p.completion_signal, (pid, tid, ts));
         }
         self.j.end()
     }
@@ -297,7 +398,10 @@ impl<W: Write> KinetoWriter<W> {
         for (d, tid) in std::mem::take(&mut self.tracks) {
             let d = d as i64;
             let j = self.meta("thread_name", d, tid, "name");
-            let sort = if tid == DEVICE_TID {
+            let sort = if tid >= QUEUE_TID_BASE {
+                j.s("\"HSA queue ").i(tid - QUEUE_TID_BASE).s("\"}}");
+                tid
+            } else if tid == DEVICE_TID {
                 j.s("\"Device ").i(d).s("\"}}");
                 -1
             } else if tid > SYNC_TID_OFFSET {

@@ -3,5 +3,6 @@
 pub mod call;
 pub mod json;
 pub mod kineto;
+pub mod packet;
 pub mod raw;
 pub mod stream;

@@ -24,6 +24,8 @@ pub struct TraceStream<W: Write, R: Write> {
     /// Calls and failed calls per API, for the summary.
     pub per_api: BTreeMap<&'static str, (u64, u64)>,
     pub calls: u64,
+    /// AQL packets per type, for the summary.
+    pub packets: BTreeMap<&'static str, u64>,
     /// Records that arrived after their place in the order had been passed.
     pub late: u64,
     pids: BTreeSet<u32>,
@@ -47,6 +49,7 @@ impl<W: Write, R: Write> TraceStream<W, R> {
             deferred: HashMap::new(),
             per_api: BTreeMap::new(),
             calls: 0,
+            packets: BTreeMap::new(),
             late: 0,
             pids: BTreeSet::new(),
             last_ns: 0,
@@ -56,6 +59,21 @@ impl<W: Write, R: Write> TraceStream<W, R> {
     /// Processes seen so far.
     pub fn pids(&self) -> impl Iterator<Item = u32> + '_ {
         self.pids.iter().copied()
+    }
+
+    /// An HSA queue created or destroyed.
+    pub fn queue(&mut self, q: &rocsync_common::QueueRecord) {
+        self.pids.insert(q.pid);
+        self.kineto.queue(q);
+    }
+
+    /// An AQL packet published at a doorbell.
+    pub fn packet(&mut self, p: &rocsync_common::PacketRecord) -> io::Result<()> {
+        *self
+            .packets
+            .entry(super::packet::decode(&p.packet).kind.name())
+            .or_default() += 1;
+        self.kineto.packet(p)
     }
 
     pub fn waits(&self) -> (u64, u64) {

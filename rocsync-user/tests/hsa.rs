@@ -1,0 +1,155 @@
+//! The HSA queue write path: a program that drives the (simulated) HSA runtime directly is
+//! traced packet by packet, and every barrier gets an arrow from the packet it waits on.
+//! Needs root (eBPF); skips with a reason otherwise.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use common::*;
+use rocsync_tests::hsa_scenario;
+
+/// One packet: (agent, queue, write index, type, completion signal, dependencies).
+type PacketKey = (i64, u64, u64, u64, u64, Vec<u64>);
+
+fn hex(s: &str) -> u64 {
+    u64::from_str_radix(s.trim_start_matches("0x"), 16).unwrap()
+}
+
+#[test]
+fn every_published_packet_and_barrier_dependency_is_traced() {
+    if !can_trace("every_published_packet_and_barrier_dependency_is_traced") {
+        return;
+    }
+    let dir = TempDir::new();
+    let log = dir.path("packets.log");
+    let out = dir.path("trace.json");
+    let (iterations, queue_size) = (20, 8);
+    run_ok(
+        rocsync()
+            .args(["run", "-o"])
+            .arg(&out)
+            .arg("--")
+            .arg(hsa_scenario())
+            .args([iterations.to_string(), queue_size.to_string()])
+            .env("SCENARIO_LOG", &log),
+    );
+    // The scenario's own log of what it published.
+    let text = std::fs::read_to_string(&log).unwrap();
+    let logged: Vec<PacketKey> = text
+        .lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            let deps = [hex(f[5]), hex(f[6])]
+                .into_iter()
+                .filter(|&d| d != 0)
+                .collect();
+            (
+                f[0].parse().unwrap(),
+                hex(f[1]),
+                f[2].parse().unwrap(),
+                f[3].parse().unwrap(),
+                hex(f[4]),
+                deps,
+            )
+        })
+        .collect();
+    assert_eq!(logged.len(), iterations * 3);
+    assert!(
+        logged.iter().any(|p| p.2 >= 2 * queue_size as u64),
+        "the ring wraps around"
+    );
+
+    let trace = read_json(&out);
+    let events = trace["traceEvents"].as_array().unwrap();
+    let type_code = |name: &str| match name {
+        "kernel_dispatch" => 2,
+        "barrier_and" => 3,
+        other => panic!("unexpected packet type {other}"),
+    };
+    let mut rows: Vec<PacketKey> = Vec::new();
+    let mut at: BTreeMap<(i64, i64, String), (u64, u64)> = BTreeMap::new();
+    for e in events.iter().filter(|e| e["cat"] == "hsa_packet") {
+        let a = &e["args"];
+        let deps = a["dep_signals"]
+            .as_array()
+            .map(|d| d.iter().map(|s| hex(s.as_str().unwrap())).collect())
+            .unwrap_or_default();
+        let key = (
+            a["agent"].as_i64().unwrap(),
+            hex(a["queue"].as_str().unwrap()),
+            a["write_index"].as_u64().unwrap(),
+            type_code(e["name"].as_str().unwrap()),
+            a["completion_signal"].as_str().map_or(0, hex),
+            deps,
+        );
+        assert_eq!(e["pid"].as_i64(), Some(key.0), "one GPU process per agent");
+        at.insert(
+            (
+                e["pid"].as_i64().unwrap(),
+                e["tid"].as_i64().unwrap(),
+                e["ts"].to_string(),
+            ),
+            (key.1, key.2),
+        );
+        rows.push(key);
+    }
+    let mut want = logged.clone();
+    want.sort();
+    rows.sort();
+    assert_eq!(
+        rows, want,
+        "each published packet exactly once, as published"
+    );
+
+    // Arrows: from the packet whose completion signal a barrier waits on, to the barrier.
+    let mut producer = BTreeMap::new();
+    let mut want_edges = BTreeSet::new();
+    for p in &logged {
+        for d in &p.5 {
+            want_edges.insert((producer[d], (p.1, p.2)));
+        }
+        producer.insert(p.4, (p.1, p.2));
+    }
+    let mut ends: BTreeMap<u64, Vec<(u64, u64)>> = BTreeMap::new();
+    for e in events.iter().filter(|e| e["cat"] == "hsa_dep") {
+        let pos = (
+            e["pid"].as_i64().unwrap(),
+            e["tid"].as_i64().unwrap(),
+            e["ts"].to_string(),
+        );
+        ends.entry(e["id"].as_u64().unwrap())
+            .or_default()
+            .push(at[&pos]);
+    }
+    let got_edges: BTreeSet<_> = ends.values().map(|v| (v[0], v[1])).collect();
+    assert_eq!(got_edges, want_edges);
+}
+
+#[test]
+fn every_hsa_probe_attaches_to_the_real_debian_runtime() {
+    if !can_trace("every_hsa_probe_attaches_to_the_real_debian_runtime") {
+        return;
+    }
+    let lib = std::path::Path::new("/usr/lib/x86_64-linux-gnu/libhsa-runtime64.so.1");
+    if !lib.exists() {
+        eprintln!("skipped: libhsa-runtime64-1 is not installed (scripts/setup installs it)");
+        return;
+    }
+    // Its functions cannot run without a GPU: attaching is the honest check.
+    let mut probes = rocsync::capture::probes::Probes::load(Default::default()).unwrap();
+    let report = probes.attach_hsa(lib, std::process::id()).unwrap();
+    let names: BTreeSet<&str> = report
+        .probed
+        .iter()
+        .flat_map(|(_, n)| n.iter().copied())
+        .collect();
+    let want = [
+        "hsa_queue_create",
+        "hsa_queue_destroy",
+        "hsa_signal_store_relaxed",
+        "hsa_signal_store_screlease",
+    ];
+    assert_eq!(names, want.into_iter().collect());
+    assert!(report.missing.is_empty());
+}

@@ -1,0 +1,103 @@
+/* Drives the HSA runtime directly, as CLR does: reserve a slot with
+ * hsa_queue_add_write_index_*, write the body, store the header, ring the doorbell with
+ * hsa_signal_store_screlease. Two GPU agents, one queue each; every iteration a kernel
+ * on agent 0, a barrier-AND on agent 1 that waits for it, then a kernel on agent 1;
+ * sometimes two packets per doorbell. Logs every packet it published, one line each:
+ *   agent queue index type completion_signal dep0 dep1
+ * usage: hsa_scenario ITERATIONS QUEUE_SIZE   (log: $SCENARIO_LOG) */
+#define _GNU_SOURCE
+#include "hsa_sim.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static hsa_agent_t gpus[2];
+static int ngpus;
+static FILE *out;
+
+static hsa_status_t find_gpu(hsa_agent_t a, void *data) {
+  (void)data;
+  uint32_t type = 0;
+  if (hsa_agent_get_info(a, HSA_AGENT_INFO_DEVICE, &type) == 0 && type == HSA_DEVICE_TYPE_GPU && ngpus < 2)
+    gpus[ngpus++] = a;
+  return HSA_STATUS_SUCCESS;
+}
+
+/* Reserves a slot and writes the body; the header is stored last. */
+static uint64_t reserve(hsa_queue_t *q, void *body, uint16_t header) {
+  uint64_t idx = hsa_queue_add_write_index_screlease(q, 1);
+  while (idx - hsa_queue_load_read_index_scacquire(q) >= q->size) ; /* ring full */
+  uint8_t *slot = (uint8_t *)q->base_address + (idx & (q->size - 1)) * 64;
+  memcpy(slot + 2, (uint8_t *)body + 2, 62);
+  __atomic_store_n((uint16_t *)slot, header, __ATOMIC_RELEASE);
+  return idx;
+}
+
+static void log_packet(int agent, hsa_queue_t *q, uint64_t idx, int type, hsa_signal_t done,
+                       uint64_t dep0, uint64_t dep1) {
+  fprintf(out, "%d %#llx %llu %d %#llx %#llx %#llx\n", agent, (unsigned long long)(uintptr_t)q,
+          (unsigned long long)idx, type, (unsigned long long)done.handle, (unsigned long long)dep0,
+          (unsigned long long)dep1);
+}
+
+static uint64_t kernel(int agent, hsa_queue_t *q, hsa_signal_t done, uint32_t grid) {
+  hsa_kernel_dispatch_packet_t k;
+  memset(&k, 0, sizeof k);
+  k.setup = 1;
+  k.workgroup_size_x = 64; k.workgroup_size_y = 1; k.workgroup_size_z = 1;
+  k.grid_size_x = grid; k.grid_size_y = 1; k.grid_size_z = 1;
+  k.kernel_object = 0x7000 + (uint64_t)agent;
+  k.kernarg_address = (void *)(uintptr_t)0x8000;
+  k.completion_signal = done;
+  uint64_t idx = reserve(q, &k, HSA_PACKET_TYPE_KERNEL_DISPATCH | 1 << 8);
+  log_packet(agent, q, idx, HSA_PACKET_TYPE_KERNEL_DISPATCH, done, 0, 0);
+  return idx;
+}
+
+static uint64_t barrier(int agent, hsa_queue_t *q, hsa_signal_t dep, hsa_signal_t done) {
+  hsa_barrier_and_packet_t b;
+  memset(&b, 0, sizeof b);
+  b.dep_signal[0] = dep;
+  b.completion_signal = done;
+  uint64_t idx = reserve(q, &b, HSA_PACKET_TYPE_BARRIER_AND | 1 << 8);
+  log_packet(agent, q, idx, HSA_PACKET_TYPE_BARRIER_AND, done, dep.handle, 0);
+  return idx;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 3) return 2;
+  int iters = atoi(argv[1]);
+  uint32_t qsize = (uint32_t)atoi(argv[2]);
+  const char *path = getenv("SCENARIO_LOG");
+  out = fopen(path ? path : "/dev/null", "w");
+  hsa_init();
+  hsa_iterate_agents(find_gpu, NULL);
+  if (ngpus < 2) { fprintf(stderr, "needs two GPU agents\n"); return 1; }
+  hsa_queue_t *q[2];
+  for (int i = 0; i < 2; i++)
+    if (hsa_queue_create(gpus[i], qsize, 0, NULL, NULL, 0, 0, &q[i])) return 1;
+  hsa_signal_t last = {0};
+  for (int i = 0; i < iters; i++) {
+    hsa_signal_t k0, b1, k1;
+    hsa_signal_create(1, 0, NULL, &k0);
+    hsa_signal_create(1, 0, NULL, &b1);
+    hsa_signal_create(1, 0, NULL, &k1);
+    uint64_t idx = kernel(0, q[0], k0, 4096);
+    hsa_signal_store_screlease(q[0]->doorbell_signal, (int64_t)idx);
+    idx = barrier(1, q[1], k0, b1);
+    /* Every third iteration, the barrier and the kernel share one doorbell. */
+    if (i % 3 != 0) hsa_signal_store_screlease(q[1]->doorbell_signal, (int64_t)idx);
+    idx = kernel(1, q[1], k1, 2048);
+    hsa_signal_store_screlease(q[1]->doorbell_signal, (int64_t)idx);
+    hsa_signal_wait_scacquire(k1, HSA_SIGNAL_CONDITION_LT, 1, UINT64_MAX, 0);
+    if (last.handle) hsa_signal_destroy(last);
+    hsa_signal_destroy(k0);
+    hsa_signal_destroy(b1);
+    last = k1;
+  }
+  hsa_queue_destroy(q[0]);
+  hsa_queue_destroy(q[1]);
+  fclose(out);
+  return 0;
+}
