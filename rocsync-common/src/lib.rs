@@ -9,9 +9,9 @@ mod record;
 
 pub use api::{Api, Backend, Cookie, Op, OutParam};
 pub use record::{
-    CallRecord, Config, Entry, HandleKey, HsaQueue, LinkMapRecord, MAX_PACKETS_PER_DOORBELL,
-    NO_DEVICE, PacketRecord, QueueCreate, QueueInfo, QueueRecord, RECORD_CALL, RECORD_LINK_MAP,
-    RECORD_PACKET, RECORD_QUEUE, RecordHeader,
+    AgentQuery, CallRecord, Config, Entry, HandleKey, HsaQueue, LinkMapRecord,
+    MAX_PACKETS_PER_DOORBELL, NO_DEVICE, PacketRecord, QueueCreate, QueueInfo, QueueRecord,
+    RECORD_CALL, RECORD_LINK_MAP, RECORD_PACKET, RECORD_QUEUE, RecordHeader,
 };
 
 #[cfg(feature = "user")]

@@ -66,7 +66,9 @@ pub struct QueueRecord {
     pub doorbell: u64,
     pub id: u64,
     pub size: u32,
-    pub _pad: u32,
+    /// The agent's ordinal: GPU agents in the order the runtime enumerated them, else in
+    /// the order of their first queue.
+    pub ordinal: u32,
     pub ns: u64,
 }
 
@@ -77,7 +79,8 @@ pub struct PacketRecord {
     pub kind: u32,
     pub pid: u32,
     pub tid: u32,
-    pub _pad: u32,
+    /// The agent's ordinal, as in [`QueueRecord::ordinal`].
+    pub ordinal: u32,
     pub queue: u64,
     pub agent: u64,
     /// The packet's write index (not wrapped).
@@ -92,7 +95,7 @@ impl Default for PacketRecord {
             kind: 0,
             pid: 0,
             tid: 0,
-            _pad: 0,
+            ordinal: 0,
             queue: 0,
             agent: 0,
             index: 0,
@@ -108,10 +111,22 @@ impl Default for PacketRecord {
 pub struct QueueInfo {
     pub queue: u64,
     pub agent: u64,
+    /// The agent's ordinal (see `AGENT_ORDINALS` in the probes).
+    pub ordinal: u64,
     pub base: u64,
     pub size: u64,
     /// Highest write index published so far; `u64::MAX` (-1) before the first doorbell.
     pub last: u64,
+}
+
+/// `hsa_agent_get_info`'s arguments, stashed until it returns.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AgentQuery {
+    pub agent: u64,
+    pub attribute: u64,
+    /// Where the value is written.
+    pub value: u64,
 }
 
 /// `hsa_queue_create`'s arguments, stashed until it returns.

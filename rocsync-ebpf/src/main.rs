@@ -17,7 +17,7 @@ use aya_ebpf::{
     programs::{ProbeContext, RetProbeContext},
 };
 use rocsync_common::{
-    CallRecord, Config, Cookie, Entry, HandleKey, HsaQueue, LinkMapRecord,
+    AgentQuery, CallRecord, Config, Cookie, Entry, HandleKey, HsaQueue, LinkMapRecord,
     MAX_PACKETS_PER_DOORBELL, NO_DEVICE, OutParam, PacketRecord, QueueCreate, QueueInfo,
     QueueRecord, RECORD_CALL, RECORD_LINK_MAP, RECORD_PACKET, RECORD_QUEUE,
 };
@@ -244,6 +244,69 @@ fn track_devices(pid_tgid: u64, cookie_kind: u64, device: i32, args: &[u64; 3]) 
 #[map]
 static QUEUE_CREATES: HashMap<u64, QueueCreate> = HashMap::with_max_entries(4096, 0);
 
+/// Agent ordinals per process: GPU agents numbered as the runtime enumerates them (HIP
+/// asks `hsa_agent_get_info(DEVICE)` of every agent at start-up), else by first queue.
+#[map]
+static AGENT_ORDINALS: HashMap<HandleKey, u32> = HashMap::with_max_entries(4096, 0);
+/// Next ordinal per process.
+#[map]
+static NEXT_ORDINAL: HashMap<u64, u32> = HashMap::with_max_entries(1024, 0);
+/// `hsa_agent_get_info` calls in flight, by `pid_tgid`.
+#[map]
+static AGENT_QUERIES: HashMap<u64, AgentQuery> = HashMap::with_max_entries(4096, 0);
+
+const HSA_AGENT_INFO_DEVICE: u64 = 17;
+const HSA_DEVICE_TYPE_GPU: u32 = 1;
+
+/// The agent's ordinal in this process, numbering it now if it is new.
+#[inline(always)]
+fn agent_ordinal(tgid: u64, agent: u64) -> u32 {
+    let key = HandleKey {
+        tgid,
+        handle: agent,
+    };
+    // SAFETY: plain map lookups.
+    if let Some(o) = unsafe { AGENT_ORDINALS.get(key) } {
+        return *o;
+    }
+    let next = unsafe { NEXT_ORDINAL.get(tgid) }.copied().unwrap_or(0);
+    let _ = NEXT_ORDINAL.insert(tgid, next + 1, 0);
+    let _ = AGENT_ORDINALS.insert(key, next, 0);
+    next
+}
+
+#[uprobe]
+pub fn agent_info_enter(ctx: ProbeContext) -> u32 {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let attribute = ctx.arg::<u64>(1).unwrap_or(0) & 0xffff_ffff;
+    if attribute != HSA_AGENT_INFO_DEVICE || !capturing(pid_tgid) {
+        return 0;
+    }
+    let q = AgentQuery {
+        agent: ctx.arg::<u64>(0).unwrap_or(0),
+        attribute,
+        value: ctx.arg::<u64>(2).unwrap_or(0),
+    };
+    let _ = AGENT_QUERIES.insert(pid_tgid, q, 0);
+    0
+}
+
+#[uretprobe]
+pub fn agent_info_exit(ctx: RetProbeContext) -> u32 {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    // SAFETY: copied out before removal.
+    let Some(q) = (unsafe { AGENT_QUERIES.get(pid_tgid) }).copied() else {
+        return 0;
+    };
+    let _ = AGENT_QUERIES.remove(pid_tgid);
+    // SAFETY: target memory through the checked helper.
+    let device = unsafe { bpf_probe_read_user(q.value as *const u32) }.unwrap_or(0);
+    if ctx.ret::<i32>() == 0 && device == HSA_DEVICE_TYPE_GPU {
+        agent_ordinal(pid_tgid >> 32, q.agent);
+    }
+    0
+}
+
 /// Live queues of the targets, by (tgid, doorbell signal handle).
 #[map]
 static DOORBELLS: HashMap<HandleKey, QueueInfo> = HashMap::with_max_entries(4096, 0);
@@ -292,6 +355,7 @@ pub fn queue_create_exit(ctx: RetProbeContext) -> u32 {
     let info = QueueInfo {
         queue,
         agent: c.agent,
+        ordinal: agent_ordinal(pid_tgid >> 32, c.agent) as u64,
         base: q.base_address,
         size: q.size as u64,
         last: u64::MAX,
@@ -348,7 +412,7 @@ fn emit_queue(pid_tgid: u64, info: &QueueInfo, doorbell: u64, id: u64, created: 
         doorbell,
         id,
         size: info.size as u32,
-        _pad: 0,
+        ordinal: info.ordinal as u32,
         // SAFETY: helper without preconditions.
         ns: unsafe { bpf_ktime_get_ns() },
     });
@@ -370,9 +434,11 @@ pub fn doorbell(ctx: ProbeContext) -> u32 {
     let Some(info) = DOORBELLS.get_ptr_mut(key) else {
         return 0;
     };
-    if !capturing(pid_tgid) {
-        return 0;
-    }
+    // SAFETY: plain map lookup.
+    let agents = match unsafe { TARGETS.get((pid_tgid >> 32) as u32) } {
+        Some(cfg) if cfg.capture != 0 => cfg.agents,
+        _ => return 0,
+    };
     let value = ctx.arg::<u64>(1).unwrap_or(0);
     // SAFETY: the map value stays valid for the program's run.
     let q = unsafe { *info };
@@ -383,6 +449,10 @@ pub fn doorbell(ctx: ProbeContext) -> u32 {
         return 0;
     }
     let first = q.last.wrapping_add(1);
+    // A filtered agent's packets cost the lookup and nothing more.
+    if agents != 0 && (q.ordinal >= 64 || agents & (1u64 << q.ordinal) == 0) {
+        return 0;
+    }
     // SAFETY: as above.
     unsafe { (*info).last = value };
     if q.size == 0 || q.size & (q.size - 1) != 0 {
@@ -408,7 +478,7 @@ pub fn doorbell(ctx: ProbeContext) -> u32 {
             kind: RECORD_PACKET,
             pid: (pid_tgid >> 32) as u32,
             tid: pid_tgid as u32,
-            _pad: 0,
+            ordinal: q.ordinal as u32,
             queue: q.queue,
             agent: q.agent,
             index,

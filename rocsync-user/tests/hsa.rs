@@ -145,6 +145,7 @@ fn every_hsa_probe_attaches_to_the_real_debian_runtime() {
         .flat_map(|(_, n)| n.iter().copied())
         .collect();
     let want = [
+        "hsa_agent_get_info",
         "hsa_queue_create",
         "hsa_queue_destroy",
         "hsa_signal_store_relaxed",
@@ -152,4 +153,39 @@ fn every_hsa_probe_attaches_to_the_real_debian_runtime() {
     ];
     assert_eq!(names, want.into_iter().collect());
     assert!(report.missing.is_empty());
+}
+
+#[test]
+fn an_agent_filter_keeps_only_that_agents_packets() {
+    if !can_trace("an_agent_filter_keeps_only_that_agents_packets") {
+        return;
+    }
+    let dir = TempDir::new();
+    let log = dir.path("packets.log");
+    let out = dir.path("trace.json");
+    run_ok(
+        rocsync()
+            .args(["run", "--agents", "1", "-o"])
+            .arg(&out)
+            .arg("--")
+            .arg(hsa_scenario())
+            .args(["10", "16"])
+            .env("SCENARIO_LOG", &log),
+    );
+    let text = std::fs::read_to_string(&log).unwrap();
+    let agent1 = text.lines().filter(|l| l.starts_with("1 ")).count();
+    assert!(agent1 > 0 && agent1 < text.lines().count());
+    let trace = read_json(&out);
+    let packets: Vec<_> = trace["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["cat"] == "hsa_packet")
+        .collect();
+    assert_eq!(packets.len(), agent1, "agent 1's packets, and only those");
+    assert!(
+        packets
+            .iter()
+            .all(|p| p["args"]["agent"] == 1 && p["pid"] == 1)
+    );
 }

@@ -29,8 +29,11 @@ const QUEUE_CREATE_ENTER: &str = "queue_create_enter";
 const QUEUE_CREATE_EXIT: &str = "queue_create_exit";
 const QUEUE_DESTROY: &str = "queue_destroy";
 const DOORBELL: &str = "doorbell";
+const AGENT_INFO_ENTER: &str = "agent_info_enter";
+const AGENT_INFO_EXIT: &str = "agent_info_exit";
 /// The HSA write path: program per symbol (entry and return programs of one function).
-const HSA_PROBES: [(&str, &[&str]); 4] = [
+const HSA_PROBES: [(&str, &[&str]); 5] = [
+    ("hsa_agent_get_info", &[AGENT_INFO_ENTER, AGENT_INFO_EXIT]),
     ("hsa_queue_create", &[QUEUE_CREATE_ENTER, QUEUE_CREATE_EXIT]),
     ("hsa_queue_destroy", &[QUEUE_DESTROY]),
     ("hsa_signal_store_screlease", &[DOORBELL]),
@@ -81,6 +84,8 @@ impl Probes {
             QUEUE_CREATE_EXIT,
             QUEUE_DESTROY,
             DOORBELL,
+            AGENT_INFO_ENTER,
+            AGENT_INFO_EXIT,
         ] {
             uprobe(&mut ebpf, name)?
                 .load()

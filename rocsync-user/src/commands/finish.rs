@@ -166,7 +166,7 @@ fn rocsync_object(
             "lost_ids": drops.lost,
             "packets_truncated": drops.truncated,
         },
-        "agent_numbering": "GPU agents are numbered in the order of their first HSA queue",
+        "agent_numbering": "GPU agents in the order the runtime enumerated them (hsa_agent_get_info DEVICE); agents not enumerated while attached, in the order of their first HSA queue",
     })
 }
 

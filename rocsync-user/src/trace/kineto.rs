@@ -78,8 +78,6 @@ pub struct KinetoWriter<W: Write> {
     clock_offset: i64,
     threads: BTreeSet<(u32, u32)>,
     tracks: BTreeSet<(i32, i64)>,
-    /// Agent handles in order of their first queue: the agent ordinals.
-    agents: Vec<u64>,
     /// Queue → (agent ordinal, track).
     queues: HashMap<u64, (i32, i64)>,
     /// Completion signal → the packet that signals it (pid, tid, ts), for barrier arrows.
@@ -105,7 +103,6 @@ impl<W: Write> KinetoWriter<W> {
             clock_offset: clock_offset_ns,
             threads: BTreeSet::new(),
             tracks: BTreeSet::new(),
-            agents: Vec::new(),
             queues: HashMap::new(),
             producers: HashMap::new(),
             next_flow: PACKET_FLOW_BASE,
@@ -167,21 +164,15 @@ impl<W: Write> KinetoWriter<W> {
         self.j.end()
     }
 
-    /// A queue created: its agent gets an ordinal (in order of first queue, which is HIP's
-    /// device order when queues are created in device order) and the queue a track.
+    /// A queue created: it gets a track on its agent's process (the probes number the
+    /// agents).
     pub fn queue(&mut self, q: &QueueRecord) {
         if q.created == 0 || self.queues.contains_key(&q.queue) {
             return;
         }
-        let ordinal = match self.agents.iter().position(|&a| a == q.agent) {
-            Some(i) => i,
-            None => {
-                self.agents.push(q.agent);
-                self.agents.len() - 1
-            }
-        } as i32;
-        let n = self.queues.values().filter(|(a, _)| *a == ordinal).count() as i64;
-        self.queues.insert(q.queue, (ordinal, QUEUE_TID_BASE + n));
+        let agent = q.ordinal as i32;
+        let n = self.queues.values().filter(|(a, _)| *a == agent).count() as i64;
+        self.queues.insert(q.queue, (agent, QUEUE_TID_BASE + n));
     }
 
     /// One published AQL packet: a row on its agent's queue track, and an arrow from the
