@@ -189,3 +189,56 @@ fn an_agent_filter_keeps_only_that_agents_packets() {
             .all(|p| p["args"]["agent"] == 1 && p["pid"] == 1)
     );
 }
+
+#[test]
+fn stopping_mid_run_keeps_every_packet_published_before_the_stop() {
+    if !can_trace("stopping_mid_run_keeps_every_packet_published_before_the_stop") {
+        return;
+    }
+    let dir = TempDir::new();
+    let log = dir.path("packets.log");
+    let out = dir.path("trace.json");
+    let mut tracer = spawn_piped(
+        rocsync()
+            .args(["run", "-o"])
+            .arg(&out)
+            .arg("--")
+            .arg(hsa_scenario())
+            .args(["3000", "64"])
+            .env("SCENARIO_LOG", &log),
+    );
+    wait_for_line(
+        &mut tracer,
+        "HSA queues and doorbells",
+        std::time::Duration::from_secs(20),
+    );
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    // SAFETY: signals the tracer this test started.
+    unsafe { libc::kill(tracer.id() as i32, libc::SIGINT) };
+    assert!(tracer.wait().unwrap().success());
+    let logged = std::fs::read_to_string(&log).unwrap().lines().count();
+    let trace = read_json(&out);
+    let mut per_queue: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    for e in trace["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["cat"] == "hsa_packet")
+    {
+        per_queue
+            .entry(e["args"]["queue"].as_str().unwrap().to_string())
+            .or_default()
+            .push(e["args"]["write_index"].as_u64().unwrap());
+    }
+    let captured: usize = per_queue.values().map(Vec::len).sum();
+    assert!(captured > 0 && captured < logged, "{captured} of {logged}");
+    // Every queue's packets up to the stop, with no gap.
+    for (queue, mut idx) in per_queue {
+        idx.sort();
+        assert_eq!(
+            idx,
+            (0..idx.len() as u64).collect::<Vec<_>>(),
+            "queue {queue}"
+        );
+    }
+}
