@@ -108,6 +108,26 @@ fn main() {
             "-lpthread",
         ],
     );
+    // The HIP runtime submitting through the simulated HSA runtime, as CLR does.
+    let sim_hsa = out.join("sim-hsa");
+    std::fs::create_dir_all(&sim_hsa).unwrap();
+    let include = format!("-I{}", c.display());
+    gcc(
+        &sim_hsa.join("libamdhip64.so"),
+        &c.join("hip_sim.c"),
+        &[
+            "-DSIM_HSA",
+            &include,
+            "-shared",
+            "-fPIC",
+            "-Wl,-soname,libamdhip64.so",
+            "-L",
+            &hsa_s,
+            "-lhsa-runtime64",
+            &format!("-Wl,-rpath,{hsa_s}"),
+            "-lpthread",
+        ],
+    );
     // The same runtime and scenarios under CUDA's names, for the CUDA backend.
     let cuda = out.join("cuda");
     std::fs::create_dir_all(&cuda).unwrap();

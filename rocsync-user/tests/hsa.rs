@@ -242,3 +242,99 @@ fn stopping_mid_run_keeps_every_packet_published_before_the_stop() {
         );
     }
 }
+
+/// A HIP program on a runtime that submits through HSA, as CLR does.
+fn hip_over_hsa(dir: &TempDir, flags: &[&str], args: &[&str]) -> serde_json::Value {
+    let out = dir.path("trace.json");
+    run_ok(
+        rocsync()
+            .arg("run")
+            .args(flags)
+            .arg("-o")
+            .arg(&out)
+            .arg("--")
+            .arg(rocsync_tests::scenario_dlopen())
+            .args(args)
+            .env("SCENARIO_HIP", rocsync_tests::sim_hip_over_hsa())
+            .env("SCENARIO_LOG", dir.path("calls.log")),
+    );
+    read_json(&out)
+}
+
+#[test]
+fn each_stream_wait_is_linked_to_the_barrier_it_submitted() {
+    if !can_trace("each_stream_wait_is_linked_to_the_barrier_it_submitted") {
+        return;
+    }
+    let dir = TempDir::new();
+    let trace = hip_over_hsa(&dir, &[], &["cross", "20"]);
+    let events = trace["traceEvents"].as_array().unwrap();
+    let waits: Vec<_> = events
+        .iter()
+        .filter(|e| e["cat"] == "cuda_runtime" && e["name"] == "hipStreamWaitEvent")
+        .collect();
+    assert_eq!(waits.len(), 20);
+    // Each link: from a wait's runtime row to a barrier-AND row waiting on a signal.
+    let mut links: BTreeMap<u64, Vec<&serde_json::Value>> = BTreeMap::new();
+    for e in events.iter().filter(|e| e["cat"] == "hip_barrier") {
+        links.entry(e["id"].as_u64().unwrap()).or_default().push(e);
+    }
+    assert_eq!(links.len(), waits.len(), "one link per stream wait");
+    let row_at = |pid: &serde_json::Value, tid: &serde_json::Value, ts: &serde_json::Value| {
+        events
+            .iter()
+            .find(|e| e["ph"] == "X" && &e["pid"] == pid && &e["tid"] == tid && &e["ts"] == ts)
+            .cloned()
+    };
+    for ends in links.values() {
+        let end = ends.iter().find(|e| e["ph"] == "f").unwrap();
+        let barrier =
+            row_at(&end["pid"], &end["tid"], &end["ts"]).expect("the link ends on a packet row");
+        assert_eq!(barrier["name"], "barrier_and");
+        let dep = barrier["args"]["dep_signals"][0]
+            .as_str()
+            .expect("the barrier waits on a signal");
+        // ...the completion signal of the barrier the producing record submitted.
+        let producer = events
+            .iter()
+            .find(|e| {
+                e["cat"] == "hsa_packet" && e["args"]["completion_signal"].as_str() == Some(dep)
+            })
+            .expect("the signal's producer is traced");
+        assert_eq!(producer["name"], "barrier_and");
+    }
+}
+
+#[test]
+fn an_agent_filter_applies_to_calls_and_packets_alike() {
+    if !can_trace("an_agent_filter_applies_to_calls_and_packets_alike") {
+        return;
+    }
+    let dir = TempDir::new();
+    let everything = hip_over_hsa(&dir, &[], &["threads", "4", "50"]);
+    let only_1 = hip_over_hsa(&TempDir::new(), &["--agents", "1"], &["threads", "4", "50"]);
+    let count = |t: &serde_json::Value, cat: &str, pid: i64| {
+        t["traceEvents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["ph"] == "X" && e["cat"] == cat && e["pid"] == pid)
+            .count()
+    };
+    for cat in ["hsa_packet", "cuda_sync"] {
+        assert!(
+            count(&everything, cat, 0) > 0 && count(&everything, cat, 1) > 0,
+            "{cat}"
+        );
+        assert_eq!(
+            count(&only_1, cat, 0),
+            0,
+            "agent 0's {cat} rows are dropped in the kernel"
+        );
+        assert_eq!(
+            count(&only_1, cat, 1),
+            count(&everything, cat, 1),
+            "agent 1's {cat} rows all stay"
+        );
+    }
+}

@@ -9,7 +9,12 @@
  *   synchronizes block (sleep) for real until then.
  * - The current device is per thread; streams belong to the device current at creation.
  *
- * hipSimLaunch (not a HIP API) queues simulated kernel work on a stream. */
+ * hipSimLaunch (not a HIP API) queues simulated kernel work on a stream.
+ *
+ * Built with -DSIM_HSA, it also submits what CLR submits through the HSA runtime (the
+ * simulated libhsa-runtime64): a kernel dispatch per launch, a barrier-AND per event
+ * record (its completion signal is the event's), and a barrier-AND waiting on that
+ * signal per stream wait; one AQL queue per stream on its device's GPU agent. */
 #define _GNU_SOURCE
 #include "hip_sim.h"
 
@@ -22,11 +27,18 @@
 
 #define SIM_DEVICES 2
 
+#ifdef SIM_HSA
+#include "hsa_sim.h"
+#endif
+
 struct ihipStream_t {
   uint64_t magic;
   int device;
   uint64_t busy_until; /* ns, CLOCK_MONOTONIC */
   struct ihipStream_t *next;
+#ifdef SIM_HSA
+  hsa_queue_t *queue;
+#endif
 };
 
 struct ihipEvent_t {
@@ -34,6 +46,9 @@ struct ihipEvent_t {
   unsigned flags;
   int recorded;
   uint64_t done_at;
+#ifdef SIM_HSA
+  uint64_t signal; /* completion signal of the record's barrier packet */
+#endif
   struct ihipEvent_t *next;
 };
 
@@ -45,7 +60,7 @@ static struct ihipStream_t *streams;
 static struct ihipEvent_t *events;
 /* The null stream of each device, and the per-thread default stream. */
 static struct ihipStream_t null_stream[SIM_DEVICES];
-static __thread struct ihipStream_t per_thread_stream = {STREAM_MAGIC, 0, 0, 0};
+static __thread struct ihipStream_t per_thread_stream = {.magic = STREAM_MAGIC};
 static __thread int current_device;
 
 /* malloc, not calloc: glibc's calloc bypasses the thread cache, so freed handles would
@@ -69,6 +84,60 @@ static void sleep_until(uint64_t t) {
     nanosleep(&ts, NULL);
   }
 }
+
+#ifdef SIM_HSA
+static hsa_agent_t gpu_agents[SIM_DEVICES];
+static int n_gpu_agents;
+
+static hsa_status_t find_gpu(hsa_agent_t a, void *data) {
+  (void)data;
+  uint32_t type = 0;
+  if (hsa_agent_get_info(a, HSA_AGENT_INFO_DEVICE, &type) == 0 && type == HSA_DEVICE_TYPE_GPU &&
+      n_gpu_agents < SIM_DEVICES)
+    gpu_agents[n_gpu_agents++] = a;
+  return HSA_STATUS_SUCCESS;
+}
+
+/* Publishes one packet on the stream's queue as CLR does: reserve, body, header, doorbell.
+ * Called with the lock held, so doorbells of a shared queue ring in order. */
+static void submit(struct ihipStream_t *s, void *body, uint16_t header) {
+  if (!s->queue && hsa_queue_create(gpu_agents[s->device], 64, 0, NULL, NULL, 0, 0, &s->queue)) return;
+  hsa_queue_t *q = s->queue;
+  uint64_t idx = hsa_queue_add_write_index_screlease(q, 1);
+  while (idx - hsa_queue_load_read_index_scacquire(q) >= q->size) ;
+  uint8_t *slot = (uint8_t *)q->base_address + (idx & (q->size - 1)) * 64;
+  memcpy(slot + 2, (uint8_t *)body + 2, 62);
+  __atomic_store_n((uint16_t *)slot, header, __ATOMIC_RELEASE);
+  hsa_signal_store_screlease(q->doorbell_signal, (int64_t)idx);
+}
+
+static uint64_t new_signal(void) {
+  hsa_signal_t sig = {0};
+  hsa_signal_create(1, 0, NULL, &sig);
+  return sig.handle;
+}
+
+static void submit_kernel(struct ihipStream_t *s, unsigned work_us) {
+  hsa_kernel_dispatch_packet_t k;
+  memset(&k, 0, sizeof k);
+  k.setup = 1;
+  k.workgroup_size_x = 256; k.workgroup_size_y = 1; k.workgroup_size_z = 1;
+  k.grid_size_x = work_us * 1024; k.grid_size_y = 1; k.grid_size_z = 1;
+  k.kernel_object = 0x51000;
+  k.completion_signal.handle = new_signal();
+  submit(s, &k, HSA_PACKET_TYPE_KERNEL_DISPATCH | 1 << 8);
+}
+
+/* A barrier-AND, waiting on `dep` (0: none); returns its completion signal. */
+static uint64_t submit_barrier(struct ihipStream_t *s, uint64_t dep) {
+  hsa_barrier_and_packet_t b;
+  memset(&b, 0, sizeof b);
+  b.dep_signal[0].handle = dep;
+  b.completion_signal.handle = new_signal();
+  submit(s, &b, HSA_PACKET_TYPE_BARRIER_AND | 1 << 8);
+  return b.completion_signal.handle;
+}
+#endif
 
 /* Looks a stream handle up; returns NULL for a handle that is not live. Lock held. */
 static struct ihipStream_t *find_stream(hipStream_t s) {
@@ -157,6 +226,9 @@ hipError_t hipSimLaunch(hipStream_t stream, unsigned int work_us) {
   }
   uint64_t start = s->busy_until > now_ns() ? s->busy_until : now_ns();
   s->busy_until = start + (uint64_t)work_us * 1000ull;
+#ifdef SIM_HSA
+  submit_kernel(s, work_us);
+#endif
   pthread_mutex_unlock(&lock);
   return hipSuccess;
 }
@@ -231,6 +303,9 @@ static hipError_t event_record(hipEvent_t event, hipStream_t stream) {
     uint64_t n = now_ns();
     e->recorded = 1;
     e->done_at = s->busy_until > n ? s->busy_until : n;
+#ifdef SIM_HSA
+    e->signal = submit_barrier(s, 0);
+#endif
     rc = hipSuccess;
   }
   pthread_mutex_unlock(&lock);
@@ -255,6 +330,9 @@ static hipError_t stream_wait_event(hipStream_t stream, hipEvent_t event, unsign
   if (e && s) {
     /* The stream's later work starts after the event's work: no host blocking. */
     if (e->recorded && e->done_at > s->busy_until) s->busy_until = e->done_at;
+#ifdef SIM_HSA
+    if (e->recorded) submit_barrier(s, e->signal);
+#endif
     rc = hipSuccess;
   }
   pthread_mutex_unlock(&lock);
@@ -305,6 +383,10 @@ hipError_t hipEventElapsedTime(float *ms, hipEvent_t start, hipEvent_t stop) {
 }
 
 __attribute__((constructor)) static void sim_init(void) {
+#ifdef SIM_HSA
+  hsa_init();
+  hsa_iterate_agents(find_gpu, NULL);
+#endif
   for (int d = 0; d < SIM_DEVICES; d++) {
     null_stream[d].magic = STREAM_MAGIC;
     null_stream[d].device = d;

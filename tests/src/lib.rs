@@ -44,6 +44,12 @@ pub fn scenario_cuda() -> PathBuf {
     Path::new(OUT).join("scenario_cuda")
 }
 
+/// The simulated HIP runtime built to submit AQL packets through the simulated HSA
+/// runtime (kernels, barriers for event records and stream waits), for `scenario_dlopen`.
+pub fn sim_hip_over_hsa() -> PathBuf {
+    Path::new(OUT).join("sim-hsa/libamdhip64.so")
+}
+
 /// Drives the simulated HSA runtime directly: kernels and barriers on two GPU agents.
 /// `hsa_scenario ITERATIONS QUEUE_SIZE`; logs every packet to `$SCENARIO_LOG`.
 pub fn hsa_scenario() -> PathBuf {

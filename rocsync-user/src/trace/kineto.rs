@@ -21,6 +21,7 @@ use super::{
 use crate::{
     backend::Runtime,
     resolve::{Resolved, Row, SyncKind},
+    trace::call::Call,
 };
 
 /// Stream Sync rows get their own track, as Kineto does, so they never overlap the
@@ -40,6 +41,11 @@ const QUEUE_TID_BASE: i64 = 3_000_000;
 /// Packet→barrier flow ids: a range of their own.
 const PACKET_FLOW_BASE: u64 = 1 << 41;
 const PACKET_DEP_CAT: &str = "hsa_dep";
+/// API-level wait → the barrier packet it submitted.
+const CALL_PACKET_CAT: &str = "hip_barrier";
+
+/// Where a row is: (pid, tid, ts in trace µs·1000).
+pub type Position = (i64, i64, i64);
 
 /// What the trace says about the capture besides its rows.
 pub struct TraceInfo<'a> {
@@ -176,10 +182,11 @@ impl<W: Write> KinetoWriter<W> {
     }
 
     /// One published AQL packet: a row on its agent's queue track, and an arrow from the
-    /// packet whose completion signal a barrier waits on.
-    pub fn packet(&mut self, r: &PacketRecord) -> io::Result<()> {
+    /// packet whose completion signal a barrier waits on. Returns where the row is, and
+    /// whether it is a barrier.
+    pub fn packet(&mut self, r: &PacketRecord) -> io::Result<Option<(Position, bool)>> {
         let Some(&(agent, tid)) = self.queues.get(&r.queue) else {
-            return Ok(());
+            return Ok(None);
         };
         let p = packet::decode(&r.packet);
         let pid = agent as i64;
@@ -237,6 +244,19 @@ impl<W: Write> KinetoWriter<W> {
         if p.completion_signal != 0 {
             self.producers.insert(p.completion_signal, (pid, tid, ts));
         }
+        self.j.end()?;
+        let barrier = matches!(p.kind, PacketType::BarrierAnd | PacketType::BarrierOr);
+        Ok(Some(((pid, tid, ts), barrier)))
+    }
+
+    /// An arrow from a call's runtime row to a packet row (the barrier a wait submitted).
+    pub fn link(&mut self, c: &Call, end_ns: u64, to: Position) -> io::Result<()> {
+        let end = c.exit_ns.unwrap_or(end_ns.max(c.enter_ns));
+        let mid = self.ts(c.enter_ns) + (end - c.enter_ns) as i64 / 2;
+        let id = self.next_flow;
+        self.next_flow += 1;
+        self.flow("s", id, c.pid as i64, c.tid as i64, mid, CALL_PACKET_CAT);
+        self.flow("f", id, to.0, to.1, to.2, CALL_PACKET_CAT);
         self.j.end()
     }
 

@@ -2,17 +2,17 @@
 //! the capture runs, so memory holds only what is in flight or not yet in order.
 
 use std::{
-    collections::{BTreeMap, BTreeSet, HashMap},
+    collections::{BTreeMap, BTreeSet, HashMap, VecDeque},
     io::{self, Write},
 };
 
 use super::{
-    kineto::{KinetoWriter, TraceInfo},
+    kineto::{KinetoWriter, Position, TraceInfo},
     raw,
 };
 use crate::{
     capture::sequence::Released,
-    resolve::{Resolver, Row},
+    resolve::{Resolver, Row, SyncKind},
 };
 
 pub struct TraceStream<W: Write, R: Write> {
@@ -30,7 +30,12 @@ pub struct TraceStream<W: Write, R: Write> {
     pub late: u64,
     pids: BTreeSet<u32>,
     last_ns: u64,
+    /// Barrier packets each thread submitted lately: (doorbell ns, row position).
+    barriers: HashMap<(u32, u32), VecDeque<(u64, Position)>>,
 }
+
+/// Barriers remembered per thread for the call that submitted them.
+const RECENT_BARRIERS: usize = 64;
 
 /// The closed outputs of a stream.
 pub struct Finished<W, R> {
@@ -52,6 +57,7 @@ impl<W: Write, R: Write> TraceStream<W, R> {
             packets: BTreeMap::new(),
             late: 0,
             pids: BTreeSet::new(),
+            barriers: HashMap::new(),
             last_ns: 0,
         }
     }
@@ -67,13 +73,19 @@ impl<W: Write, R: Write> TraceStream<W, R> {
         self.kineto.queue(q);
     }
 
-    /// An AQL packet published at a doorbell.
+    /// An AQL packet published at a doorbell. A barrier is remembered for the call that
+    /// submitted it (same thread, inside the call's window), which is written later.
     pub fn packet(&mut self, p: &rocsync_common::PacketRecord) -> io::Result<()> {
-        *self
-            .packets
-            .entry(super::packet::decode(&p.packet).kind.name())
-            .or_default() += 1;
-        self.kineto.packet(p)
+        let kind = super::packet::decode(&p.packet).kind.name();
+        *self.packets.entry(kind).or_default() += 1;
+        if let Some((at, true)) = self.kineto.packet(p)? {
+            let recent = self.barriers.entry((p.pid, p.tid)).or_default();
+            if recent.len() == RECENT_BARRIERS {
+                recent.pop_front();
+            }
+            recent.push_back((p.ns, at));
+        }
+        Ok(())
     }
 
     pub fn waits(&self) -> (u64, u64) {
@@ -117,7 +129,17 @@ impl<W: Write, R: Write> TraceStream<W, R> {
         if let Some(raw) = &mut self.raw {
             raw::write_call(raw, c)?;
         }
-        self.kineto.row(&row, self.last_ns)
+        self.kineto.row(&row, self.last_ns)?;
+        if row.sync == Some(SyncKind::StreamWaitEvent)
+            && let Some(exit) = c.exit_ns
+            && let Some(recent) = self.barriers.get(&(c.pid, c.tid))
+            && let Some(&(_, at)) = recent
+                .iter()
+                .find(|(ns, _)| (c.enter_ns..=exit).contains(ns))
+        {
+            self.kineto.link(c, self.last_ns, at)?;
+        }
+        Ok(())
     }
 
     /// Writes the calls still in flight and closes both outputs.
