@@ -226,8 +226,8 @@ impl Session {
         Ok(())
     }
 
-    /// Reads `pid`'s maps and probes every runtime library not yet probed. Returns how
-    /// many runtime libraries the process maps in all.
+    /// Reads `pid`'s maps and probes every runtime library (HIP, CUDA, HSA) not yet
+    /// probed. Returns how many such libraries the process maps in all.
     pub fn scan(&mut self, pid: u32) -> Result<usize> {
         let text = match std::fs::read_to_string(format!("/proc/{pid}/maps")) {
             Ok(t) => t,
@@ -237,6 +237,7 @@ impl Session {
         let mappings = maps::parse(&text);
         let mut n = 0;
         for m in maps::libraries(&mappings, maps::is_hsa_runtime) {
+            n += 1;
             let path = openable_path(pid, m);
             if let Err(e) = self.attach_hsa(&path, pid) {
                 eprintln!("rocsync: warning: {e:#}");

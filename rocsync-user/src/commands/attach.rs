@@ -25,7 +25,8 @@ pub async fn attach(args: AttachArgs) -> Result<i32> {
     let exited = process_exit(pid)?;
     let mut probes = Probes::load(args.out.probe_options())?;
     let ring = probes.take_ring()?;
-    let wanted: Vec<&str> = args.out.runtimes().iter().map(|r| r.library).collect();
+    let mut wanted: Vec<&str> = args.out.runtimes().iter().map(|r| r.library).collect();
+    wanted.push("libhsa-runtime64");
     let clock_offset_ns = clock::realtime_offset_ns();
     let header = Header {
         clock_offset_ns,
