@@ -139,7 +139,6 @@ impl Probes {
                 runtime.library
             ));
         }
-        let scope = scope(pid);
         let mut probed = Vec::new();
         for f in found {
             // Aliases share an address and so one probe; the first name gives the API.
@@ -157,12 +156,7 @@ impl Probes {
                     .into(),
                     cookie: Some(Cookie::of(api).0),
                 };
-                let link = uprobe(&mut self.ebpf, prog)?
-                    .attach(point, path, scope)
-                    .with_context(|| {
-                        format!("attaching to {} in {}", f.names.join("/"), path.display())
-                    })?;
-                self.links.push((prog, link));
+                self.attach(prog, point, path, pid, &f.names)?;
             }
             probed.push((f.placement, f.names));
         }
@@ -171,6 +165,22 @@ impl Probes {
             probed,
             missing,
         })
+    }
+
+    /// Attaches one program at one point and keeps the link.
+    fn attach(
+        &mut self,
+        prog: &'static str,
+        point: UProbeAttachPoint<'_>,
+        path: &Path,
+        pid: Option<u32>,
+        names: &[&str],
+    ) -> Result<()> {
+        let link = uprobe(&mut self.ebpf, prog)?
+            .attach(point, path, scope(pid))
+            .with_context(|| format!("attaching to {} in {}", names.join("/"), path.display()))?;
+        self.links.push((prog, link));
+        Ok(())
     }
 
     /// Attaches the HSA write-path probes (queue creation and destruction, doorbells) to
@@ -192,12 +202,7 @@ impl Probes {
                 .map(|(_, p)| *p)
                 .unwrap_or(&[]);
             for &prog in progs {
-                let link = uprobe(&mut self.ebpf, prog)?
-                    .attach(f.placement.offset, path, scope(Some(pid)))
-                    .with_context(|| {
-                        format!("attaching to {} in {}", f.names.join("/"), path.display())
-                    })?;
-                self.links.push((prog, link));
+                self.attach(prog, f.placement.offset.into(), path, Some(pid), &f.names)?;
             }
             probed.push((f.placement, f.names));
         }
@@ -215,10 +220,7 @@ impl Probes {
         let Some(f) = r.found.first() else {
             return Ok(false);
         };
-        let link = uprobe(&mut self.ebpf, LINK_MAP)?
-            .attach(f.offset, loader, scope(Some(pid)))
-            .with_context(|| format!("attaching to _dl_debug_state in {}", loader.display()))?;
-        self.links.push((LINK_MAP, link));
+        self.attach(LINK_MAP, f.offset.into(), loader, Some(pid), &f.names)?;
         Ok(true)
     }
 
