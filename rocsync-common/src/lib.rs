@@ -11,7 +11,7 @@ pub use api::{Api, Backend, Cookie, Op, OutParam};
 pub use record::{
     AgentQuery, CallRecord, Config, Entry, HandleKey, HsaQueue, LinkMapRecord,
     MAX_PACKETS_PER_DOORBELL, NO_DEVICE, PacketRecord, QueueCreate, QueueInfo, QueueRecord,
-    RECORD_CALL, RECORD_LINK_MAP, RECORD_PACKET, RECORD_QUEUE, RecordHeader,
+    RECORD_CALL, RECORD_LINK_MAP, RECORD_PACKET, RECORD_QUEUE,
 };
 
 #[cfg(feature = "user")]

@@ -6,14 +6,6 @@ pub const RECORD_LINK_MAP: u32 = 2;
 pub const RECORD_QUEUE: u32 = 3;
 pub const RECORD_PACKET: u32 = 4;
 
-/// The common prefix of every record.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct RecordHeader {
-    pub kind: u32,
-    pub pid: u32,
-}
-
 /// One complete API call: written by the exit probe from the entry stash.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

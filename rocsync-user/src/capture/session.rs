@@ -126,10 +126,6 @@ impl Session {
         }
     }
 
-    pub fn probes(&mut self) -> &mut Probes {
-        &mut self.probes
-    }
-
     /// Starts capturing `pid` and hooks `loader` (its dynamic loader) for library loads.
     pub fn add_target(&mut self, pid: u32, loader: Option<&Path>) -> Result<()> {
         let active = Config {

@@ -81,13 +81,15 @@ impl Outputs {
             .map(|l| l.path.display().to_string())
             .collect();
         let parameters = json!({ "capture": params, "libraries": paths });
-        let rocsync = rocsync_object(
+        let mut rocsync = rocsync_object(
             &self.header,
             &drops,
             sink.calls,
             (resolved, unresolved),
             parameters,
         );
+        // Records that arrived after their place in the order had been given up on.
+        rocsync["drops"]["late_records"] = sink.late.into();
         let names = process_names(&self.header, sink.pids());
         let trace_name = self.trace.path().display().to_string();
         let info = TraceInfo {

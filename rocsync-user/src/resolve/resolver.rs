@@ -105,13 +105,6 @@ impl Resolver {
         let p = self.processes.entry(c.pid).or_default();
         step(p, c, &mut self.waits_resolved, &mut self.waits_unresolved)
     }
-
-    /// Live events and streams, over all processes (for memory accounting).
-    pub fn live(&self) -> (usize, usize) {
-        self.processes.values().fold((0, 0), |(e, s), p| {
-            (e + p.events.len(), s + p.streams.len())
-        })
-    }
 }
 
 /// Whether a call changes what later calls resolve to (so it cannot be passed over while
