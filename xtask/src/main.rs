@@ -65,11 +65,14 @@ fn demo(output: Option<&str>) -> Result<()> {
     run(cargo().args(["build", "--release", "--package", "rocsync-user"]))?;
     let output = output.unwrap_or("rocsync-demo.json");
     // Two threads: one records events on its stream, the other makes its stream wait on
-    // them, with event, stream and device synchronizes in between.
+    // them, with event, stream and device synchronizes in between; the simulated HIP
+    // runtime submits through the simulated HSA runtime, so the trace holds the API rows
+    // and the AQL packets each agent's queues received.
     run(Command::new(root().join("target/release/rocsync"))
         .args(["run", "--output", output, "--"])
-        .arg(rocsync_tests::scenario())
-        .args(["cross", "200"]))?;
+        .arg(rocsync_tests::scenario_dlopen())
+        .args(["cross", "200"])
+        .env("SCENARIO_HIP", rocsync_tests::sim_hip_over_hsa()))?;
     eprintln!(
         "xtask: trace written to {} (open it in https://ui.perfetto.dev)",
         root().join(output).display()
