@@ -1,6 +1,6 @@
-//! Builds the simulated HIP runtime and the scenario programs with the system C compiler.
-//! (The `cc` crate builds static archives for linking into Rust; these are a shared
-//! library and executables, so gcc is called directly.)
+//! Builds the simulated runtimes and the programs that drive them with the system C
+//! compiler. (The `cc` crate builds static archives for linking into Rust; these are shared
+//! libraries and executables, so gcc is called directly.)
 
 use std::{
     env,
@@ -18,7 +18,7 @@ const CFLAGS: &[&str] = &[
     "-fno-omit-frame-pointer",
 ];
 
-fn gcc(out: &Path, src: &Path, extra: &[&str]) {
+fn gcc<S: AsRef<std::ffi::OsStr>>(out: &Path, src: &Path, extra: &[S]) {
     let status = Command::new("gcc")
         .args(CFLAGS)
         .arg("-o")
@@ -30,6 +30,38 @@ fn gcc(out: &Path, src: &Path, extra: &[&str]) {
     assert!(status.success(), "gcc failed building {}", out.display());
 }
 
+/// Builds `dir/soname` from `src` as a shared library, with `dir/link` → soname when the
+/// development name differs (`libcudart.so` → `libcudart.so.13`).
+fn shared_lib(dir: &Path, soname: &str, link: Option<&str>, src: &Path, extra: &[&str]) {
+    std::fs::create_dir_all(dir).unwrap();
+    let mut args: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+    args.extend(
+        [
+            "-shared",
+            "-fPIC",
+            &format!("-Wl,-soname,{soname}"),
+            "-lpthread",
+        ]
+        .map(String::from),
+    );
+    gcc(&dir.join(soname), src, &args);
+    if let Some(link) = link {
+        let _ = std::fs::remove_file(dir.join(link));
+        std::os::unix::fs::symlink(soname, dir.join(link)).unwrap();
+    }
+}
+
+/// Flags that link against `-l<name>` in `dir`, found there again at run time.
+fn link_to(dir: &Path, name: &str) -> Vec<String> {
+    let d = dir.display();
+    vec![
+        format!("-L{d}"),
+        format!("-l{name}"),
+        format!("-Wl,-rpath,{d}"),
+        "-lpthread".into(),
+    ]
+}
+
 fn main() {
     let out = PathBuf::from(env::var("OUT_DIR").unwrap());
     let c = PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap()).join("c");
@@ -37,129 +69,78 @@ fn main() {
     println!("cargo:rerun-if-changed=/usr/include/hip/hip_runtime_api.h");
     // Any change under c/ rebuilds the fixtures.
     println!("cargo:rerun-if-changed=c");
+
+    let (hip_src, scenario_src) = (c.join("hip_sim.c"), c.join("scenario.c"));
     let sim = out.join("sim");
-    std::fs::create_dir_all(&sim).unwrap();
-    let sim_s = sim.display().to_string();
-    gcc(
-        &sim.join("libamdhip64.so"),
-        &c.join("hip_sim.c"),
-        &[
-            "-shared",
-            "-fPIC",
-            "-Wl,-soname,libamdhip64.so",
-            "-lpthread",
-        ],
-    );
-    let rpath = format!("-Wl,-rpath,{sim_s}");
+    shared_lib(&sim, "libamdhip64.so", None, &hip_src, &[]);
     gcc(
         &out.join("scenario"),
-        &c.join("scenario.c"),
-        &["-L", &sim_s, "-lamdhip64", &rpath, "-lpthread"],
+        &scenario_src,
+        &link_to(&sim, "amdhip64"),
     );
     gcc(
         &out.join("scenario_dlopen"),
-        &c.join("scenario.c"),
+        &scenario_src,
         &["-DUSE_DLOPEN", "-ldl", "-lpthread"],
     );
+
     // The runtime built with CET (-fcf-protection): every entry starts with endbr64, which
     // a uprobe must single-step; the probe placement benchmark measures against it.
-    let cet = out.join("cet");
-    std::fs::create_dir_all(&cet).unwrap();
-    gcc(
-        &cet.join("libamdhip64.so"),
-        &c.join("hip_sim.c"),
-        &[
-            "-fcf-protection=full",
-            "-shared",
-            "-fPIC",
-            "-Wl,-soname,libamdhip64.so",
-            "-lpthread",
-        ],
+    shared_lib(
+        &out.join("cet"),
+        "libamdhip64.so",
+        None,
+        &hip_src,
+        &["-fcf-protection=full"],
     );
     gcc(
         &out.join("bench_calls"),
         &c.join("bench_calls.c"),
         &["-ldl", "-lpthread"],
     );
+
     // The simulated HSA runtime and a program that drives it directly.
     let hsa = out.join("hsa");
-    std::fs::create_dir_all(&hsa).unwrap();
-    let hsa_s = hsa.display().to_string();
-    gcc(
-        &hsa.join("libhsa-runtime64.so.1"),
+    shared_lib(
+        &hsa,
+        "libhsa-runtime64.so.1",
+        Some("libhsa-runtime64.so"),
         &c.join("hsa_sim.c"),
-        &[
-            "-shared",
-            "-fPIC",
-            "-Wl,-soname,libhsa-runtime64.so.1",
-            "-lpthread",
-        ],
+        &[],
     );
-    let _ = std::fs::remove_file(hsa.join("libhsa-runtime64.so"));
-    std::os::unix::fs::symlink("libhsa-runtime64.so.1", hsa.join("libhsa-runtime64.so")).unwrap();
     gcc(
         &out.join("hsa_scenario"),
         &c.join("hsa_scenario.c"),
-        &[
-            "-L",
-            &hsa_s,
-            "-lhsa-runtime64",
-            &format!("-Wl,-rpath,{hsa_s}"),
-            "-lpthread",
-        ],
+        &link_to(&hsa, "hsa-runtime64"),
     );
+
     // The HIP runtime submitting through the simulated HSA runtime, as CLR does.
-    let sim_hsa = out.join("sim-hsa");
-    std::fs::create_dir_all(&sim_hsa).unwrap();
     let include = format!("-I{}", c.display());
-    gcc(
-        &sim_hsa.join("libamdhip64.so"),
-        &c.join("hip_sim.c"),
-        &[
-            "-DSIM_HSA",
-            &include,
-            "-shared",
-            "-fPIC",
-            "-Wl,-soname,libamdhip64.so",
-            "-L",
-            &hsa_s,
-            "-lhsa-runtime64",
-            &format!("-Wl,-rpath,{hsa_s}"),
-            "-lpthread",
-        ],
+    let mut over_hsa = vec!["-DSIM_HSA".to_string(), include];
+    over_hsa.extend(link_to(&hsa, "hsa-runtime64"));
+    let over_hsa: Vec<&str> = over_hsa.iter().map(String::as_str).collect();
+    shared_lib(
+        &out.join("sim-hsa"),
+        "libamdhip64.so",
+        None,
+        &hip_src,
+        &over_hsa,
     );
+
     // The same runtime and scenarios under CUDA's names, for the CUDA backend.
     let cuda = out.join("cuda");
-    std::fs::create_dir_all(&cuda).unwrap();
-    let cuda_s = cuda.display().to_string();
     let names = c.join("cuda_names.h").display().to_string();
-    gcc(
-        &cuda.join("libcudart.so.13"),
-        &c.join("hip_sim.c"),
-        &[
-            "-include",
-            &names,
-            "-shared",
-            "-fPIC",
-            "-Wl,-soname,libcudart.so.13",
-            "-lpthread",
-        ],
+    shared_lib(
+        &cuda,
+        "libcudart.so.13",
+        Some("libcudart.so"),
+        &hip_src,
+        &["-include", &names],
     );
-    let _ = std::fs::remove_file(cuda.join("libcudart.so"));
-    std::os::unix::fs::symlink("libcudart.so.13", cuda.join("libcudart.so")).unwrap();
-    gcc(
-        &out.join("scenario_cuda"),
-        &c.join("scenario.c"),
-        &[
-            "-include",
-            &names,
-            "-L",
-            &cuda_s,
-            "-lcudart",
-            &format!("-Wl,-rpath,{cuda_s}"),
-            "-lpthread",
-        ],
-    );
+    let mut args = vec!["-include".to_string(), names.clone()];
+    args.extend(link_to(&cuda, "cudart"));
+    gcc(&out.join("scenario_cuda"), &scenario_src, &args);
+
     // The real-library program needs Debian's HIP headers (libamdhip64-dev).
     let real = out.join("real_hip");
     if Path::new("/usr/include/hip/hip_runtime_api.h").exists() {
