@@ -25,9 +25,16 @@ fn main() -> anyhow::Result<()> {
         .manifest_path
         .parent()
         .ok_or_else(|| anyhow!("rocsync-ebpf has no directory"))?;
+    // The benchmark-only programs are built only for `--features bench`.
+    let features: &[&str] = if std::env::var_os("CARGO_FEATURE_BENCH").is_some() {
+        &["bench"]
+    } else {
+        &[]
+    };
     let package = Package {
         name: ebpf.name.as_str(),
         root_dir: root_dir.as_str(),
+        features,
         ..Default::default()
     };
     aya_build::build_ebpf([package], Toolchain::default())

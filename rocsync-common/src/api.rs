@@ -15,6 +15,7 @@ pub enum Op {
     EventRecordWithFlags,
     StreamWaitEvent,
     EventSynchronize,
+    EventQuery,
     StreamSynchronize,
     DeviceSynchronize,
     EventDestroy,
@@ -99,6 +100,8 @@ apis! {
     CudaStreamCreateWithFlags = 31, Cuda, StreamCreateWithFlags, "cudaStreamCreateWithFlags";
     CudaStreamCreateWithPriority = 32, Cuda, StreamCreateWithPriority, "cudaStreamCreateWithPriority";
     CudaStreamDestroy = 33, Cuda, StreamDestroy, "cudaStreamDestroy";
+    HipEventQuery = 34, Hip, EventQuery, "hipEventQuery";
+    CudaEventQuery = 35, Cuda, EventQuery, "cudaEventQuery";
 }
 
 impl Op {
@@ -109,7 +112,7 @@ impl Op {
             Op::EventRecord => &["event", "stream"],
             Op::EventRecordWithFlags => &["event", "stream", "flags"],
             Op::StreamWaitEvent => &["stream", "event", "flags"],
-            Op::EventSynchronize | Op::EventDestroy => &["event"],
+            Op::EventSynchronize | Op::EventQuery | Op::EventDestroy => &["event"],
             Op::StreamSynchronize | Op::StreamDestroy => &["stream"],
             Op::DeviceSynchronize => &[],
             Op::SetDevice | Op::GetDevice => &["device"],
@@ -125,6 +128,7 @@ impl Op {
             Op::EventRecord
             | Op::EventRecordWithFlags
             | Op::EventSynchronize
+            | Op::EventQuery
             | Op::EventDestroy => Some(0),
             Op::StreamWaitEvent => Some(1),
             _ => None,
@@ -189,6 +193,7 @@ impl Cookie {
             Op::EventRecord | Op::EventRecordWithFlags => Self::KIND_RECORD,
             Op::StreamWaitEvent
             | Op::EventSynchronize
+            | Op::EventQuery
             | Op::StreamSynchronize
             | Op::DeviceSynchronize => Self::KIND_SYNC,
             Op::EventDestroy | Op::StreamDestroy => Self::KIND_OTHER,
@@ -228,6 +233,28 @@ impl OutParam {
 }
 
 impl Api {
+    /// Whether a capture probes this function unless told otherwise. `*GetDevice` is
+    /// not: frameworks call it thousands of times per step (PyTorch: ~3,700 per
+    /// training step measured on an H200), and a probe costs a trap per call. Device
+    /// attribution follows `*SetDevice` instead.
+    pub const fn probed_by_default(self) -> bool {
+        !matches!(self.op(), Op::GetDevice)
+    }
+
+    /// Per-thread default-stream variants (`_spt`, `_ptsz`): stream 0 is the calling
+    /// thread's own stream, not the legacy null stream.
+    pub const fn per_thread_stream(self) -> bool {
+        let s = self.symbol().as_bytes();
+        let n = s.len();
+        (n > 4 && s[n - 4] == b'_' && s[n - 3] == b's' && s[n - 2] == b'p' && s[n - 1] == b't')
+            || (n > 5
+                && s[n - 5] == b'_'
+                && s[n - 4] == b'p'
+                && s[n - 3] == b't'
+                && s[n - 2] == b's'
+                && s[n - 1] == b'z')
+    }
+
     pub const fn arg_names(self) -> &'static [&'static str] {
         self.op().arg_names()
     }
@@ -312,6 +339,18 @@ mod tests {
             OutParam::None
         );
         assert_eq!(OutParam::of_api_id(999), OutParam::None);
+    }
+
+    #[test]
+    fn per_thread_variants_and_default_probes() {
+        assert!(Api::HipStreamSynchronizeSpt.per_thread_stream());
+        assert!(Api::CudaEventRecordWithFlagsPtsz.per_thread_stream());
+        assert!(!Api::HipStreamSynchronize.per_thread_stream());
+        assert!(!Api::CudaGetDevice.probed_by_default());
+        assert!(!Api::HipGetDevice.probed_by_default());
+        assert!(Api::HipSetDevice.probed_by_default());
+        assert_eq!(Cookie::of(Api::CudaEventQuery).kind(), Cookie::KIND_SYNC);
+        assert_eq!(Api::HipEventQuery.op().event_index(), Some(0));
     }
 
     #[test]

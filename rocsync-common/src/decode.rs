@@ -3,13 +3,14 @@
 use core::{fmt, mem::size_of, ptr};
 
 use crate::{
-    Api, CallRecord, LinkMapRecord, PacketRecord, QueueRecord, RECORD_CALL, RECORD_LINK_MAP,
-    RECORD_PACKET, RECORD_QUEUE,
+    Api, EntryRecord, ExitRecord, LinkMapRecord, PacketRecord, QueueRecord, RECORD_ENTRY,
+    RECORD_EXIT, RECORD_LINK_MAP, RECORD_PACKET, RECORD_QUEUE,
 };
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Decoded {
-    Call(CallRecord),
+    Entry(EntryRecord),
+    Exit(ExitRecord),
     LinkMap(LinkMapRecord),
     Queue(QueueRecord),
     Packet(PacketRecord),
@@ -56,10 +57,15 @@ pub fn decode(bytes: &[u8]) -> Result<Decoded, DecodeError> {
     };
     let kind = u32::from_ne_bytes([kind[0], kind[1], kind[2], kind[3]]);
     match kind {
-        RECORD_CALL => {
-            let rec: CallRecord = read(bytes, kind)?;
+        RECORD_ENTRY => {
+            let rec: EntryRecord = read(bytes, kind)?;
             Api::from_u32(rec.api).ok_or(DecodeError::UnknownApi(rec.api))?;
-            Ok(Decoded::Call(rec))
+            Ok(Decoded::Entry(rec))
+        }
+        RECORD_EXIT => {
+            let rec: ExitRecord = read(bytes, kind)?;
+            Api::from_u32(rec.api).ok_or(DecodeError::UnknownApi(rec.api))?;
+            Ok(Decoded::Exit(rec))
         }
         RECORD_LINK_MAP => Ok(Decoded::LinkMap(read(bytes, kind)?)),
         RECORD_QUEUE => Ok(Decoded::Queue(read(bytes, kind)?)),
@@ -79,31 +85,41 @@ mod tests {
 
     #[test]
     fn layouts_are_stable() {
-        assert_eq!(size_of::<CallRecord>(), 72);
+        assert_eq!(size_of::<EntryRecord>(), 64);
+        assert_eq!(size_of::<ExitRecord>(), 48);
         assert_eq!(size_of::<LinkMapRecord>(), 24);
-        assert_eq!(size_of::<crate::Entry>(), 48);
+        assert_eq!(size_of::<crate::OutSlot>(), 16);
     }
 
     #[test]
-    fn decodes_a_call_record() {
-        let rec = CallRecord {
-            kind: RECORD_CALL,
+    fn decodes_entry_and_exit_records() {
+        let entry = EntryRecord {
+            kind: RECORD_ENTRY,
             pid: 10,
             tid: 11,
             api: Api::HipStreamWaitEvent as u32,
             correlation: 7,
             enter_ns: 100,
-            exit_ns: 200,
             args: [0x1000, 0x2000, 0],
-            ret: 101,
+            ..Default::default()
         };
-        assert_eq!(decode(bytes_of(&rec)), Ok(Decoded::Call(rec)));
+        assert_eq!(decode(bytes_of(&entry)), Ok(Decoded::Entry(entry)));
+        let exit = ExitRecord {
+            kind: RECORD_EXIT,
+            pid: 10,
+            tid: 11,
+            api: Api::HipStreamWaitEvent as u32,
+            exit_ns: 200,
+            ret: 101,
+            ..Default::default()
+        };
+        assert_eq!(decode(bytes_of(&exit)), Ok(Decoded::Exit(exit)));
     }
 
     #[test]
     fn rejects_truncated_unknown_and_corrupt_records() {
-        let rec = CallRecord {
-            kind: RECORD_CALL,
+        let rec = EntryRecord {
+            kind: RECORD_ENTRY,
             api: 3,
             ..Default::default()
         };
@@ -113,10 +129,16 @@ mod tests {
             decode(&b[..40]),
             Err(DecodeError::WrongSize { .. })
         ));
-        let bad = CallRecord { api: 999, ..rec };
+        let bad = EntryRecord { api: 999, ..rec };
         assert_eq!(decode(bytes_of(&bad)), Err(DecodeError::UnknownApi(999)));
-        let unk = CallRecord { kind: 77, ..rec };
+        let unk = EntryRecord { kind: 77, ..rec };
         assert_eq!(decode(bytes_of(&unk)), Err(DecodeError::UnknownKind(77)));
+        let exit = ExitRecord {
+            kind: RECORD_EXIT,
+            api: 0,
+            ..Default::default()
+        };
+        assert_eq!(decode(bytes_of(&exit)), Err(DecodeError::UnknownApi(0)));
     }
 
     #[test]

@@ -9,9 +9,10 @@ mod record;
 
 pub use api::{Api, Backend, Cookie, Op, OutParam};
 pub use record::{
-    AgentQuery, CallRecord, Config, Entry, HandleKey, HsaQueue, LinkMapRecord,
-    MAX_PACKETS_PER_DOORBELL, NO_DEVICE, PacketRecord, QueueCreate, QueueInfo, QueueRecord,
-    RECORD_CALL, RECORD_LINK_MAP, RECORD_PACKET, RECORD_QUEUE,
+    AgentQuery, Config, ENTRY_FILTERED, EXIT_OUT_READ, EntryRecord, ExitRecord, HandleKey,
+    HsaQueue, LinkMapRecord, MAX_PACKETS_PER_DOORBELL, NO_DEVICE, OutSlot, PacketRecord,
+    QueueCreate, QueueInfo, QueueRecord, RECORD_ENTRY, RECORD_EXIT, RECORD_LINK_MAP, RECORD_PACKET,
+    RECORD_QUEUE, drop_index,
 };
 
 #[cfg(feature = "user")]

@@ -1,15 +1,44 @@
 //! Ring-buffer record layouts. Every record starts with a `u32` kind so the decoder can tell
 //! them apart; sizes are fixed and padding is explicit.
 
-pub const RECORD_CALL: u32 = 1;
+pub const RECORD_ENTRY: u32 = 1;
 pub const RECORD_LINK_MAP: u32 = 2;
 pub const RECORD_QUEUE: u32 = 3;
 pub const RECORD_PACKET: u32 = 4;
+pub const RECORD_EXIT: u32 = 5;
 
-/// One complete API call: written by the exit probe from the entry stash.
+/// Indices of the per-CPU drop counters (`DROPS`): a failed ring reservation is counted
+/// under the kind of record that was lost, so every loss is named.
+pub mod drop_index {
+    /// A call's entry record.
+    pub const ENTRY: u32 = 0;
+    /// A call's exit record.
+    pub const EXIT: u32 = 1;
+    /// A link-map notification (the target was not stopped; a rescan catches up).
+    pub const LINK_MAP: u32 = 2;
+    /// AQL packets a doorbell published beyond what one probe run reads.
+    pub const TRUNCATED: u32 = 3;
+    /// An HSA queue creation or destruction.
+    pub const QUEUE: u32 = 4;
+    /// An AQL packet.
+    pub const PACKET: u32 = 5;
+    /// Out-parameter slots the exit did not find (a nested out-parameter call, or a
+    /// full slot map): the value read at return is unknown.
+    pub const OUT_PARAM: u32 = 6;
+    pub const COUNT: u32 = 7;
+}
+
+/// [`EntryRecord::flags`]: the call was dropped by the agent filter. The record still
+/// travels so that its exit pairs with it and a filtered event record is known to exist.
+pub const ENTRY_FILTERED: u32 = 1;
+/// [`ExitRecord::flags`]: the call had an out-parameter and its value was read.
+pub const EXIT_OUT_READ: u32 = 1;
+
+/// A call entered: written by the entry probe. Its exit follows as an [`ExitRecord`]
+/// from the same thread; userspace pairs them per thread, so nested calls stay two calls.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct CallRecord {
+pub struct EntryRecord {
     pub kind: u32,
     /// Process id (tgid).
     pub pid: u32,
@@ -21,12 +50,30 @@ pub struct CallRecord {
     pub correlation: u64,
     /// CLOCK_MONOTONIC ns.
     pub enter_ns: u64,
-    pub exit_ns: u64,
-    /// Argument registers (rdi, rsi, rdx); an out-parameter is replaced by the value it
-    /// pointed to at return.
+    /// Argument registers (rdi, rsi, rdx).
     pub args: [u64; 3],
+    /// [`ENTRY_FILTERED`].
+    pub flags: u32,
+    pub pad: u32,
+}
+
+/// A call returned: written by the exit probe.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ExitRecord {
+    pub kind: u32,
+    pub pid: u32,
+    pub tid: u32,
+    /// [`crate::Api`] id, to check the pairing.
+    pub api: u32,
+    pub exit_ns: u64,
     /// The return value (`hipError_t`), sign-extended.
     pub ret: i64,
+    /// The value an out-parameter pointed to at return ([`EXIT_OUT_READ`] set).
+    pub out: u64,
+    /// [`EXIT_OUT_READ`].
+    pub flags: u32,
+    pub pad: u32,
 }
 
 /// The dynamic loader changed a target's link map (`_dl_debug_state`): a library may have
@@ -146,21 +193,20 @@ pub struct HsaQueue {
 /// The most packets one doorbell probe reads; more are counted as truncated.
 pub const MAX_PACKETS_PER_DOORBELL: u64 = 16;
 
-/// What the entry probe stashes per thread until the call returns.
+/// The per-thread slot of a call whose out-parameter is read at return (stream
+/// creation, `*GetDevice`): rare calls, so the common path has no map update.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Entry {
-    pub correlation: u64,
-    pub enter_ns: u64,
-    pub args: [u64; 3],
-    /// The call's [`crate::Cookie`]: its API id and the bits its attribution needs.
+pub struct OutSlot {
+    /// The out-parameter pointer.
+    pub pointer: u64,
+    /// The [`crate::Api`] id, so a nested call's exit does not take another's slot.
     pub api: u32,
-    /// The device the call was attributed to when the capture is restricted to some
-    /// agents ([`NO_DEVICE`] otherwise); the exit probe keeps its device maps with it.
+    /// The device the call was attributed to ([`NO_DEVICE`] in unrestricted captures).
     pub device: i32,
 }
 
-/// [`Entry::device`] of an unrestricted capture.
+/// Device of an unrestricted capture (no attribution needed).
 pub const NO_DEVICE: i32 = -1;
 
 /// Key of the per-process handle maps (stream → device, event → device).
@@ -187,7 +233,7 @@ pub struct Config {
 #[cfg(feature = "user")]
 mod pod {
     // SAFETY: plain `#[repr(C)]` data with explicit padding and no invalid bit patterns.
-    unsafe impl aya::Pod for super::Entry {}
+    unsafe impl aya::Pod for super::OutSlot {}
     // SAFETY: as above.
     unsafe impl aya::Pod for super::Config {}
 }

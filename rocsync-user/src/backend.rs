@@ -3,7 +3,7 @@
 
 use rocsync_common::{Api, Backend};
 
-use crate::target::maps;
+use crate::probes::maps;
 
 pub struct Runtime {
     pub backend: Backend,

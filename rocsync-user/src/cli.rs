@@ -7,9 +7,9 @@ use clap::{Args, Parser, Subcommand};
 use rocsync_common::Api;
 
 use crate::{
+    agents::{AgentSet, parse_agents},
     backend::{RUNTIMES, Runtime},
-    capture::probes::ProbeOptions,
-    sessions::{AgentSet, parse_agents},
+    probes::{ApiChoice, ProbeOptions},
 };
 
 #[derive(Debug, Parser)]
@@ -59,10 +59,16 @@ pub struct CaptureArgs {
     /// calls on other devices are dropped in the kernel
     #[arg(long, value_name = "LIST", value_parser = parse_agent_list)]
     pub agents: Option<AgentSet>,
-    /// Functions not to probe, comma-separated (e.g. a hot cudaGetDevice): each probe
-    /// costs a trap per call
+    /// Functions not to probe, comma-separated: each probe costs a trap per call
     #[arg(long, value_name = "SYMBOLS", value_delimiter = ',', value_parser = parse_api)]
     pub skip: Vec<Api>,
+    /// Functions to probe besides the default set, comma-separated (hipGetDevice and
+    /// cudaGetDevice are hot and not probed by default)
+    #[arg(long, value_name = "SYMBOLS", value_delimiter = ',', value_parser = parse_api)]
+    pub probe: Vec<Api>,
+    /// No live status line (it is shown only when stderr is a terminal)
+    #[arg(long)]
+    pub no_status: bool,
 }
 
 impl CaptureArgs {
@@ -71,6 +77,13 @@ impl CaptureArgs {
         match &self.agents {
             Some(AgentSet::Only(a)) => a.iter().fold(0, |m, d| m | 1 << d),
             _ => 0,
+        }
+    }
+
+    pub fn api_choice(&self) -> ApiChoice {
+        ApiChoice {
+            extra: self.probe.clone(),
+            skip: self.skip.clone(),
         }
     }
 

@@ -1,16 +1,23 @@
-//! rocsync: traces GPU synchronisation in unmodified HIP processes with eBPF uprobes.
+//! rocsync: traces GPU synchronisation in unmodified HIP and CUDA processes with eBPF
+//! uprobes.
+//!
+//! The modules follow the data path: [`probes`] (load, attach, placement) feed the ring;
+//! [`pipeline`] runs [`ingest`] (decode, pair, order) → [`resolve`] (wait rule, barrier
+//! links) → [`emit`] (Kineto, raw, files, summary), counting everything in [`stats`];
+//! [`capture`] drives a live capture and [`commands`] are the subcommands.
 
+pub mod agents;
 pub mod backend;
 pub mod capture;
 pub mod cli;
 pub mod commands;
-pub mod output;
+pub mod emit;
+pub mod ingest;
+pub mod pipeline;
 pub mod preflight;
+pub mod probes;
 pub mod resolve;
-pub mod sessions;
-pub mod summary;
-pub mod target;
-pub mod trace;
+pub mod stats;
 
 /// The eBPF object built from `rocsync-ebpf` by this crate's build script.
 pub static PROBES: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/rocsync"));

@@ -15,7 +15,7 @@ fn traced(
     output: &str,
 ) -> (
     Vec<rocsync_tests::LoggedCall>,
-    Vec<rocsync::trace::call::Call>,
+    Vec<rocsync::ingest::Call>,
     std::path::PathBuf,
 ) {
     let log = dir.path("scenario.log");
@@ -39,7 +39,7 @@ fn traced(
 
 fn assert_edges_match_log(
     logged: &[rocsync_tests::LoggedCall],
-    calls: &[rocsync::trace::call::Call],
+    calls: &[rocsync::ingest::Call],
     trace: &serde_json::Value,
 ) {
     assert_same_calls(logged, calls.to_vec());

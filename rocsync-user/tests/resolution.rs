@@ -3,15 +3,12 @@
 use std::collections::BTreeMap;
 
 use proptest::prelude::*;
-use rocsync::{
-    resolve::resolve,
-    trace::{
-        call::Call,
-        kineto::{self, TraceInfo},
-    },
-};
+use rocsync::ingest::Call;
 use rocsync_common::Api;
 use serde_json::Value;
+
+mod common;
+use common::pipeline::{call_in, rows_in_any_order, trace};
 
 const PID: u32 = 4242;
 const E: u64 = 0x5000;
@@ -22,19 +19,6 @@ fn call(correlation: u64, api: Api, args: [u64; 3]) -> Call {
     call_in(PID, PID, correlation, api, args, 0)
 }
 
-fn call_in(pid: u32, tid: u32, correlation: u64, api: Api, args: [u64; 3], ret: i64) -> Call {
-    Call {
-        api,
-        pid,
-        tid,
-        correlation,
-        enter_ns: 1_000_000 + correlation * 1000,
-        exit_ns: Some(1_000_000 + correlation * 1000 + 500),
-        ret: Some(ret),
-        args,
-    }
-}
-
 fn record(corr: u64, event: u64, stream: u64) -> Call {
     call(corr, Api::HipEventRecord, [event, stream, 0])
 }
@@ -43,21 +27,6 @@ fn wait(corr: u64, stream: u64, event: u64) -> Call {
 }
 fn destroy(corr: u64, event: u64) -> Call {
     call(corr, Api::HipEventDestroy, [event, 0, 0])
-}
-
-/// Writes the trace for `calls` and parses it back.
-fn trace(calls: &[Call]) -> Value {
-    let resolved = resolve(calls);
-    let names = BTreeMap::new();
-    let info = TraceInfo {
-        clock_offset_ns: 1_700_000_000_000_000_000,
-        process_names: &names,
-        rocsync: serde_json::json!({}),
-        trace_name: "t.json",
-    };
-    let mut out = Vec::new();
-    kineto::write(&mut out, &resolved, &info).unwrap();
-    serde_json::from_slice(&out).expect("valid JSON")
 }
 
 fn events(t: &Value) -> &Vec<Value> {
@@ -113,12 +82,18 @@ fn happy_path_record_then_wait() {
     assert_eq!(rt["args"]["hip_event"], "0x5000");
     assert_eq!(rt["args"]["hip_stream"], "0xb000");
     assert_eq!(rt["args"]["wait_on_hip_event_id"], "0x5000");
+    // The runtime row names the producer's stream by its handle, as the record row does.
+    assert_eq!(rt["args"]["wait_on_stream"], "0xa000");
+    assert_eq!(
+        runtime_row(&t, 1)["args"]["hip_stream"],
+        rt["args"]["wait_on_stream"]
+    );
 }
 
 #[test]
 fn a_wait_never_resolves_to_a_future_record() {
-    let t = trace(&[record(100, E, S_A), wait(101, S_B, E), record(200, E, S_A)]);
-    assert_eq!(producer_of(&t, 101), 100);
+    let t = trace(&[record(1, E, S_A), wait(2, S_B, E), record(3, E, S_A)]);
+    assert_eq!(producer_of(&t, 2), 1);
 }
 
 #[test]
@@ -133,8 +108,8 @@ fn each_capture_starts_empty() {
     let first = trace(&[record(1, E, S_A), wait(2, S_B, E)]);
     assert_eq!(producer_of(&first, 2), 1);
     // A second capture that begins with a wait on the same handle knows no record.
-    let second = trace(&[wait(3, S_B, E)]);
-    assert_eq!(producer_of(&second, 3), -1);
+    let second = trace(&[wait(1, S_B, E)]);
+    assert_eq!(producer_of(&second, 1), -1);
 }
 
 #[test]
@@ -153,33 +128,36 @@ fn event_synchronize_has_a_producer_and_always_the_event_id() {
 
 #[test]
 fn an_unresolved_wait_keeps_its_event_and_says_minus_one() {
-    let t = trace(&[wait(5, S_B, E)]);
-    let row = sync_row(&t, 5);
+    let t = trace(&[wait(1, S_B, E)]);
+    let row = sync_row(&t, 1);
     assert_eq!(row["args"]["wait_on_stream"], -1);
     assert_eq!(row["args"]["wait_on_cuda_event_record_corr_id"], -1);
-    let rt = runtime_row(&t, 5);
+    let rt = runtime_row(&t, 1);
     assert_eq!(rt["args"]["wait_on_hip_event_id"], "0x5000");
     assert_eq!(rt["args"]["wait_on_stream"], -1);
     assert_eq!(rt["args"]["wait_on_hip_event_record_corr_id"], -1);
+    // Traced from the start: the event was never recorded, and the trace says so.
+    assert_eq!(rt["args"]["wait_on_unknown_reason"], "never_recorded");
+    assert_eq!(row["args"]["wait_on_unknown_reason"], "never_recorded");
 }
 
 #[test]
 fn destroy_evicts_and_a_reused_handle_starts_without_a_record() {
     let t = trace(&[
-        record(10, E, S_A),
-        wait(15, S_B, E),
-        destroy(20, E),
-        wait(30, S_B, E),
-        record(40, E, S_A),
-        wait(50, S_B, E),
+        record(1, E, S_A),
+        wait(2, S_B, E),
+        destroy(3, E),
+        wait(4, S_B, E),
+        record(5, E, S_A),
+        wait(6, S_B, E),
     ]);
-    assert_eq!(producer_of(&t, 15), 10);
-    assert_eq!(producer_of(&t, 30), -1);
-    assert_eq!(producer_of(&t, 50), 40);
+    assert_eq!(producer_of(&t, 2), 1);
+    assert_eq!(producer_of(&t, 4), -1);
+    assert_eq!(producer_of(&t, 6), 5);
     // The reused handle is a new event: a new event id, kept for its lifetime.
     let id = |corr| sync_row(&t, corr)["args"]["wait_on_cuda_event_id"].clone();
-    assert_ne!(id(15), id(30));
-    assert_eq!(id(30), id(50));
+    assert_ne!(id(2), id(4));
+    assert_eq!(id(4), id(6));
 }
 
 #[test]
@@ -358,9 +336,7 @@ proptest! {
             calls.swap(i, (rng >> 33) as usize % (i + 1));
         }
         let want = model(&calls);
-        let resolved = resolve(&calls);
-        let got: BTreeMap<(u32, u64), i64> = resolved
-            .rows
+        let got: BTreeMap<(u32, u64), i64> = rows_in_any_order(&calls)
             .iter()
             .filter(|r| r.sync.is_some_and(|k| k.waits_on_event()))
             .map(|r| ((r.call.pid, r.call.correlation), r.producer.map_or(-1, |p| p.correlation as i64)))

@@ -47,7 +47,16 @@ fn stats(xs: &[f64]) -> (f64, f64, f64) {
 
 pub fn bench() -> Result<()> {
     crate::setup()?;
-    run(cargo().args(["build", "--release", "--package", "rocsync-user", "--bins"]))?;
+    // The benchmark binary and the empty baseline probes are behind the `bench` feature.
+    run(cargo().args([
+        "build",
+        "--release",
+        "--package",
+        "rocsync-user",
+        "--bins",
+        "--features",
+        "bench",
+    ]))?;
     run(cargo().args(["build", "--release", "--package", "rocsync-tests"]))?;
     let driver = rocsync_tests::bench_calls().display().to_string();
     let rocsync = root().join("target/release/rocsync").display().to_string();

@@ -15,15 +15,15 @@ use anyhow::{Context as _, Result, bail};
 use aya::programs::{UProbe, uprobe::UProbeScope};
 use clap::{Parser, Subcommand};
 use rocsync::{
-    capture::sequence::Sequencer,
-    target::symbols,
-    trace::{
-        call::Call,
+    emit::{
+        Tee,
         kineto::{KinetoWriter, TraceInfo},
-        stream::TraceStream,
+        raw::RawWriter,
     },
+    pipeline::Pipeline,
+    probes::elf,
 };
-use rocsync_common::{Api, CallRecord, Decoded, RECORD_CALL, decode};
+use rocsync_common::{Api, EntryRecord, ExitRecord, RECORD_ENTRY, RECORD_EXIT};
 use serde_json::json;
 
 #[derive(Parser)]
@@ -132,7 +132,7 @@ fn probes(
     match mode {
         Mode::Untraced => {}
         Mode::Empty | Mode::EmptyAtEntry => {
-            let r = symbols::resolve(lib, &[symbol])?;
+            let r = elf::lookup(lib, &[symbol])?;
             let f = r
                 .found
                 .first()
@@ -195,26 +195,41 @@ fn probes(
     Ok(())
 }
 
-/// One record as the ring carries it.
+/// The two records of one call as the ring carries them.
 fn record_bytes(
     correlation: u64,
     api: Api,
     tid: u32,
     args: [u64; 3],
-) -> [u8; size_of::<CallRecord>()] {
-    let rec = CallRecord {
-        kind: RECORD_CALL,
+) -> (
+    [u8; size_of::<EntryRecord>()],
+    [u8; size_of::<ExitRecord>()],
+) {
+    let entry = EntryRecord {
+        kind: RECORD_ENTRY,
         pid: 1000,
         tid,
         api: api as u32,
         correlation,
         enter_ns: correlation * 1000,
-        exit_ns: correlation * 1000 + 400,
         args,
-        ret: 0,
+        ..Default::default()
     };
-    // SAFETY: CallRecord is plain data of exactly this size.
-    unsafe { std::mem::transmute(rec) }
+    let exit = ExitRecord {
+        kind: RECORD_EXIT,
+        pid: 1000,
+        tid,
+        api: api as u32,
+        exit_ns: correlation * 1000 + 400,
+        ..Default::default()
+    };
+    // SAFETY: both records are plain data of exactly these sizes.
+    unsafe {
+        (
+            std::mem::transmute::<EntryRecord, [u8; 64]>(entry),
+            std::mem::transmute::<ExitRecord, [u8; 48]>(exit),
+        )
+    }
 }
 
 /// A capture-like stream: per thread, record on stream A, wait on stream B, with event,
@@ -248,49 +263,41 @@ fn synthesize(records: u64, churn: bool) -> impl Iterator<Item = (Api, u32, [u64
         .take(records as usize)
 }
 
-/// The live path without the kernel: bytes from the ring → decode → back in order →
-/// resolve → Kineto JSON (counted, not stored). Records are made on the fly, so peak
-/// memory is the pipeline's own.
+/// The live path without the kernel: bytes from the ring → decode → pair → back in
+/// order → resolve → Kineto JSON (counted, not stored), through the one [`Pipeline`].
+/// Records are made on the fly, so peak memory is the pipeline's own.
 fn pipeline(records: u64, churn: bool) -> Result<()> {
-    let names = Default::default();
-    let info = TraceInfo {
-        clock_offset_ns: 1_790_000_000_000_000_000,
-        process_names: &names,
-        rocsync: json!({}),
-        trace_name: "bench",
-    };
-    let writer = KinetoWriter::new(CountingSink(0), info.clock_offset_ns, 0)?;
-    let mut sink: TraceStream<CountingSink, std::io::Sink> = TraceStream::new(writer, None);
-    let mut sequencer = Sequencer::new();
-    let mut error = None;
+    let writer = KinetoWriter::new(CountingSink(0), 1_790_000_000_000_000_000, 0)?;
+    let sink: Tee<_, RawWriter<std::io::Sink>> = Tee(writer, None);
+    let mut pipeline = Pipeline::new(sink, true);
     let start = Instant::now();
     for (i, (api, tid, args)) in synthesize(records, churn).enumerate() {
-        let bytes = record_bytes(i as u64 + 1, api, tid, args);
-        let Ok(Decoded::Call(r)) = decode(&bytes) else {
-            bail!("undecodable")
-        };
-        let call = Call::from_record(&r).context("unknown api")?;
-        sequencer.push(call, &mut |r| {
-            if let Err(e) = sink.released(r) {
-                error.get_or_insert(e);
-            }
-        });
+        let (entry, exit) = record_bytes(i as u64 + 1, api, tid, args);
+        pipeline.record(&entry);
+        pipeline.record(&exit);
     }
-    if let Some(e) = error {
-        return Err(e.into());
+    let (Tee(writer, _), stats) = pipeline.finish()?;
+    if stats.undecodable > 0 {
+        bail!("undecodable records");
     }
-    let calls = sink.calls;
-    let done = sink.finish(&info, &Default::default())?;
+    let names = Default::default();
+    let info = TraceInfo {
+        process_names: &names,
+        rocsync: json!({}),
+        distributed: json!({ "rank": 0 }),
+        trace_name: "bench",
+    };
+    let trace = writer.finish(&info)?;
     let seconds = start.elapsed().as_secs_f64();
     println!(
         "{}",
         json!({
             "records": records,
-            "written": calls,
+            "written": stats.calls(),
             "churn": churn,
             "seconds": seconds,
             "records_per_s": records as f64 / seconds,
-            "trace_bytes": done.trace.0,
+            "trace_bytes": trace.0,
             "peak_rss_bytes": peak_rss(),
         })
     );

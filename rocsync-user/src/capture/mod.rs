@@ -1,10 +1,10 @@
-//! Capturing calls from target processes.
+//! Capturing from target processes: launching a command held before `exec`
+//! ([`launch`]), the capture's event loop ([`session`]: targets, library discovery,
+//! the ring, stop), the clocks, and the live status line.
 
 pub mod clock;
 pub mod launch;
-pub mod loader;
-pub mod probes;
-pub mod sequence;
 pub mod session;
+pub mod status;
 
-pub use session::{Captured, Drops, Session, StopReason};
+pub use session::{Captured, Session, StopReason};

@@ -1,8 +1,9 @@
-//! One capture: targets, library discovery and attachment, the ring-buffer event loop, and
-//! the stop sequence (deactivate, let in-flight calls return, detach, drain).
+//! One capture: targets, library discovery and attachment, the ring-buffer event loop
+//! feeding the [`Pipeline`], and the stop sequence (deactivate, let in-flight calls
+//! return, drain, detach).
 
 use std::{
-    collections::{HashMap, HashSet},
+    collections::HashSet,
     future::Future,
     os::unix::fs::MetadataExt as _,
     path::{Path, PathBuf},
@@ -11,21 +12,23 @@ use std::{
 
 use anyhow::{Context as _, Result};
 use aya::maps::{MapData, RingBuf};
-use rocsync_common::{Api, Config, Decoded, decode};
+use rocsync_common::Config;
 use tokio::{
     io::{Interest, unix::AsyncFd},
     signal::unix::{SignalKind, signal},
 };
 
-use super::{
-    probes::{LibraryReport, Probes},
-    sequence::Sequencer,
-};
-use crate::{backend::Runtime, cli::CaptureArgs};
+use super::status::Status;
 use crate::{
-    output::FileStream,
-    target::maps::{self, Mapping},
-    trace::{call::Call, stream::TraceStream},
+    backend::Runtime,
+    cli::CaptureArgs,
+    emit::outputs::CaptureSink,
+    pipeline::{Notice, Pipeline},
+    probes::{
+        ApiChoice, LibraryReport, Probes,
+        maps::{self, Mapping},
+    },
+    stats::CaptureStats,
 };
 
 const INACTIVE: Config = Config {
@@ -33,12 +36,12 @@ const INACTIVE: Config = Config {
     stop_on_link_map: 0,
     agents: 0,
 };
-/// How long stop waits for calls already entered to return before reporting them in flight.
+/// How long stop waits for calls already entered to return before writing them in flight.
 const IN_FLIGHT_GRACE: Duration = Duration::from_millis(300);
 /// How often the ring is read when the probes have not woken the reader.
 const DRAIN_EVERY: Duration = Duration::from_millis(10);
-/// How often the calls in flight are looked at, to release calls waiting behind them.
-const RELEASE_EVERY: Duration = Duration::from_millis(100);
+/// How often missing correlation ids are looked at (two looks in a row: lost).
+const TICK_EVERY: Duration = Duration::from_millis(100);
 /// Safety net for library loads the loader hook cannot see (e.g. a dropped notification).
 const RESCAN_EVERY: Duration = Duration::from_secs(1);
 
@@ -49,27 +52,9 @@ pub enum StopReason {
     TargetExited,
 }
 
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct Drops {
-    /// Calls lost because the ring buffer was full.
-    pub calls: u64,
-    pub calls_per_cpu: Vec<u64>,
-    /// Library-load notifications lost (the process was not held; a rescan caught up).
-    pub link_map: u64,
-    /// Records that failed to decode.
-    pub undecodable: u64,
-    /// Correlation ids that never arrived nor were in flight: dropped records.
-    pub lost: u64,
-    /// AQL packets a doorbell published beyond what one probe run reads.
-    pub truncated: u64,
-}
-
-/// Where released calls go: resolved and written while the capture runs.
-pub type Sink = TraceStream<FileStream, FileStream>;
-
 pub struct Captured {
-    pub sink: Sink,
-    pub drops: Drops,
+    pub sink: CaptureSink,
+    pub stats: CaptureStats,
     pub libraries: Vec<LibraryReport>,
     pub stop: StopReason,
     pub detaching: Detaching,
@@ -89,8 +74,7 @@ pub struct Session {
     probes: Probes,
     /// The runtimes whose libraries are looked for.
     runtimes: Vec<&'static Runtime>,
-    /// Functions the user asked not to probe.
-    skip: Vec<Api>,
+    choice: ApiChoice,
     /// Agents (devices) to record, as a bit mask; 0 records every agent.
     agents: u64,
     targets: Vec<u32>,
@@ -98,32 +82,31 @@ pub struct Session {
     /// must not be probed twice.
     probed_files: HashSet<(u64, u64)>,
     libraries: Vec<LibraryReport>,
-    sequencer: Sequencer,
-    sink: Sink,
-    /// The first error writing the outputs; it ends the capture.
-    write_error: Option<std::io::Error>,
-    undecodable: u64,
+    pipeline: Pipeline<CaptureSink>,
+    status: Status,
     verbose: bool,
 }
 
 impl Session {
-    /// A session for the runtimes, skipped functions and verbosity the user asked for.
-    pub fn new(probes: Probes, args: &CaptureArgs, sink: Sink) -> Self {
-        let verbose = args.verbose;
+    /// A session for the runtimes, probe choice and verbosity the user asked for.
+    /// `from_start`: the targets are traced from their first call (`run`).
+    pub fn new(probes: Probes, args: &CaptureArgs, sink: CaptureSink, from_start: bool) -> Self {
         Self {
             probes,
             runtimes: args.runtimes(),
-            skip: args.skip.clone(),
+            choice: args.api_choice(),
             agents: args.agent_mask(),
             targets: Vec::new(),
             probed_files: HashSet::new(),
             libraries: Vec::new(),
-            sequencer: Sequencer::new(),
-            sink,
-            write_error: None,
-            undecodable: 0,
-            verbose,
+            pipeline: Pipeline::new(sink, from_start),
+            status: Status::new(!args.no_status),
+            verbose: args.verbose,
         }
+    }
+
+    fn say(&self, line: &str) {
+        self.status.say(line);
     }
 
     /// Starts capturing `pid` and hooks `loader` (its dynamic loader) for library loads.
@@ -138,17 +121,17 @@ impl Session {
         match loader {
             Some(l) => {
                 if !self.probes.attach_loader(l, pid)? {
-                    eprintln!(
+                    self.say(&format!(
                         "rocsync: warning: {} has no _dl_debug_state; libraries loaded later \
                          are found by periodic rescans only",
                         l.display()
-                    );
+                    ));
                 }
             }
-            None => eprintln!(
+            None => self.say(&format!(
                 "rocsync: warning: no dynamic loader found for pid {pid}; libraries loaded \
                  later are found by periodic rescans only"
-            ),
+            )),
         }
         Ok(())
     }
@@ -162,7 +145,7 @@ impl Session {
         }
         let report = match self
             .probes
-            .attach_runtime(runtime, &self.skip, path, Some(pid))
+            .attach_runtime(runtime, &self.choice, path, Some(pid))
         {
             Ok(r) => r,
             Err(e) => {
@@ -170,11 +153,11 @@ impl Session {
                 return Err(e);
             }
         };
-        eprintln!(
+        self.say(&format!(
             "rocsync: attached to {} (pid {pid}): {} functions",
             report.path.display(),
             report.probed.len()
-        );
+        ));
         if self.verbose {
             for (p, names) in &report.probed {
                 let skipped = if p.skipped.is_empty() {
@@ -187,20 +170,20 @@ impl Session {
                 } else {
                     "single-stepped"
                 };
-                eprintln!(
+                self.say(&format!(
                     "rocsync:   {:#x} {}: probe on `{}`{skipped} ({cost})",
                     p.offset,
                     names.join(" = "),
                     p.probed
-                );
+                ));
             }
         }
         if !report.missing.is_empty() {
-            eprintln!(
+            self.say(&format!(
                 "rocsync: warning: {} does not export {}; skipped",
                 report.path.display(),
                 report.missing.join(", ")
-            );
+            ));
         }
         self.libraries.push(report);
         Ok(true)
@@ -214,10 +197,10 @@ impl Session {
             return Ok(());
         }
         let report = self.probes.attach_hsa(path, pid)?;
-        eprintln!(
+        self.say(&format!(
             "rocsync: attached to {} (pid {pid}): HSA queues and doorbells",
             report.path.display()
-        );
+        ));
         self.libraries.push(report);
         Ok(())
     }
@@ -236,7 +219,7 @@ impl Session {
             n += 1;
             let path = openable_path(pid, m);
             if let Err(e) = self.attach_hsa(&path, pid) {
-                eprintln!("rocsync: warning: {e:#}");
+                self.say(&format!("rocsync: warning: {e:#}"));
             }
         }
         for runtime in self.runtimes.clone() {
@@ -244,40 +227,22 @@ impl Session {
                 n += 1;
                 let path = openable_path(pid, m);
                 if let Err(e) = self.attach_library(runtime, &path, pid) {
-                    eprintln!("rocsync: warning: {e:#}");
+                    self.say(&format!("rocsync: warning: {e:#}"));
                 }
             }
         }
         Ok(n)
     }
 
-    fn handle(&mut self, bytes: &[u8]) {
-        match decode(bytes) {
-            Ok(Decoded::Call(r)) => {
-                if let Some(call) = Call::from_record(&r) {
-                    let (sink, err) = (&mut self.sink, &mut self.write_error);
-                    self.sequencer
-                        .push(call, &mut |r| keep_first(err, sink.released(r)));
-                }
-            }
-            Ok(Decoded::Queue(q)) => self.sink.queue(&q),
-            Ok(Decoded::Packet(p)) => keep_first(&mut self.write_error, self.sink.packet(&p)),
-            Ok(Decoded::LinkMap(r)) => {
-                if self.targets.contains(&r.pid) {
-                    let _ = self.scan(r.pid);
-                }
-                if r.stopped != 0 {
-                    // Our probe stopped it; everything it may call into is probed now.
-                    // SAFETY: plain kill(2) on a process this capture stopped.
-                    unsafe { libc::kill(r.pid as i32, libc::SIGCONT) };
-                }
-            }
-            Err(e) => {
-                self.undecodable += 1;
-                if self.verbose {
-                    eprintln!("rocsync: undecodable record: {e}");
-                }
-            }
+    fn notice(&mut self, n: Notice) {
+        let Notice::LinkMap { pid, stopped } = n;
+        if self.targets.contains(&pid) {
+            let _ = self.scan(pid);
+        }
+        if stopped {
+            // Our probe stopped it; everything it may call into is probed now.
+            // SAFETY: plain kill(2) on a process this capture stopped.
+            unsafe { libc::kill(pid as i32, libc::SIGCONT) };
         }
     }
 
@@ -298,11 +263,11 @@ impl Session {
         };
         tokio::pin!(deadline, target_exit);
         let mut rescan = tokio::time::interval(RESCAN_EVERY);
-        let mut release = tokio::time::interval(RELEASE_EVERY);
+        let mut tick = tokio::time::interval(TICK_EVERY);
         // The probes wake this loop only when much is waiting; the rest is read here.
         let mut poll = tokio::time::interval(DRAIN_EVERY);
         loop {
-            if let Some(e) = self.write_error.take() {
+            if let Some(e) = self.pipeline.take_error() {
                 return Err(anyhow::Error::from(e).context("writing the outputs"));
             }
             tokio::select! {
@@ -320,7 +285,11 @@ impl Session {
                         let _ = self.scan(pid);
                     }
                 }
-                _ = release.tick() => self.release()?,
+                _ = tick.tick() => {
+                    self.drain(ring.get_mut());
+                    self.pipeline.tick();
+                    self.status.update(&self.pipeline.stats);
+                }
                 _ = poll.tick() => self.drain(ring.get_mut()),
             }
         }
@@ -334,31 +303,18 @@ impl Session {
             let len = item.len();
             drop(item);
             if len > buf.len() {
-                self.undecodable += 1;
+                self.pipeline.stats.undecodable += 1;
                 continue;
             }
-            self.handle(&buf[..n]);
+            if let Some(notice) = self.pipeline.record(&buf[..n]) {
+                self.notice(notice);
+            }
         }
     }
 
-    /// Releases what a fresh look at the calls in flight allows (see [`Sequencer`]).
-    fn release(&mut self) -> Result<()> {
-        let scan: HashMap<u64, Call> = self
-            .probes
-            .in_flight(&self.targets)?
-            .iter()
-            .filter_map(|(pid_tgid, e)| Call::in_flight(*pid_tgid, e))
-            .map(|c| (c.correlation, c))
-            .collect();
-        let (sink, err) = (&mut self.sink, &mut self.write_error);
-        self.sequencer
-            .release(Some(&scan), &mut |r| keep_first(err, sink.released(r)));
-        Ok(())
-    }
-
     /// Stop: no new calls enter; calls in flight get a grace period to return; the ring
-    /// is drained; calls still in flight are written from the stash; probes detach in
-    /// the background (see [`Captured::detached`]).
+    /// is drained; calls still in flight are written as such; probes detach in the
+    /// background (see [`Detaching`]).
     pub async fn finish(
         mut self,
         mut ring: AsyncFd<RingBuf<MapData>>,
@@ -367,51 +323,26 @@ impl Session {
         for &pid in &self.targets {
             self.probes.set_target(pid, INACTIVE)?;
         }
+        self.pipeline.stopping();
         let waited = tokio::time::Instant::now();
-        while waited.elapsed() < IN_FLIGHT_GRACE
-            && !self.probes.in_flight(&self.targets)?.is_empty()
-        {
+        loop {
             self.drain(ring.get_mut());
+            if self.pipeline.open_calls() == 0 || waited.elapsed() >= IN_FLIGHT_GRACE {
+                break;
+            }
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
-        let in_flight = self.probes.in_flight(&self.targets)?;
-        self.drain(ring.get_mut());
-        // A call may return between the stash read and the drain: its record wins. One
-        // that returns after the drain stays written as in flight, so none is lost.
-        let in_flight: Vec<Call> = in_flight
-            .iter()
-            .filter_map(|(pid_tgid, e)| Call::in_flight(*pid_tgid, e))
-            .collect();
-        let (sink, err) = (&mut self.sink, &mut self.write_error);
-        self.sequencer
-            .finish(in_flight, &mut |r| keep_first(err, sink.released(r)));
-        if let Some(e) = self.write_error.take() {
-            return Err(anyhow::Error::from(e).context("writing the outputs"));
-        }
-        let (calls_per_cpu, link_map, truncated) = self.probes.drops()?;
-        let detaching = self.probes.detach_in_background();
+        self.status.clear();
+        self.pipeline.stats.kernel = self.probes.drops()?;
+        let detaching = Detaching(self.probes.detach_in_background());
+        let (sink, stats) = self.pipeline.finish().context("writing the outputs")?;
         Ok(Captured {
-            sink: self.sink,
-            drops: Drops {
-                calls: calls_per_cpu.iter().sum(),
-                calls_per_cpu,
-                link_map: link_map.iter().sum(),
-                undecodable: self.undecodable,
-                lost: self.sequencer.lost,
-                truncated,
-            },
+            sink,
+            stats,
             libraries: self.libraries,
             stop,
-            detaching: Detaching(detaching),
+            detaching,
         })
-    }
-}
-
-fn keep_first(slot: &mut Option<std::io::Error>, r: std::io::Result<()>) {
-    if let Err(e) = r
-        && slot.is_none()
-    {
-        *slot = Some(e);
     }
 }
 

@@ -5,12 +5,11 @@ use std::path::Path;
 use anyhow::{Result, bail};
 use serde_json::json;
 
-use super::finish::Outputs;
 use crate::{
-    capture::{Session, clock, launch, loader, probes::Probes, session::async_ring},
+    capture::{Session, clock, launch, session::async_ring},
     cli::AttachArgs,
-    target::maps,
-    trace::raw::Header,
+    emit::{outputs::Outputs, raw::Header},
+    probes::{Probes, ld_so, maps},
 };
 
 pub async fn attach(args: AttachArgs) -> Result<i32> {
@@ -30,16 +29,17 @@ pub async fn attach(args: AttachArgs) -> Result<i32> {
     let clock_offset_ns = clock::realtime_offset_ns();
     let header = Header {
         clock_offset_ns,
+        start_ns: clock::monotonic_ns() as u64,
         command: cmdline(pid),
-        drops: 0,
+        from_start: false,
     };
-    let sink = outputs.open(header, clock::monotonic_ns() as u64)?;
-    let mut session = Session::new(probes, &args.out, sink);
+    let sink = outputs.open(header)?;
+    let mut session = Session::new(probes, &args.out, sink, false);
     let text = std::fs::read_to_string(format!("/proc/{pid}/maps"))
         .map_err(|e| anyhow::anyhow!("cannot read /proc/{pid}/maps: {e}"))?;
     let mappings = maps::parse(&text);
     // Hook the loader before the scan, so a library loaded in between is not missed.
-    session.add_target(pid, loader::of_process(pid, &mappings).as_deref())?;
+    session.add_target(pid, ld_so::of_process(pid, &mappings).as_deref())?;
     if session.scan(pid)? == 0 {
         if !args.wait {
             bail!(
@@ -64,7 +64,7 @@ pub async fn attach(args: AttachArgs) -> Result<i32> {
         "wait": args.wait,
         "agents": args.out.agents.as_ref().map(ToString::to_string),
     });
-    outputs.finish(captured, params)?;
+    super::write_outputs(outputs, captured, params)?;
     Ok(0)
 }
 

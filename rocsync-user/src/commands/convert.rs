@@ -1,41 +1,61 @@
-//! `rocsync convert RAW`: resolve an archived raw capture into a Kineto trace, by the same
-//! code path as a live capture.
+//! `rocsync convert RAW`: replay an archived raw capture through the same resolve and
+//! emit stages as the live capture, streaming (memory bounded by live state, not by the
+//! file's size).
 
-use std::io::BufReader;
+use std::{fs::File, io::BufReader};
 
-use anyhow::{Context as _, Result};
+use anyhow::{Context as _, Result, bail};
 use serde_json::json;
 
-use super::finish::write_trace;
-use crate::{cli::ConvertArgs, output::PendingFile, resolve::resolve, trace::raw};
+use crate::{
+    cli::ConvertArgs,
+    emit::{
+        outputs::{Outputs, Report},
+        raw::Reader,
+    },
+    pipeline::Pipeline,
+};
 
 pub fn convert(args: ConvertArgs) -> Result<i32> {
-    let file = std::fs::File::open(&args.raw)
-        .with_context(|| format!("cannot open {}", args.raw.display()))?;
+    let file =
+        File::open(&args.raw).with_context(|| format!("cannot open {}", args.raw.display()))?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        bail!("{} is not a regular file", args.raw.display());
+    }
     let out = args
         .output
         .clone()
         .unwrap_or_else(|| args.raw.with_extension("json"));
-    if out == args.raw {
-        anyhow::bail!("the output would overwrite the raw capture: name it with -o");
+    if same_file(&out, &meta) {
+        bail!("the output would overwrite the raw capture: name another with -o");
     }
-    let pending = PendingFile::create(&out)?;
-    let (header, calls) = raw::read(BufReader::new(file))
+    let mut reader = Reader::new(BufReader::new(file))
         .with_context(|| format!("{} is not a rocsync raw capture", args.raw.display()))?;
-    let resolved = resolve(&calls);
-    let path = write_trace(
-        pending,
-        &calls,
-        &resolved,
-        &header,
-        json!({ "mode": "convert", "raw": args.raw }),
-    )?;
-    eprintln!(
-        "rocsync: {} calls, waits resolved: {}, unresolved: {}\n  trace: {}",
-        calls.len(),
-        resolved.waits_resolved,
-        resolved.waits_unresolved,
-        path.display()
-    );
+    let mut outputs = Outputs::at(out, false, None)?;
+    let header = reader.header.clone();
+    let mut pipeline = Pipeline::new(outputs.open(header.clone())?, header.from_start);
+    while let Some(item) = reader
+        .next_item()
+        .with_context(|| format!("reading {}", args.raw.display()))?
+    {
+        pipeline.replay(item);
+        if let Some(e) = pipeline.take_error() {
+            return Err(anyhow::Error::from(e).context("writing the trace"));
+        }
+    }
+    let (sink, stats) = pipeline.finish().context("writing the trace")?;
+    let report = Report {
+        parameters: json!({ "mode": "convert", "raw": args.raw }),
+        libraries: Vec::new(),
+        single_stepped: Vec::new(),
+    };
+    outputs.finish(sink, &stats, report)?;
     Ok(0)
+}
+
+/// Whether `path` names the file `meta` describes (a different spelling included).
+fn same_file(path: &std::path::Path, meta: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::MetadataExt as _;
+    std::fs::metadata(path).is_ok_and(|m| m.dev() == meta.dev() && m.ino() == meta.ino())
 }

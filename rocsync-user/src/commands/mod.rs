@@ -2,9 +2,48 @@
 
 mod attach;
 mod convert;
-mod finish;
 mod run;
 
 pub use attach::attach;
 pub use convert::convert;
 pub use run::run;
+
+use anyhow::Result;
+use serde_json::Value;
+
+use crate::{
+    capture::Captured,
+    emit::outputs::{Outputs, Report},
+};
+
+/// Closes a live capture's outputs and prints its summary, once its probes are detached.
+fn write_outputs(outputs: Outputs, captured: Captured, parameters: Value) -> Result<()> {
+    let Captured {
+        sink,
+        stats,
+        libraries,
+        detaching,
+        ..
+    } = captured;
+    let report = Report {
+        parameters,
+        libraries: libraries
+            .iter()
+            .map(|l| l.path.display().to_string())
+            .collect(),
+        single_stepped: libraries
+            .iter()
+            .flat_map(|l| &l.probed)
+            .filter(|(p, _)| !p.emulated)
+            .map(|(p, names)| format!("{} ({})", names.join(" = "), p.probed))
+            .collect(),
+    };
+    let written = outputs.finish(sink, &stats, report);
+    detaching.wait();
+    if libraries.is_empty() {
+        eprintln!(
+            "rocsync: warning: the target never mapped a GPU runtime library that rocsync traces"
+        );
+    }
+    written
+}

@@ -10,28 +10,26 @@ use anyhow::{Result, anyhow, bail};
 use rocsync_common::Backend;
 use serde_json::json;
 
-use super::finish::Outputs;
 use crate::{
     backend::Runtime,
     capture::{
         Session, StopReason, clock,
         launch::{self, Child},
-        loader,
-        probes::Probes,
         session::async_ring,
     },
     cli::RunArgs,
-    trace::raw::Header,
+    emit::{outputs::Outputs, raw::Header},
+    probes::{Probes, ld_so},
 };
 
 pub async fn run(args: RunArgs) -> Result<i32> {
     let program = &args.command[0];
     let exe =
-        loader::find_in_path(program).ok_or_else(|| anyhow!("command not found: {program}"))?;
-    let interp = loader::of_executable(&exe)?;
+        ld_so::find_in_path(program).ok_or_else(|| anyhow!("command not found: {program}"))?;
+    let interp = ld_so::of_executable(&exe)?;
     if let Some(lib) = &args.hip_lib {
         // Fail on a bad --hip-lib before anything starts.
-        crate::target::symbols::resolve(lib, &[])?;
+        crate::probes::elf::lookup(lib, &[])?;
     }
     crate::preflight::check()?;
     let mut outputs = Outputs::reserve(&args.out)?;
@@ -44,17 +42,18 @@ pub async fn run(args: RunArgs) -> Result<i32> {
     let clock_offset_ns = clock::realtime_offset_ns();
     let header = Header {
         clock_offset_ns,
+        start_ns: clock::monotonic_ns() as u64,
         command: args.command.clone(),
-        drops: 0,
+        from_start: true,
     };
-    let sink = match outputs.open(header, clock::monotonic_ns() as u64) {
+    let sink = match outputs.open(header) {
         Ok(s) => s,
         Err(e) => {
             held.kill();
             return Err(e);
         }
     };
-    let mut session = Session::new(probes, &args.out, sink);
+    let mut session = Session::new(probes, &args.out, sink, true);
     if let Err(e) = prepare(&mut session, held.pid, interp, args.hip_lib.clone()) {
         held.kill();
         return Err(e);
@@ -74,7 +73,7 @@ pub async fn run(args: RunArgs) -> Result<i32> {
     let agents = args.out.agents.as_ref().map(ToString::to_string);
     let params =
         json!({ "mode": "run", "pid": child.pid, "hip_lib": args.hip_lib, "agents": agents });
-    outputs.finish(captured, params)?;
+    super::write_outputs(outputs, captured, params)?;
     child.wait().await
 }
 

@@ -1,16 +1,21 @@
-//! Flush-time resolution: a pure function from captured calls to trace rows.
+//! Resolution: each call, in correlation order, becomes a [`Row`] — the wait rule ([`wait`])
+//! names the record a wait depends on or says why it cannot, and each stream wait over
+//! HSA is linked to the barrier packet it submitted ([`barrier`]). Pure: no I/O.
 //!
-//! Runs over all calls of a capture ordered by correlation id (never at arrival: records
-//! from different threads and CPUs arrive out of order). Per process:
-//! - a wait (`hipStreamWaitEvent*`, `hipEventSynchronize`) on event E at correlation W
-//!   resolves to the successful `hipEventRecord*` of E with the greatest correlation
-//!   R < W, unless a successful `hipEventDestroy(E)` lies between R and W;
+//! Per process:
+//! - a wait (`*StreamWaitEvent*`, `*EventSynchronize`, `*EventQuery`) on event E at
+//!   correlation W resolves to the successful `*EventRecord*` of E with the greatest
+//!   correlation R < W, unless a successful `*EventDestroy(E)` lies between R and W;
 //! - a record that returned an error is no producer; a failed wait is still a row;
-//! - streams map to devices through `hipStreamCreate*` (the creating thread's current
-//!   device, from `hipSetDevice`/`hipGetDevice`), and to small per-device indices.
+//! - a wait whose latest record may be lost, was filtered, or predates the capture is
+//!   unresolved with that reason, never resolved to an older record;
+//! - streams map to devices through `*StreamCreate*` (the creating thread's device, which
+//!   starts at 0 and moves with `*SetDevice`), and to small per-device indices.
 
-mod resolver;
+mod barrier;
 mod row;
+mod wait;
 
-pub use resolver::{Resolver, changes_state, resolve};
-pub use row::{Producer, Resolved, Row, SyncKind};
+pub use barrier::Barriers;
+pub use row::{BarrierRef, Producer, Row, SyncKind, Unresolved};
+pub use wait::{Resolver, changes_state, sync_kind};

@@ -1,6 +1,6 @@
 //! What resolution makes of each call.
 
-use crate::trace::call::Call;
+use crate::ingest::Call;
 
 /// The synchronisation a call performs, named as Kineto's CUPTI rows and the
 /// `hip_sync_kind` field name them.
@@ -8,6 +8,7 @@ use crate::trace::call::Call;
 pub enum SyncKind {
     StreamWaitEvent,
     EventSynchronize,
+    EventQuery,
     StreamSynchronize,
     DeviceSynchronize,
 }
@@ -18,16 +19,18 @@ impl SyncKind {
         match self {
             SyncKind::StreamWaitEvent => "stream_wait_event",
             SyncKind::EventSynchronize => "event_synchronize",
+            SyncKind::EventQuery => "event_query",
             SyncKind::StreamSynchronize => "stream_synchronize",
             SyncKind::DeviceSynchronize => "device_synchronize",
         }
     }
 
-    /// CUPTI's name for the device-side sync row (`cuda_sync_kind`).
+    /// CUPTI's name for the device-side sync row (`cuda_sync_kind`). CUPTI reports every
+    /// `cudaEventQuery` as an "Event Sync".
     pub fn cupti_name(self) -> &'static str {
         match self {
             SyncKind::StreamWaitEvent => "Stream Wait Event",
-            SyncKind::EventSynchronize => "Event Sync",
+            SyncKind::EventSynchronize | SyncKind::EventQuery => "Event Sync",
             SyncKind::StreamSynchronize => "Stream Sync",
             SyncKind::DeviceSynchronize => "Context Sync",
         }
@@ -35,7 +38,10 @@ impl SyncKind {
 
     /// Waits on an event, and so have a producer to resolve.
     pub fn waits_on_event(self) -> bool {
-        matches!(self, SyncKind::StreamWaitEvent | SyncKind::EventSynchronize)
+        matches!(
+            self,
+            SyncKind::StreamWaitEvent | SyncKind::EventSynchronize | SyncKind::EventQuery
+        )
     }
 }
 
@@ -54,6 +60,51 @@ pub struct Producer {
     pub mid_ns: u64,
 }
 
+/// Why a wait on an event names no producer. A wait never names an older record when a
+/// newer one may exist.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Unresolved {
+    /// A record of the event may have been lost: a correlation id after the latest known
+    /// record never arrived, or the latest record's return was never seen.
+    ProducerLost,
+    /// The latest record of the event was on an agent `--agents` filtered out.
+    ProducerFiltered,
+    /// The event was not recorded since the capture started (`attach` to a running
+    /// process: it may have been recorded before).
+    BeforeCapture,
+    /// The process was traced from its start (or the handle was destroyed and reused)
+    /// and the event was never recorded.
+    NeverRecorded,
+}
+
+impl Unresolved {
+    pub const ALL: [Unresolved; 4] = [
+        Unresolved::ProducerLost,
+        Unresolved::ProducerFiltered,
+        Unresolved::BeforeCapture,
+        Unresolved::NeverRecorded,
+    ];
+
+    /// `wait_on_unknown_reason` value.
+    pub fn name(self) -> &'static str {
+        match self {
+            Unresolved::ProducerLost => "producer_lost",
+            Unresolved::ProducerFiltered => "producer_filtered",
+            Unresolved::BeforeCapture => "before_capture",
+            Unresolved::NeverRecorded => "never_recorded",
+        }
+    }
+}
+
+/// The barrier packet a stream wait submitted (HIP over HSA).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BarrierRef {
+    pub queue: u64,
+    pub index: u64,
+    /// When it was published (CLOCK_MONOTONIC ns).
+    pub ns: u64,
+}
+
 /// One call with everything the writer needs.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Row {
@@ -66,15 +117,11 @@ pub struct Row {
     /// Per-process ordinal of the event argument's lifetime (a reused handle gets a new
     /// one), if the call has an event argument.
     pub event_id: Option<u64>,
-    /// For waits on an event: the record it resolved to.
+    /// For waits on an event: the record it resolved to, or why there is none.
     pub producer: Option<Producer>,
-}
-
-/// A resolved capture.
-#[derive(Debug, Default)]
-pub struct Resolved {
-    /// In correlation order.
-    pub rows: Vec<Row>,
-    pub waits_resolved: u64,
-    pub waits_unresolved: u64,
+    pub unresolved: Option<Unresolved>,
+    /// For a stream wait over HSA: the barrier packet it submitted.
+    pub barrier: Option<BarrierRef>,
+    /// Delivered after its place in the order was given up: changed no state.
+    pub late: bool,
 }

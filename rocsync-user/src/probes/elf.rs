@@ -1,4 +1,4 @@
-//! ELF symbol resolution: where, in a library file, each hooked function starts.
+//! ELF symbol lookup: where, in a library file, each hooked function starts.
 
 use std::{collections::BTreeMap, path::Path};
 
@@ -19,7 +19,7 @@ pub enum SymbolError {
 
 /// A function's uprobe location: the file offset of its first instruction.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Resolved<'n> {
+pub struct Function<'n> {
     pub names: Vec<&'n str>,
     /// File offset of the function's first instruction.
     pub offset: u64,
@@ -29,27 +29,27 @@ pub struct Resolved<'n> {
 
 /// Resolution of a set of names in one file.
 #[derive(Debug, Default)]
-pub struct Resolution<'n> {
+pub struct Lookup<'n> {
     /// One entry per distinct address: names that alias one function share an entry, so
     /// it is probed once and its calls are not counted twice.
-    pub found: Vec<Resolved<'n>>,
+    pub found: Vec<Function<'n>>,
     pub missing: Vec<&'n str>,
 }
 
 /// Reads `path` and resolves `names` against its dynamic symbols (then its static ones, for
 /// unstripped builds). Version suffixes (`@@hip_4.2`) are not part of a name.
-pub fn resolve<'n>(path: &Path, names: &[&'n str]) -> Result<Resolution<'n>, SymbolError> {
+pub fn lookup<'n>(path: &Path, names: &[&'n str]) -> Result<Lookup<'n>, SymbolError> {
     let data = std::fs::read(path).map_err(|source| SymbolError::Read {
         path: path.display().to_string(),
         source,
     })?;
-    resolve_bytes(&data, names).map_err(|reason| SymbolError::NotElf {
+    lookup_bytes(&data, names).map_err(|reason| SymbolError::NotElf {
         path: path.display().to_string(),
         reason,
     })
 }
 
-pub fn resolve_bytes<'n>(data: &[u8], names: &[&'n str]) -> Result<Resolution<'n>, String> {
+pub fn lookup_bytes<'n>(data: &[u8], names: &[&'n str]) -> Result<Lookup<'n>, String> {
     let file = object::File::parse(data).map_err(|e| e.to_string())?;
     if !matches!(file.format(), object::BinaryFormat::Elf) {
         return Err(format!("{:?} file, not ELF", file.format()));
@@ -72,14 +72,14 @@ pub fn resolve_bytes<'n>(data: &[u8], names: &[&'n str]) -> Result<Resolution<'n
         .map(|(offset, names)| {
             let code = data.get(offset as usize..).unwrap_or_default();
             let code = &code[..code.len().min(32)];
-            Resolved {
+            Function {
                 names,
                 offset,
                 placement: placement::place(code, offset),
             }
         })
         .collect();
-    Ok(Resolution { found, missing })
+    Ok(Lookup { found, missing })
 }
 
 /// Virtual address → file offset through the loadable segment that contains it.
@@ -116,7 +116,7 @@ mod tests {
             "hipStreamWaitEvent_spt",
             "hipEventRecord_spt",
         ];
-        let r = resolve(Path::new(HIP), &names).unwrap();
+        let r = lookup(Path::new(HIP), &names).unwrap();
         // Offsets measured with nm on the Debian 5.2.3 build: st_value is the file offset.
         let offsets: Vec<_> = r.found.iter().map(|f| (f.names[0], f.offset)).collect();
         assert_eq!(
@@ -136,14 +136,14 @@ mod tests {
         }
         // ROCr exports these two names at one address.
         let names = ["hsa_signal_store_screlease", "hsa_signal_store_release"];
-        let r = resolve(Path::new(HSA), &names).unwrap();
+        let r = lookup(Path::new(HSA), &names).unwrap();
         assert_eq!(r.found.len(), 1, "{:?}", r.found);
         assert_eq!(r.found[0].names, names.to_vec());
     }
 
     #[test]
     fn rejects_files_that_are_not_elf() {
-        let err = resolve_bytes(b"#!/bin/sh\necho hi\n", &["x"]).unwrap_err();
+        let err = lookup_bytes(b"#!/bin/sh\necho hi\n", &["x"]).unwrap_err();
         assert!(!err.to_string().is_empty());
     }
 
@@ -156,9 +156,9 @@ mod tests {
         let file = object::File::parse(&*data).unwrap();
         let sym = file
             .symbols()
-            .find(|s| s.name().is_ok_and(|n| n.contains("resolve_bytes")) && s.size() > 0)
+            .find(|s| s.name().is_ok_and(|n| n.contains("lookup_bytes")) && s.size() > 0)
             .expect("own symbol");
-        let r = resolve_bytes(&data, &[sym.name().unwrap()]).unwrap();
+        let r = lookup_bytes(&data, &[sym.name().unwrap()]).unwrap();
         let off = r.found[0].offset as usize;
         let text = file.section_by_name(".text").unwrap();
         let (text_off, _) = object::ObjectSection::file_range(&text).unwrap();

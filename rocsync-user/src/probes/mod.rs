@@ -1,5 +1,12 @@
-//! The loaded eBPF object: target settings, attachment of the call and loader probes, the
-//! ring buffer, the in-flight stash and the drop counters.
+//! Probes: the loaded eBPF object (target settings, the ring, the drop counters), and
+//! attaching its programs to runtime libraries ([`elf`] finds the functions, [`placement`]
+//! where in them to trap), to the dynamic loader ([`ld_so`]) of processes read from
+//! [`maps`].
+
+pub mod elf;
+pub mod ld_so;
+pub mod maps;
+pub mod placement;
 
 use std::{
     num::NonZeroU32,
@@ -12,15 +19,10 @@ use aya::{
     maps::{HashMap, MapData, PerCpuArray, RingBuf},
     programs::{UProbe, uprobe::UProbeAttachPoint, uprobe::UProbeLinkId},
 };
-use rocsync_common::{Api, Config, Cookie, Entry};
+use rocsync_common::{Api, Config, Cookie, drop_index};
 
-use crate::{
-    backend::Runtime,
-    target::{
-        placement::Placement,
-        symbols::{self, Resolution},
-    },
-};
+use self::{elf::Lookup, placement::Placement};
+use crate::{backend::Runtime, stats::KernelDrops};
 
 const ENTER: &str = "call_enter";
 const EXIT: &str = "call_exit";
@@ -48,6 +50,20 @@ pub struct LibraryReport {
     pub probed: Vec<(Placement, Vec<&'static str>)>,
     /// Hooked names this library does not export.
     pub missing: Vec<&'static str>,
+}
+
+/// Which functions a capture probes: the default set (every hooked function but the hot
+/// `*GetDevice`), plus those asked for, minus those skipped.
+#[derive(Clone, Debug, Default)]
+pub struct ApiChoice {
+    pub extra: Vec<Api>,
+    pub skip: Vec<Api>,
+}
+
+impl ApiChoice {
+    pub fn probes(&self, api: Api) -> bool {
+        (api.probed_by_default() || self.extra.contains(&api)) && !self.skip.contains(&api)
+    }
 }
 
 /// How probes are loaded and placed.
@@ -120,16 +136,16 @@ impl Probes {
     pub fn attach_runtime(
         &mut self,
         runtime: &Runtime,
-        skip: &[Api],
+        choice: &ApiChoice,
         path: &Path,
         pid: Option<u32>,
     ) -> Result<LibraryReport> {
         let names: Vec<&'static str> = runtime
             .apis()
-            .filter(|a| !skip.contains(a))
+            .filter(|a| choice.probes(*a))
             .map(|a| a.symbol())
             .collect();
-        let Resolution { found, missing } = symbols::resolve(path, &names)?;
+        let Lookup { found, missing } = elf::lookup(path, &names)?;
         if found.is_empty() {
             return Err(anyhow!(
                 "{} exports none of the hooked {} functions ({}): is it really {}?",
@@ -187,7 +203,7 @@ impl Probes {
     /// the HSA runtime at `path` for `pid`. Aliases at one address are probed once.
     pub fn attach_hsa(&mut self, path: &Path, pid: u32) -> Result<LibraryReport> {
         let names: Vec<&'static str> = HSA_PROBES.iter().map(|(n, _)| *n).collect();
-        let Resolution { found, missing } = symbols::resolve(path, &names)?;
+        let Lookup { found, missing } = elf::lookup(path, &names)?;
         if !found.iter().any(|f| f.names.contains(&"hsa_queue_create")) {
             return Err(anyhow!(
                 "{} does not export hsa_queue_create: is it really libhsa-runtime64?",
@@ -216,7 +232,7 @@ impl Probes {
     /// Hooks the dynamic loader's `_dl_debug_state` in `loader`, so library loads of `pid`
     /// are seen before the library's first call.
     pub fn attach_loader(&mut self, loader: &Path, pid: u32) -> Result<bool> {
-        let r = symbols::resolve(loader, &["_dl_debug_state"])?;
+        let r = elf::lookup(loader, &["_dl_debug_state"])?;
         let Some(f) = r.found.first() else {
             return Ok(false);
         };
@@ -241,27 +257,20 @@ impl Probes {
         std::thread::spawn(move || drop(links))
     }
 
-    /// Calls entered but not (yet) returned, for the given processes.
-    pub fn in_flight(&self, pids: &[u32]) -> Result<Vec<(u64, Entry)>> {
-        let stash: HashMap<_, u64, Entry> =
-            HashMap::try_from(self.ebpf.map("STASH").context("STASH map missing")?)?;
-        let mut out = Vec::new();
-        for item in stash.iter() {
-            let (pid_tgid, entry) = item?;
-            if pids.contains(&((pid_tgid >> 32) as u32)) {
-                out.push((pid_tgid, entry));
-            }
-        }
-        Ok(out)
-    }
-
-    /// Failed ring reservations per CPU: (calls, loader notifications), and packets
-    /// doorbells published beyond what one probe reads (truncated).
-    pub fn drops(&self) -> Result<(Vec<u64>, Vec<u64>, u64)> {
+    /// Failed ring reservations by record kind, summed over CPUs.
+    pub fn drops(&self) -> Result<KernelDrops> {
         let drops: PerCpuArray<_, u64> =
             PerCpuArray::try_from(self.ebpf.map("DROPS").context("DROPS map missing")?)?;
-        let per_cpu = |i| -> Result<Vec<u64>> { Ok(drops.get(&i, 0)?.iter().copied().collect()) };
-        Ok((per_cpu(0)?, per_cpu(1)?, per_cpu(2)?.iter().sum()))
+        let sum = |i: u32| -> Result<u64> { Ok(drops.get(&i, 0)?.iter().sum()) };
+        Ok(KernelDrops {
+            entries: sum(drop_index::ENTRY)?,
+            exits: sum(drop_index::EXIT)?,
+            library_loads: sum(drop_index::LINK_MAP)?,
+            queues: sum(drop_index::QUEUE)?,
+            packets: sum(drop_index::PACKET)?,
+            packets_truncated: sum(drop_index::TRUNCATED)?,
+            out_params: sum(drop_index::OUT_PARAM)?,
+        })
     }
 }
 

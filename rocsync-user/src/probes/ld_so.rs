@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result, bail};
 
-use crate::target::maps::{self, Mapping};
+use crate::probes::maps::{self, Mapping};
 
 /// The loader mapped by a running process, as a path this process can open.
 pub fn of_process(pid: u32, mappings: &[Mapping]) -> Option<PathBuf> {

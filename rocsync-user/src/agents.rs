@@ -1,6 +1,6 @@
-//! Capture sessions over GPU agents (rocprofiler-sdk's SPM rule): sessions may run at the
-//! same time only on disjoint agent sets, and a session with no restriction claims every
-//! agent. Used by long-running (daemon) captures to admit or refuse new sessions.
+//! Agent sets, and the rule for concurrent captures over them (rocprofiler-sdk's SPM
+//! rule): captures may run at the same time only on disjoint agent sets, and one with no
+//! restriction claims every agent. The daemon admits or refuses trace requests with it.
 
 use std::{collections::BTreeSet, fmt};
 
@@ -52,10 +52,10 @@ pub fn parse_agents(s: &str) -> Result<AgentSet, String> {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct SessionId(u64);
+pub struct ClaimId(u64);
 
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
-pub enum SessionError {
+pub enum ClaimError {
     #[error(
         "cannot start session {name:?} on {wanted}: session {other:?} already records {theirs}; \
          sessions may only run together on disjoint agent sets"
@@ -67,26 +67,26 @@ pub enum SessionError {
         theirs: AgentSet,
     },
     #[error("no running session {0:?}")]
-    Unknown(SessionId),
+    Unknown(ClaimId),
 }
 
-struct Session {
-    id: SessionId,
+struct Claim {
+    id: ClaimId,
     name: String,
     agents: AgentSet,
 }
 
 #[derive(Default)]
-pub struct Sessions {
-    running: Vec<Session>,
+pub struct AgentClaims {
+    running: Vec<Claim>,
     next: u64,
 }
 
-impl Sessions {
+impl AgentClaims {
     /// Starts a session, unless it would share an agent with a running one.
-    pub fn start(&mut self, name: &str, agents: AgentSet) -> Result<SessionId, SessionError> {
+    pub fn start(&mut self, name: &str, agents: AgentSet) -> Result<ClaimId, ClaimError> {
         if let Some(other) = self.running.iter().find(|s| s.agents.overlaps(&agents)) {
-            return Err(SessionError::Overlap {
+            return Err(ClaimError::Overlap {
                 name: name.into(),
                 wanted: agents,
                 other: other.name.clone(),
@@ -94,8 +94,8 @@ impl Sessions {
             });
         }
         self.next += 1;
-        let id = SessionId(self.next);
-        self.running.push(Session {
+        let id = ClaimId(self.next);
+        self.running.push(Claim {
             id,
             name: name.into(),
             agents,
@@ -103,18 +103,18 @@ impl Sessions {
         Ok(id)
     }
 
-    pub fn stop(&mut self, id: SessionId) -> Result<(), SessionError> {
+    pub fn stop(&mut self, id: ClaimId) -> Result<(), ClaimError> {
         let i = self
             .running
             .iter()
             .position(|s| s.id == id)
-            .ok_or(SessionError::Unknown(id))?;
+            .ok_or(ClaimError::Unknown(id))?;
         self.running.remove(i);
         Ok(())
     }
 
     /// The session that records `agent`, if any: at most one, by the rule above.
-    pub fn owner(&self, agent: u32) -> Option<SessionId> {
+    pub fn owner(&self, agent: u32) -> Option<ClaimId> {
         self.running
             .iter()
             .find(|s| s.agents.contains(agent))
@@ -132,7 +132,7 @@ mod tests {
 
     #[test]
     fn disjoint_sessions_coexist_and_own_their_agents() {
-        let mut s = Sessions::default();
+        let mut s = AgentClaims::default();
         let a = s.start("a", only(&[0, 2])).unwrap();
         let b = s.start("b", only(&[1])).unwrap();
         assert_eq!(s.owner(2), Some(a));
@@ -142,7 +142,7 @@ mod tests {
 
     #[test]
     fn an_overlapping_start_is_refused_naming_the_other_session() {
-        let mut s = Sessions::default();
+        let mut s = AgentClaims::default();
         s.start("training", only(&[1, 3])).unwrap();
         let err = s.start("probe", only(&[3, 4])).unwrap_err();
         let text = err.to_string();
@@ -155,7 +155,7 @@ mod tests {
 
     #[test]
     fn an_unrestricted_session_claims_every_agent() {
-        let mut s = Sessions::default();
+        let mut s = AgentClaims::default();
         let all = s.start("all", AgentSet::All).unwrap();
         assert!(s.start("one", only(&[7])).is_err());
         assert_eq!(s.owner(7), Some(all));
@@ -169,10 +169,10 @@ mod tests {
 
     #[test]
     fn a_stopped_session_frees_its_agents_and_cannot_stop_twice() {
-        let mut s = Sessions::default();
+        let mut s = AgentClaims::default();
         let a = s.start("a", only(&[0])).unwrap();
         s.stop(a).unwrap();
-        assert_eq!(s.stop(a), Err(SessionError::Unknown(a)));
+        assert_eq!(s.stop(a), Err(ClaimError::Unknown(a)));
         s.start("again", only(&[0])).unwrap();
     }
 

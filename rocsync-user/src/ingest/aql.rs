@@ -13,6 +13,10 @@ pub enum PacketType {
 }
 
 impl PacketType {
+    pub fn is_barrier(self) -> bool {
+        matches!(self, PacketType::BarrierAnd | PacketType::BarrierOr)
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             PacketType::Vendor => "vendor",

@@ -1,0 +1,233 @@
+//! GPU runtime calls: one generic entry/exit pair serves every hooked function (the uprobe
+//! cookie carries the API id). Entry and exit each write one ring record; userspace pairs
+//! them per thread, so the common path updates no map.
+
+use aya_ebpf::{
+    EbpfContext,
+    helpers::{
+        bpf_get_current_pid_tgid, bpf_ktime_get_ns, bpf_probe_read_user,
+        generated::bpf_get_attach_cookie,
+    },
+    macros::{map, uprobe, uretprobe},
+    maps::{Array, HashMap, LruHashMap},
+    programs::{ProbeContext, RetProbeContext},
+};
+use rocsync_common::{
+    Cookie, ENTRY_FILTERED, EXIT_OUT_READ, EntryRecord, ExitRecord, HandleKey, NO_DEVICE, OutParam,
+    OutSlot, RECORD_ENTRY, RECORD_EXIT, drop_index,
+};
+
+use crate::{EVENTS, TARGETS, capturing, count_drops, wakeup};
+
+/// The one correlation counter, so ids order calls across threads.
+#[map]
+static CORRELATION: Array<u64> = Array::with_max_entries(1, 0);
+
+/// Out-parameter calls in flight (stream creation, `*GetDevice`; `*SetDevice` in
+/// restricted captures), by `pid_tgid`. LRU so that threads dying inside a call cannot
+/// fill it.
+#[map]
+static OUT_SLOTS: LruHashMap<u64, OutSlot> = LruHashMap::with_max_entries(16384, 0);
+
+/// For captures restricted to some agents: each thread's current device, and the device
+/// of each stream (from its creation) and of each event (from its latest record).
+#[map]
+static THREAD_DEVICE: HashMap<u64, i32> = HashMap::with_max_entries(16384, 0);
+#[map]
+static STREAM_DEVICE: LruHashMap<HandleKey, i32> = LruHashMap::with_max_entries(65536, 0);
+#[map]
+static EVENT_DEVICE: LruHashMap<HandleKey, i32> = LruHashMap::with_max_entries(65536, 0);
+
+/// Atomically increments the shared counter and returns the new value.
+#[inline(always)]
+fn next_correlation(counter: *mut u64) -> u64 {
+    let mut value: u64 = 1;
+    // SAFETY: `counter` is a valid, aligned u64 map slot; the instruction is one atomic
+    // read-modify-write that returns the previous value in `value`.
+    unsafe {
+        core::arch::asm!(
+            "{v} = atomic_fetch_add((u64 *)({p} + 0), {v})",
+            p = in(reg) counter,
+            v = inout(reg) value,
+        );
+    }
+    value + 1
+}
+
+#[inline(always)]
+fn needs_slot(kind: u64, restricted: bool) -> bool {
+    kind == Cookie::KIND_GET_DEVICE
+        || kind == Cookie::KIND_STREAM_CREATE
+        || (restricted && kind == Cookie::KIND_SET_DEVICE)
+}
+
+#[uprobe]
+pub fn call_enter(ctx: ProbeContext) -> u32 {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let Some(cfg) = capturing((pid_tgid >> 32) as u32) else {
+        return 0;
+    };
+    // SAFETY: the context pointer is the program's own.
+    let cookie = Cookie(unsafe { bpf_get_attach_cookie(ctx.as_ptr()) });
+    let args = [
+        ctx.arg::<u64>(0).unwrap_or(0),
+        ctx.arg::<u64>(1).unwrap_or(0),
+        ctx.arg::<u64>(2).unwrap_or(0),
+    ];
+    let kind = cookie.kind();
+    let restricted = cfg.agents != 0;
+    let mut device = NO_DEVICE;
+    let mut flags = 0;
+    if restricted {
+        // Attribute the call; a filtered one still writes its entry (so its exit pairs,
+        // and a re-recorded event is known), but nothing else.
+        device = device_of(&args, cookie, pid_tgid);
+        let recorded = (0..64).contains(&device) && cfg.agents & (1u64 << device) != 0;
+        if (kind == Cookie::KIND_SYNC || kind == Cookie::KIND_RECORD) && !recorded {
+            flags = ENTRY_FILTERED;
+        }
+        if kind == Cookie::KIND_RECORD {
+            let key = HandleKey {
+                tgid: pid_tgid >> 32,
+                handle: args[0],
+            };
+            let _ = EVENT_DEVICE.insert(key, device, 0);
+        }
+    }
+    if needs_slot(kind, restricted) {
+        let slot = OutSlot {
+            pointer: args[0],
+            api: cookie.api(),
+            device,
+        };
+        let _ = OUT_SLOTS.insert(pid_tgid, slot, 0);
+    }
+    let Some(counter) = CORRELATION.get_ptr_mut(0) else {
+        return 0;
+    };
+    let correlation = next_correlation(counter);
+    let Some(mut rec) = EVENTS.reserve::<EntryRecord>(0) else {
+        count_drops(drop_index::ENTRY, 1);
+        return 0;
+    };
+    rec.write(EntryRecord {
+        kind: RECORD_ENTRY,
+        pid: (pid_tgid >> 32) as u32,
+        tid: pid_tgid as u32,
+        api: cookie.api(),
+        correlation,
+        // SAFETY: helper without preconditions.
+        enter_ns: unsafe { bpf_ktime_get_ns() },
+        args,
+        flags,
+        pad: 0,
+    });
+    rec.submit(wakeup());
+    0
+}
+
+/// The device a call applies to: its stream's, the recording stream's for an event, else
+/// the calling thread's current device (HIP's default is 0).
+#[inline(always)]
+fn device_of(args: &[u64; 3], cookie: Cookie, pid_tgid: u64) -> i32 {
+    // SAFETY: plain map lookups, values copied out.
+    let thread = unsafe { THREAD_DEVICE.get(pid_tgid) }.copied().unwrap_or(0);
+    let tgid = pid_tgid >> 32;
+    let (arg, map) = match (cookie.stream_arg(), cookie.event_arg()) {
+        (s, _) if s > 0 => (s - 1, &STREAM_DEVICE),
+        (_, e) if e > 0 => (e - 1, &EVENT_DEVICE),
+        _ => return thread,
+    };
+    // Constant indices only: the verifier refuses a computed offset into the context.
+    let handle = match arg {
+        0 => args[0],
+        1 => args[1],
+        _ => args[2],
+    };
+    // The null, legacy and per-thread streams are the thread's device's.
+    if handle <= 2 {
+        return thread;
+    }
+    unsafe { map.get(HandleKey { tgid, handle }) }
+        .copied()
+        .unwrap_or(thread)
+}
+
+#[uretprobe]
+pub fn call_exit(ctx: RetProbeContext) -> u32 {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    // Enter = active, exit = registered: a call entered while capturing is completed
+    // even after the capture was switched off, so only the target's presence counts.
+    // SAFETY: plain map lookup.
+    if unsafe { TARGETS.get((pid_tgid >> 32) as u32) }.is_none() {
+        return 0;
+    }
+    // SAFETY: the context pointer is the program's own.
+    let cookie = Cookie(unsafe { bpf_get_attach_cookie(ctx.as_ptr()) });
+    let ret = ctx.ret::<i32>() as i64;
+    let (mut out, mut flags) = (0u64, 0u32);
+    let kind = cookie.kind();
+    if needs_slot(kind, true) {
+        // SAFETY: copied out before removal.
+        match unsafe { OUT_SLOTS.get(pid_tgid) }.copied() {
+            Some(slot) if slot.api == cookie.api() => {
+                let _ = OUT_SLOTS.remove(pid_tgid);
+                out = read_out(cookie, slot.pointer);
+                flags = EXIT_OUT_READ;
+                if slot.device != NO_DEVICE && ret == 0 {
+                    track_devices(pid_tgid, kind, out);
+                }
+            }
+            // `*SetDevice` has a slot only in restricted captures.
+            _ if kind == Cookie::KIND_SET_DEVICE => {}
+            _ => count_drops(drop_index::OUT_PARAM, 1),
+        }
+    }
+    let Some(mut rec) = EVENTS.reserve::<ExitRecord>(0) else {
+        count_drops(drop_index::EXIT, 1);
+        return 0;
+    };
+    rec.write(ExitRecord {
+        kind: RECORD_EXIT,
+        pid: (pid_tgid >> 32) as u32,
+        tid: pid_tgid as u32,
+        api: cookie.api(),
+        // SAFETY: helper without preconditions.
+        exit_ns: unsafe { bpf_ktime_get_ns() },
+        ret,
+        out,
+        flags,
+        pad: 0,
+    });
+    rec.submit(wakeup());
+    0
+}
+
+/// The out-parameter's value at return; `*SetDevice`'s "pointer" is the device itself.
+#[inline(always)]
+fn read_out(cookie: Cookie, pointer: u64) -> u64 {
+    // SAFETY: target memory through the checked helper; a fault yields an error.
+    match OutParam::of_api_id(cookie.api()) {
+        OutParam::Handle => unsafe { bpf_probe_read_user(pointer as *const u64) }.unwrap_or(0),
+        OutParam::Int => {
+            unsafe { bpf_probe_read_user(pointer as *const i32) }.unwrap_or(-1) as i64 as u64
+        }
+        OutParam::None => pointer,
+    }
+}
+
+/// Keeps the maps the agent filter attributes calls with (restricted captures only).
+#[inline(always)]
+fn track_devices(pid_tgid: u64, kind: u64, out: u64) {
+    if kind == Cookie::KIND_SET_DEVICE || kind == Cookie::KIND_GET_DEVICE {
+        let _ = THREAD_DEVICE.insert(pid_tgid, out as i32, 0);
+    } else if kind == Cookie::KIND_STREAM_CREATE {
+        // SAFETY: plain map lookup.
+        let d = unsafe { THREAD_DEVICE.get(pid_tgid) }.copied().unwrap_or(0);
+        let key = HandleKey {
+            tgid: pid_tgid >> 32,
+            handle: out,
+        };
+        let _ = STREAM_DEVICE.insert(key, d, 0);
+    }
+}

@@ -1,0 +1,90 @@
+//! HSA rows: a track per queue on its agent's process, a row per published AQL packet,
+//! and arrows from the packet whose completion signal a barrier waits on.
+
+use std::io::{self, Write};
+
+use super::KinetoWriter;
+use crate::ingest::{Packet, Queue, aql, aql::PacketType};
+
+/// HSA queue tracks on a GPU process: beside stream, sync and device tracks.
+pub(super) const QUEUE_TID_BASE: i64 = 3_000_000;
+/// Arrow ids of packet→barrier and wait→barrier arrows: a range of their own.
+pub(super) const PACKET_FLOW_BASE: u64 = 1 << 41;
+const PACKET_DEP_CAT: &str = "hsa_dep";
+/// API-level wait → the barrier packet it submitted.
+pub(super) const CALL_PACKET_CAT: &str = "hip_barrier";
+
+impl<W: Write> KinetoWriter<W> {
+    /// A queue created: it gets a track on its agent's process.
+    pub(super) fn queue_track(&mut self, q: &Queue) {
+        if !q.created || self.queues.contains_key(&q.queue) {
+            return;
+        }
+        let agent = q.ordinal as i32;
+        let n = self.queues.values().filter(|(a, _)| *a == agent).count() as i64;
+        self.queues.insert(q.queue, (agent, QUEUE_TID_BASE + n));
+    }
+
+    /// One published AQL packet: a row on its queue's track, and an arrow from the packet
+    /// whose completion signal a barrier waits on.
+    pub(super) fn packet_row(&mut self, r: &Packet) -> io::Result<()> {
+        let Some(&(agent, tid)) = self.queues.get(&r.queue) else {
+            return Ok(());
+        };
+        let p = aql::decode(&r.bytes);
+        let pid = agent as i64;
+        let ts = self.ts(r.ns);
+        self.tracks.insert((agent, tid));
+        let j = self.slice("hsa_packet", p.kind.name(), pid, tid, ts, 0);
+        j.s("\"agent\":")
+            .i(pid)
+            .s(",\"queue\":")
+            .hex(r.queue)
+            .s(",\"write_index\":")
+            .u(r.index)
+            .s(",\"packet_type\":\"")
+            .s(p.kind.name())
+            .s("\"");
+        if p.kind == PacketType::KernelDispatch {
+            j.s(",\"grid\":[")
+                .u(p.grid[0] as u64)
+                .s(",")
+                .u(p.grid[1] as u64)
+                .s(",")
+                .u(p.grid[2] as u64);
+            j.s("],\"workgroup\":[")
+                .u(p.workgroup[0] as u64)
+                .s(",")
+                .u(p.workgroup[1] as u64);
+            j.s(",")
+                .u(p.workgroup[2] as u64)
+                .s("],\"kernel_object\":")
+                .hex(p.kernel_object);
+            j.s(",\"kernarg_address\":").hex(p.kernarg_address);
+        }
+        if !p.deps.is_empty() {
+            j.s(",\"dep_signals\":[");
+            for (i, d) in p.deps.iter().enumerate() {
+                if i > 0 {
+                    j.s(",");
+                }
+                j.hex(*d);
+            }
+            j.s("]");
+        }
+        if p.completion_signal != 0 {
+            j.s(",\"completion_signal\":").hex(p.completion_signal);
+        }
+        j.s("}}");
+        for d in &p.deps {
+            if let Some(&from) = self.signal_producers.get(d) {
+                self.arrow(from, (pid, tid, ts), PACKET_DEP_CAT);
+            }
+        }
+        if p.completion_signal != 0 {
+            self.signal_producers
+                .insert(p.completion_signal, (pid, tid, ts));
+        }
+        self.j.end()
+    }
+}

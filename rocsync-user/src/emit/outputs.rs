@@ -1,0 +1,161 @@
+//! The outputs of a capture: reserved before it starts, streamed while it runs, closed,
+//! moved into place and summarised at its end — from one [`CaptureStats`].
+
+use std::{collections::BTreeMap, path::PathBuf};
+
+use anyhow::{Context as _, Result};
+use serde_json::{Value, json};
+
+use super::{
+    Tee,
+    files::{FileStream, PendingFile},
+    kineto::{KinetoWriter, TraceInfo},
+    raw::{Header, RawWriter, Trailer},
+    summary,
+};
+use crate::{cli::CaptureArgs, stats::CaptureStats};
+
+/// What a capture writes into: the trace and, if asked for, the raw capture.
+pub type CaptureSink = Tee<KinetoWriter<FileStream>, RawWriter<FileStream>>;
+
+/// Output files reserved before the capture starts, so a bad path fails early.
+pub struct Outputs {
+    trace: PendingFile,
+    default_name: bool,
+    raw: Option<PendingFile>,
+    header: Header,
+}
+
+/// What the capture adds to the trace's `rocsync` object and the summary.
+pub struct Report {
+    /// The capture's parameters (mode, pid, options).
+    pub parameters: Value,
+    /// Library files probed.
+    pub libraries: Vec<String>,
+    /// Probe placements the kernel must single-step (slow), by function.
+    pub single_stepped: Vec<String>,
+}
+
+impl Outputs {
+    pub fn reserve(args: &CaptureArgs) -> Result<Self> {
+        let default_name = args.output.is_none();
+        let path = args
+            .output
+            .clone()
+            .unwrap_or_else(|| PathBuf::from("rocsync.json"));
+        Self::at(path, default_name, args.raw.clone())
+    }
+
+    /// Outputs at explicit paths (`convert`).
+    pub fn at(trace: PathBuf, default_name: bool, raw: Option<PathBuf>) -> Result<Self> {
+        Ok(Self {
+            trace: PendingFile::create(&trace)?,
+            default_name,
+            raw: raw.as_deref().map(PendingFile::create).transpose()?,
+            header: Header::default(),
+        })
+    }
+
+    /// Names the default trace file after the target: `rocsync-<pid>-<time>.json`.
+    pub fn name_after(&mut self, pid: u32) {
+        if self.default_name {
+            self.trace
+                .set_file_name(&format!("rocsync-{pid}-{}.json", local_time_stamp()));
+        }
+    }
+
+    /// Opens the outputs for a capture described by `header`.
+    pub fn open(&mut self, header: Header) -> Result<CaptureSink> {
+        let kineto = KinetoWriter::new(
+            self.trace.stream()?,
+            header.clock_offset_ns,
+            header.start_ns,
+        )?;
+        let raw = match &self.raw {
+            Some(f) => Some(RawWriter::new(f.stream()?, &header)?),
+            None => None,
+        };
+        self.header = header;
+        Ok(Tee(kineto, raw))
+    }
+
+    /// Closes the outputs, moves them into place and prints the summary.
+    pub fn finish(self, sink: CaptureSink, stats: &CaptureStats, report: Report) -> Result<()> {
+        let Tee(kineto, raw) = sink;
+        let mut lines = Vec::new();
+        if let (Some(f), Some(w)) = (self.raw, raw) {
+            let trailer = Trailer {
+                kernel: stats.kernel.clone(),
+                unpaired_entries: stats.unpaired_entries,
+                unpaired_exits: stats.unpaired_exits,
+                undecodable: stats.undecodable,
+            };
+            w.finish(&trailer)
+                .and_then(FileStream::close)
+                .context("writing the raw capture")?;
+            lines.push(format!("raw capture: {}", f.persist()?.display()));
+        }
+        let mut rocsync = json!({
+            "version": env!("CARGO_PKG_VERSION"),
+            "command": self.header.command,
+            "rocsync_command": std::env::args().collect::<Vec<_>>(),
+            "clock_offset_ns": self.header.clock_offset_ns,
+            "parameters": report.parameters,
+            "libraries": report.libraries,
+            "single_stepped_probes": report.single_stepped,
+            "agent_numbering": "GPU agents in the order the runtime enumerated them (hsa_agent_get_info DEVICE); agents not enumerated while attached, in the order of their first HSA queue",
+        });
+        merge(&mut rocsync, stats.to_json());
+        let names = process_names(&self.header, stats);
+        let trace_name = self.trace.path().display().to_string();
+        let info = TraceInfo {
+            process_names: &names,
+            rocsync,
+            distributed: json!({ "rank": 0 }),
+            trace_name: &trace_name,
+        };
+        kineto
+            .finish(&info)
+            .and_then(FileStream::close)
+            .context("writing the trace")?;
+        let path = self.trace.persist()?;
+        lines.push(format!("trace: {}", path.display()));
+        eprint!("{}", summary::render(stats, &lines));
+        Ok(())
+    }
+}
+
+fn merge(into: &mut Value, from: Value) {
+    if let (Some(a), Value::Object(b)) = (into.as_object_mut(), from) {
+        a.extend(b);
+    }
+}
+
+/// Every traced pid is named after the command.
+fn process_names(header: &Header, stats: &CaptureStats) -> BTreeMap<u32, String> {
+    let name = header
+        .command
+        .first()
+        .and_then(|c| c.rsplit('/').next())
+        .unwrap_or("process");
+    stats.pids.iter().map(|&p| (p, name.to_string())).collect()
+}
+
+/// `YYYYmmdd-HHMMSS` in local time.
+fn local_time_stamp() -> String {
+    // SAFETY: time and localtime_r with valid pointers.
+    unsafe {
+        let t = libc::time(std::ptr::null_mut());
+        let mut tm: libc::tm = std::mem::zeroed();
+        libc::localtime_r(&t, &mut tm);
+        format!(
+            "{:04}{:02}{:02}-{:02}{:02}{:02}",
+            tm.tm_year + 1900,
+            tm.tm_mon + 1,
+            tm.tm_mday,
+            tm.tm_hour,
+            tm.tm_min,
+            tm.tm_sec
+        )
+    }
+}

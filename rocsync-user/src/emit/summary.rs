@@ -1,0 +1,58 @@
+//! The report printed at the end of every capture, from the capture's one account.
+
+use std::fmt::Write as _;
+
+use crate::stats::CaptureStats;
+
+/// Calls per API, waits, packets, every loss by kind, and the outputs.
+pub fn render(stats: &CaptureStats, outputs: &[String]) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "rocsync: captured {} calls", stats.calls());
+    for (api, n) in &stats.per_api {
+        let _ = write!(s, "  {api:<28} {:>9}", n.calls);
+        if n.failed > 0 {
+            let _ = write!(s, "  ({} returned an error)", n.failed);
+        }
+        if n.no_return > 0 {
+            let _ = write!(s, "  ({} never returned while traced)", n.no_return);
+        }
+        s.push('\n');
+    }
+    for (kind, n) in &stats.packets {
+        let _ = writeln!(s, "  AQL {kind:<24} {n:>9}");
+    }
+    let _ = write!(
+        s,
+        "  waits resolved: {}, unresolved: {}",
+        stats.waits_resolved,
+        stats.waits_unresolved()
+    );
+    let reasons: Vec<String> = stats
+        .unresolved
+        .iter()
+        .map(|(why, n)| format!("{} {n}", why.name()))
+        .collect();
+    if !reasons.is_empty() {
+        let _ = write!(s, " ({})", reasons.join(", "));
+    }
+    s.push('\n');
+    let filtered: u64 = stats.filtered.values().sum();
+    if filtered > 0 {
+        let _ = writeln!(s, "  filtered by --agents: {filtered} calls");
+    }
+    let lost: Vec<String> = stats
+        .drops()
+        .into_iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(k, n)| format!("{k} {n}"))
+        .collect();
+    if lost.is_empty() {
+        let _ = writeln!(s, "  lost: nothing");
+    } else {
+        let _ = writeln!(s, "  lost: {}", lost.join(", "));
+    }
+    for line in outputs {
+        let _ = writeln!(s, "  {line}");
+    }
+    s
+}

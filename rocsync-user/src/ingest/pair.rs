@@ -1,0 +1,104 @@
+//! Pairs each exit record with its entry: per thread, a stack of the calls entered and
+//! not yet returned. A hooked function that calls another hooked function (an `_spt`
+//! export calling the plain one, an interposer) is two calls, the inner one on top.
+
+use rustc_hash::FxHashMap as HashMap;
+
+use rocsync_common::Api;
+
+/// An entered call, as the stack remembers it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Open {
+    correlation: u64,
+    api: Api,
+}
+
+/// What an exit record completes.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Matched {
+    /// The call this exit returns from.
+    pub correlation: Option<u64>,
+    /// Calls entered above it whose exits never came (their exit records were lost).
+    pub orphaned: Vec<u64>,
+}
+
+#[derive(Default)]
+pub struct Pairing {
+    open: HashMap<(u32, u32), Vec<Open>>,
+}
+
+impl Pairing {
+    pub fn entered(&mut self, pid: u32, tid: u32, correlation: u64, api: Api) {
+        self.open
+            .entry((pid, tid))
+            .or_default()
+            .push(Open { correlation, api });
+    }
+
+    /// The call an exit of `api` on this thread returns from: the innermost open call of
+    /// that API. Calls above it lost their exits.
+    pub fn returned(&mut self, pid: u32, tid: u32, api: Api) -> Matched {
+        let Some(stack) = self.open.get_mut(&(pid, tid)) else {
+            return Matched {
+                correlation: None,
+                orphaned: Vec::new(),
+            };
+        };
+        let Some(at) = stack.iter().rposition(|o| o.api == api) else {
+            return Matched {
+                correlation: None,
+                orphaned: Vec::new(),
+            };
+        };
+        let orphaned = stack.drain(at + 1..).map(|o| o.correlation).collect();
+        let open = stack.pop().expect("found above");
+        if stack.is_empty() {
+            self.open.remove(&(pid, tid));
+        }
+        Matched {
+            correlation: Some(open.correlation),
+            orphaned,
+        }
+    }
+
+    /// Calls entered and not returned, on every thread.
+    pub fn open_calls(&self) -> usize {
+        self.open.values().map(Vec::len).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nested_calls_pair_innermost_first() {
+        let mut p = Pairing::default();
+        p.entered(1, 7, 10, Api::HipStreamSynchronizeSpt);
+        p.entered(1, 7, 11, Api::HipStreamSynchronize);
+        p.entered(1, 8, 12, Api::HipStreamSynchronize);
+        let m = p.returned(1, 7, Api::HipStreamSynchronize);
+        assert_eq!(m.correlation, Some(11));
+        assert_eq!(
+            p.returned(1, 8, Api::HipStreamSynchronize).correlation,
+            Some(12)
+        );
+        let m = p.returned(1, 7, Api::HipStreamSynchronizeSpt);
+        assert_eq!((m.correlation, m.orphaned), (Some(10), vec![]));
+        assert_eq!(p.open_calls(), 0);
+    }
+
+    #[test]
+    fn a_lost_exit_orphans_the_calls_above_and_a_lost_entry_matches_nothing() {
+        let mut p = Pairing::default();
+        p.entered(1, 7, 1, Api::HipDeviceSynchronize);
+        p.entered(1, 7, 2, Api::HipEventRecord);
+        // The record's exit was lost: the outer call's exit still finds its entry.
+        let m = p.returned(1, 7, Api::HipDeviceSynchronize);
+        assert_eq!((m.correlation, m.orphaned), (Some(1), vec![2]));
+        // An exit whose entry was lost (or entered before the capture) matches nothing.
+        let m = p.returned(1, 7, Api::HipEventSynchronize);
+        assert_eq!(m.correlation, None);
+        assert_eq!(p.returned(2, 2, Api::HipEventSynchronize).correlation, None);
+    }
+}

@@ -1,0 +1,328 @@
+//! Puts calls back in correlation order as they arrive, so they can be resolved and
+//! written while the capture runs and memory stays bounded by what is in flight.
+//!
+//! Correlation ids are dense: every id the probes hand out becomes an entry record unless
+//! the ring was full. So the next id to release is either entered (returned or still in
+//! flight), not yet delivered, or lost:
+//! - returned: released;
+//! - in flight at a tick, and a synchronisation (which changes no resolution state):
+//!   released at its place in the order ("deferred"); its exit completes it later;
+//! - in flight, and state-changing (record, destroy, create, …; all quick): wait;
+//! - not delivered at two consecutive ticks: lost. Later calls never resolve past it
+//!   (see the resolver), and if it does arrive, it is released as late.
+
+use std::collections::BTreeMap;
+
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
+
+use super::model::Call;
+use crate::resolve::changes_state;
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Released {
+    /// A returned call, in order. Its `exit_ns`/`ret` are `None` when its exit record was
+    /// lost (counted by the pairing).
+    Call(Call),
+    /// A call still in flight, in order; its [`Released::Completion`] may follow.
+    Deferred(Call),
+    /// A deferred call returned.
+    Completion(u64, Exit),
+    /// A correlation id that never arrived: its record was lost.
+    Lost(u64),
+    /// A call whose id had been declared lost, delivered after all (with its exit if it
+    /// returned): too late for its place in the order.
+    Late(Call),
+}
+
+/// How a returned call's exit completes it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Exit {
+    pub exit_ns: u64,
+    pub ret: i64,
+    /// The out-parameter's value at return, when the API has one and it was read.
+    pub out: Option<u64>,
+}
+
+impl Exit {
+    pub fn apply(&self, c: &mut Call) {
+        c.exit_ns = Some(self.exit_ns);
+        c.ret = Some(self.ret);
+        if let Some(v) = self.out {
+            c.args[0] = v;
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    InFlight,
+    Returned,
+    /// Its exit record was lost: it returned, when and how is unknown.
+    ExitLost,
+}
+
+#[derive(Default)]
+pub struct Sequencer {
+    next: u64,
+    /// Calls entered at or after `next`, returned or not.
+    pending: BTreeMap<u64, (Call, State)>,
+    /// Released in flight, awaiting their exit.
+    deferred: HashSet<u64>,
+    /// Arrived after being declared lost and still in flight.
+    stragglers: HashMap<u64, Call>,
+    /// An id missing at the last tick: lost if still missing at the next.
+    suspect: Option<u64>,
+}
+
+impl Sequencer {
+    pub fn new() -> Self {
+        Self {
+            next: 1,
+            ..Default::default()
+        }
+    }
+
+    /// Calls waiting for an earlier id, or in flight at the watermark.
+    pub fn pending(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// A call entered (from its entry record), or a complete call (replay).
+    pub fn entered(&mut self, call: Call, out: &mut impl FnMut(Released)) {
+        if call.correlation < self.next {
+            // Declared lost, then delivered.
+            if call.exit_ns.is_some() {
+                out(Released::Late(call));
+            } else {
+                self.stragglers.insert(call.correlation, call);
+            }
+            return;
+        }
+        let state = if call.exit_ns.is_some() {
+            State::Returned
+        } else {
+            State::InFlight
+        };
+        self.pending.insert(call.correlation, (call, state));
+        self.release(out);
+    }
+
+    /// The exit of the call with this correlation id.
+    pub fn returned(&mut self, correlation: u64, exit: Exit, out: &mut impl FnMut(Released)) {
+        if let Some((c, state)) = self.pending.get_mut(&correlation) {
+            exit.apply(c);
+            *state = State::Returned;
+            self.release(out);
+        } else if self.deferred.remove(&correlation) {
+            out(Released::Completion(correlation, exit));
+        } else if let Some(mut c) = self.stragglers.remove(&correlation) {
+            exit.apply(&mut c);
+            out(Released::Late(c));
+        }
+    }
+
+    /// A call whose exit record was lost: released as returned, with no exit.
+    pub fn exit_lost(&mut self, correlation: u64, out: &mut impl FnMut(Released)) {
+        if let Some((_, state)) = self.pending.get_mut(&correlation) {
+            *state = State::ExitLost;
+            self.release(out);
+        } else if self.deferred.remove(&correlation) {
+            // Stays written as in flight: its end is unknown.
+        } else if let Some(c) = self.stragglers.remove(&correlation) {
+            out(Released::Late(c));
+        }
+    }
+
+    /// Releases what is in order. A call in flight holds the order until a tick finds it
+    /// still in flight: then, if it changes no state, it is passed over ("deferred").
+    fn release(&mut self, out: &mut impl FnMut(Released)) {
+        self.release_with(false, out);
+    }
+
+    fn release_with(&mut self, defer: bool, out: &mut impl FnMut(Released)) {
+        while let Some(&(ref c, state)) = self.pending.get(&self.next) {
+            if state == State::InFlight && (!defer || changes_state(c.api.op())) {
+                return;
+            }
+            let (c, _) = self.pending.remove(&self.next).expect("present");
+            if state == State::InFlight {
+                self.deferred.insert(self.next);
+                out(Released::Deferred(c));
+            } else {
+                out(Released::Call(c));
+            }
+            self.next += 1;
+        }
+    }
+
+    /// Passes over calls in flight at the head that change no state, now (replay of a
+    /// capture that did so at this point).
+    pub fn defer_in_flight(&mut self, out: &mut impl FnMut(Released)) {
+        self.release_with(true, out);
+    }
+
+    /// Periodic: an id missing at two consecutive ticks, with later ids waiting behind
+    /// it, is declared lost.
+    pub fn tick(&mut self, out: &mut impl FnMut(Released)) {
+        loop {
+            self.release_with(true, out);
+            if self.pending.is_empty() || self.pending.contains_key(&self.next) {
+                self.suspect = None;
+                return;
+            }
+            if self.suspect != Some(self.next) {
+                self.suspect = Some(self.next);
+                return;
+            }
+            out(Released::Lost(self.next));
+            self.next += 1;
+        }
+    }
+
+    /// Replay of a capture whose gaps are known: the id is lost.
+    pub fn lost(&mut self, correlation: u64, out: &mut impl FnMut(Released)) {
+        if correlation == self.next {
+            out(Released::Lost(correlation));
+            self.next += 1;
+            self.release(out);
+        }
+    }
+
+    /// End of capture: everything left, in order. Missing ids are lost; calls still in
+    /// flight are released deferred (never completed).
+    pub fn finish(&mut self, out: &mut impl FnMut(Released)) {
+        while let Some((&corr, _)) = self.pending.first_key_value() {
+            while self.next < corr {
+                out(Released::Lost(self.next));
+                self.next += 1;
+            }
+            self.release_with(true, out);
+            if let Some((c, _)) = self.pending.remove(&self.next) {
+                // A state-changing call still in flight at the end.
+                self.deferred.insert(self.next);
+                out(Released::Deferred(c));
+                self.next += 1;
+            }
+        }
+        let mut rest: Vec<Call> = self.stragglers.drain().map(|(_, c)| c).collect();
+        rest.sort_by_key(|c| c.correlation);
+        for c in rest {
+            out(Released::Late(c));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rocsync_common::Api;
+
+    use super::*;
+
+    fn call(corr: u64, api: Api, done: bool) -> Call {
+        Call {
+            api,
+            pid: 1,
+            tid: 1,
+            correlation: corr,
+            enter_ns: corr,
+            exit_ns: done.then_some(corr + 1),
+            ret: done.then_some(0),
+            args: [0; 3],
+            filtered: false,
+        }
+    }
+
+    fn exit(corr: u64) -> Exit {
+        Exit {
+            exit_ns: corr + 1,
+            ret: 0,
+            out: None,
+        }
+    }
+
+    fn names(got: &[Released]) -> Vec<String> {
+        got.iter()
+            .map(|r| match r {
+                Released::Call(c) => format!("{}", c.correlation),
+                Released::Deferred(c) => format!("{}d", c.correlation),
+                Released::Completion(c, _) => format!("{c}c"),
+                Released::Lost(c) => format!("{c}lost"),
+                Released::Late(c) => format!("{}late", c.correlation),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn reorders_arrivals() {
+        let mut s = Sequencer::new();
+        let mut got = Vec::new();
+        for c in [2, 3, 1] {
+            s.entered(call(c, Api::HipEventRecord, true), &mut |r| got.push(r));
+        }
+        assert_eq!(names(&got), ["1", "2", "3"]);
+        assert_eq!(s.pending(), 0);
+    }
+
+    #[test]
+    fn a_blocked_synchronize_is_passed_over_and_completed_later() {
+        let mut s = Sequencer::new();
+        let mut got = Vec::new();
+        s.entered(call(1, Api::HipDeviceSynchronize, false), &mut |r| {
+            got.push(r)
+        });
+        s.entered(call(2, Api::HipEventRecord, true), &mut |r| got.push(r));
+        assert!(got.is_empty(), "held until a tick finds it still in flight");
+        s.tick(&mut |r| got.push(r));
+        s.returned(1, exit(1), &mut |r| got.push(r));
+        assert_eq!(names(&got), ["1d", "2", "1c"]);
+    }
+
+    #[test]
+    fn an_in_flight_record_holds_the_order() {
+        let mut s = Sequencer::new();
+        let mut got = Vec::new();
+        s.entered(call(1, Api::HipEventRecord, false), &mut |r| got.push(r));
+        s.entered(call(2, Api::HipStreamWaitEvent, true), &mut |r| got.push(r));
+        s.tick(&mut |r| got.push(r));
+        s.tick(&mut |r| got.push(r));
+        assert!(got.is_empty(), "{:?}", names(&got));
+        s.returned(1, exit(1), &mut |r| got.push(r));
+        assert_eq!(names(&got), ["1", "2"]);
+    }
+
+    #[test]
+    fn a_lost_exit_releases_a_state_changing_call() {
+        let mut s = Sequencer::new();
+        let mut got = Vec::new();
+        s.entered(call(1, Api::HipEventRecord, false), &mut |r| got.push(r));
+        s.entered(call(2, Api::HipStreamWaitEvent, true), &mut |r| got.push(r));
+        s.exit_lost(1, &mut |r| got.push(r));
+        assert_eq!(names(&got), ["1", "2"]);
+        let Released::Call(c) = &got[0] else { panic!() };
+        assert_eq!((c.exit_ns, c.ret), (None, None));
+    }
+
+    #[test]
+    fn an_id_missing_at_two_ticks_is_lost_and_a_late_arrival_is_late() {
+        let mut s = Sequencer::new();
+        let mut got = Vec::new();
+        s.entered(call(2, Api::HipEventRecord, true), &mut |r| got.push(r));
+        s.tick(&mut |r| got.push(r));
+        assert!(got.is_empty(), "one tick is not enough: {:?}", names(&got));
+        s.tick(&mut |r| got.push(r));
+        s.entered(call(1, Api::HipEventRecord, true), &mut |r| got.push(r));
+        assert_eq!(names(&got), ["1lost", "2", "1late"]);
+    }
+
+    #[test]
+    fn finish_flushes_everything_in_order() {
+        let mut s = Sequencer::new();
+        let mut got = Vec::new();
+        s.entered(call(3, Api::HipEventRecord, true), &mut |r| got.push(r));
+        s.entered(call(2, Api::HipDeviceSynchronize, false), &mut |r| {
+            got.push(r)
+        });
+        s.finish(&mut |r| got.push(r));
+        assert_eq!(names(&got), ["1lost", "2d", "3"]);
+    }
+}

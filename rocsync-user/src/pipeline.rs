@@ -1,0 +1,263 @@
+//! The one path from probe records to outputs, shared by `run`, `attach`, `convert` and
+//! the benchmarks:
+//!
+//! ```text
+//! ring bytes ─decode─▶ ingest (pair entry/exit per thread, order by correlation)
+//!            ─▶ resolve (wait rule, barrier links) ─▶ emit (Sink: Kineto, raw)
+//! ```
+//! `convert` enters after ingest, with the raw capture's items in the order the live
+//! pipeline delivered them, and so writes the same trace. Every stage counts what it
+//! loses in one [`CaptureStats`].
+
+use std::io;
+
+use rocsync_common::{Api, Decoded, EXIT_OUT_READ, EntryRecord, ExitRecord, OutParam, decode};
+use rustc_hash::FxHashMap as HashMap;
+
+use crate::{
+    emit::{Sink, raw::Item},
+    ingest::{Call, Packet, Queue, Released, Sequencer, pair::Pairing, sequence::Exit},
+    resolve::{Barriers, Resolver, Row},
+    stats::CaptureStats,
+};
+
+/// What the capture loop must act on, besides records the pipeline consumes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Notice {
+    /// The dynamic loader of `pid` changed its link map; `stopped` when the probe
+    /// stopped the process (the capture continues it once new libraries are probed).
+    LinkMap { pid: u32, stopped: bool },
+}
+
+pub struct Pipeline<S: Sink> {
+    pairing: Pairing,
+    sequencer: Sequencer,
+    resolver: Resolver,
+    barriers: Barriers,
+    /// Rows released in flight, until their call returns.
+    deferred: HashMap<u64, Row>,
+    sink: S,
+    pub stats: CaptureStats,
+    /// The first output error; the capture stops on it, keeping what was written.
+    error: Option<io::Error>,
+    /// After stop: exits of calls entered while inactive are expected, not losses.
+    stopping: bool,
+}
+
+impl<S: Sink> Pipeline<S> {
+    /// `from_start`: every process is traced from its first call (`run`), so an event
+    /// never recorded in the capture was never recorded.
+    pub fn new(sink: S, from_start: bool) -> Self {
+        Self {
+            pairing: Pairing::default(),
+            sequencer: Sequencer::new(),
+            resolver: Resolver::new(from_start),
+            barriers: Barriers::default(),
+            deferred: HashMap::default(),
+            sink,
+            stats: CaptureStats::default(),
+            error: None,
+            stopping: false,
+        }
+    }
+
+    /// One ring record. Returns what the capture loop must act on.
+    pub fn record(&mut self, bytes: &[u8]) -> Option<Notice> {
+        match decode(bytes) {
+            Ok(Decoded::Entry(e)) => self.entry(&e),
+            Ok(Decoded::Exit(x)) => self.exit(&x),
+            Ok(Decoded::Queue(q)) => self.queue(&Queue::from(&q)),
+            Ok(Decoded::Packet(p)) => self.packet(&Packet::from(&p)),
+            Ok(Decoded::LinkMap(r)) => {
+                return Some(Notice::LinkMap {
+                    pid: r.pid,
+                    stopped: r.stopped != 0,
+                });
+            }
+            Err(_) => self.stats.undecodable += 1,
+        }
+        None
+    }
+
+    pub fn entry(&mut self, e: &EntryRecord) {
+        let Some(call) = Call::entered(e) else {
+            self.stats.undecodable += 1;
+            return;
+        };
+        self.pairing
+            .entered(call.pid, call.tid, call.correlation, call.api);
+        let mut out = Vec::new();
+        self.sequencer.entered(call, &mut |r| out.push(r));
+        self.release(out);
+    }
+
+    pub fn exit(&mut self, x: &ExitRecord) {
+        let Some(api) = Api::from_u32(x.api) else {
+            self.stats.undecodable += 1;
+            return;
+        };
+        let m = self.pairing.returned(x.pid, x.tid, api);
+        let mut out = Vec::new();
+        for corr in m.orphaned {
+            self.stats.unpaired_entries += 1;
+            self.sequencer.exit_lost(corr, &mut |r| out.push(r));
+        }
+        match m.correlation {
+            Some(corr) => {
+                let read = x.flags & EXIT_OUT_READ != 0;
+                let exit = Exit {
+                    exit_ns: x.exit_ns,
+                    ret: x.ret,
+                    out: (read && api.out_param() != OutParam::None).then_some(x.out),
+                };
+                self.sequencer.returned(corr, exit, &mut |r| out.push(r));
+            }
+            None if !self.stopping => self.stats.unpaired_exits += 1,
+            None => {}
+        }
+        self.release(out);
+    }
+
+    pub fn queue(&mut self, q: &Queue) {
+        if q.created {
+            self.stats.queues += 1;
+        }
+        let r = self.sink.queue(q);
+        self.keep_first(r);
+    }
+
+    pub fn packet(&mut self, p: &Packet) {
+        let kind = crate::ingest::aql::decode(&p.bytes).kind.name();
+        *self.stats.packets.entry(kind).or_default() += 1;
+        self.barriers.packet(p);
+        let r = self.sink.packet(p);
+        self.keep_first(r);
+    }
+
+    /// Periodic: ids missing twice in a row are declared lost, letting the order move.
+    pub fn tick(&mut self) {
+        let mut out = Vec::new();
+        self.sequencer.tick(&mut |r| out.push(r));
+        self.release(out);
+    }
+
+    /// The capture was switched off in the kernel: calls entered before still complete.
+    pub fn stopping(&mut self) {
+        self.stopping = true;
+    }
+
+    /// Calls entered and not yet returned.
+    pub fn open_calls(&self) -> usize {
+        self.pairing.open_calls()
+    }
+
+    /// An item of a raw capture. Calls go through the sequencer again: a capture's own
+    /// file is already in order (nothing is held), a hand-written one may not be.
+    pub fn replay(&mut self, item: Item) {
+        let mut out = Vec::new();
+        match item {
+            Item::Call { call, deferred, .. } => {
+                self.sequencer.entered(call, &mut |r| out.push(r));
+                if deferred {
+                    self.sequencer.defer_in_flight(&mut |r| out.push(r));
+                }
+            }
+            Item::Completion(corr, exit) => {
+                self.sequencer.returned(corr, exit, &mut |r| out.push(r))
+            }
+            Item::Lost(corr) => self.sequencer.lost(corr, &mut |r| out.push(r)),
+            Item::Queue(q) => self.queue(&q),
+            Item::Packet(p) => self.packet(&p),
+            Item::Trailer(t) => {
+                self.stats.kernel = t.kernel;
+                self.stats.unpaired_entries += t.unpaired_entries;
+                self.stats.unpaired_exits += t.unpaired_exits;
+                self.stats.undecodable += t.undecodable;
+            }
+        }
+        self.release(out);
+    }
+
+    /// A complete call, in any order (tests, synthetic input).
+    pub fn call(&mut self, call: Call) {
+        let mut out = Vec::new();
+        self.sequencer.entered(call, &mut |r| out.push(r));
+        self.release(out);
+    }
+
+    fn release(&mut self, items: Vec<Released>) {
+        for item in items {
+            let r = self.resolve(item);
+            self.keep_first(r);
+        }
+    }
+
+    fn resolve(&mut self, item: Released) -> io::Result<()> {
+        match item {
+            Released::Call(c) => {
+                let mut row = self.resolver.push(&c);
+                self.barriers.link(&mut row);
+                self.stats.row(&row);
+                self.sink.row(&row)
+            }
+            Released::Deferred(c) => {
+                let row = self.resolver.push(&c);
+                self.deferred.insert(c.correlation, row);
+                self.sink.deferred(&row)
+            }
+            Released::Completion(corr, exit) => {
+                let Some(mut row) = self.deferred.remove(&corr) else {
+                    return Ok(());
+                };
+                exit.apply(&mut row.call);
+                self.barriers.link(&mut row);
+                self.stats.row(&row);
+                self.sink.completed(&row)
+            }
+            Released::Lost(corr) => {
+                self.stats.lost_ids += 1;
+                self.resolver.lost(corr);
+                self.sink.lost(corr)
+            }
+            Released::Late(c) => {
+                self.stats.late += 1;
+                let mut row = self.resolver.push_late(&c);
+                self.barriers.link(&mut row);
+                self.stats.row(&row);
+                self.sink.row(&row)
+            }
+        }
+    }
+
+    fn keep_first(&mut self, r: io::Result<()>) {
+        if let Err(e) = r
+            && self.error.is_none()
+        {
+            self.error = Some(e);
+        }
+    }
+
+    /// The first output error, if any (the capture loop stops on it).
+    pub fn take_error(&mut self) -> Option<io::Error> {
+        self.error.take()
+    }
+
+    /// End of capture: everything still pending in order; calls that never returned are
+    /// written in flight. Returns the sink and the account.
+    pub fn finish(mut self) -> io::Result<(S, CaptureStats)> {
+        let mut out = Vec::new();
+        self.sequencer.finish(&mut |r| out.push(r));
+        self.release(out);
+        let mut rest: Vec<Row> = self.deferred.drain().map(|(_, r)| r).collect();
+        rest.sort_by_key(|r| r.call.correlation);
+        for row in rest {
+            self.stats.row(&row);
+            let r = self.sink.completed(&row);
+            self.keep_first(r);
+        }
+        match self.error {
+            Some(e) => Err(e),
+            None => Ok((self.sink, self.stats)),
+        }
+    }
+}

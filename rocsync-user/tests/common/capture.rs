@@ -1,0 +1,287 @@
+//! Helpers shared by the integration tests.
+#![allow(dead_code)]
+
+use std::{
+    collections::BTreeMap,
+    io::{BufRead, BufReader},
+    path::{Path, PathBuf},
+    process::{Child, Command, Output, Stdio},
+    time::{Duration, Instant},
+};
+
+use rocsync::{
+    emit::raw,
+    ingest::{
+        Call,
+        model::{ArgKind, arg_kind},
+    },
+};
+use rocsync_tests::LoggedCall;
+
+/// Root-only tests call this first; it prints why a test is skipped.
+pub fn can_trace(test: &str) -> bool {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped {test}: needs root to load eBPF programs (CI runs it as root)");
+        return false;
+    }
+    true
+}
+
+/// The rocsync binary, run in a scratch directory: a capture without `-o` writes its
+/// default-named trace into the working directory.
+pub fn rocsync() -> Command {
+    static CWD: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    let cwd = CWD.get_or_init(|| {
+        tempfile::Builder::new()
+            .prefix("rocsync-test-cwd")
+            .tempdir()
+            .unwrap()
+            .keep()
+    });
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rocsync"));
+    cmd.current_dir(cwd);
+    cmd
+}
+
+pub fn run_ok(cmd: &mut Command) -> Output {
+    let out = cmd.output().expect("spawn rocsync");
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+pub fn read_raw(path: &Path) -> (raw::Header, Vec<Call>) {
+    let f = std::fs::File::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    raw::read_calls(BufReader::new(f)).expect("valid raw capture")
+}
+
+/// A call reduced to what the scenario can know: thread, API, arguments, return code.
+/// Integer arguments are compared as the C `int`/`unsigned` they are.
+pub fn key(c: &Call) -> (u32, String, [u64; 3], i64) {
+    let mut args = [0u64; 3];
+    for (i, name) in c.api.arg_names().iter().enumerate() {
+        args[i] = match arg_kind(name) {
+            ArgKind::Handle => c.args[i],
+            _ => c.args[i] & 0xffff_ffff,
+        };
+    }
+    (
+        c.tid,
+        c.api.symbol().to_string(),
+        args,
+        c.ret.expect("call returned"),
+    )
+}
+
+pub fn logged_key(l: &LoggedCall) -> (u32, String, [u64; 3], i64) {
+    (l.tid, l.api.clone(), l.args, l.ret)
+}
+
+/// Per thread, in call order.
+pub fn by_thread<T, K: Ord>(
+    items: impl IntoIterator<Item = T>,
+    tid: impl Fn(&T) -> K,
+) -> BTreeMap<K, Vec<T>> {
+    let mut m: BTreeMap<K, Vec<T>> = BTreeMap::new();
+    for i in items {
+        m.entry(tid(&i)).or_default().push(i);
+    }
+    m
+}
+
+/// Asserts the capture holds exactly the scenario's calls, each once, in each thread's
+/// order.
+pub fn assert_same_calls(logged: &[LoggedCall], mut captured: Vec<Call>) {
+    captured.sort_by_key(|c| c.correlation);
+    let mut logged = probed(logged);
+    logged.sort_by_key(|l| l.seq);
+    let want = by_thread(logged.iter().map(logged_key), |k| k.0);
+    let got = by_thread(captured.iter().map(key), |k| k.0);
+    assert_eq!(got.len(), want.len(), "threads differ");
+    for (tid, w) in &want {
+        let g = got
+            .get(tid)
+            .unwrap_or_else(|| panic!("thread {tid} missing from the capture"));
+        assert_eq!(
+            g.len(),
+            w.len(),
+            "thread {tid}: {} captured, {} made",
+            g.len(),
+            w.len()
+        );
+        for (i, (a, b)) in g.iter().zip(w).enumerate() {
+            assert_eq!(a, b, "thread {tid}, call {i}");
+        }
+    }
+}
+
+/// The logged calls of functions rocsync probes by default (`*GetDevice` is not).
+pub fn probed(logged: &[LoggedCall]) -> Vec<LoggedCall> {
+    logged
+        .iter()
+        .filter(|l| {
+            rocsync_common::Api::ALL
+                .iter()
+                .find(|a| a.symbol() == l.api)
+                .is_some_and(|a| a.probed_by_default())
+        })
+        .cloned()
+        .collect()
+}
+
+/// Correlation ids a raw capture declares lost.
+pub fn raw_lost_ids(path: &Path) -> u64 {
+    let text = std::fs::read_to_string(path).unwrap();
+    text.lines().filter(|l| l.starts_with("{\"lost\":")).count() as u64
+}
+
+pub struct TempDir(pub tempfile::TempDir);
+
+impl TempDir {
+    pub fn new() -> Self {
+        Self(tempfile::tempdir().unwrap())
+    }
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.0.path().join(name)
+    }
+}
+
+/// Reads a child's stderr lines until one contains `needle` (or panics after `timeout`);
+/// returns the reader so the rest can be drained.
+pub fn wait_for_line(child: &mut Child, needle: &str, timeout: Duration) -> Vec<String> {
+    let stderr = child.stderr.take().expect("piped stderr");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let start = Instant::now();
+    let mut seen = Vec::new();
+    loop {
+        let left = timeout.checked_sub(start.elapsed()).unwrap_or_else(|| {
+            panic!("no line containing {needle:?} within {timeout:?}; saw {seen:#?}")
+        });
+        match rx.recv_timeout(left) {
+            Ok(line) => {
+                let hit = line.contains(needle);
+                seen.push(line);
+                if hit {
+                    // Keep draining in the background so the child never blocks on stderr.
+                    std::thread::spawn(move || while rx.recv().is_ok() {});
+                    return seen;
+                }
+            }
+            Err(_) => panic!("no line containing {needle:?}; saw {seen:#?}"),
+        }
+    }
+}
+
+pub fn spawn_piped(cmd: &mut Command) -> Child {
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn")
+}
+
+/// Maps each logged call (by seq) to the captured call's correlation, aligning each
+/// thread's calls in order (assert_same_calls checks they agree).
+pub fn seq_to_correlation(logged: &[LoggedCall], captured: &[Call]) -> BTreeMap<u64, u64> {
+    let mut captured = captured.to_vec();
+    captured.sort_by_key(|c| c.correlation);
+    let mut logged = probed(logged);
+    logged.sort_by_key(|l| l.seq);
+    let got = by_thread(captured, |c| c.tid);
+    let want = by_thread(logged, |l| l.tid);
+    let mut m = BTreeMap::new();
+    for (tid, ls) in want {
+        for (l, c) in ls.iter().zip(&got[&tid]) {
+            m.insert(l.seq, c.correlation);
+        }
+    }
+    m
+}
+
+/// The edges a scenario's own log implies: for each successful-or-not wait on an event
+/// (hipStreamWaitEvent*, hipEventSynchronize), the latest successful record of that
+/// handle made before it with no successful destroy in between. Keyed by wait seq.
+pub fn expected_edges(logged: &[LoggedCall]) -> BTreeMap<u64, Option<u64>> {
+    let mut log = logged.to_vec();
+    log.sort_by_key(|l| l.seq);
+    let mut last_record: BTreeMap<u64, u64> = BTreeMap::new();
+    let mut edges = BTreeMap::new();
+    for l in &log {
+        match l.api.as_str() {
+            "hipEventRecord" | "hipEventRecord_spt" | "hipEventRecordWithFlags" if l.ret == 0 => {
+                last_record.insert(l.args[0], l.seq);
+            }
+            "hipEventDestroy" if l.ret == 0 => {
+                last_record.remove(&l.args[0]);
+            }
+            "hipStreamWaitEvent" | "hipStreamWaitEvent_spt" => {
+                edges.insert(l.seq, last_record.get(&l.args[1]).copied());
+            }
+            "hipEventSynchronize" => {
+                edges.insert(l.seq, last_record.get(&l.args[0]).copied());
+            }
+            _ => {}
+        }
+    }
+    edges
+}
+
+/// Edges in a Kineto trace: wait correlation → record correlation (−1 unresolved), from
+/// the device-side sync rows; checks the runtime rows and the arrows agree.
+pub fn trace_edges(trace: &serde_json::Value) -> BTreeMap<u64, i64> {
+    let events = trace["traceEvents"].as_array().expect("traceEvents");
+    let mut edges = BTreeMap::new();
+    let mut runtime = BTreeMap::new();
+    let mut arrow_starts = std::collections::BTreeSet::new();
+    let mut arrow_ends = std::collections::BTreeSet::new();
+    for e in events {
+        let a = &e["args"];
+        match (e["ph"].as_str(), e["cat"].as_str()) {
+            (Some("X"), Some("cuda_sync"))
+                if a.get("wait_on_cuda_event_record_corr_id").is_some() =>
+            {
+                edges.insert(
+                    a["correlation"].as_u64().unwrap(),
+                    a["wait_on_cuda_event_record_corr_id"].as_i64().unwrap(),
+                );
+            }
+            (Some("X"), Some("cuda_runtime"))
+                if a.get("wait_on_hip_event_record_corr_id").is_some() =>
+            {
+                runtime.insert(
+                    a["correlation"].as_u64().unwrap(),
+                    a["wait_on_hip_event_record_corr_id"].as_i64().unwrap(),
+                );
+            }
+            (Some("s"), Some("hip_sync_dep")) => {
+                arrow_starts.insert(e["id"].as_u64().unwrap());
+            }
+            (Some("f"), Some("hip_sync_dep")) => {
+                arrow_ends.insert(e["id"].as_u64().unwrap());
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(edges, runtime, "runtime and device rows disagree");
+    assert_eq!(arrow_starts, arrow_ends, "every arrow has both ends");
+    let resolved = edges.values().filter(|&&r| r >= 0).count();
+    assert_eq!(arrow_starts.len(), resolved, "one arrow per resolved wait");
+    edges
+}
+
+pub fn read_json(path: &Path) -> serde_json::Value {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_slice(&bytes).expect("valid JSON")
+}
