@@ -389,3 +389,61 @@ fn agents_filter_drops_other_devices_in_the_kernel() {
     );
     assert_same_calls(&want, calls);
 }
+
+#[test]
+fn event_queries_and_nested_runtime_calls_are_traced_end_to_end() {
+    if !can_trace("event_queries_and_nested_runtime_calls_are_traced_end_to_end") {
+        return;
+    }
+    let dir = TempDir::new();
+    let (log, raw, trace) = (dir.path("s.log"), dir.path("r.jsonl"), dir.path("t.json"));
+    run_ok(
+        rocsync()
+            .args(["run", "-o"])
+            .arg(&trace)
+            .arg("--raw")
+            .arg(&raw)
+            .arg("--")
+            .arg(scenario())
+            .arg("query")
+            .env("SCENARIO_LOG", &log)
+            .env("SCENARIO_HIP", sim_hip())
+            // The runtime's hipStreamSynchronize_spt calls its exported hipStreamSynchronize.
+            .env("HIP_SIM_SPT_CALLS_PLAIN", "1"),
+    );
+    let logged = read_log(&log);
+    let (_, calls) = read_raw(&raw);
+    // The scenario logs the call it made; the runtime made the inner one itself.
+    let (inner, made): (Vec<_>, Vec<_>) = calls
+        .into_iter()
+        .partition(|c| c.api.symbol() == "hipStreamSynchronize");
+    assert_same_calls(&logged, made.clone());
+    let outer = made
+        .iter()
+        .find(|c| c.api.symbol() == "hipStreamSynchronize_spt")
+        .expect("the outer call");
+    assert_eq!(inner.len(), 1, "{inner:?}");
+    let inner = &inner[0];
+    assert_eq!((inner.tid, inner.correlation), (outer.tid, outer.correlation + 1));
+    assert!(outer.enter_ns < inner.enter_ns && inner.exit_ns < outer.exit_ns);
+    // Every query resolves like an event synchronize, by the scenario's own log.
+    let t = read_json(&trace);
+    let edges = trace_edges(&t);
+    let seqs = seq_to_correlation(&logged, &made);
+    let queries: Vec<&rocsync_tests::LoggedCall> =
+        logged.iter().filter(|l| l.api == "hipEventQuery").collect();
+    assert_eq!(queries.len(), 3);
+    assert_eq!(queries[1].ret, 600, "the middle query found the work running");
+    for (wait, record) in expected_edges(&logged) {
+        let want = record.map_or(-1, |r| seqs[&r] as i64);
+        assert_eq!(edges[&seqs[&wait]], want, "wait seq {wait}");
+    }
+    let reasons: Vec<&str> = t["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["name"] == "hipEventQuery")
+        .filter_map(|e| e["args"]["wait_on_unknown_reason"].as_str())
+        .collect();
+    assert_eq!(reasons, ["never_recorded"]);
+}

@@ -338,3 +338,39 @@ fn an_agent_filter_applies_to_calls_and_packets_alike() {
         );
     }
 }
+
+#[test]
+fn convert_of_a_hip_over_hsa_capture_gives_the_live_trace() {
+    if !can_trace("convert_of_a_hip_over_hsa_capture_gives_the_live_trace") {
+        return;
+    }
+    let dir = TempDir::new();
+    let raw = dir.path("capture.jsonl");
+    let raw_flag = raw.to_str().unwrap().to_string();
+    let live = hip_over_hsa(&dir, &["--raw", &raw_flag], &["cross", "20"]);
+    let converted = dir.path("converted.json");
+    run_ok(
+        rocsync()
+            .arg("convert")
+            .arg(&raw)
+            .arg("-o")
+            .arg(&converted),
+    );
+    let conv = read_json(&converted);
+    let count = |t: &serde_json::Value, cat: &str| {
+        t["traceEvents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["cat"] == cat)
+            .count()
+    };
+    // The packets, their arrows and the wait→barrier links are in the raw capture too.
+    for cat in ["hsa_packet", "hsa_dep", "hip_barrier", "hip_sync_dep", "cuda_sync"] {
+        assert!(count(&live, cat) > 0, "{cat}");
+        assert_eq!(count(&live, cat), count(&conv, cat), "{cat}");
+    }
+    assert_eq!(live["traceEvents"], conv["traceEvents"]);
+    assert_eq!(live["baseTimeNanoseconds"], conv["baseTimeNanoseconds"]);
+    assert_eq!(live["rocsync"]["drops"], conv["rocsync"]["drops"]);
+}

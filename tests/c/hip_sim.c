@@ -244,7 +244,17 @@ static hipError_t stream_sync(hipStream_t stream) {
 }
 
 hipError_t hipStreamSynchronize(hipStream_t stream) { return stream_sync(stream); }
+/* With HIP_SIM_SPT_CALLS_PLAIN set, the _spt variant calls the exported plain function
+ * (through the PLT), as a runtime or an interposer calling its own API does: a tracer
+ * must see two nested calls. */
 hipError_t hipStreamSynchronize_spt(hipStream_t stream) {
+  static int nests_cached = -1;
+  int nests = __atomic_load_n(&nests_cached, __ATOMIC_RELAXED);
+  if (nests < 0) {
+    nests = getenv("HIP_SIM_SPT_CALLS_PLAIN") != NULL;
+    __atomic_store_n(&nests_cached, nests, __ATOMIC_RELAXED);
+  }
+  if (nests) return hipStreamSynchronize(stream == NULL ? hipStreamPerThread : stream);
   return stream_sync(stream == NULL ? hipStreamPerThread : stream);
 }
 

@@ -82,6 +82,7 @@ static void log_call(const char *api, uint64_t a0, uint64_t a1, uint64_t a2, int
 #define StreamSynchronize(s) CALL(hipStreamSynchronize, s, 0, 0, H(hipStreamSynchronize)(s))
 #define StreamSynchronizeSpt(s) \
   CALL(hipStreamSynchronize_spt, s, 0, 0, H(hipStreamSynchronize_spt)(s))
+#define EventQuery(e) CALL(hipEventQuery, e, 0, 0, H(hipEventQuery)(e))
 #define DeviceSynchronize() CALL(hipDeviceSynchronize, 0, 0, 0, H(hipDeviceSynchronize)())
 #define EventDestroy(e) CALL(hipEventDestroy, e, 0, 0, H(hipEventDestroy)(e))
 #define SetDevice(d) CALL(hipSetDevice, (uint32_t)(d), 0, 0, H(hipSetDevice)(d))
@@ -108,6 +109,24 @@ static void write_logs(void) {
               (unsigned long long)l->a0, (unsigned long long)l->a1, (unsigned long long)l->a2, l->rc);
     }
   fclose(f);
+}
+
+/* Event queries before and after a record (one while the work is still running), and a
+ * per-thread stream synchronize (which the runtime may implement with the plain one). */
+static void query(void) {
+  hipStream_t s1 = 0;
+  hipEvent_t e1 = 0;
+  StreamCreate(&s1);
+  EventCreate(&e1);
+  EventQuery(e1);                      /* never recorded */
+  Launch(s1, 20000);
+  EventRecord(e1, s1);
+  EventQuery(e1);                      /* hipErrorNotReady: the work runs 20 ms */
+  StreamSynchronizeSpt(hipStreamPerThread);
+  EventSynchronize(e1);
+  EventQuery(e1);                      /* done */
+  EventDestroy(e1);
+  StreamDestroy(s1);
 }
 
 /* hipDeviceSynchronize of a second copy of the runtime, when one was loaded. */
@@ -307,6 +326,7 @@ static int run(int argc, char **argv) {
   }
   load_runtime();
   if (!strcmp(mode, "basic")) basic();
+  else if (!strcmp(mode, "query")) query();
   else if (!strcmp(mode, "threads") && argc == 4) threads(atoi(argv[2]), atoi(argv[3]));
   else if (!strcmp(mode, "cross") && argc == 3) cross(atoi(argv[2]));
   else if (!strcmp(mode, "loop") && argc == 3) loop(atoi(argv[2]));

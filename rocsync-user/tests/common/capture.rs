@@ -211,7 +211,7 @@ pub fn seq_to_correlation(logged: &[LoggedCall], captured: &[Call]) -> BTreeMap<
 }
 
 /// The edges a scenario's own log implies: for each successful-or-not wait on an event
-/// (hipStreamWaitEvent*, hipEventSynchronize), the latest successful record of that
+/// (hipStreamWaitEvent*, hipEventSynchronize, hipEventQuery), the latest successful record of that
 /// handle made before it with no successful destroy in between. Keyed by wait seq.
 pub fn expected_edges(logged: &[LoggedCall]) -> BTreeMap<u64, Option<u64>> {
     let mut log = logged.to_vec();
@@ -229,7 +229,7 @@ pub fn expected_edges(logged: &[LoggedCall]) -> BTreeMap<u64, Option<u64>> {
             "hipStreamWaitEvent" | "hipStreamWaitEvent_spt" => {
                 edges.insert(l.seq, last_record.get(&l.args[1]).copied());
             }
-            "hipEventSynchronize" => {
+            "hipEventSynchronize" | "hipEventQuery" => {
                 edges.insert(l.seq, last_record.get(&l.args[0]).copied());
             }
             _ => {}
