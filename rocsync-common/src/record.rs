@@ -230,8 +230,24 @@ pub struct Config {
     pub agents: u64,
 }
 
+/// The capture-wide switch the call probes read (one array slot: no hash lookup on the
+/// hot path). Call probes are attached per process, so the kernel runs them only in
+/// traced processes; `by_process` asks them to check `TARGETS` too (file-wide probes).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Switch {
+    /// Non-zero: record calls entered from now on.
+    pub capture: u32,
+    /// Non-zero: record only processes in `TARGETS` with `capture` set.
+    pub by_process: u32,
+    /// Bit N set: record agent (device) N. Zero: every agent.
+    pub agents: u64,
+}
+
 #[cfg(feature = "user")]
 mod pod {
+    // SAFETY: plain `#[repr(C)]` data with explicit padding and no invalid bit patterns.
+    unsafe impl aya::Pod for super::Switch {}
     // SAFETY: plain `#[repr(C)]` data with explicit padding and no invalid bit patterns.
     unsafe impl aya::Pod for super::OutSlot {}
     // SAFETY: as above.

@@ -17,7 +17,7 @@ use rocsync_common::{
     OutSlot, RECORD_ENTRY, RECORD_EXIT, drop_index,
 };
 
-use crate::{EVENTS, TARGETS, capturing, count_drops, wakeup};
+use crate::{EVENTS, count_drops, registered, switched_on, wakeup};
 
 /// The one correlation counter, so ids order calls across threads.
 #[map]
@@ -64,7 +64,7 @@ fn needs_slot(kind: u64, restricted: bool) -> bool {
 #[uprobe]
 pub fn call_enter(ctx: ProbeContext) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
-    let Some(cfg) = capturing((pid_tgid >> 32) as u32) else {
+    let Some(cfg) = switched_on((pid_tgid >> 32) as u32) else {
         return 0;
     };
     // SAFETY: the context pointer is the program's own.
@@ -157,9 +157,8 @@ fn device_of(args: &[u64; 3], cookie: Cookie, pid_tgid: u64) -> i32 {
 pub fn call_exit(ctx: RetProbeContext) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
     // Enter = active, exit = registered: a call entered while capturing is completed
-    // even after the capture was switched off, so only the target's presence counts.
-    // SAFETY: plain map lookup.
-    if unsafe { TARGETS.get((pid_tgid >> 32) as u32) }.is_none() {
+    // even after the capture was switched off.
+    if !registered((pid_tgid >> 32) as u32) {
         return 0;
     }
     // SAFETY: the context pointer is the program's own.

@@ -15,9 +15,9 @@ mod link_map;
 
 use aya_ebpf::{
     macros::map,
-    maps::{HashMap, PerCpuArray, RingBuf},
+    maps::{Array, HashMap, PerCpuArray, RingBuf},
 };
-use rocsync_common::{Config, drop_index};
+use rocsync_common::{Config, Switch, drop_index};
 
 /// `bpf_ringbuf_submit` flags and `bpf_ringbuf_query` selector.
 const BPF_RB_NO_WAKEUP: u64 = 1;
@@ -33,6 +33,10 @@ static EVENTS: RingBuf = RingBuf::with_byte_size(8 << 20, 0);
 /// Processes to trace (tgid → settings). Everything else returns at the first lookup.
 #[map]
 static TARGETS: HashMap<u32, Config> = HashMap::with_max_entries(1024, 0);
+
+/// The capture-wide switch of the call probes (slot 0).
+#[map]
+static SWITCH: Array<Switch> = Array::with_max_entries(1, 0);
 
 /// Failed ring reservations per record kind ([`drop_index`]), per CPU.
 #[map]
@@ -53,6 +57,29 @@ fn capturing(tgid: u32) -> Option<Config> {
     match unsafe { TARGETS.get(tgid) } {
         Some(cfg) if cfg.capture != 0 => Some(*cfg),
         _ => None,
+    }
+}
+
+/// The capture switch, if the calls of this process are to be recorded now.
+#[inline(always)]
+fn switched_on(tgid: u32) -> Option<Switch> {
+    let s = *SWITCH.get(0)?;
+    if s.capture == 0 || (s.by_process != 0 && capturing(tgid).is_none()) {
+        return None;
+    }
+    Some(s)
+}
+
+/// Whether exits of this process are recorded: always, unless the probes are file-wide
+/// and the process is not traced (enter = active, exit = registered).
+#[inline(always)]
+fn registered(tgid: u32) -> bool {
+    match SWITCH.get(0) {
+        Some(s) if s.by_process != 0 => {
+            // SAFETY: plain map lookup.
+            unsafe { TARGETS.get(tgid) }.is_some()
+        }
+        _ => true,
     }
 }
 

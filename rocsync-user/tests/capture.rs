@@ -424,7 +424,10 @@ fn event_queries_and_nested_runtime_calls_are_traced_end_to_end() {
         .expect("the outer call");
     assert_eq!(inner.len(), 1, "{inner:?}");
     let inner = &inner[0];
-    assert_eq!((inner.tid, inner.correlation), (outer.tid, outer.correlation + 1));
+    assert_eq!(
+        (inner.tid, inner.correlation),
+        (outer.tid, outer.correlation + 1)
+    );
     assert!(outer.enter_ns < inner.enter_ns && inner.exit_ns < outer.exit_ns);
     // Every query resolves like an event synchronize, by the scenario's own log.
     let t = read_json(&trace);
@@ -433,7 +436,10 @@ fn event_queries_and_nested_runtime_calls_are_traced_end_to_end() {
     let queries: Vec<&rocsync_tests::LoggedCall> =
         logged.iter().filter(|l| l.api == "hipEventQuery").collect();
     assert_eq!(queries.len(), 3);
-    assert_eq!(queries[1].ret, 600, "the middle query found the work running");
+    assert_eq!(
+        queries[1].ret, 600,
+        "the middle query found the work running"
+    );
     for (wait, record) in expected_edges(&logged) {
         let want = record.map_or(-1, |r| seqs[&r] as i64);
         assert_eq!(edges[&seqs[&wait]], want, "wait seq {wait}");

@@ -349,13 +349,7 @@ fn convert_of_a_hip_over_hsa_capture_gives_the_live_trace() {
     let raw_flag = raw.to_str().unwrap().to_string();
     let live = hip_over_hsa(&dir, &["--raw", &raw_flag], &["cross", "20"]);
     let converted = dir.path("converted.json");
-    run_ok(
-        rocsync()
-            .arg("convert")
-            .arg(&raw)
-            .arg("-o")
-            .arg(&converted),
-    );
+    run_ok(rocsync().arg("convert").arg(&raw).arg("-o").arg(&converted));
     let conv = read_json(&converted);
     let count = |t: &serde_json::Value, cat: &str| {
         t["traceEvents"]
@@ -366,7 +360,13 @@ fn convert_of_a_hip_over_hsa_capture_gives_the_live_trace() {
             .count()
     };
     // The packets, their arrows and the wait→barrier links are in the raw capture too.
-    for cat in ["hsa_packet", "hsa_dep", "hip_barrier", "hip_sync_dep", "cuda_sync"] {
+    for cat in [
+        "hsa_packet",
+        "hsa_dep",
+        "hip_barrier",
+        "hip_sync_dep",
+        "cuda_sync",
+    ] {
         assert!(count(&live, cat) > 0, "{cat}");
         assert_eq!(count(&live, cat), count(&conv, cat), "{cat}");
     }

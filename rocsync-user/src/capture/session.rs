@@ -12,7 +12,7 @@ use std::{
 
 use anyhow::{Context as _, Result};
 use aya::maps::{MapData, RingBuf};
-use rocsync_common::Config;
+use rocsync_common::{Config, Switch};
 use tokio::{
     io::{Interest, unix::AsyncFd},
     signal::unix::{SignalKind, signal},
@@ -117,6 +117,11 @@ impl Session {
             agents: self.agents,
         };
         self.probes.set_target(pid, active)?;
+        self.probes.set_switch(Switch {
+            capture: 1,
+            by_process: 0,
+            agents: self.agents,
+        })?;
         self.targets.push(pid);
         match loader {
             Some(l) => {
@@ -320,6 +325,7 @@ impl Session {
         mut ring: AsyncFd<RingBuf<MapData>>,
         stop: StopReason,
     ) -> Result<Captured> {
+        self.probes.set_switch(Switch::default())?;
         for &pid in &self.targets {
             self.probes.set_target(pid, INACTIVE)?;
         }

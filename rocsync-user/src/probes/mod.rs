@@ -16,10 +16,10 @@ use std::{
 use anyhow::{Context as _, Result, anyhow};
 use aya::{
     Ebpf,
-    maps::{HashMap, MapData, PerCpuArray, RingBuf},
+    maps::{Array, HashMap, MapData, PerCpuArray, RingBuf},
     programs::{UProbe, uprobe::UProbeAttachPoint, uprobe::UProbeLinkId},
 };
-use rocsync_common::{Api, Config, Cookie, drop_index};
+use rocsync_common::{Api, Config, Cookie, Switch, drop_index};
 
 use self::{elf::Lookup, placement::Placement};
 use crate::{backend::Runtime, stats::KernelDrops};
@@ -118,6 +118,14 @@ impl Probes {
     pub fn take_ring(&mut self) -> Result<RingBuf<MapData>> {
         let map = self.ebpf.take_map("EVENTS").context("EVENTS map missing")?;
         Ok(RingBuf::try_from(map)?)
+    }
+
+    /// Turns the call probes on or off for the whole capture.
+    pub fn set_switch(&mut self, switch: Switch) -> Result<()> {
+        let mut a: Array<_, Switch> =
+            Array::try_from(self.ebpf.map_mut("SWITCH").context("SWITCH map missing")?)?;
+        a.set(0, switch, 0).context("updating SWITCH")?;
+        Ok(())
     }
 
     pub fn set_target(&mut self, pid: u32, config: Config) -> Result<()> {
