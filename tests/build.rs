@@ -93,6 +93,14 @@ fn main() {
         &hip_src,
         &["-fcf-protection=full"],
     );
+    // Exports that start with single-stepped instructions (probe placement tests).
+    shared_lib(
+        &out.join("prologues"),
+        "libamdhip64.so",
+        None,
+        &c.join("prologues.S"),
+        &[],
+    );
     gcc(
         &out.join("bench_calls"),
         &c.join("bench_calls.c"),

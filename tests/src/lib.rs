@@ -23,6 +23,12 @@ pub fn sim_hip_cet() -> PathBuf {
     Path::new(OUT).join("cet/libamdhip64.so")
 }
 
+/// A `libamdhip64.so` whose exports start with single-stepped instructions
+/// (tests/c/prologues.S).
+pub fn prologues_hip() -> PathBuf {
+    Path::new(OUT).join("prologues/libamdhip64.so")
+}
+
 /// Calls one library function in a loop and reports ns per call (benchmarks).
 pub fn bench_calls() -> PathBuf {
     Path::new(OUT).join("bench_calls")

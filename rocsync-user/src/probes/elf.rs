@@ -54,33 +54,45 @@ pub fn lookup_bytes<'n>(data: &[u8], names: &[&'n str]) -> Result<Lookup<'n>, St
     if !matches!(file.format(), object::BinaryFormat::Elf) {
         return Err(format!("{:?} file, not ELF", file.format()));
     }
-    let mut by_address: BTreeMap<u64, Vec<&'n str>> = BTreeMap::new();
+    // File offset → (names, function size in bytes, 0 when unknown).
+    let mut by_address: BTreeMap<u64, (Vec<&'n str>, u64)> = BTreeMap::new();
     let mut missing = Vec::new();
     for &name in names {
-        let address = file
+        let symbol = file
             .dynamic_symbols()
             .chain(file.symbols())
-            .find(|s| s.is_definition() && s.name() == Ok(name))
-            .map(|s| s.address());
-        match address.and_then(|a| file_offset(&file, a)) {
-            Some(offset) => by_address.entry(offset).or_default().push(name),
+            .find(|s| s.is_definition() && s.name() == Ok(name));
+        match symbol.and_then(|s| Some((file_offset(&file, s.address())?, s.size()))) {
+            Some((offset, size)) => {
+                let e = by_address.entry(offset).or_default();
+                e.0.push(name);
+                e.1 = e.1.max(size);
+            }
             None => missing.push(name),
         }
     }
     let found = by_address
         .into_iter()
-        .map(|(offset, names)| {
+        .map(|(offset, (names, size))| {
             let code = data.get(offset as usize..).unwrap_or_default();
-            let code = &code[..code.len().min(32)];
+            // The whole function when its size is known (capped: only its branches into
+            // the first instructions matter), else enough for a few instructions.
+            let whole = size > 0 && size <= MAX_FUNCTION;
+            let len = if whole { size as usize } else { 32 };
+            let code = &code[..code.len().min(len)];
             Function {
                 names,
                 offset,
-                placement: placement::place(code, offset),
+                placement: placement::place(code, offset, whole && code.len() == len),
             }
         })
         .collect();
     Ok(Lookup { found, missing })
 }
+
+/// Functions larger than this are probed without moving past single-stepped instructions
+/// (their branches are not all read).
+const MAX_FUNCTION: u64 = 64 << 10;
 
 /// Virtual address → file offset through the loadable segment that contains it.
 fn file_offset(file: &object::File<'_>, address: u64) -> Option<u64> {
