@@ -84,6 +84,7 @@ impl CaptureArgs {
         ApiChoice {
             extra: self.probe.clone(),
             skip: self.skip.clone(),
+            temporary: Vec::new(),
         }
     }
 

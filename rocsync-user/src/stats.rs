@@ -6,6 +6,8 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
+use rocsync_common::Op;
+
 use crate::resolve::{Row, Unresolved};
 
 /// Calls of one API as written.
@@ -55,6 +57,9 @@ pub struct CaptureStats {
     pub undecodable: u64,
     /// Processes that made a written call.
     pub pids: std::collections::BTreeSet<u32>,
+    /// Threads whose current device is known: (pid, tid) → (device, learned from a
+    /// `*GetDevice` call rather than `*SetDevice`).
+    pub thread_devices: BTreeMap<(u32, u32), (i32, bool)>,
 }
 
 impl CaptureStats {
@@ -66,6 +71,20 @@ impl CaptureStats {
             return;
         }
         self.pids.insert(c.pid);
+        if c.ok() {
+            match c.api.op() {
+                Op::SetDevice => {
+                    self.thread_devices
+                        .insert((c.pid, c.tid), (c.args[0] as i32, false));
+                }
+                Op::GetDevice => {
+                    self.thread_devices
+                        .entry((c.pid, c.tid))
+                        .or_insert((c.args[0] as i32, true));
+                }
+                _ => {}
+            }
+        }
         let n = self.per_api.entry(c.api.symbol()).or_default();
         n.calls += 1;
         match c.ret {
@@ -134,6 +153,11 @@ impl CaptureStats {
             "waits_unresolved": self.waits_unresolved(),
             "unresolved_reasons": unresolved,
             "filtered_by_agents": self.filtered,
+            // Threads that chose their device before the capture, learned from *GetDevice.
+            "devices_learned_from_get_device": self.thread_devices.iter()
+                .filter(|(_, (_, learned))| *learned)
+                .map(|((pid, tid), (d, _))| json!({ "pid": pid, "tid": tid, "device": d }))
+                .collect::<Vec<_>>(),
             "queues": self.queues,
             "packets": self.packets,
             "drops": drops,

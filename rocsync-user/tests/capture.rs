@@ -453,3 +453,86 @@ fn event_queries_and_nested_runtime_calls_are_traced_end_to_end() {
         .collect();
     assert_eq!(reasons, ["never_recorded"]);
 }
+
+/// The lines a child writes to a pipe, read on a thread, waited for one at a time.
+struct Lines(std::sync::mpsc::Receiver<String>, Vec<String>);
+
+impl Lines {
+    fn of(pipe: impl std::io::Read + Send + 'static) -> Self {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Lines(rx, Vec::new())
+    }
+
+    fn wait_for(&mut self, needle: &str) {
+        while !self.1.last().is_some_and(|l| l.contains(needle)) {
+            let line = self
+                .0
+                .recv_timeout(Duration::from_secs(20))
+                .unwrap_or_else(|_| panic!("no {needle:?}; saw {:#?}", self.1));
+            self.1.push(line);
+        }
+    }
+}
+
+#[test]
+fn attach_learns_devices_chosen_before_it_then_stops_probing_get_device() {
+    if !can_trace("attach_learns_devices_chosen_before_it_then_stops_probing_get_device") {
+        return;
+    }
+    let dir = TempDir::new();
+    let trace = dir.path("t.json");
+    let mut target = Command::new(scenario())
+        .arg("gated_device")
+        .env("SCENARIO_LOG", dir.path("s.log"))
+        .env("SCENARIO_HIP", sim_hip())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = Lines::of(target.stdout.take().unwrap());
+    out.wait_for("ready");
+    let mut tracer = spawn_piped(
+        rocsync()
+            .args(["attach", "-o"])
+            .arg(&trace)
+            .args(["--pid", &target.id().to_string()]),
+    );
+    let mut err = Lines::of(tracer.stderr.take().unwrap());
+    err.wait_for("tracing pid");
+    let mut gate = target.stdin.take().unwrap();
+    gate.write_all(b"go\n").unwrap();
+    out.wait_for("called");
+    err.wait_for("its probes are removed");
+    gate.write_all(b"go\n").unwrap();
+    assert!(target.wait().unwrap().success());
+    assert!(tracer.wait().unwrap().success(), "{:#?}", err.1);
+    let t = read_json(&trace);
+    let tid = rocsync_tests::read_log(&dir.path("s.log"))[0].tid;
+    // The thread's device, chosen before the attach, came from its hipGetDevice...
+    assert_eq!(
+        t["rocsync"]["devices_learned_from_get_device"],
+        serde_json::json!([{ "pid": target.id(), "tid": tid, "device": 1 }])
+    );
+    // ...and its synchronizations are attributed to it.
+    let syncs: Vec<&serde_json::Value> = t["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["cat"] == "cuda_sync")
+        .collect();
+    assert_eq!(syncs.len(), 3, "{syncs:#?}");
+    assert!(syncs.iter().all(|e| e["args"]["device"] == 1), "{syncs:#?}");
+    // The three hipGetDevice calls after the probes were removed cost no trap.
+    assert_eq!(
+        t["rocsync"]["calls_per_api"]["hipGetDevice"]["calls"], 1,
+        "{}",
+        t["rocsync"]["calls_per_api"]
+    );
+}

@@ -317,6 +317,30 @@ static void load_runtime(void) {
 static int run(int argc, char **argv) {
   if (argc < 2) return 2;
   const char *mode = argv[1];
+  if (!strcmp(mode, "gated_device")) {
+    /* The thread chooses device 1 and creates a stream before rocsync attaches; after the
+     * first gate it asks for its device and synchronizes; after the second gate (once
+     * rocsync removed its temporary hipGetDevice probes) it asks again. */
+    load_runtime();
+    hipStream_t s = 0;
+    int dev = -1;
+    SetDevice(1);
+    StreamCreate(&s);
+    char buf[16];
+    printf("ready\n");
+    fflush(stdout);
+    if (!fgets(buf, sizeof buf, stdin)) return 5;
+    GetDevice(&dev);
+    StreamSynchronize(s);
+    DeviceSynchronize();
+    printf("called\n");
+    fflush(stdout);
+    if (!fgets(buf, sizeof buf, stdin)) return 5;
+    for (int i = 0; i < 3; i++) GetDevice(&dev);
+    DeviceSynchronize();
+    StreamDestroy(s);
+    return 0;
+  }
   if (!strcmp(mode, "gated")) {
     printf("ready\n");
     fflush(stdout);

@@ -12,7 +12,7 @@ use std::{
 
 use anyhow::{Context as _, Result};
 use aya::maps::{MapData, RingBuf};
-use rocsync_common::{Config, Switch};
+use rocsync_common::{Api, Config, Op, Switch};
 use tokio::{
     io::{Interest, unix::AsyncFd},
     signal::unix::{SignalKind, signal},
@@ -42,6 +42,8 @@ const IN_FLIGHT_GRACE: Duration = Duration::from_millis(300);
 const DRAIN_EVERY: Duration = Duration::from_millis(10);
 /// How often missing correlation ids are looked at (two looks in a row: lost).
 const TICK_EVERY: Duration = Duration::from_millis(100);
+/// Longest time temporary `*GetDevice` probes stay attached.
+const LEARN_FOR: Duration = Duration::from_secs(2);
 /// Safety net for library loads the loader hook cannot see (e.g. a dropped notification).
 const RESCAN_EVERY: Duration = Duration::from_secs(1);
 
@@ -85,16 +87,30 @@ pub struct Session {
     pipeline: Pipeline<CaptureSink>,
     status: Status,
     verbose: bool,
+    /// When the temporary `*GetDevice` probes were first checked.
+    learning_since: Option<std::time::Instant>,
+    temporary_detaching: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Session {
     /// A session for the runtimes, probe choice and verbosity the user asked for.
     /// `from_start`: the targets are traced from their first call (`run`).
     pub fn new(probes: Probes, args: &CaptureArgs, sink: CaptureSink, from_start: bool) -> Self {
+        let mut choice = args.api_choice();
+        if !from_start {
+            // Attached to running threads that may have chosen their device already:
+            // probe the hot *GetDevice briefly, to learn it (see `learn_devices`).
+            choice.temporary = Api::ALL
+                .iter()
+                .copied()
+                .filter(|a| a.op() == Op::GetDevice && !choice.probes(*a))
+                .filter(|a| !choice.skip.contains(a))
+                .collect();
+        }
         Self {
             probes,
             runtimes: args.runtimes(),
-            choice: args.api_choice(),
+            choice,
             agents: args.agent_mask(),
             targets: Vec::new(),
             probed_files: HashSet::new(),
@@ -102,6 +118,42 @@ impl Session {
             pipeline: Pipeline::new(sink, from_start),
             status: Status::new(!args.no_status),
             verbose: args.verbose,
+            learning_since: None,
+            temporary_detaching: None,
+        }
+    }
+
+    /// While temporary `*GetDevice` probes are attached: removes them once every live
+    /// thread of the targets has a known device, or after [`LEARN_FOR`].
+    fn learn_devices(&mut self) {
+        if let Some(t) = self.temporary_detaching.take_if(|t| t.is_finished()) {
+            let _ = t.join();
+            let learned = self
+                .pipeline
+                .stats
+                .thread_devices
+                .values()
+                .filter(|(_, l)| *l)
+                .count();
+            self.say(&format!(
+                "rocsync: learned the device of {learned} thread(s) from *GetDevice; \
+                 its probes are removed (they cost a trap per call)"
+            ));
+        }
+        if !self.probes.has_temporary() {
+            return;
+        }
+        let since = *self
+            .learning_since
+            .get_or_insert_with(std::time::Instant::now);
+        let known = &self.pipeline.stats.thread_devices;
+        let all_known = self.targets.iter().all(|&pid| {
+            live_threads(pid)
+                .iter()
+                .all(|&tid| known.contains_key(&(pid, tid)))
+        });
+        if all_known || since.elapsed() >= LEARN_FOR {
+            self.temporary_detaching = Some(self.probes.detach_temporary());
         }
     }
 
@@ -293,6 +345,7 @@ impl Session {
                 _ = tick.tick() => {
                     self.drain(ring.get_mut());
                     self.pipeline.tick();
+                    self.learn_devices();
                     self.status.update(&self.pipeline.stats);
                 }
                 _ = poll.tick() => self.drain(ring.get_mut()),
@@ -340,6 +393,9 @@ impl Session {
         }
         self.status.clear();
         self.pipeline.stats.kernel = self.probes.drops()?;
+        if let Some(t) = self.temporary_detaching.take() {
+            let _ = t.join();
+        }
         let detaching = Detaching(self.probes.detach_in_background());
         let (sink, stats) = self.pipeline.finish().context("writing the outputs")?;
         Ok(Captured {
@@ -350,6 +406,16 @@ impl Session {
             detaching,
         })
     }
+}
+
+/// The thread ids of a process now.
+fn live_threads(pid: u32) -> Vec<u32> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|d| {
+            d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// Wraps the ring buffer for readiness notification.

@@ -58,11 +58,15 @@ pub struct LibraryReport {
 pub struct ApiChoice {
     pub extra: Vec<Api>,
     pub skip: Vec<Api>,
+    /// Probed only until [`Probes::detach_temporary`] (`attach` learning the devices of
+    /// threads that chose theirs before it, through `*GetDevice`).
+    pub temporary: Vec<Api>,
 }
 
 impl ApiChoice {
     pub fn probes(&self, api: Api) -> bool {
-        (api.probed_by_default() || self.extra.contains(&api)) && !self.skip.contains(&api)
+        (api.probed_by_default() || self.extra.contains(&api) || self.temporary.contains(&api))
+            && !self.skip.contains(&api)
     }
 }
 
@@ -79,6 +83,8 @@ pub struct Probes {
     ebpf: Ebpf,
     options: ProbeOptions,
     links: Vec<(&'static str, UProbeLinkId)>,
+    /// Links of temporary probes, detached on their own.
+    temporary: Vec<(&'static str, UProbeLinkId)>,
 }
 
 impl Probes {
@@ -111,6 +117,7 @@ impl Probes {
             ebpf,
             options,
             links: Vec::new(),
+            temporary: Vec::new(),
         })
     }
 
@@ -180,7 +187,8 @@ impl Probes {
                     .into(),
                     cookie: Some(Cookie::of(api).0),
                 };
-                self.attach(prog, point, path, pid, &f.names)?;
+                let temporary = choice.temporary.contains(&api);
+                self.attach_link(prog, point, path, pid, &f.names, temporary)?;
             }
             probed.push((f.placement, f.names));
         }
@@ -200,11 +208,38 @@ impl Probes {
         pid: Option<u32>,
         names: &[&str],
     ) -> Result<()> {
+        self.attach_link(prog, point, path, pid, names, false)
+    }
+
+    fn attach_link(
+        &mut self,
+        prog: &'static str,
+        point: UProbeAttachPoint<'_>,
+        path: &Path,
+        pid: Option<u32>,
+        names: &[&str],
+        temporary: bool,
+    ) -> Result<()> {
         let link = uprobe(&mut self.ebpf, prog)?
             .attach(point, path, scope(pid))
             .with_context(|| format!("attaching to {} in {}", names.join("/"), path.display()))?;
-        self.links.push((prog, link));
+        if temporary {
+            self.temporary.push((prog, link));
+        } else {
+            self.links.push((prog, link));
+        }
         Ok(())
+    }
+
+    /// Whether temporary probes are attached.
+    pub fn has_temporary(&self) -> bool {
+        !self.temporary.is_empty()
+    }
+
+    /// Detaches the temporary probes in the background.
+    pub fn detach_temporary(&mut self) -> std::thread::JoinHandle<()> {
+        let links = std::mem::take(&mut self.temporary);
+        self.detach_links(links)
     }
 
     /// Attaches the HSA write-path probes (queue creation and destruction, doorbells) to
@@ -255,8 +290,17 @@ impl Probes {
     /// Callers deactivate the targets first: a probe still attached meanwhile records
     /// nothing.
     pub fn detach_in_background(&mut self) -> std::thread::JoinHandle<()> {
-        let mut links = Vec::with_capacity(self.links.len());
-        for (prog, id) in self.links.drain(..) {
+        let mut all = std::mem::take(&mut self.links);
+        all.append(&mut self.temporary);
+        self.detach_links(all)
+    }
+
+    fn detach_links(
+        &mut self,
+        ids: Vec<(&'static str, UProbeLinkId)>,
+    ) -> std::thread::JoinHandle<()> {
+        let mut links = Vec::with_capacity(ids.len());
+        for (prog, id) in ids {
             // A link that cannot be taken is released with the object in any case.
             if let Ok(link) = uprobe(&mut self.ebpf, prog).and_then(|p| Ok(p.take_link(id)?)) {
                 links.push(link);
