@@ -101,6 +101,7 @@ fn main() {
         &c.join("prologues.S"),
         &[],
     );
+    gcc(&out.join("mix"), &c.join("mix.c"), &["-ldl"]);
     gcc(
         &out.join("bench_calls"),
         &c.join("bench_calls.c"),

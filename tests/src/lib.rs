@@ -29,6 +29,11 @@ pub fn prologues_hip() -> PathBuf {
     Path::new(OUT).join("prologues/libamdhip64.so")
 }
 
+/// A PyTorch-shaped call mix per step (benchmarks).
+pub fn mix() -> PathBuf {
+    Path::new(OUT).join("mix")
+}
+
 /// Calls one library function in a loop and reports ns per call (benchmarks).
 pub fn bench_calls() -> PathBuf {
     Path::new(OUT).join("bench_calls")

@@ -20,7 +20,7 @@ struct Case {
     modes: Vec<(&'static str, &'static str, Vec<&'static str>)>,
 }
 
-fn bench_bin(args: &[&str]) -> Result<Value> {
+pub(crate) fn bench_bin(args: &[&str]) -> Result<Value> {
     let out = Command::new(root().join("target/release/rocsync-bench"))
         .args(args)
         .output()
@@ -187,7 +187,13 @@ pub fn bench() -> Result<()> {
         let big = bench_bin(&args)?;
         pipeline.push((churn, rates, big));
     }
-    report(&cases, &results, &threads, &pipeline)
+    let (mix_md, mix) = crate::bench_mix::mix(ROUNDS)?;
+    let (convert_md, convert) = crate::bench_mix::convert_memory()?;
+    let extra = (
+        mix_md + &convert_md,
+        json!({ "call_mix": mix, "convert": convert }),
+    );
+    report(&cases, &results, &threads, &pipeline, extra)
 }
 
 fn report(
@@ -195,6 +201,7 @@ fn report(
     results: &[Vec<Vec<f64>>],
     threads: &[(&str, Value)],
     pipeline: &[(bool, Vec<f64>, Value)],
+    (extra_md, extra_json): (String, Value),
 ) -> Result<()> {
     let sh = |cmd: &str| {
         Command::new("sh")
@@ -302,7 +309,9 @@ fn report(
             big["records_per_s"].as_f64().unwrap_or(0.0)
         );
     }
+    md.push_str(&extra_md);
     let json = json!({
+        "extra": extra_json,
         "machine": machine, "kernel": kernel, "commit": commit, "date": date, "rounds": ROUNDS,
         "cases": json_cases,
         "threads": threads.iter().map(|(l, v)| json!({"ring": l, "result": v})).collect::<Vec<_>>(),

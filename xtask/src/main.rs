@@ -13,6 +13,7 @@ use std::{
 use anyhow::{Context as _, Result, bail};
 
 mod bench;
+mod bench_mix;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();

@@ -189,7 +189,7 @@ fn step(p: &mut Process, c: &Call, from_start: bool, last_lost: u64, apply: bool
     let event = c.event().filter(|&e| e != 0);
     let event_id = event.map(|e| p.event(e).id);
     if apply {
-        state_after(p, c, op, ok, device, stream_index);
+        state_after(p, c, op, ok, device, stream_index, from_start);
     }
     let (mut producer, mut unresolved) = (None, None);
     if let (Some(kind), Some(e)) = (sync, c.event())
@@ -243,7 +243,15 @@ fn state_before(p: &mut Process, c: &Call, op: Op, ok: bool) {
 }
 
 /// State a call changes for later calls (records, destroys).
-fn state_after(p: &mut Process, c: &Call, op: Op, ok: bool, device: i32, stream: Option<i64>) {
+fn state_after(
+    p: &mut Process,
+    c: &Call,
+    op: Op,
+    ok: bool,
+    device: i32,
+    stream: Option<i64>,
+    from_start: bool,
+) {
     match op {
         Op::EventRecord | Op::EventRecordWithFlags => {
             let latest = if c.filtered {
@@ -268,7 +276,11 @@ fn state_after(p: &mut Process, c: &Call, op: Op, ok: bool, device: i32, stream:
         Op::EventDestroy if ok => {
             // The handle may come back for a new event, which starts with no record.
             p.events.remove(&c.args[0]);
-            p.event(c.args[0]).fresh = true;
+            if !from_start {
+                // Attached: remember that no record before the capture counts for it
+                // (bounded by the handles the allocator hands out).
+                p.event(c.args[0]).fresh = true;
+            }
         }
         Op::StreamDestroy if ok => p.forget_stream(c.args[0]),
         _ => {}
