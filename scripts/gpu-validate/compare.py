@@ -2,8 +2,9 @@
 the validation report.
 
 usage: python compare.py RESULTS_DIR REPORT.md
-RESULTS_DIR holds: timings.jsonl (mode, seconds per run), both.rocsync.json and
-both.cupti.json (one process traced by both), both.raw.jsonl (rocsync's raw calls).
+RESULTS_DIR holds: timings.jsonl (workload, mode, seconds per run) and, per workload W,
+W.both.rocsync.json and W.both.cupti.json (one process traced by both) and
+W.both.raw.jsonl (rocsync's raw capture).
 """
 import collections
 import gzip
@@ -75,21 +76,22 @@ def match(cupti, ours):
     return pairs, unmatched
 
 
-def main(results, report):
-    timings = collections.defaultdict(list)
-    meta = {}
-    with open(os.path.join(results, "timings.jsonl")) as f:
-        for line in f:
-            r = json.loads(line)
-            timings[r["mode"]].append(r["seconds"])
-            meta = r if "gpu" in r else meta
-    cupti = sync_rows(load(os.path.join(results, "both.cupti.json")))
-    ours = sync_rows(load(os.path.join(results, "both.rocsync.json")))
+WORKLOADS = {
+    "workload": "`workload.py`: two threads, each with two streams, a new event per "
+                "iteration recorded on one and waited on by the other, with event, stream "
+                "and device synchronizes",
+    "train": "`train.py`: a 4-layer transformer encoder trained with AdamW; each batch "
+             "copied host→device on a side stream with an event the compute stream waits "
+             "on; the loss read with `.item()` every 10 steps",
+}
+MODES = ("untraced", "rocsync", "rocsync --probe cudaGetDevice", "torch.profiler")
 
-    lines = []
-    matched = collections.Counter()
-    missing = collections.Counter()
-    api_differs = collections.Counter()
+
+def compare(results, w):
+    """Sync rows matched, producers resolved, for one workload traced by both tools."""
+    cupti = sync_rows(load(os.path.join(results, f"{w}.both.cupti.json")))
+    ours = sync_rows(load(os.path.join(results, f"{w}.both.rocsync.json")))
+    matched, missing, api_differs = collections.Counter(), collections.Counter(), collections.Counter()
     max_skew = 0
     cupti_resolved = collections.Counter()
     threads = thread_map(cupti, ours)
@@ -109,19 +111,18 @@ def main(results, report):
         for row in rows:
             if kind in WAIT_KINDS and row[3].get("wait_on_cuda_event_record_corr_id", -1) >= 0:
                 cupti_resolved[kind] += 1
-    ours_total = collections.Counter()
-    ours_resolved = collections.Counter()
+    ours_total, ours_resolved = collections.Counter(), collections.Counter()
     for kind, rows in ours.items():
         ours_total[kind] += len(rows)
         if kind in WAIT_KINDS:
             ours_resolved[kind] += sum(1 for r in rows if r[3]["wait_on_cuda_event_record_corr_id"] >= 0)
-
     # Waits whose event was recorded before them, by rocsync's own raw record of calls.
     recorded_before = collections.Counter()
     last_record = {}
-    raw = os.path.join(results, "both.raw.jsonl")
+    raw = os.path.join(results, f"{w}.both.raw.jsonl")
     with (open(raw) if os.path.exists(raw) else gzip.open(raw + ".gz", "rt")) as f:
         calls = [json.loads(line) for line in f if line.startswith('{"api"')]
+    calls = [c for c in calls if not c.get("filtered")]
     calls.sort(key=lambda c: c["correlation"])
     for c in calls:
         api, args = c["api"], c["args"]
@@ -129,66 +130,88 @@ def main(results, report):
             last_record[(c["pid"], args["event"])] = c["correlation"]
         elif api.startswith("cudaEventDestroy") and c["ret"] == 0:
             last_record.pop((c["pid"], args["event"]), None)
-        elif api.startswith("cudaStreamWaitEvent") or api == "cudaEventSynchronize":
+        elif api.startswith("cudaStreamWaitEvent") or api in ("cudaEventSynchronize", "cudaEventQuery"):
             if (c["pid"], args["event"]) in last_record:
                 kind = "Stream Wait Event" if api.startswith("cudaStreamWaitEvent") else "Event Sync"
                 recorded_before[kind] += 1
-
-    def ratio(mode):
-        base = sorted(timings["untraced"])[len(timings["untraced"]) // 2]
-        xs = sorted(timings[mode])
-        return sorted(x / base for x in xs)
-
-    kernel_file = os.path.join(results, "kernel.txt")
-    kernel = open(kernel_file).read().strip() if os.path.exists(kernel_file) else os.uname().release
-    per_api = collections.Counter(c["api"] for c in calls)
-    lines.append("# rocsync on a real GPU: validation against CUPTI\n")
-    lines.append(f"Machine: {meta.get('gpu')}, PyTorch {meta.get('torch')}, CUDA {meta.get('cuda')}, "
-                 f"kernel {kernel}. Workload: `scripts/gpu-validate/workload.py` "
-                 f"({meta.get('iterations')} iterations x 2 threads). Produced by "
-                 "`scripts/gpu-validate/run.sh` in one session on the machine; the traces it compared are kept "
-                 "beside this report (`bench/gpu-validation/`), and "
-                 "`python3 scripts/gpu-validate/compare.py bench/gpu-validation bench/gpu-validation.md` "
-                 "redoes the comparison.\n")
-    lines.append("## Every CUPTI sync row has a rocsync counterpart\n")
-    lines.append("One process traced by rocsync and torch.profiler (CUPTI, `enable_cuda_sync_events`) at once. "
-                 "Each CUPTI row is paired with the rocsync row of the same kind nearest in time; the runtime "
-                 "API of both must agree, and CUPTI's threads must map one-to-one onto OS threads.\n")
-    lines.append("| kind | CUPTI rows | rocsync rows (whole run) | matched | CUPTI rows without a rocsync row |")
-    lines.append("| --- | ---: | ---: | ---: | ---: |")
+    lines = [f"### {w}: every CUPTI sync row has a rocsync counterpart\n",
+             "| kind | CUPTI rows | rocsync rows (whole run) | matched | CUPTI rows without a rocsync row |",
+             "| --- | ---: | ---: | ---: | ---: |"]
     for k in sorted(set(cupti) | set(ours)):
         lines.append(f"| {k} | {len(cupti.get(k, []))} | {ours_total[k]} | {matched[k]} | {missing[k]} |")
-    lines.append("")
-    lines.append(f"Largest start-time difference between matched rows: {max_skew / 1000:.1f} µs. "
+    queries = sum(1 for c in calls if c["api"] == "cudaEventQuery")
+    lines.append(f"\nLargest start-time difference between matched rows: {max_skew / 1000:.1f} µs. "
                  f"Runtime API of matched rows differs: {sum(api_differs.values())} "
-                 f"{dict(api_differs) if api_differs else ''}. "
-                 f"CUPTI's thread ids (pthread handles) map onto OS threads "
-                 f"{ {str(k): v for k, v in threads.items()} }. "
-                 "rocsync also holds the warm-up iterations, which ran before the profiler started.")
-    lines.append("\n## Producer resolution\n")
+                 f"{dict(api_differs) if api_differs else ''}. cudaEventQuery calls captured: {queries}. "
+                 f"CUPTI's thread ids map onto OS threads {({str(k): v for k, v in threads.items()})}. "
+                 "rocsync also holds the warm-up, which ran before the profiler started.\n")
+    lines.append(f"### {w}: producer resolution\n")
     lines.append("| kind | waits | waits whose event was recorded before them | resolved by rocsync | resolved by CUPTI |")
     lines.append("| --- | ---: | ---: | ---: | ---: |")
     for k in WAIT_KINDS:
         lines.append(f"| {k} | {ours_total[k]} | {recorded_before[k]} | {ours_resolved[k]} | {cupti_resolved[k]} |")
-    lines.append("\n## Wall-time overhead of the threaded section (ratios to the median untraced run)\n")
-    lines.append("| mode | runs | ratio min | ratio median | ratio max |")
-    lines.append("| --- | ---: | ---: | ---: | ---: |")
-    for mode in [m for m in ("untraced", "rocsync", "rocsync --skip cudaGetDevice", "torch.profiler") if m in timings]:
-        r = ratio(mode)
-        lines.append(f"| {mode} | {len(r)} | {r[0]:.3f} | {r[len(r)//2]:.3f} | {r[-1]:.3f} |")
-    lines.append(f"\nCalls rocsync captured in the run under both tools: {dict(per_api.most_common())}. "
-                 "PyTorch calls cudaGetDevice about 22 times per iteration; each probed call costs a "
-                 "uprobe and a uretprobe trap, which is most of the difference between the two rocsync "
-                 "rows. `--skip cudaGetDevice` keeps every sync row and producer; the device of a call then "
-                 "comes from cudaSetDevice and stream creation alone.")
-    lines.append("\nSeconds per run: " + ", ".join(f"{m}: {[round(x, 3) for x in v]}" for m, v in timings.items()))
+    per_api = collections.Counter(c["api"] for c in calls)
+    lines.append(f"\nCalls rocsync captured (default probes): {dict(per_api.most_common())}.\n")
+    ok = sum(missing.values()) == 0 and not api_differs and all(
+        ours_resolved[k] == recorded_before[k] for k in WAIT_KINDS)
+    return lines, ok
+
+
+def main(results, report):
+    timings = collections.defaultdict(list)
+    meta = {}
+    with open(os.path.join(results, "timings.jsonl")) as f:
+        for line in f:
+            r = json.loads(line)
+            timings[(r["workload"], r["mode"])].append(r["seconds"])
+            meta = r if "gpu" in r else meta
+    kernel_file = os.path.join(results, "kernel.txt")
+    kernel = open(kernel_file).read().strip() if os.path.exists(kernel_file) else os.uname().release
+    lines = ["# rocsync on a real GPU: overhead and validation against CUPTI\n",
+             f"Machine: {meta.get('gpu')}, PyTorch {meta.get('torch')}, CUDA {meta.get('cuda')}, "
+             f"kernel {kernel}. Produced by `scripts/gpu-validate/run.sh` in one session on the machine "
+             "(the command is in the section below); `python3 scripts/gpu-validate/compare.py "
+             "bench/gpu-validation bench/gpu-validation.md` redoes the comparison from the traces kept "
+             "in `bench/gpu-validation/`.\n", "Workloads:\n"]
+    lines += [f"- {v}" for v in WORKLOADS.values()]
+    lines.append("\n## Wall-time overhead (ratio to the median untraced run of the same workload)\n")
+    lines.append("Runs interleaved round by round on one machine. rocsync's default probes leave "
+                 "`cudaGetDevice` out; `--probe cudaGetDevice` is every hooked function.\n")
+    lines.append("| workload | mode | runs | ratio min | ratio median | ratio max | overhead / torch.profiler's |")
+    lines.append("| --- | --- | ---: | ---: | ---: | ---: | ---: |")
+    for w in WORKLOADS:
+        base_runs = sorted(timings.get((w, "untraced"), []))
+        if not base_runs:
+            continue
+        base = base_runs[len(base_runs) // 2]
+        med = {m: sorted(x / base for x in timings[(w, m)])[len(timings[(w, m)]) // 2]
+               for m in MODES if timings.get((w, m))}
+        for m in MODES:
+            xs = sorted(x / base for x in timings.get((w, m), []))
+            if not xs:
+                continue
+            share = ""
+            if m.startswith("rocsync") and med.get("torch.profiler", 1) > 1:
+                share = f"{(med[m] - 1) / (med['torch.profiler'] - 1):.2f}"
+            lines.append(f"| {w} | {m} | {len(xs)} | {xs[0]:.3f} | {xs[len(xs) // 2]:.3f} | {xs[-1]:.3f} | {share} |")
+    lines.append("\nSeconds per run: " + "; ".join(
+        f"{w}/{m}: {[round(x, 3) for x in v]}" for (w, m), v in sorted(timings.items())) + "\n")
+    lines.append("## Sync rows and producers, one process traced by rocsync and torch.profiler at once\n")
+    lines.append("Each CUPTI row (`enable_cuda_sync_events`) is paired with the rocsync row of the same kind "
+                 "nearest in time on the same thread; the runtime API of both must agree.\n")
+    all_ok = True
+    for w in WORKLOADS:
+        if not os.path.exists(os.path.join(results, f"{w}.both.rocsync.json")) and \
+                not os.path.exists(os.path.join(results, f"{w}.both.rocsync.json.gz")):
+            continue
+        more, ok = compare(results, w)
+        lines += more
+        all_ok = all_ok and ok
     text = "\n".join(lines) + "\n"
     with open(report, "w") as f:
         f.write(text)
     print(text)
-    ok = sum(missing.values()) == 0 and not api_differs and all(
-        ours_resolved[k] == recorded_before[k] for k in WAIT_KINDS)
-    return 0 if ok else 1
+    return 0 if all_ok else 1
 
 
 if __name__ == "__main__":

@@ -197,7 +197,19 @@ fn probes(
     };
     if mode == Mode::Full {
         v["captured"] = json!(count("rocsync: captured"));
-        v["dropped"] = json!(count("dropped:"));
+        // Calls whose entry record was lost: "lost: …, lost_ids N, …" (none: "lost: nothing").
+        let lost_ids = stderr
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("lost:"))
+            .map(|rest| {
+                let words: Vec<&str> = rest.split([',', ' ']).filter(|w| !w.is_empty()).collect();
+                words
+                    .windows(2)
+                    .find(|w| w[0] == "lost_ids")
+                    .and_then(|w| w[1].parse::<u64>().ok())
+                    .unwrap_or(0)
+            });
+        v["dropped"] = json!(lost_ids);
     }
     v["mode"] = json!(match mode {
         Mode::Untraced => "untraced",

@@ -1,0 +1,67 @@
+"""A small transformer training loop for the overhead validation: an optimizer, a side
+stream copying each batch host→device with an event the compute stream waits on, and a
+loss `.item()` every few steps (a host synchronisation), as real training loops do.
+
+usage: python train.py STEPS [--profile TRACE.json]
+Prints one JSON line: {"seconds": wall time of the timed steps, ...}.
+"""
+import json
+import sys
+import time
+
+import torch
+from torch import nn
+
+
+def main() -> None:
+    steps = int(sys.argv[1])
+    profile = sys.argv[3] if len(sys.argv) > 3 and sys.argv[2] == "--profile" else None
+    torch.manual_seed(0)
+    dev = torch.device("cuda")
+    layer = nn.TransformerEncoderLayer(d_model=256, nhead=8, dim_feedforward=1024, batch_first=True)
+    model = nn.Sequential(nn.TransformerEncoder(layer, num_layers=4), nn.Linear(256, 256)).to(dev)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    copy = torch.cuda.Stream()
+    host = [torch.randn(32, 64, 256).pin_memory() for _ in range(4)]
+
+    def step(i: int) -> None:
+        with torch.cuda.stream(copy):
+            x = host[i % len(host)].to(dev, non_blocking=True)
+            ready = torch.cuda.Event()
+            ready.record(copy)
+        torch.cuda.current_stream().wait_event(ready)
+        x.record_stream(torch.cuda.current_stream())
+        loss = model(x).pow(2).mean()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        if i % 10 == 0:
+            loss.item()
+
+    for i in range(10):  # warm-up: kernels, allocator
+        step(i)
+    torch.cuda.synchronize()
+
+    def run() -> float:
+        start = time.perf_counter()
+        for i in range(steps):
+            step(i)
+        torch.cuda.synchronize()
+        return time.perf_counter() - start
+
+    if profile:
+        from torch.profiler import ProfilerActivity, profile as prof
+
+        config = torch._C._profiler._ExperimentalConfig(enable_cuda_sync_events=True)
+        with prof(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
+                  experimental_config=config) as p:
+            seconds = run()
+        p.export_chrome_trace(profile)
+    else:
+        seconds = run()
+    print(json.dumps({"seconds": seconds, "iterations": steps, "torch": torch.__version__,
+                      "cuda": torch.version.cuda, "gpu": torch.cuda.get_device_name(0)}))
+
+
+if __name__ == "__main__":
+    main()
