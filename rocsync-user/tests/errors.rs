@@ -53,7 +53,7 @@ fn unwritable_output_fails_before_capturing() {
     }
     fails_with(
         rocsync().args(["run", "--raw", "/nonexistent-dir/x.jsonl", "--", "true"]),
-        "not writable",
+        "cannot open the directory of output",
     );
 }
 

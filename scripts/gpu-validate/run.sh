@@ -18,10 +18,10 @@ record() { # workload mode json
 measure() { # name script n round
   local name=$1 script=$2 n=$3 r=$4
   record "$name" untraced "$("$py" "$here/$script" "$n" | tail -1)"
-  record "$name" rocsync "$("$rocsync" run --no-status --backend cuda -o /dev/null -- "$py" "$here/$script" "$n" 2>"$out/$name.rocsync.$r.log" | tail -1)"
-  record "$name" "rocsync --probe cudaGetDevice" "$("$rocsync" run --no-status --backend cuda --probe cudaGetDevice -o /dev/null -- "$py" "$here/$script" "$n" 2>/dev/null | tail -1)"
+  record "$name" rocsync "$("$rocsync" run --no-status --backend cuda -o "$out/scratch.json" -- "$py" "$here/$script" "$n" 2>"$out/$name.rocsync.$r.log" | tail -1)"
+  record "$name" "rocsync --probe cudaGetDevice" "$("$rocsync" run --no-status --backend cuda --probe cudaGetDevice -o "$out/scratch.json" -- "$py" "$here/$script" "$n" 2>/dev/null | tail -1)"
   record "$name" torch.profiler "$("$py" "$here/$script" "$n" --profile "$out/$name.cupti.$r.json" | tail -1)"
-  rm -f "$out/$name.cupti.$r.json"
+  rm -f "$out/$name.cupti.$r.json" "$out/scratch.json"
 }
 for r in $(seq "$rounds"); do
   measure workload workload.py "$iters" "$r"

@@ -44,6 +44,7 @@ pub fn mix(rounds: usize) -> Result<(String, Value)> {
             vec!["--probe", "hipGetDevice"],
         ),
     ];
+    let scratch = tempfile_dir()?;
     let mut ns: Vec<Vec<f64>> = vec![Vec::new(); modes.len()];
     for round in 0..rounds {
         eprintln!("xtask: call mix round {}/{rounds}", round + 1);
@@ -52,7 +53,8 @@ pub fn mix(rounds: usize) -> Result<(String, Value)> {
                 Command::new(&mix)
             } else {
                 let mut c = Command::new(&rocsync);
-                c.args(["run", "--no-status", "-o", "/dev/null"])
+                c.args(["run", "--no-status", "-o"])
+                    .arg(scratch.join("mix.json"))
                     .args(flags)
                     .arg("--")
                     .arg(&mix);
@@ -109,7 +111,7 @@ pub fn convert_memory() -> Result<(String, Value)> {
         "convert",
         raw.to_str().unwrap(),
         "-o",
-        "/dev/null",
+        dir.join("big.json").to_str().unwrap(),
     ]);
     let _ = std::fs::remove_dir_all(&dir);
     let v = v?;

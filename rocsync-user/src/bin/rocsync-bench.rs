@@ -166,7 +166,8 @@ fn probes(
         }
         Mode::Full => {
             let mut c = Command::new(rocsync);
-            c.args(["run", "-o", "/dev/null"])
+            c.args(["run", "--no-status", "-o"])
+                .arg(scratch_trace())
                 .args(extra)
                 .arg("--")
                 .arg(driver);
@@ -179,6 +180,7 @@ fn probes(
         None => cmd.output()?,
     };
     drop(ebpf);
+    let _ = std::fs::remove_file(scratch_trace());
     if !out.status.success() {
         bail!("driver failed: {}", String::from_utf8_lossy(&out.stderr));
     }
@@ -375,6 +377,11 @@ fn peak_rss_of(command: &[String]) -> Result<()> {
         })
     );
     Ok(())
+}
+
+/// Where a benchmarked capture writes its trace (outputs are regular files only).
+fn scratch_trace() -> PathBuf {
+    std::env::temp_dir().join(format!("rocsync-bench-{}.json", std::process::id()))
 }
 
 struct CountingSink(u64);

@@ -1,60 +1,98 @@
-//! Output files are created up front (so an unwritable path fails before any capture) and
-//! appear under their final name only when complete (temporary file + rename).
+//! Output files, written safely as root into directories others may write.
+//!
+//! An output is created up front (so an unwritable path fails before any capture) as a
+//! temporary file beside its final name — opened relative to the directory's descriptor
+//! with `O_CREAT|O_EXCL|O_NOFOLLOW`, so nothing planted there is followed or reused — and
+//! renamed into place within that directory only when complete, after `fsync`. A final
+//! name that is a symbolic link or not a regular file is refused; `-` is standard output.
+//! Under `sudo`, outputs belong to the invoking user (`SUDO_UID`/`SUDO_GID`), and their
+//! mode follows the umask, as any file the user creates.
 
 use std::{
+    ffi::OsString,
     fs::File,
     io::{BufWriter, Write},
-    os::unix::fs::PermissionsExt as _,
+    os::fd::{AsFd, OwnedFd},
+    os::unix::ffi::OsStrExt as _,
     path::{Path, PathBuf},
 };
 
 use anyhow::{Context as _, Result, bail};
-use tempfile::NamedTempFile;
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 
 pub struct PendingFile {
     path: PathBuf,
-    sink: Sink,
+    target: Target,
 }
 
-enum Sink {
-    /// A regular file: written beside, renamed into place when complete.
-    Atomic(NamedTempFile),
-    /// A device or pipe (`/dev/null`, a FIFO): written directly, never replaced.
-    Direct(File),
+enum Target {
+    /// `-o -`: written to standard output.
+    Stdout,
+    /// A temporary file in `dir`, renamed to the final name when complete.
+    Atomic {
+        dir: OwnedFd,
+        tmp: OsString,
+        file: File,
+        /// Removed on drop unless persisted.
+        persisted: bool,
+    },
 }
 
 impl PendingFile {
-    /// Reserves `path`: creates a temporary file beside it, proving the directory writable.
+    /// Reserves `path`: creates the temporary file beside it.
     pub fn create(path: &Path) -> Result<Self> {
-        if path.is_dir() {
-            bail!("output path {} is a directory: name a file", path.display());
+        if path.as_os_str() == "-" {
+            return Ok(Self {
+                path: path.to_path_buf(),
+                target: Target::Stdout,
+            });
         }
-        let sink = if path.exists() && !path.metadata().is_ok_and(|m| m.is_file()) {
-            let file = std::fs::OpenOptions::new()
-                .write(true)
-                .open(path)
-                .with_context(|| format!("cannot write output {}", path.display()))?;
-            Sink::Direct(file)
-        } else {
-            let dir = match path.parent() {
-                Some(d) if !d.as_os_str().is_empty() => d,
-                _ => Path::new("."),
-            };
-            let tmp = tempfile::Builder::new()
-                .prefix(".rocsync-")
-                .suffix(".tmp")
-                .tempfile_in(dir)
-                .with_context(|| {
-                    format!(
-                        "cannot write output {}: directory not writable",
-                        path.display()
-                    )
-                })?;
-            Sink::Atomic(tmp)
+        let name = path
+            .file_name()
+            .with_context(|| format!("output path {} names no file", path.display()))?;
+        let dir_path = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
         };
+        let dir = rustix::fs::open(
+            dir_path,
+            OFlags::DIRECTORY | OFlags::RDONLY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .with_context(|| format!("cannot open the directory of output {}", path.display()))?;
+        check_final(&dir, name.as_bytes(), path)?;
+        let tmp = OsString::from(format!(
+            ".{}.rocsync-{}-{:x}.tmp",
+            name.to_string_lossy(),
+            std::process::id(),
+            nonce()
+        ));
+        let fd = rustix::fs::openat(
+            &dir,
+            tmp.as_os_str(),
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::from_raw_mode(0o600),
+        )
+        .with_context(|| {
+            format!(
+                "cannot write output {}: directory not writable",
+                path.display()
+            )
+        })?;
+        let file = File::from(fd);
+        if let Some((uid, gid)) = invoking_user() {
+            rustix::fs::fchown(&file, Some(uid), Some(gid)).with_context(|| {
+                format!("cannot give output {} to the sudo user", path.display())
+            })?;
+        }
         Ok(Self {
             path: path.to_path_buf(),
-            sink,
+            target: Target::Atomic {
+                dir,
+                tmp,
+                file,
+                persisted: false,
+            },
         })
     }
 
@@ -65,7 +103,7 @@ impl PendingFile {
     /// Renames the final file within the same directory (names that depend on the
     /// target's pid are known only once it runs).
     pub fn set_file_name(&mut self, name: &str) {
-        if matches!(self.sink, Sink::Atomic(_)) {
+        if matches!(self.target, Target::Atomic { .. }) {
             self.path.set_file_name(name);
         }
     }
@@ -73,11 +111,11 @@ impl PendingFile {
     /// A writer for the content (gzip-compressed when the name ends in `.gz`); close it,
     /// then [`persist`](Self::persist).
     pub fn stream(&self) -> Result<FileStream> {
-        let file = match &self.sink {
-            Sink::Atomic(tmp) => tmp.as_file(),
-            Sink::Direct(f) => f,
+        let w: Box<dyn Write + Send> = match &self.target {
+            Target::Stdout => Box::new(std::io::stdout()),
+            Target::Atomic { file, .. } => Box::new(file.try_clone()?),
         };
-        let w = BufWriter::with_capacity(1 << 20, file.try_clone()?);
+        let w = BufWriter::with_capacity(1 << 20, w);
         Ok(if self.path.extension().is_some_and(|e| e == "gz") {
             FileStream::Gz(flate2::write::GzEncoder::new(
                 w,
@@ -88,35 +126,104 @@ impl PendingFile {
         })
     }
 
-    /// Writes the content through `fill`, then renames the file into place.
-    pub fn commit(
-        self,
-        fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
-    ) -> Result<PathBuf> {
-        let mut w = self.stream()?;
-        fill(&mut w)
-            .and_then(|()| w.close())
-            .with_context(|| format!("writing {}", self.path.display()))?;
-        self.persist()
-    }
-
-    /// Moves the complete file into place.
-    pub fn persist(self) -> Result<PathBuf> {
-        let path = self.path;
-        if let Sink::Atomic(tmp) = self.sink {
-            // tempfile creates 0600 files; a trace is an ordinary user file.
-            std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o644))?;
-            tmp.persist(&path)
-                .with_context(|| format!("renaming into {}", path.display()))?;
+    /// Moves the complete file into place: fsync, the mode from the umask, then a rename
+    /// within the directory (which replaces whatever is at the final name, never follows
+    /// it).
+    pub fn persist(mut self) -> Result<PathBuf> {
+        if let Target::Atomic {
+            dir,
+            tmp,
+            file,
+            persisted,
+        } = &mut self.target
+        {
+            let name = self.path.file_name().expect("checked at create");
+            check_final(dir, name.as_bytes(), &self.path)?;
+            file.sync_all()
+                .with_context(|| format!("writing {}", self.path.display()))?;
+            rustix::fs::fchmod(&*file, Mode::from_raw_mode(0o666 & !umask()))?;
+            rustix::fs::renameat(&*dir, tmp.as_os_str(), &*dir, name)
+                .with_context(|| format!("renaming into {}", self.path.display()))?;
+            let _ = rustix::fs::fsync(&*dir);
+            *persisted = true;
         }
-        Ok(path)
+        Ok(self.path.clone())
     }
+}
+
+impl Drop for PendingFile {
+    fn drop(&mut self) {
+        if let Target::Atomic {
+            dir,
+            tmp,
+            persisted: false,
+            ..
+        } = &self.target
+        {
+            let _ = rustix::fs::unlinkat(dir, tmp.as_os_str(), AtFlags::empty());
+        }
+    }
+}
+
+/// The final name may be absent or a regular file; never a link, a FIFO, a device or a
+/// directory.
+fn check_final(dir: &impl AsFd, name: &[u8], path: &Path) -> Result<()> {
+    let name = std::ffi::OsStr::from_bytes(name);
+    match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+        Err(rustix::io::Errno::NOENT) => Ok(()),
+        Err(e) => Err(e).with_context(|| format!("cannot check output {}", path.display())),
+        Ok(st) => match FileType::from_raw_mode(st.st_mode) {
+            FileType::RegularFile => Ok(()),
+            FileType::Symlink => bail!(
+                "output {} is a symbolic link; rocsync does not write through links (name the file itself)",
+                path.display()
+            ),
+            FileType::Directory => {
+                bail!("output path {} is a directory: name a file", path.display())
+            }
+            _ => bail!(
+                "output {} is not a regular file (a FIFO or device); use -o - for standard output",
+                path.display()
+            ),
+        },
+    }
+}
+
+/// `SUDO_UID`/`SUDO_GID` when running as root under sudo.
+fn invoking_user() -> Option<(rustix::fs::Uid, rustix::fs::Gid)> {
+    if !rustix::process::geteuid().is_root() {
+        return None;
+    }
+    let id = |k: &str| std::env::var(k).ok()?.parse::<u32>().ok();
+    let (uid, gid) = (id("SUDO_UID")?, id("SUDO_GID")?);
+    Some((
+        rustix::fs::Uid::from_raw(uid),
+        rustix::fs::Gid::from_raw(gid),
+    ))
+}
+
+/// The process's umask, read from /proc (setting and restoring it would race other
+/// threads creating files).
+fn umask() -> u32 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            let line = s.lines().find_map(|l| l.strip_prefix("Umask:"))?;
+            u32::from_str_radix(line.trim(), 8).ok()
+        })
+        .unwrap_or(0o022)
+}
+
+fn nonce() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos() as u64 ^ d.as_secs())
 }
 
 /// An output being written.
 pub enum FileStream {
-    Plain(BufWriter<File>),
-    Gz(flate2::write::GzEncoder<BufWriter<File>>),
+    Plain(BufWriter<Box<dyn Write + Send>>),
+    Gz(flate2::write::GzEncoder<BufWriter<Box<dyn Write + Send>>>),
 }
 
 impl FileStream {
@@ -147,33 +254,71 @@ impl Write for FileStream {
 
 #[cfg(test)]
 mod tests {
+    use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+
+    use rustix::fs::CWD;
+
     use super::*;
 
     #[test]
-    fn devices_are_written_directly_and_never_replaced() {
-        let f = PendingFile::create(Path::new("/dev/null")).unwrap();
-        f.commit(|w| w.write_all(b"x")).unwrap();
-        use std::os::unix::fs::FileTypeExt as _;
-        assert!(
-            std::fs::metadata("/dev/null")
-                .unwrap()
-                .file_type()
-                .is_char_device()
-        );
-    }
-
-    #[test]
-    fn files_appear_only_when_complete() {
+    fn files_appear_only_when_complete_with_the_umask_mode() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.json");
         let f = PendingFile::create(&path).unwrap();
         assert!(!path.exists());
-        f.commit(|w| w.write_all(b"{}")).unwrap();
+        let mut w = f.stream().unwrap();
+        w.write_all(b"{}").unwrap();
+        w.close().unwrap();
+        f.persist().unwrap();
         assert_eq!(std::fs::read(&path).unwrap(), b"{}");
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o666 & !umask());
         assert_eq!(
             std::fs::read_dir(dir.path()).unwrap().count(),
             1,
             "no temporary left"
         );
+    }
+
+    #[test]
+    fn an_abandoned_output_leaves_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        drop(PendingFile::create(&dir.path().join("t.json")).unwrap());
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn links_fifos_devices_and_directories_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("victim");
+        std::fs::write(&target, b"keep").unwrap();
+        let link = dir.path().join("link.json");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        let fifo = dir.path().join("fifo.json");
+        rustix::fs::mknodat(CWD, &fifo, FileType::Fifo, Mode::from_raw_mode(0o600), 0).unwrap();
+        for (p, word) in [
+            (link.as_path(), "symbolic link"),
+            (fifo.as_path(), "not a regular file"),
+            (Path::new("/dev/null"), "not a regular file"),
+            (dir.path(), "directory"),
+        ] {
+            let err = format!("{:#}", PendingFile::create(p).err().expect("refused"));
+            assert!(err.contains(word), "{p:?}: {err}");
+        }
+        assert_eq!(std::fs::read(&target).unwrap(), b"keep");
+    }
+
+    #[test]
+    fn a_link_swapped_in_before_the_rename_is_replaced_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, b"keep").unwrap();
+        let path = dir.path().join("t.json");
+        let f = PendingFile::create(&path).unwrap();
+        std::os::unix::fs::symlink(&victim, &path).unwrap();
+        // The swap is caught at persist: refused, the victim untouched.
+        assert!(f.persist().is_err());
+        assert_eq!(std::fs::read(&victim).unwrap(), b"keep");
+        assert_eq!(std::fs::metadata(&victim).unwrap().nlink(), 1);
     }
 }

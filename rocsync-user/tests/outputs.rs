@@ -1,0 +1,91 @@
+//! Outputs as root: never through a link, never into a FIFO or device, owned by the sudo
+//! user. Uses `convert` (no kernel needed); ownership needs root.
+
+mod common;
+
+use std::os::unix::fs::MetadataExt as _;
+
+use common::*;
+
+const RAW: &str = concat!(
+    r#"{"rocsync_raw":{"version":"0.1.0","clock_offset_ns":1700000000000000000,"command":["app"]}}"#,
+    "\n",
+    r#"{"api":"hipDeviceSynchronize","pid":9,"tid":9,"correlation":1,"enter_ns":1000,"exit_ns":2000,"ret":0,"args":{}}"#,
+    "\n"
+);
+
+fn raw_in(dir: &TempDir) -> std::path::PathBuf {
+    let raw = dir.path("c.jsonl");
+    std::fs::write(&raw, RAW).unwrap();
+    raw
+}
+
+#[test]
+fn a_symlink_to_a_fifo_is_refused_without_blocking() {
+    let dir = TempDir::new();
+    let raw = raw_in(&dir);
+    let fifo = dir.path("fifo");
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        &fifo,
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o666),
+        0,
+    )
+    .unwrap();
+    let link = dir.path("out.json");
+    std::os::unix::fs::symlink(&fifo, &link).unwrap();
+    // A blocking open of the FIFO would hang here: the test's timeout is the harness's.
+    let out = rocsync()
+        .arg("convert")
+        .arg(&raw)
+        .arg("-o")
+        .arg(&link)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("symbolic link"), "{stderr}");
+    // And the FIFO itself, named directly.
+    let out = rocsync()
+        .arg("convert")
+        .arg(&raw)
+        .arg("-o")
+        .arg(&fifo)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a regular file"));
+}
+
+#[test]
+fn dash_writes_the_trace_to_standard_output() {
+    let dir = TempDir::new();
+    let raw = raw_in(&dir);
+    let out = run_ok(rocsync().arg("convert").arg(&raw).args(["-o", "-"]));
+    let trace: serde_json::Value = serde_json::from_slice(&out.stdout).expect("a trace");
+    assert_eq!(trace["rocsync"]["calls"], 1);
+}
+
+#[test]
+fn under_sudo_outputs_belong_to_the_invoking_user() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: giving files to another user needs root (CI runs it as root)");
+        return;
+    }
+    let dir = TempDir::new();
+    let raw = raw_in(&dir);
+    let trace = dir.path("t.json");
+    run_ok(
+        rocsync()
+            .arg("convert")
+            .arg(&raw)
+            .arg("-o")
+            .arg(&trace)
+            .env("SUDO_UID", "65534")
+            .env("SUDO_GID", "65533"),
+    );
+    let m = std::fs::metadata(&trace).unwrap();
+    assert_eq!((m.uid(), m.gid()), (65534, 65533));
+}
