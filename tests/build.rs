@@ -103,6 +103,11 @@ fn main() {
     );
     gcc(&out.join("mix"), &c.join("mix.c"), &["-ldl"]);
     gcc(
+        &out.join("dlopen_loop"),
+        &c.join("dlopen_loop.c"),
+        &["-ldl"],
+    );
+    gcc(
         &out.join("bench_calls"),
         &c.join("bench_calls.c"),
         &["-ldl", "-lpthread"],

@@ -10,9 +10,9 @@ mod record;
 pub use api::{Api, Backend, Cookie, Op, OutParam};
 pub use record::{
     AgentQuery, Config, ENTRY_FILTERED, EXIT_OUT_READ, EntryRecord, ExitRecord, HandleKey,
-    HsaQueue, LinkMapRecord, MAX_PACKETS_PER_DOORBELL, NO_DEVICE, OutSlot, PacketRecord,
-    QueueCreate, QueueInfo, QueueRecord, RECORD_ENTRY, RECORD_EXIT, RECORD_LINK_MAP, RECORD_PACKET,
-    RECORD_QUEUE, Switch, drop_index,
+    HsaQueue, LinkMapRecord, MAX_PACKETS_PER_DOORBELL, NO_DEVICE, NO_R_DEBUG, OutSlot,
+    PacketRecord, QueueCreate, QueueInfo, QueueRecord, RECORD_ENTRY, RECORD_EXIT, RECORD_LINK_MAP,
+    RECORD_PACKET, RECORD_QUEUE, Switch, drop_index,
 };
 
 #[cfg(feature = "user")]

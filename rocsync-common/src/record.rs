@@ -76,6 +76,10 @@ pub struct ExitRecord {
     pub pad: u32,
 }
 
+/// The link-map probe's cookie when the loader exports no `_r_debug`: it then stops the
+/// target at every link-map change, not only at those that added objects.
+pub const NO_R_DEBUG: u64 = u64::MAX;
+
 /// The dynamic loader changed a target's link map (`_dl_debug_state`): a library may have
 /// been mapped. The probe has stopped the process; userspace attaches, then continues it.
 #[repr(C)]

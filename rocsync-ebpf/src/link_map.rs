@@ -3,41 +3,93 @@
 //! call.
 
 use aya_ebpf::{
-    helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns, generated::bpf_send_signal},
-    macros::uprobe,
+    EbpfContext,
+    helpers::{
+        bpf_get_current_pid_tgid, bpf_ktime_get_ns, bpf_probe_read_user,
+        generated::{bpf_get_attach_cookie, bpf_send_signal},
+    },
+    macros::{map, uprobe},
+    maps::HashMap,
     programs::ProbeContext,
 };
-use rocsync_common::{LinkMapRecord, RECORD_LINK_MAP, drop_index};
+use rocsync_common::{LinkMapRecord, NO_R_DEBUG, RECORD_LINK_MAP, drop_index};
 
 use crate::{BPF_RB_FORCE_WAKEUP, EVENTS, TARGETS, count_drops};
 
 const SIGSTOP: u32 = 19;
+/// `r_debug.r_state` values (link.h).
+const RT_CONSISTENT: u32 = 0;
+const RT_DELETE: u32 = 2;
+/// Offset of `r_state` in `struct r_debug` on x86-64.
+const R_STATE_OFFSET: u64 = 24;
+
+/// Processes this capture stopped and has not continued yet (tgid → stop time). Userspace
+/// deletes an entry when it continues the process; on any exit, and from a watchdog if
+/// rocsync is killed, every process still listed is continued.
+#[map]
+static STOPPED: HashMap<u32, u64> = HashMap::with_max_entries(1024, 0);
+
+/// Each target's previous `r_state`, to tell a change that added objects from a dlclose.
+#[map]
+static LINK_STATE: HashMap<u32, u32> = HashMap::with_max_entries(1024, 0);
+
+/// Whether this link-map change may have added objects: `RT_CONSISTENT` after anything
+/// but `RT_DELETE`. The cookie is `_r_debug` minus `_dl_debug_state` in the loader, so
+/// the probe finds `r_debug` from its own address.
+#[inline(always)]
+fn objects_added(ctx: &ProbeContext, tgid: u32) -> bool {
+    // SAFETY: the context pointer is the program's own.
+    let delta = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) };
+    if delta == NO_R_DEBUG {
+        return true;
+    }
+    // SAFETY: the probe's registers; r_debug is read with the checked helper.
+    let rip = unsafe { (*ctx.regs).rip };
+    let at = rip.wrapping_add(delta).wrapping_add(R_STATE_OFFSET);
+    let Ok(state) = (unsafe { bpf_probe_read_user(at as *const u32) }) else {
+        return true;
+    };
+    // SAFETY: plain map lookup, copied out.
+    let previous = unsafe { LINK_STATE.get(tgid) }.copied();
+    let _ = LINK_STATE.insert(tgid, state, 0);
+    state == RT_CONSISTENT && previous != Some(RT_DELETE) && previous != Some(RT_CONSISTENT)
+}
 
 /// On the dynamic loader's `_dl_debug_state`: the link map changed, so a HIP library may
 /// just have been mapped. Stop the target and tell userspace, which attaches to new
 /// libraries and continues the process before it can call into them.
 #[uprobe]
-pub fn link_map_changed(_ctx: ProbeContext) -> u32 {
+pub fn link_map_changed(ctx: ProbeContext) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
+    let tgid = (pid_tgid >> 32) as u32;
     // SAFETY: plain map lookup.
-    match unsafe { TARGETS.get((pid_tgid >> 32) as u32) } {
+    match unsafe { TARGETS.get(tgid) } {
         Some(cfg) if cfg.stop_on_link_map != 0 => {}
         _ => return 0,
+    }
+    if !objects_added(&ctx, tgid) {
+        return 0;
     }
     // Reserve first: a target stopped without a notification would never be continued.
     let Some(mut slot) = EVENTS.reserve::<LinkMapRecord>(0) else {
         count_drops(drop_index::LINK_MAP, 1);
         return 0;
     };
+    // SAFETY: helper without preconditions.
+    let ns = unsafe { bpf_ktime_get_ns() };
+    // Listed before it stops, so no stop goes unlisted.
+    let _ = STOPPED.insert(tgid, ns, 0);
     // SAFETY: signals the current process; SIGSTOP takes effect on return to user mode.
     let stopped = unsafe { bpf_send_signal(SIGSTOP) } == 0;
+    if !stopped {
+        let _ = STOPPED.remove(tgid);
+    }
     slot.write(LinkMapRecord {
         kind: RECORD_LINK_MAP,
         pid: (pid_tgid >> 32) as u32,
         tid: pid_tgid as u32,
         stopped: stopped as u32,
-        // SAFETY: helper without preconditions.
-        ns: unsafe { bpf_ktime_get_ns() },
+        ns,
     });
     // The target is stopped until userspace reads this: wake it now.
     slot.submit(BPF_RB_FORCE_WAKEUP);

@@ -2,11 +2,15 @@ use std::process::ExitCode;
 
 use clap::Parser as _;
 use rocsync::{
+    capture::Signals,
     cli::{Cli, Command},
     commands,
 };
 
 fn main() -> ExitCode {
+    if std::env::args().nth(1).as_deref() == Some(rocsync::capture::watchdog::ARG) {
+        return ExitCode::from(rocsync::capture::watchdog::run() as u8);
+    }
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -20,8 +24,10 @@ fn main() -> ExitCode {
     };
     let result = runtime.block_on(async {
         match cli.command {
-            Command::Run(a) => commands::run(a).await,
-            Command::Attach(a) => commands::attach(a).await,
+            // Signals are caught before anything is loaded, so none kills rocsync with a
+            // target stopped.
+            Command::Run(a) => commands::run(a, Signals::catch()?).await,
+            Command::Attach(a) => commands::attach(a, Signals::catch()?).await,
             Command::Convert(a) => commands::convert(a),
         }
     });

@@ -202,7 +202,9 @@ fn attach_wait_catches_a_library_loaded_later() {
     assert!(target.wait().unwrap().success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("waiting for process"), "{stderr}");
-    let (_, calls) = read_raw(&raw);
+    let (_, mut calls) = read_raw(&raw);
+    // attach probes hipGetDevice for a while to learn devices; the default set does not.
+    calls.retain(|c| c.api.symbol() != "hipGetDevice");
     assert_same_calls(&read_log(&log), calls);
 }
 

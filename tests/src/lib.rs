@@ -29,6 +29,11 @@ pub fn prologues_hip() -> PathBuf {
     Path::new(OUT).join("prologues/libamdhip64.so")
 }
 
+/// A process that loads and unloads a non-GPU library in a loop (never-stopped tests).
+pub fn dlopen_loop() -> PathBuf {
+    Path::new(OUT).join("dlopen_loop")
+}
+
 /// A PyTorch-shaped call mix per step (benchmarks).
 pub fn mix() -> PathBuf {
     Path::new(OUT).join("mix")

@@ -1,10 +1,12 @@
 //! Capturing from target processes: launching a command held before `exec`
 //! ([`launch`]), the capture's event loop ([`session`]: targets, library discovery,
-//! the ring, stop), the clocks, and the live status line.
+//! the ring, stop), the clocks, the live status line, and the watchdog that continues
+//! targets if rocsync is killed.
 
 pub mod clock;
 pub mod launch;
 pub mod session;
 pub mod status;
+pub mod watchdog;
 
-pub use session::{Captured, Session, StopReason};
+pub use session::{Captured, Session, Signals, StopReason};

@@ -47,6 +47,33 @@ const LEARN_FOR: Duration = Duration::from_secs(2);
 /// Safety net for library loads the loader hook cannot see (e.g. a dropped notification).
 const RESCAN_EVERY: Duration = Duration::from_secs(1);
 
+/// The signals that end a capture, caught from the start of a command so that none of
+/// them kills rocsync with a target stopped (SIGKILL is the watchdog's).
+pub struct Signals([(tokio::signal::unix::Signal, &'static str); 4]);
+
+impl Signals {
+    pub fn catch() -> Result<Self> {
+        let s = |k: SignalKind| signal(k).context("installing signal handlers");
+        Ok(Self([
+            (s(SignalKind::interrupt())?, "SIGINT"),
+            (s(SignalKind::terminate())?, "SIGTERM"),
+            (s(SignalKind::hangup())?, "SIGHUP"),
+            (s(SignalKind::quit())?, "SIGQUIT"),
+        ]))
+    }
+
+    /// The next signal received (including one received before this was called).
+    pub async fn next(&mut self) -> &'static str {
+        let [a, b, c, d] = &mut self.0;
+        tokio::select! {
+            _ = a.0.recv() => a.1,
+            _ = b.0.recv() => b.1,
+            _ = c.0.recv() => c.1,
+            _ = d.0.recv() => d.1,
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StopReason {
     Signal(&'static str),
@@ -165,7 +192,8 @@ impl Session {
     pub fn add_target(&mut self, pid: u32, loader: Option<&Path>) -> Result<()> {
         let active = Config {
             capture: 1,
-            stop_on_link_map: 1,
+            // Armed only once the loop that answers the stops runs (see `arm`).
+            stop_on_link_map: 0,
             agents: self.agents,
         };
         self.probes.set_target(pid, active)?;
@@ -298,20 +326,36 @@ impl Session {
         }
         if stopped {
             // Our probe stopped it; everything it may call into is probed now.
-            // SAFETY: plain kill(2) on a process this capture stopped.
-            unsafe { libc::kill(pid as i32, libc::SIGCONT) };
+            if let Err(e) = self.probes.continue_stopped(pid) {
+                self.say(&format!("rocsync: warning: continuing pid {pid}: {e:#}"));
+            }
         }
+    }
+
+    /// Arms the loader stop of every target: from now on each link-map change that adds
+    /// objects stops the target until the loop has probed what it mapped. Call right
+    /// before [`Session::run`]; should anything fail in between, dropping the session
+    /// continues whatever was stopped.
+    pub fn arm(&mut self) -> Result<()> {
+        let armed = Config {
+            capture: 1,
+            stop_on_link_map: 1,
+            agents: self.agents,
+        };
+        for &pid in &self.targets {
+            self.probes.set_target(pid, armed)?;
+        }
+        Ok(())
     }
 
     /// Runs until a signal, the duration, or `target_exit` completes.
     pub async fn run(
         &mut self,
         ring: &mut AsyncFd<RingBuf<MapData>>,
+        signals: &mut Signals,
         duration: Option<Duration>,
         target_exit: impl Future<Output = ()>,
     ) -> Result<StopReason> {
-        let mut sigint = signal(SignalKind::interrupt())?;
-        let mut sigterm = signal(SignalKind::terminate())?;
         let deadline = async {
             match duration {
                 Some(d) => tokio::time::sleep(d).await,
@@ -333,8 +377,7 @@ impl Session {
                     self.drain(guard.get_inner_mut());
                     guard.clear_ready();
                 }
-                _ = sigint.recv() => return Ok(StopReason::Signal("SIGINT")),
-                _ = sigterm.recv() => return Ok(StopReason::Signal("SIGTERM")),
+                s = signals.next() => return Ok(StopReason::Signal(s)),
                 _ = &mut deadline => return Ok(StopReason::Duration),
                 _ = &mut target_exit => return Ok(StopReason::TargetExited),
                 _ = rescan.tick() => {

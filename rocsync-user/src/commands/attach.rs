@@ -6,13 +6,13 @@ use anyhow::{Result, bail};
 use serde_json::json;
 
 use crate::{
-    capture::{Session, clock, launch, session::async_ring},
+    capture::{Session, Signals, clock, launch, session::async_ring},
     cli::AttachArgs,
     emit::{outputs::Outputs, raw::Header},
     probes::{Probes, ld_so, maps},
 };
 
-pub async fn attach(args: AttachArgs) -> Result<i32> {
+pub async fn attach(args: AttachArgs, mut signals: Signals) -> Result<i32> {
     let pid = args.pid;
     if pid == 0 || !Path::new(&format!("/proc/{pid}")).exists() {
         bail!("no process with id {pid}");
@@ -54,7 +54,10 @@ pub async fn attach(args: AttachArgs) -> Result<i32> {
     }
     eprintln!("rocsync: tracing pid {pid}; Ctrl-C to stop");
     let mut ring = async_ring(ring)?;
-    let stop = session.run(&mut ring, args.duration, exited).await?;
+    session.arm()?;
+    let stop = session
+        .run(&mut ring, &mut signals, args.duration, exited)
+        .await?;
     eprintln!("rocsync: stopping ({})", describe(stop));
     let captured = session.finish(ring, stop).await?;
     let params = json!({

@@ -13,7 +13,7 @@ use serde_json::json;
 use crate::{
     backend::Runtime,
     capture::{
-        Session, StopReason, clock,
+        Session, Signals, StopReason, clock,
         launch::{self, Child},
         session::async_ring,
     },
@@ -22,7 +22,7 @@ use crate::{
     probes::{Probes, ld_so},
 };
 
-pub async fn run(args: RunArgs) -> Result<i32> {
+pub async fn run(args: RunArgs, mut signals: Signals) -> Result<i32> {
     let program = &args.command[0];
     let exe =
         ld_so::find_in_path(program).ok_or_else(|| anyhow!("command not found: {program}"))?;
@@ -58,10 +58,12 @@ pub async fn run(args: RunArgs) -> Result<i32> {
         held.kill();
         return Err(e);
     }
-    let child = held.release()?;
-
     let mut ring = async_ring(ring)?;
-    let stop = session.run(&mut ring, None, exit_of(&child)).await?;
+    session.arm()?;
+    let child = held.release()?;
+    let stop = session
+        .run(&mut ring, &mut signals, None, exit_of(&child))
+        .await?;
     if let StopReason::Signal(s) = stop {
         eprintln!("rocsync: stopping ({s}); waiting for {program} to exit");
         if s == "SIGTERM" {

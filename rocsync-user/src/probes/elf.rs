@@ -90,6 +90,23 @@ pub fn lookup_bytes<'n>(data: &[u8], names: &[&'n str]) -> Result<Lookup<'n>, St
     Ok(Lookup { found, missing })
 }
 
+/// The virtual address (`st_value`) of a defined symbol, dynamic or static.
+pub fn address_of(path: &Path, name: &str) -> Result<Option<u64>, SymbolError> {
+    let data = std::fs::read(path).map_err(|source| SymbolError::Read {
+        path: path.display().to_string(),
+        source,
+    })?;
+    let file = object::File::parse(&*data).map_err(|e| SymbolError::NotElf {
+        path: path.display().to_string(),
+        reason: e.to_string(),
+    })?;
+    Ok(file
+        .dynamic_symbols()
+        .chain(file.symbols())
+        .find(|s| s.is_definition() && s.name() == Ok(name))
+        .map(|s| s.address()))
+}
+
 /// Functions larger than this are probed without moving past single-stepped instructions
 /// (their branches are not all read).
 const MAX_FUNCTION: u64 = 64 << 10;

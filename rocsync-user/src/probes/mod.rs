@@ -19,7 +19,7 @@ use aya::{
     maps::{Array, HashMap, MapData, PerCpuArray, RingBuf},
     programs::{UProbe, uprobe::UProbeAttachPoint, uprobe::UProbeLinkId},
 };
-use rocsync_common::{Api, Config, Cookie, Switch, drop_index};
+use rocsync_common::{Api, Config, Cookie, NO_R_DEBUG, Switch, drop_index};
 
 use self::{elf::Lookup, placement::Placement};
 use crate::{backend::Runtime, stats::KernelDrops};
@@ -85,6 +85,8 @@ pub struct Probes {
     links: Vec<(&'static str, UProbeLinkId)>,
     /// Links of temporary probes, detached on their own.
     temporary: Vec<(&'static str, UProbeLinkId)>,
+    /// Continues stopped targets if rocsync is killed; dropped after `release_targets`.
+    _watchdog: Option<crate::capture::watchdog::Watchdog>,
 }
 
 impl Probes {
@@ -113,12 +115,17 @@ impl Probes {
                 .load()
                 .with_context(|| format!("loading program {name}"))?;
         }
-        Ok(Self {
+        let mut probes = Self {
             ebpf,
             options,
             links: Vec::new(),
             temporary: Vec::new(),
-        })
+            _watchdog: None,
+        };
+        probes._watchdog = Some(crate::capture::watchdog::Watchdog::spawn(
+            probes.stopped_map_fd()?,
+        )?);
+        Ok(probes)
     }
 
     /// Removes the ring buffer from the object; the event loop owns it from here on.
@@ -274,13 +281,81 @@ impl Probes {
 
     /// Hooks the dynamic loader's `_dl_debug_state` in `loader`, so library loads of `pid`
     /// are seen before the library's first call.
+    /// The probe reads `r_debug.r_state` (found from its own address through the cookie)
+    /// to stop the target only at changes that added objects, not at every `dlclose`.
     pub fn attach_loader(&mut self, loader: &Path, pid: u32) -> Result<bool> {
         let r = elf::lookup(loader, &["_dl_debug_state"])?;
         let Some(f) = r.found.first() else {
             return Ok(false);
         };
-        self.attach(LINK_MAP, f.offset.into(), loader, Some(pid), &f.names)?;
+        let delta = match (
+            elf::address_of(loader, "_r_debug")?,
+            elf::address_of(loader, "_dl_debug_state")?,
+        ) {
+            (Some(r_debug), Some(func)) => r_debug.wrapping_sub(func),
+            _ => NO_R_DEBUG,
+        };
+        let point = UProbeAttachPoint {
+            location: f.offset.into(),
+            cookie: Some(delta),
+        };
+        self.attach(LINK_MAP, point, loader, Some(pid), &f.names)?;
         Ok(true)
+    }
+
+    /// Continues `pid` if this capture's probe stopped it (and only then).
+    pub fn continue_stopped(&mut self, pid: u32) -> Result<()> {
+        let mut stopped: HashMap<_, u32, u64> = HashMap::try_from(
+            self.ebpf
+                .map_mut("STOPPED")
+                .context("STOPPED map missing")?,
+        )?;
+        if stopped.get(&pid, 0).is_ok() {
+            // SAFETY: kill(2) on a process this capture stopped.
+            unsafe { libc::kill(pid as i32, libc::SIGCONT) };
+            let _ = stopped.remove(&pid);
+        }
+        Ok(())
+    }
+
+    /// Stops every capture in the kernel and continues every process a probe stopped
+    /// and nothing continued yet. Runs on every exit path (see `Drop`).
+    pub fn release_targets(&mut self) {
+        let _ = self.set_switch(Switch::default());
+        if let Ok(targets) = self
+            .ebpf
+            .map_mut("TARGETS")
+            .context("TARGETS")
+            .and_then(|m| Ok(HashMap::<_, u32, Config>::try_from(m)?))
+        {
+            let mut targets = targets;
+            let pids: Vec<u32> = targets.keys().filter_map(Result::ok).collect();
+            for pid in pids {
+                let _ = targets.insert(pid, Config::default(), 0);
+            }
+        }
+        // A probe that read the old settings may still be stopping a target: let it.
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        let pids: Vec<u32> = match self.ebpf.map("STOPPED") {
+            Some(m) => HashMap::<_, u32, u64>::try_from(m)
+                .map(|h| h.keys().filter_map(Result::ok).collect())
+                .unwrap_or_default(),
+            None => Vec::new(),
+        };
+        for pid in pids {
+            let _ = self.continue_stopped(pid);
+        }
+    }
+
+    /// The STOPPED map's descriptor, for the watchdog.
+    pub fn stopped_map_fd(&self) -> Result<std::os::fd::BorrowedFd<'_>> {
+        use std::os::fd::AsFd as _;
+        let map = self.ebpf.map("STOPPED").context("STOPPED map missing")?;
+        let data = match map {
+            aya::maps::Map::HashMap(d) => d,
+            _ => anyhow::bail!("STOPPED is not a hash map"),
+        };
+        Ok(data.fd().as_fd())
     }
 
     /// Detaches every probe on a background thread, returned to be joined.
@@ -323,6 +398,14 @@ impl Probes {
             packets_truncated: sum(drop_index::TRUNCATED)?,
             out_params: sum(drop_index::OUT_PARAM)?,
         })
+    }
+}
+
+impl Drop for Probes {
+    /// Whatever ends the capture — an error, a panic, the normal end — no target stays
+    /// stopped by it.
+    fn drop(&mut self) {
+        self.release_targets();
     }
 }
 

@@ -1,0 +1,131 @@
+//! The target is never left stopped: not by a failed attach, not by a signal before the
+//! event loop runs, not by rocsync dying by SIGKILL while a stop is pending (the watchdog
+//! continues it). The target loads and unloads a library in a loop, so rocsync's loader
+//! probe stops it hundreds of times a second. Needs root (eBPF).
+
+mod common;
+
+use std::{
+    io::{BufRead as _, BufReader},
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use common::*;
+
+/// The scheduler state of a process (`R`, `S`, `T`…), from /proc/PID/stat.
+fn state(pid: u32) -> char {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let after = &stat[stat.rfind(')').unwrap() + 2..];
+    after.chars().next().unwrap()
+}
+
+/// Fails if the process is found stopped at any look over `over` (rocsync is gone, so
+/// nothing should stop it any more).
+fn assert_never_stopped(pid: u32, over: Duration) {
+    let start = Instant::now();
+    while start.elapsed() < over {
+        assert_ne!(state(pid), 'T', "pid {pid} left stopped");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+struct Target(Child);
+
+impl Target {
+    fn start() -> Self {
+        let mut child = Command::new(rocsync_tests::dlopen_loop())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.as_mut().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert_eq!(line.trim(), "ready");
+        Target(child)
+    }
+    fn pid(&self) -> u32 {
+        self.0.id()
+    }
+}
+
+impl Drop for Target {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn attach_waiting(pid: u32) -> Child {
+    spawn_piped(
+        rocsync()
+            .args(["attach", "--wait", "--no-status", "-o"])
+            .arg(std::env::temp_dir().join(format!("rocsync-never-stopped-{pid}.json")))
+            .args(["--pid", &pid.to_string()]),
+    )
+}
+
+#[test]
+fn a_failed_attach_leaves_the_target_running() {
+    if !can_trace("a_failed_attach_leaves_the_target_running") {
+        return;
+    }
+    let target = Target::start();
+    for _ in 0..5 {
+        let out = rocsync()
+            .args(["attach", "--pid", &target.pid().to_string()])
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        assert!(String::from_utf8_lossy(&out.stderr).contains("--wait"));
+        assert_never_stopped(target.pid(), Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn sigkill_of_rocsync_with_a_stop_pending_never_leaves_the_target_stopped() {
+    if !can_trace("sigkill_of_rocsync_with_a_stop_pending_never_leaves_the_target_stopped") {
+        return;
+    }
+    let target = Target::start();
+    for i in 0..12u64 {
+        let mut tracer = attach_waiting(target.pid());
+        let lines = wait_for_line(&mut tracer, "waiting for process", Duration::from_secs(20));
+        drop(lines);
+        // Let it answer stops for a while, then kill it at a varying point.
+        std::thread::sleep(Duration::from_millis(20 + (i * 37) % 90));
+        tracer.kill().unwrap();
+        tracer.wait().unwrap();
+        assert_never_stopped(target.pid(), Duration::from_millis(300));
+    }
+}
+
+#[test]
+fn a_signal_before_the_event_loop_stops_cleanly() {
+    if !can_trace("a_signal_before_the_event_loop_stops_cleanly") {
+        return;
+    }
+    let target = Target::start();
+    for (sig, delay) in [
+        (libc::SIGINT, 0),
+        (libc::SIGHUP, 5),
+        (libc::SIGQUIT, 30),
+        (libc::SIGTERM, 60),
+    ] {
+        let mut tracer = attach_waiting(target.pid());
+        std::thread::sleep(Duration::from_millis(delay));
+        // SAFETY: signals the rocsync this test started.
+        unsafe { libc::kill(tracer.id() as i32, sig) };
+        let status = tracer.wait().unwrap();
+        // Once its handlers are installed (from the first line of main, before anything
+        // is loaded), rocsync stops cleanly; a signal earlier kills it harmlessly.
+        if delay > 0 {
+            assert!(
+                status.code().is_some(),
+                "signal {sig}: rocsync died by it: {status}"
+            );
+        }
+        assert_never_stopped(target.pid(), Duration::from_millis(300));
+    }
+}
