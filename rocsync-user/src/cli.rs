@@ -111,6 +111,10 @@ pub struct RunArgs {
     /// found and probed in any case)
     #[arg(long, value_name = "PATH")]
     pub hip_lib: Option<PathBuf>,
+    /// Run the command as this user, with their groups (as `strace -u`); without it the
+    /// command runs as rocsync does (root under sudo)
+    #[arg(short = 'u', long = "user", value_name = "USER")]
+    pub user: Option<String>,
     /// The command and its arguments
     #[arg(required = true, last = true, value_name = "CMD")]
     pub command: Vec<String>,

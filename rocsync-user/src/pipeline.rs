@@ -165,7 +165,7 @@ impl<S: Sink> Pipeline<S> {
             Item::Completion(corr, exit) => {
                 self.sequencer.returned(corr, exit, &mut |r| out.push(r))
             }
-            Item::Lost(corr) => self.sequencer.lost(corr, &mut |r| out.push(r)),
+            Item::Lost(first, count) => self.sequencer.lost(first, count, &mut |r| out.push(r)),
             Item::Queue(q) => self.queue(&q),
             Item::Packet(p) => self.packet(&p),
             Item::Trailer(t) => {
@@ -214,10 +214,10 @@ impl<S: Sink> Pipeline<S> {
                 self.stats.row(&row);
                 self.sink.completed(&row)
             }
-            Released::Lost(corr) => {
-                self.stats.lost_ids += 1;
-                self.resolver.lost(corr);
-                self.sink.lost(corr)
+            Released::Lost(first, count) => {
+                self.stats.lost_ids += count;
+                self.resolver.lost(first.saturating_add(count - 1));
+                self.sink.lost(first, count)
             }
             Released::Late(c) => {
                 self.stats.late += 1;

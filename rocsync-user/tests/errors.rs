@@ -132,3 +132,30 @@ fn a_bad_agent_list() {
         "from 0 to 63",
     );
 }
+
+#[test]
+fn run_as_another_user_with_sigpipe_restored() {
+    if !can_trace("run_as_another_user_with_sigpipe_restored") {
+        return;
+    }
+    let out = run_ok(rocsync().args([
+        "run",
+        "--no-status",
+        "-u",
+        "nobody",
+        "--",
+        "sh",
+        "-c",
+        "id -u; id -g; yes | head -1 >/dev/null",
+    ]));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let ids: Vec<&str> = stdout.lines().collect();
+    assert_eq!(ids[0], "65534", "{stdout}");
+    // rocsync ignores SIGPIPE; the command must not inherit that (yes would complain).
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("Broken pipe"), "{stderr}");
+    fails_with(
+        rocsync().args(["run", "-u", "no-such-user-here", "--", "true"]),
+        "no user named",
+    );
+}

@@ -17,8 +17,9 @@ fn hta_finds_the_record_wait_edges() {
         return;
     }
     let Some(python) = std::env::var_os("ROCSYNC_HTA_PYTHON") else {
-        eprintln!(
-            "skipped hta_finds_the_record_wait_edges: ROCSYNC_HTA_PYTHON is not set (cargo xtask test sets it)"
+        rocsync_tests::skip(
+            "hta_finds_the_record_wait_edges",
+            "ROCSYNC_HTA_PYTHON is not set (cargo xtask test sets it)",
         );
         return;
     };

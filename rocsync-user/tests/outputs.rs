@@ -71,7 +71,10 @@ fn dash_writes_the_trace_to_standard_output() {
 fn under_sudo_outputs_belong_to_the_invoking_user() {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipped: giving files to another user needs root (CI runs it as root)");
+        rocsync_tests::skip(
+            "under_sudo_outputs_belong_to_the_invoking_user",
+            "giving files to another user needs root (CI runs it as root)",
+        );
         return;
     }
     let dir = TempDir::new();

@@ -16,8 +16,49 @@ pub struct HeldChild {
     exec_error: OwnedFd,
 }
 
-/// Forks; the child blocks until [`HeldChild::release`], then execs `exe` with `argv`.
-pub fn spawn_held(exe: &Path, argv: &[String]) -> Result<HeldChild> {
+/// The user a command runs as (`run -u USER`, as `strace -u`): ids and supplementary
+/// groups, resolved before the fork.
+pub struct Identity {
+    pub uid: libc::uid_t,
+    pub gid: libc::gid_t,
+    pub groups: Vec<libc::gid_t>,
+}
+
+impl Identity {
+    pub fn of_user(name: &str) -> Result<Self> {
+        let c = CString::new(name).context("NUL in the user name")?;
+        let mut buf = vec![0 as libc::c_char; 1 << 16];
+        // SAFETY: getpwnam_r and getgrouplist with valid buffers and out-pointers.
+        unsafe {
+            let mut pw: libc::passwd = std::mem::zeroed();
+            let mut found: *mut libc::passwd = std::ptr::null_mut();
+            let rc = libc::getpwnam_r(c.as_ptr(), &mut pw, buf.as_mut_ptr(), buf.len(), &mut found);
+            if rc != 0 || found.is_null() {
+                bail!("no user named {name:?} (-u takes a user name)");
+            }
+            let mut groups = vec![0 as libc::gid_t; 1024];
+            let mut n = groups.len() as libc::c_int;
+            if libc::getgrouplist(c.as_ptr(), pw.pw_gid, groups.as_mut_ptr(), &mut n) < 0 {
+                bail!("user {name:?} is in more than {} groups", groups.len());
+            }
+            groups.truncate(n.max(0) as usize);
+            Ok(Self {
+                uid: pw.pw_uid,
+                gid: pw.pw_gid,
+                groups,
+            })
+        }
+    }
+}
+
+/// What failed in the child before the command ran.
+const STAGE_EXEC: i32 = 1;
+const STAGE_USER: i32 = 2;
+
+/// Forks; the child blocks until [`HeldChild::release`], takes `user`'s identity if
+/// given, restores SIGPIPE's default (rocsync ignores it; an ignored signal survives
+/// `exec`), then execs `exe` with `argv`.
+pub fn spawn_held(exe: &Path, argv: &[String], user: Option<&Identity>) -> Result<HeldChild> {
     let exe_c =
         CString::new(exe.as_os_str().as_encoded_bytes()).context("NUL in the command path")?;
     let args: Vec<CString> = argv
@@ -29,8 +70,10 @@ pub fn spawn_held(exe: &Path, argv: &[String]) -> Result<HeldChild> {
     argv_ptrs.push(std::ptr::null());
     let (gate_r, gate_w) = pipe()?;
     let (err_r, err_w) = pipe()?;
+    let ids = user.map(|u| (u.uid, u.gid, u.groups.as_ptr(), u.groups.len()));
     // SAFETY: between fork and exec the child calls only async-signal-safe functions
-    // (close, read, write, execv, _exit) on memory prepared before the fork.
+    // (close, read, write, signal, setgroups, setgid, setuid, execv, _exit) on memory
+    // prepared before the fork.
     let pid = unsafe { libc::fork() };
     if pid < 0 {
         bail!("fork: {}", std::io::Error::last_os_error());
@@ -42,10 +85,21 @@ pub fn spawn_held(exe: &Path, argv: &[String]) -> Result<HeldChild> {
             let mut b = 0u8;
             // End-of-file (rocsync closed the gate, or died) lets the command go.
             while libc::read(gate_r, (&mut b as *mut u8).cast(), 1) < 0 {}
+            let fail = |stage: i32| {
+                let report = [stage, *libc::__errno_location()];
+                libc::write(err_w, report.as_ptr().cast(), 8);
+                libc::_exit(127);
+            };
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+            if let Some((uid, gid, groups, n)) = ids
+                && (libc::setgroups(n, groups) != 0
+                    || libc::setgid(gid) != 0
+                    || libc::setuid(uid) != 0)
+            {
+                fail(STAGE_USER);
+            }
             libc::execv(exe_c.as_ptr(), argv_ptrs.as_ptr());
-            let errno = *libc::__errno_location();
-            libc::write(err_w, (&errno as *const i32).cast(), 4);
-            libc::_exit(127);
+            fail(STAGE_EXEC);
         }
     }
     // SAFETY: the parent's copies of fds it no longer needs.
@@ -68,21 +122,22 @@ impl HeldChild {
         let pid = self.pid;
         let exit = pidfd(pid)?;
         drop(self.gate);
-        let mut errno = 0i32;
-        // SAFETY: reading 4 bytes into an i32; returns 0 at end-of-file (exec succeeded).
+        let mut report = [0i32; 2];
+        // SAFETY: reading 8 bytes into two i32; returns 0 at end-of-file (exec succeeded).
         let n = unsafe {
             libc::read(
                 std::os::fd::AsRawFd::as_raw_fd(&self.exec_error),
-                (&mut errno as *mut i32).cast(),
-                4,
+                report.as_mut_ptr().cast(),
+                8,
             )
         };
-        if n == 4 {
+        if n == 8 {
             let _ = wait(pid);
-            bail!(
-                "cannot execute the command: {}",
-                std::io::Error::from_raw_os_error(errno)
-            );
+            let err = std::io::Error::from_raw_os_error(report[1]);
+            match report[0] {
+                STAGE_USER => bail!("cannot run the command as the -u user: {err}"),
+                _ => bail!("cannot execute the command: {err}"),
+            }
         }
         Ok(Child { pid, exit })
     }

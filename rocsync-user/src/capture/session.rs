@@ -2,13 +2,7 @@
 //! feeding the [`Pipeline`], and the stop sequence (deactivate, let in-flight calls
 //! return, drain, detach).
 
-use std::{
-    collections::HashSet,
-    future::Future,
-    os::unix::fs::MetadataExt as _,
-    path::{Path, PathBuf},
-    time::Duration,
-};
+use std::{collections::HashSet, future::Future, time::Duration};
 
 use anyhow::{Context as _, Result};
 use aya::maps::{MapData, RingBuf};
@@ -18,16 +12,15 @@ use tokio::{
     signal::unix::{SignalKind, signal},
 };
 
+mod libraries;
+
 use super::status::Status;
 use crate::{
     backend::Runtime,
     cli::CaptureArgs,
     emit::outputs::CaptureSink,
     pipeline::{Notice, Pipeline},
-    probes::{
-        ApiChoice, LibraryReport, Probes,
-        maps::{self, Mapping},
-    },
+    probes::{ApiChoice, LibraryReport, Probes},
     stats::CaptureStats,
 };
 
@@ -150,173 +143,8 @@ impl Session {
         }
     }
 
-    /// While temporary `*GetDevice` probes are attached: removes them once every live
-    /// thread of the targets has a known device, or after [`LEARN_FOR`].
-    fn learn_devices(&mut self) {
-        if let Some(t) = self.temporary_detaching.take_if(|t| t.is_finished()) {
-            let _ = t.join();
-            let learned = self
-                .pipeline
-                .stats
-                .thread_devices
-                .values()
-                .filter(|(_, l)| *l)
-                .count();
-            self.say(&format!(
-                "rocsync: learned the device of {learned} thread(s) from *GetDevice; \
-                 its probes are removed (they cost a trap per call)"
-            ));
-        }
-        if !self.probes.has_temporary() {
-            return;
-        }
-        let since = *self
-            .learning_since
-            .get_or_insert_with(std::time::Instant::now);
-        let known = &self.pipeline.stats.thread_devices;
-        let all_known = self.targets.iter().all(|&pid| {
-            live_threads(pid)
-                .iter()
-                .all(|&tid| known.contains_key(&(pid, tid)))
-        });
-        if all_known || since.elapsed() >= LEARN_FOR {
-            self.temporary_detaching = Some(self.probes.detach_temporary());
-        }
-    }
-
     fn say(&self, line: &str) {
         self.status.say(line);
-    }
-
-    /// Starts capturing `pid` and hooks `loader` (its dynamic loader) for library loads.
-    pub fn add_target(&mut self, pid: u32, loader: Option<&Path>) -> Result<()> {
-        let active = Config {
-            capture: 1,
-            // Armed only once the loop that answers the stops runs (see `arm`).
-            stop_on_link_map: 0,
-            agents: self.agents,
-        };
-        self.probes.set_target(pid, active)?;
-        self.probes.set_switch(Switch {
-            capture: 1,
-            by_process: 0,
-            agents: self.agents,
-        })?;
-        self.targets.push(pid);
-        match loader {
-            Some(l) => {
-                if !self.probes.attach_loader(l, pid)? {
-                    self.say(&format!(
-                        "rocsync: warning: {} has no _dl_debug_state; libraries loaded later \
-                         are found by periodic rescans only",
-                        l.display()
-                    ));
-                }
-            }
-            None => self.say(&format!(
-                "rocsync: warning: no dynamic loader found for pid {pid}; libraries loaded \
-                 later are found by periodic rescans only"
-            )),
-        }
-        Ok(())
-    }
-
-    /// Probes a runtime library file for `pid`, once per file. Returns whether it was new.
-    pub fn attach_library(&mut self, runtime: &Runtime, path: &Path, pid: u32) -> Result<bool> {
-        let meta =
-            std::fs::metadata(path).with_context(|| format!("cannot open {}", path.display()))?;
-        if !self.probed_files.insert((meta.dev(), meta.ino())) {
-            return Ok(false);
-        }
-        let report = match self
-            .probes
-            .attach_runtime(runtime, &self.choice, path, Some(pid))
-        {
-            Ok(r) => r,
-            Err(e) => {
-                self.probed_files.remove(&(meta.dev(), meta.ino()));
-                return Err(e);
-            }
-        };
-        self.say(&format!(
-            "rocsync: attached to {} (pid {pid}): {} functions",
-            report.path.display(),
-            report.probed.len()
-        ));
-        if self.verbose {
-            for (p, names) in &report.probed {
-                let skipped = if p.skipped.is_empty() {
-                    String::new()
-                } else {
-                    format!(" after {}", p.skipped.join(", "))
-                };
-                let cost = if p.emulated {
-                    "emulated"
-                } else {
-                    "single-stepped"
-                };
-                self.say(&format!(
-                    "rocsync:   {:#x} {}: probe on `{}`{skipped} ({cost})",
-                    p.offset,
-                    names.join(" = "),
-                    p.probed
-                ));
-            }
-        }
-        if !report.missing.is_empty() {
-            self.say(&format!(
-                "rocsync: warning: {} does not export {}; skipped",
-                report.path.display(),
-                report.missing.join(", ")
-            ));
-        }
-        self.libraries.push(report);
-        Ok(true)
-    }
-
-    /// Probes an HSA runtime file for `pid`, once per file.
-    fn attach_hsa(&mut self, path: &Path, pid: u32) -> Result<()> {
-        let meta =
-            std::fs::metadata(path).with_context(|| format!("cannot open {}", path.display()))?;
-        if !self.probed_files.insert((meta.dev(), meta.ino())) {
-            return Ok(());
-        }
-        let report = self.probes.attach_hsa(path, pid)?;
-        self.say(&format!(
-            "rocsync: attached to {} (pid {pid}): HSA queues and doorbells",
-            report.path.display()
-        ));
-        self.libraries.push(report);
-        Ok(())
-    }
-
-    /// Reads `pid`'s maps and probes every runtime library (HIP, CUDA, HSA) not yet
-    /// probed. Returns how many such libraries the process maps in all.
-    pub fn scan(&mut self, pid: u32) -> Result<usize> {
-        let text = match std::fs::read_to_string(format!("/proc/{pid}/maps")) {
-            Ok(t) => t,
-            // The process is gone; its exit ends the capture elsewhere.
-            Err(_) => return Ok(0),
-        };
-        let mappings = maps::parse(&text);
-        let mut n = 0;
-        for m in maps::libraries(&mappings, maps::is_hsa_runtime) {
-            n += 1;
-            let path = openable_path(pid, m);
-            if let Err(e) = self.attach_hsa(&path, pid) {
-                self.say(&format!("rocsync: warning: {e:#}"));
-            }
-        }
-        for runtime in self.runtimes.clone() {
-            for m in maps::libraries(&mappings, runtime.matches_library) {
-                n += 1;
-                let path = openable_path(pid, m);
-                if let Err(e) = self.attach_library(runtime, &path, pid) {
-                    self.say(&format!("rocsync: warning: {e:#}"));
-                }
-            }
-        }
-        Ok(n)
     }
 
     fn notice(&mut self, n: Notice) {
@@ -326,7 +154,7 @@ impl Session {
         }
         if stopped {
             // Our probe stopped it; everything it may call into is probed now.
-            if let Err(e) = self.probes.continue_stopped(pid) {
+            if let Err(e) = self.probes.continue_stopped(pid, true) {
                 self.say(&format!("rocsync: warning: continuing pid {pid}: {e:#}"));
             }
         }
@@ -451,30 +279,10 @@ impl Session {
     }
 }
 
-/// The thread ids of a process now.
-fn live_threads(pid: u32) -> Vec<u32> {
-    std::fs::read_dir(format!("/proc/{pid}/task"))
-        .map(|d| {
-            d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 /// Wraps the ring buffer for readiness notification.
 pub fn async_ring(ring: RingBuf<MapData>) -> Result<AsyncFd<RingBuf<MapData>>> {
     // SAFETY: the ring buffer owns its fd for as long as the AsyncFd that wraps it.
     unsafe { AsyncFd::register_with_interest(ring, Interest::READABLE) }
         .map_err(std::io::Error::from)
         .context("registering the ring buffer with the event loop")
-}
-
-/// A path through which the mapped file can be opened from here: through the target's
-/// root (containers), or through `map_files` when the file was deleted or replaced.
-fn openable_path(pid: u32, m: &Mapping) -> PathBuf {
-    if m.deleted {
-        PathBuf::from(format!("/proc/{pid}/map_files/{:x}-{:x}", m.start, m.end))
-    } else {
-        maps::host_path(pid, &m.path)
-    }
 }

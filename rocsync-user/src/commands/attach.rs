@@ -39,7 +39,7 @@ pub async fn attach(args: AttachArgs, mut signals: Signals) -> Result<i32> {
         .map_err(|e| anyhow::anyhow!("cannot read /proc/{pid}/maps: {e}"))?;
     let mappings = maps::parse(&text);
     // Hook the loader before the scan, so a library loaded in between is not missed.
-    session.add_target(pid, ld_so::of_process(pid, &mappings).as_deref())?;
+    session.add_target(pid, ld_so::of_process(pid, &mappings))?;
     if session.scan(pid)? == 0 {
         if !args.wait {
             bail!(

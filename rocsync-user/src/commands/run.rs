@@ -19,7 +19,7 @@ use crate::{
     },
     cli::RunArgs,
     emit::{outputs::Outputs, raw::Header},
-    probes::{Probes, ld_so},
+    probes::{Probes, ld_so, library::OpenedLibrary},
 };
 
 pub async fn run(args: RunArgs, mut signals: Signals) -> Result<i32> {
@@ -37,7 +37,12 @@ pub async fn run(args: RunArgs, mut signals: Signals) -> Result<i32> {
     let mut probes = Probes::load(args.out.probe_options())?;
     let ring = probes.take_ring()?;
 
-    let held = launch::spawn_held(&exe, &args.command)?;
+    let user = args
+        .user
+        .as_deref()
+        .map(launch::Identity::of_user)
+        .transpose()?;
+    let held = launch::spawn_held(&exe, &args.command, user.as_ref())?;
     outputs.name_after(held.pid);
     let clock_offset_ns = clock::realtime_offset_ns();
     let header = Header {
@@ -95,8 +100,10 @@ fn prepare(
              pass --hip-lib if it does"
         );
     }
-    session.add_target(pid, interp.as_deref())?;
+    let loader = interp.as_deref().map(OpenedLibrary::at).transpose()?;
+    session.add_target(pid, loader)?;
     if let Some(lib) = hip_lib {
+        let lib = OpenedLibrary::at(&lib)?;
         session.attach_library(Runtime::of(Backend::Hip), &lib, pid)?;
     }
     Ok(())

@@ -23,8 +23,8 @@ pub trait Sink {
     fn deferred(&mut self, row: &Row) -> io::Result<()>;
     /// A deferred call returned (`exit_ns` set) or, at the end of the capture, never did.
     fn completed(&mut self, row: &Row) -> io::Result<()>;
-    /// A correlation id that never arrived.
-    fn lost(&mut self, correlation: u64) -> io::Result<()>;
+    /// `count` correlation ids from `first` never arrived.
+    fn lost(&mut self, first: u64, count: u64) -> io::Result<()>;
     fn queue(&mut self, q: &Queue) -> io::Result<()>;
     fn packet(&mut self, p: &Packet) -> io::Result<()>;
 }
@@ -51,11 +51,11 @@ impl<A: Sink, B: Sink> Sink for Tee<A, B> {
         }
         self.0.completed(row)
     }
-    fn lost(&mut self, correlation: u64) -> io::Result<()> {
+    fn lost(&mut self, first: u64, count: u64) -> io::Result<()> {
         if let Some(b) = &mut self.1 {
-            b.lost(correlation)?;
+            b.lost(first, count)?;
         }
-        self.0.lost(correlation)
+        self.0.lost(first, count)
     }
     fn queue(&mut self, q: &Queue) -> io::Result<()> {
         if let Some(b) = &mut self.1 {

@@ -27,8 +27,9 @@ pub enum Released {
     Deferred(Call),
     /// A deferred call returned.
     Completion(u64, Exit),
-    /// A correlation id that never arrived: its record was lost.
-    Lost(u64),
+    /// Correlation ids that never arrived (the first, and how many): their records were
+    /// lost. A run of ids is one item, however long (a hostile raw file may jump far).
+    Lost(u64, u64),
     /// A call whose id had been declared lost, delivered after all (with its exit if it
     /// returned): too late for its place in the order.
     Late(Call),
@@ -174,16 +175,17 @@ impl Sequencer {
                 self.suspect = Some(self.next);
                 return;
             }
-            out(Released::Lost(self.next));
-            self.next += 1;
+            let first = *self.pending.keys().next().expect("not empty");
+            out(Released::Lost(self.next, first - self.next));
+            self.next = first;
         }
     }
 
-    /// Replay of a capture whose gaps are known: the id is lost.
-    pub fn lost(&mut self, correlation: u64, out: &mut impl FnMut(Released)) {
-        if correlation == self.next {
-            out(Released::Lost(correlation));
-            self.next += 1;
+    /// Replay of a capture whose gaps are known: `count` ids from `first` are lost.
+    pub fn lost(&mut self, first: u64, count: u64, out: &mut impl FnMut(Released)) {
+        if first == self.next && count > 0 {
+            out(Released::Lost(first, count));
+            self.next = first.saturating_add(count);
             self.release(out);
         }
     }
@@ -192,9 +194,9 @@ impl Sequencer {
     /// flight are released deferred (never completed).
     pub fn finish(&mut self, out: &mut impl FnMut(Released)) {
         while let Some((&corr, _)) = self.pending.first_key_value() {
-            while self.next < corr {
-                out(Released::Lost(self.next));
-                self.next += 1;
+            if self.next < corr {
+                out(Released::Lost(self.next, corr - self.next));
+                self.next = corr;
             }
             self.release_with(true, out);
             if let Some((c, _)) = self.pending.remove(&self.next) {
@@ -246,7 +248,7 @@ mod tests {
                 Released::Call(c) => format!("{}", c.correlation),
                 Released::Deferred(c) => format!("{}d", c.correlation),
                 Released::Completion(c, _) => format!("{c}c"),
-                Released::Lost(c) => format!("{c}lost"),
+                Released::Lost(c, n) => format!("{c}lost{n}"),
                 Released::Late(c) => format!("{}late", c.correlation),
             })
             .collect()
@@ -311,7 +313,7 @@ mod tests {
         assert!(got.is_empty(), "one tick is not enough: {:?}", names(&got));
         s.tick(&mut |r| got.push(r));
         s.entered(call(1, Api::HipEventRecord, true), &mut |r| got.push(r));
-        assert_eq!(names(&got), ["1lost", "2", "1late"]);
+        assert_eq!(names(&got), ["1lost1", "2", "1late"]);
     }
 
     #[test]
@@ -323,6 +325,6 @@ mod tests {
             got.push(r)
         });
         s.finish(&mut |r| got.push(r));
-        assert_eq!(names(&got), ["1lost", "2d", "3"]);
+        assert_eq!(names(&got), ["1lost1", "2d", "3"]);
     }
 }

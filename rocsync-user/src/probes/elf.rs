@@ -131,8 +131,7 @@ mod tests {
         if Path::new(path).exists() {
             return false;
         }
-        eprintln!("skipped: {path} is not installed (scripts/setup installs it)");
-        true
+        rocsync_tests::skip(path, "not installed (scripts/setup installs it)")
     }
 
     #[test]

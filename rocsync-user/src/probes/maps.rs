@@ -8,6 +8,8 @@ pub struct Mapping {
     pub start: u64,
     pub end: u64,
     pub offset: u64,
+    /// The device (major, minor) of the mapped file, when the line gave one.
+    pub dev: Option<(u32, u32)>,
     pub inode: u64,
     /// The path as the process sees it (inside its mount namespace).
     pub path: PathBuf,
@@ -33,7 +35,12 @@ fn parse_line(line: &str) -> Option<Mapping> {
     let range = field();
     let _perms = field();
     let offset = u64::from_str_radix(field(), 16).ok()?;
-    let _dev = field();
+    let dev = field().split_once(':').and_then(|(a, b)| {
+        Some((
+            u32::from_str_radix(a, 16).ok()?,
+            u32::from_str_radix(b, 16).ok()?,
+        ))
+    });
     let inode: u64 = field().parse().ok()?;
     let path = rest.trim_start();
     if inode == 0 || !path.starts_with('/') {
@@ -48,6 +55,7 @@ fn parse_line(line: &str) -> Option<Mapping> {
         start: u64::from_str_radix(start, 16).ok()?,
         end: u64::from_str_radix(end, 16).ok()?,
         offset,
+        dev,
         inode,
         path: PathBuf::from(path),
         deleted,

@@ -5,8 +5,10 @@
 
 pub mod elf;
 pub mod ld_so;
+pub mod library;
 pub mod maps;
 pub mod placement;
+mod stops;
 
 use std::{
     num::NonZeroU32,
@@ -177,6 +179,7 @@ impl Probes {
                 runtime.library
             ));
         }
+        let mark = (self.links.len(), self.temporary.len());
         let mut probed = Vec::new();
         for f in found {
             // Aliases share an address and so one probe; the first name gives the API.
@@ -195,7 +198,10 @@ impl Probes {
                     cookie: Some(Cookie::of(api).0),
                 };
                 let temporary = choice.temporary.contains(&api);
-                self.attach_link(prog, point, path, pid, &f.names, temporary)?;
+                if let Err(e) = self.attach_link(prog, point, path, pid, &f.names, temporary) {
+                    self.rollback(mark);
+                    return Err(e);
+                }
             }
             probed.push((f.placement, f.names));
         }
@@ -238,6 +244,14 @@ impl Probes {
         Ok(())
     }
 
+    /// Detaches what one library's attachment added before it failed, so a later rescan
+    /// attaches it whole, never twice.
+    fn rollback(&mut self, (links, temporary): (usize, usize)) {
+        let mut added = self.links.split_off(links);
+        added.append(&mut self.temporary.split_off(temporary));
+        let _ = self.detach_links(added).join();
+    }
+
     /// Whether temporary probes are attached.
     pub fn has_temporary(&self) -> bool {
         !self.temporary.is_empty()
@@ -260,6 +274,7 @@ impl Probes {
                 path.display()
             ));
         }
+        let mark = (self.links.len(), self.temporary.len());
         let mut probed = Vec::new();
         for f in found {
             let progs = HSA_PROBES
@@ -268,7 +283,11 @@ impl Probes {
                 .map(|(_, p)| *p)
                 .unwrap_or(&[]);
             for &prog in progs {
-                self.attach(prog, f.placement.offset.into(), path, Some(pid), &f.names)?;
+                let point = f.placement.offset.into();
+                if let Err(e) = self.attach(prog, point, path, Some(pid), &f.names) {
+                    self.rollback(mark);
+                    return Err(e);
+                }
             }
             probed.push((f.placement, f.names));
         }
@@ -301,61 +320,6 @@ impl Probes {
         };
         self.attach(LINK_MAP, point, loader, Some(pid), &f.names)?;
         Ok(true)
-    }
-
-    /// Continues `pid` if this capture's probe stopped it (and only then).
-    pub fn continue_stopped(&mut self, pid: u32) -> Result<()> {
-        let mut stopped: HashMap<_, u32, u64> = HashMap::try_from(
-            self.ebpf
-                .map_mut("STOPPED")
-                .context("STOPPED map missing")?,
-        )?;
-        if stopped.get(&pid, 0).is_ok() {
-            // SAFETY: kill(2) on a process this capture stopped.
-            unsafe { libc::kill(pid as i32, libc::SIGCONT) };
-            let _ = stopped.remove(&pid);
-        }
-        Ok(())
-    }
-
-    /// Stops every capture in the kernel and continues every process a probe stopped
-    /// and nothing continued yet. Runs on every exit path (see `Drop`).
-    pub fn release_targets(&mut self) {
-        let _ = self.set_switch(Switch::default());
-        if let Ok(targets) = self
-            .ebpf
-            .map_mut("TARGETS")
-            .context("TARGETS")
-            .and_then(|m| Ok(HashMap::<_, u32, Config>::try_from(m)?))
-        {
-            let mut targets = targets;
-            let pids: Vec<u32> = targets.keys().filter_map(Result::ok).collect();
-            for pid in pids {
-                let _ = targets.insert(pid, Config::default(), 0);
-            }
-        }
-        // A probe that read the old settings may still be stopping a target: let it.
-        std::thread::sleep(std::time::Duration::from_millis(5));
-        let pids: Vec<u32> = match self.ebpf.map("STOPPED") {
-            Some(m) => HashMap::<_, u32, u64>::try_from(m)
-                .map(|h| h.keys().filter_map(Result::ok).collect())
-                .unwrap_or_default(),
-            None => Vec::new(),
-        };
-        for pid in pids {
-            let _ = self.continue_stopped(pid);
-        }
-    }
-
-    /// The STOPPED map's descriptor, for the watchdog.
-    pub fn stopped_map_fd(&self) -> Result<std::os::fd::BorrowedFd<'_>> {
-        use std::os::fd::AsFd as _;
-        let map = self.ebpf.map("STOPPED").context("STOPPED map missing")?;
-        let data = match map {
-            aya::maps::Map::HashMap(d) => d,
-            _ => anyhow::bail!("STOPPED is not a hash map"),
-        };
-        Ok(data.fd().as_fd())
     }
 
     /// Detaches every probe on a background thread, returned to be joined.
@@ -398,14 +362,6 @@ impl Probes {
             packets_truncated: sum(drop_index::TRUNCATED)?,
             out_params: sum(drop_index::OUT_PARAM)?,
         })
-    }
-}
-
-impl Drop for Probes {
-    /// Whatever ends the capture — an error, a panic, the normal end — no target stays
-    /// stopped by it.
-    fn drop(&mut self) {
-        self.release_targets();
     }
 }
 

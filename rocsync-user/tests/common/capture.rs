@@ -22,7 +22,10 @@ use rocsync_tests::LoggedCall;
 pub fn can_trace(test: &str) -> bool {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipped {test}: needs root to load eBPF programs (CI runs it as root)");
+        rocsync_tests::skip(
+            test,
+            "needs root to load eBPF programs (CI runs it as root)",
+        );
         return false;
     }
     true
@@ -137,7 +140,13 @@ pub fn probed(logged: &[LoggedCall]) -> Vec<LoggedCall> {
 /// Correlation ids a raw capture declares lost.
 pub fn raw_lost_ids(path: &Path) -> u64 {
     let text = std::fs::read_to_string(path).unwrap();
-    text.lines().filter(|l| l.starts_with("{\"lost\":")).count() as u64
+    text.lines()
+        .filter(|l| l.starts_with("{\"lost\":"))
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            v["count"].as_u64().unwrap_or(1)
+        })
+        .sum()
 }
 
 pub struct TempDir(pub tempfile::TempDir);

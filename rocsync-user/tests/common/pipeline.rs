@@ -45,7 +45,7 @@ impl Sink for Rows {
         self.0.push(*row);
         Ok(())
     }
-    fn lost(&mut self, _: u64) -> io::Result<()> {
+    fn lost(&mut self, _: u64, _: u64) -> io::Result<()> {
         Ok(())
     }
     fn queue(&mut self, _: &Queue) -> io::Result<()> {

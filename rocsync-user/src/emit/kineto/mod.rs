@@ -172,7 +172,7 @@ impl<W: Write> Sink for KinetoWriter<W> {
         self.call_row(row)
     }
 
-    fn lost(&mut self, _correlation: u64) -> io::Result<()> {
+    fn lost(&mut self, _first: u64, _count: u64) -> io::Result<()> {
         Ok(())
     }
 

@@ -4,7 +4,7 @@
 //! The first line is a header (`{"rocsync_raw": {...}}`); then one object per line:
 //! a call (`{"api": …}`; `exit_ns`/`ret` null while in flight, `"deferred": true` when it
 //! was released in flight, `"filtered"`/`"late"` flags), a deferred call's return
-//! (`{"completion": {…}}`), a lost correlation id (`{"lost": N}`), an HSA queue
+//! (`{"completion": {…}}`), lost correlation ids (`{"lost": FIRST, "count": N}`), an HSA queue
 //! (`{"queue": {…}}`) or packet (`{"packet": {…}}`); the last line is a trailer with what
 //! only the end knows (`{"rocsync_raw_end": {…}}`).
 
@@ -102,8 +102,8 @@ impl<W: Write> Sink for RawWriter<W> {
         }
     }
 
-    fn lost(&mut self, correlation: u64) -> io::Result<()> {
-        writeln!(self.out, "{{\"lost\":{correlation}}}")
+    fn lost(&mut self, first: u64, count: u64) -> io::Result<()> {
+        writeln!(self.out, "{{\"lost\":{first},\"count\":{count}}}")
     }
 
     fn queue(&mut self, q: &Queue) -> io::Result<()> {

@@ -30,7 +30,8 @@ pub enum Item {
         late: bool,
     },
     Completion(u64, Exit),
-    Lost(u64),
+    /// `count` correlation ids from the first never arrived.
+    Lost(u64, u64),
     Queue(Queue),
     Packet(Packet),
     Trailer(Trailer),
@@ -112,9 +113,14 @@ fn parse_item(v: &Value) -> Result<Item> {
         return Ok(Item::Completion(uint(c, "correlation")?, exit));
     }
     if let Some(l) = v.get("lost") {
-        return Ok(Item::Lost(
-            l.as_u64().ok_or_else(|| anyhow!("\"lost\" is not an id"))?,
-        ));
+        let first = l.as_u64().ok_or_else(|| anyhow!("\"lost\" is not an id"))?;
+        let count = match v.get("count") {
+            Some(c) => c
+                .as_u64()
+                .ok_or_else(|| anyhow!("\"count\" is not a number"))?,
+            None => 1,
+        };
+        return Ok(Item::Lost(first, count));
     }
     if let Some(q) = v.get("queue") {
         return Ok(Item::Queue(Queue {
@@ -361,13 +367,13 @@ mod tests {
         };
         w.queue(&q).unwrap();
         w.packet(&p).unwrap();
-        w.lost(4).unwrap();
+        w.lost(4, 3).unwrap();
         let out = w.finish(&Trailer::default()).unwrap();
         let mut r = Reader::new(&out[..]).unwrap();
         assert_eq!(r.header, header());
         assert_eq!(r.next_item().unwrap(), Some(Item::Queue(q)));
         assert_eq!(r.next_item().unwrap(), Some(Item::Packet(p)));
-        assert_eq!(r.next_item().unwrap(), Some(Item::Lost(4)));
+        assert_eq!(r.next_item().unwrap(), Some(Item::Lost(4, 3)));
         assert!(matches!(r.next_item().unwrap(), Some(Item::Trailer(_))));
         assert_eq!(r.next_item().unwrap(), None);
     }

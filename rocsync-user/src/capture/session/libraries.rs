@@ -1,0 +1,196 @@
+//! Finding and probing what a target maps: runtime libraries (HIP, CUDA, HSA), its
+//! dynamic loader, and — for `attach` — the devices its threads chose before the capture.
+
+use anyhow::Result;
+use rocsync_common::{Config, Switch};
+
+use super::{LEARN_FOR, Session};
+use crate::{
+    backend::Runtime,
+    probes::{library::OpenedLibrary, maps},
+};
+
+impl Session {
+    /// Starts capturing `pid` and hooks its dynamic loader for library loads.
+    pub fn add_target(&mut self, pid: u32, loader: Option<OpenedLibrary>) -> Result<()> {
+        let active = Config {
+            capture: 1,
+            // Armed only once the loop that answers the stops runs (see `arm`).
+            stop_on_link_map: 0,
+            agents: self.agents,
+        };
+        self.probes.set_target(pid, active)?;
+        self.probes.set_switch(Switch {
+            capture: 1,
+            by_process: 0,
+            agents: self.agents,
+        })?;
+        self.targets.push(pid);
+        let hooked = match &loader {
+            Some(l) => self.probes.attach_loader(&l.path(), pid)?,
+            None => false,
+        };
+        if !hooked {
+            self.say(&format!(
+                "rocsync: warning: no dynamic loader with _dl_debug_state found for pid {pid}; \
+                 libraries loaded later are found by periodic rescans only"
+            ));
+        }
+        Ok(())
+    }
+
+    /// Probes a runtime library file for `pid`, once per file. Returns whether it was new.
+    pub fn attach_library(
+        &mut self,
+        runtime: &Runtime,
+        lib: &OpenedLibrary,
+        pid: u32,
+    ) -> Result<bool> {
+        if !self.probed_files.insert((lib.dev, lib.ino)) {
+            return Ok(false);
+        }
+        let mut report =
+            match self
+                .probes
+                .attach_runtime(runtime, &self.choice, &lib.path(), Some(pid))
+            {
+                Ok(r) => r,
+                Err(e) => {
+                    self.probed_files.remove(&(lib.dev, lib.ino));
+                    return Err(e.context(format!("probing {}", lib.shown.display())));
+                }
+            };
+        report.path = lib.shown.clone();
+        self.say(&format!(
+            "rocsync: attached to {} (pid {pid}): {} functions",
+            report.path.display(),
+            report.probed.len()
+        ));
+        if self.verbose {
+            for (p, names) in &report.probed {
+                let skipped = if p.skipped.is_empty() {
+                    String::new()
+                } else {
+                    format!(" after {}", p.skipped.join(", "))
+                };
+                let cost = if p.emulated {
+                    "emulated"
+                } else {
+                    "single-stepped"
+                };
+                self.say(&format!(
+                    "rocsync:   {:#x} {}: probe on `{}`{skipped} ({cost})",
+                    p.offset,
+                    names.join(" = "),
+                    p.probed
+                ));
+            }
+        }
+        if !report.missing.is_empty() {
+            self.say(&format!(
+                "rocsync: warning: {} does not export {}; skipped",
+                report.path.display(),
+                report.missing.join(", ")
+            ));
+        }
+        self.libraries.push(report);
+        Ok(true)
+    }
+
+    /// Probes an HSA runtime file for `pid`, once per file.
+    fn attach_hsa(&mut self, lib: &OpenedLibrary, pid: u32) -> Result<()> {
+        if !self.probed_files.insert((lib.dev, lib.ino)) {
+            return Ok(());
+        }
+        let mut report = match self.probes.attach_hsa(&lib.path(), pid) {
+            Ok(r) => r,
+            Err(e) => {
+                self.probed_files.remove(&(lib.dev, lib.ino));
+                return Err(e.context(format!("probing {}", lib.shown.display())));
+            }
+        };
+        report.path = lib.shown.clone();
+        self.say(&format!(
+            "rocsync: attached to {} (pid {pid}): HSA queues and doorbells",
+            report.path.display()
+        ));
+        self.libraries.push(report);
+        Ok(())
+    }
+
+    /// Reads `pid`'s maps and probes every runtime library (HIP, CUDA, HSA) not yet
+    /// probed, each opened through the kernel's link to the mapped file. Returns how many
+    /// such libraries the process maps in all.
+    pub fn scan(&mut self, pid: u32) -> Result<usize> {
+        let text = match std::fs::read_to_string(format!("/proc/{pid}/maps")) {
+            Ok(t) => t,
+            // The process is gone; its exit ends the capture elsewhere.
+            Err(_) => return Ok(0),
+        };
+        let mappings = maps::parse(&text);
+        let mut n = 0;
+        for m in maps::libraries(&mappings, maps::is_hsa_runtime) {
+            n += 1;
+            if let Err(e) =
+                OpenedLibrary::of_mapping(pid, m).and_then(|lib| self.attach_hsa(&lib, pid))
+            {
+                self.say(&format!("rocsync: warning: {e:#}"));
+            }
+        }
+        for runtime in self.runtimes.clone() {
+            for m in maps::libraries(&mappings, runtime.matches_library) {
+                n += 1;
+                let attached = OpenedLibrary::of_mapping(pid, m)
+                    .and_then(|lib| self.attach_library(runtime, &lib, pid));
+                if let Err(e) = attached {
+                    self.say(&format!("rocsync: warning: {e:#}"));
+                }
+            }
+        }
+        Ok(n)
+    }
+
+    /// While temporary `*GetDevice` probes are attached: removes them once every live
+    /// thread of the targets has a known device, or after [`LEARN_FOR`].
+    pub(super) fn learn_devices(&mut self) {
+        if let Some(t) = self.temporary_detaching.take_if(|t| t.is_finished()) {
+            let _ = t.join();
+            let learned = self
+                .pipeline
+                .stats
+                .thread_devices
+                .values()
+                .filter(|(_, l)| *l)
+                .count();
+            self.say(&format!(
+                "rocsync: learned the device of {learned} thread(s) from *GetDevice; \
+                 its probes are removed (they cost a trap per call)"
+            ));
+        }
+        if !self.probes.has_temporary() {
+            return;
+        }
+        let since = *self
+            .learning_since
+            .get_or_insert_with(std::time::Instant::now);
+        let known = &self.pipeline.stats.thread_devices;
+        let all_known = self.targets.iter().all(|&pid| {
+            live_threads(pid)
+                .iter()
+                .all(|&tid| known.contains_key(&(pid, tid)))
+        });
+        if all_known || since.elapsed() >= LEARN_FOR {
+            self.temporary_detaching = Some(self.probes.detach_temporary());
+        }
+    }
+}
+
+/// The thread ids of a process now.
+fn live_threads(pid: u32) -> Vec<u32> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|d| {
+            d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}

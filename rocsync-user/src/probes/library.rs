@@ -1,0 +1,137 @@
+//! Opening a library a target has mapped, safely as root: through the kernel's own link to
+//! the mapped file (`/proc/PID/map_files/START-END`), never through a path the target
+//! controls, without blocking, and only if it is a regular file of sane size whose device
+//! and inode are the mapping's. Symbols are read and probes attached through the open
+//! descriptor (`/proc/self/fd/N`), so both come from the same file even if the target
+//! swaps the path meanwhile.
+
+use std::{
+    fs::File,
+    os::unix::fs::MetadataExt as _,
+    os::{fd::AsRawFd as _, unix::fs::OpenOptionsExt as _},
+    path::{Path, PathBuf},
+};
+
+use anyhow::{Context as _, Result, bail};
+
+use super::maps::Mapping;
+
+/// Larger files are refused (a GPU runtime is tens of MiB; a hostile target could map
+/// something huge to make rocsync read it).
+const MAX_LIBRARY: u64 = 1 << 30;
+
+pub struct OpenedLibrary {
+    file: File,
+    /// Where the target sees it, for messages and the trace.
+    pub shown: PathBuf,
+    pub dev: u64,
+    pub ino: u64,
+}
+
+impl OpenedLibrary {
+    /// The file behind one of `pid`'s mappings.
+    pub fn of_mapping(pid: u32, m: &Mapping) -> Result<Self> {
+        let link = format!("/proc/{pid}/map_files/{:x}-{:x}", m.start, m.end);
+        let lib = Self::open(Path::new(&link), &m.path)?;
+        if lib.ino != m.inode || m.dev.is_some_and(|d| d != (major(lib.dev), minor(lib.dev))) {
+            bail!(
+                "{} (pid {pid}) changed since it was mapped; not probed",
+                m.path.display()
+            );
+        }
+        Ok(lib)
+    }
+
+    /// A file named by the user (`--hip-lib`), with the same checks.
+    pub fn at(path: &Path) -> Result<Self> {
+        Self::open(path, path)
+    }
+
+    fn open(path: &Path, shown: &Path) -> Result<Self> {
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+            .open(path)
+            .with_context(|| format!("cannot open {}", shown.display()))?;
+        let meta = file.metadata()?;
+        if !meta.is_file() {
+            bail!("{} is not a regular file; not probed", shown.display());
+        }
+        if meta.len() > MAX_LIBRARY {
+            bail!(
+                "{} is {} bytes, more than a runtime library can be; not probed",
+                shown.display(),
+                meta.len()
+            );
+        }
+        Ok(Self {
+            file,
+            shown: shown.to_path_buf(),
+            dev: meta.dev(),
+            ino: meta.ino(),
+        })
+    }
+
+    /// A path to this open file, for reading symbols and attaching probes.
+    pub fn path(&self) -> PathBuf {
+        PathBuf::from(format!("/proc/self/fd/{}", self.file.as_raw_fd()))
+    }
+}
+
+fn major(dev: u64) -> u32 {
+    ((dev >> 8) & 0xfff) as u32 | ((dev >> 32) & !0xfff) as u32
+}
+
+fn minor(dev: u64) -> u32 {
+    (dev & 0xff) as u32 | ((dev >> 12) & !0xff) as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::probes::maps;
+
+    #[test]
+    fn opens_its_own_mapped_libraries_and_checks_them() {
+        let pid = std::process::id();
+        let text = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
+        let m = maps::parse(&text)
+            .into_iter()
+            .find(|m| m.path.to_string_lossy().contains("libc.so"))
+            .expect("libc mapped");
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            rocsync_tests::skip("opens_its_own_mapped_libraries", "map_files needs root");
+            return;
+        }
+        let lib = OpenedLibrary::of_mapping(pid, &m).unwrap();
+        assert_eq!(lib.ino, m.inode);
+        assert!(std::fs::metadata(lib.path()).unwrap().is_file());
+        let other = maps::Mapping {
+            inode: m.inode + 1,
+            ..m
+        };
+        assert!(OpenedLibrary::of_mapping(pid, &other).is_err());
+    }
+
+    #[test]
+    fn fifos_devices_and_directories_are_refused_without_blocking() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("libamdhip64.so");
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &fifo,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
+        for p in [fifo.as_path(), Path::new("/dev/zero"), dir.path()] {
+            let err = format!("{:#}", OpenedLibrary::at(p).err().expect("refused"));
+            assert!(
+                err.contains("not a regular file") || err.contains("cannot open"),
+                "{err}"
+            );
+        }
+    }
+}

@@ -1,0 +1,75 @@
+//! The targets the loader probe stops: continued by rocsync once it has probed what they
+//! mapped, and on every exit path; the watchdog reads the same map if rocsync is killed.
+
+use anyhow::{Context as _, Result};
+use aya::maps::HashMap;
+use rocsync_common::{Config, Switch};
+
+use super::Probes;
+
+impl Probes {
+    /// Continues `pid`, which this capture's probe stopped: its link-map record said so
+    /// (`reported`), or the STOPPED map lists it. The entry goes first, then the signal:
+    /// the other order would erase the entry of a stop that follows at once.
+    pub fn continue_stopped(&mut self, pid: u32, reported: bool) -> Result<()> {
+        let mut stopped: HashMap<_, u32, u64> = HashMap::try_from(
+            self.ebpf
+                .map_mut("STOPPED")
+                .context("STOPPED map missing")?,
+        )?;
+        let listed = stopped.remove(&pid).is_ok();
+        if listed || reported {
+            // SAFETY: kill(2) on a process this capture stopped.
+            unsafe { libc::kill(pid as i32, libc::SIGCONT) };
+        }
+        Ok(())
+    }
+
+    /// Stops every capture in the kernel and continues every process a probe stopped
+    /// and nothing continued yet. Runs on every exit path (see `Drop`).
+    pub fn release_targets(&mut self) {
+        let _ = self.set_switch(Switch::default());
+        if let Ok(targets) = self
+            .ebpf
+            .map_mut("TARGETS")
+            .context("TARGETS")
+            .and_then(|m| Ok(HashMap::<_, u32, Config>::try_from(m)?))
+        {
+            let mut targets = targets;
+            let pids: Vec<u32> = targets.keys().filter_map(Result::ok).collect();
+            for pid in pids {
+                let _ = targets.insert(pid, Config::default(), 0);
+            }
+        }
+        // A probe that read the old settings may still be stopping a target: let it.
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        let pids: Vec<u32> = match self.ebpf.map("STOPPED") {
+            Some(m) => HashMap::<_, u32, u64>::try_from(m)
+                .map(|h| h.keys().filter_map(Result::ok).collect())
+                .unwrap_or_default(),
+            None => Vec::new(),
+        };
+        for pid in pids {
+            let _ = self.continue_stopped(pid, false);
+        }
+    }
+
+    /// The STOPPED map's descriptor, for the watchdog.
+    pub fn stopped_map_fd(&self) -> Result<std::os::fd::BorrowedFd<'_>> {
+        use std::os::fd::AsFd as _;
+        let map = self.ebpf.map("STOPPED").context("STOPPED map missing")?;
+        let data = match map {
+            aya::maps::Map::HashMap(d) => d,
+            _ => anyhow::bail!("STOPPED is not a hash map"),
+        };
+        Ok(data.fd().as_fd())
+    }
+}
+
+impl Drop for Probes {
+    /// Whatever ends the capture — an error, a panic, the normal end — no target stays
+    /// stopped by it.
+    fn drop(&mut self) {
+        self.release_targets();
+    }
+}
