@@ -86,6 +86,8 @@ enum Mode {
     Untraced,
     Empty,
     EmptyAtEntry,
+    /// An empty uprobe alone, no uretprobe: what the return trap costs, by difference.
+    EmptyEntryOnly,
     Full,
 }
 
@@ -145,19 +147,24 @@ fn probes(
     let mut full = None;
     match mode {
         Mode::Untraced => {}
-        Mode::Empty | Mode::EmptyAtEntry => {
+        Mode::Empty | Mode::EmptyAtEntry | Mode::EmptyEntryOnly => {
             let r = elf::lookup(lib, &[symbol])?;
             let f = r
                 .found
                 .first()
                 .with_context(|| format!("{symbol} not in {}", lib.display()))?;
-            let offset = if mode == Mode::Empty {
-                f.placement.offset
-            } else {
+            let offset = if mode == Mode::EmptyAtEntry {
                 f.offset
+            } else {
+                f.placement.offset
             };
             let mut obj = aya::Ebpf::load(rocsync::PROBES)?;
-            for name in ["empty_enter", "empty_exit"] {
+            let names: &[&str] = if mode == Mode::EmptyEntryOnly {
+                &["empty_enter"]
+            } else {
+                &["empty_enter", "empty_exit"]
+            };
+            for &name in names {
                 let p: &mut UProbe = obj.program_mut(name).context(name)?.try_into()?;
                 p.load()?;
                 p.attach(offset, lib, UProbeScope::AllProcesses)?;
@@ -217,6 +224,7 @@ fn probes(
         Mode::Untraced => "untraced",
         Mode::Empty => "empty",
         Mode::EmptyAtEntry => "empty_at_entry",
+        Mode::EmptyEntryOnly => "empty_entry_only",
         Mode::Full => "full",
     });
     println!("{v}");
