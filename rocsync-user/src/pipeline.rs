@@ -243,8 +243,9 @@ impl<S: Sink> Pipeline<S> {
     }
 
     /// End of capture: everything still pending in order; calls that never returned are
-    /// written in flight. Returns the sink and the account.
-    pub fn finish(mut self) -> io::Result<(S, CaptureStats)> {
+    /// written in flight. Returns the sink and the account, and the first output error
+    /// (what was written before it is kept).
+    pub fn finish_keeping(mut self) -> (S, CaptureStats, Option<io::Error>) {
         let mut out = Vec::new();
         self.sequencer.finish(&mut |r| out.push(r));
         self.release(out);
@@ -255,9 +256,14 @@ impl<S: Sink> Pipeline<S> {
             let r = self.sink.completed(&row);
             self.keep_first(r);
         }
-        match self.error {
-            Some(e) => Err(e),
-            None => Ok((self.sink, self.stats)),
+        (self.sink, self.stats, self.error)
+    }
+
+    /// [`Pipeline::finish_keeping`], failing on an output error.
+    pub fn finish(self) -> io::Result<(S, CaptureStats)> {
+        match self.finish_keeping() {
+            (_, _, Some(e)) => Err(e),
+            (sink, stats, None) => Ok((sink, stats)),
         }
     }
 }

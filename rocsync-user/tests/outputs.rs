@@ -92,3 +92,60 @@ fn under_sudo_outputs_belong_to_the_invoking_user() {
     let m = std::fs::metadata(&trace).unwrap();
     assert_eq!((m.uid(), m.gid()), (65534, 65533));
 }
+
+/// A tmpfs of `kib` KiB, unmounted on drop.
+struct SmallFs(TempDir);
+
+impl SmallFs {
+    fn new(kib: u32) -> Self {
+        let dir = TempDir::new();
+        let ok = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={kib}k"), "tmpfs"])
+            .arg(dir.0.path())
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "mounting a tmpfs");
+        SmallFs(dir)
+    }
+}
+
+impl Drop for SmallFs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg(self.0.0.path())
+            .status();
+    }
+}
+
+#[test]
+fn a_full_disk_keeps_the_raw_capture_and_the_commands_status() {
+    if !can_trace("a_full_disk_keeps_the_raw_capture_and_the_commands_status") {
+        return;
+    }
+    let full = SmallFs::new(64);
+    let dir = TempDir::new();
+    let raw = dir.path("raw.jsonl");
+    let out = rocsync()
+        .args(["run", "--no-status", "-o"])
+        .arg(full.0.path("trace.json"))
+        .arg("--raw")
+        .arg(&raw)
+        .arg("--")
+        .arg(rocsync_tests::scenario())
+        .args(["threads", "2", "2000"])
+        .env("SCENARIO_EXIT", "7")
+        .env("SCENARIO_LOG", dir.path("s.log"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(7), "the command's status: {stderr}");
+    assert!(stderr.contains("the trace was not written"), "{stderr}");
+    assert!(stderr.contains("No space left"), "{stderr}");
+    // The raw capture, on another file system, holds every call.
+    let (_, calls) = read_raw(&raw);
+    let logged = probed(&rocsync_tests::read_log(&dir.path("s.log")));
+    assert_eq!(calls.len(), logged.len());
+    // Nothing half-written is left on the full file system.
+    assert_eq!(std::fs::read_dir(full.0.0.path()).unwrap().count(), 0);
+}

@@ -72,9 +72,13 @@ pub enum StopReason {
     Signal(&'static str),
     Duration,
     TargetExited,
+    /// Writing an output failed (disk full, quota).
+    OutputFailed,
 }
 
 pub struct Captured {
+    /// The first output error: the outputs hold what was written before it.
+    pub error: Option<std::io::Error>,
     pub sink: CaptureSink,
     pub stats: CaptureStats,
     pub libraries: Vec<LibraryReport>,
@@ -109,6 +113,8 @@ pub struct Session {
     verbose: bool,
     /// When the temporary `*GetDevice` probes were first checked.
     learning_since: Option<std::time::Instant>,
+    /// The output error that stopped the capture.
+    output_error: Option<std::io::Error>,
     temporary_detaching: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -139,6 +145,7 @@ impl Session {
             status: Status::new(!args.no_status),
             verbose: args.verbose,
             learning_since: None,
+            output_error: None,
             temporary_detaching: None,
         }
     }
@@ -197,7 +204,9 @@ impl Session {
         let mut poll = tokio::time::interval(DRAIN_EVERY);
         loop {
             if let Some(e) = self.pipeline.take_error() {
-                return Err(anyhow::Error::from(e).context("writing the outputs"));
+                // Stop the capture; what was written before is kept (see `finish`).
+                self.output_error = Some(e);
+                return Ok(StopReason::OutputFailed);
             }
             tokio::select! {
                 guard = ring.readable_mut() => {
@@ -268,8 +277,9 @@ impl Session {
             let _ = t.join();
         }
         let detaching = Detaching(self.probes.detach_in_background());
-        let (sink, stats) = self.pipeline.finish().context("writing the outputs")?;
+        let (sink, stats, late_error) = self.pipeline.finish_keeping();
         Ok(Captured {
+            error: self.output_error.or(late_error),
             sink,
             stats,
             libraries: self.libraries,

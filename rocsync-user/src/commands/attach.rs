@@ -77,6 +77,7 @@ fn describe(stop: crate::capture::StopReason) -> String {
         Signal(s) => s.to_string(),
         Duration => "duration reached".into(),
         TargetExited => "target exited".into(),
+        OutputFailed => "writing the outputs failed".into(),
     }
 }
 

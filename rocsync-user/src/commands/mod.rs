@@ -19,6 +19,7 @@ use crate::{
 /// Closes a live capture's outputs and prints its summary, once its probes are detached.
 fn write_outputs(outputs: Outputs, captured: Captured, parameters: Value) -> Result<()> {
     let Captured {
+        error,
         sink,
         stats,
         libraries,
@@ -38,7 +39,10 @@ fn write_outputs(outputs: Outputs, captured: Captured, parameters: Value) -> Res
             .map(|(p, names)| format!("{} ({})", names.join(" = "), p.probed))
             .collect(),
     };
-    let written = outputs.finish(sink, &stats, report);
+    let written = match error {
+        None => outputs.finish(sink, &stats, report),
+        Some(e) => outputs.salvage(sink, &stats, e),
+    };
     detaching.wait();
     if libraries.is_empty() {
         eprintln!(

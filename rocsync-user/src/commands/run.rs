@@ -80,8 +80,13 @@ pub async fn run(args: RunArgs, mut signals: Signals) -> Result<i32> {
     let agents = args.out.agents.as_ref().map(ToString::to_string);
     let params =
         json!({ "mode": "run", "pid": child.pid, "hip_lib": args.hip_lib, "agents": agents });
-    super::write_outputs(outputs, captured, params)?;
-    child.wait().await
+    let written = super::write_outputs(outputs, captured, params);
+    // The command's status, whatever became of the outputs.
+    let status = child.wait().await?;
+    if let Err(e) = written {
+        eprintln!("rocsync: error: {e:#}");
+    }
+    Ok(status)
 }
 
 async fn exit_of(child: &Child) {

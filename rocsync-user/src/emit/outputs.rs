@@ -125,6 +125,39 @@ impl Outputs {
     }
 }
 
+impl Outputs {
+    /// After an output error: the trace, cut short, is not kept; the raw capture, if asked
+    /// for, is flushed as far as it goes and kept (every line in it is complete but
+    /// possibly the last). Says what was captured and what was lost.
+    pub fn salvage(
+        self,
+        sink: CaptureSink,
+        stats: &CaptureStats,
+        error: std::io::Error,
+    ) -> Result<()> {
+        let Tee(kineto, raw) = sink;
+        drop(kineto);
+        let mut lines = vec![format!("the trace was not written: {error}")];
+        if let (Some(f), Some(w)) = (self.raw, raw) {
+            let flushed = w.finish(&Trailer::default()).and_then(FileStream::close);
+            match f.persist() {
+                Ok(p) => lines.push(format!(
+                    "raw capture kept{}: {}",
+                    if flushed.is_ok() {
+                        ""
+                    } else {
+                        " (its last line may be cut)"
+                    },
+                    p.display()
+                )),
+                Err(e) => lines.push(format!("the raw capture was not kept either: {e:#}")),
+            }
+        }
+        eprint!("{}", summary::render(stats, &lines));
+        Err(anyhow::Error::from(error).context("writing the outputs"))
+    }
+}
+
 fn merge(into: &mut Value, from: Value) {
     if let (Some(a), Value::Object(b)) = (into.as_object_mut(), from) {
         a.extend(b);
