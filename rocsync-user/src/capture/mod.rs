@@ -3,6 +3,7 @@
 //! the ring, stop), the clocks, the live status line, and the watchdog that continues
 //! targets if rocsync is killed.
 
+pub mod claim;
 pub mod clock;
 pub mod launch;
 pub mod session;

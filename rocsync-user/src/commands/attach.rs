@@ -18,6 +18,7 @@ pub async fn attach(args: AttachArgs, mut signals: Signals) -> Result<i32> {
         bail!("no process with id {pid}");
     }
     crate::preflight::check()?;
+    let _claim = crate::capture::claim::claim(pid)?;
     let mut outputs = Outputs::reserve(&args.out)?;
 
     outputs.name_after(pid);

@@ -1,0 +1,93 @@
+//! One rocsync per target process: two captures of the same process would each stop it at
+//! library loads and continue it on their own schedule, so one could let it run before the
+//! other had probed what it loaded. An `attach` claims its target with a lock file in
+//! `/run/rocsync` (held with `flock`, so a rocsync that dies releases it); a second
+//! capture of the same process is refused, naming the first.
+
+use std::{
+    fs::File,
+    io::{Read as _, Seek as _, Write as _},
+    os::fd::AsFd as _,
+    path::Path,
+};
+
+use anyhow::{Context as _, Result, bail};
+use rustix::fs::{FlockOperation, Mode, OFlags};
+
+/// Where claims live (root's: `/run` is root-owned).
+const DIR: &str = "/run/rocsync";
+
+/// A held claim; released when dropped (or when rocsync dies).
+pub struct Claim(#[allow(dead_code)] File);
+
+/// Claims `pid` for this capture, or says which rocsync holds it.
+pub fn claim(pid: u32) -> Result<Claim> {
+    claim_in(Path::new(DIR), pid)
+}
+
+fn claim_in(dir: &Path, pid: u32) -> Result<Claim> {
+    match std::fs::create_dir(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(e).with_context(|| format!("creating {}", dir.display())),
+    }
+    // Never through a link: the directory and the file are opened without following.
+    let dir_fd = rustix::fs::open(
+        dir,
+        OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::RDONLY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .with_context(|| format!("opening {}", dir.display()))?;
+    let fd = rustix::fs::openat(
+        &dir_fd,
+        format!("pid-{pid}.lock"),
+        OFlags::RDWR | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::from_raw_mode(0o644),
+    )
+    .with_context(|| format!("creating the claim on pid {pid} in {}", dir.display()))?;
+    let mut file = File::from(fd);
+    if rustix::fs::flock(file.as_fd(), FlockOperation::NonBlockingLockExclusive).is_err() {
+        let mut holder = String::new();
+        let _ = file.read_to_string(&mut holder);
+        bail!(
+            "process {pid} is already being traced by another rocsync ({}); two captures of one \
+             process would release it from its library-load stops out of turn",
+            match holder.trim() {
+                "" => "pid unknown".to_string(),
+                h => format!("pid {h}"),
+            }
+        );
+    }
+    file.set_len(0)?;
+    file.rewind()?;
+    write!(file, "{}", std::process::id())?;
+    Ok(Claim(file))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_second_claim_on_a_pid_is_refused_and_released_with_the_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().join("claims");
+        let first = claim_in(&d, 42).unwrap();
+        let err = format!("{:#}", claim_in(&d, 42).err().expect("refused"));
+        assert!(
+            err.contains(&format!("pid {}", std::process::id())),
+            "{err}"
+        );
+        assert!(claim_in(&d, 43).is_ok(), "another pid is free");
+        drop(first);
+        assert!(claim_in(&d, 42).is_ok(), "released");
+    }
+
+    #[test]
+    fn a_linked_claim_directory_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let link = dir.path().join("claims");
+        std::os::unix::fs::symlink(dir.path(), &link).unwrap();
+        assert!(claim_in(&link, 1).is_err());
+    }
+}
