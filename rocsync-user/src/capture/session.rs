@@ -115,6 +115,8 @@ pub struct Session {
     learning_since: Option<std::time::Instant>,
     /// The output error that stopped the capture.
     output_error: Option<std::io::Error>,
+    /// Traced from their start (`run`) rather than attached to.
+    from_start: bool,
     temporary_detaching: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -146,6 +148,7 @@ impl Session {
             verbose: args.verbose,
             learning_since: None,
             output_error: None,
+            from_start,
             temporary_detaching: None,
         }
     }
@@ -171,13 +174,27 @@ impl Session {
     /// objects stops the target until the loop has probed what it mapped. Call right
     /// before [`Session::run`]; should anything fail in between, dropping the session
     /// continues whatever was stopped.
+    ///
+    /// A process attached to that is a terminal's foreground job is not stopped: its
+    /// shell would see the stop (bash prints "Stopped" and takes the terminal back).
+    /// Libraries it loads later are then found by the rescans, so their first calls may
+    /// be missed; rocsync says so. (Under `run`, rocsync is the parent: no shell sees.)
     pub fn arm(&mut self) -> Result<()> {
-        let armed = Config {
-            capture: 1,
-            stop_on_link_map: 1,
-            agents: self.agents,
-        };
-        for &pid in &self.targets {
+        for pid in self.targets.clone() {
+            let foreground = !self.from_start && is_foreground_job(pid);
+            if foreground {
+                self.say(&format!(
+                    "rocsync: warning: pid {pid} is the foreground job of a terminal; it is not \
+                     held at library loads (its shell would see it stopped), so a runtime it \
+                     loads later is found within {}s and its first calls may be missed",
+                    RESCAN_EVERY.as_secs()
+                ));
+            }
+            let armed = Config {
+                capture: 1,
+                stop_on_link_map: u32::from(!foreground),
+                agents: self.agents,
+            };
             self.probes.set_target(pid, armed)?;
         }
         Ok(())
@@ -287,6 +304,21 @@ impl Session {
             detaching,
         })
     }
+}
+
+/// Whether `pid` is in the foreground process group of its controlling terminal
+/// (/proc/PID/stat: pgrp, tty_nr, tpgid).
+fn is_foreground_job(pid: u32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    let Some(after) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+        return false;
+    };
+    // After the name: state ppid pgrp session tty_nr tpgid …
+    let f: Vec<&str> = after.split_whitespace().collect();
+    let num = |i: usize| f.get(i).and_then(|v| v.parse::<i64>().ok());
+    matches!((num(2), num(4), num(5)), (Some(pgrp), Some(tty), Some(tpgid)) if tty != 0 && tpgid == pgrp)
 }
 
 /// Wraps the ring buffer for readiness notification.
