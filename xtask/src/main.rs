@@ -81,23 +81,27 @@ fn demo(output: Option<&str>) -> Result<()> {
     Ok(())
 }
 
-/// A Python with HolisticTraceAnalysis for the HTA test, in target/hta-venv.
+/// The HolisticTraceAnalysis the HTA test is written against, and a pandas it works with
+/// (HTA 0.5's analyses break on pandas 3).
+const HTA: &str = "holistictraceanalysis==0.5.0";
+const PANDAS: &str = "pandas<3";
+
+/// A Python with the pinned HolisticTraceAnalysis for the HTA test, in target/hta-venv.
 fn hta_python() -> Result<PathBuf> {
     let venv = root().join("target/hta-venv");
     let python = venv.join("bin/python");
     let ready = Command::new(&python)
-        .args(["-c", "import hta"])
+        .args([
+            "-c",
+            "import hta, importlib.metadata as m, sys; \
+             sys.exit(m.version('holistictraceanalysis') != '0.5.0' or \
+             int(m.version('pandas').split('.')[0]) >= 3)",
+        ])
         .output()
         .is_ok_and(|o| o.status.success());
     if !ready {
         run(Command::new("python3").arg("-m").arg("venv").arg(&venv))?;
-        // HTA 0.5's analyses break on pandas 3.
-        run(Command::new(venv.join("bin/pip")).args([
-            "install",
-            "--quiet",
-            "holistictraceanalysis",
-            "pandas<3",
-        ]))?;
+        run(Command::new(venv.join("bin/pip")).args(["install", "--quiet", HTA, PANDAS]))?;
     }
     Ok(python)
 }
