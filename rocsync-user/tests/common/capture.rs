@@ -2,7 +2,7 @@
 #![allow(dead_code)]
 
 use std::{
-    collections::BTreeMap,
+    collections::{BTreeMap, BTreeSet},
     io::{BufRead, BufReader},
     path::{Path, PathBuf},
     process::{Child, Command, Output, Stdio},
@@ -248,13 +248,13 @@ pub fn expected_edges(logged: &[LoggedCall]) -> BTreeMap<u64, Option<u64>> {
 }
 
 /// Edges in a Kineto trace: wait correlation → record correlation (−1 unresolved), from
-/// the device-side sync rows; checks the runtime rows and the arrows agree.
+/// the device-side sync rows. Checks that the runtime rows agree, and that every arrow is
+/// right at both ends: each `hip_sync_dep` starts inside the record's runtime row and ends
+/// inside the wait's sync row, each `ac2g` joins a call's runtime row to its own sync row.
 pub fn trace_edges(trace: &serde_json::Value) -> BTreeMap<u64, i64> {
     let events = trace["traceEvents"].as_array().expect("traceEvents");
     let mut edges = BTreeMap::new();
     let mut runtime = BTreeMap::new();
-    let mut arrow_starts = std::collections::BTreeSet::new();
-    let mut arrow_ends = std::collections::BTreeSet::new();
     for e in events {
         let a = &e["args"];
         match (e["ph"].as_str(), e["cat"].as_str()) {
@@ -266,28 +266,82 @@ pub fn trace_edges(trace: &serde_json::Value) -> BTreeMap<u64, i64> {
                     a["wait_on_cuda_event_record_corr_id"].as_i64().unwrap(),
                 );
             }
-            (Some("X"), Some("cuda_runtime"))
-                if a.get("wait_on_hip_event_record_corr_id").is_some() =>
-            {
-                runtime.insert(
-                    a["correlation"].as_u64().unwrap(),
-                    a["wait_on_hip_event_record_corr_id"].as_i64().unwrap(),
-                );
-            }
-            (Some("s"), Some("hip_sync_dep")) => {
-                arrow_starts.insert(e["id"].as_u64().unwrap());
-            }
-            (Some("f"), Some("hip_sync_dep")) => {
-                arrow_ends.insert(e["id"].as_u64().unwrap());
+            (Some("X"), Some("cuda_runtime")) => {
+                let field =
+                    a.as_object().unwrap().keys().find(|k| {
+                        k.starts_with("wait_on_") && k.ends_with("_event_record_corr_id")
+                    });
+                if let Some(k) = field {
+                    runtime.insert(a["correlation"].as_u64().unwrap(), a[k].as_i64().unwrap());
+                }
             }
             _ => {}
         }
     }
     assert_eq!(edges, runtime, "runtime and device rows disagree");
-    assert_eq!(arrow_starts, arrow_ends, "every arrow has both ends");
-    let resolved = edges.values().filter(|&&r| r >= 0).count();
-    assert_eq!(arrow_starts.len(), resolved, "one arrow per resolved wait");
+    let want: BTreeSet<(u64, u64)> = edges
+        .iter()
+        .filter(|(_, r)| **r >= 0)
+        .map(|(w, r)| (*w, *r as u64))
+        .collect();
+    assert_eq!(
+        arrows(events, "hip_sync_dep", "cuda_runtime", "cuda_sync")
+            .into_iter()
+            .map(|(record, wait)| (wait, record))
+            .collect::<BTreeSet<_>>(),
+        want,
+        "record→wait arrows, by the rows at their two ends"
+    );
+    for (from, to) in arrows(events, "ac2g", "cuda_runtime", "cuda_sync") {
+        assert_eq!(from, to, "an ac2g arrow joins a call's own two rows");
+    }
     edges
+}
+
+/// The arrows of one category as (correlation of the row its start lies in, correlation
+/// of the row its end lies in), the rows of the given categories on the same track.
+pub fn arrows(
+    events: &[serde_json::Value],
+    cat: &str,
+    start_cat: &str,
+    end_cat: &str,
+) -> Vec<(u64, u64)> {
+    let row_at = |e: &serde_json::Value, row_cat: &str| -> u64 {
+        let ts = e["ts"].as_f64().unwrap();
+        events
+            .iter()
+            .find(|r| {
+                r["ph"] == "X"
+                    && r["cat"] == row_cat
+                    && r["pid"] == e["pid"]
+                    && r["tid"] == e["tid"]
+                    && {
+                        let (t, d) = (r["ts"].as_f64().unwrap(), r["dur"].as_f64().unwrap());
+                        t - 0.0005 <= ts && ts <= t + d + 0.0005
+                    }
+            })
+            .unwrap_or_else(|| panic!("no {row_cat} row under the {cat} arrow end {e}"))["args"]
+            ["correlation"]
+            .as_u64()
+            .unwrap()
+    };
+    let mut ends: BTreeMap<u64, (Option<u64>, Option<u64>)> = BTreeMap::new();
+    for e in events.iter().filter(|e| e["cat"] == cat) {
+        let id = e["id"].as_u64().unwrap();
+        match e["ph"].as_str() {
+            Some("s") => ends.entry(id).or_default().0 = Some(row_at(e, start_cat)),
+            Some("f") => ends.entry(id).or_default().1 = Some(row_at(e, end_cat)),
+            _ => {}
+        }
+    }
+    ends.into_iter()
+        .map(|(id, (s, f))| {
+            (
+                s.unwrap_or_else(|| panic!("{cat} {id} has no start")),
+                f.unwrap_or_else(|| panic!("{cat} {id} has no end")),
+            )
+        })
+        .collect()
 }
 
 pub fn read_json(path: &Path) -> serde_json::Value {
