@@ -539,3 +539,50 @@ fn attach_learns_devices_chosen_before_it_then_stops_probing_get_device() {
         t["rocsync"]["calls_per_api"]
     );
 }
+
+#[test]
+fn agents_attributes_by_stream_recording_stream_and_thread() {
+    if !can_trace("agents_attributes_by_stream_recording_stream_and_thread") {
+        return;
+    }
+    let dir = TempDir::new();
+    let trace = dir.path("agents.json");
+    let flags = ["--agents", "1", "-o", trace.to_str().unwrap()];
+    let (logged, calls, _) = traced_run(&dir, &flags, &scenario(), &["agents"]);
+    let main_tid = logged[0].tid;
+    let kept: Vec<(bool, String)> = calls
+        .iter()
+        .filter(|c| !matches!(c.api.symbol(), "hipSetDevice" | "hipStreamCreate"))
+        .map(|c| (c.tid == main_tid, c.api.symbol().to_string()))
+        .collect();
+    // By the scenario's own layout (tests/c/scenario.c, `agents`): device 0's record and
+    // the device-1 thread's calls on device 0's stream and event are dropped; its own
+    // stream's wait, its device synchronize, its record and its event's synchronize stay.
+    let want: Vec<(bool, String)> = [
+        (false, "hipStreamWaitEvent"),
+        (false, "hipDeviceSynchronize"),
+        (false, "hipEventRecord"),
+        (false, "hipEventSynchronize"),
+    ]
+    .iter()
+    .map(|(m, a)| (*m, a.to_string()))
+    .collect();
+    assert_eq!(kept, want);
+    // The kept wait names no producer: its event's only record was on a filtered agent.
+    let t = read_json(&trace);
+    let wait = t["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["cat"] == "cuda_runtime" && e["name"] == "hipStreamWaitEvent")
+        .expect("the kept wait");
+    assert_eq!(wait["args"]["wait_on_unknown_reason"], "producer_filtered");
+    assert_eq!(
+        t["rocsync"]["filtered_by_agents"],
+        // ...and the main thread's device synchronize, on device 0.
+        serde_json::json!({
+            "hipEventRecord": 1, "hipStreamSynchronize": 1, "hipEventSynchronize": 1,
+            "hipDeviceSynchronize": 1
+        })
+    );
+}

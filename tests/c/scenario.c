@@ -129,6 +129,41 @@ static void query(void) {
   StreamDestroy(s1);
 }
 
+/* Attribution paths for --agents: the main thread, on device 0, records e0 on its stream
+ * s0; a thread on device 1 then synchronizes s0 (device 0's, by its stream), makes its own
+ * stream s1 wait on e0 (device 1's, by the waiting stream), synchronizes e0 (device 0's,
+ * by the recording stream), synchronizes its device (device 1) and records e1 on s1. */
+static hipStream_t agents_s0;
+static hipEvent_t agents_e0;
+
+static void *agents_device1(void *p) {
+  (void)p;
+  hipStream_t s1 = 0;
+  hipEvent_t e1 = 0;
+  SetDevice(1);
+  StreamCreate(&s1);
+  EventCreate(&e1);
+  StreamSynchronize(agents_s0);
+  StreamWaitEvent(s1, agents_e0);
+  EventSynchronize(agents_e0);
+  DeviceSynchronize();
+  EventRecord(e1, s1);
+  EventSynchronize(e1);
+  return NULL;
+}
+
+static void agents(void) {
+  SetDevice(0);
+  StreamCreate(&agents_s0);
+  EventCreate(&agents_e0);
+  Launch(agents_s0, 1000);
+  EventRecord(agents_e0, agents_s0);
+  pthread_t t;
+  pthread_create(&t, NULL, agents_device1, NULL);
+  pthread_join(t, NULL);
+  DeviceSynchronize();
+}
+
 /* hipDeviceSynchronize of a second copy of the runtime, when one was loaded. */
 static hipError_t (*second_device_sync)(void);
 
@@ -351,6 +386,7 @@ static int run(int argc, char **argv) {
   load_runtime();
   if (!strcmp(mode, "basic")) basic();
   else if (!strcmp(mode, "query")) query();
+  else if (!strcmp(mode, "agents")) agents();
   else if (!strcmp(mode, "threads") && argc == 4) threads(atoi(argv[2]), atoi(argv[3]));
   else if (!strcmp(mode, "cross") && argc == 3) cross(atoi(argv[2]));
   else if (!strcmp(mode, "loop") && argc == 3) loop(atoi(argv[2]));
