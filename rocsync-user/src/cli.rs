@@ -49,7 +49,9 @@ pub struct CaptureArgs {
     #[arg(long, value_parser = ["hip", "cuda"])]
     pub backend: Option<String>,
     /// Ring buffer between the probes and rocsync, in MiB (a power of two)
-    #[arg(long, value_name = "MIB", default_value_t = 8, value_parser = parse_ring_size)]
+    /// Ring buffer between the probes and rocsync: MiB, or KiB with a `K` suffix (a power
+    /// of two, from 4K to 1024)
+    #[arg(long, value_name = "MIB", default_value = "8", value_parser = parse_ring_size)]
     pub ring_size: u32,
     /// Probe each function's first instruction even where it is an endbr64 (to measure
     /// what probe placement saves)
@@ -90,7 +92,7 @@ impl CaptureArgs {
 
     pub fn probe_options(&self) -> ProbeOptions {
         ProbeOptions {
-            ring_bytes: Some(self.ring_size << 20),
+            ring_bytes: Some(self.ring_size),
             at_entry: self.probe_at_entry,
         }
     }
@@ -154,13 +156,23 @@ fn parse_agent_list(s: &str) -> Result<AgentSet, String> {
     }
 }
 
+/// The ring size in bytes: `8` is 8 MiB, `64K` is 64 KiB (tests force losses with it).
 fn parse_ring_size(s: &str) -> Result<u32, String> {
-    match s.parse::<u32>() {
-        Ok(n) if n.is_power_of_two() && n <= 1024 => Ok(n),
-        _ => Err(format!(
-            "{s:?}: the ring size is a power of two of MiB, at most 1024"
-        )),
-    }
+    let bad = || {
+        format!(
+            "{s:?}: the ring size is a power of two of MiB (at most 1024), or of KiB with K (at least 4K)"
+        )
+    };
+    let bytes = match s.strip_suffix(['K', 'k']) {
+        Some(kib) => kib.parse::<u32>().ok().filter(|&k| k >= 4).map(|k| k << 10),
+        None => s
+            .parse::<u32>()
+            .ok()
+            .filter(|&m| (1..=1024).contains(&m))
+            .map(|m| (m as u64) << 20)
+            .and_then(|b| u32::try_from(b).ok()),
+    };
+    bytes.filter(|b| b.is_power_of_two()).ok_or_else(bad)
 }
 
 fn parse_api(s: &str) -> Result<Api, String> {
@@ -202,6 +214,15 @@ mod tests {
         };
         assert_eq!(r.command, vec!["app", "-x"]);
         assert_eq!(r.out.raw, Some(PathBuf::from("r.jsonl")));
+    }
+
+    #[test]
+    fn ring_sizes_in_mib_or_kib() {
+        assert_eq!(parse_ring_size("8"), Ok(8 << 20));
+        assert_eq!(parse_ring_size("4K"), Ok(4096));
+        for bad in ["0", "3", "2048", "2K", "12K", "x", "-1"] {
+            assert!(parse_ring_size(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

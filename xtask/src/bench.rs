@@ -163,7 +163,7 @@ pub fn bench() -> Result<()> {
         ];
         if rate.starts_with("flat out") {
             if rate.ends_with("ring") {
-                args.extend(["--extra", "--ring-size", "--extra", "1"]);
+                args.extend(["--extra", "--ring-size", "--extra", "1"]); // 1 MiB
             }
         } else {
             args.extend(["--rate", rate]);
