@@ -23,11 +23,14 @@ const RT_DELETE: u32 = 2;
 /// Offset of `r_state` in `struct r_debug` on x86-64.
 const R_STATE_OFFSET: u64 = 24;
 
-/// Processes this capture stopped and has not continued yet (tgid → stop time). Userspace
-/// deletes an entry when it continues the process; on any exit, and from a watchdog if
-/// rocsync is killed, every process still listed is continued.
+/// The latest stop of each process this capture stopped (tgid → stop time), written only
+/// here. Userspace writes the stop time it continued into CONTINUED, only there; a process
+/// whose latest stop is not the one continued is still stopped — so rocsync's exit paths
+/// and its watchdog know what to continue whenever rocsync dies.
 #[map]
 static STOPPED: HashMap<u32, u64> = HashMap::with_max_entries(1024, 0);
+#[map]
+static CONTINUED: HashMap<u32, u64> = HashMap::with_max_entries(1024, 0);
 
 /// Each target's previous `r_state`, to tell a change that added objects from a dlclose.
 #[map]
@@ -77,12 +80,19 @@ pub fn link_map_changed(ctx: ProbeContext) -> u32 {
     };
     // SAFETY: helper without preconditions.
     let ns = unsafe { bpf_ktime_get_ns() };
-    // Listed before it stops, so no stop goes unlisted.
+    // Listed before it stops, so no stop goes unlisted (a distinct time per stop: the
+    // previous stop's is in CONTINUED once continued).
+    // SAFETY: plain map lookup.
+    let ns = match unsafe { CONTINUED.get(tgid) } {
+        Some(&c) if c >= ns => c + 1,
+        _ => ns,
+    };
     let _ = STOPPED.insert(tgid, ns, 0);
     // SAFETY: signals the current process; SIGSTOP takes effect on return to user mode.
     let stopped = unsafe { bpf_send_signal(SIGSTOP) } == 0;
     if !stopped {
-        let _ = STOPPED.remove(tgid);
+        // Not stopped: mark it continued.
+        let _ = CONTINUED.insert(tgid, ns, 0);
     }
     slot.write(LinkMapRecord {
         kind: RECORD_LINK_MAP,

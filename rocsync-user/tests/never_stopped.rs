@@ -97,6 +97,12 @@ fn sigkill_of_rocsync_with_a_stop_pending_never_leaves_the_target_stopped() {
         std::thread::sleep(Duration::from_millis(20 + (i * 37) % 90));
         tracer.kill().unwrap();
         tracer.wait().unwrap();
+        // The watchdog continues it within moments of rocsync's death.
+        let dead = Instant::now();
+        while state(target.pid()) == 'T' {
+            assert!(dead.elapsed() < Duration::from_secs(2), "pid left stopped");
+            std::thread::sleep(Duration::from_millis(5));
+        }
         assert_never_stopped(target.pid(), Duration::from_millis(300));
     }
 }

@@ -1,7 +1,9 @@
 //! The watchdog: a small process that outlives rocsync and continues every target a probe
 //! stopped if rocsync dies without doing so (SIGKILL, the OOM killer). It holds only the
-//! map of stopped processes and the read end of a pipe rocsync never writes: end-of-file
-//! means rocsync is gone. Holding no probe link, it keeps no probe attached.
+//! target table, the map of stopped processes and the read end of a pipe rocsync never
+//! writes: end-of-file means rocsync is gone. Holding no probe link, it keeps no probe
+//! attached — but the probes outlive rocsync for a moment while the kernel unregisters
+//! them, so it first turns every target's stops off, then continues what is stopped.
 
 use std::{
     io::Read as _,
@@ -11,12 +13,15 @@ use std::{
 
 use anyhow::{Context as _, Result};
 use aya::maps::{HashMap, Map, MapData};
+use rocsync_common::Config;
 
 /// The argument that runs this binary as the watchdog.
 pub const ARG: &str = "__rocsync_watchdog";
-/// Descriptors the watchdog receives: the STOPPED map and the pipe's read end.
+/// Descriptors the watchdog receives: STOPPED, the pipe's read end, TARGETS, CONTINUED.
 const MAP_FD: i32 = 3;
 const PIPE_FD: i32 = 4;
+const TARGETS_FD: i32 = 5;
+const CONTINUED_FD: i32 = 6;
 
 /// A running watchdog; dropping it (with rocsync's normal end) lets it exit.
 pub struct Watchdog {
@@ -25,9 +30,14 @@ pub struct Watchdog {
 }
 
 impl Watchdog {
-    pub fn spawn(stopped: BorrowedFd<'_>) -> Result<Self> {
+    pub fn spawn(
+        stopped: BorrowedFd<'_>,
+        targets: BorrowedFd<'_>,
+        continued: BorrowedFd<'_>,
+    ) -> Result<Self> {
         let (read, write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
-        let (map, pipe) = (stopped.as_raw_fd(), read.as_raw_fd());
+        let (map, pipe, table) = (stopped.as_raw_fd(), read.as_raw_fd(), targets.as_raw_fd());
+        let done = continued.as_raw_fd();
         let mut cmd = Command::new("/proc/self/exe");
         cmd.arg(ARG).stdin(Stdio::null()).stdout(Stdio::null());
         // SAFETY: between fork and exec only dup/fcntl, which are async-signal-safe.
@@ -36,7 +46,17 @@ impl Watchdog {
             cmd.pre_exec(move || {
                 let m = libc::fcntl(map, libc::F_DUPFD, 10);
                 let p = libc::fcntl(pipe, libc::F_DUPFD, 10);
-                if m < 0 || p < 0 || libc::dup2(m, MAP_FD) < 0 || libc::dup2(p, PIPE_FD) < 0 {
+                let t = libc::fcntl(table, libc::F_DUPFD, 10);
+                let c = libc::fcntl(done, libc::F_DUPFD, 10);
+                if m < 0
+                    || p < 0
+                    || t < 0
+                    || c < 0
+                    || libc::dup2(m, MAP_FD) < 0
+                    || libc::dup2(p, PIPE_FD) < 0
+                    || libc::dup2(t, TARGETS_FD) < 0
+                    || libc::dup2(c, CONTINUED_FD) < 0
+                {
                     return Err(std::io::Error::last_os_error());
                 }
                 Ok(())
@@ -57,31 +77,47 @@ impl Drop for Watchdog {
     }
 }
 
+fn hash_map<V: aya::Pod>(fd: i32) -> Option<HashMap<MapData, u32, V>> {
+    // SAFETY: a descriptor the parent placed for this process.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let data = MapData::from_fd(fd).ok()?;
+    HashMap::try_from(Map::from_map_data(data).ok()?).ok()
+}
+
 /// The watchdog's own life: wait for rocsync to end, then continue what it left stopped.
 pub fn run() -> i32 {
-    // SAFETY: the descriptors the parent placed for this process.
-    let (map, mut pipe) = unsafe {
-        (
-            OwnedFd::from_raw_fd(MAP_FD),
-            std::fs::File::from_raw_fd(PIPE_FD),
-        )
-    };
+    // SAFETY: the descriptor the parent placed for this process.
+    let mut pipe = unsafe { std::fs::File::from_raw_fd(PIPE_FD) };
     let mut byte = [0u8; 1];
     // Nothing is ever written: this returns when rocsync has exited, however.
     while matches!(pipe.read(&mut byte), Ok(n) if n > 0) {}
-    let stopped = MapData::from_fd(map)
-        .ok()
-        .and_then(|d| Map::from_map_data(d).ok())
-        .and_then(|m| HashMap::<_, u32, u64>::try_from(m).ok());
-    let Some(stopped) = stopped else {
-        eprintln!("rocsync watchdog: cannot read the map of stopped processes");
+    let (Some(mut targets), Some(stopped), Some(mut continued)) = (
+        hash_map::<Config>(TARGETS_FD),
+        hash_map::<u64>(MAP_FD),
+        hash_map::<u64>(CONTINUED_FD),
+    ) else {
+        eprintln!("rocsync watchdog: cannot read rocsync's maps");
         return 1;
     };
-    let pids: Vec<u32> = stopped.keys().filter_map(Result::ok).collect();
+    // No new stop from probes still registered; then continue every listed stop, twice:
+    // the second sweep takes a probe that read the settings before they changed.
+    let pids: Vec<u32> = targets.keys().filter_map(Result::ok).collect();
     for pid in pids {
-        // SAFETY: kill(2) on a process rocsync's probe stopped and never continued.
-        unsafe { libc::kill(pid as i32, libc::SIGCONT) };
-        eprintln!("rocsync watchdog: continued pid {pid}, which rocsync left stopped");
+        let _ = targets.insert(pid, Config::default(), 0);
+    }
+    for _ in 0..2 {
+        let pids: Vec<u32> = stopped.keys().filter_map(Result::ok).collect();
+        for pid in pids {
+            let stop = stopped.get(&pid, 0).ok();
+            if stop.is_none() || continued.get(&pid, 0).ok() == stop {
+                continue;
+            }
+            // SAFETY: kill(2) on a process rocsync's probe stopped and never continued.
+            unsafe { libc::kill(pid as i32, libc::SIGCONT) };
+            let _ = continued.insert(pid, stop.unwrap_or(0), 0);
+            eprintln!("rocsync watchdog: continued pid {pid}, which rocsync left stopped");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
     }
     0
 }

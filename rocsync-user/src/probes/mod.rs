@@ -125,7 +125,9 @@ impl Probes {
             _watchdog: None,
         };
         probes._watchdog = Some(crate::capture::watchdog::Watchdog::spawn(
-            probes.stopped_map_fd()?,
+            probes.map_fd("STOPPED")?,
+            probes.map_fd("TARGETS")?,
+            probes.map_fd("CONTINUED")?,
         )?);
         Ok(probes)
     }

@@ -8,19 +8,28 @@ use rocsync_common::{Config, Switch};
 use super::Probes;
 
 impl Probes {
-    /// Continues `pid`, which this capture's probe stopped: its link-map record said so
-    /// (`reported`), or the STOPPED map lists it. The entry goes first, then the signal:
-    /// the other order would erase the entry of a stop that follows at once.
+    /// Continues `pid` if its latest stop by this capture is not continued yet (or its
+    /// link-map record says it was stopped: `reported`), then records that stop as
+    /// continued. The probe writes only STOPPED and this only CONTINUED, so whenever
+    /// rocsync dies, "stopped but not continued" is exact.
     pub fn continue_stopped(&mut self, pid: u32, reported: bool) -> Result<()> {
-        let mut stopped: HashMap<_, u32, u64> = HashMap::try_from(
+        let stop = {
+            let stopped: HashMap<_, u32, u64> =
+                HashMap::try_from(self.ebpf.map("STOPPED").context("STOPPED map missing")?)?;
+            stopped.get(&pid, 0).ok()
+        };
+        let mut continued: HashMap<_, u32, u64> = HashMap::try_from(
             self.ebpf
-                .map_mut("STOPPED")
-                .context("STOPPED map missing")?,
+                .map_mut("CONTINUED")
+                .context("CONTINUED map missing")?,
         )?;
-        let listed = stopped.remove(&pid).is_ok();
-        if listed || reported {
+        let pending = stop.is_some() && continued.get(&pid, 0).ok() != stop;
+        if pending || reported {
             // SAFETY: kill(2) on a process this capture stopped.
             unsafe { libc::kill(pid as i32, libc::SIGCONT) };
+        }
+        if let Some(t) = stop {
+            continued.insert(pid, t, 0)?;
         }
         Ok(())
     }
@@ -54,13 +63,16 @@ impl Probes {
         }
     }
 
-    /// The STOPPED map's descriptor, for the watchdog.
-    pub fn stopped_map_fd(&self) -> Result<std::os::fd::BorrowedFd<'_>> {
+    /// A hash map's descriptor, for the watchdog.
+    pub fn map_fd(&self, name: &str) -> Result<std::os::fd::BorrowedFd<'_>> {
         use std::os::fd::AsFd as _;
-        let map = self.ebpf.map("STOPPED").context("STOPPED map missing")?;
+        let map = self
+            .ebpf
+            .map(name)
+            .with_context(|| format!("{name} map missing"))?;
         let data = match map {
             aya::maps::Map::HashMap(d) => d,
-            _ => anyhow::bail!("STOPPED is not a hash map"),
+            _ => anyhow::bail!("{name} is not a hash map"),
         };
         Ok(data.fd().as_fd())
     }
