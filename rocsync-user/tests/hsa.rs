@@ -377,3 +377,34 @@ fn convert_of_a_hip_over_hsa_capture_gives_the_live_trace() {
     assert_eq!(live["baseTimeNanoseconds"], conv["baseTimeNanoseconds"]);
     assert_eq!(live["rocsync"]["drops"], conv["rocsync"]["drops"]);
 }
+
+#[test]
+fn a_doorbell_over_sixteen_packets_writes_sixteen_and_counts_the_rest() {
+    if !can_trace("a_doorbell_over_sixteen_packets_writes_sixteen_and_counts_the_rest") {
+        return;
+    }
+    let dir = TempDir::new();
+    let out = dir.path("trace.json");
+    let run = run_ok(
+        rocsync()
+            .args(["run", "--no-status", "-o"])
+            .arg(&out)
+            .arg("--")
+            .arg(hsa_scenario())
+            .args(["1", "32"])
+            .env("SCENARIO_BURST", "20")
+            .env("SCENARIO_LOG", dir.path("packets.log")),
+    );
+    let t = read_json(&out);
+    let rows = t["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["cat"] == "hsa_packet" && e["args"]["agent"] == 0)
+        .count();
+    // Agent 0: the iteration's kernel, then 16 of the burst's 20; 4 counted as truncated.
+    assert_eq!(rows, 1 + 16);
+    assert_eq!(t["rocsync"]["drops"]["packets_truncated"], 4);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(stderr.contains("packets_truncated 4"), "{stderr}");
+}

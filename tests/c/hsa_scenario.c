@@ -4,6 +4,8 @@
  * on agent 0, a barrier-AND on agent 1 that waits for it, then a kernel on agent 1;
  * sometimes two packets per doorbell. Logs every packet it published, one line each:
  *   agent queue index type completion_signal dep0 dep1
+ * With $SCENARIO_BURST=N, it then publishes N kernels on agent 0's queue behind a single
+ * doorbell (more than a probe reads at once).
  * usage: hsa_scenario ITERATIONS QUEUE_SIZE   (log: $SCENARIO_LOG) */
 #define _GNU_SOURCE
 #include "hsa_sim.h"
@@ -95,6 +97,17 @@ int main(int argc, char **argv) {
     hsa_signal_destroy(k0);
     hsa_signal_destroy(b1);
     last = k1;
+  }
+  const char *burst = getenv("SCENARIO_BURST");
+  if (burst) {
+    int n = atoi(burst);
+    hsa_signal_t all;
+    hsa_signal_create(n, 0, NULL, &all);
+    uint64_t idx = 0;
+    for (int j = 0; j < n; j++) idx = kernel(0, q[0], all, 64);
+    hsa_signal_store_screlease(q[0]->doorbell_signal, (int64_t)idx);
+    hsa_signal_wait_scacquire(all, HSA_SIGNAL_CONDITION_LT, 1, UINT64_MAX, 0);
+    hsa_signal_destroy(all);
   }
   hsa_queue_destroy(q[0]);
   hsa_queue_destroy(q[1]);
