@@ -259,54 +259,71 @@ fn flows_are_well_formed() {
 }
 
 // ---- property: the resolver against a straightforward model ----
+//
+// The model knows each API by its name and where its event argument is, written out here
+// rather than taken from the implementation's tables.
 
-#[derive(Clone, Debug)]
-enum Op {
-    Record { event: u64, ok: bool },
-    Wait { event: u64 },
-    Sync { event: u64 },
-    Destroy { event: u64 },
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Kind {
+    Record,
+    StreamWait,
+    EventWait,
+    Destroy,
 }
 
-fn op() -> impl Strategy<Value = (u32, u32, Op)> {
-    let ev = 0..3u64;
-    let kind = prop_oneof![
-        (ev.clone(), any::<bool>()).prop_map(|(e, ok)| Op::Record {
-            event: e,
-            ok: ok || e == 0
-        }),
-        ev.clone().prop_map(|e| Op::Wait { event: e }),
-        ev.clone().prop_map(|e| Op::Sync { event: e }),
-        ev.prop_map(|e| Op::Destroy { event: e }),
-    ];
-    (1..3u32, 0..3u32, kind)
+/// (API, what it does, position of its event argument), as the runtimes define them.
+const APIS: &[(Api, Kind, usize)] = &[
+    (Api::HipEventRecord, Kind::Record, 0),
+    (Api::HipEventRecordSpt, Kind::Record, 0),
+    (Api::HipEventRecordWithFlags, Kind::Record, 0),
+    (Api::CudaEventRecord, Kind::Record, 0),
+    (Api::CudaEventRecordWithFlagsPtsz, Kind::Record, 0),
+    (Api::HipStreamWaitEvent, Kind::StreamWait, 1),
+    (Api::HipStreamWaitEventSpt, Kind::StreamWait, 1),
+    (Api::CudaStreamWaitEventPtsz, Kind::StreamWait, 1),
+    (Api::HipEventSynchronize, Kind::EventWait, 0),
+    (Api::HipEventQuery, Kind::EventWait, 0),
+    (Api::CudaEventSynchronize, Kind::EventWait, 0),
+    (Api::CudaEventQuery, Kind::EventWait, 0),
+    (Api::HipEventDestroy, Kind::Destroy, 0),
+    (Api::CudaEventDestroy, Kind::Destroy, 0),
+];
+
+/// (pid, thread, API index, event, succeeded)
+fn op() -> impl Strategy<Value = (u32, u32, usize, u64, bool)> {
+    (1..3u32, 0..3u32, 0..APIS.len(), 0..3u64, any::<bool>())
+}
+
+fn event_of(c: &Call) -> (Kind, u64) {
+    let (_, kind, at) = APIS.iter().find(|(a, _, _)| *a == c.api).unwrap();
+    (*kind, c.args[*at])
 }
 
 /// For each wait: the record it must resolve to, by the rule as written.
 fn model(calls: &[Call]) -> BTreeMap<(u32, u64), i64> {
+    let mut order = calls.to_vec();
+    order.sort_by_key(|c| c.correlation);
+    let mut latest: BTreeMap<(u32, u64), u64> = BTreeMap::new();
     let mut out = BTreeMap::new();
-    for w in calls
-        .iter()
-        .filter(|c| matches!(c.api, Api::HipStreamWaitEvent | Api::HipEventSynchronize))
-    {
-        let ev = w.arg("event").unwrap();
-        let same = |c: &&Call| {
-            c.pid == w.pid && c.arg("event") == Some(ev) && c.correlation < w.correlation
-        };
-        let r = calls
-            .iter()
-            .filter(same)
-            .filter(|c| c.api == Api::HipEventRecord && c.ok())
-            .filter(|r| {
-                !calls
-                    .iter()
-                    .filter(same)
-                    .any(|d| d.api == Api::HipEventDestroy && d.correlation > r.correlation)
-            })
-            .map(|r| r.correlation as i64)
-            .max()
-            .unwrap_or(-1);
-        out.insert((w.pid, w.correlation), r);
+    for c in &order {
+        let (kind, event) = event_of(c);
+        let key = (c.pid, event);
+        match kind {
+            Kind::Record if c.ok() => {
+                latest.insert(key, c.correlation);
+            }
+            Kind::Destroy if c.ok() => {
+                latest.remove(&key);
+            }
+            // A failed wait is still a wait.
+            Kind::StreamWait | Kind::EventWait => {
+                out.insert(
+                    (c.pid, c.correlation),
+                    latest.get(&key).map_or(-1, |&r| r as i64),
+                );
+            }
+            _ => {}
+        }
     }
     out
 }
@@ -317,16 +334,17 @@ proptest! {
         let mut calls: Vec<Call> = ops
             .iter()
             .enumerate()
-            .map(|(i, (pid, thread, op))| {
-                let corr = i as u64 + 1;
-                let tid = pid * 100 + thread;
-                let (api, args, ret) = match *op {
-                    Op::Record { event, ok } => (Api::HipEventRecord, [E + event, S_A, 0], if ok { 0 } else { 400 }),
-                    Op::Wait { event } => (Api::HipStreamWaitEvent, [S_B, E + event, 0], 0),
-                    Op::Sync { event } => (Api::HipEventSynchronize, [E + event, 0, 0], 0),
-                    Op::Destroy { event } => (Api::HipEventDestroy, [E + event, 0, 0], 0),
+            .map(|(i, &(pid, thread, api, event, ok))| {
+                let (api, kind, at) = APIS[api];
+                let mut args = [S_A, S_B, 0];
+                args[at] = E + event;
+                // Records succeed more often than not; waits and destroys fail sometimes.
+                let ret = match (kind, ok || event == 0) {
+                    (_, true) => 0,
+                    (Kind::Record, false) => 400,
+                    (_, false) => 1,
                 };
-                call_in(*pid, tid, corr, api, args, ret)
+                call_in(pid, pid * 100 + thread, i as u64 + 1, api, args, ret)
             })
             .collect();
         // Deliver in a random order, as per-CPU rings do.
