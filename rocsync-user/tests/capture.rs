@@ -273,7 +273,7 @@ fn target_killed_mid_call_reports_the_call_in_flight() {
     let mut target = start_gated(&dir, &scenario(), &["hang"]);
     let raw = dir.path("calls.jsonl");
     let mut tracer = attach_and_start(&mut target, &raw);
-    std::thread::sleep(Duration::from_millis(700));
+    wait_until_blocked(&mut target);
     target.kill().unwrap();
     target.wait().unwrap();
     assert!(tracer.wait().unwrap().success());
@@ -585,4 +585,114 @@ fn agents_attributes_by_stream_recording_stream_and_thread() {
             "hipDeviceSynchronize": 1
         })
     );
+}
+
+/// The handshake with the `hang` scenario: it said "blocking", and its main thread is
+/// asleep in the runtime's synchronize (no sleep that races the capture).
+fn wait_until_blocked(target: &mut std::process::Child) {
+    let mut line = String::new();
+    BufReader::new(target.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line.trim(), "blocking");
+    let syscall = format!("/proc/{}/syscall", target.id());
+    let start = std::time::Instant::now();
+    // clock_nanosleep (230) or nanosleep (35): inside hipStreamSynchronize.
+    while !std::fs::read_to_string(&syscall)
+        .is_ok_and(|s| s.starts_with("230 ") || s.starts_with("35 "))
+    {
+        assert!(start.elapsed() < Duration::from_secs(10), "never blocked");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+#[test]
+fn a_duration_stop_keeps_the_blocked_call_in_flight() {
+    if !can_trace("a_duration_stop_keeps_the_blocked_call_in_flight") {
+        return;
+    }
+    let dir = TempDir::new();
+    let mut target = start_gated(&dir, &scenario(), &["hang"]);
+    let raw = dir.path("calls.jsonl");
+    let pid = target.id().to_string();
+    let mut tracer = spawn_piped(
+        rocsync()
+            .args(["attach", "--no-status", "--duration", "3", "--raw"])
+            .arg(&raw)
+            .args(["--pid", &pid]),
+    );
+    wait_for_line(&mut tracer, "tracing pid", Duration::from_secs(20));
+    target.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    wait_until_blocked(&mut target);
+    assert!(tracer.wait().unwrap().success());
+    let (_, calls) = read_raw(&raw);
+    let names: Vec<_> = calls.iter().map(|c| c.api.symbol()).collect();
+    assert_eq!(names, ["hipStreamCreate", "hipStreamSynchronize"]);
+    assert_eq!(
+        (calls[1].exit_ns, calls[1].ret),
+        (None, None),
+        "in flight at stop"
+    );
+    target.kill().unwrap();
+    target.wait().unwrap();
+}
+
+#[test]
+fn run_forwards_sigterm_and_keeps_the_blocked_call() {
+    if !can_trace("run_forwards_sigterm_and_keeps_the_blocked_call") {
+        return;
+    }
+    let dir = TempDir::new();
+    let raw = dir.path("calls.jsonl");
+    let mut tracer = rocsync()
+        .args(["run", "--no-status", "--raw"])
+        .arg(&raw)
+        .arg("--")
+        .arg(scenario())
+        .arg("hang")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The command's stdout is rocsync's: the same handshake.
+    wait_until_blocked_via(&mut tracer);
+    // SAFETY: signals the rocsync this test started.
+    unsafe { libc::kill(tracer.id() as i32, libc::SIGTERM) };
+    let status = tracer.wait().unwrap();
+    assert_eq!(
+        status.code(),
+        Some(128 + 15),
+        "the command died of the forwarded SIGTERM"
+    );
+    let (_, calls) = read_raw(&raw);
+    let last = calls.last().expect("calls");
+    assert_eq!(last.api.symbol(), "hipStreamSynchronize");
+    assert_eq!((last.exit_ns, last.ret), (None, None));
+}
+
+/// As [`wait_until_blocked`], for a command started by `rocsync run` (its child).
+fn wait_until_blocked_via(tracer: &mut std::process::Child) {
+    let mut line = String::new();
+    BufReader::new(tracer.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line.trim(), "blocking");
+    let children = format!("/proc/{0}/task/{0}/children", tracer.id());
+    // rocsync's children: its watchdog and the command.
+    let child = std::fs::read_to_string(&children)
+        .unwrap()
+        .split_whitespace()
+        .find(|c| {
+            std::fs::read_to_string(format!("/proc/{c}/comm")).is_ok_and(|n| n.trim() == "scenario")
+        })
+        .expect("the command")
+        .to_string();
+    let syscall = format!("/proc/{child}/syscall");
+    let start = std::time::Instant::now();
+    while !std::fs::read_to_string(&syscall)
+        .is_ok_and(|s| s.starts_with("230 ") || s.starts_with("35 "))
+    {
+        assert!(start.elapsed() < Duration::from_secs(10), "never blocked");
+        std::thread::sleep(Duration::from_millis(2));
+    }
 }

@@ -211,11 +211,14 @@ static void basic(void) {
   if (second_device_sync) CALL(hipDeviceSynchronize, 0, 0, 0, second_device_sync());
 }
 
+/* Blocks in a stream synchronize for 30 s; says "blocking" on stdout just before. */
 static void hang(void) {
   hipStream_t s = 0;
   StreamCreate(&s);
   Launch(s, 30000000);
-  StreamSynchronize(s); /* the test kills the process here */
+  printf("blocking\n");
+  fflush(stdout);
+  StreamSynchronize(s); /* the test stops the capture or kills the process here */
 }
 
 struct worker { int id, iters; };
