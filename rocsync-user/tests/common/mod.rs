@@ -2,6 +2,8 @@
 #![allow(dead_code, unused_imports)]
 
 mod capture;
+mod launch;
 pub mod pipeline;
 
 pub use capture::*;
+pub use launch::*;

@@ -1,0 +1,150 @@
+//! Device attribution: --agents filters in the kernel by stream, recording stream and
+//! thread; attach learns devices chosen before it. Needs root (eBPF).
+
+mod common;
+
+use std::{
+    io::Write as _,
+    process::{Command, Stdio},
+};
+
+use common::*;
+use rocsync_tests::{scenario, sim_hip};
+
+#[test]
+fn agents_filter_drops_other_devices_in_the_kernel() {
+    if !can_trace("agents_filter_drops_other_devices_in_the_kernel") {
+        return;
+    }
+    let dir = TempDir::new();
+    let (logged, calls, _) = traced_run(
+        &dir,
+        &["--agents", "1"],
+        &scenario(),
+        &["threads", "4", "200"],
+    );
+    // Each worker thread sets its device first (worker i: device i % 2).
+    let device: std::collections::BTreeMap<u32, u64> = logged
+        .iter()
+        .filter(|l| l.api == "hipSetDevice")
+        .map(|l| (l.tid, l.args[0]))
+        .collect();
+    let filtered = |api: &str| {
+        api.starts_with("hipEventRecord")
+            || api.contains("Synchronize")
+            || api.contains("WaitEvent")
+    };
+    let want: Vec<_> = logged
+        .iter()
+        .filter(|l| !filtered(&l.api) || device.get(&l.tid) == Some(&1))
+        .cloned()
+        .collect();
+    assert!(
+        want.len() < logged.len() / 2 + 50,
+        "device 0's syncs are most of what is left out"
+    );
+    assert_same_calls(&want, calls);
+}
+
+#[test]
+fn attach_learns_devices_chosen_before_it_then_stops_probing_get_device() {
+    if !can_trace("attach_learns_devices_chosen_before_it_then_stops_probing_get_device") {
+        return;
+    }
+    let dir = TempDir::new();
+    let trace = dir.path("t.json");
+    let mut target = Command::new(scenario())
+        .arg("gated_device")
+        .env("SCENARIO_LOG", dir.path("s.log"))
+        .env("SCENARIO_HIP", sim_hip())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = Lines::of(target.stdout.take().unwrap());
+    out.wait_for("ready");
+    let mut tracer = spawn_piped(
+        rocsync()
+            .args(["attach", "-o"])
+            .arg(&trace)
+            .args(["--pid", &target.id().to_string()]),
+    );
+    let mut err = Lines::of(tracer.stderr.take().unwrap());
+    err.wait_for("tracing pid");
+    let mut gate = target.stdin.take().unwrap();
+    gate.write_all(b"go\n").unwrap();
+    out.wait_for("called");
+    err.wait_for("its probes are removed");
+    gate.write_all(b"go\n").unwrap();
+    assert!(target.wait().unwrap().success());
+    assert!(tracer.wait().unwrap().success(), "{:#?}", err.1);
+    let t = read_json(&trace);
+    let tid = rocsync_tests::read_log(&dir.path("s.log"))[0].tid;
+    // The thread's device, chosen before the attach, came from its hipGetDevice...
+    assert_eq!(
+        t["rocsync"]["devices_learned_from_get_device"],
+        serde_json::json!([{ "pid": target.id(), "tid": tid, "device": 1 }])
+    );
+    // ...and its synchronizations are attributed to it.
+    let syncs: Vec<&serde_json::Value> = t["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["cat"] == "cuda_sync")
+        .collect();
+    assert_eq!(syncs.len(), 3, "{syncs:#?}");
+    assert!(syncs.iter().all(|e| e["args"]["device"] == 1), "{syncs:#?}");
+    // The three hipGetDevice calls after the probes were removed cost no trap.
+    assert_eq!(
+        t["rocsync"]["calls_per_api"]["hipGetDevice"]["calls"], 1,
+        "{}",
+        t["rocsync"]["calls_per_api"]
+    );
+}
+
+#[test]
+fn agents_attributes_by_stream_recording_stream_and_thread() {
+    if !can_trace("agents_attributes_by_stream_recording_stream_and_thread") {
+        return;
+    }
+    let dir = TempDir::new();
+    let trace = dir.path("agents.json");
+    let flags = ["--agents", "1", "-o", trace.to_str().unwrap()];
+    let (logged, calls, _) = traced_run(&dir, &flags, &scenario(), &["agents"]);
+    let main_tid = logged[0].tid;
+    let kept: Vec<(bool, String)> = calls
+        .iter()
+        .filter(|c| !matches!(c.api.symbol(), "hipSetDevice" | "hipStreamCreate"))
+        .map(|c| (c.tid == main_tid, c.api.symbol().to_string()))
+        .collect();
+    // By the scenario's own layout (tests/c/scenario.c, `agents`): device 0's record and
+    // the device-1 thread's calls on device 0's stream and event are dropped; its own
+    // stream's wait, its device synchronize, its record and its event's synchronize stay.
+    let want: Vec<(bool, String)> = [
+        (false, "hipStreamWaitEvent"),
+        (false, "hipDeviceSynchronize"),
+        (false, "hipEventRecord"),
+        (false, "hipEventSynchronize"),
+    ]
+    .iter()
+    .map(|(m, a)| (*m, a.to_string()))
+    .collect();
+    assert_eq!(kept, want);
+    // The kept wait names no producer: its event's only record was on a filtered agent.
+    let t = read_json(&trace);
+    let wait = t["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["cat"] == "cuda_runtime" && e["name"] == "hipStreamWaitEvent")
+        .expect("the kept wait");
+    assert_eq!(wait["args"]["wait_on_unknown_reason"], "producer_filtered");
+    assert_eq!(
+        t["rocsync"]["filtered_by_agents"],
+        // ...and the main thread's device synchronize, on device 0.
+        serde_json::json!({
+            "hipEventRecord": 1, "hipStreamSynchronize": 1, "hipEventSynchronize": 1,
+            "hipDeviceSynchronize": 1
+        })
+    );
+}

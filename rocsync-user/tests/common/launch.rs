@@ -1,0 +1,160 @@
+//! Helpers that start scenarios under rocsync, and the handshakes that replace sleeps.
+
+use std::{
+    io::{BufRead as _, BufReader, Write as _},
+    process::{Command, Stdio},
+    time::Duration,
+};
+
+use rocsync_tests::{read_log, sim_hip};
+
+use super::capture::*;
+
+pub type Traced = (
+    Vec<rocsync_tests::LoggedCall>,
+    Vec<rocsync::ingest::Call>,
+    String,
+);
+
+pub fn run_scenario(dir: &TempDir, program: &std::path::Path, args: &[&str]) -> Traced {
+    traced_run(dir, &[], program, args)
+}
+
+/// `rocsync run [flags] --raw … -- program args`: the scenario's log, the captured calls,
+/// rocsync's stderr.
+pub fn traced_run(
+    dir: &TempDir,
+    flags: &[&str],
+    program: &std::path::Path,
+    args: &[&str],
+) -> Traced {
+    let log = dir.path("scenario.log");
+    let raw = dir.path("calls.jsonl");
+    let out = run_ok(
+        rocsync()
+            .arg("run")
+            .args(flags)
+            .arg("--raw")
+            .arg(&raw)
+            .arg("--")
+            .arg(program)
+            .args(args)
+            .env("SCENARIO_LOG", &log)
+            .env("SCENARIO_HIP", sim_hip()),
+    );
+    let (_, calls) = read_raw(&raw);
+    (
+        read_log(&log),
+        calls,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Attaches rocsync to a gated scenario, then lets the scenario start calling.
+pub fn attach_and_start(
+    target: &mut std::process::Child,
+    raw: &std::path::Path,
+) -> std::process::Child {
+    let pid = target.id().to_string();
+    let mut tracer = spawn_piped(
+        rocsync()
+            .args(["attach", "--raw"])
+            .arg(raw)
+            .args(["--pid", &pid]),
+    );
+    wait_for_line(&mut tracer, "tracing pid", Duration::from_secs(20));
+    target.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    tracer
+}
+
+/// Starts a gated scenario (it waits for a line on stdin before calling HIP).
+pub fn start_gated(dir: &TempDir, program: &std::path::Path, args: &[&str]) -> std::process::Child {
+    let mut child = Command::new(program)
+        .arg("gated")
+        .args(args)
+        .env("SCENARIO_LOG", dir.path("scenario.log"))
+        .env("SCENARIO_HIP", sim_hip())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line.trim(), "ready");
+    child
+}
+
+/// The lines a child writes to a pipe, read on a thread, waited for one at a time.
+pub struct Lines(std::sync::mpsc::Receiver<String>, pub Vec<String>);
+
+impl Lines {
+    pub fn of(pipe: impl std::io::Read + Send + 'static) -> Self {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Lines(rx, Vec::new())
+    }
+
+    pub fn wait_for(&mut self, needle: &str) {
+        while !self.1.last().is_some_and(|l| l.contains(needle)) {
+            let line = self
+                .0
+                .recv_timeout(Duration::from_secs(20))
+                .unwrap_or_else(|_| panic!("no {needle:?}; saw {:#?}", self.1));
+            self.1.push(line);
+        }
+    }
+}
+
+/// The handshake with the `hang` scenario: it said "blocking", and its main thread is
+/// asleep in the runtime's synchronize (no sleep that races the capture).
+pub fn wait_until_blocked(target: &mut std::process::Child) {
+    let mut line = String::new();
+    BufReader::new(target.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line.trim(), "blocking");
+    let syscall = format!("/proc/{}/syscall", target.id());
+    let start = std::time::Instant::now();
+    // clock_nanosleep (230) or nanosleep (35): inside hipStreamSynchronize.
+    while !std::fs::read_to_string(&syscall)
+        .is_ok_and(|s| s.starts_with("230 ") || s.starts_with("35 "))
+    {
+        assert!(start.elapsed() < Duration::from_secs(10), "never blocked");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// As [`wait_until_blocked`], for a command started by `rocsync run` (its child).
+pub fn wait_until_blocked_via(tracer: &mut std::process::Child) {
+    let mut line = String::new();
+    BufReader::new(tracer.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line.trim(), "blocking");
+    let children = format!("/proc/{0}/task/{0}/children", tracer.id());
+    // rocsync's children: its watchdog and the command.
+    let child = std::fs::read_to_string(&children)
+        .unwrap()
+        .split_whitespace()
+        .find(|c| {
+            std::fs::read_to_string(format!("/proc/{c}/comm")).is_ok_and(|n| n.trim() == "scenario")
+        })
+        .expect("the command")
+        .to_string();
+    let syscall = format!("/proc/{child}/syscall");
+    let start = std::time::Instant::now();
+    while !std::fs::read_to_string(&syscall)
+        .is_ok_and(|s| s.starts_with("230 ") || s.starts_with("35 "))
+    {
+        assert!(start.elapsed() < Duration::from_secs(10), "never blocked");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
