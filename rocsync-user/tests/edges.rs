@@ -114,8 +114,9 @@ fn convert_reproduces_the_live_trace() {
         return;
     }
     let dir = TempDir::new();
-    let (_, _, live) = traced(&dir, &["cross", "10"], "live.json");
-    let converted = dir.path("converted.json");
+    let (logged, calls, live) = traced(&dir, &["cross", "10"], "live.json");
+    // Converted to a compressed trace: `.gz` output, read back through gzip.
+    let converted = dir.path("converted.json.gz");
     run_ok(
         rocsync()
             .arg("convert")
@@ -123,7 +124,60 @@ fn convert_reproduces_the_live_trace() {
             .arg("-o")
             .arg(&converted),
     );
-    let (a, b) = (read_json(&live), read_json(&converted));
+    let mut text = Vec::new();
+    std::io::Read::read_to_end(
+        &mut flate2::read::GzDecoder::new(std::fs::File::open(&converted).unwrap()),
+        &mut text,
+    )
+    .unwrap();
+    let b: serde_json::Value = serde_json::from_slice(&text).expect("gzip of a trace");
+    // Not only equal to the live trace: right by the scenario's own log.
+    assert_edges_match_log(&logged, &calls, &b);
+    let a = read_json(&live);
     assert_eq!(a["traceEvents"], b["traceEvents"]);
     assert_eq!(a["baseTimeNanoseconds"], b["baseTimeNanoseconds"]);
+}
+
+#[test]
+fn the_cet_build_and_hip_lib_are_traced_exactly() {
+    if !can_trace("the_cet_build_and_hip_lib_are_traced_exactly") {
+        return;
+    }
+    let dir = TempDir::new();
+    let (log, raw) = (dir.path("s.log"), dir.path("r.jsonl"));
+    let cet = rocsync_tests::sim_hip_cet();
+    // The CET runtime, dlopen'ed by the scenario and named up front with --hip-lib.
+    let out = run_ok(
+        rocsync()
+            .args(["run", "-v", "--hip-lib"])
+            .arg(&cet)
+            .arg("--raw")
+            .arg(&raw)
+            .arg("--")
+            .arg(rocsync_tests::scenario_dlopen())
+            .arg("basic")
+            .env("SCENARIO_LOG", &log)
+            .env("SCENARIO_HIP", &cet),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // Every probe sits after endbr64; most then on an emulated instruction (past a
+    // `cmp`/`test` where provably safe). Those that stay single-stepped are named in -v.
+    let placements: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains(": probe on"))
+        .collect();
+    assert!(!placements.is_empty(), "{stderr}");
+    assert!(
+        placements.iter().all(|l| l.contains("after endbr64")),
+        "{placements:#?}"
+    );
+    let emulated = placements
+        .iter()
+        .filter(|l| l.contains("(emulated)"))
+        .count();
+    assert!(emulated * 2 > placements.len(), "{placements:#?}");
+    // One file, attached once (by --hip-lib, then found mapped: not twice).
+    assert_eq!(stderr.matches("attached to").count(), 1, "{stderr}");
+    let (_, calls) = read_raw(&raw);
+    assert_same_calls(&read_log(&log), calls);
 }
