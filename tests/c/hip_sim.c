@@ -23,6 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <stdio.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #define SIM_DEVICES 2
@@ -98,6 +100,23 @@ static hsa_status_t find_gpu(hsa_agent_t a, void *data) {
   return HSA_STATUS_SUCCESS;
 }
 
+/* With $HIP_SIM_PACKET_LOG set, every barrier packet published is logged, one line each:
+ *   tid queue index completion_signal dep_signal
+ * (written at exit), so tests can check what the trace says each wait submitted. */
+static struct { int tid; uint64_t queue, index, done, dep; } packet_log[65536];
+static int n_packet_log;
+
+static void write_packet_log(void) {
+  const char *path = getenv("HIP_SIM_PACKET_LOG");
+  FILE *f = path ? fopen(path, "w") : NULL;
+  if (!f) return;
+  for (int i = 0; i < n_packet_log; i++)
+    fprintf(f, "%d %#llx %llu %#llx %#llx\n", packet_log[i].tid,
+            (unsigned long long)packet_log[i].queue, (unsigned long long)packet_log[i].index,
+            (unsigned long long)packet_log[i].done, (unsigned long long)packet_log[i].dep);
+  fclose(f);
+}
+
 /* Publishes one packet on the stream's queue as CLR does: reserve, body, header, doorbell.
  * Called with the lock held, so doorbells of a shared queue ring in order. */
 static void submit(struct ihipStream_t *s, void *body, uint16_t header) {
@@ -108,6 +127,13 @@ static void submit(struct ihipStream_t *s, void *body, uint16_t header) {
   uint8_t *slot = (uint8_t *)q->base_address + (idx & (q->size - 1)) * 64;
   memcpy(slot + 2, (uint8_t *)body + 2, 62);
   __atomic_store_n((uint16_t *)slot, header, __ATOMIC_RELEASE);
+  if ((header & 0xff) == HSA_PACKET_TYPE_BARRIER_AND && n_packet_log < 65536) {
+    const hsa_barrier_and_packet_t *b = body;
+    if (n_packet_log == 0) atexit(write_packet_log);
+    packet_log[n_packet_log++] = (typeof(packet_log[0])){
+        (int)syscall(SYS_gettid), (uint64_t)(uintptr_t)q, idx, b->completion_signal.handle,
+        b->dep_signal[0].handle};
+  }
   hsa_signal_store_screlease(q->doorbell_signal, (int64_t)idx);
 }
 
