@@ -225,6 +225,44 @@ fn a_cuda_runtime_is_found_and_traced_like_hip() {
 }
 
 #[test]
+fn cuda_cross_thread_waits_resolve_exactly() {
+    if !can_trace("cuda_cross_thread_waits_resolve_exactly") {
+        return;
+    }
+    let dir = TempDir::new();
+    let trace = dir.path("cuda.json");
+    let flags = ["-o", trace.to_str().unwrap()];
+    let (logged, calls, _) = traced_run(
+        &dir,
+        &flags,
+        &rocsync_tests::scenario_cuda(),
+        &["cross", "30"],
+    );
+    assert_same_calls(&logged, calls.clone());
+    let corr = seq_to_correlation(&logged, &calls);
+    let want: std::collections::BTreeMap<u64, i64> = expected_edges(&logged)
+        .into_iter()
+        .map(|(w, r)| (corr[&w], r.map_or(-1, |r| corr[&r] as i64)))
+        .collect();
+    assert!(want.len() >= 30 && want.values().all(|&r| r >= 0));
+    let t = read_json(&trace);
+    assert_eq!(trace_edges(&t), want);
+    // CUDA's own names and fields, as Kineto writes them.
+    let waits: Vec<&serde_json::Value> = t["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["cat"] == "cuda_runtime" && e["name"] == "cudaStreamWaitEvent")
+        .collect();
+    assert!(!waits.is_empty());
+    assert!(
+        waits
+            .iter()
+            .all(|e| e["args"]["cuda_sync_kind"] == "Stream Wait Event")
+    );
+}
+
+#[test]
 fn event_queries_and_nested_runtime_calls_are_traced_end_to_end() {
     if !can_trace("event_queries_and_nested_runtime_calls_are_traced_end_to_end") {
         return;

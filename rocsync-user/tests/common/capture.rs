@@ -228,7 +228,9 @@ pub fn expected_edges(logged: &[LoggedCall]) -> BTreeMap<u64, Option<u64>> {
     let mut last_record: BTreeMap<u64, u64> = BTreeMap::new();
     let mut edges = BTreeMap::new();
     for l in &log {
-        match l.api.as_str() {
+        // The CUDA twins under their HIP names (the scenarios are one source).
+        let api = l.api.replacen("cuda", "hip", 1).replace("_ptsz", "_spt");
+        match api.as_str() {
             "hipEventRecord" | "hipEventRecord_spt" | "hipEventRecordWithFlags" if l.ret == 0 => {
                 last_record.insert(l.args[0], l.seq);
             }
