@@ -325,3 +325,59 @@ fn event_queries_and_nested_runtime_calls_are_traced_end_to_end() {
         .collect();
     assert_eq!(reasons, ["never_recorded"]);
 }
+
+#[test]
+fn timestamps_fall_within_the_scenarios_own_clock_readings() {
+    if !can_trace("timestamps_fall_within_the_scenarios_own_clock_readings") {
+        return;
+    }
+    let dir = TempDir::new();
+    let trace = dir.path("t.json");
+    let flags = ["-o", trace.to_str().unwrap()];
+    let (logged, calls, _) = traced_run(&dir, &flags, &scenario(), &["basic"]);
+    let by_corr: std::collections::BTreeMap<u64, &rocsync::ingest::Call> =
+        calls.iter().map(|c| (c.correlation, c)).collect();
+    let corr = seq_to_correlation(&logged, &calls);
+    let t = read_json(&trace);
+    let base = t["baseTimeNanoseconds"].as_i64().unwrap();
+    let offset = t["rocsync"]["clock_offset_ns"].as_i64().unwrap();
+    let rows: std::collections::BTreeMap<u64, f64> = t["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["cat"] == "cuda_runtime")
+        .map(|e| {
+            (
+                e["args"]["correlation"].as_u64().unwrap(),
+                e["ts"].as_f64().unwrap(),
+            )
+        })
+        .collect();
+    let mut checked = 0;
+    for l in probed(&logged) {
+        let c = by_corr[&corr[&l.seq]];
+        // The probes' CLOCK_MONOTONIC times lie between the scenario's own readings.
+        let exit = c.exit_ns.expect("returned");
+        assert!(
+            l.before_ns <= c.enter_ns && c.enter_ns <= exit && exit <= l.after_ns,
+            "{} seq {}: {}..{} outside {}..{}",
+            l.api,
+            l.seq,
+            c.enter_ns,
+            exit,
+            l.before_ns,
+            l.after_ns
+        );
+        // And the trace's ts is that time on the wall clock, in µs from the base.
+        if let Some(ts) = rows.get(&c.correlation) {
+            let wall = c.enter_ns as i64 + offset;
+            assert!(
+                ((base as f64 + ts * 1000.0) - wall as f64).abs() < 2.0,
+                "{}",
+                l.api
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked > 20, "{checked} rows checked");
+}

@@ -36,7 +36,7 @@ HIP_SIM_APIS(HIP_PTR)
 #endif
 
 /* ---- call log ---- */
-struct line { uint64_t seq, a0, a1, a2; const char *api; int tid, rc; };
+struct line { uint64_t seq, a0, a1, a2, t0, t1; const char *api; int tid, rc; };
 struct log { struct line *v; size_t n, cap; };
 static __thread struct log *my_log;
 static struct log *logs[64];
@@ -44,7 +44,15 @@ static int nlogs;
 static pthread_mutex_t logs_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t seq;
 
-static void log_call(const char *api, uint64_t a0, uint64_t a1, uint64_t a2, int rc, uint64_t s) {
+/* CLOCK_MONOTONIC ns: the clock BPF's timestamps read, so tests can bound each call. */
+static uint64_t mono_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void log_call(const char *api, uint64_t a0, uint64_t a1, uint64_t a2, int rc, uint64_t s,
+                     uint64_t t0, uint64_t t1) {
   if (!my_log) {
     my_log = calloc(1, sizeof *my_log);
     pthread_mutex_lock(&logs_lock);
@@ -55,7 +63,7 @@ static void log_call(const char *api, uint64_t a0, uint64_t a1, uint64_t a2, int
     my_log->cap = my_log->cap ? my_log->cap * 2 : 1024;
     my_log->v = realloc(my_log->v, my_log->cap * sizeof *my_log->v);
   }
-  my_log->v[my_log->n++] = (struct line){s, a0, a1, a2, api, (int)gettid(), rc};
+  my_log->v[my_log->n++] = (struct line){s, a0, a1, a2, t0, t1, api, (int)gettid(), rc};
 }
 
 /* Calls EXPR, then logs it; argument expressions are read after the call so that
@@ -65,9 +73,11 @@ static void log_call(const char *api, uint64_t a0, uint64_t a1, uint64_t a2, int
 #define CALL(api, a0, a1, a2, expr)                                                   \
   ({                                                                                  \
     uint64_t _s = __atomic_add_fetch(&seq, 1, __ATOMIC_SEQ_CST);                      \
+    uint64_t _t0 = mono_ns();                                                         \
     hipError_t _rc = (expr);                                                          \
+    uint64_t _t1 = mono_ns();                                                         \
     log_call(API_NAME(api), (uint64_t)(uintptr_t)(a0), (uint64_t)(uintptr_t)(a1),              \
-             (uint64_t)(uintptr_t)(a2), _rc, _s);                                     \
+             (uint64_t)(uintptr_t)(a2), _rc, _s, _t0, _t1);                           \
     _rc;                                                                              \
   })
 
@@ -105,8 +115,10 @@ static void write_logs(void) {
   for (int i = 0; i < nlogs; i++)
     for (size_t j = 0; j < logs[i]->n; j++) {
       struct line *l = &logs[i]->v[j];
-      fprintf(f, "%llu %d %s %#llx %#llx %#llx %d\n", (unsigned long long)l->seq, l->tid, l->api,
-              (unsigned long long)l->a0, (unsigned long long)l->a1, (unsigned long long)l->a2, l->rc);
+      fprintf(f, "%llu %d %s %#llx %#llx %#llx %d %llu %llu\n", (unsigned long long)l->seq, l->tid,
+              l->api, (unsigned long long)l->a0, (unsigned long long)l->a1,
+              (unsigned long long)l->a2, l->rc, (unsigned long long)l->t0,
+              (unsigned long long)l->t1);
     }
   fclose(f);
 }

@@ -11,6 +11,9 @@ pub struct LoggedCall {
     pub api: String,
     pub args: [u64; 3],
     pub ret: i64,
+    /// CLOCK_MONOTONIC ns just before and just after the call (0 when not logged).
+    pub before_ns: u64,
+    pub after_ns: u64,
 }
 
 pub fn read_log(path: &Path) -> Vec<LoggedCall> {
@@ -18,7 +21,7 @@ pub fn read_log(path: &Path) -> Vec<LoggedCall> {
     text.lines()
         .map(|l| {
             let f: Vec<&str> = l.split(' ').collect();
-            assert_eq!(f.len(), 7, "bad log line {l:?}");
+            assert!(f.len() == 7 || f.len() == 9, "bad log line {l:?}");
             let hex = |s: &str| u64::from_str_radix(s.trim_start_matches("0x"), 16).unwrap();
             LoggedCall {
                 seq: f[0].parse().unwrap(),
@@ -26,6 +29,8 @@ pub fn read_log(path: &Path) -> Vec<LoggedCall> {
                 api: f[2].to_string(),
                 args: [hex(f[3]), hex(f[4]), hex(f[5])],
                 ret: f[6].parse().unwrap(),
+                before_ns: f.get(7).map_or(0, |v| v.parse().unwrap()),
+                after_ns: f.get(8).map_or(0, |v| v.parse().unwrap()),
             }
         })
         .collect()
