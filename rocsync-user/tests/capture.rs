@@ -4,7 +4,7 @@
 
 mod common;
 
-use std::process::Command;
+use std::{io::Write as _, time::Duration};
 
 use common::*;
 use rocsync_tests::{read_log, real_hip_program, scenario, scenario_dlopen, sim_hip};
@@ -109,24 +109,21 @@ fn attach_wait_catches_a_library_loaded_later() {
     }
     let dir = TempDir::new();
     let log = dir.path("scenario.log");
-    let mut target = Command::new(scenario_dlopen())
-        .arg("basic")
-        .env("SCENARIO_LOG", &log)
-        .env("SCENARIO_HIP", sim_hip())
-        .env("SCENARIO_DELAY_MS", "1500")
-        .spawn()
-        .unwrap();
+    // The scenario loads the runtime with dlopen only once the gate opens: after rocsync
+    // says it is waiting (a handshake, not a head start).
+    let mut target = start_gated(&dir, &scenario_dlopen(), &["basic"]);
     let raw = dir.path("calls.jsonl");
-    let out = run_ok(
+    let mut tracer = spawn_piped(
         rocsync()
-            .args(["attach", "--wait", "--raw"])
+            .args(["attach", "--wait", "--no-status", "--raw"])
             .arg(&raw)
             .arg("--pid")
             .arg(target.id().to_string()),
     );
+    wait_for_line(&mut tracer, "waiting for process", Duration::from_secs(20));
+    target.stdin.take().unwrap().write_all(b"go\n").unwrap();
     assert!(target.wait().unwrap().success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("waiting for process"), "{stderr}");
+    assert!(tracer.wait().unwrap().success());
     let (_, mut calls) = read_raw(&raw);
     // attach probes hipGetDevice for a while to learn devices; the default set does not.
     calls.retain(|c| c.api.symbol() != "hipGetDevice");

@@ -3,7 +3,11 @@
 
 mod common;
 
-use std::{io::Write as _, process::Stdio, time::Duration};
+use std::{
+    io::{BufRead as _, BufReader, Write as _},
+    process::Stdio,
+    time::Duration,
+};
 
 use common::*;
 use rocsync_tests::{read_log, scenario};
@@ -17,7 +21,12 @@ fn sigint_mid_capture_keeps_everything_captured() {
     let mut target = start_gated(&dir, &scenario(), &["loop", "2500"]);
     let raw = dir.path("calls.jsonl");
     let mut tracer = attach_and_start(&mut target, &raw);
-    std::thread::sleep(Duration::from_millis(800));
+    // Handshake: the loop has begun (it runs 2.5 s from here); stop the capture now.
+    let mut line = String::new();
+    BufReader::new(target.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line.trim(), "looping");
     // SAFETY: signals the tracer this test started.
     unsafe { libc::kill(tracer.id() as i32, libc::SIGINT) };
     assert!(tracer.wait().unwrap().success());

@@ -10,7 +10,6 @@
  *   gated MODE ...        print "ready", wait for a line on stdin, then run MODE
  *   loop MS               call in a loop for MS milliseconds
  *   hang                  queue 30 s of work, then block in hipStreamSynchronize
- * dlopen build: $SCENARIO_HIP names the library to load; $SCENARIO_DELAY_MS delays it;
  * $SCENARIO_HIP2 names a second copy, whose hipDeviceSynchronize basic also calls. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -338,6 +337,8 @@ static void loop(int ms) {
   hipEvent_t e = 0;
   StreamCreate(&s);
   EventCreate(&e);
+  printf("looping\n"); /* the test's handshake: the loop runs for `ms` from here */
+  fflush(stdout);
   for (uint64_t end = ms_now() + (uint64_t)ms; ms_now() < end;) {
     EventRecord(e, s);
     StreamWaitEvent(0, e);
@@ -351,7 +352,6 @@ static void loop(int ms) {
 static void load_runtime(void) {
 #ifdef USE_DLOPEN
   const char *lib = getenv("SCENARIO_HIP") ? getenv("SCENARIO_HIP") : "libamdhip64.so";
-  if (getenv("SCENARIO_DELAY_MS")) usleep(1000 * atoi(getenv("SCENARIO_DELAY_MS")));
   void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
   if (!h) { fprintf(stderr, "dlopen: %s\n", dlerror()); exit(4); }
 #define HIP_SYM(ret, name, params) p_##name = (ret(*) params)dlsym(h, #name);
