@@ -84,7 +84,8 @@ impl Sequencer {
     }
 
     /// Calls waiting for an earlier id, or in flight at the watermark.
-    pub fn pending(&self) -> usize {
+    #[cfg(test)]
+    fn pending(&self) -> usize {
         self.pending.len()
     }
 

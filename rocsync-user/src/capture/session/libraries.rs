@@ -7,7 +7,7 @@ use rocsync_common::{Config, Switch};
 use super::{LEARN_FOR, Session};
 use crate::{
     backend::Runtime,
-    probes::{library::OpenedLibrary, maps},
+    probes::{LibraryReport, library::OpenedLibrary, maps},
 };
 
 impl Session {
@@ -46,21 +46,13 @@ impl Session {
         lib: &OpenedLibrary,
         pid: u32,
     ) -> Result<bool> {
-        if !self.probed_files.insert((lib.dev, lib.ino)) {
+        let choice = self.choice.clone();
+        let Some(report) = self.probe_once(lib, |probes, path| {
+            probes.attach_runtime(runtime, &choice, path, Some(pid))
+        })?
+        else {
             return Ok(false);
-        }
-        let mut report =
-            match self
-                .probes
-                .attach_runtime(runtime, &self.choice, &lib.path(), Some(pid))
-            {
-                Ok(r) => r,
-                Err(e) => {
-                    self.probed_files.remove(&(lib.dev, lib.ino));
-                    return Err(e.context(format!("probing {}", lib.shown.display())));
-                }
-            };
-        report.path = lib.shown.clone();
+        };
         self.say(&format!(
             "rocsync: attached to {} (pid {pid}): {} functions",
             report.path.display(),
@@ -97,19 +89,35 @@ impl Session {
         Ok(true)
     }
 
-    /// Probes an HSA runtime file for `pid`, once per file.
-    fn attach_hsa(&mut self, lib: &OpenedLibrary, pid: u32) -> Result<()> {
+    /// Runs `attach` on a library file not probed yet (one file seen through two paths is
+    /// probed once); a failure leaves it unprobed, for a later scan. The report names the
+    /// file as the target sees it.
+    fn probe_once(
+        &mut self,
+        lib: &OpenedLibrary,
+        attach: impl FnOnce(&mut crate::probes::Probes, &std::path::Path) -> Result<LibraryReport>,
+    ) -> Result<Option<LibraryReport>> {
         if !self.probed_files.insert((lib.dev, lib.ino)) {
-            return Ok(());
+            return Ok(None);
         }
-        let mut report = match self.probes.attach_hsa(&lib.path(), pid) {
-            Ok(r) => r,
+        match attach(&mut self.probes, &lib.path()) {
+            Ok(mut report) => {
+                report.path = lib.shown.clone();
+                Ok(Some(report))
+            }
             Err(e) => {
                 self.probed_files.remove(&(lib.dev, lib.ino));
-                return Err(e.context(format!("probing {}", lib.shown.display())));
+                Err(e.context(format!("probing {}", lib.shown.display())))
             }
+        }
+    }
+
+    /// Probes an HSA runtime file for `pid`, once per file.
+    fn attach_hsa(&mut self, lib: &OpenedLibrary, pid: u32) -> Result<()> {
+        let Some(report) = self.probe_once(lib, |probes, path| probes.attach_hsa(path, pid))?
+        else {
+            return Ok(());
         };
-        report.path = lib.shown.clone();
         self.say(&format!(
             "rocsync: attached to {} (pid {pid}): HSA queues and doorbells",
             report.path.display()
