@@ -14,6 +14,9 @@ use std::{
 use anyhow::{Context as _, Result, bail};
 use aya::programs::{UProbe, uprobe::UProbeScope};
 use clap::{Parser, Subcommand};
+
+mod raw;
+use raw::{peak_rss_of, raw};
 use rocsync::{
     emit::{
         Tee,
@@ -335,53 +338,6 @@ fn pipeline(records: u64, churn: bool) -> Result<()> {
             "records_per_s": records as f64 / seconds,
             "trace_bytes": trace.0,
             "peak_rss_bytes": peak_rss(),
-        })
-    );
-    Ok(())
-}
-
-/// A raw capture as a live capture writes it, of `calls` synthetic calls.
-fn raw(calls: u64, out: &Path) -> Result<()> {
-    let header = rocsync::emit::raw::Header {
-        clock_offset_ns: 1_790_000_000_000_000_000,
-        start_ns: 0,
-        command: vec!["synthetic".into()],
-        from_start: true,
-    };
-    let file = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(out)?);
-    let writer = KinetoWriter::new(std::io::sink(), header.clock_offset_ns, 0)?;
-    let mut pipeline = Pipeline::new(Tee(writer, Some(RawWriter::new(file, &header)?)), true);
-    for (i, (api, tid, args)) in synthesize(calls, true).enumerate() {
-        let (entry, exit) = record_bytes(i as u64 + 1, api, tid, args);
-        pipeline.record(&entry);
-        pipeline.record(&exit);
-    }
-    let (Tee(_, raw), _) = pipeline.finish()?;
-    let mut file = raw.context("raw writer")?.finish(&Default::default())?;
-    std::io::Write::flush(&mut file)?;
-    println!(
-        "{}",
-        json!({ "calls": calls, "bytes": std::fs::metadata(out)?.len() })
-    );
-    Ok(())
-}
-
-/// Wall time and peak RSS of a child (wait4's rusage).
-fn peak_rss_of(command: &[String]) -> Result<()> {
-    let start = Instant::now();
-    let child = Command::new(&command[0]).args(&command[1..]).spawn()?;
-    let mut status = 0;
-    // SAFETY: wait4 on our own child with valid out-pointers.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    let r = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
-    if r < 0 || !libc::WIFEXITED(status) || libc::WEXITSTATUS(status) != 0 {
-        bail!("{command:?} failed (status {status})");
-    }
-    println!(
-        "{}",
-        json!({
-            "seconds": start.elapsed().as_secs_f64(),
-            "peak_rss_bytes": usage.ru_maxrss as u64 * 1024,
         })
     );
     Ok(())

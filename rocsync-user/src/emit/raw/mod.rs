@@ -9,6 +9,8 @@
 //! only the end knows (`{"rocsync_raw_end": {…}}`).
 
 mod read;
+#[cfg(test)]
+mod tests;
 
 use std::io::{self, Write};
 

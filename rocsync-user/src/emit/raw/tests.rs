@@ -1,0 +1,92 @@
+//! The raw format written and read back: round trips and hostile lines.
+
+use std::io::Write as _;
+
+use super::read::*;
+use crate::emit::{
+    Sink,
+    raw::{Header, RawWriter, Trailer},
+};
+use crate::ingest::{Packet, Queue};
+
+fn header() -> Header {
+    Header {
+        clock_offset_ns: 1_700_000_000_000_000_000,
+        start_ns: 5,
+        command: vec!["x".into()],
+        from_start: true,
+    }
+}
+
+#[test]
+fn queues_packets_and_losses_round_trip() {
+    let mut w = RawWriter::new(Vec::new(), &header()).unwrap();
+    let q = Queue {
+        pid: 1,
+        tid: 2,
+        created: true,
+        queue: 0x7000,
+        agent: 0x10,
+        base: 0x9000,
+        doorbell: 0x44,
+        id: 3,
+        size: 64,
+        ordinal: 1,
+        ns: 77,
+    };
+    let mut bytes = [0u8; 64];
+    bytes[0] = 3;
+    bytes[63] = 0xfe;
+    let p = Packet {
+        pid: 1,
+        tid: 2,
+        ordinal: 1,
+        queue: 0x7000,
+        agent: 0x10,
+        index: 9,
+        ns: 78,
+        bytes,
+    };
+    w.queue(&q).unwrap();
+    w.packet(&p).unwrap();
+    w.lost(4, 3).unwrap();
+    let out = w.finish(&Trailer::default()).unwrap();
+    let mut r = Reader::new(&out[..]).unwrap();
+    assert_eq!(r.header, header());
+    assert_eq!(r.next_item().unwrap(), Some(Item::Queue(q)));
+    assert_eq!(r.next_item().unwrap(), Some(Item::Packet(p)));
+    assert_eq!(r.next_item().unwrap(), Some(Item::Lost(4, 3)));
+    assert!(matches!(r.next_item().unwrap(), Some(Item::Trailer(_))));
+    assert_eq!(r.next_item().unwrap(), None);
+}
+
+#[test]
+fn hostile_lines_are_errors_naming_their_line() {
+    let mut text = Vec::new();
+    RawWriter::new(&mut text, &header()).unwrap();
+    writeln!(text, "{{\"api\":\"hipDeviceSynchronize\",\"pid\":1,\"tid\":1,\"correlation\":1,\"enter_ns\":9,\"exit_ns\":2,\"ret\":0,\"args\":{{}}}}").unwrap();
+    let err = format!(
+        "{:#}",
+        Reader::new(&text[..]).unwrap().next_item().unwrap_err()
+    );
+    assert!(err.contains("line 2") && err.contains("before"), "{err}");
+
+    let mut long = Vec::new();
+    RawWriter::new(&mut long, &header()).unwrap();
+    long.extend(std::iter::repeat_n(b'x', MAX_LINE + 10));
+    let err = format!(
+        "{:#}",
+        Reader::new(&long[..]).unwrap().next_item().unwrap_err()
+    );
+    assert!(
+        err.contains("line 2") && err.contains("longer than"),
+        "{err}"
+    );
+
+    let bad = b"{\"rocsync_raw\":{\"clock_offset_ns\":1}}\n{\"packet\":{\"bytes\":\"zz\"}}\n";
+    let err = format!(
+        "{:#}",
+        Reader::new(&bad[..]).unwrap().next_item().unwrap_err()
+    );
+    assert!(err.contains("line 2"), "{err}");
+}
