@@ -1,5 +1,6 @@
 //! The HSA queue write path: a program that drives the (simulated) HSA runtime directly is
-//! traced packet by packet, and every barrier gets an arrow from the packet it waits on.
+//! traced packet by packet (kernel and agent dispatches, barrier-AND/OR, AMD's
+//! barrier-value), and every barrier gets an arrow from the packet it waits on.
 //! Needs root (eBPF); skips with a reason otherwise.
 
 mod common;
@@ -54,7 +55,11 @@ fn every_published_packet_and_barrier_dependency_is_traced() {
             )
         })
         .collect();
-    assert_eq!(logged.len(), iterations * 3);
+    // Three packets per iteration, an agent dispatch every fourth.
+    assert_eq!(logged.len(), iterations * 3 + iterations / 4);
+    for t in [0, 2, 3, 4, 5] {
+        assert!(logged.iter().any(|p| p.3 == t), "packet type {t} published");
+    }
     assert!(
         logged.iter().any(|p| p.2 >= 2 * queue_size as u64),
         "the ring wraps around"
@@ -63,8 +68,11 @@ fn every_published_packet_and_barrier_dependency_is_traced() {
     let trace = read_json(&out);
     let events = trace["traceEvents"].as_array().unwrap();
     let type_code = |name: &str| match name {
+        "barrier_value" => 0,
         "kernel_dispatch" => 2,
         "barrier_and" => 3,
+        "agent_dispatch" => 4,
+        "barrier_or" => 5,
         other => panic!("unexpected packet type {other}"),
     };
     let mut rows: Vec<PacketKey> = Vec::new();
@@ -92,6 +100,15 @@ fn every_published_packet_and_barrier_dependency_is_traced() {
             ),
             (key.1, key.2),
         );
+        match key.3 {
+            0 => assert_eq!(
+                (&a["condition"], &a["value"]),
+                (&serde_json::json!("lt"), &serde_json::json!(1)),
+                "barrier-value condition"
+            ),
+            4 => assert_eq!(a["function"], 7, "agent dispatch function"),
+            _ => {}
+        }
         rows.push(key);
     }
     let mut want = logged.clone();

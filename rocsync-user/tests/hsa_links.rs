@@ -19,9 +19,21 @@ fn hex(s: &str) -> u64 {
 
 #[test]
 fn each_wait_links_to_the_barrier_the_runtime_says_it_submitted() {
-    if !can_trace("each_wait_links_to_the_barrier_the_runtime_says_it_submitted") {
-        return;
+    let name = "each_wait_links_to_the_barrier_the_runtime_says_it_submitted";
+    if can_trace(name) {
+        check_links(false);
     }
+}
+
+/// The same on MI200/MI300's form: CLR publishes AMD's vendor barrier-value packets.
+#[test]
+fn each_wait_links_to_the_barrier_value_packet_it_submitted() {
+    if can_trace("each_wait_links_to_the_barrier_value_packet_it_submitted") {
+        check_links(true);
+    }
+}
+
+fn check_links(barrier_value: bool) {
     let dir = TempDir::new();
     let (trace, raw, log, packets) = (
         dir.path("t.json"),
@@ -29,19 +41,21 @@ fn each_wait_links_to_the_barrier_the_runtime_says_it_submitted() {
         dir.path("s.log"),
         dir.path("packets.log"),
     );
-    run_ok(
-        rocsync()
-            .args(["run", "--no-status", "-o"])
-            .arg(&trace)
-            .arg("--raw")
-            .arg(&raw)
-            .arg("--")
-            .arg(scenario_dlopen())
-            .args(["cross", "20"])
-            .env("SCENARIO_HIP", sim_hip_over_hsa())
-            .env("SCENARIO_LOG", &log)
-            .env("HIP_SIM_PACKET_LOG", &packets),
-    );
+    let mut cmd = rocsync();
+    cmd.args(["run", "--no-status", "-o"])
+        .arg(&trace)
+        .arg("--raw")
+        .arg(&raw)
+        .arg("--")
+        .arg(scenario_dlopen())
+        .args(["cross", "20"])
+        .env("SCENARIO_HIP", sim_hip_over_hsa())
+        .env("SCENARIO_LOG", &log)
+        .env("HIP_SIM_PACKET_LOG", &packets);
+    if barrier_value {
+        cmd.env("HIP_SIM_BARRIER_VALUE", "1");
+    }
+    run_ok(&mut cmd);
     let logged = read_log(&log);
     let (_, calls) = read_raw(&raw);
     let corr = seq_to_correlation(&logged, &calls);
@@ -109,6 +123,12 @@ fn each_wait_links_to_the_barrier_the_runtime_says_it_submitted() {
             .expect("both ends");
         let wait = at(s, "cuda_runtime");
         let packet = at(f, "hsa_packet");
+        let kind = if barrier_value {
+            "barrier_value"
+        } else {
+            "barrier_and"
+        };
+        assert_eq!(packet["name"], kind);
         let w = wait["args"]["correlation"].as_u64().unwrap();
         let (_, queue, index, _, dep) = by_call[&w];
         assert_eq!(

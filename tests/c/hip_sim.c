@@ -12,9 +12,10 @@
  * hipSimLaunch (not a HIP API) queues simulated kernel work on a stream.
  *
  * Built with -DSIM_HSA, it also submits what CLR submits through the HSA runtime (the
- * simulated libhsa-runtime64): a kernel dispatch per launch, a barrier-AND per event
- * record (its completion signal is the event's), and a barrier-AND waiting on that
- * signal per stream wait; one AQL queue per stream on its device's GPU agent. */
+ * simulated libhsa-runtime64): a kernel dispatch per launch, a barrier per event record
+ * (its completion signal is the event's), and a barrier waiting on that signal per stream
+ * wait (barrier-AND, or AMD's barrier-value with $HIP_SIM_BARRIER_VALUE); one AQL queue
+ * per stream on its device's GPU agent. */
 #define _GNU_SOURCE
 #include "hip_sim.h"
 
@@ -118,23 +119,26 @@ static void write_packet_log(void) {
 }
 
 /* Publishes one packet on the stream's queue as CLR does: reserve, body, header, doorbell.
- * Called with the lock held, so doorbells of a shared queue ring in order. */
-static void submit(struct ihipStream_t *s, void *body, uint16_t header) {
-  if (!s->queue && hsa_queue_create(gpu_agents[s->device], 64, 0, NULL, NULL, 0, 0, &s->queue)) return;
+ * Called with the lock held, so doorbells of a shared queue ring in order. Returns the
+ * write index (or UINT64_MAX without a queue). */
+static uint64_t submit(struct ihipStream_t *s, void *body, uint16_t header) {
+  if (!s->queue && hsa_queue_create(gpu_agents[s->device], 64, 0, NULL, NULL, 0, 0, &s->queue))
+    return UINT64_MAX;
   hsa_queue_t *q = s->queue;
   uint64_t idx = hsa_queue_add_write_index_screlease(q, 1);
   while (idx - hsa_queue_load_read_index_scacquire(q) >= q->size) ;
   uint8_t *slot = (uint8_t *)q->base_address + (idx & (q->size - 1)) * 64;
   memcpy(slot + 2, (uint8_t *)body + 2, 62);
   __atomic_store_n((uint16_t *)slot, header, __ATOMIC_RELEASE);
-  if ((header & 0xff) == HSA_PACKET_TYPE_BARRIER_AND && n_packet_log < 65536) {
-    const hsa_barrier_and_packet_t *b = body;
-    if (n_packet_log == 0) atexit(write_packet_log);
-    packet_log[n_packet_log++] = (typeof(packet_log[0])){
-        (int)syscall(SYS_gettid), (uint64_t)(uintptr_t)q, idx, b->completion_signal.handle,
-        b->dep_signal[0].handle};
-  }
   hsa_signal_store_screlease(q->doorbell_signal, (int64_t)idx);
+  return idx;
+}
+
+static void log_barrier(struct ihipStream_t *s, uint64_t idx, uint64_t done, uint64_t dep) {
+  if (idx == UINT64_MAX || n_packet_log == 65536) return;
+  if (n_packet_log == 0) atexit(write_packet_log);
+  packet_log[n_packet_log++] = (typeof(packet_log[0])){
+      (int)syscall(SYS_gettid), (uint64_t)(uintptr_t)s->queue, idx, done, dep};
 }
 
 static uint64_t new_signal(void) {
@@ -154,14 +158,30 @@ static void submit_kernel(struct ihipStream_t *s, unsigned work_us) {
   submit(s, &k, HSA_PACKET_TYPE_KERNEL_DISPATCH | 1 << 8);
 }
 
-/* A barrier-AND, waiting on `dep` (0: none); returns its completion signal. */
+/* A barrier waiting on `dep` (0: none); returns its completion signal. A barrier-AND, or
+ * with $HIP_SIM_BARRIER_VALUE AMD's barrier-value packet, as CLR publishes on MI200/MI300.
+ * The packet is logged after its doorbell, still under the lock. */
 static uint64_t submit_barrier(struct ihipStream_t *s, uint64_t dep) {
-  hsa_barrier_and_packet_t b;
-  memset(&b, 0, sizeof b);
-  b.dep_signal[0].handle = dep;
-  b.completion_signal.handle = new_signal();
-  submit(s, &b, HSA_PACKET_TYPE_BARRIER_AND | 1 << 8);
-  return b.completion_signal.handle;
+  uint64_t done = new_signal(), idx;
+  if (getenv("HIP_SIM_BARRIER_VALUE")) {
+    hsa_amd_barrier_value_packet_t b;
+    memset(&b, 0, sizeof b);
+    b.AmdFormat = HSA_AMD_PACKET_TYPE_BARRIER_VALUE;
+    b.signal.handle = dep;
+    b.value = 1;
+    b.mask = -1;
+    b.cond = HSA_SIGNAL_CONDITION_LT;
+    b.completion_signal.handle = done;
+    idx = submit(s, &b, HSA_PACKET_TYPE_VENDOR_SPECIFIC | 1 << 8);
+  } else {
+    hsa_barrier_and_packet_t b;
+    memset(&b, 0, sizeof b);
+    b.dep_signal[0].handle = dep;
+    b.completion_signal.handle = done;
+    idx = submit(s, &b, HSA_PACKET_TYPE_BARRIER_AND | 1 << 8);
+  }
+  log_barrier(s, idx, done, dep);
+  return done;
 }
 #endif
 

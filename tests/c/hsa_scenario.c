@@ -1,8 +1,10 @@
 /* Drives the HSA runtime directly, as CLR does: reserve a slot with
  * hsa_queue_add_write_index_*, write the body, store the header, ring the doorbell with
  * hsa_signal_store_screlease. Two GPU agents, one queue each; every iteration a kernel
- * on agent 0, a barrier-AND on agent 1 that waits for it, then a kernel on agent 1;
- * sometimes two packets per doorbell. Logs every packet it published, one line each:
+ * on agent 0, a barrier on agent 1 that waits for it (barrier-AND, barrier-OR also on the
+ * previous iteration's last kernel, or AMD's vendor barrier-value, in turn), then a kernel
+ * on agent 1; every fourth iteration an agent dispatch on agent 0; sometimes two packets
+ * per doorbell. Logs every packet it published, one line each (type 0: barrier-value):
  *   agent queue index type completion_signal dep0 dep1
  * With $SCENARIO_BURST=N, it then publishes N kernels on agent 0's queue behind a single
  * doorbell (more than a probe reads at once).
@@ -57,13 +59,40 @@ static uint64_t kernel(int agent, hsa_queue_t *q, hsa_signal_t done, uint32_t gr
   return idx;
 }
 
-static uint64_t barrier(int agent, hsa_queue_t *q, hsa_signal_t dep, hsa_signal_t done) {
+static uint64_t barrier(int agent, hsa_queue_t *q, int type, hsa_signal_t dep, hsa_signal_t dep2,
+                        hsa_signal_t done) {
   hsa_barrier_and_packet_t b;
   memset(&b, 0, sizeof b);
   b.dep_signal[0] = dep;
+  b.dep_signal[1] = dep2;
   b.completion_signal = done;
-  uint64_t idx = reserve(q, &b, HSA_PACKET_TYPE_BARRIER_AND | 1 << 8);
-  log_packet(agent, q, idx, HSA_PACKET_TYPE_BARRIER_AND, done, dep.handle, 0);
+  uint64_t idx = reserve(q, &b, (uint16_t)(type | 1 << 8));
+  log_packet(agent, q, idx, type, done, dep.handle, dep2.handle);
+  return idx;
+}
+
+/* AMD's barrier-value packet, as CLR publishes on MI200/MI300: wait until dep < 1. */
+static uint64_t barrier_value(int agent, hsa_queue_t *q, hsa_signal_t dep, hsa_signal_t done) {
+  hsa_amd_barrier_value_packet_t b;
+  memset(&b, 0, sizeof b);
+  b.AmdFormat = HSA_AMD_PACKET_TYPE_BARRIER_VALUE;
+  b.signal = dep;
+  b.value = 1;
+  b.mask = -1;
+  b.cond = HSA_SIGNAL_CONDITION_LT;
+  b.completion_signal = done;
+  uint64_t idx = reserve(q, &b, HSA_PACKET_TYPE_VENDOR_SPECIFIC | 1 << 8);
+  log_packet(agent, q, idx, HSA_PACKET_TYPE_VENDOR_SPECIFIC, done, dep.handle, 0);
+  return idx;
+}
+
+static uint64_t agent_dispatch(int agent, hsa_queue_t *q, uint64_t arg) {
+  hsa_agent_dispatch_packet_t a;
+  memset(&a, 0, sizeof a);
+  a.type = 7;
+  a.arg[0] = arg;
+  uint64_t idx = reserve(q, &a, HSA_PACKET_TYPE_AGENT_DISPATCH | 1 << 8);
+  log_packet(agent, q, idx, HSA_PACKET_TYPE_AGENT_DISPATCH, a.completion_signal, 0, 0);
   return idx;
 }
 
@@ -87,7 +116,14 @@ int main(int argc, char **argv) {
     hsa_signal_create(1, 0, NULL, &k1);
     uint64_t idx = kernel(0, q[0], k0, 4096);
     hsa_signal_store_screlease(q[0]->doorbell_signal, (int64_t)idx);
-    idx = barrier(1, q[1], k0, b1);
+    if (i % 4 == 3) {
+      idx = agent_dispatch(0, q[0], (uint64_t)i);
+      hsa_signal_store_screlease(q[0]->doorbell_signal, (int64_t)idx);
+    }
+    hsa_signal_t none = {0};
+    if (i % 3 == 0) idx = barrier(1, q[1], HSA_PACKET_TYPE_BARRIER_AND, k0, none, b1);
+    else if (i % 3 == 1) idx = barrier(1, q[1], HSA_PACKET_TYPE_BARRIER_OR, k0, last, b1);
+    else idx = barrier_value(1, q[1], k0, b1);
     /* Every third iteration, the barrier and the kernel share one doorbell. */
     if (i % 3 != 0) hsa_signal_store_screlease(q[1]->doorbell_signal, (int64_t)idx);
     idx = kernel(1, q[1], k1, 2048);

@@ -1,8 +1,8 @@
 /* A simulated HSA runtime (ROCr) with the real ABI for queues, signals and agents: one
  * CPU and two GPU agents; each queue is a real AQL ring in memory with a doorbell signal
  * (kind DOORBELL, queue_ptr set, as ROCr's amd_signal_t) and a packet-processor thread
- * that executes packets in order, honours barrier-AND/OR dependencies and decrements
- * completion signals. */
+ * that executes packets in order, honours barrier-AND/OR and AMD barrier-value
+ * dependencies, completes agent dispatches at once and decrements completion signals. */
 #define _GNU_SOURCE
 #include "hsa_sim.h"
 
@@ -139,6 +139,17 @@ static void *processor(void *arg) {
         pause_us(20);
       }
       done = b->completion_signal;
+    } else if (type == HSA_PACKET_TYPE_VENDOR_SPECIFIC &&
+               pkt[2] == HSA_AMD_PACKET_TYPE_BARRIER_VALUE) {
+      hsa_amd_barrier_value_packet_t *b = (void *)pkt;
+      /* No signal: its value reads as 0. */
+      while (!q->stop &&
+             !holds((b->signal.handle ? hsa_signal_load_relaxed(b->signal) : 0) & b->mask,
+                    (int)b->cond, b->value))
+        pause_us(20);
+      done = b->completion_signal;
+    } else if (type == HSA_PACKET_TYPE_AGENT_DISPATCH) {
+      done = ((hsa_agent_dispatch_packet_t *)pkt)->completion_signal;
     }
     if (done.handle)
       __atomic_sub_fetch(&((struct signal *)(uintptr_t)done.handle)->value, 1, __ATOMIC_RELEASE);
@@ -159,7 +170,7 @@ hsa_status_t hsa_queue_create(hsa_agent_t agent, uint32_t size, uint32_t type,
   struct queue *q = aligned_alloc(64, sizeof *q + 63 - (sizeof *q + 63) % 64);
   memset(q, 0, sizeof *q);
   q->q.type = type;
-  q->q.features = 1;
+  q->q.features = 3; /* kernel and agent dispatch */
   q->q.size = size;
   q->q.id = __atomic_add_fetch(&next_queue_id, 1, __ATOMIC_SEQ_CST);
   q->q.base_address = aligned_alloc(64, (size_t)size * 64);

@@ -46,6 +46,32 @@ typedef struct {
   hsa_signal_t completion_signal;
 } hsa_barrier_and_packet_t;
 
+/* Barrier-OR has the same layout as barrier-AND. */
+typedef hsa_barrier_and_packet_t hsa_barrier_or_packet_t;
+
+typedef struct {
+  uint16_t header, type;
+  uint32_t reserved0;
+  void *return_address;
+  uint64_t arg[4];
+  uint64_t reserved2;
+  hsa_signal_t completion_signal;
+} hsa_agent_dispatch_packet_t;
+
+/* hsa_ext_amd.h: a vendor packet (type 0) with AmdFormat 2 waits until
+ * (value of signal & mask) cond value holds. */
+enum { HSA_AMD_PACKET_TYPE_BARRIER_VALUE = 2 };
+typedef struct {
+  uint16_t header;
+  uint8_t AmdFormat, reserved;
+  uint32_t reserved0;
+  hsa_signal_t signal;
+  hsa_signal_value_t value, mask;
+  uint32_t cond, reserved1;
+  uint64_t reserved2, reserved3;
+  hsa_signal_t completion_signal;
+} hsa_amd_barrier_value_packet_t;
+
 hsa_status_t hsa_init(void);
 hsa_status_t hsa_shut_down(void);
 hsa_status_t hsa_iterate_agents(hsa_status_t (*cb)(hsa_agent_t, void *), void *data);

@@ -1,20 +1,32 @@
 //! AQL packets (hsa.h): what a doorbell published, decoded from the ring's 64 bytes.
 
-/// `hsa_packet_type_t`, by the header's low byte.
+/// `hsa_packet_type_t`, by the header's low byte; AMD's vendor packets by their
+/// `AmdFormat` byte.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PacketType {
+    /// A vendor packet of a format not decoded here.
     Vendor,
     Invalid,
     KernelDispatch,
     BarrierAnd,
     AgentDispatch,
     BarrierOr,
+    /// `hsa_amd_barrier_value_packet_t` (vendor type, `AmdFormat` 2): what CLR publishes
+    /// for event records and stream waits on MI200/MI300.
+    BarrierValue,
     Unknown(u8),
 }
 
+/// `HSA_AMD_PACKET_TYPE_BARRIER_VALUE` (hsa_ext_amd.h).
+const AMD_FORMAT_BARRIER_VALUE: u8 = 2;
+
 impl PacketType {
+    /// Packets that hold their queue until other signals say so.
     pub fn is_barrier(self) -> bool {
-        matches!(self, PacketType::BarrierAnd | PacketType::BarrierOr)
+        matches!(
+            self,
+            PacketType::BarrierAnd | PacketType::BarrierOr | PacketType::BarrierValue
+        )
     }
 
     pub fn name(self) -> &'static str {
@@ -25,23 +37,57 @@ impl PacketType {
             PacketType::BarrierAnd => "barrier_and",
             PacketType::AgentDispatch => "agent_dispatch",
             PacketType::BarrierOr => "barrier_or",
+            PacketType::BarrierValue => "barrier_value",
             PacketType::Unknown(_) => "unknown",
         }
     }
+}
+
+/// What a packet holds beyond its header and completion signal.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Body {
+    Kernel {
+        grid: [u32; 3],
+        workgroup: [u16; 3],
+        kernel_object: u64,
+        kernarg_address: u64,
+    },
+    /// Barrier-AND/OR: the non-zero dependency signals.
+    Barrier {
+        deps: Vec<u64>,
+    },
+    /// Waits until `(value of signal & mask) cond value` holds.
+    BarrierValue {
+        signal: u64,
+        value: i64,
+        mask: i64,
+        cond: u32,
+    },
+    AgentDispatch {
+        function: u16,
+        args: [u64; 4],
+        return_address: u64,
+    },
+    Other,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Packet {
     pub kind: PacketType,
     pub header: u16,
-    /// Kernel dispatch only: grid and workgroup sizes, code object, kernel arguments.
-    pub grid: [u32; 3],
-    pub workgroup: [u16; 3],
-    pub kernel_object: u64,
-    pub kernarg_address: u64,
-    /// Barriers only: the non-zero dependency signals.
-    pub deps: Vec<u64>,
+    pub body: Body,
     pub completion_signal: u64,
+}
+
+impl Packet {
+    /// The signals this packet waits on.
+    pub fn deps(&self) -> &[u64] {
+        match &self.body {
+            Body::Barrier { deps } => deps,
+            Body::BarrierValue { signal, .. } if *signal != 0 => std::slice::from_ref(signal),
+            _ => &[],
+        }
+    }
 }
 
 fn u16_at(b: &[u8; 64], o: usize) -> u16 {
@@ -54,10 +100,11 @@ fn u64_at(b: &[u8; 64], o: usize) -> u64 {
     u64::from_le_bytes(b[o..o + 8].try_into().expect("8 bytes"))
 }
 
-/// Decodes a packet laid out as hsa.h defines it.
+/// Decodes a packet laid out as hsa.h and hsa_ext_amd.h define it.
 pub fn decode(b: &[u8; 64]) -> Packet {
     let header = u16_at(b, 0);
     let kind = match header & 0xff {
+        0 if b[2] == AMD_FORMAT_BARRIER_VALUE => PacketType::BarrierValue,
         0 => PacketType::Vendor,
         1 => PacketType::Invalid,
         2 => PacketType::KernelDispatch,
@@ -66,32 +113,38 @@ pub fn decode(b: &[u8; 64]) -> Packet {
         5 => PacketType::BarrierOr,
         t => PacketType::Unknown(t as u8),
     };
-    let mut p = Packet {
-        kind,
-        header,
-        grid: [0; 3],
-        workgroup: [0; 3],
-        kernel_object: 0,
-        kernarg_address: 0,
-        deps: Vec::new(),
-        completion_signal: u64_at(b, 56),
-    };
-    match kind {
-        PacketType::KernelDispatch => {
-            p.workgroup = [u16_at(b, 4), u16_at(b, 6), u16_at(b, 8)];
-            p.grid = [u32_at(b, 12), u32_at(b, 16), u32_at(b, 20)];
-            p.kernel_object = u64_at(b, 32);
-            p.kernarg_address = u64_at(b, 40);
-        }
-        PacketType::BarrierAnd | PacketType::BarrierOr => {
-            p.deps = (0..5)
+    let body = match kind {
+        PacketType::KernelDispatch => Body::Kernel {
+            workgroup: [u16_at(b, 4), u16_at(b, 6), u16_at(b, 8)],
+            grid: [u32_at(b, 12), u32_at(b, 16), u32_at(b, 20)],
+            kernel_object: u64_at(b, 32),
+            kernarg_address: u64_at(b, 40),
+        },
+        PacketType::BarrierAnd | PacketType::BarrierOr => Body::Barrier {
+            deps: (0..5)
                 .map(|i| u64_at(b, 8 + 8 * i))
                 .filter(|&d| d != 0)
-                .collect();
-        }
-        _ => {}
+                .collect(),
+        },
+        PacketType::BarrierValue => Body::BarrierValue {
+            signal: u64_at(b, 8),
+            value: u64_at(b, 16) as i64,
+            mask: u64_at(b, 24) as i64,
+            cond: u32_at(b, 32),
+        },
+        PacketType::AgentDispatch => Body::AgentDispatch {
+            function: u16_at(b, 2),
+            return_address: u64_at(b, 8),
+            args: [u64_at(b, 16), u64_at(b, 24), u64_at(b, 32), u64_at(b, 40)],
+        },
+        _ => Body::Other,
+    };
+    Packet {
+        kind,
+        header,
+        body,
+        completion_signal: u64_at(b, 56),
     }
-    p
 }
 
 #[cfg(test)]
@@ -117,10 +170,17 @@ mod tests {
         put(&mut b, 56, &0xdead_beefu64.to_le_bytes());
         let p = decode(&b);
         assert_eq!(p.kind, PacketType::KernelDispatch);
-        assert_eq!((p.grid, p.workgroup), ([4096, 8, 1], [64, 2, 1]));
-        assert_eq!((p.kernel_object, p.kernarg_address), (0x7000, 0x8000));
+        assert_eq!(
+            p.body,
+            Body::Kernel {
+                grid: [4096, 8, 1],
+                workgroup: [64, 2, 1],
+                kernel_object: 0x7000,
+                kernarg_address: 0x8000
+            }
+        );
         assert_eq!(p.completion_signal, 0xdead_beef);
-        assert!(p.deps.is_empty());
+        assert!(p.deps().is_empty());
     }
 
     #[test]
@@ -133,9 +193,59 @@ mod tests {
             put(&mut b, 56, &0x99u64.to_le_bytes());
             let p = decode(&b);
             assert_eq!(p.kind, kind);
-            assert_eq!(p.deps, vec![0x10, 0x30]);
+            assert_eq!(p.deps(), [0x10, 0x30]);
             assert_eq!(p.completion_signal, 0x99);
         }
+    }
+
+    #[test]
+    fn amd_barrier_value_waits_on_its_signal() {
+        let mut b = [0u8; 64];
+        put(&mut b, 0, &(1u16 << 8).to_le_bytes());
+        b[2] = 2;
+        put(&mut b, 8, &0x40u64.to_le_bytes());
+        put(&mut b, 16, &1i64.to_le_bytes());
+        put(&mut b, 24, &(-1i64).to_le_bytes());
+        put(&mut b, 32, &2u32.to_le_bytes());
+        put(&mut b, 56, &0x77u64.to_le_bytes());
+        let p = decode(&b);
+        assert_eq!(p.kind, PacketType::BarrierValue);
+        assert!(p.kind.is_barrier());
+        assert_eq!(p.deps(), [0x40]);
+        assert_eq!(
+            p.body,
+            Body::BarrierValue {
+                signal: 0x40,
+                value: 1,
+                mask: -1,
+                cond: 2
+            }
+        );
+        assert_eq!(p.completion_signal, 0x77);
+        b[2] = 1; // another vendor format: not read as a barrier
+        assert_eq!(decode(&b).kind, PacketType::Vendor);
+        assert!(decode(&b).deps().is_empty());
+    }
+
+    #[test]
+    fn agent_dispatch_keeps_function_and_arguments() {
+        let mut b = [0u8; 64];
+        put(&mut b, 0, &4u16.to_le_bytes());
+        put(&mut b, 2, &7u16.to_le_bytes());
+        put(&mut b, 8, &0x5000u64.to_le_bytes());
+        for i in 0..4u64 {
+            put(&mut b, 16 + 8 * i as usize, &(i + 1).to_le_bytes());
+        }
+        let p = decode(&b);
+        assert_eq!(
+            p.body,
+            Body::AgentDispatch {
+                function: 7,
+                args: [1, 2, 3, 4],
+                return_address: 0x5000
+            }
+        );
+        assert!(!p.kind.is_barrier());
     }
 
     #[test]

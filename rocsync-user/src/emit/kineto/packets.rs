@@ -4,7 +4,7 @@
 use std::io::{self, Write};
 
 use super::KinetoWriter;
-use crate::ingest::{Packet, Queue, aql, aql::PacketType};
+use crate::ingest::{Packet, Queue, aql, aql::Body};
 
 /// HSA queue tracks on a GPU process: beside stream, sync and device tracks.
 pub(super) const QUEUE_TID_BASE: i64 = 3_000_000;
@@ -45,26 +45,59 @@ impl<W: Write> KinetoWriter<W> {
             .s(",\"packet_type\":\"")
             .s(p.kind.name())
             .s("\"");
-        if p.kind == PacketType::KernelDispatch {
-            j.s(",\"grid\":[")
-                .u(p.grid[0] as u64)
-                .s(",")
-                .u(p.grid[1] as u64)
-                .s(",")
-                .u(p.grid[2] as u64);
-            j.s("],\"workgroup\":[")
-                .u(p.workgroup[0] as u64)
-                .s(",")
-                .u(p.workgroup[1] as u64);
-            j.s(",")
-                .u(p.workgroup[2] as u64)
-                .s("],\"kernel_object\":")
-                .hex(p.kernel_object);
-            j.s(",\"kernarg_address\":").hex(p.kernarg_address);
+        match &p.body {
+            Body::Kernel {
+                grid,
+                workgroup,
+                kernel_object,
+                kernarg_address,
+            } => {
+                j.s(",\"grid\":[")
+                    .u(grid[0] as u64)
+                    .s(",")
+                    .u(grid[1] as u64)
+                    .s(",")
+                    .u(grid[2] as u64);
+                j.s("],\"workgroup\":[")
+                    .u(workgroup[0] as u64)
+                    .s(",")
+                    .u(workgroup[1] as u64);
+                j.s(",")
+                    .u(workgroup[2] as u64)
+                    .s("],\"kernel_object\":")
+                    .hex(*kernel_object);
+                j.s(",\"kernarg_address\":").hex(*kernarg_address);
+            }
+            Body::BarrierValue {
+                value, mask, cond, ..
+            } => {
+                j.s(",\"value\":")
+                    .i(*value)
+                    .s(",\"mask\":")
+                    .hex(*mask as u64)
+                    .s(",\"condition\":\"")
+                    .s(condition(*cond))
+                    .s("\"");
+            }
+            Body::AgentDispatch {
+                function,
+                args,
+                return_address,
+            } => {
+                j.s(",\"function\":").u(*function as u64).s(",\"args\":[");
+                for (i, a) in args.iter().enumerate() {
+                    if i > 0 {
+                        j.s(",");
+                    }
+                    j.hex(*a);
+                }
+                j.s("],\"return_address\":").hex(*return_address);
+            }
+            Body::Barrier { .. } | Body::Other => {}
         }
-        if !p.deps.is_empty() {
+        if !p.deps().is_empty() {
             j.s(",\"dep_signals\":[");
-            for (i, d) in p.deps.iter().enumerate() {
+            for (i, d) in p.deps().iter().enumerate() {
                 if i > 0 {
                     j.s(",");
                 }
@@ -76,7 +109,7 @@ impl<W: Write> KinetoWriter<W> {
             j.s(",\"completion_signal\":").hex(p.completion_signal);
         }
         j.s("}}");
-        for d in &p.deps {
+        for d in p.deps() {
             if let Some(&from) = self.signal_producers.get(d) {
                 self.arrow(from, (pid, tid, ts), PACKET_DEP_CAT);
             }
@@ -86,5 +119,16 @@ impl<W: Write> KinetoWriter<W> {
                 .insert(p.completion_signal, (pid, tid, ts));
         }
         self.j.end()
+    }
+}
+
+/// `hsa_signal_condition_t`, as the packet's field holds it.
+fn condition(c: u32) -> &'static str {
+    match c {
+        0 => "eq",
+        1 => "ne",
+        2 => "lt",
+        3 => "gte",
+        _ => "unknown",
     }
 }
