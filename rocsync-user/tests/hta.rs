@@ -59,4 +59,32 @@ fn hta_finds_the_record_wait_edges() {
     assert!(want.len() >= 30, "{} waits", want.len());
     assert!(want.values().all(|&r| r >= 0));
     assert_eq!(found, want, "HTA's view of the edges");
+
+    // HTA's own CPU<->GPU join: every sync call the scenario made is one GPU row, under
+    // CUPTI's name, joined to that call's runtime row and back; nothing else is joined.
+    let cupti = |api: &str| match api {
+        "hipStreamWaitEvent" => Some("Stream Wait Event"),
+        "hipEventSynchronize" | "hipEventQuery" => Some("Event Sync"),
+        "hipStreamSynchronize" => Some("Stream Sync"),
+        "hipDeviceSynchronize" => Some("Context Sync"),
+        _ => None,
+    };
+    let mut want_joins: Vec<serde_json::Value> = logged
+        .iter()
+        .filter_map(|l| {
+            let c = corr[&l.seq];
+            cupti(&l.api).map(|gpu| serde_json::json!([gpu, c, l.api, c, true]))
+        })
+        .collect();
+    let mut joins = report["joins"].as_array().unwrap().clone();
+    let key = |v: &serde_json::Value| v[1].as_u64().unwrap();
+    want_joins.sort_by_key(key);
+    joins.sort_by_key(key);
+    assert!(
+        want_joins.iter().any(|j| j[0] == "Stream Sync"),
+        "the scenario synchronizes streams too"
+    );
+    assert_eq!(joins, want_joins, "HTA's CPU<->GPU join");
+    assert_eq!(report["cpu_joined"], want_joins.len());
+    assert_eq!(report["sync_rows"], want_joins.len());
 }

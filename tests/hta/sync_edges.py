@@ -1,5 +1,5 @@
 """Reads a rocsync trace with HolisticTraceAnalysis and prints, as JSON, the record->wait
-edges HTA's own model of the trace contains.
+edges HTA's own model of the trace contains, and HTA's CPU<->GPU join.
 
 usage: python sync_edges.py TRACE_DIR
 
@@ -8,6 +8,10 @@ An edge counts when, in HTA's parsed dataframe:
   - HTA joined it to its CPU runtime row (index_correlation) and that row is the HIP wait,
   - its wait_on_cuda_event_record_corr_id names a CPU hipEventRecord* row.
 Waits HTA sees as unresolved map to -1. Any inconsistency is a non-zero exit.
+
+"joins" lists, for every row HTA classified as GPU, [its name, its correlation, the name
+and correlation of the CPU row HTA joined it to (index_correlation), whether that CPU row
+points back]; "cpu_joined" counts the runtime rows HTA joined to any GPU row.
 """
 import json
 import sys
@@ -47,7 +51,23 @@ def main(trace_dir: str) -> int:
             print(f"producer {producer} is not an event record", file=sys.stderr)
             return 1
         edges[int(row["correlation"])] = producer
-    print(json.dumps({"edges": edges, "sync_rows": int((gpu.cat == ids["cuda_sync"]).sum())}))
+    joins = []
+    for gpu_index, row in gpu.iterrows():
+        cpu_index = int(row["index_correlation"])
+        cpu = df.loc[cpu_index] if cpu_index > 0 else None
+        joins.append([
+            names[row["name"]],
+            int(row["correlation"]),
+            None if cpu is None else names[cpu["name"]],
+            None if cpu is None else int(cpu["correlation"]),
+            cpu is not None and int(cpu["index_correlation"]) == gpu_index,
+        ])
+    print(json.dumps({
+        "edges": edges,
+        "sync_rows": int((gpu.cat == ids["cuda_sync"]).sum()),
+        "joins": joins,
+        "cpu_joined": int(runtime.index_correlation.gt(0).sum()),
+    }))
     return 0
 
 
