@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
+pub mod driver;
 mod scenario_log;
 pub use scenario_log::{LoggedCall, read_log};
 
@@ -70,6 +71,34 @@ pub fn sim_hip_over_hsa() -> PathBuf {
 /// `hsa_scenario ITERATIONS QUEUE_SIZE`; logs every packet to `$SCENARIO_LOG`.
 pub fn hsa_scenario() -> PathBuf {
     Path::new(OUT).join("hsa_scenario")
+}
+
+/// The Rust scenario driver (src/bin/scenario_driver.rs): `scenario_driver LIBRARY
+/// fan-in PRODUCERS ITERATIONS`. Cargo builds it beside this crate's build directory when
+/// this package is tested (`cargo test --workspace`); otherwise it is built here, once.
+pub fn scenario_driver() -> PathBuf {
+    // OUT_DIR is <target>/<profile>/build/rocsync-tests-*/out.
+    let profile_dir = Path::new(OUT)
+        .ancestors()
+        .nth(3)
+        .expect("target profile dir");
+    let exe = profile_dir.join("scenario_driver");
+    if !exe.exists() {
+        let profile = profile_dir.file_name().unwrap().to_str().unwrap();
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let status = std::process::Command::new(cargo)
+            .args(["build", "--quiet", "--package", "rocsync-tests", "--bin"])
+            .arg("scenario_driver")
+            .args(if profile == "release" {
+                &["--release"][..]
+            } else {
+                &[]
+            })
+            .status()
+            .expect("cargo runs");
+        assert!(status.success(), "building the scenario driver");
+    }
+    exe
 }
 
 /// Program linked against Debian's real `libamdhip64.so.5`, if its headers were installed.
