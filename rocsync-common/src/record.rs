@@ -25,7 +25,10 @@ pub mod drop_index {
     /// Out-parameter slots the exit did not find (a nested out-parameter call, or a
     /// full slot map): the value read at return is unknown.
     pub const OUT_PARAM: u32 = 6;
-    pub const COUNT: u32 = 7;
+    /// AQL packets the packet processor had already consumed (their slot reset to
+    /// INVALID) when the doorbell probe read the ring.
+    pub const PACKET_UNREAD: u32 = 7;
+    pub const COUNT: u32 = 8;
 }
 
 /// [`EntryRecord::flags`]: the call was dropped by the agent filter. The record still
@@ -158,8 +161,15 @@ pub struct QueueInfo {
     pub ordinal: u64,
     pub base: u64,
     pub size: u64,
-    /// Highest write index published so far; `u64::MAX` (-1) before the first doorbell.
+    /// Highest write index read so far: every packet up to it was read or counted;
+    /// `u64::MAX` (-1) before the first doorbell.
     pub last: u64,
+    /// Highest write index any doorbell announced (several producers may ring out of
+    /// order); `u64::MAX` before the first.
+    pub rung: u64,
+    /// The unwritten slot reading last stopped at (said once, not at every nested or
+    /// repeated doorbell); `u64::MAX` when none.
+    pub stalled: u64,
 }
 
 /// `hsa_agent_get_info`'s arguments, stashed until it returns.

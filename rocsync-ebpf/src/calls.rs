@@ -12,6 +12,7 @@ use aya_ebpf::{
     maps::{Array, HashMap, LruHashMap},
     programs::{ProbeContext, RetProbeContext},
 };
+use aya_log_ebpf::warn;
 use rocsync_common::{
     Cookie, ENTRY_FILTERED, EXIT_OUT_READ, EntryRecord, ExitRecord, HandleKey, NO_DEVICE, OutParam,
     OutSlot, RECORD_ENTRY, RECORD_EXIT, drop_index,
@@ -171,10 +172,25 @@ pub fn call_exit(ctx: RetProbeContext) -> u32 {
         match unsafe { OUT_SLOTS.get(pid_tgid) }.copied() {
             Some(slot) if slot.api == cookie.api() => {
                 let _ = OUT_SLOTS.remove(pid_tgid);
-                out = read_out(cookie, slot.pointer);
-                flags = EXIT_OUT_READ;
-                if slot.device != NO_DEVICE && ret == 0 {
-                    track_devices(pid_tgid, kind, out);
+                match read_out(cookie, slot.pointer) {
+                    Some(value) => {
+                        out = value;
+                        flags = EXIT_OUT_READ;
+                        if slot.device != NO_DEVICE && ret == 0 {
+                            track_devices(pid_tgid, kind, out);
+                        }
+                    }
+                    // A failed call may not have written it; a successful one did.
+                    None if ret == 0 => {
+                        warn!(
+                            &ctx,
+                            "api {}: out-parameter at 0x{:x} unreadable at return",
+                            cookie.api(),
+                            slot.pointer
+                        );
+                        count_drops(drop_index::OUT_PARAM, 1);
+                    }
+                    None => {}
                 }
             }
             // `*SetDevice` has a slot only in restricted captures.
@@ -203,15 +219,16 @@ pub fn call_exit(ctx: RetProbeContext) -> u32 {
 }
 
 /// The out-parameter's value at return; `*SetDevice`'s "pointer" is the device itself.
+/// `None` when the target's memory could not be read.
 #[inline(always)]
-fn read_out(cookie: Cookie, pointer: u64) -> u64 {
+fn read_out(cookie: Cookie, pointer: u64) -> Option<u64> {
     // SAFETY: target memory through the checked helper; a fault yields an error.
     match OutParam::of_api_id(cookie.api()) {
-        OutParam::Handle => unsafe { bpf_probe_read_user(pointer as *const u64) }.unwrap_or(0),
-        OutParam::Int => {
-            unsafe { bpf_probe_read_user(pointer as *const i32) }.unwrap_or(-1) as i64 as u64
-        }
-        OutParam::None => pointer,
+        OutParam::Handle => unsafe { bpf_probe_read_user(pointer as *const u64) }.ok(),
+        OutParam::Int => unsafe { bpf_probe_read_user(pointer as *const i32) }
+            .ok()
+            .map(|v| v as i64 as u64),
+        OutParam::None => Some(pointer),
     }
 }
 

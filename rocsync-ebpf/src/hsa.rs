@@ -12,6 +12,8 @@ use rocsync_common::{
     QueueInfo, QueueRecord, RECORD_PACKET, RECORD_QUEUE, drop_index,
 };
 
+use aya_log_ebpf::warn;
+
 use crate::{BPF_RB_FORCE_WAKEUP, BPF_RB_NO_WAKEUP, EVENTS, capturing, count_drops};
 
 /// `hsa_queue_create` calls in flight, by `pid_tgid`.
@@ -115,9 +117,16 @@ pub fn queue_create_exit(ctx: RetProbeContext) -> u32 {
     }
     // SAFETY: target memory through the checked helper.
     let Ok(queue) = (unsafe { bpf_probe_read_user(c.out as *const u64) }) else {
+        warn!(
+            &ctx,
+            "hsa_queue_create: queue pointer at 0x{:x} unreadable", c.out
+        );
+        count_drops(drop_index::QUEUE, 1);
         return 0;
     };
     let Ok(q) = (unsafe { bpf_probe_read_user(queue as *const HsaQueue) }) else {
+        warn!(&ctx, "hsa_queue_create: queue 0x{:x} unreadable", queue);
+        count_drops(drop_index::QUEUE, 1);
         return 0;
     };
     let info = QueueInfo {
@@ -127,16 +136,22 @@ pub fn queue_create_exit(ctx: RetProbeContext) -> u32 {
         base: q.base_address,
         size: q.size as u64,
         last: u64::MAX,
+        rung: u64::MAX,
+        stalled: u64::MAX,
     };
     let tgid = pid_tgid >> 32;
-    let _ = DOORBELLS.insert(
-        HandleKey {
-            tgid,
-            handle: q.doorbell_signal,
-        },
-        info,
-        0,
-    );
+    let doorbell = HandleKey {
+        tgid,
+        handle: q.doorbell_signal,
+    };
+    if DOORBELLS.insert(doorbell, info, 0).is_err() {
+        warn!(
+            &ctx,
+            "queue 0x{:x} not traced: the doorbell map is full", queue
+        );
+        count_drops(drop_index::QUEUE, 1);
+        return 0;
+    }
     emit_queue(pid_tgid, &info, q.doorbell_signal, q.id, 1);
     0
 }
@@ -187,9 +202,16 @@ fn emit_queue(pid_tgid: u64, info: &QueueInfo, doorbell: u64, id: u64, created: 
     slot.submit(BPF_RB_FORCE_WAKEUP);
 }
 
+/// `amd_queue_t.read_dispatch_id`: the packet processor's read index, beside the
+/// `hsa_queue_t` ROCr hands out (amd_hsa_queue.h).
+const AMD_QUEUE_READ_INDEX: u64 = 128;
+/// `HSA_PACKET_TYPE_INVALID`: a slot not yet written, or already consumed.
+const PACKET_TYPE_INVALID: u8 = 1;
+
 /// `hsa_signal_store_*(signal, value)`: on a known doorbell, `value` is the write index of
-/// the last packet published. Every packet since the previous doorbell is read from the
-/// ring (bounded; the excess is counted as truncated).
+/// the last packet published. Every packet since the last one read is read from the ring
+/// (bounded; the excess is counted as truncated), up to the highest index any doorbell
+/// announced: with several producers, doorbells may ring out of order.
 #[uprobe]
 pub fn doorbell(ctx: ProbeContext) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
@@ -209,34 +231,94 @@ pub fn doorbell(ctx: ProbeContext) -> u32 {
     let value = ctx.arg::<u64>(1).unwrap_or(0);
     // SAFETY: the map value stays valid for the program's run.
     let q = unsafe { *info };
-    // Nothing new when the index was rung before (a store nested in another, or a
+    let rung = if q.rung == u64::MAX || value > q.rung {
+        value
+    } else {
+        q.rung
+    };
+    // SAFETY: as above.
+    unsafe { (*info).rung = rung };
+    // Nothing new when every announced packet was read (a store nested in another, or a
     // repeated ring). `last` starts at -1: the queue was seen created, so every packet
     // from index 0 on is the target's.
-    if q.last != u64::MAX && value <= q.last {
+    if q.last != u64::MAX && rung <= q.last {
         return 0;
     }
     let first = q.last.wrapping_add(1);
     // A filtered agent's packets cost the lookup and nothing more.
     if agents != 0 && (q.ordinal >= 64 || agents & (1u64 << q.ordinal) == 0) {
+        // SAFETY: as above.
+        unsafe { (*info).last = rung };
         return 0;
     }
-    // SAFETY: as above.
-    unsafe { (*info).last = value };
     if q.size == 0 || q.size & (q.size - 1) != 0 {
+        warn!(
+            &ctx,
+            "queue 0x{:x}: ring size {} is not a power of two", q.queue, q.size
+        );
+        // SAFETY: as above.
+        unsafe { (*info).last = rung };
         return 0;
     }
     // SAFETY: helper without preconditions.
     let ns = unsafe { bpf_ktime_get_ns() };
+    let (last, stalled) = read_packets(&ctx, pid_tgid, &q, first, rung, ns);
+    // SAFETY: as above.
+    unsafe {
+        (*info).last = last;
+        (*info).stalled = stalled;
+    }
+    0
+}
+
+/// Reads packets `first..=rung` (at most [`MAX_PACKETS_PER_DOORBELL`]); returns the index
+/// up to which every packet was read or counted. A slot still INVALID was not written yet
+/// (another producer's reservation): reading stops before it, and the next doorbell
+/// resumes there — unless the packet processor is already past it, in which case it was
+/// consumed before it could be read, and is counted. Also returns the unwritten slot it
+/// stopped at, if any.
+#[inline(always)]
+fn read_packets(
+    ctx: &ProbeContext,
+    pid_tgid: u64,
+    q: &QueueInfo,
+    first: u64,
+    rung: u64,
+    ns: u64,
+) -> (u64, u64) {
     for i in 0..MAX_PACKETS_PER_DOORBELL {
         let index = first + i;
-        if index > value {
-            return 0;
+        if index > rung {
+            return (rung, u64::MAX);
         }
         let at = q.base + (index & (q.size - 1)) * 64;
         // SAFETY: target memory through the checked helper.
         let Ok(packet) = (unsafe { bpf_probe_read_user(at as *const [u8; 64]) }) else {
-            return 0;
+            warn!(
+                ctx,
+                "queue 0x{:x}: ring slot 0x{:x} unreadable", q.queue, at
+            );
+            return (rung, u64::MAX);
         };
+        if packet[0] == PACKET_TYPE_INVALID {
+            let read_at = q.queue + AMD_QUEUE_READ_INDEX;
+            // SAFETY: as above.
+            let read = unsafe { bpf_probe_read_user(read_at as *const u64) }.unwrap_or(0);
+            if read <= index {
+                if q.stalled != index {
+                    warn!(
+                        ctx,
+                        "queue 0x{:x}: packet {} not written when the doorbell rang {}",
+                        q.queue,
+                        index,
+                        rung
+                    );
+                }
+                return (index.wrapping_sub(1), index);
+            }
+            count_drops(drop_index::PACKET_UNREAD, 1);
+            continue;
+        }
         let Some(mut slot) = EVENTS.reserve::<PacketRecord>(0) else {
             count_drops(drop_index::PACKET, 1);
             continue;
@@ -256,9 +338,9 @@ pub fn doorbell(ctx: ProbeContext) -> u32 {
         });
         slot.submit(BPF_RB_NO_WAKEUP);
     }
-    let published = value - first + 1;
+    let published = rung - first + 1;
     if published > MAX_PACKETS_PER_DOORBELL {
         count_drops(drop_index::TRUNCATED, published - MAX_PACKETS_PER_DOORBELL);
     }
-    0
+    (rung, u64::MAX)
 }

@@ -94,6 +94,7 @@ impl CaptureArgs {
         ProbeOptions {
             ring_bytes: Some(self.ring_size),
             at_entry: self.probe_at_entry,
+            diagnostics: self.verbose,
         }
     }
     /// The runtimes to look for.

@@ -32,6 +32,8 @@ pub struct KernelDrops {
     pub packets_truncated: u64,
     /// Out-parameters whose value at return could not be read.
     pub out_params: u64,
+    /// Packets the packet processor consumed before the doorbell probe read them.
+    pub packets_unread: u64,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -118,6 +120,7 @@ impl CaptureStats {
             ("packet_records", k.packets),
             ("library_loads", k.library_loads),
             ("packets_truncated", k.packets_truncated),
+            ("packets_unread", k.packets_unread),
             ("packets_unknown_queue", self.packets_unknown_queue),
             ("out_params", k.out_params),
             ("lost_ids", self.lost_ids),

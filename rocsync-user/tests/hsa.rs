@@ -425,3 +425,78 @@ fn a_doorbell_over_sixteen_packets_writes_sixteen_and_counts_the_rest() {
     let stderr = String::from_utf8_lossy(&run.stderr);
     assert!(stderr.contains("packets_truncated 4"), "{stderr}");
 }
+
+/// Doorbells out of order and before their packet is written (tests/c/hsa_scenario.c,
+/// `out_of_order`): a packet still unwritten at a doorbell is read at the next one, a
+/// packet consumed before any doorbell let it be read is counted, and the probes say so
+/// under `-v` (aya-log) — and only under `-v`.
+#[test]
+fn unwritten_and_consumed_packets_are_read_later_or_counted_and_reported() {
+    if !can_trace("unwritten_and_consumed_packets_are_read_later_or_counted_and_reported") {
+        return;
+    }
+    for verbose in [true, false] {
+        let dir = TempDir::new();
+        let (log, out) = (dir.path("packets.log"), dir.path("trace.json"));
+        let mut cmd = rocsync();
+        cmd.args(["run", "--no-status", "-o"]).arg(&out);
+        if verbose {
+            cmd.arg("-v");
+        }
+        let run = run_ok(
+            cmd.arg("--")
+                .arg(hsa_scenario())
+                .args(["2", "16"])
+                .env("SCENARIO_OUT_OF_ORDER", "1")
+                .env("SCENARIO_LOG", &log),
+        );
+        let logged: Vec<(u64, u64)> = std::fs::read_to_string(&log)
+            .unwrap()
+            .lines()
+            .filter(|l| l.starts_with("0 "))
+            .map(|l| {
+                let f: Vec<&str> = l.split(' ').collect();
+                (hex(f[1]), f[2].parse().unwrap())
+            })
+            .collect();
+        // The last four agent-0 packets: B, A (both consumed unread), D, C.
+        let n = logged.len();
+        let (b, a) = (logged[n - 4], logged[n - 3]);
+        let t = read_json(&out);
+        let mut rows: Vec<(u64, u64)> = t["traceEvents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["cat"] == "hsa_packet" && e["args"]["agent"] == 0)
+            .map(|e| {
+                let a = &e["args"];
+                let q = hex(a["queue"].as_str().unwrap());
+                (q, a["write_index"].as_u64().unwrap())
+            })
+            .collect();
+        rows.sort();
+        let mut want: Vec<_> = logged
+            .iter()
+            .filter(|p| **p != a && **p != b)
+            .copied()
+            .collect();
+        want.sort();
+        assert_eq!(rows, want, "C read at its second doorbell; A and B never");
+        assert_eq!(t["rocsync"]["drops"]["packets_unread"], 2);
+        let stderr = String::from_utf8_lossy(&run.stderr);
+        let reported = stderr
+            .lines()
+            .filter(|l| l.starts_with("rocsync: probe warn:") && l.contains("not written when"))
+            .count();
+        if verbose {
+            assert_eq!(reported, 2, "A at B's doorbell, C at its first: {stderr}");
+            assert!(
+                stderr.contains(&format!("packet {} not written", a.1)),
+                "{stderr}"
+            );
+        } else {
+            assert!(!stderr.contains("rocsync: probe"), "{stderr}");
+        }
+        assert!(stderr.contains("packets_unread 2"), "{stderr}");
+    }
+}

@@ -7,7 +7,8 @@
  * per doorbell. Logs every packet it published, one line each (type 0: barrier-value):
  *   agent queue index type completion_signal dep0 dep1
  * With $SCENARIO_BURST=N, it then publishes N kernels on agent 0's queue behind a single
- * doorbell (more than a probe reads at once).
+ * doorbell (more than a probe reads at once). With $SCENARIO_OUT_OF_ORDER, doorbells then
+ * ring out of order and before their packet is written (see out_of_order).
  * usage: hsa_scenario ITERATIONS QUEUE_SIZE   (log: $SCENARIO_LOG) */
 #define _GNU_SOURCE
 #include "hsa_sim.h"
@@ -28,13 +29,23 @@ static hsa_status_t find_gpu(hsa_agent_t a, void *data) {
   return HSA_STATUS_SUCCESS;
 }
 
-/* Reserves a slot and writes the body; the header is stored last. */
-static uint64_t reserve(hsa_queue_t *q, void *body, uint16_t header) {
+/* Reserves a slot (waiting while the ring is full). */
+static uint64_t reserve_slot(hsa_queue_t *q) {
   uint64_t idx = hsa_queue_add_write_index_screlease(q, 1);
-  while (idx - hsa_queue_load_read_index_scacquire(q) >= q->size) ; /* ring full */
+  while (idx - hsa_queue_load_read_index_scacquire(q) >= q->size) ;
+  return idx;
+}
+
+/* Writes the body; the header is stored last. */
+static void write_slot(hsa_queue_t *q, uint64_t idx, const void *body, uint16_t header) {
   uint8_t *slot = (uint8_t *)q->base_address + (idx & (q->size - 1)) * 64;
-  memcpy(slot + 2, (uint8_t *)body + 2, 62);
+  memcpy(slot + 2, (const uint8_t *)body + 2, 62);
   __atomic_store_n((uint16_t *)slot, header, __ATOMIC_RELEASE);
+}
+
+static uint64_t reserve(hsa_queue_t *q, void *body, uint16_t header) {
+  uint64_t idx = reserve_slot(q);
+  write_slot(q, idx, body, header);
   return idx;
 }
 
@@ -96,6 +107,52 @@ static uint64_t agent_dispatch(int agent, hsa_queue_t *q, uint64_t arg) {
   return idx;
 }
 
+static hsa_kernel_dispatch_packet_t kernel_body(hsa_signal_t done) {
+  hsa_kernel_dispatch_packet_t k;
+  memset(&k, 0, sizeof k);
+  k.setup = 1;
+  k.workgroup_size_x = 64; k.workgroup_size_y = 1; k.workgroup_size_z = 1;
+  k.grid_size_x = 64; k.grid_size_y = 1; k.grid_size_z = 1;
+  k.completion_signal = done;
+  return k;
+}
+
+/* Two producers' doorbells out of order on agent 0's queue, as a shared queue sees them:
+ * A reserves, B reserves, writes and rings first (A's slot is still empty); A's packet is
+ * written and both run before A rings. Then C rings before writing its packet, behind a
+ * barrier D that holds the queue, and rings again once written. A tracer reading the ring
+ * at doorbells sees A and B only after they were consumed, C on its second ring. */
+static void out_of_order(hsa_queue_t *q) {
+  hsa_signal_t done, gate, d_done;
+  hsa_signal_create(2, 0, NULL, &done);
+  uint64_t a = reserve_slot(q), b = reserve_slot(q);
+  hsa_kernel_dispatch_packet_t k = kernel_body(done);
+  write_slot(q, b, &k, HSA_PACKET_TYPE_KERNEL_DISPATCH | 1 << 8);
+  log_packet(0, q, b, HSA_PACKET_TYPE_KERNEL_DISPATCH, done, 0, 0);
+  hsa_signal_store_screlease(q->doorbell_signal, (int64_t)b);
+  write_slot(q, a, &k, HSA_PACKET_TYPE_KERNEL_DISPATCH | 1 << 8);
+  log_packet(0, q, a, HSA_PACKET_TYPE_KERNEL_DISPATCH, done, 0, 0);
+  while (hsa_queue_load_read_index_scacquire(q) <= b) ; /* both consumed */
+  hsa_signal_store_screlease(q->doorbell_signal, (int64_t)a);
+
+  hsa_signal_create(1, 0, NULL, &gate);
+  hsa_signal_create(1, 0, NULL, &d_done);
+  hsa_signal_t none = {0};
+  uint64_t d = barrier(0, q, HSA_PACKET_TYPE_BARRIER_AND, gate, none, d_done);
+  hsa_signal_store_screlease(q->doorbell_signal, (int64_t)d);
+  hsa_signal_store_relaxed(done, 1);
+  uint64_t c = reserve_slot(q);
+  hsa_signal_store_screlease(q->doorbell_signal, (int64_t)c);
+  write_slot(q, c, &k, HSA_PACKET_TYPE_KERNEL_DISPATCH | 1 << 8);
+  log_packet(0, q, c, HSA_PACKET_TYPE_KERNEL_DISPATCH, done, 0, 0);
+  hsa_signal_store_screlease(q->doorbell_signal, (int64_t)c);
+  hsa_signal_store_relaxed(gate, 0);
+  hsa_signal_wait_scacquire(done, HSA_SIGNAL_CONDITION_LT, 1, UINT64_MAX, 0);
+  hsa_signal_destroy(done);
+  hsa_signal_destroy(gate);
+  hsa_signal_destroy(d_done);
+}
+
 int main(int argc, char **argv) {
   if (argc < 3) return 2;
   int iters = atoi(argv[1]);
@@ -145,6 +202,7 @@ int main(int argc, char **argv) {
     hsa_signal_wait_scacquire(all, HSA_SIGNAL_CONDITION_LT, 1, UINT64_MAX, 0);
     hsa_signal_destroy(all);
   }
+  if (getenv("SCENARIO_OUT_OF_ORDER")) out_of_order(q[0]);
   hsa_queue_destroy(q[0]);
   hsa_queue_destroy(q[1]);
   fclose(out);

@@ -243,6 +243,7 @@ impl Session {
                     self.drain(ring.get_mut());
                     self.pipeline.tick();
                     self.learn_devices();
+                    self.probes.diagnostics.flush();
                     self.status.update(&self.pipeline.stats);
                 }
                 _ = poll.tick() => self.drain(ring.get_mut()),
@@ -289,6 +290,7 @@ impl Session {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         self.status.clear();
+        self.probes.diagnostics.flush();
         self.pipeline.stats.kernel = self.probes.drops()?;
         if let Some(t) = self.temporary_detaching.take() {
             let _ = t.join();

@@ -3,6 +3,7 @@
 //! where in them to trap), to the dynamic loader ([`ld_so`]) of processes read from
 //! [`maps`].
 
+mod diagnostics;
 pub mod elf;
 pub mod ld_so;
 pub mod library;
@@ -23,6 +24,7 @@ use aya::{
 };
 use rocsync_common::{Api, Config, Cookie, NO_R_DEBUG, Switch, drop_index};
 
+pub use self::diagnostics::Diagnostics;
 use self::{elf::Lookup, placement::Placement};
 use crate::{backend::Runtime, stats::KernelDrops};
 
@@ -79,10 +81,13 @@ pub struct ProbeOptions {
     pub ring_bytes: Option<u32>,
     /// Probe the first instruction even where placement would skip `endbr64`/`nop`.
     pub at_entry: bool,
+    /// Show the probes' own diagnostics (`-v`).
+    pub diagnostics: bool,
 }
 
 pub struct Probes {
     ebpf: Ebpf,
+    pub diagnostics: Diagnostics,
     options: ProbeOptions,
     links: Vec<(&'static str, UProbeLinkId)>,
     /// Links of temporary probes, detached on their own.
@@ -98,6 +103,7 @@ impl Probes {
         if let Some(bytes) = options.ring_bytes {
             loader.map_max_entries("EVENTS", bytes);
         }
+        diagnostics::set_level(&mut loader, options.diagnostics);
         let mut ebpf = loader.load(crate::PROBES).map_err(|e| {
             anyhow!("the kernel refused rocsync's eBPF programs: {e}")
                 .context("loading probes (needs Linux ≥ 5.15 with BPF ring buffers and uprobes)")
@@ -117,7 +123,9 @@ impl Probes {
                 .load()
                 .with_context(|| format!("loading program {name}"))?;
         }
+        let diagnostics = Diagnostics::init(&mut ebpf, options.diagnostics);
         let mut probes = Self {
+            diagnostics,
             ebpf,
             options,
             links: Vec::new(),
@@ -363,6 +371,7 @@ impl Probes {
             packets: sum(drop_index::PACKET)?,
             packets_truncated: sum(drop_index::TRUNCATED)?,
             out_params: sum(drop_index::OUT_PARAM)?,
+            packets_unread: sum(drop_index::PACKET_UNREAD)?,
         })
     }
 }

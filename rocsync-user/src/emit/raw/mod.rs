@@ -70,6 +70,7 @@ impl<W: Write> RawWriter<W> {
             "entry_records": k.entries, "exit_records": k.exits, "queue_records": k.queues,
             "packet_records": k.packets, "library_loads": k.library_loads,
             "packets_truncated": k.packets_truncated, "out_params": k.out_params,
+            "packets_unread": k.packets_unread,
             "unpaired_entries": t.unpaired_entries, "unpaired_exits": t.unpaired_exits,
             "undecodable": t.undecodable,
         }});

@@ -222,6 +222,7 @@ fn parse_trailer(t: &Value) -> Trailer {
             packets: n("packet_records"),
             packets_truncated: n("packets_truncated"),
             out_params: n("out_params"),
+            packets_unread: n("packets_unread"),
         },
         unpaired_entries: n("unpaired_entries"),
         unpaired_exits: n("unpaired_exits"),
