@@ -102,6 +102,7 @@ fn main() {
         &[],
     );
     gcc(&out.join("mix"), &c.join("mix.c"), &["-ldl"]);
+    gcc::<&str>(&out.join("launcher"), &c.join("launcher.c"), &[]);
     gcc(
         &out.join("dlopen_loop"),
         &c.join("dlopen_loop.c"),

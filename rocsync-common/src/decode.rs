@@ -3,8 +3,8 @@
 use core::{fmt, mem::size_of, ptr};
 
 use crate::{
-    Api, EntryRecord, ExitRecord, LinkMapRecord, PacketRecord, QueueRecord, RECORD_ENTRY,
-    RECORD_EXIT, RECORD_LINK_MAP, RECORD_PACKET, RECORD_QUEUE,
+    Api, EntryRecord, ExitRecord, LinkMapRecord, PacketRecord, ProcessRecord, QueueRecord,
+    RECORD_ENTRY, RECORD_EXIT, RECORD_LINK_MAP, RECORD_PACKET, RECORD_PROCESS, RECORD_QUEUE,
 };
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -14,6 +14,7 @@ pub enum Decoded {
     LinkMap(LinkMapRecord),
     Queue(QueueRecord),
     Packet(PacketRecord),
+    Process(ProcessRecord),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -70,6 +71,7 @@ pub fn decode(bytes: &[u8]) -> Result<Decoded, DecodeError> {
         RECORD_LINK_MAP => Ok(Decoded::LinkMap(read(bytes, kind)?)),
         RECORD_QUEUE => Ok(Decoded::Queue(read(bytes, kind)?)),
         RECORD_PACKET => Ok(Decoded::Packet(read(bytes, kind)?)),
+        RECORD_PROCESS => Ok(Decoded::Process(read(bytes, kind)?)),
         other => Err(DecodeError::UnknownKind(other)),
     }
 }
@@ -88,6 +90,7 @@ mod tests {
         assert_eq!(size_of::<EntryRecord>(), 64);
         assert_eq!(size_of::<ExitRecord>(), 48);
         assert_eq!(size_of::<LinkMapRecord>(), 24);
+        assert_eq!(size_of::<ProcessRecord>(), 24);
         assert_eq!(size_of::<crate::OutSlot>(), 16);
     }
 

@@ -6,6 +6,7 @@ pub const RECORD_LINK_MAP: u32 = 2;
 pub const RECORD_QUEUE: u32 = 3;
 pub const RECORD_PACKET: u32 = 4;
 pub const RECORD_EXIT: u32 = 5;
+pub const RECORD_PROCESS: u32 = 6;
 
 /// Indices of the per-CPU drop counters (`DROPS`): a failed ring reservation is counted
 /// under the kind of record that was lost, so every loss is named.
@@ -94,6 +95,33 @@ pub struct LinkMapRecord {
     /// Non-zero when the probe stopped the process and userspace must continue it.
     pub stopped: u32,
     pub ns: u64,
+}
+
+/// [`ProcessRecord::event`]: a traced process forked a child process, now traced too.
+pub const PROCESS_FORK: u32 = 1;
+/// [`ProcessRecord::event`]: a traced process's main thread exited.
+pub const PROCESS_EXIT: u32 = 2;
+
+/// The traced process tree changed (the kernel's fork and exit tracepoints).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ProcessRecord {
+    pub kind: u32,
+    pub event: u32,
+    /// The forking (or exiting) process.
+    pub pid: u32,
+    /// The child process (fork only).
+    pub child: u32,
+    pub ns: u64,
+}
+
+/// Where `struct task_struct` keeps `pid` and `tgid` on the running kernel (from its BTF),
+/// for the fork tracepoint to tell a child process from a new thread.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TaskLayout {
+    pub pid: u32,
+    pub tgid: u32,
 }
 
 /// An HSA queue created (or destroyed, `created == 0`) by a target.
@@ -242,6 +270,9 @@ pub struct Config {
     pub stop_on_link_map: u32,
     /// Bit N set: record agent (device) N. Zero: every agent.
     pub agents: u64,
+    /// Non-zero: child processes are traced from their fork, with these settings.
+    pub follow: u32,
+    pub pad: u32,
 }
 
 /// The capture-wide switch the call probes read (one array slot: no hash lookup on the
@@ -266,4 +297,6 @@ mod pod {
     unsafe impl aya::Pod for super::OutSlot {}
     // SAFETY: as above.
     unsafe impl aya::Pod for super::Config {}
+    // SAFETY: as above.
+    unsafe impl aya::Pod for super::TaskLayout {}
 }

@@ -12,6 +12,7 @@ mod bench;
 mod calls;
 mod hsa;
 mod link_map;
+mod tree;
 
 use aya_ebpf::{
     macros::map,
@@ -31,8 +32,9 @@ const WAKEUP_BYTES: u64 = 512 << 10;
 static EVENTS: RingBuf = RingBuf::with_byte_size(8 << 20, 0);
 
 /// Processes to trace (tgid → settings). Everything else returns at the first lookup.
+/// Children of followed targets enter it at their fork (see `tree`).
 #[map]
-static TARGETS: HashMap<u32, Config> = HashMap::with_max_entries(1024, 0);
+static TARGETS: HashMap<u32, Config> = HashMap::with_max_entries(8192, 0);
 
 /// The capture-wide switch of the call probes (slot 0).
 #[map]

@@ -71,6 +71,11 @@ pub struct CaptureArgs {
     /// No live status line (it is shown only when stderr is a terminal)
     #[arg(long)]
     pub no_status: bool,
+    /// Trace only the target process, not the children it forks (probes then go into
+    /// the target alone; by default they are file-wide and the kernel filters by the
+    /// traced process tree)
+    #[arg(long)]
+    pub no_follow: bool,
 }
 
 impl CaptureArgs {

@@ -11,7 +11,9 @@
 
 use std::io;
 
-use rocsync_common::{Api, Decoded, EXIT_OUT_READ, EntryRecord, ExitRecord, OutParam, decode};
+use rocsync_common::{
+    Api, Decoded, EXIT_OUT_READ, EntryRecord, ExitRecord, OutParam, PROCESS_FORK, decode,
+};
 use rustc_hash::FxHashMap as HashMap;
 
 use crate::{
@@ -27,6 +29,10 @@ pub enum Notice {
     /// The dynamic loader of `pid` changed its link map; `stopped` when the probe
     /// stopped the process (the capture continues it once new libraries are probed).
     LinkMap { pid: u32, stopped: bool },
+    /// A followed process forked `child`, which the kernel traces from its first call.
+    Forked { parent: u32, child: u32 },
+    /// A traced process's main thread exited.
+    Exited { pid: u32 },
 }
 
 pub struct Pipeline<S: Sink> {
@@ -74,6 +80,13 @@ impl<S: Sink> Pipeline<S> {
                     stopped: r.stopped != 0,
                 });
             }
+            Ok(Decoded::Process(r)) if r.event == PROCESS_FORK => {
+                return Some(Notice::Forked {
+                    parent: r.pid,
+                    child: r.child,
+                });
+            }
+            Ok(Decoded::Process(r)) => return Some(Notice::Exited { pid: r.pid }),
             Err(_) => self.stats.undecodable += 1,
         }
         None

@@ -10,6 +10,8 @@
  *   gated MODE ...        print "ready", wait for a line on stdin, then run MODE
  *   loop MS               call in a loop for MS milliseconds
  *   hang                  queue 30 s of work, then block in hipStreamSynchronize
+ *   fork ITERS            calls, then forks a child that calls on streams and events of
+ *                         its own (its log: $SCENARIO_LOG.child), then calls again
  * $SCENARIO_HIP2 names a second copy, whose hipDeviceSynchronize basic also calls. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -18,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -349,6 +352,50 @@ static void loop(int ms) {
   StreamDestroy(s);
 }
 
+/* A process that loaded the runtime forks (as Python multiprocessing does): the child has
+ * the parent's memory, handles included, and a process of its own. */
+static int forked(int iters) {
+  hipStream_t s = 0, cs = 0;
+  hipEvent_t e = 0, ce = 0;
+  SetDevice(0);
+  StreamCreate(&s);
+  EventCreate(&e);
+  EventRecord(e, s);
+  StreamWaitEvent(0, e);
+  StreamSynchronize(s);
+  pid_t child = fork();
+  if (child < 0) return 6;
+  if (child == 0) {
+    /* The parent's calls are the parent's log. */
+    for (int i = 0; i < nlogs; i++) logs[i]->n = 0;
+    char path[4096];
+    snprintf(path, sizeof path, "%s.child", getenv("SCENARIO_LOG") ? getenv("SCENARIO_LOG") : "/dev/null");
+    setenv("SCENARIO_LOG", path, 1);
+    StreamCreate(&cs);
+    EventCreate(&ce);
+    StreamWaitEvent(cs, e); /* the parent's event: never recorded in this process */
+    for (int i = 0; i < iters; i++) {
+      Launch(cs, 100);
+      EventRecord(ce, cs);
+      StreamWaitEvent(s, ce);
+      if (i % 2) EventSynchronize(ce);
+    }
+    StreamSynchronize(cs);
+    StreamDestroy(cs);
+    return 0;
+  }
+  int status = 0;
+  if (waitpid(child, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status)) return 7;
+  for (int i = 0; i < iters; i++) {
+    EventRecord(e, s);
+    StreamWaitEvent(0, e);
+  }
+  DeviceSynchronize();
+  EventDestroy(e);
+  StreamDestroy(s);
+  return 0;
+}
+
 static void load_runtime(void) {
 #ifdef USE_DLOPEN
   const char *lib = getenv("SCENARIO_HIP") ? getenv("SCENARIO_HIP") : "libamdhip64.so";
@@ -406,6 +453,7 @@ static int run(int argc, char **argv) {
   else if (!strcmp(mode, "cross") && argc == 3) cross(atoi(argv[2]));
   else if (!strcmp(mode, "loop") && argc == 3) loop(atoi(argv[2]));
   else if (!strcmp(mode, "hang")) hang();
+  else if (!strcmp(mode, "fork") && argc == 3) return forked(atoi(argv[2]));
   else { fprintf(stderr, "unknown mode %s\n", mode); return 2; }
   return 0;
 }

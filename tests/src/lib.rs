@@ -35,6 +35,12 @@ pub fn dlopen_loop() -> PathBuf {
     Path::new(OUT).join("dlopen_loop")
 }
 
+/// A launcher that makes no GPU call: `launcher DIR PROG ARGS [-- PROG ARGS]...` starts
+/// each worker by fork+exec with RANK/WORLD_SIZE/LOCAL_RANK and `SCENARIO_LOG=DIR/rank<i>.log`.
+pub fn launcher() -> PathBuf {
+    Path::new(OUT).join("launcher")
+}
+
 /// A PyTorch-shaped call mix per step (benchmarks).
 pub fn mix() -> PathBuf {
     Path::new(OUT).join("mix")

@@ -1,10 +1,11 @@
 //! Capturing from target processes: launching a command held before `exec`
 //! ([`launch`]), the capture's event loop ([`session`]: targets, library discovery,
-//! the ring, stop), the clocks, the live status line, and the watchdog that continues
-//! targets if rocsync is killed.
+//! the ring, stop), what each target says of itself ([`environ`]), the clocks, the live
+//! status line, and the watchdog that continues targets if rocsync is killed.
 
 pub mod claim;
 pub mod clock;
+pub mod environ;
 pub mod launch;
 pub mod session;
 pub mod status;

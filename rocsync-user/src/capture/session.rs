@@ -2,7 +2,11 @@
 //! feeding the [`Pipeline`], and the stop sequence (deactivate, let in-flight calls
 //! return, drain, detach).
 
-use std::{collections::HashSet, future::Future, time::Duration};
+use std::{
+    collections::{BTreeMap, HashSet},
+    future::Future,
+    time::Duration,
+};
 
 use anyhow::{Context as _, Result};
 use aya::maps::{MapData, RingBuf};
@@ -14,11 +18,11 @@ use tokio::{
 
 mod libraries;
 
-use super::status::Status;
+use super::{environ, status::Status};
 use crate::{
     backend::Runtime,
     cli::CaptureArgs,
-    emit::outputs::CaptureSink,
+    emit::{outputs::CaptureSink, processes::ProcessInfo},
     pipeline::{Notice, Pipeline},
     probes::{ApiChoice, LibraryReport, Probes},
     stats::CaptureStats,
@@ -28,6 +32,8 @@ const INACTIVE: Config = Config {
     capture: 0,
     stop_on_link_map: 0,
     agents: 0,
+    follow: 0,
+    pad: 0,
 };
 /// How long stop waits for calls already entered to return before writing them in flight.
 const IN_FLIGHT_GRACE: Duration = Duration::from_millis(300);
@@ -79,6 +85,8 @@ pub enum StopReason {
 pub struct Captured {
     /// The first output error: the outputs hold what was written before it.
     pub error: Option<std::io::Error>,
+    /// What each traced process said of itself.
+    pub processes: BTreeMap<u32, ProcessInfo>,
     pub sink: CaptureSink,
     pub stats: CaptureStats,
     pub libraries: Vec<LibraryReport>,
@@ -117,13 +125,23 @@ pub struct Session {
     output_error: Option<std::io::Error>,
     /// Traced from their start (`run`) rather than attached to.
     from_start: bool,
+    /// Child processes are traced too (the kernel follows the tree).
+    follow: bool,
+    /// What each target said of itself, read while it lived (its environment is final
+    /// once its loader runs: read again at each link-map change).
+    processes: BTreeMap<u32, ProcessInfo>,
     temporary_detaching: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Session {
     /// A session for the runtimes, probe choice and verbosity the user asked for.
     /// `from_start`: the targets are traced from their first call (`run`).
-    pub fn new(probes: Probes, args: &CaptureArgs, sink: CaptureSink, from_start: bool) -> Self {
+    pub fn new(
+        mut probes: Probes,
+        args: &CaptureArgs,
+        sink: CaptureSink,
+        from_start: bool,
+    ) -> Self {
         let mut choice = args.api_choice();
         if !from_start {
             // Attached to running threads that may have chosen their device already:
@@ -135,6 +153,17 @@ impl Session {
                 .filter(|a| !choice.skip.contains(a))
                 .collect();
         }
+        let status = Status::new(!args.no_status);
+        let follow = !args.no_follow
+            && match probes.follow_children() {
+                Ok(()) => true,
+                Err(e) => {
+                    status.say(&format!(
+                        "rocsync: warning: child processes will not be traced: {e:#}"
+                    ));
+                    false
+                }
+            };
         Self {
             probes,
             runtimes: args.runtimes(),
@@ -144,11 +173,13 @@ impl Session {
             probed_files: HashSet::new(),
             libraries: Vec::new(),
             pipeline: Pipeline::new(sink, from_start),
-            status: Status::new(!args.no_status),
+            status,
             verbose: args.verbose,
             learning_since: None,
             output_error: None,
             from_start,
+            follow,
+            processes: BTreeMap::new(),
             temporary_detaching: None,
         }
     }
@@ -158,15 +189,39 @@ impl Session {
     }
 
     fn notice(&mut self, n: Notice) {
-        let Notice::LinkMap { pid, stopped } = n;
-        if self.targets.contains(&pid) {
-            let _ = self.scan(pid);
-        }
-        if stopped {
-            // Our probe stopped it; everything it may call into is probed now.
-            if let Err(e) = self.probes.continue_stopped(pid, true) {
-                self.say(&format!("rocsync: warning: continuing pid {pid}: {e:#}"));
+        match n {
+            Notice::LinkMap { pid, stopped } => {
+                if self.targets.contains(&pid) {
+                    self.learn_process(pid);
+                    let _ = self.scan(pid);
+                }
+                if stopped {
+                    // Our probe stopped it; everything it may call into is probed now.
+                    if let Err(e) = self.probes.continue_stopped(pid, true) {
+                        self.say(&format!("rocsync: warning: continuing pid {pid}: {e:#}"));
+                    }
+                }
             }
+            Notice::Forked { parent, child } => {
+                if !self.targets.contains(&child) {
+                    self.targets.push(child);
+                    if self.verbose {
+                        self.say(&format!("rocsync: following pid {child} (forked by {parent})"));
+                    }
+                }
+                self.learn_process(child);
+                // Its libraries are its parent's, probed file-wide; a rescan finds more.
+                let _ = self.scan(child);
+            }
+            Notice::Exited { .. } => {}
+        }
+    }
+
+    /// Reads what `pid` says of itself (name, rank), keeping the last reading when it is
+    /// gone.
+    pub(super) fn learn_process(&mut self, pid: u32) {
+        if let Some(info) = environ::read(pid) {
+            self.processes.insert(pid, info);
         }
     }
 
@@ -194,6 +249,8 @@ impl Session {
                 capture: 1,
                 stop_on_link_map: u32::from(!foreground),
                 agents: self.agents,
+                follow: u32::from(self.follow),
+                pad: 0,
             };
             self.probes.set_target(pid, armed)?;
         }
@@ -281,6 +338,9 @@ impl Session {
             self.probes.set_target(pid, INACTIVE)?;
         }
         self.pipeline.stopping();
+        for pid in self.targets.clone() {
+            self.learn_process(pid);
+        }
         let waited = tokio::time::Instant::now();
         loop {
             self.drain(ring.get_mut());
@@ -299,6 +359,7 @@ impl Session {
         let (sink, stats, late_error) = self.pipeline.finish_keeping();
         Ok(Captured {
             error: self.output_error.or(late_error),
+            processes: self.processes,
             sink,
             stats,
             libraries: self.libraries,

@@ -2,7 +2,7 @@
 //! emit stages as the live capture, streaming (memory bounded by live state, not by the
 //! file's size).
 
-use std::{fs::File, io::BufReader};
+use std::{collections::BTreeMap, fs::File, io::BufReader};
 
 use anyhow::{Context as _, Result, bail};
 use serde_json::json;
@@ -11,7 +11,8 @@ use crate::{
     cli::ConvertArgs,
     emit::{
         outputs::{Outputs, Report},
-        raw::Reader,
+        processes::ProcessInfo,
+        raw::{Item, Reader},
     },
     pipeline::Pipeline,
 };
@@ -35,10 +36,19 @@ pub fn convert(args: ConvertArgs) -> Result<i32> {
     let mut outputs = Outputs::at(out, false, None)?;
     let header = reader.header.clone();
     let mut pipeline = Pipeline::new(outputs.open(header.clone())?, header.from_start);
+    let mut processes = BTreeMap::new();
     while let Some(item) = reader
         .next_item()
         .with_context(|| format!("reading {}", args.raw.display()))?
     {
+        if let Item::Trailer(t) = &item
+            && let Some(p) = t.processes.as_object()
+        {
+            processes = p
+                .iter()
+                .filter_map(|(pid, v)| Some((pid.parse().ok()?, ProcessInfo::from_json(v))))
+                .collect();
+        }
         pipeline.replay(item);
         if let Some(e) = pipeline.take_error() {
             return Err(anyhow::Error::from(e).context("writing the trace"));
@@ -49,6 +59,7 @@ pub fn convert(args: ConvertArgs) -> Result<i32> {
         parameters: json!({ "mode": "convert", "raw": args.raw }),
         libraries: Vec::new(),
         single_stepped: Vec::new(),
+        processes,
     };
     outputs.finish(sink, &stats, report)?;
     Ok(0)

@@ -20,6 +20,7 @@ use crate::{
 fn write_outputs(outputs: Outputs, captured: Captured, parameters: Value) -> Result<()> {
     let Captured {
         error,
+        processes,
         sink,
         stats,
         libraries,
@@ -38,6 +39,7 @@ fn write_outputs(outputs: Outputs, captured: Captured, parameters: Value) -> Res
             .filter(|(p, _)| !p.emulated)
             .map(|(p, names)| format!("{} ({})", names.join(" = "), p.probed))
             .collect(),
+        processes,
     };
     let written = match error {
         None => outputs.finish(sink, &stats, report),

@@ -47,8 +47,7 @@ impl PendingFile {
                 target: Target::Stdout,
             });
         }
-        let name = path
-            .file_name()
+        path.file_name()
             .with_context(|| format!("output path {} names no file", path.display()))?;
         let dir_path = match path.parent() {
             Some(d) if !d.as_os_str().is_empty() => d,
@@ -60,7 +59,13 @@ impl PendingFile {
             Mode::empty(),
         )
         .with_context(|| format!("cannot open the directory of output {}", path.display()))?;
-        check_final(&dir, name.as_bytes(), path)?;
+        Self::in_dir(dir, path.to_path_buf())
+    }
+
+    /// Creates the temporary file for `path` in `dir`, the directory `path` names.
+    fn in_dir(dir: OwnedFd, path: PathBuf) -> Result<Self> {
+        let name = path.file_name().context("output path names no file")?;
+        check_final(&dir, name.as_bytes(), &path)?;
         let tmp = OsString::from(format!(
             ".{}.rocsync-{}-{:x}.tmp",
             name.to_string_lossy(),
@@ -86,7 +91,7 @@ impl PendingFile {
             })?;
         }
         Ok(Self {
-            path: path.to_path_buf(),
+            path,
             target: Target::Atomic {
                 dir,
                 tmp,
@@ -98,6 +103,20 @@ impl PendingFile {
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Reserves another output in the same directory (opened through this one's
+    /// descriptor, so the directory is the one checked at `create`), named `name`.
+    pub fn sibling(&self, name: &str) -> Result<Self> {
+        let mut path = self.path.clone();
+        path.set_file_name(name);
+        match &self.target {
+            Target::Stdout => Ok(Self {
+                path,
+                target: Target::Stdout,
+            }),
+            Target::Atomic { dir, .. } => Self::in_dir(dir.try_clone()?, path),
+        }
     }
 
     /// Renames the final file within the same directory (names that depend on the

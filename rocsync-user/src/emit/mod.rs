@@ -5,6 +5,7 @@ pub mod files;
 pub mod json;
 pub mod kineto;
 pub mod outputs;
+pub mod processes;
 pub mod raw;
 pub mod summary;
 

@@ -9,18 +9,19 @@ use serde_json::{Value, json};
 use super::{
     Tee,
     files::{FileStream, PendingFile},
-    kineto::{KinetoWriter, TraceInfo},
+    processes::{ProcessInfo, ProcessTraces},
     raw::{Header, RawWriter, Trailer},
     summary,
 };
 use crate::{cli::CaptureArgs, stats::CaptureStats};
 
-/// What a capture writes into: the trace and, if asked for, the raw capture.
-pub type CaptureSink = Tee<KinetoWriter<FileStream>, RawWriter<FileStream>>;
+/// What a capture writes into: a trace per process and, if asked for, the raw capture.
+pub type CaptureSink = Tee<ProcessTraces, RawWriter<FileStream>>;
 
 /// Output files reserved before the capture starts, so a bad path fails early.
 pub struct Outputs {
-    trace: PendingFile,
+    /// Until the capture opens it: then the first process's trace.
+    trace: Option<PendingFile>,
     default_name: bool,
     raw: Option<PendingFile>,
     header: Header,
@@ -34,6 +35,8 @@ pub struct Report {
     pub libraries: Vec<String>,
     /// Probe placements the kernel must single-step (slow), by function.
     pub single_stepped: Vec<String>,
+    /// What each traced process said of itself (name, rank).
+    pub processes: BTreeMap<u32, ProcessInfo>,
 }
 
 impl Outputs {
@@ -49,7 +52,7 @@ impl Outputs {
     /// Outputs at explicit paths (`convert`).
     pub fn at(trace: PathBuf, default_name: bool, raw: Option<PathBuf>) -> Result<Self> {
         Ok(Self {
-            trace: PendingFile::create(&trace)?,
+            trace: Some(PendingFile::create(&trace)?),
             default_name,
             raw: raw.as_deref().map(PendingFile::create).transpose()?,
             header: Header::default(),
@@ -58,37 +61,41 @@ impl Outputs {
 
     /// Names the default trace file after the target: `rocsync-<pid>-<time>.json`.
     pub fn name_after(&mut self, pid: u32) {
-        if self.default_name {
-            self.trace
-                .set_file_name(&format!("rocsync-{pid}-{}.json", local_time_stamp()));
+        if self.default_name
+            && let Some(t) = &mut self.trace
+        {
+            t.set_file_name(&format!("rocsync-{pid}-{}.json", local_time_stamp()));
         }
     }
 
     /// Opens the outputs for a capture described by `header`.
     pub fn open(&mut self, header: Header) -> Result<CaptureSink> {
-        let kineto = KinetoWriter::new(
-            self.trace.stream()?,
-            header.clock_offset_ns,
-            header.start_ns,
-        )?;
+        let reserved = self.trace.take().context("the outputs are open already")?;
+        let traces = ProcessTraces::new(reserved, header.clock_offset_ns, header.start_ns);
         let raw = match &self.raw {
             Some(f) => Some(RawWriter::new(f.stream()?, &header)?),
             None => None,
         };
         self.header = header;
-        Ok(Tee(kineto, raw))
+        Ok(Tee(traces, raw))
     }
 
     /// Closes the outputs, moves them into place and prints the summary.
     pub fn finish(self, sink: CaptureSink, stats: &CaptureStats, report: Report) -> Result<()> {
-        let Tee(kineto, raw) = sink;
+        let Tee(traces, raw) = sink;
         let mut lines = Vec::new();
+        let processes: serde_json::Map<String, Value> = report
+            .processes
+            .iter()
+            .map(|(pid, i)| (pid.to_string(), i.to_json()))
+            .collect();
         if let (Some(f), Some(w)) = (self.raw, raw) {
             let trailer = Trailer {
                 kernel: stats.kernel.clone(),
                 unpaired_entries: stats.unpaired_entries,
                 unpaired_exits: stats.unpaired_exits,
                 undecodable: stats.undecodable,
+                processes: Value::Object(processes),
             };
             w.finish(&trailer)
                 .and_then(FileStream::close)
@@ -106,20 +113,19 @@ impl Outputs {
             "agent_numbering": "GPU agents in the order the runtime enumerated them (hsa_agent_get_info DEVICE); agents not enumerated while attached, in the order of their first HSA queue",
         });
         merge(&mut rocsync, stats.to_json());
-        let names = process_names(&self.header, stats);
-        let trace_name = self.trace.path().display().to_string();
-        let info = TraceInfo {
-            process_names: &names,
-            rocsync,
-            distributed: json!({ "rank": 0 }),
-            trace_name: &trace_name,
-        };
-        kineto
-            .finish(&info)
-            .and_then(FileStream::close)
-            .context("writing the trace")?;
-        let path = self.trace.persist()?;
-        lines.push(format!("trace: {}", path.display()));
+        let command = command_name(&self.header);
+        let written = traces.finish(&report.processes, command, rocsync)?;
+        for w in &written {
+            let mut line = format!("trace: {}", w.path.display());
+            if let Some(pid) = w.pid.filter(|_| written.len() > 1) {
+                line += &format!(" (pid {pid}");
+                if let Some(rank) = w.rank {
+                    line += &format!(", rank {rank}");
+                }
+                line += ")";
+            }
+            lines.push(line);
+        }
         eprint!("{}", summary::render(stats, &lines));
         Ok(())
     }
@@ -135,8 +141,8 @@ impl Outputs {
         stats: &CaptureStats,
         error: std::io::Error,
     ) -> Result<()> {
-        let Tee(kineto, raw) = sink;
-        drop(kineto);
+        let Tee(traces, raw) = sink;
+        drop(traces);
         let mut lines = vec![format!("the trace was not written: {error}")];
         if let (Some(f), Some(w)) = (self.raw, raw) {
             let flushed = w.finish(&Trailer::default()).and_then(FileStream::close);
@@ -164,14 +170,13 @@ fn merge(into: &mut Value, from: Value) {
     }
 }
 
-/// Every traced pid is named after the command.
-fn process_names(header: &Header, stats: &CaptureStats) -> BTreeMap<u32, String> {
-    let name = header
+/// The command's name: what a process is called when it said nothing of itself.
+fn command_name(header: &Header) -> &str {
+    header
         .command
         .first()
         .and_then(|c| c.rsplit('/').next())
-        .unwrap_or("process");
-    stats.pids.iter().map(|&p| (p, name.to_string())).collect()
+        .unwrap_or("process")
 }
 
 /// `YYYYmmdd-HHMMSS` in local time.

@@ -3,6 +3,7 @@
 //! where in them to trap), to the dynamic loader ([`ld_so`]) of processes read from
 //! [`maps`].
 
+mod btf;
 mod diagnostics;
 pub mod elf;
 pub mod ld_so;
@@ -10,6 +11,7 @@ pub mod library;
 pub mod maps;
 pub mod placement;
 mod stops;
+mod tree;
 
 use std::{
     num::NonZeroU32,
@@ -92,6 +94,9 @@ pub struct Probes {
     links: Vec<(&'static str, UProbeLinkId)>,
     /// Links of temporary probes, detached on their own.
     temporary: Vec<(&'static str, UProbeLinkId)>,
+    /// Library probes attach to every process mapping the file (children are followed),
+    /// not to one pid.
+    file_wide: bool,
     /// Continues stopped targets if rocsync is killed; dropped after `release_targets`.
     _watchdog: Option<crate::capture::watchdog::Watchdog>,
 }
@@ -130,6 +135,7 @@ impl Probes {
             options,
             links: Vec::new(),
             temporary: Vec::new(),
+            file_wide: false,
             _watchdog: None,
         };
         probes._watchdog = Some(crate::capture::watchdog::Watchdog::spawn(
@@ -243,6 +249,7 @@ impl Probes {
         names: &[&str],
         temporary: bool,
     ) -> Result<()> {
+        let pid = pid.filter(|_| !self.file_wide);
         let link = uprobe(&mut self.ebpf, prog)?
             .attach(point, path, scope(pid))
             .with_context(|| format!("attaching to {} in {}", names.join("/"), path.display()))?;

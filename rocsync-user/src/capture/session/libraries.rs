@@ -7,7 +7,7 @@ use rocsync_common::{Config, Switch};
 use super::{LEARN_FOR, Session};
 use crate::{
     backend::Runtime,
-    probes::{LibraryReport, library::OpenedLibrary, maps},
+    probes::{LibraryReport, ld_so, library::OpenedLibrary, maps},
 };
 
 impl Session {
@@ -18,16 +18,20 @@ impl Session {
             // Armed only once the loop that answers the stops runs (see `arm`).
             stop_on_link_map: 0,
             agents: self.agents,
+            follow: u32::from(self.follow),
+            pad: 0,
         };
         self.probes.set_target(pid, active)?;
+        // File-wide probes run in every process mapping the file: filter by the targets.
         self.probes.set_switch(Switch {
             capture: 1,
-            by_process: 0,
+            by_process: u32::from(self.probes.file_wide()),
             agents: self.agents,
         })?;
         self.targets.push(pid);
+        self.learn_process(pid);
         let hooked = match &loader {
-            Some(l) => self.probes.attach_loader(&l.path(), pid)?,
+            Some(l) => self.hook_loader(l, pid)?,
             None => false,
         };
         if !hooked {
@@ -37,6 +41,19 @@ impl Session {
             ));
         }
         Ok(())
+    }
+
+    /// Hooks a dynamic loader file for `pid`, once per file (a file-wide hook serves every
+    /// process of the tree). Returns whether the file has the hook.
+    fn hook_loader(&mut self, loader: &OpenedLibrary, pid: u32) -> Result<bool> {
+        if !self.probed_files.insert((loader.dev, loader.ino)) {
+            return Ok(true);
+        }
+        let hooked = self.probes.attach_loader(&loader.path(), pid);
+        if !matches!(hooked, Ok(true)) {
+            self.probed_files.remove(&(loader.dev, loader.ino));
+        }
+        hooked
     }
 
     /// Probes a runtime library file for `pid`, once per file. Returns whether it was new.
@@ -136,6 +153,12 @@ impl Session {
             Err(_) => return Ok(0),
         };
         let mappings = maps::parse(&text);
+        // A followed child may run under another loader (an exec into a container).
+        if self.follow
+            && let Some(loader) = ld_so::of_process(pid, &mappings)
+        {
+            let _ = self.hook_loader(&loader, pid);
+        }
         let mut n = 0;
         for m in maps::libraries(&mappings, maps::is_hsa_runtime) {
             n += 1;

@@ -38,12 +38,14 @@ pub struct Header {
 }
 
 /// What only the end of a capture knows: losses the stages before resolution counted.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Trailer {
     pub kernel: KernelDrops,
     pub unpaired_entries: u64,
     pub unpaired_exits: u64,
     pub undecodable: u64,
+    /// What each traced process said of itself, by pid (an object; null when unknown).
+    pub processes: serde_json::Value,
 }
 
 /// Writes the raw capture as the pipeline delivers it.
@@ -72,7 +74,7 @@ impl<W: Write> RawWriter<W> {
             "packets_truncated": k.packets_truncated, "out_params": k.out_params,
             "packets_unread": k.packets_unread,
             "unpaired_entries": t.unpaired_entries, "unpaired_exits": t.unpaired_exits,
-            "undecodable": t.undecodable,
+            "undecodable": t.undecodable, "processes": t.processes,
         }});
         writeln!(self.out, "{v}")?;
         Ok(self.out)

@@ -227,6 +227,7 @@ fn parse_trailer(t: &Value) -> Trailer {
         unpaired_entries: n("unpaired_entries"),
         unpaired_exits: n("unpaired_exits"),
         undecodable: n("undecodable"),
+        processes: t["processes"].clone(),
     }
 }
 

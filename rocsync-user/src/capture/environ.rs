@@ -1,0 +1,103 @@
+//! What a traced process says about itself: its name and its rank in a distributed job,
+//! from `/proc/PID/environ` (as launchers set it: torchrun, mpirun, srun, …) — read as
+//! root from a file the target controls, so bounded and never trusted beyond parsing.
+
+use std::io::Read as _;
+
+use serde_json::{Map, Value};
+
+use crate::emit::processes::ProcessInfo;
+
+/// Longest environment read.
+const MAX_ENVIRON: u64 = 1 << 20;
+
+/// Variables naming the rank, the world size and the local rank, first found wins.
+const RANK: &[&str] = &["RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"];
+const WORLD_SIZE: &[&str] = &[
+    "WORLD_SIZE",
+    "OMPI_COMM_WORLD_SIZE",
+    "PMI_SIZE",
+    "SLURM_NTASKS",
+];
+const LOCAL_RANK: &[&str] = &[
+    "LOCAL_RANK",
+    "OMPI_COMM_WORLD_LOCAL_RANK",
+    "MPI_LOCALRANKID",
+    "SLURM_LOCALID",
+];
+
+/// Reads `pid`'s name and distributed identity; `None` when it is gone.
+pub fn read(pid: u32) -> Option<ProcessInfo> {
+    let mut environ = Vec::new();
+    std::fs::File::open(format!("/proc/{pid}/environ"))
+        .ok()?
+        .take(MAX_ENVIRON)
+        .read_to_end(&mut environ)
+        .ok()?;
+    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+    Some(ProcessInfo {
+        name: comm.trim_end().to_string(),
+        distributed: distributed(&environ, &maps),
+    })
+}
+
+/// The `distributedInfo` object: `rank`, `world_size`, `local_rank` as the environment
+/// gives them (with the variable each came from), `backend` when a collective library
+/// is mapped.
+pub fn distributed(environ: &[u8], maps: &str) -> Value {
+    let vars: Vec<(&[u8], &[u8])> = environ
+        .split(|&b| b == 0)
+        .filter_map(|kv| {
+            let eq = kv.iter().position(|&b| b == b'=')?;
+            Some((&kv[..eq], &kv[eq + 1..]))
+        })
+        .collect();
+    let find = |names: &[&'static str]| {
+        names.iter().find_map(|n| {
+            let (_, v) = vars.iter().find(|(k, _)| *k == n.as_bytes())?;
+            let v: u64 = std::str::from_utf8(v).ok()?.trim().parse().ok()?;
+            Some((v, *n))
+        })
+    };
+    let mut info = Map::new();
+    for (key, names) in [
+        ("rank", RANK),
+        ("world_size", WORLD_SIZE),
+        ("local_rank", LOCAL_RANK),
+    ] {
+        if let Some((v, var)) = find(names) {
+            info.insert(key.into(), v.into());
+            info.insert(format!("{key}_from"), var.into());
+        }
+    }
+    // PyTorch names RCCL's backend "nccl" too.
+    if maps.contains("/librccl") || maps.contains("/libnccl") {
+        info.insert("backend".into(), "nccl".into());
+    }
+    Value::Object(info)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn launcher_variables_in_order_of_preference() {
+        let env = b"PATH=/bin\0RANK=3\0WORLD_SIZE=8\0SLURM_PROCID=9\0OMPI_COMM_WORLD_LOCAL_RANK=1\0";
+        let v = distributed(env, "7f00 r-xp /opt/rocm/lib/librccl.so.1\n");
+        assert_eq!(v["rank"], 3);
+        assert_eq!(v["rank_from"], "RANK");
+        assert_eq!(v["world_size"], 8);
+        assert_eq!(v["local_rank"], 1);
+        assert_eq!(v["local_rank_from"], "OMPI_COMM_WORLD_LOCAL_RANK");
+        assert_eq!(v["backend"], "nccl");
+    }
+
+    #[test]
+    fn nothing_known_is_nothing_said() {
+        let v = distributed(b"RANK=not-a-number\0=\0\0garbage", "");
+        assert_eq!(v, Value::Object(Map::new()));
+        assert_eq!(distributed(b"SLURM_PROCID=2", "")["rank"], 2);
+    }
+}

@@ -1,0 +1,221 @@
+//! One Kineto trace per traced process (HTA reads one file per rank). A process's file is
+//! opened when its first row arrives, beside the reserved output; names are settled at the
+//! end: the output itself when one process was traced, `<stem>_<pid><ext>` for each when
+//! several were (the naming of Kineto's on-demand traces). Correlation ids come from one
+//! counter, so they stay unique across the files of a capture.
+
+use std::{
+    collections::BTreeMap,
+    io,
+    path::{Path, PathBuf},
+};
+
+use anyhow::{Context as _, Result};
+use serde_json::{Value, json};
+
+use super::{
+    Sink,
+    files::{FileStream, PendingFile},
+    kineto::{KinetoWriter, TraceInfo},
+};
+use crate::{
+    ingest::{Packet, Queue},
+    resolve::Row,
+};
+
+/// What a process says about itself (see `capture::environ`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ProcessInfo {
+    pub name: String,
+    /// The trace's `distributedInfo` (rank, world size, local rank, backend, as known).
+    pub distributed: Value,
+}
+
+impl ProcessInfo {
+    pub fn to_json(&self) -> Value {
+        json!({ "name": self.name, "distributedInfo": self.distributed })
+    }
+
+    pub fn from_json(v: &Value) -> Self {
+        Self {
+            name: v["name"].as_str().unwrap_or_default().to_string(),
+            distributed: v["distributedInfo"].clone(),
+        }
+    }
+}
+
+struct Trace {
+    file: PendingFile,
+    writer: KinetoWriter<FileStream>,
+}
+
+pub struct ProcessTraces {
+    /// The output reserved before the capture: the first process's file.
+    reserved: Option<PendingFile>,
+    /// The output's path: one process's name, or the stem of several.
+    base: PathBuf,
+    clock_offset_ns: i64,
+    start_ns: u64,
+    /// Standard output cannot be split: every process goes into it.
+    shared: bool,
+    traces: BTreeMap<u32, Trace>,
+}
+
+/// A file written, for the summary.
+pub struct Written {
+    pub pid: Option<u32>,
+    pub path: PathBuf,
+    pub rank: Option<u64>,
+}
+
+impl ProcessTraces {
+    pub fn new(reserved: PendingFile, clock_offset_ns: i64, start_ns: u64) -> Self {
+        Self {
+            shared: reserved.path() == Path::new("-"),
+            base: reserved.path().to_path_buf(),
+            reserved: Some(reserved),
+            clock_offset_ns,
+            start_ns,
+            traces: BTreeMap::new(),
+        }
+    }
+
+    fn writer(&mut self, pid: u32) -> io::Result<&mut KinetoWriter<FileStream>> {
+        let key = if self.shared { 0 } else { pid };
+        if !self.traces.contains_key(&key) {
+            let file = match self.reserved.take() {
+                Some(f) => f,
+                None => {
+                    let first = &self.traces.values().next().expect("one is open").file;
+                    first
+                        .sibling(&per_process_name(&self.base, pid))
+                        .map_err(io::Error::other)?
+                }
+            };
+            let stream = file.stream().map_err(io::Error::other)?;
+            let writer = KinetoWriter::new(stream, self.clock_offset_ns, self.start_ns)?;
+            self.traces.insert(key, Trace { file, writer });
+        }
+        Ok(&mut self.traces.get_mut(&key).expect("inserted").writer)
+    }
+
+    /// Closes every trace and moves it into place. `rocsync` is the capture's object
+    /// (counts are for the whole capture); each file adds its pid and the file list.
+    pub fn finish(
+        mut self,
+        processes: &BTreeMap<u32, ProcessInfo>,
+        fallback_name: &str,
+        rocsync: Value,
+    ) -> Result<Vec<Written>> {
+        if self.traces.is_empty() {
+            // Nothing traced: an empty trace still says so.
+            self.writer(0)?;
+        }
+        let several = self.traces.len() > 1;
+        let finals: Vec<(u32, PathBuf)> = self
+            .traces
+            .keys()
+            .map(|&pid| {
+                let name = if several {
+                    self.base.with_file_name(per_process_name(&self.base, pid))
+                } else {
+                    self.base.clone()
+                };
+                (pid, name)
+            })
+            .collect();
+        let files: Vec<String> = finals.iter().map(|(_, p)| p.display().to_string()).collect();
+        let mut written = Vec::new();
+        for ((pid, path), (_, t)) in finals.into_iter().zip(std::mem::take(&mut self.traces)) {
+            let info = processes.get(&pid);
+            let mut distributed = info.map_or(json!({}), |i| i.distributed.clone());
+            // One process and no rank from its launcher: rank 0, as Kineto writes it.
+            if !several && distributed.get("rank").is_none() {
+                distributed["rank"] = 0.into();
+            }
+            let names: BTreeMap<u32, String> = [(
+                pid,
+                info.map_or(fallback_name.to_string(), |i| i.name.clone()),
+            )]
+            .into();
+            let mut rocsync = rocsync.clone();
+            if !self.shared && pid != 0 {
+                rocsync["pid"] = pid.into();
+            }
+            rocsync["files"] = json!(files);
+            let trace_name = path.display().to_string();
+            let trace_info = TraceInfo {
+                process_names: &names,
+                rocsync,
+                distributed: distributed.clone(),
+                trace_name: &trace_name,
+            };
+            t.writer
+                .finish(&trace_info)
+                .and_then(FileStream::close)
+                .with_context(|| format!("writing {trace_name}"))?;
+            let mut file = t.file;
+            if let Some(name) = path.file_name().and_then(|n| n.to_str()) {
+                file.set_file_name(name);
+            }
+            written.push(Written {
+                pid: (pid != 0 && !self.shared).then_some(pid),
+                path: file.persist()?,
+                rank: distributed.get("rank").and_then(Value::as_u64),
+            });
+        }
+        Ok(written)
+    }
+}
+
+/// `<stem>_<pid><ext>`, where `.json.gz` counts as one extension.
+fn per_process_name(path: &Path, pid: u32) -> String {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let split = if name.ends_with(".json.gz") {
+        name.len() - ".json.gz".len()
+    } else {
+        name.rfind('.').filter(|&i| i > 0).unwrap_or(name.len())
+    };
+    format!("{}_{pid}{}", &name[..split], &name[split..])
+}
+
+impl Sink for ProcessTraces {
+    fn row(&mut self, row: &Row) -> io::Result<()> {
+        if row.call.filtered {
+            return Ok(());
+        }
+        self.writer(row.call.pid)?.row(row)
+    }
+    fn deferred(&mut self, _row: &Row) -> io::Result<()> {
+        Ok(())
+    }
+    fn completed(&mut self, row: &Row) -> io::Result<()> {
+        self.writer(row.call.pid)?.completed(row)
+    }
+    fn lost(&mut self, _first: u64, _count: u64) -> io::Result<()> {
+        Ok(())
+    }
+    fn queue(&mut self, q: &Queue) -> io::Result<()> {
+        self.writer(q.pid)?.queue(q)
+    }
+    fn packet(&mut self, p: &Packet) -> io::Result<()> {
+        self.writer(p.pid)?.packet(p)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn per_process_names_keep_the_extension() {
+        let n = |p: &str| per_process_name(Path::new(p), 42);
+        assert_eq!(n("out/ddp.json"), "ddp_42.json");
+        assert_eq!(n("ddp.json.gz"), "ddp_42.json.gz");
+        assert_eq!(n("trace"), "trace_42");
+        assert_eq!(n(".hidden"), ".hidden_42");
+    }
+}
