@@ -45,9 +45,10 @@ fn stats(xs: &[f64]) -> (f64, f64, f64) {
     (v[0], v[v.len() / 2], v[v.len() - 1])
 }
 
-pub fn bench() -> Result<()> {
+/// Builds the benchmark binary (with the empty baseline probes, behind the `bench`
+/// feature) and the fixtures.
+fn build() -> Result<()> {
     crate::setup()?;
-    // The benchmark binary and the empty baseline probes are behind the `bench` feature.
     run(cargo().args([
         "build",
         "--release",
@@ -57,7 +58,26 @@ pub fn bench() -> Result<()> {
         "--features",
         "bench",
     ]))?;
-    run(cargo().args(["build", "--release", "--package", "rocsync-tests"]))?;
+    run(cargo().args(["build", "--release", "--package", "rocsync-tests"]))
+}
+
+/// `cargo xtask bench-tree`: the process-tree measurement alone, into
+/// bench/process-tree.md.
+pub fn bench_tree() -> Result<()> {
+    build()?;
+    let (md, v) = crate::bench_tree::tree()?;
+    let text = format!(
+        "# rocsync: following processes\n\nWritten by `cargo xtask bench-tree` (also part of \
+         `cargo xtask bench`).\n{md}\n```json\n{}\n```\n",
+        serde_json::to_string_pretty(&v)?
+    );
+    std::fs::write(root().join("bench/process-tree.md"), text)?;
+    eprintln!("xtask: wrote bench/process-tree.md");
+    Ok(())
+}
+
+pub fn bench() -> Result<()> {
+    build()?;
     let driver = rocsync_tests::bench_calls().display().to_string();
     let rocsync = root().join("target/release/rocsync").display().to_string();
     let sim = rocsync_tests::sim_hip().display().to_string();
@@ -189,9 +209,10 @@ pub fn bench() -> Result<()> {
     }
     let (mix_md, mix) = crate::bench_mix::mix(ROUNDS)?;
     let (convert_md, convert) = crate::bench_mix::convert_memory()?;
+    let (tree_md, tree) = crate::bench_tree::tree()?;
     let extra = (
-        mix_md + &convert_md,
-        json!({ "call_mix": mix, "convert": convert }),
+        mix_md + &convert_md + &tree_md,
+        json!({ "call_mix": mix, "convert": convert, "process_tree": tree }),
     );
     report(&cases, &results, &threads, &pipeline, extra)
 }

@@ -14,6 +14,7 @@ use anyhow::{Context as _, Result, bail};
 
 mod bench;
 mod bench_mix;
+mod bench_tree;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -22,8 +23,9 @@ fn main() {
         Some("test") => test(),
         Some("setup") => setup(),
         Some("bench") => bench::bench(),
+        Some("bench-tree") => bench::bench_tree(),
         _ => {
-            eprintln!("usage: cargo xtask <demo [OUTPUT]|test|bench|setup>");
+            eprintln!("usage: cargo xtask <demo [OUTPUT]|test|bench|bench-tree|setup>");
             std::process::exit(2);
         }
     };

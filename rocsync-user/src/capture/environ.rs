@@ -84,7 +84,8 @@ mod tests {
 
     #[test]
     fn launcher_variables_in_order_of_preference() {
-        let env = b"PATH=/bin\0RANK=3\0WORLD_SIZE=8\0SLURM_PROCID=9\0OMPI_COMM_WORLD_LOCAL_RANK=1\0";
+        let env =
+            b"PATH=/bin\0RANK=3\0WORLD_SIZE=8\0SLURM_PROCID=9\0OMPI_COMM_WORLD_LOCAL_RANK=1\0";
         let v = distributed(env, "7f00 r-xp /opt/rocm/lib/librccl.so.1\n");
         assert_eq!(v["rank"], 3);
         assert_eq!(v["rank_from"], "RANK");

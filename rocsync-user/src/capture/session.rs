@@ -206,7 +206,9 @@ impl Session {
                 if !self.targets.contains(&child) {
                     self.targets.push(child);
                     if self.verbose {
-                        self.say(&format!("rocsync: following pid {child} (forked by {parent})"));
+                        self.say(&format!(
+                            "rocsync: following pid {child} (forked by {parent})"
+                        ));
                     }
                 }
                 self.learn_process(child);

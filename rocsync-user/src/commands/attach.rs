@@ -41,10 +41,30 @@ pub async fn attach(args: AttachArgs, mut signals: Signals) -> Result<i32> {
     let mappings = maps::parse(&text);
     // Hook the loader before the scan, so a library loaded in between is not missed.
     session.add_target(pid, ld_so::of_process(pid, &mappings))?;
-    if session.scan(pid)? == 0 {
+    let mut tree = vec![pid];
+    // The processes it started already (a launcher's ranks); later ones the kernel adds.
+    if !args.out.no_follow {
+        for child in descendants(pid) {
+            let Ok(text) = std::fs::read_to_string(format!("/proc/{child}/maps")) else {
+                continue; // gone already
+            };
+            session.add_target(child, ld_so::of_process(child, &maps::parse(&text)))?;
+            tree.push(child);
+        }
+    }
+    let mut mapped = 0;
+    for p in tree {
+        mapped += session.scan(p)?;
+    }
+    if mapped == 0 {
         if !args.wait {
             bail!(
-                "process {pid} has no {} mapped; if it loads one later, add --wait to wait for it",
+                "process {pid}{} has no {} mapped; if it loads one later, add --wait to wait for it",
+                if args.out.no_follow {
+                    ""
+                } else {
+                    " (nor any of its children)"
+                },
                 wanted.join(" or ")
             );
         }
@@ -53,9 +73,10 @@ pub async fn attach(args: AttachArgs, mut signals: Signals) -> Result<i32> {
             wanted.join(" or ")
         );
     }
-    eprintln!("rocsync: tracing pid {pid}; Ctrl-C to stop");
     let mut ring = async_ring(ring)?;
     session.arm()?;
+    // Said once armed: what the target does from here on is held for the probes.
+    eprintln!("rocsync: tracing pid {pid}; Ctrl-C to stop");
     let stop = session
         .run(&mut ring, &mut signals, args.duration, exited)
         .await?;
@@ -80,6 +101,40 @@ fn describe(stop: crate::capture::StopReason) -> String {
         TargetExited => "target exited".into(),
         OutputFailed => "writing the outputs failed".into(),
     }
+}
+
+/// Every live descendant process of `pid`, parents before children (from each process's
+/// parent in /proc/*/stat).
+fn descendants(pid: u32) -> Vec<u32> {
+    let mut parent_of = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(p) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else {
+            continue;
+        };
+        // After the name (which may hold spaces and parentheses): state ppid …
+        let ppid = stat
+            .rfind(')')
+            .and_then(|i| stat[i + 1..].split_whitespace().nth(1)?.parse::<u32>().ok());
+        if let Some(ppid) = ppid {
+            parent_of.push((p, ppid));
+        }
+    }
+    let mut found = vec![pid];
+    let mut i = 0;
+    while i < found.len() {
+        let p = found[i];
+        found.extend(parent_of.iter().filter(|(_, pp)| *pp == p).map(|(c, _)| *c));
+        i += 1;
+    }
+    found.remove(0);
+    found
 }
 
 fn cmdline(pid: u32) -> Vec<String> {

@@ -124,7 +124,10 @@ impl ProcessTraces {
                 (pid, name)
             })
             .collect();
-        let files: Vec<String> = finals.iter().map(|(_, p)| p.display().to_string()).collect();
+        let files: Vec<String> = finals
+            .iter()
+            .map(|(_, p)| p.display().to_string())
+            .collect();
         let mut written = Vec::new();
         for ((pid, path), (_, t)) in finals.into_iter().zip(std::mem::take(&mut self.traces)) {
             let info = processes.get(&pid);

@@ -11,13 +11,13 @@ const KIND_STRUCT: u32 = 4;
 /// Bytes that follow a type record of `kind` with `vlen` entries (linux/btf.h).
 fn extra_bytes(kind: u32, vlen: usize) -> Option<usize> {
     Some(match kind {
-        1 | 14 | 17 => 4,         // INT, VAR, DECL_TAG
-        3 => 12,                  // ARRAY
-        4 | 5 => 12 * vlen,       // STRUCT, UNION: members
-        6 => 8 * vlen,            // ENUM
-        13 => 8 * vlen,           // FUNC_PROTO: params
-        15 => 12 * vlen,          // DATASEC
-        19 => 12 * vlen,          // ENUM64
+        1 | 14 | 17 => 4,          // INT, VAR, DECL_TAG
+        3 => 12,                   // ARRAY
+        4 | 5 => 12 * vlen,        // STRUCT, UNION: members
+        6 => 8 * vlen,             // ENUM
+        13 => 8 * vlen,            // FUNC_PROTO: params
+        15 => 12 * vlen,           // DATASEC
+        19 => 12 * vlen,           // ENUM64
         2 | 7..=12 | 16 | 18 => 0, // PTR, FWD, TYPEDEF, VOLATILE, CONST, RESTRICT, FUNC, FLOAT, TYPE_TAG
         _ => return None,
     })
@@ -108,7 +108,13 @@ mod tests {
         let mut b = Vec::new();
         b.extend_from_slice(&MAGIC.to_le_bytes());
         b.extend_from_slice(&[1, 0]);
-        for v in [24, 0, types.len() as u32, types.len() as u32, strings.len() as u32] {
+        for v in [
+            24,
+            0,
+            types.len() as u32,
+            types.len() as u32,
+            strings.len() as u32,
+        ] {
             b.extend_from_slice(&v.to_le_bytes());
         }
         b.extend_from_slice(&types);

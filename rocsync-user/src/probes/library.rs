@@ -76,6 +76,11 @@ impl OpenedLibrary {
     pub fn path(&self) -> PathBuf {
         PathBuf::from(format!("/proc/self/fd/{}", self.file.as_raw_fd()))
     }
+
+    /// The file's device as /proc/PID/maps writes it: (major, minor).
+    pub fn dev_pair(&self) -> (u32, u32) {
+        (major(self.dev), minor(self.dev))
+    }
 }
 
 fn major(dev: u64) -> u32 {

@@ -29,7 +29,8 @@ impl Probes {
                 .program_mut(prog)
                 .with_context(|| format!("program {prog} missing from the eBPF object"))?
                 .try_into()?;
-            p.load().with_context(|| format!("loading program {prog}"))?;
+            p.load()
+                .with_context(|| format!("loading program {prog}"))?;
             // Owned by the program: detached when the probes are dropped.
             p.attach(tracepoint)
                 .with_context(|| format!("attaching to the {tracepoint} tracepoint"))?;

@@ -111,6 +111,14 @@ impl Lines {
             self.1.push(line);
         }
     }
+
+    /// Every line, once the pipe closes.
+    pub fn all(mut self) -> Vec<String> {
+        while let Ok(line) = self.0.recv() {
+            self.1.push(line);
+        }
+        self.1
+    }
 }
 
 /// The handshake with the `hang` scenario: it said "blocking", and its main thread is

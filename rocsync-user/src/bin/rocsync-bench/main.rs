@@ -3,6 +3,8 @@
 //! `probes`   per-call cost of one library function: untraced, under an empty
 //!            uprobe+uretprobe pair (the trap alone), and under rocsync's full capture.
 //! `pipeline` userspace throughput of decode → resolve → Kineto write, and peak memory.
+//! `tree`     following processes: attach/detach time for N processes and the cost to an
+//!            untraced bystander, pid-scoped against file-wide probes.
 //! Each prints JSON lines; xtask interleaves the runs and writes the tables.
 
 use std::{
@@ -16,6 +18,7 @@ use aya::programs::{UProbe, uprobe::UProbeScope};
 use clap::{Parser, Subcommand};
 
 mod raw;
+mod tree;
 use raw::{peak_rss_of, raw};
 use rocsync::{
     emit::{
@@ -74,6 +77,23 @@ enum Cmd {
         #[arg(required = true, last = true)]
         command: Vec<String>,
     },
+    /// Attach/detach time for N idle processes and a bystander's ns per call, pid-scoped
+    /// against file-wide probes.
+    Tree {
+        /// A scenario program linked against the library (its `gated` mode idles)
+        #[arg(long)]
+        scenario: PathBuf,
+        #[arg(long)]
+        driver: PathBuf,
+        #[arg(long)]
+        lib: PathBuf,
+        #[arg(long)]
+        symbol: String,
+        #[arg(long, default_value_t = 8)]
+        processes: usize,
+        #[arg(long, default_value_t = 200_000)]
+        calls: u64,
+    },
     /// Decode, resolve and write `records` synthetic records on one core.
     Pipeline {
         #[arg(long)]
@@ -95,6 +115,10 @@ enum Mode {
 }
 
 fn main() -> Result<()> {
+    // `Probes::load` starts its watchdog by running this binary again.
+    if std::env::args().nth(1).as_deref() == Some(rocsync::capture::watchdog::ARG) {
+        std::process::exit(rocsync::capture::watchdog::run());
+    }
     match Cli::parse().cmd {
         Cmd::Probes {
             mode,
@@ -115,6 +139,14 @@ fn main() -> Result<()> {
             probes(mode, &lib, &symbol, load, &driver, &rocsync, &extra)
         }
         Cmd::Pipeline { records, churn } => pipeline(records, churn),
+        Cmd::Tree {
+            scenario,
+            driver,
+            lib,
+            symbol,
+            processes,
+            calls,
+        } => tree::tree(&scenario, &driver, &lib, &symbol, processes, calls),
         Cmd::Raw { calls, out } => raw(calls, &out),
         Cmd::PeakRss { command } => peak_rss_of(&command),
     }

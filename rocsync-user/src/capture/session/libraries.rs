@@ -75,6 +75,7 @@ impl Session {
             report.path.display(),
             report.probed.len()
         ));
+        self.note_bystanders(lib);
         if self.verbose {
             for (p, names) in &report.probed {
                 let skipped = if p.skipped.is_empty() {
@@ -104,6 +105,28 @@ impl Session {
         }
         self.libraries.push(report);
         Ok(true)
+    }
+
+    /// File-wide probes trap in every process mapping the file: say which ones outside
+    /// the traced tree do now (bench/process-tree.md measures what it costs them).
+    fn note_bystanders(&self, lib: &OpenedLibrary) {
+        if !self.probes.file_wide() {
+            return;
+        }
+        let others = maps::processes_mapping(lib.dev_pair(), lib.ino, &self.targets);
+        if others.is_empty() {
+            return;
+        }
+        let shown: Vec<String> = others.iter().take(8).map(u32::to_string).collect();
+        self.say(&format!(
+            "rocsync: note: {} process(es) outside the traced tree map {} (pid {}{}): while \
+             this capture runs, each hooked call they make takes a uprobe trap (about 1.5 µs); \
+             --no-follow keeps the probes in the target alone",
+            others.len(),
+            lib.shown.display(),
+            shown.join(", "),
+            if others.len() > 8 { ", …" } else { "" }
+        ));
     }
 
     /// Runs `attach` on a library file not probed yet (one file seen through two paths is
@@ -139,6 +162,7 @@ impl Session {
             "rocsync: attached to {} (pid {pid}): HSA queues and doorbells",
             report.path.display()
         ));
+        self.note_bystanders(lib);
         self.libraries.push(report);
         Ok(())
     }
