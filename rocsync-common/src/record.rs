@@ -131,6 +131,7 @@ pub struct QueueRecord {
     pub kind: u32,
     pub pid: u32,
     pub tid: u32,
+    /// [`QUEUE_CREATED`], [`QUEUE_DESTROYED`] or [`QUEUE_DISCOVERED`].
     pub created: u32,
     /// The `hsa_queue_t*`.
     pub queue: u64,
@@ -145,6 +146,16 @@ pub struct QueueRecord {
     pub ordinal: u32,
     pub ns: u64,
 }
+
+/// [`QueueRecord::created`]: seen created by `hsa_queue_create`.
+pub const QUEUE_CREATED: u32 = 1;
+/// [`QueueRecord::created`]: destroyed.
+pub const QUEUE_DESTROYED: u32 = 0;
+/// [`QueueRecord::created`]: created before the capture, found at its first doorbell
+/// (its `amd_signal_t` is a doorbell whose `queue_ptr` leads to it); agent unknown.
+pub const QUEUE_DISCOVERED: u32 = 2;
+/// [`QueueRecord::ordinal`] of a queue whose agent is unknown.
+pub const UNKNOWN_AGENT: u32 = u32::MAX;
 
 /// One AQL packet as published at a doorbell: 64 bytes read from the ring.
 #[repr(C)]

@@ -8,8 +8,9 @@ use aya_ebpf::{
     programs::{ProbeContext, RetProbeContext},
 };
 use rocsync_common::{
-    AgentQuery, HandleKey, HsaQueue, MAX_PACKETS_PER_DOORBELL, PacketRecord, QueueCreate,
-    QueueInfo, QueueRecord, RECORD_PACKET, RECORD_QUEUE, drop_index,
+    AgentQuery, HandleKey, HsaQueue, MAX_PACKETS_PER_DOORBELL, PacketRecord, QUEUE_CREATED,
+    QUEUE_DESTROYED, QUEUE_DISCOVERED, QueueCreate, QueueInfo, QueueRecord, RECORD_PACKET,
+    RECORD_QUEUE, UNKNOWN_AGENT, drop_index,
 };
 
 use aya_log_ebpf::warn;
@@ -152,7 +153,7 @@ pub fn queue_create_exit(ctx: RetProbeContext) -> u32 {
         count_drops(drop_index::QUEUE, 1);
         return 0;
     }
-    emit_queue(pid_tgid, &info, q.doorbell_signal, q.id, 1);
+    emit_queue(pid_tgid, &info, q.doorbell_signal, q.id, QUEUE_CREATED);
     0
 }
 
@@ -174,7 +175,7 @@ pub fn queue_destroy(ctx: ProbeContext) -> u32 {
         return 0;
     };
     let _ = DOORBELLS.remove(key);
-    emit_queue(pid_tgid, &info, q.doorbell_signal, q.id, 0);
+    emit_queue(pid_tgid, &info, q.doorbell_signal, q.id, QUEUE_DESTROYED);
     0
 }
 
@@ -202,6 +203,63 @@ fn emit_queue(pid_tgid: u64, info: &QueueInfo, doorbell: u64, id: u64, created: 
     slot.submit(BPF_RB_FORCE_WAKEUP);
 }
 
+/// `amd_signal_t` (amd_hsa_signal.h): `kind` at 0 (doorbells are -1, legacy ones -2),
+/// `queue_ptr` at 48.
+const AMD_SIGNAL_QUEUE_PTR: u64 = 48;
+const AMD_SIGNAL_KIND_DOORBELL: i64 = -1;
+const AMD_SIGNAL_KIND_LEGACY_DOORBELL: i64 = -2;
+
+/// A store to a signal not known as a doorbell, in a traced process: if the signal is a
+/// hardware queue's doorbell (a queue created before the capture), learn the queue there,
+/// once, reading from the oldest packet not yet consumed.
+#[inline(always)]
+fn discover(
+    ctx: &ProbeContext,
+    pid_tgid: u64,
+    key: HandleKey,
+    value: u64,
+) -> Option<*mut QueueInfo> {
+    capturing((pid_tgid >> 32) as u32)?;
+    // SAFETY: target memory through the checked helper.
+    let kind = unsafe { bpf_probe_read_user(key.handle as *const i64) }.ok()?;
+    if kind != AMD_SIGNAL_KIND_DOORBELL && kind != AMD_SIGNAL_KIND_LEGACY_DOORBELL {
+        return None;
+    }
+    let at = key.handle + AMD_SIGNAL_QUEUE_PTR;
+    // SAFETY: as above.
+    let queue = unsafe { bpf_probe_read_user(at as *const u64) }.ok()?;
+    let q = unsafe { bpf_probe_read_user(queue as *const HsaQueue) }.ok()?;
+    if q.doorbell_signal != key.handle {
+        return None; // not the queue this doorbell rings
+    }
+    let read_at = queue + AMD_QUEUE_READ_INDEX;
+    // SAFETY: as above.
+    let last = match unsafe { bpf_probe_read_user(read_at as *const u64) } {
+        Ok(read) if read <= value => read.wrapping_sub(1),
+        _ => value.wrapping_sub(1),
+    };
+    let info = QueueInfo {
+        queue,
+        agent: 0,
+        ordinal: UNKNOWN_AGENT as u64,
+        base: q.base_address,
+        size: q.size as u64,
+        last,
+        rung: u64::MAX,
+        stalled: u64::MAX,
+    };
+    if DOORBELLS.insert(key, info, 0).is_err() {
+        warn!(
+            ctx,
+            "queue 0x{:x} not traced: the doorbell map is full", queue
+        );
+        count_drops(drop_index::QUEUE, 1);
+        return None;
+    }
+    emit_queue(pid_tgid, &info, key.handle, q.id, QUEUE_DISCOVERED);
+    DOORBELLS.get_ptr_mut(key)
+}
+
 /// `amd_queue_t.read_dispatch_id`: the packet processor's read index, beside the
 /// `hsa_queue_t` ROCr hands out (amd_hsa_queue.h).
 const AMD_QUEUE_READ_INDEX: u64 = 128;
@@ -221,8 +279,12 @@ pub fn doorbell(ctx: ProbeContext) -> u32 {
         handle: signal,
     };
     // Most signal stores are not doorbells: one lookup and out.
-    let Some(info) = DOORBELLS.get_ptr_mut(key) else {
-        return 0;
+    let info = match DOORBELLS.get_ptr_mut(key) {
+        Some(info) => info,
+        None => match discover(&ctx, pid_tgid, key, ctx.arg::<u64>(1).unwrap_or(0)) {
+            Some(info) => info,
+            None => return 0,
+        },
     };
     let Some(cfg) = capturing((pid_tgid >> 32) as u32) else {
         return 0;

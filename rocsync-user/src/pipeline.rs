@@ -135,6 +135,9 @@ impl<S: Sink> Pipeline<S> {
         if q.created {
             self.stats.queues += 1;
         }
+        if q.discovered {
+            self.stats.queues_discovered += 1;
+        }
         let r = self.sink.queue(q);
         self.keep_first(r);
     }

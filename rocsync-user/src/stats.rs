@@ -45,6 +45,8 @@ pub struct CaptureStats {
     /// Packets of a queue created before the capture (no track to put them on).
     pub packets_unknown_queue: u64,
     pub queues: u64,
+    /// Queues created before the capture, found at their first doorbell (agent unknown).
+    pub queues_discovered: u64,
     pub waits_resolved: u64,
     pub unresolved: BTreeMap<Unresolved, u64>,
     pub kernel: KernelDrops,
@@ -162,6 +164,8 @@ impl CaptureStats {
                 .map(|((pid, tid), (d, _))| json!({ "pid": pid, "tid": tid, "device": d }))
                 .collect::<Vec<_>>(),
             "queues": self.queues,
+            // Created before the capture; their packets sit on "GPU (agent unknown)".
+            "queues_discovered": self.queues_discovered,
             "packets": self.packets,
             "drops": drops,
         })

@@ -7,7 +7,9 @@
  * per doorbell. Logs every packet it published, one line each (type 0: barrier-value):
  *   agent queue index type completion_signal dep0 dep1
  * With $SCENARIO_BURST=N, it then publishes N kernels on agent 0's queue behind a single
- * doorbell (more than a probe reads at once). With $SCENARIO_OUT_OF_ORDER, doorbells then
+ * doorbell (more than a probe reads at once). With $SCENARIO_GATE=N, after N iterations it
+ * prints "ready" and waits for a line on stdin (an attach finds its queues existing).
+ * With $SCENARIO_OUT_OF_ORDER, doorbells then
  * ring out of order and before their packet is written (see out_of_order).
  * usage: hsa_scenario ITERATIONS QUEUE_SIZE   (log: $SCENARIO_LOG) */
 #define _GNU_SOURCE
@@ -166,7 +168,15 @@ int main(int argc, char **argv) {
   for (int i = 0; i < 2; i++)
     if (hsa_queue_create(gpus[i], qsize, 0, NULL, NULL, 0, 0, &q[i])) return 1;
   hsa_signal_t last = {0};
+  int gate = getenv("SCENARIO_GATE") ? atoi(getenv("SCENARIO_GATE")) : -1;
   for (int i = 0; i < iters; i++) {
+    if (i == gate) {
+      char buf[16];
+      fflush(out);
+      printf("ready\n");
+      fflush(stdout);
+      if (!fgets(buf, sizeof buf, stdin)) return 5;
+    }
     hsa_signal_t k0, b1, k1;
     hsa_signal_create(1, 0, NULL, &k0);
     hsa_signal_create(1, 0, NULL, &b1);

@@ -1,7 +1,10 @@
 //! The domain values every later stage works with: calls, HSA queues and AQL packets,
 //! decoded and typed from the probes' records (or read back from a raw capture).
 
-use rocsync_common::{Api, ENTRY_FILTERED, EntryRecord, OutParam, PacketRecord, QueueRecord};
+use rocsync_common::{
+    Api, ENTRY_FILTERED, EntryRecord, OutParam, PacketRecord, QUEUE_DESTROYED, QUEUE_DISCOVERED,
+    QueueRecord,
+};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Call {
@@ -88,6 +91,8 @@ pub struct Queue {
     pub pid: u32,
     pub tid: u32,
     pub created: bool,
+    /// Created before the capture: found at its first doorbell, its agent unknown.
+    pub discovered: bool,
     /// The `hsa_queue_t*`.
     pub queue: u64,
     /// `hsa_agent_t.handle`.
@@ -106,7 +111,8 @@ impl From<&QueueRecord> for Queue {
         Queue {
             pid: q.pid,
             tid: q.tid,
-            created: q.created != 0,
+            created: q.created != QUEUE_DESTROYED,
+            discovered: q.created == QUEUE_DISCOVERED,
             queue: q.queue,
             agent: q.agent,
             base: q.base,

@@ -8,7 +8,7 @@ use std::{
 use super::{
     KinetoWriter, TraceInfo,
     calls::{DEVICE_TID, SYNC_TID_OFFSET},
-    packets::QUEUE_TID_BASE,
+    packets::{QUEUE_TID_BASE, UNKNOWN_AGENT_PID},
 };
 use crate::emit::json::JsonBuf;
 
@@ -57,15 +57,18 @@ impl<W: Write> KinetoWriter<W> {
         }
         let devices: BTreeSet<i32> = self.tracks.iter().map(|t| t.0).collect();
         for d in devices {
+            let label = if d == UNKNOWN_AGENT_PID {
+                "GPU (agent unknown)".to_string()
+            } else {
+                format!("GPU {d}")
+            };
             let d = d as i64;
             self.meta("process_name", d, 0, "name")
-                .s("\"GPU ")
-                .i(d)
-                .s("\"}}");
+                .string(&label)
+                .s("}}");
             self.meta("process_labels", d, 0, "labels")
-                .s("\"GPU ")
-                .i(d)
-                .s("\"}}");
+                .string(&label)
+                .s("}}");
             self.meta("process_sort_index", d, 0, "sort_index")
                 .i(GPU_SORT_BASE + d)
                 .s("}}");

@@ -4,6 +4,8 @@
 use std::io::{self, Write};
 
 use super::KinetoWriter;
+use rocsync_common::UNKNOWN_AGENT;
+
 use crate::ingest::{Packet, Queue, aql, aql::Body};
 
 /// HSA queue tracks on a GPU process: beside stream, sync and device tracks.
@@ -11,6 +13,8 @@ pub(super) const QUEUE_TID_BASE: i64 = 3_000_000;
 /// Arrow ids of packet→barrier and wait→barrier arrows: a range of their own.
 pub(super) const PACKET_FLOW_BASE: u64 = 1 << 41;
 const PACKET_DEP_CAT: &str = "hsa_dep";
+/// The GPU process of queues whose agent is unknown (created before the capture).
+pub(super) const UNKNOWN_AGENT_PID: i32 = 4_000_000;
 /// API-level wait → the barrier packet it submitted.
 pub(super) const CALL_PACKET_CAT: &str = "hip_barrier";
 
@@ -20,7 +24,11 @@ impl<W: Write> KinetoWriter<W> {
         if !q.created || self.queues.contains_key(&q.queue) {
             return;
         }
-        let agent = q.ordinal as i32;
+        let agent = if q.ordinal == UNKNOWN_AGENT {
+            UNKNOWN_AGENT_PID
+        } else {
+            q.ordinal as i32
+        };
         let n = self.queues.values().filter(|(a, _)| *a == agent).count() as i64;
         self.queues.insert(q.queue, (agent, QUEUE_TID_BASE + n));
     }
@@ -36,9 +44,13 @@ impl<W: Write> KinetoWriter<W> {
         let ts = self.ts(r.ns);
         self.tracks.insert((agent, tid));
         let j = self.slice("hsa_packet", p.kind.name(), pid, tid, ts, 0);
-        j.s("\"agent\":")
-            .i(pid)
-            .s(",\"queue\":")
+        j.s("\"agent\":");
+        if agent == UNKNOWN_AGENT_PID {
+            j.s("null");
+        } else {
+            j.i(pid);
+        }
+        j.s(",\"queue\":")
             .hex(r.queue)
             .s(",\"write_index\":")
             .u(r.index)

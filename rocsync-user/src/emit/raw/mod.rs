@@ -113,7 +113,7 @@ impl<W: Write> Sink for RawWriter<W> {
 
     fn queue(&mut self, q: &Queue) -> io::Result<()> {
         let v = json!({ "queue": {
-            "pid": q.pid, "tid": q.tid, "created": q.created,
+            "pid": q.pid, "tid": q.tid, "created": q.created, "discovered": q.discovered,
             "queue": hex(q.queue), "agent": hex(q.agent), "base": hex(q.base),
             "doorbell": hex(q.doorbell), "id": q.id, "size": q.size,
             "ordinal": q.ordinal, "ns": q.ns,

@@ -127,6 +127,7 @@ fn parse_item(v: &Value) -> Result<Item> {
             pid: u32::try_from(uint(q, "pid")?)?,
             tid: u32::try_from(uint(q, "tid")?)?,
             created: q["created"].as_bool().unwrap_or(false),
+            discovered: q["discovered"].as_bool().unwrap_or(false),
             queue: handle(q, "queue")?,
             agent: handle(q, "agent")?,
             base: handle(q, "base")?,

@@ -25,6 +25,7 @@ fn queues_packets_and_losses_round_trip() {
         pid: 1,
         tid: 2,
         created: true,
+        discovered: false,
         queue: 0x7000,
         agent: 0x10,
         base: 0x9000,
