@@ -9,8 +9,8 @@ mod record;
 
 pub use api::{Api, Backend, Cookie, Op, OutParam};
 pub use record::{
-    AgentQuery, Config, ENTRY_FILTERED, EXIT_OUT_READ, EntryRecord, ExitRecord, HandleKey,
-    HsaQueue, LinkMapRecord, MAX_PACKETS_PER_DOORBELL, NO_DEVICE, NO_R_DEBUG, OutSlot,
+    AgentQuery, Config, ENTRY_FILTERED, EXIT_OUT_READ, EntryRecord, ExitRecord, HIDDEN_AGENT,
+    HandleKey, HsaQueue, LinkMapRecord, MAX_PACKETS_PER_DOORBELL, NO_DEVICE, NO_R_DEBUG, OutSlot,
     PROCESS_EXIT, PROCESS_FORK, PacketRecord, ProcessRecord, QUEUE_CREATED, QUEUE_DESTROYED,
     QUEUE_DISCOVERED, QueueCreate, QueueInfo, QueueRecord, RECORD_ENTRY, RECORD_EXIT,
     RECORD_LINK_MAP, RECORD_PACKET, RECORD_PROCESS, RECORD_QUEUE, Switch, TaskLayout,

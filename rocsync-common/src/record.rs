@@ -283,7 +283,29 @@ pub struct Config {
     pub agents: u64,
     /// Non-zero: child processes are traced from their fork, with these settings.
     pub follow: u32,
-    pub pad: u32,
+    /// Non-zero: HSA agents are numbered as the process's HIP devices, by
+    /// `agent_devices` (its `HIP_VISIBLE_DEVICES` makes HIP device N some other agent).
+    pub remap: u32,
+    /// The HIP device of each GPU agent by enumeration ordinal; [`HIDDEN_AGENT`] when no
+    /// device is that agent.
+    pub agent_devices: [u8; 16],
+}
+
+/// [`Config::agent_devices`]: the agent is no HIP device of the process.
+pub const HIDDEN_AGENT: u8 = 0xff;
+
+impl Config {
+    /// The number a queue on the agent enumerated `ordinal`-th gets: the HIP device it is
+    /// (`UNKNOWN_AGENT` when hidden), or the ordinal itself without a mapping.
+    pub fn device_of_agent(&self, ordinal: u32) -> u32 {
+        if self.remap == 0 {
+            return ordinal;
+        }
+        match self.agent_devices.get(ordinal as usize) {
+            Some(&d) if d != HIDDEN_AGENT => d as u32,
+            _ => UNKNOWN_AGENT,
+        }
+    }
 }
 
 /// The capture-wide switch the call probes read (one array slot: no hash lookup on the

@@ -130,10 +130,14 @@ pub fn queue_create_exit(ctx: RetProbeContext) -> u32 {
         count_drops(drop_index::QUEUE, 1);
         return 0;
     };
+    // Numbered as the process's HIP device when its visible devices reorder agents.
+    let ordinal = agent_ordinal(pid_tgid >> 32, c.agent);
+    let ordinal =
+        capturing((pid_tgid >> 32) as u32).map_or(ordinal, |cfg| cfg.device_of_agent(ordinal));
     let info = QueueInfo {
         queue,
         agent: c.agent,
-        ordinal: agent_ordinal(pid_tgid >> 32, c.agent) as u64,
+        ordinal: ordinal as u64,
         base: q.base_address,
         size: q.size as u64,
         last: u64::MAX,

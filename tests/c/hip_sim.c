@@ -101,6 +101,23 @@ static hsa_status_t find_gpu(hsa_agent_t a, void *data) {
   return HSA_STATUS_SUCCESS;
 }
 
+/* As CLR: HIP device N is the GPU agent HIP_VISIBLE_DEVICES (else CUDA_VISIBLE_DEVICES)
+ * names N-th, in enumeration order; without it, the N-th agent. */
+static void apply_visible_devices(void) {
+  const char *v = getenv("HIP_VISIBLE_DEVICES");
+  if (!v) v = getenv("CUDA_VISIBLE_DEVICES");
+  if (!v) return;
+  hsa_agent_t all[SIM_DEVICES];
+  memcpy(all, gpu_agents, sizeof all);
+  for (int d = 0; d < SIM_DEVICES && *v; d++) {
+    char *end;
+    long a = strtol(v, &end, 10);
+    if (end == v || a < 0 || a >= n_gpu_agents) break;
+    gpu_agents[d] = all[a];
+    v = *end == ',' ? end + 1 : end;
+  }
+}
+
 /* With $HIP_SIM_PACKET_LOG set, every barrier packet published is logged, one line each:
  *   tid queue index completion_signal dep_signal
  * (written at exit), so tests can check what the trace says each wait submitted. */
@@ -442,6 +459,7 @@ __attribute__((constructor)) static void sim_init(void) {
 #ifdef SIM_HSA
   hsa_init();
   hsa_iterate_agents(find_gpu, NULL);
+  apply_visible_devices();
 #endif
   for (int d = 0; d < SIM_DEVICES; d++) {
     null_stream[d].magic = STREAM_MAGIC;

@@ -26,8 +26,16 @@ const LOCAL_RANK: &[&str] = &[
     "SLURM_LOCALID",
 ];
 
-/// Reads `pid`'s name and distributed identity; `None` when it is gone.
-pub fn read(pid: u32) -> Option<ProcessInfo> {
+/// What a process's environment says: who it is, and which GPUs it sees.
+pub struct Identity {
+    pub info: ProcessInfo,
+    /// `HIP_VISIBLE_DEVICES` (else `CUDA_VISIBLE_DEVICES`, which HIP honours too): HIP
+    /// device N is the GPU agent enumerated `visible[N]`-th. `None`: device N is agent N.
+    pub visible: Option<Vec<u32>>,
+}
+
+/// Reads `pid`'s name, distributed identity and visible devices; `None` when it is gone.
+pub fn read(pid: u32) -> Option<Identity> {
     let mut environ = Vec::new();
     std::fs::File::open(format!("/proc/{pid}/environ"))
         .ok()?
@@ -36,23 +44,44 @@ pub fn read(pid: u32) -> Option<ProcessInfo> {
         .ok()?;
     let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
     let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
-    Some(ProcessInfo {
-        name: comm.trim_end().to_string(),
-        distributed: distributed(&environ, &maps),
+    Some(Identity {
+        info: ProcessInfo {
+            name: comm.trim_end().to_string(),
+            distributed: distributed(&environ, &maps),
+        },
+        visible: visible_devices(&vars(&environ)),
     })
+}
+
+fn vars(environ: &[u8]) -> Vec<(&[u8], &[u8])> {
+    environ
+        .split(|&b| b == 0)
+        .filter_map(|kv| {
+            let eq = kv.iter().position(|&b| b == b'=')?;
+            Some((&kv[..eq], &kv[eq + 1..]))
+        })
+        .collect()
+}
+
+/// The visible-device list as HIP reads it: ordinals up to the first entry that is not
+/// one (device UUIDs cannot be mapped to enumeration ordinals here: `None`).
+pub fn visible_devices(vars: &[(&[u8], &[u8])]) -> Option<Vec<u32>> {
+    let (_, v) = ["HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"]
+        .iter()
+        .find_map(|n| vars.iter().find(|(k, _)| *k == n.as_bytes()))?;
+    let list: Vec<u32> = std::str::from_utf8(v)
+        .ok()?
+        .split(',')
+        .map_while(|d| d.trim().parse().ok())
+        .collect();
+    (!list.is_empty()).then_some(list)
 }
 
 /// The `distributedInfo` object: `rank`, `world_size`, `local_rank` as the environment
 /// gives them (with the variable each came from), `backend` when a collective library
 /// is mapped.
 pub fn distributed(environ: &[u8], maps: &str) -> Value {
-    let vars: Vec<(&[u8], &[u8])> = environ
-        .split(|&b| b == 0)
-        .filter_map(|kv| {
-            let eq = kv.iter().position(|&b| b == b'=')?;
-            Some((&kv[..eq], &kv[eq + 1..]))
-        })
-        .collect();
+    let vars = vars(environ);
     let find = |names: &[&'static str]| {
         names.iter().find_map(|n| {
             let (_, v) = vars.iter().find(|(k, _)| *k == n.as_bytes())?;
@@ -93,6 +122,23 @@ mod tests {
         assert_eq!(v["local_rank"], 1);
         assert_eq!(v["local_rank_from"], "OMPI_COMM_WORLD_LOCAL_RANK");
         assert_eq!(v["backend"], "nccl");
+    }
+
+    #[test]
+    fn visible_devices_as_hip_reads_them() {
+        let v = |env: &[u8]| visible_devices(&vars(env));
+        assert_eq!(v(b"HIP_VISIBLE_DEVICES=1,0\0"), Some(vec![1, 0]));
+        assert_eq!(v(b"CUDA_VISIBLE_DEVICES=2,x,3\0"), Some(vec![2]));
+        assert_eq!(
+            v(b"CUDA_VISIBLE_DEVICES=3\0HIP_VISIBLE_DEVICES=1\0"),
+            Some(vec![1])
+        );
+        assert_eq!(v(b"HIP_VISIBLE_DEVICES=GPU-8a1b\0"), None);
+        assert_eq!(
+            v(b"ROCR_VISIBLE_DEVICES=1\0"),
+            None,
+            "ROCr renumbers agents itself"
+        );
     }
 
     #[test]

@@ -10,7 +10,7 @@ use std::{
 
 use anyhow::{Context as _, Result};
 use aya::maps::{MapData, RingBuf};
-use rocsync_common::{Api, Config, Op, Switch};
+use rocsync_common::{Api, Config, HIDDEN_AGENT, Op, Switch};
 use tokio::{
     io::{Interest, unix::AsyncFd},
     signal::unix::{SignalKind, signal},
@@ -33,7 +33,8 @@ const INACTIVE: Config = Config {
     stop_on_link_map: 0,
     agents: 0,
     follow: 0,
-    pad: 0,
+    remap: 0,
+    agent_devices: [HIDDEN_AGENT; 16],
 };
 /// How long stop waits for calls already entered to return before writing them in flight.
 const IN_FLIGHT_GRACE: Duration = Duration::from_millis(300);
@@ -130,6 +131,11 @@ pub struct Session {
     /// What each target said of itself, read while it lived (its environment is final
     /// once its loader runs: read again at each link-map change).
     processes: BTreeMap<u32, ProcessInfo>,
+    /// Each target's visible-device list, where its environment sets one.
+    visible: BTreeMap<u32, Vec<u32>>,
+    /// Loader stops are armed (see `arm`), except for these foreground jobs.
+    armed: bool,
+    not_stopped: HashSet<u32>,
     temporary_detaching: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -180,6 +186,9 @@ impl Session {
             from_start,
             follow,
             processes: BTreeMap::new(),
+            visible: BTreeMap::new(),
+            armed: false,
+            not_stopped: HashSet::new(),
             temporary_detaching: None,
         }
     }
@@ -222,9 +231,45 @@ impl Session {
     /// Reads what `pid` says of itself (name, rank), keeping the last reading when it is
     /// gone.
     pub(super) fn learn_process(&mut self, pid: u32) {
-        if let Some(info) = environ::read(pid) {
-            self.processes.insert(pid, info);
+        let Some(id) = environ::read(pid) else {
+            return;
+        };
+        self.processes.insert(pid, id.info);
+        let changed = match id.visible {
+            Some(v) => self.visible.insert(pid, v.clone()) != Some(v),
+            None => self.visible.remove(&pid).is_some(),
+        };
+        if changed && self.targets.contains(&pid) {
+            // Before its first queue: its agents are numbered as its HIP devices.
+            let config = self.config(pid);
+            if let Err(e) = self.probes.set_target(pid, config) {
+                self.say(&format!("rocsync: warning: pid {pid}: {e:#}"));
+            }
         }
+    }
+
+    /// A target's settings: capturing; its loader stop once armed; the agent filter;
+    /// following; and its GPU agents numbered as its HIP devices.
+    pub(super) fn config(&self, pid: u32) -> Config {
+        let mut c = Config {
+            capture: 1,
+            stop_on_link_map: u32::from(self.armed && !self.not_stopped.contains(&pid)),
+            agents: self.agents,
+            follow: u32::from(self.follow),
+            remap: 0,
+            agent_devices: [HIDDEN_AGENT; 16],
+        };
+        if let Some(visible) = self.visible.get(&pid) {
+            c.remap = 1;
+            for (device, &agent) in visible.iter().enumerate().take(HIDDEN_AGENT as usize) {
+                if let Some(slot) = c.agent_devices.get_mut(agent as usize)
+                    && *slot == HIDDEN_AGENT
+                {
+                    *slot = device as u8;
+                }
+            }
+        }
+        c
     }
 
     /// Arms the loader stop of every target: from now on each link-map change that adds
@@ -237,6 +282,7 @@ impl Session {
     /// Libraries it loads later are then found by the rescans, so their first calls may
     /// be missed; rocsync says so. (Under `run`, rocsync is the parent: no shell sees.)
     pub fn arm(&mut self) -> Result<()> {
+        self.armed = true;
         for pid in self.targets.clone() {
             let foreground = !self.from_start && is_foreground_job(pid);
             if foreground {
@@ -246,15 +292,9 @@ impl Session {
                      loads later is found within {}s and its first calls may be missed",
                     RESCAN_EVERY.as_secs()
                 ));
+                self.not_stopped.insert(pid);
             }
-            let armed = Config {
-                capture: 1,
-                stop_on_link_map: u32::from(!foreground),
-                agents: self.agents,
-                follow: u32::from(self.follow),
-                pad: 0,
-            };
-            self.probes.set_target(pid, armed)?;
+            self.probes.set_target(pid, self.config(pid))?;
         }
         Ok(())
     }

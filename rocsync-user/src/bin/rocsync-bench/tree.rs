@@ -56,7 +56,8 @@ const TRACED: Config = Config {
     stop_on_link_map: 0,
     agents: 0,
     follow: 1,
-    pad: 0,
+    remap: 0,
+    agent_devices: [0; 16],
 };
 
 /// Attaches the runtime's probes for `pids`, pid-scoped or file-wide; returns the probes

@@ -2,7 +2,7 @@
 //! dynamic loader, and — for `attach` — the devices its threads chose before the capture.
 
 use anyhow::Result;
-use rocsync_common::{Config, Switch};
+use rocsync_common::Switch;
 
 use super::{LEARN_FOR, Session};
 use crate::{
@@ -13,23 +13,16 @@ use crate::{
 impl Session {
     /// Starts capturing `pid` and hooks its dynamic loader for library loads.
     pub fn add_target(&mut self, pid: u32, loader: Option<OpenedLibrary>) -> Result<()> {
-        let active = Config {
-            capture: 1,
-            // Armed only once the loop that answers the stops runs (see `arm`).
-            stop_on_link_map: 0,
-            agents: self.agents,
-            follow: u32::from(self.follow),
-            pad: 0,
-        };
-        self.probes.set_target(pid, active)?;
+        // Loader stops are armed only once the loop that answers them runs (see `arm`).
+        self.targets.push(pid);
+        self.learn_process(pid);
+        self.probes.set_target(pid, self.config(pid))?;
         // File-wide probes run in every process mapping the file: filter by the targets.
         self.probes.set_switch(Switch {
             capture: 1,
             by_process: u32::from(self.probes.file_wide()),
             agents: self.agents,
         })?;
-        self.targets.push(pid);
-        self.learn_process(pid);
         let hooked = match &loader {
             Some(l) => self.hook_loader(l, pid)?,
             None => false,
