@@ -1,0 +1,78 @@
+"""A DistributedDataParallel training step per rank (NCCL), as torchrun starts it: the
+train.py model, each batch copied host→device on a side stream with an event the compute
+stream waits on, gradients all-reduced by DDP (NCCL's own streams and events), the loss
+read with `.item()` every 10 steps.
+
+usage: torchrun --standalone --nproc_per_node N ddp.py STEPS [--profile-dir DIR]
+Each rank prints one JSON line; with --profile-dir, each also writes the torch.profiler
+(CUPTI) trace DIR/cupti_rank<R>.json of the timed steps.
+"""
+import json
+import os
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+
+def main() -> None:
+    steps = int(sys.argv[1])
+    profile_dir = sys.argv[3] if len(sys.argv) > 3 and sys.argv[2] == "--profile-dir" else None
+    rank, local = int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"])
+    torch.cuda.set_device(local)
+    dist.init_process_group("nccl")
+    torch.manual_seed(rank)
+    dev = torch.device("cuda", local)
+    layer = nn.TransformerEncoderLayer(d_model=256, nhead=8, dim_feedforward=1024, batch_first=True)
+    model = nn.Sequential(nn.TransformerEncoder(layer, num_layers=4), nn.Linear(256, 256)).to(dev)
+    model = nn.parallel.DistributedDataParallel(model, device_ids=[local])
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    copy = torch.cuda.Stream()
+    host = [torch.randn(32, 64, 256).pin_memory() for _ in range(4)]
+
+    def step(i: int) -> None:
+        with torch.cuda.stream(copy):
+            x = host[i % len(host)].to(dev, non_blocking=True)
+            ready = torch.cuda.Event()
+            ready.record(copy)
+        torch.cuda.current_stream().wait_event(ready)
+        x.record_stream(torch.cuda.current_stream())
+        loss = model(x).pow(2).mean()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        if i % 10 == 0:
+            loss.item()
+
+    for i in range(5):
+        step(i)
+    torch.cuda.synchronize()
+    dist.barrier()
+
+    def run() -> float:
+        start = time.perf_counter()
+        for i in range(steps):
+            step(i)
+        torch.cuda.synchronize()
+        return time.perf_counter() - start
+
+    if profile_dir:
+        from torch.profiler import ProfilerActivity, profile as prof
+
+        config = torch._C._profiler._ExperimentalConfig(enable_cuda_sync_events=True)
+        with prof(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
+                  experimental_config=config) as p:
+            seconds = run()
+        p.export_chrome_trace(os.path.join(profile_dir, f"cupti_rank{rank}.json"))
+    else:
+        seconds = run()
+    print(json.dumps({"rank": rank, "pid": os.getpid(), "seconds": seconds, "steps": steps,
+                      "world_size": dist.get_world_size(), "torch": torch.__version__}),
+          flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
