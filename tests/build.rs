@@ -156,6 +156,32 @@ fn main() {
     args.extend(link_to(&cuda, "cudart"));
     gcc(&out.join("scenario_cuda"), &scenario_src, &args);
 
+    // A collective library carrying its own static copy of the CUDA runtime, as NCCL does
+    // (the simulated runtime under CUDA's names, compiled in with hidden visibility), and
+    // a program calling it.
+    let nccl = out.join("nccl");
+    std::fs::create_dir_all(&nccl).unwrap();
+    gcc(
+        &nccl.join("libnccl.so.2"),
+        &c.join("nccl_sim.c"),
+        &[
+            c.join("hip_sim.c").display().to_string(),
+            "-include".into(),
+            names.clone(),
+            "-fvisibility=hidden".into(),
+            "-shared".into(),
+            "-fPIC".into(),
+            "-Wl,-soname,libnccl.so.2".into(),
+            "-lpthread".into(),
+        ],
+    );
+    let mut args = vec![
+        format!("-L{}", nccl.display()),
+        "-l:libnccl.so.2".to_string(),
+    ];
+    args.push(format!("-Wl,-rpath,{}", nccl.display()));
+    gcc(&out.join("nccl_user"), &c.join("nccl_user.c"), &args);
+
     // The real-library program needs Debian's HIP headers (libamdhip64-dev).
     let real = out.join("real_hip");
     if Path::new("/usr/include/hip/hip_runtime_api.h").exists() {

@@ -12,6 +12,9 @@ pub struct Runtime {
     /// The library, for messages.
     pub library: &'static str,
     pub matches_library: fn(&str) -> bool,
+    /// Libraries that link the runtime statically, keeping its functions as local symbols
+    /// (NCCL carries its own CUDA runtime: its stream waits never reach libcudart).
+    pub carried_by: fn(&str) -> bool,
     /// Prefix of the runtime-specific trace fields (`hip_event`, `cuda_event`, …).
     pub field_prefix: &'static str,
 }
@@ -22,6 +25,7 @@ pub static RUNTIMES: [Runtime; 2] = [
         name: "hip",
         library: "libamdhip64",
         matches_library: maps::is_hip_runtime,
+        carried_by: |_| false,
         field_prefix: "hip",
     },
     Runtime {
@@ -29,6 +33,7 @@ pub static RUNTIMES: [Runtime; 2] = [
         name: "cuda",
         library: "libcudart",
         matches_library: maps::is_cuda_runtime,
+        carried_by: maps::carries_cuda_runtime,
         field_prefix: "cuda",
     },
 ];

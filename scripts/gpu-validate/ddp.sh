@@ -8,6 +8,7 @@ set -euo pipefail
 rocsync=$(realpath "$1"); out=$(realpath -m "$2"); steps=${3:-60}
 here=$(cd "$(dirname "$0")" && pwd)
 py=${PYTHON:-python3}
+rm -rf "$out/traces" "$out/cupti" "$out/scratch"
 mkdir -p "$out/traces" "$out/cupti" "$out/scratch"
 job=("$py" -m torch.distributed.run --standalone --nproc_per_node 2 "$here/ddp.py" "$steps")
 "${job[@]}" > "$out/untraced.jsonl" 2> "$out/untraced.log"

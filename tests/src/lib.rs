@@ -107,6 +107,12 @@ pub fn scenario_driver() -> PathBuf {
     exe
 }
 
+/// Calls a collective library that carries its own static copy of the CUDA runtime
+/// (`nccl/libnccl.so.2`, as NCCL does): `nccl_user N`.
+pub fn nccl_user() -> PathBuf {
+    Path::new(OUT).join("nccl_user")
+}
+
 /// Program linked against Debian's real `libamdhip64.so.5`, if its headers were installed.
 pub fn real_hip_program() -> Option<PathBuf> {
     let p = Path::new(OUT).join("real_hip");

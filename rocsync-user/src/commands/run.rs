@@ -109,7 +109,7 @@ fn prepare(
     session.add_target(pid, loader)?;
     if let Some(lib) = hip_lib {
         let lib = OpenedLibrary::at(&lib)?;
-        session.attach_library(Runtime::of(Backend::Hip), &lib, pid)?;
+        session.attach_library(Runtime::of(Backend::Hip), &lib, pid, false)?;
     }
     Ok(())
 }

@@ -119,6 +119,13 @@ pub fn is_cuda_runtime(file_name: &str) -> bool {
         .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
 }
 
+/// `libnccl.so.2`, …: NCCL links the CUDA runtime statically.
+pub fn carries_cuda_runtime(file_name: &str) -> bool {
+    file_name
+        .strip_prefix("libnccl.so")
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
+}
+
 /// `libhsa-runtime64.so`, `libhsa-runtime64.so.1`, `libhsa-runtime64.so.1.5.0`, …
 pub fn is_hsa_runtime(file_name: &str) -> bool {
     file_name

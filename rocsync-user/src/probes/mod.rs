@@ -170,15 +170,17 @@ impl Probes {
         Ok(())
     }
 
-    /// Attaches the call probes to every hooked function `path` exports, scoped to `pid`
+    /// Attaches the call probes to every hooked function `path` defines, scoped to `pid`
     /// (or every process when `None`). The caller probes each file once: twice would count
-    /// every call twice.
+    /// every call twice. `carried`: a library carrying its own static copy of the runtime
+    /// (see [`Runtime::carried_by`]), for which finding no function is no error.
     pub fn attach_runtime(
         &mut self,
         runtime: &Runtime,
         choice: &ApiChoice,
         path: &Path,
         pid: Option<u32>,
+        carried: bool,
     ) -> Result<LibraryReport> {
         let names: Vec<&'static str> = runtime
             .apis()
@@ -186,6 +188,14 @@ impl Probes {
             .map(|a| a.symbol())
             .collect();
         let Lookup { found, missing } = elf::lookup(path, &names)?;
+        if found.is_empty() && carried {
+            let path = path.to_path_buf();
+            return Ok(LibraryReport {
+                path,
+                probed: Vec::new(),
+                missing,
+            });
+        }
         if found.is_empty() {
             return Err(anyhow!(
                 "{} exports none of the hooked {} functions ({}): is it really {}?",

@@ -76,7 +76,8 @@ fn attach(lib: &Path, pids: &[u32], file_wide: bool) -> Result<(Probes, f64)> {
     for (i, &pid) in pids.iter().enumerate() {
         probes.set_target(pid, TRACED)?;
         if i == 0 || !file_wide {
-            probes.attach_runtime(&RUNTIMES[0], &ApiChoice::default(), lib, Some(pid))?;
+            let choice = ApiChoice::default();
+            probes.attach_runtime(&RUNTIMES[0], &choice, lib, Some(pid), false)?;
         }
     }
     Ok((probes, start.elapsed().as_secs_f64()))

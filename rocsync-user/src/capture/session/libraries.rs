@@ -55,18 +55,34 @@ impl Session {
         runtime: &Runtime,
         lib: &OpenedLibrary,
         pid: u32,
+        carried: bool,
     ) -> Result<bool> {
         let choice = self.choice.clone();
         let Some(report) = self.probe_once(lib, |probes, path| {
-            probes.attach_runtime(runtime, &choice, path, Some(pid))
+            probes.attach_runtime(runtime, &choice, path, Some(pid), carried)
         })?
         else {
             return Ok(false);
         };
+        if report.probed.is_empty() {
+            self.say(&format!(
+                "rocsync: warning: {} carries its own {} but names none of its functions \
+                 (stripped): its calls are not traced",
+                report.path.display(),
+                runtime.library
+            ));
+            return Ok(true);
+        }
+
         self.say(&format!(
-            "rocsync: attached to {} (pid {pid}): {} functions",
+            "rocsync: attached to {} (pid {pid}): {} functions{}",
             report.path.display(),
-            report.probed.len()
+            report.probed.len(),
+            if carried {
+                format!(" of the {} it carries (linked statically)", runtime.library)
+            } else {
+                String::new()
+            }
         ));
         self.note_bystanders(lib);
         if self.verbose {
@@ -186,10 +202,13 @@ impl Session {
             }
         }
         for runtime in self.runtimes.clone() {
-            for m in maps::libraries(&mappings, runtime.matches_library) {
-                n += 1;
+            let copies = maps::libraries(&mappings, runtime.matches_library)
+                .map(|m| (m, false))
+                .chain(maps::libraries(&mappings, runtime.carried_by).map(|m| (m, true)));
+            for (m, carried) in copies {
+                n += usize::from(!carried);
                 let attached = OpenedLibrary::of_mapping(pid, m)
-                    .and_then(|lib| self.attach_library(runtime, &lib, pid));
+                    .and_then(|lib| self.attach_library(runtime, &lib, pid, carried));
                 if let Err(e) = attached {
                     self.say(&format!("rocsync: warning: {e:#}"));
                 }
