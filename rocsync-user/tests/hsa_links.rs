@@ -21,7 +21,7 @@ fn hex(s: &str) -> u64 {
 fn each_wait_links_to_the_barrier_the_runtime_says_it_submitted() {
     let name = "each_wait_links_to_the_barrier_the_runtime_says_it_submitted";
     if can_trace(name) {
-        check_links(false);
+        check_links(false, false);
     }
 }
 
@@ -29,11 +29,22 @@ fn each_wait_links_to_the_barrier_the_runtime_says_it_submitted() {
 #[test]
 fn each_wait_links_to_the_barrier_value_packet_it_submitted() {
     if can_trace("each_wait_links_to_the_barrier_value_packet_it_submitted") {
-        check_links(true);
+        check_links(true, false);
     }
 }
 
-fn check_links(barrier_value: bool) {
+/// `convert` of the raw capture holds the same links and resolutions, checked against the
+/// runtime's and the scenario's logs again (not against the live trace).
+#[test]
+fn convert_keeps_each_wait_linked_to_its_barrier() {
+    if can_trace("convert_keeps_each_wait_linked_to_its_barrier") {
+        check_links(false, true);
+    }
+}
+
+/// Runs the cross scenario over HSA and checks the trace (or, with `convert`, the trace
+/// `rocsync convert` makes of the raw capture) against the logs.
+fn check_links(barrier_value: bool, convert: bool) {
     let dir = TempDir::new();
     let (trace, raw, log, packets) = (
         dir.path("t.json"),
@@ -56,6 +67,13 @@ fn check_links(barrier_value: bool) {
         cmd.env("HIP_SIM_BARRIER_VALUE", "1");
     }
     run_ok(&mut cmd);
+    let trace = if convert {
+        let converted = dir.path("converted.json");
+        run_ok(rocsync().arg("convert").arg(&raw).arg("-o").arg(&converted));
+        converted
+    } else {
+        trace
+    };
     let logged = read_log(&log);
     let (_, calls) = read_raw(&raw);
     let corr = seq_to_correlation(&logged, &calls);
@@ -95,6 +113,12 @@ fn check_links(barrier_value: bool) {
         }
     }
     let t = read_json(&trace);
+    // Every wait resolves as the scenario's log says.
+    let want: BTreeMap<u64, i64> = expected_edges(&logged)
+        .into_iter()
+        .map(|(w, r)| (corr[&w], r.map_or(-1, |r| corr[&r] as i64)))
+        .collect();
+    assert_eq!(trace_edges(&t), want);
     let events = t["traceEvents"].as_array().unwrap();
     // Follow each hip_barrier arrow from its wait's runtime row to its packet row.
     let at = |e: &serde_json::Value, cat: &str| {
