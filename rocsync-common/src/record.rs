@@ -101,6 +101,8 @@ pub struct LinkMapRecord {
 pub const PROCESS_FORK: u32 = 1;
 /// [`ProcessRecord::event`]: a traced process's main thread exited.
 pub const PROCESS_EXIT: u32 = 2;
+/// [`ProcessRecord::event`]: a process replaced its image (daemon mode: any process).
+pub const PROCESS_EXEC: u32 = 3;
 
 /// The traced process tree changed (the kernel's fork and exit tracepoints).
 #[repr(C)]
@@ -283,6 +285,9 @@ pub struct Config {
     pub agents: u64,
     /// Non-zero: child processes are traced from their fork, with these settings.
     pub follow: u32,
+    /// Non-zero: count this process's calls in `METRICS` (daemon mode).
+    pub metrics: u32,
+    pub pad: u32,
     /// Non-zero: HSA agents are numbered as the process's HIP devices, by
     /// `agent_devices` (its `HIP_VISIBLE_DEVICES` makes HIP device N some other agent).
     pub remap: u32,
@@ -320,6 +325,51 @@ pub struct Switch {
     pub by_process: u32,
     /// Bit N set: record agent (device) N. Zero: every agent.
     pub agents: u64,
+    /// Non-zero: the daemon's always-on mode. Calls of processes in `TARGETS` are counted
+    /// in the kernel (`METRICS`) and write nothing to the ring; exec and library loads of
+    /// every process are announced, for discovery.
+    pub metrics: u32,
+    pub pad: u32,
+}
+
+/// Histogram buckets of the time spent in synchronisations: bucket `i` counts calls that
+/// took at most 2^i µs; the last one everything longer.
+pub const WAIT_BUCKETS: usize = 24;
+
+/// A metrics series: one API on one device (the calling thread's or the call's stream's).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct MetricKey {
+    pub api: u32,
+    pub device: i32,
+}
+
+/// What the kernel counts per [`MetricKey`] (per CPU; userspace sums).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MetricValue {
+    /// Calls entered.
+    pub calls: u64,
+    /// Calls that returned an error.
+    pub errors: u64,
+    /// Stream waits on an event recorded on another stream.
+    pub cross_stream: u64,
+    /// Synchronisations timed (entry to return on one thread), their total, and their
+    /// distribution.
+    pub timed: u64,
+    pub wait_ns: u64,
+    pub buckets: [u64; WAIT_BUCKETS],
+}
+
+/// A call of a counted process in flight on a thread (daemon mode).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PendingCall {
+    pub api: u32,
+    pub device: i32,
+    pub ns: u64,
+    /// The first argument: `*SetDevice`'s device, the stream `*StreamCreate*` writes.
+    pub arg0: u64,
 }
 
 #[cfg(feature = "user")]
@@ -332,4 +382,8 @@ mod pod {
     unsafe impl aya::Pod for super::Config {}
     // SAFETY: as above.
     unsafe impl aya::Pod for super::TaskLayout {}
+    // SAFETY: as above.
+    unsafe impl aya::Pod for super::MetricKey {}
+    // SAFETY: as above.
+    unsafe impl aya::Pod for super::MetricValue {}
 }

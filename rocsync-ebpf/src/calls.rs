@@ -18,7 +18,7 @@ use rocsync_common::{
     OutSlot, RECORD_ENTRY, RECORD_EXIT, drop_index,
 };
 
-use crate::{EVENTS, count_drops, registered, switched_on, wakeup};
+use crate::{EVENTS, SWITCH, TARGETS, count_drops, metrics, switched_on, wakeup};
 
 /// The one correlation counter, so ids order calls across threads.
 #[map]
@@ -65,9 +65,6 @@ fn needs_slot(kind: u64, restricted: bool) -> bool {
 #[uprobe]
 pub fn call_enter(ctx: ProbeContext) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
-    let Some(cfg) = switched_on((pid_tgid >> 32) as u32) else {
-        return 0;
-    };
     // SAFETY: the context pointer is the program's own.
     let cookie = Cookie(unsafe { bpf_get_attach_cookie(ctx.as_ptr()) });
     let args = [
@@ -75,6 +72,13 @@ pub fn call_enter(ctx: ProbeContext) -> u32 {
         ctx.arg::<u64>(1).unwrap_or(0),
         ctx.arg::<u64>(2).unwrap_or(0),
     ];
+    let Some(cfg) = switched_on((pid_tgid >> 32) as u32) else {
+        // Not capturing: the daemon's always-on mode counts instead.
+        if SWITCH.get(0).is_some_and(|s| s.metrics != 0) {
+            metrics::entered(cookie, &args);
+        }
+        return 0;
+    };
     let kind = cookie.kind();
     let restricted = cfg.agents != 0;
     let mut device = NO_DEVICE;
@@ -130,7 +134,7 @@ pub fn call_enter(ctx: ProbeContext) -> u32 {
 /// The device a call applies to: its stream's, the recording stream's for an event, else
 /// the calling thread's current device (HIP's default is 0).
 #[inline(always)]
-fn device_of(args: &[u64; 3], cookie: Cookie, pid_tgid: u64) -> i32 {
+pub(crate) fn device_of(args: &[u64; 3], cookie: Cookie, pid_tgid: u64) -> i32 {
     // SAFETY: plain map lookups, values copied out.
     let thread = unsafe { THREAD_DEVICE.get(pid_tgid) }.copied().unwrap_or(0);
     let tgid = pid_tgid >> 32;
@@ -157,14 +161,24 @@ fn device_of(args: &[u64; 3], cookie: Cookie, pid_tgid: u64) -> i32 {
 #[uretprobe]
 pub fn call_exit(ctx: RetProbeContext) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
-    // Enter = active, exit = registered: a call entered while capturing is completed
-    // even after the capture was switched off.
-    if !registered((pid_tgid >> 32) as u32) {
-        return 0;
-    }
     // SAFETY: the context pointer is the program's own.
     let cookie = Cookie(unsafe { bpf_get_attach_cookie(ctx.as_ptr()) });
     let ret = ctx.ret::<i32>() as i64;
+    // Enter = active, exit = registered: a call entered while capturing is completed
+    // even after the capture was switched off. File-wide probes register the targets'.
+    match SWITCH.get(0) {
+        Some(s) if s.metrics != 0 => {
+            metrics::returned(cookie, ret);
+            return 0;
+        }
+        // SAFETY: plain map lookup.
+        Some(s)
+            if s.by_process != 0 && unsafe { TARGETS.get((pid_tgid >> 32) as u32) }.is_none() =>
+        {
+            return 0;
+        }
+        _ => {}
+    }
     let (mut out, mut flags) = (0u64, 0u32);
     let kind = cookie.kind();
     if needs_slot(kind, true) {
@@ -221,7 +235,7 @@ pub fn call_exit(ctx: RetProbeContext) -> u32 {
 /// The out-parameter's value at return; `*SetDevice`'s "pointer" is the device itself.
 /// `None` when the target's memory could not be read.
 #[inline(always)]
-fn read_out(cookie: Cookie, pointer: u64) -> Option<u64> {
+pub(crate) fn read_out(cookie: Cookie, pointer: u64) -> Option<u64> {
     // SAFETY: target memory through the checked helper; a fault yields an error.
     match OutParam::of_api_id(cookie.api()) {
         OutParam::Handle => unsafe { bpf_probe_read_user(pointer as *const u64) }.ok(),
@@ -234,7 +248,7 @@ fn read_out(cookie: Cookie, pointer: u64) -> Option<u64> {
 
 /// Keeps the maps the agent filter attributes calls with (restricted captures only).
 #[inline(always)]
-fn track_devices(pid_tgid: u64, kind: u64, out: u64) {
+pub(crate) fn track_devices(pid_tgid: u64, kind: u64, out: u64) {
     if kind == Cookie::KIND_SET_DEVICE || kind == Cookie::KIND_GET_DEVICE {
         let _ = THREAD_DEVICE.insert(pid_tgid, out as i32, 0);
     } else if kind == Cookie::KIND_STREAM_CREATE {

@@ -14,7 +14,7 @@ use aya_ebpf::{
 };
 use rocsync_common::{LinkMapRecord, NO_R_DEBUG, RECORD_LINK_MAP, drop_index};
 
-use crate::{BPF_RB_FORCE_WAKEUP, EVENTS, TARGETS, count_drops};
+use crate::{BPF_RB_FORCE_WAKEUP, EVENTS, SWITCH, TARGETS, count_drops};
 
 const SIGSTOP: u32 = 19;
 /// `r_debug.r_state` values (link.h).
@@ -68,6 +68,11 @@ pub fn link_map_changed(ctx: ProbeContext) -> u32 {
     // SAFETY: plain map lookup.
     match unsafe { TARGETS.get(tgid) } {
         Some(cfg) if cfg.stop_on_link_map != 0 => {}
+        // The daemon's discovery: any process's library load is announced, never stopped.
+        _ if SWITCH.get(0).is_some_and(|s| s.metrics != 0) => {
+            announce(pid_tgid, 0, 0);
+            return 0;
+        }
         _ => return 0,
     }
     if !objects_added(&ctx, tgid) {
@@ -104,4 +109,21 @@ pub fn link_map_changed(ctx: ProbeContext) -> u32 {
     // The target is stopped until userspace reads this: wake it now.
     slot.submit(BPF_RB_FORCE_WAKEUP);
     0
+}
+
+/// A link-map change the daemon is told of (nobody stopped).
+#[inline(always)]
+fn announce(pid_tgid: u64, stopped: u32, ns: u64) {
+    let Some(mut slot) = EVENTS.reserve::<LinkMapRecord>(0) else {
+        count_drops(drop_index::LINK_MAP, 1);
+        return;
+    };
+    slot.write(LinkMapRecord {
+        kind: RECORD_LINK_MAP,
+        pid: (pid_tgid >> 32) as u32,
+        tid: pid_tgid as u32,
+        stopped,
+        ns,
+    });
+    slot.submit(BPF_RB_FORCE_WAKEUP);
 }

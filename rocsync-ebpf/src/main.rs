@@ -12,6 +12,7 @@ mod bench;
 mod calls;
 mod hsa;
 mod link_map;
+mod metrics;
 mod tree;
 
 use aya_ebpf::{
@@ -70,19 +71,6 @@ fn switched_on(tgid: u32) -> Option<Switch> {
         return None;
     }
     Some(s)
-}
-
-/// Whether exits of this process are recorded: always, unless the probes are file-wide
-/// and the process is not traced (enter = active, exit = registered).
-#[inline(always)]
-fn registered(tgid: u32) -> bool {
-    match SWITCH.get(0) {
-        Some(s) if s.by_process != 0 => {
-            // SAFETY: plain map lookup.
-            unsafe { TARGETS.get(tgid) }.is_some()
-        }
-        _ => true,
-    }
 }
 
 /// The wakeup flag for a submit: only when much is waiting.

@@ -10,9 +10,11 @@ use aya_ebpf::{
     maps::Array,
     programs::RawTracePointContext,
 };
-use rocsync_common::{PROCESS_EXIT, PROCESS_FORK, ProcessRecord, RECORD_PROCESS, TaskLayout};
+use rocsync_common::{
+    PROCESS_EXEC, PROCESS_EXIT, PROCESS_FORK, ProcessRecord, RECORD_PROCESS, TaskLayout,
+};
 
-use crate::{BPF_RB_FORCE_WAKEUP, EVENTS, TARGETS};
+use crate::{BPF_RB_FORCE_WAKEUP, EVENTS, SWITCH, TARGETS};
 
 /// `task_struct`'s `pid` and `tgid` offsets (slot 0), set by userspace from BTF.
 #[map]
@@ -66,6 +68,16 @@ pub fn process_exit(_ctx: RawTracePointContext) -> i32 {
     // SAFETY: plain map lookup.
     if unsafe { TARGETS.get(tgid) }.is_some() {
         notify(PROCESS_EXIT, tgid, 0);
+    }
+    0
+}
+
+/// `sched_process_exec`, in the process: the daemon looks at every new image (it may
+/// link a GPU runtime) instead of polling every process.
+#[raw_tracepoint(tracepoint = "sched_process_exec")]
+pub fn process_exec(_ctx: RawTracePointContext) -> i32 {
+    if SWITCH.get(0).is_some_and(|s| s.metrics != 0) {
+        notify(PROCESS_EXEC, (bpf_get_current_pid_tgid() >> 32) as u32, 0);
     }
     0
 }

@@ -32,6 +32,45 @@ pub enum Command {
     Attach(AttachArgs),
     /// Resolve a raw capture (--raw) into a Kineto trace.
     Convert(ConvertArgs),
+    /// Run always on: count every GPU process's synchronisations in the kernel and serve
+    /// them as Prometheus metrics.
+    Daemon(DaemonArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct DaemonArgs {
+    /// Settings in TOML (the keys are the long flags' names with `_`); flags win
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Where the daemon keeps its state [default: /var/lib/rocsync]
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// Serve /metrics and /healthz here [default: 127.0.0.1:9464]
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub metrics_addr: Option<String>,
+    #[command(flatten)]
+    pub filters: FilterArgs,
+}
+
+/// Which processes the daemon counts (each flag may repeat; default: every process that
+/// maps a GPU runtime).
+#[derive(Debug, Args, Default)]
+pub struct FilterArgs {
+    /// Only these executables (file name or full path)
+    #[arg(long, value_name = "EXE")]
+    pub include_exe: Vec<String>,
+    /// Never these executables
+    #[arg(long, value_name = "EXE")]
+    pub exclude_exe: Vec<String>,
+    /// Only processes whose cgroup path contains this (a pod, a container)
+    #[arg(long, value_name = "PATH")]
+    pub include_cgroup: Vec<String>,
+    /// Never processes whose cgroup path contains this
+    #[arg(long, value_name = "PATH")]
+    pub exclude_cgroup: Vec<String>,
+    /// Only processes of these users (name or uid)
+    #[arg(long = "user", value_name = "USER")]
+    pub users: Vec<String>,
 }
 
 #[derive(Debug, Args)]

@@ -11,6 +11,7 @@ pub mod backend;
 pub mod capture;
 pub mod cli;
 pub mod commands;
+pub mod daemon;
 pub mod emit;
 pub mod ingest;
 pub mod pipeline;

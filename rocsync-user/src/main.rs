@@ -29,6 +29,7 @@ fn main() -> ExitCode {
             Command::Run(a) => commands::run(a, Signals::catch()?).await,
             Command::Attach(a) => commands::attach(a, Signals::catch()?).await,
             Command::Convert(a) => commands::convert(a),
+            Command::Daemon(a) => rocsync::daemon::daemon(a, Signals::catch()?).await,
         }
     });
     match result {

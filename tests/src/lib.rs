@@ -124,6 +124,11 @@ pub fn hta_script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("hta/sync_edges.py")
 }
 
+/// Prometheus check: parses a `/metrics` text with prometheus_client's parser.
+pub fn prom_script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("prom/parse_metrics.py")
+}
+
 /// Skips a test for `reason`, saying so — unless the full suite was asked for
 /// (`ROCSYNC_REQUIRE_ALL`, set by `cargo xtask test`), where a skip is a failure: CI must
 /// never go green with coverage silently missing. Returns true when the caller should

@@ -87,8 +87,11 @@ fn demo(output: Option<&str>) -> Result<()> {
 /// (HTA 0.5's analyses break on pandas 3).
 const HTA: &str = "holistictraceanalysis==0.5.0";
 const PANDAS: &str = "pandas<3";
+/// The daemon test parses `/metrics` with Prometheus's Python client.
+const PROMETHEUS_CLIENT: &str = "prometheus_client==0.26.0";
 
-/// A Python with the pinned HolisticTraceAnalysis for the HTA test, in target/hta-venv.
+/// A Python with the pinned HolisticTraceAnalysis (the HTA test) and prometheus_client
+/// (the daemon test), in target/hta-venv.
 fn hta_python() -> Result<PathBuf> {
     let venv = root().join("target/hta-venv");
     let python = venv.join("bin/python");
@@ -97,13 +100,20 @@ fn hta_python() -> Result<PathBuf> {
             "-c",
             "import hta, importlib.metadata as m, sys; \
              sys.exit(m.version('holistictraceanalysis') != '0.5.0' or \
-             int(m.version('pandas').split('.')[0]) >= 3)",
+             int(m.version('pandas').split('.')[0]) >= 3 or \
+             m.version('prometheus_client') != '0.26.0')",
         ])
         .output()
         .is_ok_and(|o| o.status.success());
     if !ready {
         run(Command::new("python3").arg("-m").arg("venv").arg(&venv))?;
-        run(Command::new(venv.join("bin/pip")).args(["install", "--quiet", HTA, PANDAS]))?;
+        run(Command::new(venv.join("bin/pip")).args([
+            "install",
+            "--quiet",
+            HTA,
+            PANDAS,
+            PROMETHEUS_CLIENT,
+        ]))?;
     }
     Ok(python)
 }

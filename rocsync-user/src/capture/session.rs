@@ -35,6 +35,8 @@ const INACTIVE: Config = Config {
     follow: 0,
     remap: 0,
     agent_devices: [HIDDEN_AGENT; 16],
+    metrics: 0,
+    pad: 0,
 };
 /// How long stop waits for calls already entered to return before writing them in flight.
 const IN_FLIGHT_GRACE: Duration = Duration::from_millis(300);
@@ -258,6 +260,8 @@ impl Session {
             follow: u32::from(self.follow),
             remap: 0,
             agent_devices: [HIDDEN_AGENT; 16],
+            metrics: 0,
+            pad: 0,
         };
         if let Some(visible) = self.visible.get(&pid) {
             c.remap = 1;

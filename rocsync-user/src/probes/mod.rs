@@ -4,6 +4,7 @@
 //! [`maps`].
 
 mod btf;
+mod daemon;
 mod diagnostics;
 pub mod elf;
 pub mod ld_so;

@@ -58,6 +58,8 @@ const TRACED: Config = Config {
     follow: 1,
     remap: 0,
     agent_devices: [0; 16],
+    metrics: 0,
+    pad: 0,
 };
 
 /// Attaches the runtime's probes for `pids`, pid-scoped or file-wide; returns the probes
@@ -71,6 +73,8 @@ fn attach(lib: &Path, pids: &[u32], file_wide: bool) -> Result<(Probes, f64)> {
         capture: 1,
         by_process: u32::from(file_wide),
         agents: 0,
+        metrics: 0,
+        pad: 0,
     })?;
     let start = Instant::now();
     for (i, &pid) in pids.iter().enumerate() {

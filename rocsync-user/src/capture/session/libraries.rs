@@ -22,6 +22,8 @@ impl Session {
             capture: 1,
             by_process: u32::from(self.probes.file_wide()),
             agents: self.agents,
+            metrics: 0,
+            pad: 0,
         })?;
         let hooked = match &loader {
             Some(l) => self.hook_loader(l, pid)?,

@@ -1,0 +1,140 @@
+//! Always-on metrics (the daemon): every call of a tracked process is counted per API and
+//! device, and synchronisations are timed into a histogram, in per-CPU maps userspace
+//! reads when scraped. Nothing goes to the ring. The price over a capture is one
+//! per-thread map entry per call (its start), the time a series needs.
+
+use aya_ebpf::{
+    helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns},
+    macros::map,
+    maps::{LruHashMap, PerCpuHashMap},
+};
+use rocsync_common::{
+    Cookie, HandleKey, MetricKey, MetricValue, OutParam, PendingCall, WAIT_BUCKETS,
+};
+
+use crate::{
+    TARGETS,
+    calls::{device_of, read_out, track_devices},
+};
+
+#[map]
+static METRICS: PerCpuHashMap<MetricKey, MetricValue> = PerCpuHashMap::with_max_entries(1024, 0);
+/// The call each thread is in (its start), by `pid_tgid`.
+#[map]
+static PENDING: LruHashMap<u64, PendingCall> = LruHashMap::with_max_entries(16384, 0);
+/// The stream each event was last recorded on, to count cross-stream waits.
+#[map]
+static EVENT_STREAM: LruHashMap<HandleKey, u64> = LruHashMap::with_max_entries(65536, 0);
+
+#[inline(always)]
+fn series(key: &MetricKey) -> Option<*mut MetricValue> {
+    if let Some(v) = METRICS.get_ptr_mut(key) {
+        return Some(v);
+    }
+    let _ = METRICS.insert(key, MetricValue::default(), 0);
+    METRICS.get_ptr_mut(key)
+}
+
+/// A call entered in a process the daemon tracks: counted, and remembered until it
+/// returns.
+#[inline(always)]
+pub fn entered(cookie: Cookie, args: &[u64; 3]) {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let tgid = (pid_tgid >> 32) as u32;
+    // SAFETY: plain map lookup.
+    match unsafe { TARGETS.get(tgid) } {
+        Some(cfg) if cfg.metrics != 0 => {}
+        _ => return,
+    }
+    let device = device_of(args, cookie, pid_tgid);
+    let key = MetricKey {
+        api: cookie.api(),
+        device,
+    };
+    let Some(v) = series(&key) else {
+        return;
+    };
+    // SAFETY: this CPU's slot of the series, valid for the program's run.
+    unsafe { (*v).calls += 1 };
+    let kind = cookie.kind();
+    if kind == Cookie::KIND_RECORD {
+        let key = HandleKey {
+            tgid: tgid as u64,
+            handle: args[0],
+        };
+        let _ = EVENT_STREAM.insert(key, args[1], 0);
+    } else if cookie.stream_arg() > 0 && cookie.event_arg() > 0 {
+        // A stream wait: is its event recorded on another stream?
+        let key = HandleKey {
+            tgid: tgid as u64,
+            handle: args[1],
+        };
+        // SAFETY: plain map lookup.
+        if let Some(&s) = unsafe { EVENT_STREAM.get(key) }
+            && s != args[0]
+        {
+            // SAFETY: as above.
+            unsafe { (*v).cross_stream += 1 };
+        }
+    }
+    let pending = PendingCall {
+        api: cookie.api(),
+        device,
+        // SAFETY: helper without preconditions.
+        ns: unsafe { bpf_ktime_get_ns() },
+        arg0: args[0],
+    };
+    let _ = PENDING.insert(pid_tgid, pending, 0);
+}
+
+/// A call returned: errors counted, synchronisations timed, devices tracked.
+#[inline(always)]
+pub fn returned(cookie: Cookie, ret: i64) {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    // SAFETY: copied out before removal.
+    let Some(p) = (unsafe { PENDING.get(pid_tgid) }).copied() else {
+        return;
+    };
+    if p.api != cookie.api() {
+        return; // a nested call returned; the outer one keeps its start
+    }
+    let _ = PENDING.remove(pid_tgid);
+    let kind = cookie.kind();
+    if ret == 0 {
+        match kind {
+            Cookie::KIND_SET_DEVICE => track_devices(pid_tgid, kind, p.arg0),
+            Cookie::KIND_STREAM_CREATE if OutParam::of_api_id(p.api) == OutParam::Handle => {
+                if let Some(stream) = read_out(cookie, p.arg0) {
+                    track_devices(pid_tgid, kind, stream);
+                }
+            }
+            _ => {}
+        }
+    }
+    let key = MetricKey {
+        api: p.api,
+        device: p.device,
+    };
+    let Some(v) = series(&key) else {
+        return;
+    };
+    // SAFETY: this CPU's slot of the series, valid for the program's run.
+    unsafe {
+        if ret != 0 {
+            (*v).errors += 1;
+        }
+        if kind == Cookie::KIND_SYNC {
+            let ns = bpf_ktime_get_ns().saturating_sub(p.ns);
+            let us = ns / 1000;
+            let mut i = 0;
+            while i < WAIT_BUCKETS - 1 && us > (1u64 << i) {
+                i += 1;
+            }
+            (*v).timed += 1;
+            (*v).wait_ns += ns;
+            if let Some(b) = (*v).buckets.get_mut(i) {
+                *b += 1;
+            }
+        }
+    }
+}

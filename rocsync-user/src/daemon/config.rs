@@ -1,0 +1,129 @@
+//! The daemon's settings: a TOML file (`--config`), every key also a flag (flags win),
+//! reloaded on SIGHUP.
+
+use std::{
+    net::SocketAddr,
+    path::{Path, PathBuf},
+};
+
+use anyhow::{Context as _, Result, bail};
+use serde::Deserialize;
+
+use crate::cli::DaemonArgs;
+
+pub const DEFAULT_STATE_DIR: &str = "/var/lib/rocsync";
+pub const DEFAULT_METRICS_ADDR: &str = "127.0.0.1:9464";
+
+/// Which processes are tracked: an empty include list includes every process.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Filters {
+    /// Executables, by file name or full path.
+    pub include_exe: Vec<String>,
+    pub exclude_exe: Vec<String>,
+    /// Cgroup paths (a pod's, a container's): a process whose cgroup path contains one.
+    pub include_cgroup: Vec<String>,
+    pub exclude_cgroup: Vec<String>,
+    /// Users, by name or uid.
+    pub users: Vec<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    state_dir: Option<PathBuf>,
+    metrics_addr: Option<String>,
+    #[serde(default)]
+    include_exe: Vec<String>,
+    #[serde(default)]
+    exclude_exe: Vec<String>,
+    #[serde(default)]
+    include_cgroup: Vec<String>,
+    #[serde(default)]
+    exclude_cgroup: Vec<String>,
+    #[serde(default)]
+    users: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Config {
+    pub state_dir: PathBuf,
+    pub metrics_addr: SocketAddr,
+    pub filters: Filters,
+}
+
+impl Config {
+    /// The file's settings under the flags'.
+    pub fn load(args: &DaemonArgs) -> Result<Self> {
+        let file = match &args.config {
+            Some(path) => parse_file(path)?,
+            None => File::default(),
+        };
+        let addr = args
+            .metrics_addr
+            .clone()
+            .or(file.metrics_addr)
+            .unwrap_or_else(|| DEFAULT_METRICS_ADDR.into());
+        let metrics_addr = addr
+            .parse()
+            .with_context(|| format!("--metrics-addr {addr:?}: expected ADDRESS:PORT"))?;
+        let mut filters = Filters {
+            include_exe: file.include_exe,
+            exclude_exe: file.exclude_exe,
+            include_cgroup: file.include_cgroup,
+            exclude_cgroup: file.exclude_cgroup,
+            users: file.users,
+        };
+        let flags = &args.filters;
+        for (from, into) in [
+            (&flags.include_exe, &mut filters.include_exe),
+            (&flags.exclude_exe, &mut filters.exclude_exe),
+            (&flags.include_cgroup, &mut filters.include_cgroup),
+            (&flags.exclude_cgroup, &mut filters.exclude_cgroup),
+            (&flags.users, &mut filters.users),
+        ] {
+            if !from.is_empty() {
+                *into = from.clone();
+            }
+        }
+        Ok(Self {
+            state_dir: args
+                .state_dir
+                .clone()
+                .or(file.state_dir)
+                .unwrap_or_else(|| DEFAULT_STATE_DIR.into()),
+            metrics_addr,
+            filters,
+        })
+    }
+}
+
+fn parse_file(path: &Path) -> Result<File> {
+    let meta = std::fs::metadata(path)
+        .with_context(|| format!("cannot read the configuration {}", path.display()))?;
+    if !meta.is_file() || meta.len() > 1 << 20 {
+        bail!(
+            "{}: the configuration must be a regular file under 1 MiB",
+            path.display()
+        );
+    }
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read the configuration {}", path.display()))?;
+    toml::from_str(&text).with_context(|| format!("{}: not a valid configuration", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_key_and_a_clear_error_for_a_wrong_one() {
+        let f: File = toml::from_str(
+            "metrics_addr = \"0.0.0.0:9000\"\nstate_dir = \"/srv/r\"\ninclude_exe = [\"python3\"]\nusers = [\"1000\"]\n",
+        )
+        .unwrap();
+        assert_eq!(f.metrics_addr.as_deref(), Some("0.0.0.0:9000"));
+        assert_eq!(f.include_exe, vec!["python3"]);
+        let e = toml::from_str::<File>("metric_addr = \"x\"").unwrap_err();
+        assert!(e.to_string().contains("unknown field"), "{e}");
+    }
+}

@@ -1,0 +1,166 @@
+//! Finding the processes to count: every process mapping a GPU runtime, found by a scan
+//! at start and then as the probes announce an exec or a library load (no polling of
+//! every process), subject to the configured filters. Each library file is probed once,
+//! file-wide; a tracked process enters `TARGETS` with counting on.
+
+use std::collections::{BTreeSet, HashSet};
+
+use anyhow::Result;
+use rocsync_common::{Config as Target, HIDDEN_AGENT};
+
+use super::config::Filters;
+use crate::{
+    backend::RUNTIMES,
+    capture::launch::Identity,
+    probes::{ApiChoice, Probes, ld_so, library::OpenedLibrary, maps},
+};
+
+const COUNTED: Target = Target {
+    capture: 0,
+    stop_on_link_map: 0,
+    agents: 0,
+    follow: 0,
+    remap: 0,
+    agent_devices: [HIDDEN_AGENT; 16],
+    metrics: 1,
+    pad: 0,
+};
+
+pub struct Tracker {
+    pub probes: Probes,
+    pub filters: Filters,
+    pub tracked: BTreeSet<u32>,
+    /// (device, inode) of every file probed.
+    probed: HashSet<(u64, u64)>,
+}
+
+impl Tracker {
+    pub fn new(probes: Probes, filters: Filters) -> Self {
+        Self {
+            probes,
+            filters,
+            tracked: BTreeSet::new(),
+            probed: HashSet::new(),
+        }
+    }
+
+    /// Looks at every process now.
+    pub fn scan_all(&mut self) {
+        for pid in pids() {
+            self.look(pid);
+        }
+    }
+
+    /// Looks at one process: hooks its loader (so its later library loads are announced),
+    /// probes the runtimes it maps, and tracks it if it maps one and passes the filters.
+    pub fn look(&mut self, pid: u32) {
+        if pid == std::process::id() {
+            return;
+        }
+        let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else {
+            return; // gone, or a kernel thread
+        };
+        let mappings = maps::parse(&text);
+        if let Some(loader) = ld_so::of_process(pid, &mappings)
+            && self.probed.insert((loader.dev, loader.ino))
+            && !matches!(self.probes.attach_loader(&loader.path(), pid), Ok(true))
+        {
+            self.probed.remove(&(loader.dev, loader.ino));
+        }
+        let mut runtime = false;
+        for r in &RUNTIMES {
+            let copies = maps::libraries(&mappings, r.matches_library)
+                .map(|m| (m, false))
+                .chain(maps::libraries(&mappings, r.carried_by).map(|m| (m, true)));
+            for (m, carried) in copies {
+                let Ok(lib) = OpenedLibrary::of_mapping(pid, m) else {
+                    continue;
+                };
+                runtime |= !carried;
+                if self.probed.insert((lib.dev, lib.ino)) {
+                    let choice = ApiChoice::default();
+                    match self
+                        .probes
+                        .attach_runtime(r, &choice, &lib.path(), Some(pid), carried)
+                    {
+                        Ok(_) => eprintln!("rocsync daemon: probing {}", lib.shown.display()),
+                        Err(e) => {
+                            self.probed.remove(&(lib.dev, lib.ino));
+                            eprintln!("rocsync daemon: warning: {e:#}");
+                        }
+                    }
+                }
+            }
+        }
+        if runtime && !self.tracked.contains(&pid) && self.admits(pid) {
+            match self.probes.set_target(pid, COUNTED) {
+                Ok(()) => {
+                    self.tracked.insert(pid);
+                    eprintln!("rocsync daemon: tracking pid {pid} ({})", exe(pid));
+                }
+                Err(e) => eprintln!("rocsync daemon: warning: pid {pid}: {e:#}"),
+            }
+        }
+    }
+
+    /// Forgets processes that are gone.
+    pub fn prune(&mut self) -> Result<()> {
+        let gone: Vec<u32> = self
+            .tracked
+            .iter()
+            .copied()
+            .filter(|p| !std::path::Path::new(&format!("/proc/{p}")).exists())
+            .collect();
+        for pid in gone {
+            self.tracked.remove(&pid);
+            self.probes.forget_target(pid)?;
+        }
+        Ok(())
+    }
+
+    /// Whether the filters admit `pid`.
+    fn admits(&self, pid: u32) -> bool {
+        let f = &self.filters;
+        let exe = exe(pid);
+        let name = exe.rsplit('/').next().unwrap_or_default().to_string();
+        let matches_exe = |list: &[String]| list.iter().any(|e| *e == exe || *e == name);
+        let cgroup = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
+        let in_cgroup = |list: &[String]| list.iter().any(|c| cgroup.contains(c.as_str()));
+        let uid = uid(pid);
+        (f.include_exe.is_empty() || matches_exe(&f.include_exe))
+            && !matches_exe(&f.exclude_exe)
+            && (f.include_cgroup.is_empty() || in_cgroup(&f.include_cgroup))
+            && !in_cgroup(&f.exclude_cgroup)
+            && (f.users.is_empty() || uid.is_some_and(|u| user_matches(&f.users, u)))
+    }
+}
+
+fn pids() -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .collect()
+}
+
+/// The executable's path as the process sees it (inside its container).
+fn exe(pid: u32) -> String {
+    std::fs::read_link(format!("/proc/{pid}/exe"))
+        .map(|p| p.display().to_string())
+        .unwrap_or_default()
+}
+
+/// The real uid, from /proc/PID/status.
+fn uid(pid: u32) -> Option<u32> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("Uid:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// A user entry names a uid, or a user whose uid it is.
+fn user_matches(users: &[String], uid: u32) -> bool {
+    users.iter().any(|u| {
+        u.parse::<u32>().ok() == Some(uid) || Identity::of_user(u).is_ok_and(|id| id.uid == uid)
+    })
+}

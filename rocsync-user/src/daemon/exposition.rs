@@ -1,0 +1,196 @@
+//! The daemon's metrics in Prometheus's text format (version 0.0.4). No pid label:
+//! series are per API and device, so their number stays bounded on a busy node.
+
+use std::fmt::Write as _;
+
+use rocsync_common::{Api, MetricKey, MetricValue, WAIT_BUCKETS};
+
+use crate::stats::KernelDrops;
+
+/// What one scrape shows.
+pub struct Snapshot<'a> {
+    pub series: &'a [(MetricKey, MetricValue)],
+    pub drops: &'a KernelDrops,
+    pub tracked: usize,
+    pub cpu_seconds: f64,
+}
+
+fn header(out: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+}
+
+fn labels(k: &MetricKey) -> String {
+    let api = Api::from_u32(k.api).map_or("unknown", |a| a.symbol());
+    format!("api=\"{api}\",device=\"{}\"", k.device)
+}
+
+/// Upper bound of histogram bucket `i`, in seconds (2^i µs).
+fn bound(i: usize) -> String {
+    format!("{}", (1u64 << i) as f64 / 1e6)
+}
+
+pub fn render(s: &Snapshot<'_>) -> String {
+    let mut out = String::new();
+    header(
+        &mut out,
+        "rocsync_sync_calls_total",
+        "counter",
+        "Calls of hooked GPU runtime functions, by API and device.",
+    );
+    for (k, v) in s.series {
+        let _ = writeln!(out, "rocsync_sync_calls_total{{{}}} {}", labels(k), v.calls);
+    }
+    header(
+        &mut out,
+        "rocsync_sync_call_errors_total",
+        "counter",
+        "Calls that returned an error, by API and device.",
+    );
+    for (k, v) in s.series {
+        let _ = writeln!(
+            out,
+            "rocsync_sync_call_errors_total{{{}}} {}",
+            labels(k),
+            v.errors
+        );
+    }
+    header(
+        &mut out,
+        "rocsync_cross_stream_waits_total",
+        "counter",
+        "Stream waits on an event recorded on another stream.",
+    );
+    for (k, v) in s.series.iter().filter(|(k, _)| is_stream_wait(k)) {
+        let _ = writeln!(
+            out,
+            "rocsync_cross_stream_waits_total{{{}}} {}",
+            labels(k),
+            v.cross_stream
+        );
+    }
+    header(
+        &mut out,
+        "rocsync_sync_wait_seconds",
+        "histogram",
+        "Time spent in synchronisation calls (entry to return), by API and device.",
+    );
+    for (k, v) in s.series.iter().filter(|(_, v)| v.timed > 0) {
+        let l = labels(k);
+        let mut cumulative = 0;
+        for i in 0..WAIT_BUCKETS - 1 {
+            cumulative += v.buckets[i];
+            let _ = writeln!(
+                out,
+                "rocsync_sync_wait_seconds_bucket{{{l},le=\"{}\"}} {cumulative}",
+                bound(i)
+            );
+        }
+        let _ = writeln!(
+            out,
+            "rocsync_sync_wait_seconds_bucket{{{l},le=\"+Inf\"}} {}",
+            v.timed
+        );
+        let _ = writeln!(
+            out,
+            "rocsync_sync_wait_seconds_sum{{{l}}} {}",
+            v.wait_ns as f64 / 1e9
+        );
+        let _ = writeln!(out, "rocsync_sync_wait_seconds_count{{{l}}} {}", v.timed);
+    }
+    header(
+        &mut out,
+        "rocsync_dropped_records_total",
+        "counter",
+        "Records the probes could not deliver, by reason.",
+    );
+    let d = s.drops;
+    for (reason, n) in [
+        ("entry_records", d.entries),
+        ("exit_records", d.exits),
+        ("library_loads", d.library_loads),
+        ("queue_records", d.queues),
+        ("packet_records", d.packets),
+        ("packets_truncated", d.packets_truncated),
+        ("packets_unread", d.packets_unread),
+        ("out_params", d.out_params),
+    ] {
+        let _ = writeln!(
+            out,
+            "rocsync_dropped_records_total{{reason=\"{reason}\"}} {n}"
+        );
+    }
+    header(
+        &mut out,
+        "rocsync_tracked_processes",
+        "gauge",
+        "Processes mapping a GPU runtime that the daemon counts.",
+    );
+    let _ = writeln!(out, "rocsync_tracked_processes {}", s.tracked);
+    header(
+        &mut out,
+        "rocsync_daemon_cpu_seconds_total",
+        "counter",
+        "CPU time the daemon itself used (user and system).",
+    );
+    let _ = writeln!(out, "rocsync_daemon_cpu_seconds_total {}", s.cpu_seconds);
+    out
+}
+
+fn is_stream_wait(k: &MetricKey) -> bool {
+    Api::from_u32(k.api).is_some_and(|a| a.symbol().contains("StreamWaitEvent"))
+}
+
+/// This process's CPU time, from /proc/self/stat (utime + stime, in clock ticks).
+pub fn own_cpu_seconds() -> f64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return 0.0;
+    };
+    let after = stat.rfind(')').map_or("", |i| &stat[i + 1..]);
+    let f: Vec<u64> = after
+        .split_whitespace()
+        .skip(11)
+        .take(2)
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    // SAFETY: sysconf has no preconditions.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    f.iter().sum::<u64>() as f64 / ticks
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histogram_buckets_are_cumulative_and_end_in_the_count() {
+        let mut v = MetricValue {
+            calls: 3,
+            timed: 3,
+            wait_ns: 6_000,
+            ..Default::default()
+        };
+        v.buckets[0] = 1;
+        v.buckets[2] = 2;
+        let key = MetricKey {
+            api: Api::HipStreamSynchronize as u32,
+            device: 1,
+        };
+        let text = render(&Snapshot {
+            series: &[(key, v)],
+            drops: &KernelDrops::default(),
+            tracked: 1,
+            cpu_seconds: 0.5,
+        });
+        let l = "api=\"hipStreamSynchronize\",device=\"1\"";
+        assert!(text.contains(&format!(
+            "rocsync_sync_wait_seconds_bucket{{{l},le=\"0.000001\"}} 1"
+        )));
+        assert!(text.contains(&format!(
+            "rocsync_sync_wait_seconds_bucket{{{l},le=\"0.000004\"}} 3"
+        )));
+        assert!(text.contains(&format!(
+            "rocsync_sync_wait_seconds_bucket{{{l},le=\"+Inf\"}} 3"
+        )));
+        assert!(text.contains(&format!("rocsync_sync_wait_seconds_count{{{l}}} 3")));
+    }
+}

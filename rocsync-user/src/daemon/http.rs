@@ -1,0 +1,75 @@
+//! The smallest HTTP/1.1 server `/metrics` needs: one GET per connection, bounded in size
+//! and time (a scraper that stalls cannot hold the daemon), then closed.
+
+use std::time::Duration;
+
+use tokio::{
+    io::{AsyncReadExt as _, AsyncWriteExt as _},
+    net::TcpStream,
+};
+
+const MAX_REQUEST: usize = 8 << 10;
+const TIMEOUT: Duration = Duration::from_secs(2);
+
+/// What a path answers: (status line, content type, body).
+pub type Response = (&'static str, &'static str, String);
+
+/// Reads one request and answers it with `route(path)`.
+pub async fn serve(mut conn: TcpStream, route: impl FnOnce(&str) -> Response) {
+    let mut buf = Vec::with_capacity(1024);
+    let read = tokio::time::timeout(TIMEOUT, async {
+        let mut chunk = [0u8; 1024];
+        while !buf.windows(4).any(|w| w == b"\r\n\r\n") && buf.len() < MAX_REQUEST {
+            match conn.read(&mut chunk).await {
+                Ok(0) | Err(_) => return false,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            }
+        }
+        true
+    })
+    .await;
+    let (status, kind, body) = match read {
+        Ok(true) => respond(&buf, route),
+        _ => return,
+    };
+    let head = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    let _ = tokio::time::timeout(TIMEOUT, async {
+        conn.write_all(head.as_bytes()).await?;
+        conn.write_all(body.as_bytes()).await?;
+        conn.shutdown().await
+    })
+    .await;
+}
+
+fn respond(request: &[u8], route: impl FnOnce(&str) -> Response) -> Response {
+    let line = request.split(|&b| b == b'\r').next().unwrap_or_default();
+    let line = String::from_utf8_lossy(line);
+    let mut parts = line.split(' ');
+    match (parts.next(), parts.next()) {
+        (Some("GET"), Some(target)) => route(target.split('?').next().unwrap_or(target)),
+        (Some(_), Some(_)) => ("405 Method Not Allowed", "text/plain", "GET only\n".into()),
+        _ => ("400 Bad Request", "text/plain", "bad request\n".into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routes_gets_and_refuses_the_rest() {
+        let ok = |p: &str| -> Response { ("200 OK", "text/plain", p.to_string()) };
+        assert_eq!(
+            respond(b"GET /metrics?x=1 HTTP/1.1\r\n\r\n", ok).2,
+            "/metrics"
+        );
+        assert_eq!(
+            respond(b"POST /metrics HTTP/1.1\r\n\r\n", ok).0,
+            "405 Method Not Allowed"
+        );
+        assert_eq!(respond(b"\xff\xfe", ok).0, "400 Bad Request");
+    }
+}

@@ -1,0 +1,64 @@
+//! The probes in the daemon's always-on mode: discovery announcements (every exec, every
+//! library load) and the kernel's metrics maps.
+
+use anyhow::{Context as _, Result};
+use aya::{
+    maps::{HashMap, PerCpuHashMap},
+    programs::RawTracePoint,
+};
+use rocsync_common::{Config, MetricKey, MetricValue, WAIT_BUCKETS};
+
+use super::Probes;
+
+impl Probes {
+    /// System-wide discovery: the exec tracepoint announces every new image, and library
+    /// probes go file-wide (one set per file, counting only the tracked processes).
+    pub fn discover_system_wide(&mut self) -> Result<()> {
+        let p: &mut RawTracePoint = self
+            .ebpf
+            .program_mut("process_exec")
+            .context("program process_exec missing from the eBPF object")?
+            .try_into()?;
+        p.load().context("loading program process_exec")?;
+        // Owned by the program: detached when the probes are dropped.
+        p.attach("sched_process_exec")
+            .context("attaching to the sched_process_exec tracepoint")?;
+        self.file_wide = true;
+        Ok(())
+    }
+
+    /// Removes a process from the traced set (it is gone).
+    pub fn forget_target(&mut self, pid: u32) -> Result<()> {
+        let mut targets: HashMap<_, u32, Config> = HashMap::try_from(
+            self.ebpf
+                .map_mut("TARGETS")
+                .context("TARGETS map missing")?,
+        )?;
+        let _ = targets.remove(&pid);
+        Ok(())
+    }
+
+    /// Every series the kernel counted, summed over CPUs.
+    pub fn metrics(&self) -> Result<Vec<(MetricKey, MetricValue)>> {
+        let map: PerCpuHashMap<_, MetricKey, MetricValue> =
+            PerCpuHashMap::try_from(self.ebpf.map("METRICS").context("METRICS map missing")?)?;
+        let mut out = Vec::new();
+        for item in map.iter() {
+            let (key, per_cpu) = item?;
+            let mut sum = MetricValue::default();
+            for v in per_cpu.iter() {
+                sum.calls += v.calls;
+                sum.errors += v.errors;
+                sum.cross_stream += v.cross_stream;
+                sum.timed += v.timed;
+                sum.wait_ns += v.wait_ns;
+                for i in 0..WAIT_BUCKETS {
+                    sum.buckets[i] += v.buckets[i];
+                }
+            }
+            out.push((key, sum));
+        }
+        out.sort_by_key(|(k, _)| *k);
+        Ok(out)
+    }
+}
