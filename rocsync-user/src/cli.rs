@@ -50,6 +50,9 @@ pub struct DaemonArgs {
     pub metrics_addr: Option<String>,
     #[command(flatten)]
     pub filters: FilterArgs,
+    /// Check the configuration, print the settings in effect, and exit
+    #[arg(long)]
+    pub check: bool,
 }
 
 /// Which processes the daemon counts (each flag may repeat; default: every process that

@@ -29,6 +29,10 @@ const PRUNE_EVERY: Duration = Duration::from_secs(5);
 
 pub async fn daemon(args: DaemonArgs, mut signals: Signals) -> Result<i32> {
     let mut config = Config::load(&args)?;
+    if args.check {
+        println!("{config:#?}");
+        return Ok(0);
+    }
     crate::preflight::check()?;
     make_private_dir(&config.state_dir)?;
     let mut probes = Probes::load(ProbeOptions::default())?;
