@@ -14,7 +14,8 @@ pub use record::{
     NO_DEVICE, NO_R_DEBUG, OutSlot, PROCESS_EXEC, PROCESS_EXIT, PROCESS_FORK, PacketRecord,
     PendingCall, ProcessRecord, QUEUE_CREATED, QUEUE_DESTROYED, QUEUE_DISCOVERED, QueueCreate,
     QueueInfo, QueueRecord, RECORD_ENTRY, RECORD_EXIT, RECORD_LINK_MAP, RECORD_PACKET,
-    RECORD_PROCESS, RECORD_QUEUE, Switch, TaskLayout, UNKNOWN_AGENT, WAIT_BUCKETS, drop_index,
+    RECORD_PROCESS, RECORD_QUEUE, Switch, TRACE_RECORDING, TRACE_STOPPING, TaskLayout,
+    UNKNOWN_AGENT, WAIT_BUCKETS, drop_index,
 };
 
 #[cfg(feature = "user")]

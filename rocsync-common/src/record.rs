@@ -296,6 +296,12 @@ pub struct Config {
     pub agent_devices: [u8; 16],
 }
 
+/// [`Config::capture`] of a process the daemon counts while a trace on demand records it:
+/// entries and exits go to the ring; while the trace stops, exits only (calls in flight
+/// complete).
+pub const TRACE_RECORDING: u32 = 1;
+pub const TRACE_STOPPING: u32 = 2;
+
 /// [`Config::agent_devices`]: the agent is no HIP device of the process.
 pub const HIDDEN_AGENT: u8 = 0xff;
 

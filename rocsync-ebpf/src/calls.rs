@@ -72,12 +72,17 @@ pub fn call_enter(ctx: ProbeContext) -> u32 {
         ctx.arg::<u64>(1).unwrap_or(0),
         ctx.arg::<u64>(2).unwrap_or(0),
     ];
-    let Some(cfg) = switched_on((pid_tgid >> 32) as u32) else {
-        // Not capturing: the daemon's always-on mode counts instead.
-        if SWITCH.get(0).is_some_and(|s| s.metrics != 0) {
-            metrics::entered(cookie, &args);
+    let cfg = match switched_on((pid_tgid >> 32) as u32) {
+        Some(cfg) => cfg,
+        // Not capturing: the daemon's always-on mode counts, and records the calls of a
+        // process a trace on demand is recording.
+        None if SWITCH.get(0).is_some_and(|s| s.metrics != 0) => {
+            match metrics::entered(cookie, &args) {
+                Some(cfg) => cfg,
+                None => return 0,
+            }
         }
-        return 0;
+        None => return 0,
     };
     let kind = cookie.kind();
     let restricted = cfg.agents != 0;
@@ -168,8 +173,9 @@ pub fn call_exit(ctx: RetProbeContext) -> u32 {
     // even after the capture was switched off. File-wide probes register the targets'.
     match SWITCH.get(0) {
         Some(s) if s.metrics != 0 => {
-            metrics::returned(cookie, ret);
-            return 0;
+            if !metrics::returned(cookie, ret) {
+                return 0;
+            }
         }
         // SAFETY: plain map lookup.
         Some(s)

@@ -9,7 +9,8 @@ use aya_ebpf::{
     maps::{LruHashMap, PerCpuHashMap},
 };
 use rocsync_common::{
-    Cookie, HandleKey, MetricKey, MetricValue, OutParam, PendingCall, WAIT_BUCKETS,
+    Cookie, HandleKey, MetricKey, MetricValue, OutParam, PendingCall, Switch, TRACE_RECORDING,
+    TRACE_STOPPING, WAIT_BUCKETS,
 };
 
 use crate::{
@@ -36,16 +37,28 @@ fn series(key: &MetricKey) -> Option<*mut MetricValue> {
 }
 
 /// A call entered in a process the daemon tracks: counted, and remembered until it
-/// returns.
+/// returns. Returns the settings to record it with when a trace records the process.
 #[inline(always)]
-pub fn entered(cookie: Cookie, args: &[u64; 3]) {
+pub fn entered(cookie: Cookie, args: &[u64; 3]) -> Option<Switch> {
     let pid_tgid = bpf_get_current_pid_tgid();
     let tgid = (pid_tgid >> 32) as u32;
-    // SAFETY: plain map lookup.
-    match unsafe { TARGETS.get(tgid) } {
-        Some(cfg) if cfg.metrics != 0 => {}
-        _ => return,
-    }
+    // SAFETY: plain map lookup, copied out.
+    let cfg = match unsafe { TARGETS.get(tgid) } {
+        Some(cfg) if cfg.metrics != 0 => *cfg,
+        _ => return None,
+    };
+    count(cookie, args, pid_tgid, tgid);
+    (cfg.capture == TRACE_RECORDING).then_some(Switch {
+        capture: 1,
+        by_process: 1,
+        agents: cfg.agents,
+        metrics: 1,
+        pad: 0,
+    })
+}
+
+#[inline(always)]
+fn count(cookie: Cookie, args: &[u64; 3], pid_tgid: u64, tgid: u32) {
     let device = device_of(args, cookie, pid_tgid);
     let key = MetricKey {
         api: cookie.api(),
@@ -87,10 +100,20 @@ pub fn entered(cookie: Cookie, args: &[u64; 3]) {
     let _ = PENDING.insert(pid_tgid, pending, 0);
 }
 
-/// A call returned: errors counted, synchronisations timed, devices tracked.
+/// A call returned: errors counted, synchronisations timed, devices tracked. Returns
+/// whether a trace records the process's returns.
 #[inline(always)]
-pub fn returned(cookie: Cookie, ret: i64) {
+pub fn returned(cookie: Cookie, ret: i64) -> bool {
     let pid_tgid = bpf_get_current_pid_tgid();
+    // SAFETY: plain map lookup.
+    let recorded = unsafe { TARGETS.get((pid_tgid >> 32) as u32) }
+        .is_some_and(|c| c.capture == TRACE_RECORDING || c.capture == TRACE_STOPPING);
+    count_return(cookie, ret, pid_tgid);
+    recorded
+}
+
+#[inline(always)]
+fn count_return(cookie: Cookie, ret: i64, pid_tgid: u64) {
     // SAFETY: copied out before removal.
     let Some(p) = (unsafe { PENDING.get(pid_tgid) }).copied() else {
         return;

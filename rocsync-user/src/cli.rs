@@ -33,8 +33,34 @@ pub enum Command {
     /// Resolve a raw capture (--raw) into a Kineto trace.
     Convert(ConvertArgs),
     /// Run always on: count every GPU process's synchronisations in the kernel and serve
-    /// them as Prometheus metrics.
+    /// them as Prometheus metrics; record traces on request.
     Daemon(DaemonArgs),
+    /// Ask the running daemon for a trace of some processes.
+    Trace(TraceArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct TraceArgs {
+    /// Processes to trace (each must be one the daemon tracks)
+    #[arg(
+        long,
+        value_name = "PID",
+        required_unless_present = "all",
+        conflicts_with = "all"
+    )]
+    pub pid: Vec<u32>,
+    /// Every process the daemon tracks
+    #[arg(long)]
+    pub all: bool,
+    /// How long to record
+    #[arg(long, value_name = "MS", default_value_t = 1000)]
+    pub duration_ms: u64,
+    /// The traces' name (files are <name>-<id>[_<pid>].json in the daemon's state directory)
+    #[arg(long, value_name = "NAME")]
+    pub name: Option<String>,
+    /// The daemon's socket
+    #[arg(long, value_name = "PATH", default_value = "/run/rocsync/rocsync.sock")]
+    pub socket: PathBuf,
 }
 
 #[derive(Debug, Args)]
@@ -42,7 +68,13 @@ pub struct DaemonArgs {
     /// Settings in TOML (the keys are the long flags' names with `_`); flags win
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// Where the daemon keeps its state [default: /var/lib/rocsync]
+    /// The socket `rocsync trace` asks [default: /run/rocsync/rocsync.sock]
+    #[arg(long, value_name = "PATH")]
+    pub socket: Option<PathBuf>,
+    /// Members of this group (name or id) may ask for traces, besides root
+    #[arg(long, value_name = "GROUP")]
+    pub group: Option<String>,
+    /// Where the daemon keeps its state and the traces it writes [default: /var/lib/rocsync]
     #[arg(long, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
     /// Serve /metrics and /healthz here [default: 127.0.0.1:9464]

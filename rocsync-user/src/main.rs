@@ -30,6 +30,7 @@ fn main() -> ExitCode {
             Command::Attach(a) => commands::attach(a, Signals::catch()?).await,
             Command::Convert(a) => commands::convert(a),
             Command::Daemon(a) => rocsync::daemon::daemon(a, Signals::catch()?).await,
+            Command::Trace(a) => commands::trace(a),
         }
     });
     match result {

@@ -39,7 +39,7 @@ fn the_daemon_counts_a_new_process_calls_exactly() {
         return;
     };
     let dir = TempDir::new();
-    let exe = scenario();
+    let exe = own_copy(&dir);
     let mut daemon = spawn_piped(
         rocsync()
             .args(["daemon", "--metrics-addr", "127.0.0.1:0", "--state-dir"])
@@ -149,4 +149,138 @@ fn the_daemon_counts_a_new_process_calls_exactly() {
         std::thread::sleep(Duration::from_millis(50));
     };
     assert!(status.success(), "{status:?}");
+}
+
+/// The scenario program under a path of this test's own, for the daemon's filter: other
+/// tests (and other daemons) run scenarios at the same time.
+fn own_copy(dir: &TempDir) -> std::path::PathBuf {
+    let exe = dir.path("scenario");
+    std::fs::copy(scenario(), &exe).unwrap();
+    exe
+}
+
+/// Starts a daemon counting only `exe`, with its socket and state in `dir`; returns it
+/// with its stderr lines.
+fn start_daemon(
+    dir: &TempDir,
+    exe: &std::path::Path,
+    extra: &[&str],
+) -> (std::process::Child, Lines) {
+    let mut daemon = spawn_piped(
+        rocsync()
+            .args(["daemon", "--metrics-addr", "127.0.0.1:0", "--state-dir"])
+            .arg(dir.path("state"))
+            .arg("--socket")
+            .arg(dir.path("rocsync.sock"))
+            .arg("--include-exe")
+            .arg(exe)
+            .args(extra),
+    );
+    let mut lines = Lines::of(daemon.stderr.take().unwrap());
+    lines.wait_for("SIGTERM stops");
+    (daemon, lines)
+}
+
+fn stop(mut daemon: std::process::Child) {
+    // SAFETY: signals the daemon this test started.
+    unsafe { libc::kill(daemon.id() as i32, libc::SIGTERM) };
+    assert!(daemon.wait().unwrap().success());
+}
+
+#[test]
+fn a_trace_on_request_holds_a_window_of_the_process_calls() {
+    let name = "a_trace_on_request_holds_a_window_of_the_process_calls";
+    if !can_trace(name) {
+        return;
+    }
+    let dir = TempDir::new();
+    let exe = own_copy(&dir);
+    // Members of nogroup may ask, besides root.
+    let (daemon, mut lines) = start_daemon(&dir, &exe, &["--group", "65534"]);
+    let log = dir.path("loop.log");
+    let mut target = Command::new(&exe)
+        .args(["loop", "2500"])
+        .env("SCENARIO_LOG", &log)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    lines.wait_for(&format!("tracking pid {}", target.id()));
+    let sock = dir.path("rocsync.sock");
+    let trace = move |prefix: &[&str], pid: u32, ms: &str| {
+        Command::new(prefix[0])
+            .args(&prefix[1..])
+            .arg(env!("CARGO_BIN_EXE_rocsync"))
+            .args(["trace", "--duration-ms", ms, "--name", "w", "--socket"])
+            .arg(&sock)
+            .arg("--pid")
+            .arg(pid.to_string())
+            .output()
+            .unwrap()
+    };
+    // A member of the group asks; a second request meanwhile is refused, naming the first.
+    let pid = target.id();
+    let member = [
+        "setpriv",
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+    ];
+    let first = {
+        let trace = trace.clone();
+        std::thread::spawn(move || trace(&member, pid, "700"))
+    };
+    lines.wait_for("trace 1: recording");
+    let busy = trace(&["env"], pid, "100");
+    assert!(!busy.status.success());
+    let err = String::from_utf8_lossy(&busy.stderr);
+    assert!(err.contains("busy: trace 1"), "{err}");
+    let first = first.join().unwrap();
+    assert!(
+        first.status.success(),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    let files: Vec<String> = String::from_utf8_lossy(&first.stdout)
+        .lines()
+        .map(String::from)
+        .collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    assert!(files[0].starts_with(dir.path("state").to_str().unwrap()));
+    // Someone else cannot reach the socket at all.
+    let other = trace(
+        &[
+            "setpriv",
+            "--reuid=65533",
+            "--regid=65533",
+            "--clear-groups",
+        ],
+        pid,
+        "100",
+    );
+    assert!(!other.status.success());
+    assert!(String::from_utf8_lossy(&other.stderr).contains("cannot reach the daemon"));
+    assert!(target.wait().unwrap().success());
+    stop(daemon);
+
+    // The trace is a contiguous window of the process's calls, by its own log.
+    let t = read_json(std::path::Path::new(&files[0]));
+    let mut rows: Vec<&serde_json::Value> = t["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["cat"] == "cuda_runtime")
+        .collect();
+    rows.sort_by_key(|e| e["args"]["correlation"].as_u64());
+    assert!(rows.len() > 100, "{} rows", rows.len());
+    assert!(rows.iter().all(|e| e["pid"] == pid));
+    let got: Vec<&str> = rows.iter().map(|e| e["name"].as_str().unwrap()).collect();
+    let logged = probed(&read_log(&log));
+    let apis: Vec<&str> = logged.iter().map(|l| l.api.as_str()).collect();
+    assert!(
+        apis.windows(got.len()).any(|w| w == got.as_slice()),
+        "the traced calls are a contiguous run of the log"
+    );
+    // Each wait resolves, but a first one whose record came before the window.
+    let unresolved = trace_edges(&t).values().filter(|&&r| r < 0).count();
+    assert!(unresolved <= 1, "{unresolved} unresolved");
 }

@@ -3,10 +3,12 @@
 mod attach;
 mod convert;
 mod run;
+mod trace;
 
 pub use attach::attach;
 pub use convert::convert;
 pub use run::run;
+pub use trace::trace;
 
 use anyhow::Result;
 use serde_json::Value;
@@ -42,7 +44,7 @@ fn write_outputs(outputs: Outputs, captured: Captured, parameters: Value) -> Res
         processes,
     };
     let written = match error {
-        None => outputs.finish(sink, &stats, report),
+        None => outputs.finish(sink, &stats, report).map(drop),
         Some(e) => outputs.salvage(sink, &stats, e),
     };
     detaching.wait();

@@ -11,6 +11,7 @@ use serde::Deserialize;
 
 use crate::cli::DaemonArgs;
 
+pub const DEFAULT_SOCKET: &str = "/run/rocsync/rocsync.sock";
 pub const DEFAULT_STATE_DIR: &str = "/var/lib/rocsync";
 pub const DEFAULT_METRICS_ADDR: &str = "127.0.0.1:9464";
 
@@ -30,6 +31,8 @@ pub struct Filters {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct File {
+    socket: Option<PathBuf>,
+    group: Option<String>,
     state_dir: Option<PathBuf>,
     metrics_addr: Option<String>,
     #[serde(default)]
@@ -46,6 +49,9 @@ struct File {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Config {
+    pub socket: PathBuf,
+    /// Besides root, members of this group may ask for traces.
+    pub group: Option<u32>,
     pub state_dir: PathBuf,
     pub metrics_addr: SocketAddr,
     pub filters: Filters,
@@ -85,7 +91,17 @@ impl Config {
                 *into = from.clone();
             }
         }
+        let group = match args.group.clone().or(file.group) {
+            Some(g) => Some(group_id(&g)?),
+            None => None,
+        };
         Ok(Self {
+            socket: args
+                .socket
+                .clone()
+                .or(file.socket)
+                .unwrap_or_else(|| DEFAULT_SOCKET.into()),
+            group,
             state_dir: args
                 .state_dir
                 .clone()
@@ -95,6 +111,21 @@ impl Config {
             filters,
         })
     }
+}
+
+/// A group by name or id.
+fn group_id(g: &str) -> Result<u32> {
+    if let Ok(id) = g.parse() {
+        return Ok(id);
+    }
+    let name = std::ffi::CString::new(g).context("group names hold no NUL")?;
+    // SAFETY: getgrnam with a valid C string; the result is read at once.
+    let gr = unsafe { libc::getgrnam(name.as_ptr()) };
+    if gr.is_null() {
+        bail!("no group named {g:?}");
+    }
+    // SAFETY: non-null result of getgrnam.
+    Ok(unsafe { (*gr).gr_gid })
 }
 
 fn parse_file(path: &Path) -> Result<File> {

@@ -103,6 +103,12 @@ impl Tracker {
         }
     }
 
+    /// Sets what the ring gets of a tracked process: nothing (0), or its calls while a
+    /// trace records it.
+    pub fn set_capture(&mut self, pid: u32, capture: u32) -> Result<()> {
+        self.probes.set_target(pid, Target { capture, ..COUNTED })
+    }
+
     /// Forgets processes that are gone.
     pub fn prune(&mut self) -> Result<()> {
         let gone: Vec<u32> = self

@@ -1,14 +1,17 @@
 //! `rocsync daemon`: always on, system-wide. Finds every process mapping a GPU runtime —
 //! by a scan at start, then as the probes announce an exec or a library load, never by
 //! polling every process — counts their calls in the kernel (no ring traffic), and serves
-//! the counts as Prometheus text on `/metrics` (and `/healthz`). Needs nothing from the
-//! targets: no environment variable, no restart. SIGHUP reloads the configuration;
-//! SIGTERM/SIGINT end it, leaving every target running.
+//! the counts as Prometheus text on `/metrics` (and `/healthz`); records traces on request
+//! (`rocsync trace`, over a unix socket). Needs nothing from the targets: no environment
+//! variable, no restart. SIGHUP reloads the configuration; SIGTERM/SIGINT end it (a trace
+//! in progress is finished and written first), leaving every target running.
 
 pub mod config;
 mod discovery;
 mod exposition;
 mod http;
+mod socket;
+mod traces;
 
 use std::time::Duration;
 
@@ -23,9 +26,13 @@ use crate::{
 };
 use config::Config;
 use discovery::Tracker;
+use serde_json::json;
+use traces::Active;
 
 /// How often tracked processes that exited are forgotten.
 const PRUNE_EVERY: Duration = Duration::from_secs(5);
+/// How often a trace's pipeline looks for lost correlation ids.
+const TICK_EVERY: Duration = Duration::from_millis(100);
 
 pub async fn daemon(args: DaemonArgs, mut signals: Signals) -> Result<i32> {
     let mut config = Config::load(&args)?;
@@ -49,6 +56,11 @@ pub async fn daemon(args: DaemonArgs, mut signals: Signals) -> Result<i32> {
     let listener = TcpListener::bind(config.metrics_addr)
         .await
         .with_context(|| format!("cannot listen on {}", config.metrics_addr))?;
+    let requests = socket::listen(&config.socket, config.group)?;
+    eprintln!(
+        "rocsync daemon: traces on request at {}",
+        config.socket.display()
+    );
     eprintln!(
         "rocsync daemon: metrics on http://{}/metrics",
         listener.local_addr()?
@@ -60,7 +72,12 @@ pub async fn daemon(args: DaemonArgs, mut signals: Signals) -> Result<i32> {
         tracker.tracked.len()
     );
     let mut prune = tokio::time::interval(PRUNE_EVERY);
+    let mut tick = tokio::time::interval(TICK_EVERY);
+    let mut active: Option<Active> = None;
+    let mut next_id = 1;
+    let mut stopping = false;
     loop {
+        let deadline = active.as_ref().map(|a| a.until);
         tokio::select! {
             guard = ring.readable_mut() => {
                 let mut guard = guard?;
@@ -69,7 +86,11 @@ pub async fn daemon(args: DaemonArgs, mut signals: Signals) -> Result<i32> {
                         Ok(Decoded::LinkMap(r)) => tracker.look(r.pid),
                         Ok(Decoded::Process(r)) if r.event == PROCESS_EXIT => {}
                         Ok(Decoded::Process(r)) => tracker.look(r.pid),
-                        _ => {}
+                        _ => {
+                            if let Some(a) = &mut active {
+                                a.record(&item);
+                            }
+                        }
                     }
                 }
                 guard.clear_ready();
@@ -79,16 +100,71 @@ pub async fn daemon(args: DaemonArgs, mut signals: Signals) -> Result<i32> {
                     http::serve(conn, |path| route(path, &tracker)).await;
                 }
             }
+            conn = requests.accept(), if !stopping => {
+                if let Ok((mut conn, _)) = conn {
+                    if !socket::allowed(&conn, config.group) {
+                        let e = json!({ "error": "permission denied: root or the daemon's group only" });
+                        socket::answer(conn, &e).await;
+                        continue;
+                    }
+                    let started = match (socket::read_request(&mut conn).await, &active) {
+                        (Err(e), _) => Err(e),
+                        (Ok(_), Some(a)) => Err(anyhow::anyhow!(
+                            "busy: trace {} of pid(s) {:?} is recording; ask again when it ends",
+                            a.id, a.pids
+                        )),
+                        (Ok(req), None) => {
+                            next_id += 1;
+                            Active::start(&mut tracker, req, &config.state_dir, next_id - 1)
+                        }
+                    };
+                    match started {
+                        Ok(mut a) => {
+                            a.reply = Some(conn);
+                            active = Some(a);
+                        }
+                        Err(e) => {
+                            eprintln!("rocsync daemon: trace refused: {e:#}");
+                            socket::answer(conn, &json!({ "error": format!("{e:#}") })).await;
+                        }
+                    }
+                }
+            }
+            _ = sleep_until(deadline), if deadline.is_some() => {
+                let a = active.as_mut().expect("a deadline is an active trace's");
+                if a.deadline(&mut tracker)? {
+                    let (conn, reply) = active.take().expect("checked").finish(&mut tracker);
+                    if let Some(conn) = conn {
+                        socket::answer(conn, &reply).await;
+                    }
+                    if stopping {
+                        break;
+                    }
+                }
+            }
+            _ = tick.tick(), if active.is_some() => {
+                if let Some(a) = &mut active {
+                    a.tick();
+                }
+            }
             _ = prune.tick() => tracker.prune()?,
-            s = signals.next() => {
+            s = signals.next(), if !stopping => {
                 if s != "SIGHUP" {
                     eprintln!("rocsync daemon: stopping ({s})");
-                    break;
+                    match &mut active {
+                        // Finish the trace in progress (its deadline comes now), then stop.
+                        Some(a) => {
+                            a.until = tokio::time::Instant::now();
+                            stopping = true;
+                        }
+                        None => break,
+                    }
+                    continue;
                 }
                 match Config::load(&args) {
                     Ok(c) => {
                         tracker.filters = c.filters.clone();
-                        config = c;
+                        config = Config { socket: config.socket.clone(), ..c };
                         eprintln!("rocsync daemon: configuration reloaded");
                     }
                     Err(e) => eprintln!("rocsync daemon: warning: keeping the configuration: {e:#}"),
@@ -98,8 +174,15 @@ pub async fn daemon(args: DaemonArgs, mut signals: Signals) -> Result<i32> {
     }
     // Counting stops at once; the probes detach in the background while we exit.
     tracker.probes.set_switch(Switch::default())?;
-    let _ = config;
+    let _ = std::fs::remove_file(&config.socket);
     Ok(0)
+}
+
+async fn sleep_until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending().await,
+    }
 }
 
 fn route(path: &str, tracker: &Tracker) -> http::Response {

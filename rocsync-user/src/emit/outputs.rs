@@ -80,8 +80,14 @@ impl Outputs {
         Ok(Tee(traces, raw))
     }
 
-    /// Closes the outputs, moves them into place and prints the summary.
-    pub fn finish(self, sink: CaptureSink, stats: &CaptureStats, report: Report) -> Result<()> {
+    /// Closes the outputs, moves them into place and prints the summary. Returns the
+    /// traces written.
+    pub fn finish(
+        self,
+        sink: CaptureSink,
+        stats: &CaptureStats,
+        report: Report,
+    ) -> Result<Vec<PathBuf>> {
         let Tee(traces, raw) = sink;
         let mut lines = Vec::new();
         let processes: serde_json::Map<String, Value> = report
@@ -127,7 +133,7 @@ impl Outputs {
             lines.push(line);
         }
         eprint!("{}", summary::render(stats, &lines));
-        Ok(())
+        Ok(written.into_iter().map(|w| w.path).collect())
     }
 }
 

@@ -1,0 +1,162 @@
+//! Traces on demand: a request names tracked processes (or all) and a duration. Their
+//! calls then also go to the ring (`TRACE_RECORDING` in their settings) and through the
+//! capture pipeline into one trace per process in the state directory; at the end, exits
+//! only for a grace period (calls in flight complete), then counting only again.
+
+use std::{
+    path::{Path, PathBuf},
+    time::Duration,
+};
+
+use anyhow::{Result, bail};
+use rocsync_common::{TRACE_RECORDING, TRACE_STOPPING};
+use serde_json::json;
+use tokio::{net::UnixStream, time::Instant};
+
+use super::discovery::Tracker;
+use crate::{
+    capture::clock,
+    emit::{
+        outputs::{CaptureSink, Outputs, Report},
+        raw::Header,
+    },
+    pipeline::Pipeline,
+};
+
+/// How long calls in flight get to return once a trace stops.
+const GRACE: Duration = Duration::from_millis(300);
+/// Longest trace a request may ask for.
+pub const MAX_DURATION: Duration = Duration::from_secs(3600);
+
+/// What a client asks for.
+#[derive(Debug)]
+pub struct Request {
+    /// Empty: every tracked process.
+    pub pids: Vec<u32>,
+    pub duration: Duration,
+    /// The traces' file name stem (letters, digits, `-`, `_`).
+    pub name: String,
+}
+
+pub struct Active {
+    pub id: u64,
+    pub pids: Vec<u32>,
+    pipeline: Pipeline<CaptureSink>,
+    outputs: Outputs,
+    /// When recording ends (then, when stopping ends).
+    pub until: Instant,
+    stopping: bool,
+    /// The client waiting for the files.
+    pub reply: Option<UnixStream>,
+}
+
+impl Active {
+    /// Starts recording the requested processes.
+    pub fn start(tracker: &mut Tracker, req: Request, state_dir: &Path, id: u64) -> Result<Self> {
+        let pids: Vec<u32> = if req.pids.is_empty() {
+            tracker.tracked.iter().copied().collect()
+        } else {
+            for p in &req.pids {
+                if !tracker.tracked.contains(p) {
+                    bail!(
+                        "pid {p} is not tracked: it maps no GPU runtime, or the daemon's filters exclude it"
+                    );
+                }
+            }
+            req.pids
+        };
+        if pids.is_empty() {
+            bail!("no process is tracked");
+        }
+        let dir = state_dir.join("traces");
+        std::fs::create_dir_all(&dir)?;
+        let path = dir.join(format!("{}-{id}.json", req.name));
+        let mut outputs = Outputs::at(path, false, None)?;
+        let header = Header {
+            clock_offset_ns: clock::realtime_offset_ns(),
+            start_ns: clock::monotonic_ns() as u64,
+            command: vec![format!("rocsync daemon: trace {id}")],
+            from_start: false,
+        };
+        let pipeline = Pipeline::new(outputs.open(header)?, false);
+        for &pid in &pids {
+            tracker.set_capture(pid, TRACE_RECORDING)?;
+        }
+        eprintln!(
+            "rocsync daemon: trace {id}: recording pid(s) {pids:?} for {:?}",
+            req.duration
+        );
+        Ok(Self {
+            id,
+            pids,
+            pipeline,
+            outputs,
+            until: Instant::now() + req.duration,
+            stopping: false,
+            reply: None,
+        })
+    }
+
+    /// A ring record of a recorded process.
+    pub fn record(&mut self, bytes: &[u8]) {
+        let _ = self.pipeline.record(bytes);
+    }
+
+    pub fn tick(&mut self) {
+        self.pipeline.tick();
+    }
+
+    /// At `until`: first stop recording entries; after the grace period, finish. Returns
+    /// whether the trace is done.
+    pub fn deadline(&mut self, tracker: &mut Tracker) -> Result<bool> {
+        if self.stopping {
+            return Ok(true);
+        }
+        for &pid in &self.pids {
+            tracker.set_capture(pid, TRACE_STOPPING)?;
+        }
+        self.pipeline.stopping();
+        self.stopping = true;
+        self.until = Instant::now() + GRACE;
+        Ok(false)
+    }
+
+    /// Writes the traces; returns the client's stream and what to send on it.
+    pub fn finish(self, tracker: &mut Tracker) -> (Option<UnixStream>, serde_json::Value) {
+        for &pid in &self.pids {
+            let _ = tracker.set_capture(pid, 0);
+        }
+        let written: Result<Vec<PathBuf>> = self
+            .pipeline
+            .finish()
+            .map_err(anyhow::Error::from)
+            .and_then(|(sink, stats)| {
+                let report = Report {
+                    parameters: json!({ "mode": "daemon trace", "id": self.id, "pids": self.pids }),
+                    libraries: Vec::new(),
+                    single_stepped: Vec::new(),
+                    processes: Default::default(),
+                };
+                self.outputs.finish(sink, &stats, report)
+            });
+        let reply = match written {
+            Ok(files) => json!({ "files": files }),
+            Err(e) => json!({ "error": format!("writing the traces: {e:#}") }),
+        };
+        (self.reply, reply)
+    }
+}
+
+/// A file name stem from a client: letters, digits, `-` and `_` only.
+pub fn stem(name: Option<&str>) -> Result<String> {
+    let name = name.unwrap_or("trace");
+    if name.is_empty()
+        || name.len() > 64
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    {
+        bail!("trace name {name:?}: use 1 to 64 letters, digits, '-' or '_'");
+    }
+    Ok(name.to_string())
+}
