@@ -82,6 +82,18 @@ pub struct DaemonArgs {
     pub metrics_addr: Option<String>,
     #[command(flatten)]
     pub filters: FilterArgs,
+    /// Record every tracked process for this long (e.g. 2s) every --sample-every
+    #[arg(long, value_name = "DURATION")]
+    pub sample_window: Option<String>,
+    /// How often a sampled window starts (e.g. 5m; the first at a random point of it)
+    #[arg(long, value_name = "DURATION")]
+    pub sample_every: Option<String>,
+    /// Keep the state directory's traces under this total (e.g. 10G), oldest removed first
+    #[arg(long, value_name = "SIZE")]
+    pub retention_max_bytes: Option<String>,
+    /// Remove traces older than this (e.g. 7d)
+    #[arg(long, value_name = "DURATION")]
+    pub retention_max_age: Option<String>,
     /// Check the configuration, print the settings in effect, and exit
     #[arg(long)]
     pub check: bool,

@@ -284,3 +284,56 @@ fn a_trace_on_request_holds_a_window_of_the_process_calls() {
     let unresolved = trace_edges(&t).values().filter(|&&r| r < 0).count();
     assert!(unresolved <= 1, "{unresolved} unresolved");
 }
+
+#[test]
+fn sampled_windows_are_written_and_retention_removes_the_oldest() {
+    let name = "sampled_windows_are_written_and_retention_removes_the_oldest";
+    if !can_trace(name) {
+        return;
+    }
+    let dir = TempDir::new();
+    let exe = own_copy(&dir);
+    let (daemon, mut lines) = start_daemon(
+        &dir,
+        &exe,
+        &[
+            "--sample-window",
+            "300ms",
+            "--sample-every",
+            "1s",
+            // Below one trace: only the newest is kept.
+            "--retention-max-bytes",
+            "1",
+        ],
+    );
+    let mut target = Command::new(&exe)
+        .args(["loop", "5000"])
+        .env("SCENARIO_LOG", dir.path("loop.log"))
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    lines.wait_for(&format!("tracking pid {}", target.id()));
+    // The second window's trace makes retention remove the first.
+    lines.wait_for("retention removed");
+    let traces: Vec<std::path::PathBuf> = std::fs::read_dir(dir.path("state/traces"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(traces.len(), 1, "{traces:?}");
+    let file = traces[0]
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    assert!(file.starts_with("sample-"), "{file}");
+    let t = read_json(&traces[0]);
+    let rows = t["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["cat"] == "cuda_runtime" && e["pid"] == target.id())
+        .count();
+    assert!(rows > 50, "{rows} rows in a 300 ms window");
+    assert!(target.wait().unwrap().success());
+    stop(daemon);
+}

@@ -4,11 +4,13 @@
 use std::{
     net::SocketAddr,
     path::{Path, PathBuf},
+    time::Duration,
 };
 
 use anyhow::{Context as _, Result, bail};
 use serde::Deserialize;
 
+use super::retention::{Retention, parse_duration, parse_size};
 use crate::cli::DaemonArgs;
 
 pub const DEFAULT_SOCKET: &str = "/run/rocsync/rocsync.sock";
@@ -31,6 +33,10 @@ pub struct Filters {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct File {
+    sample_window: Option<String>,
+    sample_every: Option<String>,
+    retention_max_bytes: Option<String>,
+    retention_max_age: Option<String>,
     socket: Option<PathBuf>,
     group: Option<String>,
     state_dir: Option<PathBuf>,
@@ -49,6 +55,9 @@ struct File {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Config {
+    /// Sampled windows: record every tracked process for `.0` every `.1`.
+    pub sampling: Option<(Duration, Duration)>,
+    pub retention: Retention,
     pub socket: PathBuf,
     /// Besides root, members of this group may ask for traces.
     pub group: Option<u32>,
@@ -91,11 +100,38 @@ impl Config {
                 *into = from.clone();
             }
         }
+        let pick = |flag: &Option<String>, key: Option<String>| flag.clone().or(key);
+        let duration = |name: &str, v: Option<String>| -> Result<Option<Duration>> {
+            v.map(|v| parse_duration(&v).map_err(|e| anyhow::anyhow!("{name}: {e}")))
+                .transpose()
+        };
+        let window = duration(
+            "sample_window",
+            pick(&args.sample_window, file.sample_window),
+        )?;
+        let every = duration("sample_every", pick(&args.sample_every, file.sample_every))?;
+        let sampling = match (window, every) {
+            (Some(w), Some(e)) if w < e => Some((w, e)),
+            (Some(_), Some(_)) => bail!("sample_window must be shorter than sample_every"),
+            (None, None) => None,
+            _ => bail!("sampling needs both sample_window and sample_every"),
+        };
+        let retention = Retention {
+            max_bytes: pick(&args.retention_max_bytes, file.retention_max_bytes)
+                .map(|v| parse_size(&v).map_err(|e| anyhow::anyhow!("retention_max_bytes: {e}")))
+                .transpose()?,
+            max_age: duration(
+                "retention_max_age",
+                pick(&args.retention_max_age, file.retention_max_age),
+            )?,
+        };
         let group = match args.group.clone().or(file.group) {
             Some(g) => Some(group_id(&g)?),
             None => None,
         };
         Ok(Self {
+            sampling,
+            retention,
             socket: args
                 .socket
                 .clone()

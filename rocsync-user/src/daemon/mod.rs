@@ -10,6 +10,7 @@ pub mod config;
 mod discovery;
 mod exposition;
 mod http;
+mod retention;
 mod socket;
 mod traces;
 
@@ -76,6 +77,10 @@ pub async fn daemon(args: DaemonArgs, mut signals: Signals) -> Result<i32> {
     let mut active: Option<Active> = None;
     let mut next_id = 1;
     let mut stopping = false;
+    // The first sampled window at a random point of the period, so a fleet's nodes spread.
+    let mut next_sample = config
+        .sampling
+        .map(|(_, every)| tokio::time::Instant::now() + every.mul_f64(random_fraction()));
     loop {
         let deadline = active.as_ref().map(|a| a.until);
         tokio::select! {
@@ -130,10 +135,25 @@ pub async fn daemon(args: DaemonArgs, mut signals: Signals) -> Result<i32> {
                     }
                 }
             }
+            _ = sleep_until(next_sample), if next_sample.is_some() && !stopping => {
+                let (window, every) = config.sampling.expect("a sample time is sampling's");
+                next_sample = next_sample.map(|t| t + every);
+                if active.is_none() && !tracker.tracked.is_empty() {
+                    let req = traces::Request { pids: Vec::new(), duration: window, name: "sample".into() };
+                    next_id += 1;
+                    match Active::start(&mut tracker, req, &config.state_dir, next_id - 1) {
+                        Ok(a) => active = Some(a),
+                        Err(e) => eprintln!("rocsync daemon: sampled window skipped: {e:#}"),
+                    }
+                }
+            }
             _ = sleep_until(deadline), if deadline.is_some() => {
                 let a = active.as_mut().expect("a deadline is an active trace's");
                 if a.deadline(&mut tracker)? {
                     let (conn, reply) = active.take().expect("checked").finish(&mut tracker);
+                    if let Some(newest) = reply["files"].get(0).and_then(|f| f.as_str()) {
+                        config.retention.apply(&config.state_dir.join("traces"), newest.as_ref());
+                    }
                     if let Some(conn) = conn {
                         socket::answer(conn, &reply).await;
                     }
@@ -176,6 +196,15 @@ pub async fn daemon(args: DaemonArgs, mut signals: Signals) -> Result<i32> {
     tracker.probes.set_switch(Switch::default())?;
     let _ = std::fs::remove_file(&config.socket);
     Ok(0)
+}
+
+/// A number in [0, 1) that differs between runs (std's hasher keys are random).
+fn random_fraction() -> f64 {
+    use std::hash::{BuildHasher as _, Hasher as _};
+    let h = std::collections::hash_map::RandomState::new()
+        .build_hasher()
+        .finish();
+    (h >> 11) as f64 / (1u64 << 53) as f64
 }
 
 async fn sleep_until(deadline: Option<tokio::time::Instant>) {
