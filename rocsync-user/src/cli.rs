@@ -45,13 +45,16 @@ pub struct TraceArgs {
     #[arg(
         long,
         value_name = "PID",
-        required_unless_present = "all",
-        conflicts_with = "all"
+        required_unless_present_any = ["all", "flight"],
+        conflicts_with_all = ["all", "flight"]
     )]
     pub pid: Vec<u32>,
     /// Every process the daemon tracks
-    #[arg(long)]
+    #[arg(long, conflicts_with = "flight")]
     pub all: bool,
+    /// What the flight recorder holds now (every process's last seconds), at once
+    #[arg(long)]
+    pub flight: bool,
     /// How long to record
     #[arg(long, value_name = "MS", default_value_t = 1000)]
     pub duration_ms: u64,
@@ -82,6 +85,10 @@ pub struct DaemonArgs {
     pub metrics_addr: Option<String>,
     #[command(flatten)]
     pub filters: FilterArgs,
+    /// Keep every tracked process's calls of the last DURATION (e.g. 10s) in memory, for
+    /// `rocsync trace --flight` (costs a capture's per-call price all the time)
+    #[arg(long, value_name = "DURATION")]
+    pub flight_recorder: Option<String>,
     /// Record every tracked process for this long (e.g. 2s) every --sample-every
     #[arg(long, value_name = "DURATION")]
     pub sample_window: Option<String>,

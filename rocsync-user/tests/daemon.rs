@@ -8,22 +8,13 @@ mod common;
 
 use std::{
     collections::BTreeMap,
-    io::{Read as _, Write as _},
-    net::TcpStream,
+    io::Write as _,
     process::{Command, Stdio},
     time::{Duration, Instant},
 };
 
-use common::*;
-use rocsync_tests::{prom_script, read_log, scenario};
-
-fn get(addr: &str, path: &str) -> String {
-    let mut s = TcpStream::connect(addr).unwrap();
-    write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    out
-}
+use common::{daemon::*, *};
+use rocsync_tests::{prom_script, read_log};
 
 #[test]
 fn the_daemon_counts_a_new_process_calls_exactly() {
@@ -151,42 +142,6 @@ fn the_daemon_counts_a_new_process_calls_exactly() {
     assert!(status.success(), "{status:?}");
 }
 
-/// The scenario program under a path of this test's own, for the daemon's filter: other
-/// tests (and other daemons) run scenarios at the same time.
-fn own_copy(dir: &TempDir) -> std::path::PathBuf {
-    let exe = dir.path("scenario");
-    std::fs::copy(scenario(), &exe).unwrap();
-    exe
-}
-
-/// Starts a daemon counting only `exe`, with its socket and state in `dir`; returns it
-/// with its stderr lines.
-fn start_daemon(
-    dir: &TempDir,
-    exe: &std::path::Path,
-    extra: &[&str],
-) -> (std::process::Child, Lines) {
-    let mut daemon = spawn_piped(
-        rocsync()
-            .args(["daemon", "--metrics-addr", "127.0.0.1:0", "--state-dir"])
-            .arg(dir.path("state"))
-            .arg("--socket")
-            .arg(dir.path("rocsync.sock"))
-            .arg("--include-exe")
-            .arg(exe)
-            .args(extra),
-    );
-    let mut lines = Lines::of(daemon.stderr.take().unwrap());
-    lines.wait_for("SIGTERM stops");
-    (daemon, lines)
-}
-
-fn stop(mut daemon: std::process::Child) {
-    // SAFETY: signals the daemon this test started.
-    unsafe { libc::kill(daemon.id() as i32, libc::SIGTERM) };
-    assert!(daemon.wait().unwrap().success());
-}
-
 #[test]
 fn a_trace_on_request_holds_a_window_of_the_process_calls() {
     let name = "a_trace_on_request_holds_a_window_of_the_process_calls";
@@ -246,6 +201,14 @@ fn a_trace_on_request_holds_a_window_of_the_process_calls() {
         .collect();
     assert_eq!(files.len(), 1, "{files:?}");
     assert!(files[0].starts_with(dir.path("state").to_str().unwrap()));
+    // Without a flight recorder, --flight says so.
+    let flight = Command::new(env!("CARGO_BIN_EXE_rocsync"))
+        .args(["trace", "--flight", "--socket"])
+        .arg(dir.path("rocsync.sock"))
+        .output()
+        .unwrap();
+    assert!(!flight.status.success());
+    assert!(String::from_utf8_lossy(&flight.stderr).contains("flight recorder is off"));
     // Someone else cannot reach the socket at all.
     let other = trace(
         &[
@@ -283,57 +246,4 @@ fn a_trace_on_request_holds_a_window_of_the_process_calls() {
     // Each wait resolves, but a first one whose record came before the window.
     let unresolved = trace_edges(&t).values().filter(|&&r| r < 0).count();
     assert!(unresolved <= 1, "{unresolved} unresolved");
-}
-
-#[test]
-fn sampled_windows_are_written_and_retention_removes_the_oldest() {
-    let name = "sampled_windows_are_written_and_retention_removes_the_oldest";
-    if !can_trace(name) {
-        return;
-    }
-    let dir = TempDir::new();
-    let exe = own_copy(&dir);
-    let (daemon, mut lines) = start_daemon(
-        &dir,
-        &exe,
-        &[
-            "--sample-window",
-            "300ms",
-            "--sample-every",
-            "1s",
-            // Below one trace: only the newest is kept.
-            "--retention-max-bytes",
-            "1",
-        ],
-    );
-    let mut target = Command::new(&exe)
-        .args(["loop", "5000"])
-        .env("SCENARIO_LOG", dir.path("loop.log"))
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    lines.wait_for(&format!("tracking pid {}", target.id()));
-    // The second window's trace makes retention remove the first.
-    lines.wait_for("retention removed");
-    let traces: Vec<std::path::PathBuf> = std::fs::read_dir(dir.path("state/traces"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    assert_eq!(traces.len(), 1, "{traces:?}");
-    let file = traces[0]
-        .file_name()
-        .unwrap()
-        .to_string_lossy()
-        .into_owned();
-    assert!(file.starts_with("sample-"), "{file}");
-    let t = read_json(&traces[0]);
-    let rows = t["traceEvents"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|e| e["cat"] == "cuda_runtime" && e["pid"] == target.id())
-        .count();
-    assert!(rows > 50, "{rows} rows in a 300 ms window");
-    assert!(target.wait().unwrap().success());
-    stop(daemon);
 }

@@ -33,6 +33,7 @@ pub struct Filters {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct File {
+    flight_recorder: Option<String>,
     sample_window: Option<String>,
     sample_every: Option<String>,
     retention_max_bytes: Option<String>,
@@ -55,6 +56,8 @@ struct File {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Config {
+    /// Keep every tracked process's calls of this last span in memory.
+    pub flight_recorder: Option<Duration>,
     /// Sampled windows: record every tracked process for `.0` every `.1`.
     pub sampling: Option<(Duration, Duration)>,
     pub retention: Retention,
@@ -110,6 +113,10 @@ impl Config {
             pick(&args.sample_window, file.sample_window),
         )?;
         let every = duration("sample_every", pick(&args.sample_every, file.sample_every))?;
+        let flight_recorder = duration(
+            "flight_recorder",
+            pick(&args.flight_recorder, file.flight_recorder),
+        )?;
         let sampling = match (window, every) {
             (Some(w), Some(e)) if w < e => Some((w, e)),
             (Some(_), Some(_)) => bail!("sample_window must be shorter than sample_every"),
@@ -130,6 +137,7 @@ impl Config {
             None => None,
         };
         Ok(Self {
+            flight_recorder,
             sampling,
             retention,
             socket: args

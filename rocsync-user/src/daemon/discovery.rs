@@ -28,6 +28,9 @@ const COUNTED: Target = Target {
 
 pub struct Tracker {
     pub probes: Probes,
+    /// What the ring gets of a tracked process outside traces: nothing, or (flight
+    /// recorder) every call.
+    pub baseline: u32,
     pub filters: Filters,
     pub tracked: BTreeSet<u32>,
     /// (device, inode) of every file probed.
@@ -35,9 +38,10 @@ pub struct Tracker {
 }
 
 impl Tracker {
-    pub fn new(probes: Probes, filters: Filters) -> Self {
+    pub fn new(probes: Probes, filters: Filters, baseline: u32) -> Self {
         Self {
             probes,
+            baseline,
             filters,
             tracked: BTreeSet::new(),
             probed: HashSet::new(),
@@ -93,7 +97,11 @@ impl Tracker {
             }
         }
         if runtime && !self.tracked.contains(&pid) && self.admits(pid) {
-            match self.probes.set_target(pid, COUNTED) {
+            let counted = Target {
+                capture: self.baseline,
+                ..COUNTED
+            };
+            match self.probes.set_target(pid, counted) {
                 Ok(()) => {
                     self.tracked.insert(pid);
                     eprintln!("rocsync daemon: tracking pid {pid} ({})", exe(pid));
@@ -107,6 +115,11 @@ impl Tracker {
     /// trace records it.
     pub fn set_capture(&mut self, pid: u32, capture: u32) -> Result<()> {
         self.probes.set_target(pid, Target { capture, ..COUNTED })
+    }
+
+    /// Back to the baseline once a trace is done.
+    pub fn release(&mut self, pid: u32) -> Result<()> {
+        self.set_capture(pid, self.baseline)
     }
 
     /// Forgets processes that are gone.

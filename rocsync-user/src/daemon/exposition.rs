@@ -13,6 +13,8 @@ pub struct Snapshot<'a> {
     pub drops: &'a KernelDrops,
     pub tracked: usize,
     pub cpu_seconds: f64,
+    /// With the flight recorder on: records it dropped for memory before their time.
+    pub flight_evicted: Option<u64>,
 }
 
 fn header(out: &mut String, name: &str, kind: &str, help: &str) {
@@ -119,6 +121,12 @@ pub fn render(s: &Snapshot<'_>) -> String {
             "rocsync_dropped_records_total{{reason=\"{reason}\"}} {n}"
         );
     }
+    if let Some(n) = s.flight_evicted {
+        let _ = writeln!(
+            out,
+            "rocsync_dropped_records_total{{reason=\"flight_recorder_memory\"}} {n}"
+        );
+    }
     header(
         &mut out,
         "rocsync_tracked_processes",
@@ -180,6 +188,7 @@ mod tests {
             drops: &KernelDrops::default(),
             tracked: 1,
             cpu_seconds: 0.5,
+            flight_evicted: None,
         });
         let l = "api=\"hipStreamSynchronize\",device=\"1\"";
         assert!(text.contains(&format!(

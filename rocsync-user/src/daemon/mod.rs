@@ -9,6 +9,7 @@
 pub mod config;
 mod discovery;
 mod exposition;
+mod flight;
 mod http;
 mod retention;
 mod socket;
@@ -17,7 +18,7 @@ mod traces;
 use std::time::Duration;
 
 use anyhow::{Context as _, Result};
-use rocsync_common::{Decoded, PROCESS_EXIT, Switch, decode};
+use rocsync_common::{Decoded, PROCESS_EXIT, Switch, TRACE_RECORDING, decode};
 use tokio::net::TcpListener;
 
 use crate::{
@@ -34,6 +35,8 @@ use traces::Active;
 const PRUNE_EVERY: Duration = Duration::from_secs(5);
 /// How often a trace's pipeline looks for lost correlation ids.
 const TICK_EVERY: Duration = Duration::from_millis(100);
+/// How often the ring is read while a trace or the flight recorder wants call records.
+const DRAIN_EVERY: Duration = Duration::from_millis(10);
 
 pub async fn daemon(args: DaemonArgs, mut signals: Signals) -> Result<i32> {
     let mut config = Config::load(&args)?;
@@ -66,7 +69,9 @@ pub async fn daemon(args: DaemonArgs, mut signals: Signals) -> Result<i32> {
         "rocsync daemon: metrics on http://{}/metrics",
         listener.local_addr()?
     );
-    let mut tracker = Tracker::new(probes, config.filters.clone());
+    let mut flight = config.flight_recorder.map(flight::FlightRecorder::new);
+    let baseline = if flight.is_some() { TRACE_RECORDING } else { 0 };
+    let mut tracker = Tracker::new(probes, config.filters.clone(), baseline);
     tracker.scan_all();
     eprintln!(
         "rocsync daemon: tracking {} process(es); SIGHUP reloads, SIGTERM stops",
@@ -74,6 +79,7 @@ pub async fn daemon(args: DaemonArgs, mut signals: Signals) -> Result<i32> {
     );
     let mut prune = tokio::time::interval(PRUNE_EVERY);
     let mut tick = tokio::time::interval(TICK_EVERY);
+    let mut poll = tokio::time::interval(DRAIN_EVERY);
     let mut active: Option<Active> = None;
     let mut next_id = 1;
     let mut stopping = false;
@@ -86,23 +92,17 @@ pub async fn daemon(args: DaemonArgs, mut signals: Signals) -> Result<i32> {
         tokio::select! {
             guard = ring.readable_mut() => {
                 let mut guard = guard?;
-                while let Some(item) = guard.get_inner_mut().next() {
-                    match decode(&item) {
-                        Ok(Decoded::LinkMap(r)) => tracker.look(r.pid),
-                        Ok(Decoded::Process(r)) if r.event == PROCESS_EXIT => {}
-                        Ok(Decoded::Process(r)) => tracker.look(r.pid),
-                        _ => {
-                            if let Some(a) = &mut active {
-                                a.record(&item);
-                            }
-                        }
-                    }
-                }
+                drain(guard.get_inner_mut(), &mut tracker, &mut flight, &mut active);
                 guard.clear_ready();
+            }
+            // Call records wake the reader only in bulk: read them while anyone wants them.
+            _ = poll.tick(), if active.is_some() || flight.is_some() => {
+                drain(ring.get_mut(), &mut tracker, &mut flight, &mut active);
             }
             conn = listener.accept() => {
                 if let Ok((conn, _)) = conn {
-                    http::serve(conn, |path| route(path, &tracker)).await;
+                    let evicted = flight.as_ref().map(|f| f.evicted);
+                    http::serve(conn, |path| route(path, &tracker, evicted)).await;
                 }
             }
             conn = requests.accept(), if !stopping => {
@@ -114,6 +114,18 @@ pub async fn daemon(args: DaemonArgs, mut signals: Signals) -> Result<i32> {
                     }
                     let started = match (socket::read_request(&mut conn).await, &active) {
                         (Err(e), _) => Err(e),
+                        (Ok(req), _) if req.flight => {
+                            next_id += 1;
+                            let reply = match &flight {
+                                None => json!({ "error": "the flight recorder is off: start the daemon with --flight-recorder 10s" }),
+                                Some(f) => match traces::dump(f.records(), &config.state_dir, next_id - 1) {
+                                    Ok(files) => json!({ "files": files }),
+                                    Err(e) => json!({ "error": format!("writing the traces: {e:#}") }),
+                                },
+                            };
+                            socket::answer(conn, &reply).await;
+                            continue;
+                        }
                         (Ok(_), Some(a)) => Err(anyhow::anyhow!(
                             "busy: trace {} of pid(s) {:?} is recording; ask again when it ends",
                             a.id, a.pids
@@ -139,7 +151,12 @@ pub async fn daemon(args: DaemonArgs, mut signals: Signals) -> Result<i32> {
                 let (window, every) = config.sampling.expect("a sample time is sampling's");
                 next_sample = next_sample.map(|t| t + every);
                 if active.is_none() && !tracker.tracked.is_empty() {
-                    let req = traces::Request { pids: Vec::new(), duration: window, name: "sample".into() };
+                    let req = traces::Request {
+                        flight: false,
+                        pids: Vec::new(),
+                        duration: window,
+                        name: "sample".into(),
+                    };
                     next_id += 1;
                     match Active::start(&mut tracker, req, &config.state_dir, next_id - 1) {
                         Ok(a) => active = Some(a),
@@ -148,6 +165,8 @@ pub async fn daemon(args: DaemonArgs, mut signals: Signals) -> Result<i32> {
                 }
             }
             _ = sleep_until(deadline), if deadline.is_some() => {
+                // What the probes wrote up to now belongs to this trace.
+                drain(ring.get_mut(), &mut tracker, &mut flight, &mut active);
                 let a = active.as_mut().expect("a deadline is an active trace's");
                 if a.deadline(&mut tracker)? {
                     let (conn, reply) = active.take().expect("checked").finish(&mut tracker);
@@ -214,7 +233,32 @@ async fn sleep_until(deadline: Option<tokio::time::Instant>) {
     }
 }
 
-fn route(path: &str, tracker: &Tracker) -> http::Response {
+/// Reads what the probes wrote: announcements feed discovery, call records the flight
+/// recorder and the trace in progress.
+fn drain(
+    ring: &mut aya::maps::RingBuf<aya::maps::MapData>,
+    tracker: &mut Tracker,
+    flight: &mut Option<flight::FlightRecorder>,
+    active: &mut Option<Active>,
+) {
+    while let Some(item) = ring.next() {
+        match decode(&item) {
+            Ok(Decoded::LinkMap(r)) => tracker.look(r.pid),
+            Ok(Decoded::Process(r)) if r.event == PROCESS_EXIT => {}
+            Ok(Decoded::Process(r)) => tracker.look(r.pid),
+            _ => {
+                if let Some(f) = flight {
+                    f.keep(&item);
+                }
+                if let Some(a) = active {
+                    a.record(&item);
+                }
+            }
+        }
+    }
+}
+
+fn route(path: &str, tracker: &Tracker, flight_evicted: Option<u64>) -> http::Response {
     match path {
         "/metrics" => match (tracker.probes.metrics(), tracker.probes.drops()) {
             (Ok(series), Ok(drops)) => (
@@ -225,6 +269,7 @@ fn route(path: &str, tracker: &Tracker) -> http::Response {
                     drops: &drops,
                     tracked: tracker.tracked.len(),
                     cpu_seconds: exposition::own_cpu_seconds(),
+                    flight_evicted,
                 }),
             ),
             (Err(e), _) | (_, Err(e)) => (

@@ -1,7 +1,8 @@
 //! The daemon's unix socket: one JSON request per connection, from root or a member of
 //! the configured group (checked by the peer's credentials), answered with one JSON line.
 //!
-//! Request: `{"trace": {"pids": [P, …], "all": bool, "duration_ms": N, "name": S}}`.
+//! Request: `{"trace": {"pids": [P, …], "all": bool, "flight": bool, "duration_ms": N,
+//! "name": S}}`.
 //! Answer: `{"files": [PATH, …]}` once written, or `{"error": MESSAGE}`.
 
 use std::{os::unix::fs::PermissionsExt as _, path::Path, time::Duration};
@@ -79,6 +80,7 @@ fn parse(line: &str) -> Result<Request> {
         .get("trace")
         .context("unknown request: expected {\"trace\": …}")?;
     let all = t["all"].as_bool().unwrap_or(false);
+    let flight = t["flight"].as_bool().unwrap_or(false);
     let pids: Vec<u32> = match t.get("pids") {
         Some(p) => p
             .as_array()
@@ -89,7 +91,10 @@ fn parse(line: &str) -> Result<Request> {
             .context("\"pids\" must hold process ids")?,
         None => Vec::new(),
     };
-    if pids.is_empty() != all {
+    if flight && (all || !pids.is_empty()) {
+        bail!("\"flight\" writes every process the recorder holds: no \"pids\" or \"all\"");
+    }
+    if !flight && pids.is_empty() != all {
         bail!("name processes with \"pids\", or ask for \"all\": one of the two");
     }
     let ms = t["duration_ms"].as_u64().unwrap_or(1000);
@@ -101,6 +106,7 @@ fn parse(line: &str) -> Result<Request> {
         );
     }
     Ok(Request {
+        flight,
         pids,
         duration,
         name: stem(t["name"].as_str())?,
@@ -128,6 +134,8 @@ mod tests {
             (vec![12, 13], 250, "step-9")
         );
         assert!(parse(r#"{"trace":{"all":true}}"#).unwrap().pids.is_empty());
+        assert!(parse(r#"{"trace":{"flight":true}}"#).unwrap().flight);
+        assert!(parse(r#"{"trace":{"flight":true,"all":true}}"#).is_err());
         for bad in [
             "nope",
             r#"{"status":{}}"#,

@@ -9,7 +9,7 @@ use std::{
 };
 
 use anyhow::{Result, bail};
-use rocsync_common::{TRACE_RECORDING, TRACE_STOPPING};
+use rocsync_common::{RECORD_ENTRY, TRACE_RECORDING, TRACE_STOPPING};
 use serde_json::json;
 use tokio::{net::UnixStream, time::Instant};
 
@@ -31,6 +31,8 @@ pub const MAX_DURATION: Duration = Duration::from_secs(3600);
 /// What a client asks for.
 #[derive(Debug)]
 pub struct Request {
+    /// What the flight recorder holds, at once (no `pids`).
+    pub flight: bool,
     /// Empty: every tracked process.
     pub pids: Vec<u32>,
     pub duration: Duration,
@@ -68,17 +70,7 @@ impl Active {
         if pids.is_empty() {
             bail!("no process is tracked");
         }
-        let dir = state_dir.join("traces");
-        std::fs::create_dir_all(&dir)?;
-        let path = dir.join(format!("{}-{id}.json", req.name));
-        let mut outputs = Outputs::at(path, false, None)?;
-        let header = Header {
-            clock_offset_ns: clock::realtime_offset_ns(),
-            start_ns: clock::monotonic_ns() as u64,
-            command: vec![format!("rocsync daemon: trace {id}")],
-            from_start: false,
-        };
-        let pipeline = Pipeline::new(outputs.open(header)?, false);
+        let (pipeline, outputs) = open(state_dir, &req.name, id)?;
         for &pid in &pids {
             tracker.set_capture(pid, TRACE_RECORDING)?;
         }
@@ -97,8 +89,12 @@ impl Active {
         })
     }
 
-    /// A ring record of a recorded process.
+    /// A ring record of a recorded process. Once stopping, only returns (with the flight
+    /// recorder on, entries keep coming: they are the recorder's, not this trace's).
     pub fn record(&mut self, bytes: &[u8]) {
+        if self.stopping && bytes.get(..4) == Some(&RECORD_ENTRY.to_ne_bytes()) {
+            return;
+        }
         let _ = self.pipeline.record(bytes);
     }
 
@@ -112,8 +108,10 @@ impl Active {
         if self.stopping {
             return Ok(true);
         }
-        for &pid in &self.pids {
-            tracker.set_capture(pid, TRACE_STOPPING)?;
+        if tracker.baseline == 0 {
+            for &pid in &self.pids {
+                tracker.set_capture(pid, TRACE_STOPPING)?;
+            }
         }
         self.pipeline.stopping();
         self.stopping = true;
@@ -124,7 +122,7 @@ impl Active {
     /// Writes the traces; returns the client's stream and what to send on it.
     pub fn finish(self, tracker: &mut Tracker) -> (Option<UnixStream>, serde_json::Value) {
         for &pid in &self.pids {
-            let _ = tracker.set_capture(pid, 0);
+            let _ = tracker.release(pid);
         }
         let written: Result<Vec<PathBuf>> = self
             .pipeline
@@ -145,6 +143,42 @@ impl Active {
         };
         (self.reply, reply)
     }
+}
+
+/// Opens a trace's outputs in the state directory and the pipeline into them.
+fn open(state_dir: &Path, name: &str, id: u64) -> Result<(Pipeline<CaptureSink>, Outputs)> {
+    let dir = state_dir.join("traces");
+    std::fs::create_dir_all(&dir)?;
+    let mut outputs = Outputs::at(dir.join(format!("{name}-{id}.json")), false, None)?;
+    let header = Header {
+        clock_offset_ns: clock::realtime_offset_ns(),
+        start_ns: clock::monotonic_ns() as u64,
+        command: vec![format!("rocsync daemon: trace {id}")],
+        from_start: false,
+    };
+    let pipeline = Pipeline::new(outputs.open(header)?, false);
+    Ok((pipeline, outputs))
+}
+
+/// Writes what the flight recorder holds (every process's last seconds) as traces.
+pub fn dump<'a>(
+    records: impl Iterator<Item = &'a [u8]>,
+    state_dir: &Path,
+    id: u64,
+) -> Result<Vec<PathBuf>> {
+    let (mut pipeline, outputs) = open(state_dir, "flight", id)?;
+    for r in records {
+        let _ = pipeline.record(r);
+    }
+    pipeline.stopping();
+    let (sink, stats) = pipeline.finish()?;
+    let report = Report {
+        parameters: json!({ "mode": "daemon flight recorder", "id": id }),
+        libraries: Vec::new(),
+        single_stepped: Vec::new(),
+        processes: Default::default(),
+    };
+    outputs.finish(sink, &stats, report)
 }
 
 /// A file name stem from a client: letters, digits, `-` and `_` only.

@@ -2,6 +2,7 @@
 #![allow(dead_code, unused_imports)]
 
 mod capture;
+pub mod daemon;
 mod launch;
 pub mod pipeline;
 

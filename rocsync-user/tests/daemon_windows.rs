@@ -1,0 +1,139 @@
+//! The daemon's sampled windows, retention and flight recorder: traces the daemon writes
+//! without being asked at that moment, checked against the process's own log. Needs root.
+
+mod common;
+
+use std::{
+    process::{Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use common::{daemon::*, *};
+use rocsync_tests::read_log;
+
+#[test]
+fn sampled_windows_are_written_and_retention_removes_the_oldest() {
+    let name = "sampled_windows_are_written_and_retention_removes_the_oldest";
+    if !can_trace(name) {
+        return;
+    }
+    let dir = TempDir::new();
+    let exe = own_copy(&dir);
+    let (daemon, mut lines) = start_daemon(
+        &dir,
+        &exe,
+        &[
+            "--sample-window",
+            "300ms",
+            "--sample-every",
+            "1s",
+            // Below one trace: only the newest is kept.
+            "--retention-max-bytes",
+            "1",
+        ],
+    );
+    let mut target = Command::new(&exe)
+        .args(["loop", "5000"])
+        .env("SCENARIO_LOG", dir.path("loop.log"))
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    lines.wait_for(&format!("tracking pid {}", target.id()));
+    // The second window's trace makes retention remove the first.
+    lines.wait_for("retention removed");
+    let traces: Vec<std::path::PathBuf> = std::fs::read_dir(dir.path("state/traces"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(traces.len(), 1, "{traces:?}");
+    let file = traces[0]
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    assert!(file.starts_with("sample-"), "{file}");
+    let t = read_json(&traces[0]);
+    let rows = t["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["cat"] == "cuda_runtime" && e["pid"] == target.id())
+        .count();
+    assert!(rows > 50, "{rows} rows in a 300 ms window");
+    assert!(target.wait().unwrap().success());
+    stop(daemon);
+}
+
+#[test]
+fn the_flight_recorder_writes_the_last_seconds_on_request() {
+    let name = "the_flight_recorder_writes_the_last_seconds_on_request";
+    if !can_trace(name) {
+        return;
+    }
+    let dir = TempDir::new();
+    let exe = own_copy(&dir);
+    let (daemon, mut lines) = start_daemon(&dir, &exe, &["--flight-recorder", "1s"]);
+    let addr = lines
+        .1
+        .iter()
+        .find_map(|l| l.split("http://").nth(1))
+        .unwrap()
+        .trim_end_matches("/metrics")
+        .to_string();
+    let log = dir.path("loop.log");
+    let mut target = Command::new(&exe)
+        .args(["loop", "4000"])
+        .env("SCENARIO_LOG", &log)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    lines.wait_for(&format!("tracking pid {}", target.id()));
+    // Ask once the kernel has counted well over a second's worth of calls.
+    let start = Instant::now();
+    while !get(&addr, "/metrics").lines().any(|l| {
+        l.starts_with("rocsync_sync_calls_total{api=\"hipEventRecord\"")
+            && l.rsplit(' ').next().and_then(|n| n.parse::<f64>().ok()) > Some(2000.0)
+    }) {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "no calls counted"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_rocsync"))
+        .args(["trace", "--flight", "--socket"])
+        .arg(dir.path("rocsync.sock"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let file = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    assert!(file.contains("flight-"), "{file}");
+    assert!(target.wait().unwrap().success());
+    stop(daemon);
+    let t = read_json(std::path::Path::new(&file));
+    let mut rows: Vec<&serde_json::Value> = t["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["cat"] == "cuda_runtime")
+        .collect();
+    rows.sort_by_key(|e| e["args"]["correlation"].as_u64());
+    assert!(rows.len() > 100, "{} rows", rows.len());
+    assert!(rows.iter().all(|e| e["pid"] == target.id()));
+    // The last second (and a little: records are dropped by when they were read).
+    let ts = |e: &serde_json::Value| e["ts"].as_f64().unwrap();
+    let span = rows.iter().map(|e| ts(e)).fold(f64::MIN, f64::max)
+        - rows.iter().map(|e| ts(e)).fold(f64::MAX, f64::min);
+    assert!(span < 1_500_000.0, "{span} µs held");
+    let got: Vec<&str> = rows.iter().map(|e| e["name"].as_str().unwrap()).collect();
+    let logged = probed(&read_log(&log));
+    let apis: Vec<&str> = logged.iter().map(|l| l.api.as_str()).collect();
+    assert!(
+        apis.windows(got.len()).any(|w| w == got.as_slice()),
+        "the held calls are a contiguous run of the log"
+    );
+}
