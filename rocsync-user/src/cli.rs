@@ -85,6 +85,10 @@ pub struct DaemonArgs {
     pub metrics_addr: Option<String>,
     #[command(flatten)]
     pub filters: FilterArgs,
+    /// Also answer dynolog's `dyno gputrace` here (e.g. 127.0.0.1:1778; it has no
+    /// authentication: keep it on localhost); its log files must lie in the state directory
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub dynolog_addr: Option<String>,
     /// Keep every tracked process's calls of the last DURATION (e.g. 10s) in memory, for
     /// `rocsync trace --flight` (costs a capture's per-call price all the time)
     #[arg(long, value_name = "DURATION")]

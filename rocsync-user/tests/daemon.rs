@@ -247,3 +247,89 @@ fn a_trace_on_request_holds_a_window_of_the_process_calls() {
     let unresolved = trace_edges(&t).values().filter(|&&r| r < 0).count();
     assert!(unresolved <= 1, "{unresolved} unresolved");
 }
+
+/// One request as `dyno gputrace` sends it (native-endian i32 length, then JSON); the
+/// answer.
+fn dyno(addr: &str, pids: &[u32], log: &std::path::Path, ms: u64) -> serde_json::Value {
+    use std::io::Read as _;
+    let config = format!(
+        "ACTIVITIES_LOG_FILE={}\nPROFILE_START_TIME=0\nACTIVITIES_DURATION_MSECS={ms}",
+        log.display()
+    );
+    let req = serde_json::json!({
+        "fn": "setKinetOnDemandRequest", "config": config, "job_id": 0, "pids": pids,
+        "process_limit": 3,
+    })
+    .to_string();
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.write_all(&(req.len() as i32).to_ne_bytes()).unwrap();
+    s.write_all(req.as_bytes()).unwrap();
+    let mut len = [0u8; 4];
+    s.read_exact(&mut len).unwrap();
+    let mut body = vec![0; i32::from_ne_bytes(len) as usize];
+    s.read_exact(&mut body).unwrap();
+    serde_json::from_slice(&body).unwrap()
+}
+
+#[test]
+fn dyno_gputrace_requests_make_kineto_named_traces() {
+    let name = "dyno_gputrace_requests_make_kineto_named_traces";
+    if !can_trace(name) {
+        return;
+    }
+    let dir = TempDir::new();
+    let exe = own_copy(&dir);
+    let (daemon, mut lines) = start_daemon(&dir, &exe, &["--dynolog-addr", "127.0.0.1:0"]);
+    let addr = lines
+        .1
+        .iter()
+        .find_map(|l| l.strip_prefix("rocsync daemon: dynolog requests on "))
+        .unwrap()
+        .to_string();
+    let log = dir.path("loop.log");
+    let mut target = Command::new(&exe)
+        .args(["loop", "3000"])
+        .env("SCENARIO_LOG", &log)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = target.id();
+    lines.wait_for(&format!("tracking pid {pid}"));
+    // Log files must lie in the state directory.
+    let refused = dyno(&addr, &[pid], std::path::Path::new("/tmp/t.json"), 300);
+    assert_eq!(refused["processesMatched"], serde_json::json!([]));
+    assert!(
+        refused["error"].as_str().unwrap().contains("outside"),
+        "{refused}"
+    );
+    std::fs::create_dir(dir.path("state/dyno")).unwrap();
+    let asked = dir.path("state/dyno/t.json");
+    let answer = dyno(&addr, &[pid], &asked, 400);
+    assert_eq!(
+        answer["processesMatched"],
+        serde_json::json!([pid]),
+        "{answer}"
+    );
+    // Written when the window ends, where dyno says: <log>_<pid>.json.
+    let file = dir.path(&format!("state/dyno/t_{pid}.json"));
+    let start = Instant::now();
+    while !file.exists() {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "no {}",
+            file.display()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(target.wait().unwrap().success());
+    stop(daemon);
+    let t = read_json(&file);
+    let rows = t["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["cat"] == "cuda_runtime")
+        .inspect(|e| assert_eq!(e["pid"], pid))
+        .count();
+    assert!(rows > 50, "{rows} rows in 400 ms");
+}

@@ -33,6 +33,7 @@ pub struct Filters {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct File {
+    dynolog_addr: Option<String>,
     flight_recorder: Option<String>,
     sample_window: Option<String>,
     sample_every: Option<String>,
@@ -56,6 +57,8 @@ struct File {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Config {
+    /// Answer dynolog's `dyno gputrace` here.
+    pub dynolog_addr: Option<SocketAddr>,
     /// Keep every tracked process's calls of this last span in memory.
     pub flight_recorder: Option<Duration>,
     /// Sampled windows: record every tracked process for `.0` every `.1`.
@@ -113,6 +116,12 @@ impl Config {
             pick(&args.sample_window, file.sample_window),
         )?;
         let every = duration("sample_every", pick(&args.sample_every, file.sample_every))?;
+        let dynolog_addr = pick(&args.dynolog_addr, file.dynolog_addr)
+            .map(|a| {
+                a.parse()
+                    .with_context(|| format!("--dynolog-addr {a:?}: expected ADDRESS:PORT"))
+            })
+            .transpose()?;
         let flight_recorder = duration(
             "flight_recorder",
             pick(&args.flight_recorder, file.flight_recorder),
@@ -137,6 +146,7 @@ impl Config {
             None => None,
         };
         Ok(Self {
+            dynolog_addr,
             flight_recorder,
             sampling,
             retention,

@@ -8,6 +8,7 @@
 
 pub mod config;
 mod discovery;
+mod dynolog;
 mod exposition;
 mod flight;
 mod http;
@@ -61,6 +62,16 @@ pub async fn daemon(args: DaemonArgs, mut signals: Signals) -> Result<i32> {
         .await
         .with_context(|| format!("cannot listen on {}", config.metrics_addr))?;
     let requests = socket::listen(&config.socket, config.group)?;
+    let dyno = match config.dynolog_addr {
+        Some(a) => {
+            let l = TcpListener::bind(a)
+                .await
+                .with_context(|| format!("cannot listen on {a} for dynolog"))?;
+            eprintln!("rocsync daemon: dynolog requests on {}", l.local_addr()?);
+            Some(l)
+        }
+        None => None,
+    };
     eprintln!(
         "rocsync daemon: traces on request at {}",
         config.socket.display()
@@ -147,6 +158,36 @@ pub async fn daemon(args: DaemonArgs, mut signals: Signals) -> Result<i32> {
                     }
                 }
             }
+            conn = accept(&dyno), if !stopping => {
+                let Ok(mut conn) = conn else { continue };
+                let asked = dynolog::read(&mut conn)
+                    .await
+                    .and_then(|v| dynolog::parse(&v, &config.state_dir));
+                let reply = match (asked, &active) {
+                    (Err(e), _) => dynolog::answer(&[], false, Some(format!("{e:#}"))),
+                    (Ok(_), Some(_)) => dynolog::answer(&[], true, None),
+                    (Ok(d), None) => {
+                        let name = d.log_file.file_stem().map_or("trace".into(), |s| s.to_string_lossy().into_owned());
+                        let req = traces::Request {
+                            flight: false,
+                            pids: d.pids,
+                            duration: d.duration,
+                            name,
+                            output: Some(d.log_file),
+                        };
+                        next_id += 1;
+                        match Active::start(&mut tracker, req, &config.state_dir, next_id - 1) {
+                            Ok(a) => {
+                                let matched = dynolog::answer(&a.pids, false, None);
+                                active = Some(a);
+                                matched
+                            }
+                            Err(e) => dynolog::answer(&[], false, Some(format!("{e:#}"))),
+                        }
+                    }
+                };
+                dynolog::write(&mut conn, &reply).await;
+            }
             _ = sleep_until(next_sample), if next_sample.is_some() && !stopping => {
                 let (window, every) = config.sampling.expect("a sample time is sampling's");
                 next_sample = next_sample.map(|t| t + every);
@@ -156,6 +197,7 @@ pub async fn daemon(args: DaemonArgs, mut signals: Signals) -> Result<i32> {
                         pids: Vec::new(),
                         duration: window,
                         name: "sample".into(),
+                        output: None,
                     };
                     next_id += 1;
                     match Active::start(&mut tracker, req, &config.state_dir, next_id - 1) {
@@ -215,6 +257,14 @@ pub async fn daemon(args: DaemonArgs, mut signals: Signals) -> Result<i32> {
     tracker.probes.set_switch(Switch::default())?;
     let _ = std::fs::remove_file(&config.socket);
     Ok(0)
+}
+
+/// The next connection on an optional listener (never, without one).
+async fn accept(l: &Option<TcpListener>) -> std::io::Result<tokio::net::TcpStream> {
+    match l {
+        Some(l) => l.accept().await.map(|(c, _)| c),
+        None => std::future::pending().await,
+    }
 }
 
 /// A number in [0, 1) that differs between runs (std's hasher keys are random).

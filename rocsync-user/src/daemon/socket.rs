@@ -110,6 +110,7 @@ fn parse(line: &str) -> Result<Request> {
         pids,
         duration,
         name: stem(t["name"].as_str())?,
+        output: None,
     })
 }
 

@@ -38,6 +38,9 @@ pub struct Request {
     pub duration: Duration,
     /// The traces' file name stem (letters, digits, `-`, `_`).
     pub name: String,
+    /// Where to write instead (dynolog's log file, confined to the state directory):
+    /// always `<stem>_<pid>.json`.
+    pub output: Option<PathBuf>,
 }
 
 pub struct Active {
@@ -70,7 +73,7 @@ impl Active {
         if pids.is_empty() {
             bail!("no process is tracked");
         }
-        let (pipeline, outputs) = open(state_dir, &req.name, id)?;
+        let (pipeline, outputs) = open(state_dir, &req.name, id, req.output.as_deref())?;
         for &pid in &pids {
             tracker.set_capture(pid, TRACE_RECORDING)?;
         }
@@ -146,17 +149,25 @@ impl Active {
 }
 
 /// Opens a trace's outputs in the state directory and the pipeline into them.
-fn open(state_dir: &Path, name: &str, id: u64) -> Result<(Pipeline<CaptureSink>, Outputs)> {
+fn open(
+    state_dir: &Path,
+    name: &str,
+    id: u64,
+    output: Option<&Path>,
+) -> Result<(Pipeline<CaptureSink>, Outputs)> {
     let dir = state_dir.join("traces");
     std::fs::create_dir_all(&dir)?;
-    let mut outputs = Outputs::at(dir.join(format!("{name}-{id}.json")), false, None)?;
+    let path = output.map_or_else(|| dir.join(format!("{name}-{id}.json")), Path::to_path_buf);
+    let mut outputs = Outputs::at(path, false, None)?;
     let header = Header {
         clock_offset_ns: clock::realtime_offset_ns(),
         start_ns: clock::monotonic_ns() as u64,
         command: vec![format!("rocsync daemon: trace {id}")],
         from_start: false,
     };
-    let pipeline = Pipeline::new(outputs.open(header)?, false);
+    let mut sink = outputs.open(header)?;
+    sink.0.always_per_process = output.is_some();
+    let pipeline = Pipeline::new(sink, false);
     Ok((pipeline, outputs))
 }
 
@@ -166,7 +177,7 @@ pub fn dump<'a>(
     state_dir: &Path,
     id: u64,
 ) -> Result<Vec<PathBuf>> {
-    let (mut pipeline, outputs) = open(state_dir, "flight", id)?;
+    let (mut pipeline, outputs) = open(state_dir, "flight", id, None)?;
     for r in records {
         let _ = pipeline.record(r);
     }

@@ -58,6 +58,9 @@ pub struct ProcessTraces {
     start_ns: u64,
     /// Standard output cannot be split: every process goes into it.
     shared: bool,
+    /// Name every file `<stem>_<pid><ext>`, one process or several (Kineto's on-demand
+    /// naming, which dynolog's client prints).
+    pub always_per_process: bool,
     traces: BTreeMap<u32, Trace>,
 }
 
@@ -77,6 +80,7 @@ impl ProcessTraces {
             clock_offset_ns,
             start_ns,
             traces: BTreeMap::new(),
+            always_per_process: false,
         }
     }
 
@@ -111,7 +115,7 @@ impl ProcessTraces {
             // Nothing traced: an empty trace still says so.
             self.writer(0)?;
         }
-        let several = self.traces.len() > 1;
+        let several = self.traces.len() > 1 || (self.always_per_process && !self.shared);
         let finals: Vec<(u32, PathBuf)> = self
             .traces
             .keys()
