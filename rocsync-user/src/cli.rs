@@ -45,13 +45,19 @@ pub struct TraceArgs {
     #[arg(
         long,
         value_name = "PID",
-        required_unless_present_any = ["all", "flight"],
-        conflicts_with_all = ["all", "flight"]
+        required_unless_present_any = ["all", "flight", "cgroup"],
+        conflicts_with_all = ["all", "flight", "cgroup"]
     )]
     pub pid: Vec<u32>,
     /// Every process the daemon tracks
-    #[arg(long, conflicts_with = "flight")]
+    #[arg(long, conflicts_with_all = ["flight", "cgroup"])]
     pub all: bool,
+    /// The tracked processes whose cgroup path contains PATH (a pod, a container)
+    #[arg(long, value_name = "PATH", conflicts_with = "flight")]
+    pub cgroup: Option<String>,
+    /// Record only these agents (devices), e.g. 0,1
+    #[arg(long, value_name = "LIST", conflicts_with = "flight")]
+    pub agents: Option<String>,
     /// What the flight recorder holds now (every process's last seconds), at once
     #[arg(long)]
     pub flight: bool,

@@ -201,6 +201,43 @@ fn a_trace_on_request_holds_a_window_of_the_process_calls() {
         .collect();
     assert_eq!(files.len(), 1, "{files:?}");
     assert!(files[0].starts_with(dir.path("state").to_str().unwrap()));
+    // By cgroup and agents too; the metrics count the traces written.
+    let cgroup = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
+    let cgroup = cgroup
+        .lines()
+        .next()
+        .unwrap()
+        .rsplit("::")
+        .next()
+        .unwrap()
+        .to_string();
+    let by_cgroup = Command::new(env!("CARGO_BIN_EXE_rocsync"))
+        .args([
+            "trace",
+            "--duration-ms",
+            "200",
+            "--agents",
+            "0",
+            "--cgroup",
+            &cgroup,
+        ])
+        .arg("--socket")
+        .arg(dir.path("rocsync.sock"))
+        .output()
+        .unwrap();
+    assert!(
+        by_cgroup.status.success(),
+        "{}",
+        String::from_utf8_lossy(&by_cgroup.stderr)
+    );
+    let addr = lines
+        .1
+        .iter()
+        .find_map(|l| l.split("http://").nth(1))
+        .unwrap()
+        .trim_end_matches("/metrics")
+        .to_string();
+    assert!(get(&addr, "/metrics").contains("rocsync_traces_written_total 2"));
     // Without a flight recorder, --flight says so.
     let flight = Command::new(env!("CARGO_BIN_EXE_rocsync"))
         .args(["trace", "--flight", "--socket"])

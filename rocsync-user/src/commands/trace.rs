@@ -19,7 +19,8 @@ pub fn trace(args: TraceArgs) -> Result<i32> {
         )
     })?;
     let request = json!({ "trace": {
-        "pids": args.pid, "all": args.all, "flight": args.flight,
+        "pids": args.pid, "all": args.all, "flight": args.flight, "cgroup": args.cgroup,
+        "agents": args.agents,
         "duration_ms": args.duration_ms, "name": args.name,
     }});
     writeln!(conn, "{request}")?;

@@ -111,15 +111,20 @@ impl Tracker {
         }
     }
 
-    /// Sets what the ring gets of a tracked process: nothing (0), or its calls while a
-    /// trace records it.
-    pub fn set_capture(&mut self, pid: u32, capture: u32) -> Result<()> {
-        self.probes.set_target(pid, Target { capture, ..COUNTED })
+    /// Sets what the ring gets of a tracked process: nothing (0), or its calls (of
+    /// `agents`, a mask; 0 is every agent) while a trace records it.
+    pub fn set_capture(&mut self, pid: u32, capture: u32, agents: u64) -> Result<()> {
+        let t = Target {
+            capture,
+            agents,
+            ..COUNTED
+        };
+        self.probes.set_target(pid, t)
     }
 
     /// Back to the baseline once a trace is done.
     pub fn release(&mut self, pid: u32) -> Result<()> {
-        self.set_capture(pid, self.baseline)
+        self.set_capture(pid, self.baseline, 0)
     }
 
     /// Forgets processes that are gone.

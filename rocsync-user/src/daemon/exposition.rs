@@ -15,6 +15,8 @@ pub struct Snapshot<'a> {
     pub cpu_seconds: f64,
     /// With the flight recorder on: records it dropped for memory before their time.
     pub flight_evicted: Option<u64>,
+    /// Trace files written (on request, sampled, flight recorder, dynolog).
+    pub traces_written: u64,
 }
 
 fn header(out: &mut String, name: &str, kind: &str, help: &str) {
@@ -136,6 +138,13 @@ pub fn render(s: &Snapshot<'_>) -> String {
     let _ = writeln!(out, "rocsync_tracked_processes {}", s.tracked);
     header(
         &mut out,
+        "rocsync_traces_written_total",
+        "counter",
+        "Trace files the daemon wrote (on request, sampled, flight recorder, dynolog).",
+    );
+    let _ = writeln!(out, "rocsync_traces_written_total {}", s.traces_written);
+    header(
+        &mut out,
         "rocsync_daemon_cpu_seconds_total",
         "counter",
         "CPU time the daemon itself used (user and system).",
@@ -189,6 +198,7 @@ mod tests {
             tracked: 1,
             cpu_seconds: 0.5,
             flight_evicted: None,
+            traces_written: 2,
         });
         let l = "api=\"hipStreamSynchronize\",device=\"1\"";
         assert!(text.contains(&format!(
@@ -201,5 +211,6 @@ mod tests {
             "rocsync_sync_wait_seconds_bucket{{{l},le=\"+Inf\"}} 3"
         )));
         assert!(text.contains(&format!("rocsync_sync_wait_seconds_count{{{l}}} 3")));
+        assert!(text.contains("rocsync_traces_written_total 2"));
     }
 }

@@ -94,6 +94,7 @@ pub async fn daemon(args: DaemonArgs, mut signals: Signals) -> Result<i32> {
     let mut active: Option<Active> = None;
     let mut next_id = 1;
     let mut stopping = false;
+    let mut traces_written = 0u64;
     // The first sampled window at a random point of the period, so a fleet's nodes spread.
     let mut next_sample = config
         .sampling
@@ -113,7 +114,7 @@ pub async fn daemon(args: DaemonArgs, mut signals: Signals) -> Result<i32> {
             conn = listener.accept() => {
                 if let Ok((conn, _)) = conn {
                     let evicted = flight.as_ref().map(|f| f.evicted);
-                    http::serve(conn, |path| route(path, &tracker, evicted)).await;
+                    http::serve(conn, |path| route(path, &tracker, evicted, traces_written)).await;
                 }
             }
             conn = requests.accept(), if !stopping => {
@@ -130,7 +131,10 @@ pub async fn daemon(args: DaemonArgs, mut signals: Signals) -> Result<i32> {
                             let reply = match &flight {
                                 None => json!({ "error": "the flight recorder is off: start the daemon with --flight-recorder 10s" }),
                                 Some(f) => match traces::dump(f.records(), &config.state_dir, next_id - 1) {
-                                    Ok(files) => json!({ "files": files }),
+                                    Ok(files) => {
+                                        traces_written += files.len() as u64;
+                                        json!({ "files": files })
+                                    }
                                     Err(e) => json!({ "error": format!("writing the traces: {e:#}") }),
                                 },
                             };
@@ -171,6 +175,8 @@ pub async fn daemon(args: DaemonArgs, mut signals: Signals) -> Result<i32> {
                         let req = traces::Request {
                             flight: false,
                             pids: d.pids,
+                            cgroup: None,
+                            agents: 0,
                             duration: d.duration,
                             name,
                             output: Some(d.log_file),
@@ -195,6 +201,8 @@ pub async fn daemon(args: DaemonArgs, mut signals: Signals) -> Result<i32> {
                     let req = traces::Request {
                         flight: false,
                         pids: Vec::new(),
+                        cgroup: None,
+                        agents: 0,
                         duration: window,
                         name: "sample".into(),
                         output: None,
@@ -212,6 +220,7 @@ pub async fn daemon(args: DaemonArgs, mut signals: Signals) -> Result<i32> {
                 let a = active.as_mut().expect("a deadline is an active trace's");
                 if a.deadline(&mut tracker)? {
                     let (conn, reply) = active.take().expect("checked").finish(&mut tracker);
+                    traces_written += reply["files"].as_array().map_or(0, |f| f.len() as u64);
                     if let Some(newest) = reply["files"].get(0).and_then(|f| f.as_str()) {
                         config.retention.apply(&config.state_dir.join("traces"), newest.as_ref());
                     }
@@ -308,7 +317,12 @@ fn drain(
     }
 }
 
-fn route(path: &str, tracker: &Tracker, flight_evicted: Option<u64>) -> http::Response {
+fn route(
+    path: &str,
+    tracker: &Tracker,
+    flight_evicted: Option<u64>,
+    traces_written: u64,
+) -> http::Response {
     match path {
         "/metrics" => match (tracker.probes.metrics(), tracker.probes.drops()) {
             (Ok(series), Ok(drops)) => (
@@ -320,6 +334,7 @@ fn route(path: &str, tracker: &Tracker, flight_evicted: Option<u64>) -> http::Re
                     tracked: tracker.tracked.len(),
                     cpu_seconds: exposition::own_cpu_seconds(),
                     flight_evicted,
+                    traces_written,
                 }),
             ),
             (Err(e), _) | (_, Err(e)) => (

@@ -1,8 +1,8 @@
 //! The daemon's unix socket: one JSON request per connection, from root or a member of
 //! the configured group (checked by the peer's credentials), answered with one JSON line.
 //!
-//! Request: `{"trace": {"pids": [P, …], "all": bool, "flight": bool, "duration_ms": N,
-//! "name": S}}`.
+//! Request: `{"trace": {"pids": [P, …] | "all": true | "cgroup": PATH | "flight": true,
+//! "duration_ms": N, "name": S, "agents": "0,1"}}`.
 //! Answer: `{"files": [PATH, …]}` once written, or `{"error": MESSAGE}`.
 
 use std::{os::unix::fs::PermissionsExt as _, path::Path, time::Duration};
@@ -81,6 +81,19 @@ fn parse(line: &str) -> Result<Request> {
         .context("unknown request: expected {\"trace\": …}")?;
     let all = t["all"].as_bool().unwrap_or(false);
     let flight = t["flight"].as_bool().unwrap_or(false);
+    let cgroup = t["cgroup"].as_str().map(String::from);
+    let agents = match t["agents"].as_str() {
+        Some(a) => match crate::agents::parse_agents(a).map_err(anyhow::Error::msg)? {
+            crate::agents::AgentSet::All => 0,
+            crate::agents::AgentSet::Only(set) => {
+                if set.iter().any(|&d| d >= 64) {
+                    bail!("agent ordinals go from 0 to 63");
+                }
+                set.iter().fold(0u64, |m, &d| m | 1 << d)
+            }
+        },
+        None => 0,
+    };
     let pids: Vec<u32> = match t.get("pids") {
         Some(p) => p
             .as_array()
@@ -91,11 +104,13 @@ fn parse(line: &str) -> Result<Request> {
             .context("\"pids\" must hold process ids")?,
         None => Vec::new(),
     };
-    if flight && (all || !pids.is_empty()) {
+    if flight && (all || !pids.is_empty() || cgroup.is_some()) {
         bail!("\"flight\" writes every process the recorder holds: no \"pids\" or \"all\"");
     }
-    if !flight && pids.is_empty() != all {
-        bail!("name processes with \"pids\", or ask for \"all\": one of the two");
+    let selectors =
+        usize::from(!pids.is_empty()) + usize::from(all) + usize::from(cgroup.is_some());
+    if !flight && selectors != 1 {
+        bail!("name processes with \"pids\", \"all\" or \"cgroup\": one of the three");
     }
     let ms = t["duration_ms"].as_u64().unwrap_or(1000);
     let duration = Duration::from_millis(ms);
@@ -108,6 +123,8 @@ fn parse(line: &str) -> Result<Request> {
     Ok(Request {
         flight,
         pids,
+        cgroup,
+        agents,
         duration,
         name: stem(t["name"].as_str())?,
         output: None,
@@ -137,6 +154,9 @@ mod tests {
         assert!(parse(r#"{"trace":{"all":true}}"#).unwrap().pids.is_empty());
         assert!(parse(r#"{"trace":{"flight":true}}"#).unwrap().flight);
         assert!(parse(r#"{"trace":{"flight":true,"all":true}}"#).is_err());
+        let r = parse(r#"{"trace":{"cgroup":"pod-7","agents":"0,2"}}"#).unwrap();
+        assert_eq!((r.cgroup.as_deref(), r.agents), (Some("pod-7"), 0b101));
+        assert!(parse(r#"{"trace":{"all":true,"agents":"99"}}"#).is_err());
         for bad in [
             "nope",
             r#"{"status":{}}"#,

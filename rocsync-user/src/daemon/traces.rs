@@ -33,8 +33,12 @@ pub const MAX_DURATION: Duration = Duration::from_secs(3600);
 pub struct Request {
     /// What the flight recorder holds, at once (no `pids`).
     pub flight: bool,
-    /// Empty: every tracked process.
+    /// Empty: every tracked process (in `cgroup`, when named).
     pub pids: Vec<u32>,
+    /// Only tracked processes whose cgroup path contains this (a pod, a container).
+    pub cgroup: Option<String>,
+    /// Agents (devices) to record, as a bit mask; 0 records every agent.
+    pub agents: u64,
     pub duration: Duration,
     /// The traces' file name stem (letters, digits, `-`, `_`).
     pub name: String,
@@ -59,7 +63,18 @@ impl Active {
     /// Starts recording the requested processes.
     pub fn start(tracker: &mut Tracker, req: Request, state_dir: &Path, id: u64) -> Result<Self> {
         let pids: Vec<u32> = if req.pids.is_empty() {
-            tracker.tracked.iter().copied().collect()
+            let cgroup =
+                |p: u32| std::fs::read_to_string(format!("/proc/{p}/cgroup")).unwrap_or_default();
+            tracker
+                .tracked
+                .iter()
+                .copied()
+                .filter(|&p| {
+                    req.cgroup
+                        .as_ref()
+                        .is_none_or(|c| cgroup(p).contains(c.as_str()))
+                })
+                .collect()
         } else {
             for p in &req.pids {
                 if !tracker.tracked.contains(p) {
@@ -71,11 +86,14 @@ impl Active {
             req.pids
         };
         if pids.is_empty() {
-            bail!("no process is tracked");
+            match &req.cgroup {
+                Some(c) => bail!("no tracked process is in a cgroup matching {c:?}"),
+                None => bail!("no process is tracked"),
+            }
         }
         let (pipeline, outputs) = open(state_dir, &req.name, id, req.output.as_deref())?;
         for &pid in &pids {
-            tracker.set_capture(pid, TRACE_RECORDING)?;
+            tracker.set_capture(pid, TRACE_RECORDING, req.agents)?;
         }
         eprintln!(
             "rocsync daemon: trace {id}: recording pid(s) {pids:?} for {:?}",
@@ -113,7 +131,7 @@ impl Active {
         }
         if tracker.baseline == 0 {
             for &pid in &self.pids {
-                tracker.set_capture(pid, TRACE_STOPPING)?;
+                tracker.set_capture(pid, TRACE_STOPPING, 0)?;
             }
         }
         self.pipeline.stopping();
