@@ -62,9 +62,9 @@ fn needs_slot(kind: u64, restricted: bool) -> bool {
         || (restricted && kind == Cookie::KIND_SET_DEVICE)
 }
 
-#[uprobe]
-pub fn call_enter(ctx: ProbeContext) -> u32 {
-    let pid_tgid = bpf_get_current_pid_tgid();
+/// The API (in the cookie) and the first three arguments of a call.
+#[inline(always)]
+fn call_of(ctx: &ProbeContext) -> (Cookie, [u64; 3]) {
     // SAFETY: the context pointer is the program's own.
     let cookie = Cookie(unsafe { bpf_get_attach_cookie(ctx.as_ptr()) });
     let args = [
@@ -72,13 +72,21 @@ pub fn call_enter(ctx: ProbeContext) -> u32 {
         ctx.arg::<u64>(1).unwrap_or(0),
         ctx.arg::<u64>(2).unwrap_or(0),
     ];
-    let cfg = match switched_on((pid_tgid >> 32) as u32) {
-        Some(cfg) => cfg,
+    (cookie, args)
+}
+
+#[uprobe]
+pub fn call_enter(ctx: ProbeContext) -> u32 {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    // A process not traced returns here, having read nothing of the call.
+    let (cfg, (cookie, args)) = match switched_on((pid_tgid >> 32) as u32) {
+        Some(cfg) => (cfg, call_of(&ctx)),
         // Not capturing: the daemon's always-on mode counts, and records the calls of a
         // process a trace on demand is recording.
         None if SWITCH.get(0).is_some_and(|s| s.metrics != 0) => {
+            let (cookie, args) = call_of(&ctx);
             match metrics::entered(cookie, &args) {
-                Some(cfg) => cfg,
+                Some(cfg) => (cfg, (cookie, args)),
                 None => return 0,
             }
         }
@@ -166,24 +174,23 @@ pub(crate) fn device_of(args: &[u64; 3], cookie: Cookie, pid_tgid: u64) -> i32 {
 #[uretprobe]
 pub fn call_exit(ctx: RetProbeContext) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
-    // SAFETY: the context pointer is the program's own.
-    let cookie = Cookie(unsafe { bpf_get_attach_cookie(ctx.as_ptr()) });
-    let ret = ctx.ret::<i32>() as i64;
     // Enter = active, exit = registered: a call entered while capturing is completed
     // even after the capture was switched off. File-wide probes register the targets'.
-    match SWITCH.get(0) {
-        Some(s) if s.metrics != 0 => {
-            if !metrics::returned(cookie, ret) {
-                return 0;
-            }
-        }
+    let counting = match SWITCH.get(0) {
+        Some(s) if s.metrics != 0 => true,
         // SAFETY: plain map lookup.
         Some(s)
             if s.by_process != 0 && unsafe { TARGETS.get((pid_tgid >> 32) as u32) }.is_none() =>
         {
             return 0;
         }
-        _ => {}
+        _ => false,
+    };
+    // SAFETY: the context pointer is the program's own.
+    let cookie = Cookie(unsafe { bpf_get_attach_cookie(ctx.as_ptr()) });
+    let ret = ctx.ret::<i32>() as i64;
+    if counting && !metrics::returned(cookie, ret) {
+        return 0;
     }
     let (mut out, mut flags) = (0u64, 0u32);
     let kind = cookie.kind();
