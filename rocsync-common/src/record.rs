@@ -306,6 +306,18 @@ pub const TRACE_STOPPING: u32 = 2;
 pub const HIDDEN_AGENT: u8 = 0xff;
 
 impl Config {
+    /// Not captured, not counted, no mapping: what the other settings are built on.
+    pub const INACTIVE: Config = Config {
+        capture: 0,
+        stop_on_link_map: 0,
+        agents: 0,
+        follow: 0,
+        remap: 0,
+        agent_devices: [HIDDEN_AGENT; 16],
+        metrics: 0,
+        pad: 0,
+    };
+
     /// The number a queue on the agent enumerated `ordinal`-th gets: the HIP device it is
     /// (`UNKNOWN_AGENT` when hidden), or the ordinal itself without a mapping.
     pub fn device_of_agent(&self, ordinal: u32) -> u32 {

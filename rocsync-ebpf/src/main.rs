@@ -10,6 +10,7 @@
 #[cfg(feature = "bench")]
 mod bench;
 mod calls;
+mod doorbell;
 mod hsa;
 mod link_map;
 mod metrics;

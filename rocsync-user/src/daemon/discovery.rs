@@ -6,7 +6,7 @@
 use std::collections::{BTreeSet, HashSet};
 
 use anyhow::Result;
-use rocsync_common::{Config as Target, HIDDEN_AGENT};
+use rocsync_common::Config as Target;
 
 use super::config::Filters;
 use crate::{
@@ -16,14 +16,8 @@ use crate::{
 };
 
 const COUNTED: Target = Target {
-    capture: 0,
-    stop_on_link_map: 0,
-    agents: 0,
-    follow: 0,
-    remap: 0,
-    agent_devices: [HIDDEN_AGENT; 16],
     metrics: 1,
-    pad: 0,
+    ..Target::INACTIVE
 };
 
 pub struct Tracker {

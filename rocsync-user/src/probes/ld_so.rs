@@ -1,10 +1,14 @@
-//! Finding a process's dynamic loader, whose `_dl_debug_state` announces library loads.
+//! A process's dynamic loader, whose `_dl_debug_state` announces library loads: finding it
+//! and hooking it.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result, bail};
+use aya::programs::uprobe::UProbeAttachPoint;
+use rocsync_common::NO_R_DEBUG;
 
 use crate::probes::{
+    LINK_MAP, elf,
     library::OpenedLibrary,
     maps::{self, Mapping},
 };
@@ -69,6 +73,32 @@ pub fn find_in_path(cmd: &str) -> Option<PathBuf> {
         p.metadata()
             .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
     })
+}
+
+impl super::Probes {
+    /// Hooks the dynamic loader's `_dl_debug_state` in `loader`, so library loads of `pid`
+    /// are seen before the library's first call.
+    /// The probe reads `r_debug.r_state` (found from its own address through the cookie)
+    /// to stop the target only at changes that added objects, not at every `dlclose`.
+    pub fn attach_loader(&mut self, loader: &Path, pid: u32) -> Result<bool> {
+        let r = elf::lookup(loader, &["_dl_debug_state"])?;
+        let Some(f) = r.found.first() else {
+            return Ok(false);
+        };
+        let delta = match (
+            elf::address_of(loader, "_r_debug")?,
+            elf::address_of(loader, "_dl_debug_state")?,
+        ) {
+            (Some(r_debug), Some(func)) => r_debug.wrapping_sub(func),
+            _ => NO_R_DEBUG,
+        };
+        let point = UProbeAttachPoint {
+            location: f.offset.into(),
+            cookie: Some(delta),
+        };
+        self.attach(LINK_MAP, point, loader, Some(pid), &f.names)?;
+        Ok(true)
+    }
 }
 
 #[cfg(test)]

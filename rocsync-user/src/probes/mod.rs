@@ -7,6 +7,7 @@ mod btf;
 mod daemon;
 mod diagnostics;
 pub mod elf;
+mod hsa;
 pub mod ld_so;
 pub mod library;
 pub mod maps;
@@ -25,7 +26,7 @@ use aya::{
     maps::{Array, HashMap, MapData, PerCpuArray, RingBuf},
     programs::{UProbe, uprobe::UProbeAttachPoint, uprobe::UProbeLinkId},
 };
-use rocsync_common::{Api, Config, Cookie, NO_R_DEBUG, Switch, drop_index};
+use rocsync_common::{Api, Config, Cookie, Switch, drop_index};
 
 pub use self::diagnostics::Diagnostics;
 use self::{elf::Lookup, placement::Placement};
@@ -40,15 +41,6 @@ const QUEUE_DESTROY: &str = "queue_destroy";
 const DOORBELL: &str = "doorbell";
 const AGENT_INFO_ENTER: &str = "agent_info_enter";
 const AGENT_INFO_EXIT: &str = "agent_info_exit";
-/// The HSA write path: program per symbol (entry and return programs of one function).
-const HSA_PROBES: [(&str, &[&str]); 5] = [
-    ("hsa_agent_get_info", &[AGENT_INFO_ENTER, AGENT_INFO_EXIT]),
-    ("hsa_queue_create", &[QUEUE_CREATE_ENTER, QUEUE_CREATE_EXIT]),
-    ("hsa_queue_destroy", &[QUEUE_DESTROY]),
-    ("hsa_signal_store_screlease", &[DOORBELL]),
-    ("hsa_signal_store_relaxed", &[DOORBELL]),
-];
-
 /// What attaching to one library file found.
 #[derive(Debug)]
 pub struct LibraryReport {
@@ -289,65 +281,6 @@ impl Probes {
     pub fn detach_temporary(&mut self) -> std::thread::JoinHandle<()> {
         let links = std::mem::take(&mut self.temporary);
         self.detach_links(links)
-    }
-
-    /// Attaches the HSA write-path probes (queue creation and destruction, doorbells) to
-    /// the HSA runtime at `path` for `pid`. Aliases at one address are probed once.
-    pub fn attach_hsa(&mut self, path: &Path, pid: u32) -> Result<LibraryReport> {
-        let names: Vec<&'static str> = HSA_PROBES.iter().map(|(n, _)| *n).collect();
-        let Lookup { found, missing } = elf::lookup(path, &names)?;
-        if !found.iter().any(|f| f.names.contains(&"hsa_queue_create")) {
-            return Err(anyhow!(
-                "{} does not export hsa_queue_create: is it really libhsa-runtime64?",
-                path.display()
-            ));
-        }
-        let mark = (self.links.len(), self.temporary.len());
-        let mut probed = Vec::new();
-        for f in found {
-            let progs = HSA_PROBES
-                .iter()
-                .find(|(n, _)| *n == f.names[0])
-                .map(|(_, p)| *p)
-                .unwrap_or(&[]);
-            for &prog in progs {
-                let point = f.placement.offset.into();
-                if let Err(e) = self.attach(prog, point, path, Some(pid), &f.names) {
-                    self.rollback(mark);
-                    return Err(e);
-                }
-            }
-            probed.push((f.placement, f.names));
-        }
-        Ok(LibraryReport {
-            path: path.to_path_buf(),
-            probed,
-            missing,
-        })
-    }
-
-    /// Hooks the dynamic loader's `_dl_debug_state` in `loader`, so library loads of `pid`
-    /// are seen before the library's first call.
-    /// The probe reads `r_debug.r_state` (found from its own address through the cookie)
-    /// to stop the target only at changes that added objects, not at every `dlclose`.
-    pub fn attach_loader(&mut self, loader: &Path, pid: u32) -> Result<bool> {
-        let r = elf::lookup(loader, &["_dl_debug_state"])?;
-        let Some(f) = r.found.first() else {
-            return Ok(false);
-        };
-        let delta = match (
-            elf::address_of(loader, "_r_debug")?,
-            elf::address_of(loader, "_dl_debug_state")?,
-        ) {
-            (Some(r_debug), Some(func)) => r_debug.wrapping_sub(func),
-            _ => NO_R_DEBUG,
-        };
-        let point = UProbeAttachPoint {
-            location: f.offset.into(),
-            cookie: Some(delta),
-        };
-        self.attach(LINK_MAP, point, loader, Some(pid), &f.names)?;
-        Ok(true)
     }
 
     /// Detaches every probe on a background thread, returned to be joined.

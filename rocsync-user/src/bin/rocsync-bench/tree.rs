@@ -53,13 +53,8 @@ impl Drop for Idle {
 
 const TRACED: Config = Config {
     capture: 1,
-    stop_on_link_map: 0,
-    agents: 0,
     follow: 1,
-    remap: 0,
-    agent_devices: [0; 16],
-    metrics: 0,
-    pad: 0,
+    ..Config::INACTIVE
 };
 
 /// Attaches the runtime's probes for `pids`, pid-scoped or file-wide; returns the probes

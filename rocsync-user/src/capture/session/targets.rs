@@ -1,0 +1,94 @@
+//! A session's targets: what each says of itself (name, rank, visible devices) and the
+//! settings the kernel keeps for it, armed for loader stops once the loop runs.
+
+use anyhow::Result;
+use rocsync_common::{Config, HIDDEN_AGENT};
+
+use super::{RESCAN_EVERY, Session, environ};
+
+impl Session {
+    /// Reads what `pid` says of itself (name, rank), keeping the last reading when it is
+    /// gone.
+    pub(super) fn learn_process(&mut self, pid: u32) {
+        let Some(id) = environ::read(pid) else {
+            return;
+        };
+        self.processes.insert(pid, id.info);
+        let changed = match id.visible {
+            Some(v) => self.visible.insert(pid, v.clone()) != Some(v),
+            None => self.visible.remove(&pid).is_some(),
+        };
+        if changed && self.targets.contains(&pid) {
+            // Before its first queue: its agents are numbered as its HIP devices.
+            let config = self.config(pid);
+            if let Err(e) = self.probes.set_target(pid, config) {
+                self.say(&format!("rocsync: warning: pid {pid}: {e:#}"));
+            }
+        }
+    }
+
+    /// A target's settings: capturing; its loader stop once armed; the agent filter;
+    /// following; and its GPU agents numbered as its HIP devices.
+    pub(super) fn config(&self, pid: u32) -> Config {
+        let mut c = Config {
+            capture: 1,
+            stop_on_link_map: u32::from(self.armed && !self.not_stopped.contains(&pid)),
+            agents: self.agents,
+            follow: u32::from(self.follow),
+            ..Config::INACTIVE
+        };
+        if let Some(visible) = self.visible.get(&pid) {
+            c.remap = 1;
+            for (device, &agent) in visible.iter().enumerate().take(HIDDEN_AGENT as usize) {
+                if let Some(slot) = c.agent_devices.get_mut(agent as usize)
+                    && *slot == HIDDEN_AGENT
+                {
+                    *slot = device as u8;
+                }
+            }
+        }
+        c
+    }
+
+    /// Arms the loader stop of every target: from now on each link-map change that adds
+    /// objects stops the target until the loop has probed what it mapped. Call right
+    /// before [`Session::run`]; should anything fail in between, dropping the session
+    /// continues whatever was stopped.
+    ///
+    /// A process attached to that is a terminal's foreground job is not stopped: its
+    /// shell would see the stop (bash prints "Stopped" and takes the terminal back).
+    /// Libraries it loads later are then found by the rescans, so their first calls may
+    /// be missed; rocsync says so. (Under `run`, rocsync is the parent: no shell sees.)
+    pub fn arm(&mut self) -> Result<()> {
+        self.armed = true;
+        for pid in self.targets.clone() {
+            let foreground = !self.from_start && is_foreground_job(pid);
+            if foreground {
+                self.say(&format!(
+                    "rocsync: warning: pid {pid} is the foreground job of a terminal; it is not \
+                     held at library loads (its shell would see it stopped), so a runtime it \
+                     loads later is found within {}s and its first calls may be missed",
+                    RESCAN_EVERY.as_secs()
+                ));
+                self.not_stopped.insert(pid);
+            }
+            self.probes.set_target(pid, self.config(pid))?;
+        }
+        Ok(())
+    }
+}
+
+/// Whether `pid` is in the foreground process group of its controlling terminal
+/// (/proc/PID/stat: pgrp, tty_nr, tpgid).
+fn is_foreground_job(pid: u32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    let Some(after) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+        return false;
+    };
+    // After the name: state ppid pgrp session tty_nr tpgid …
+    let f: Vec<&str> = after.split_whitespace().collect();
+    let num = |i: usize| f.get(i).and_then(|v| v.parse::<i64>().ok());
+    matches!((num(2), num(4), num(5)), (Some(pgrp), Some(tty), Some(tpgid)) if tty != 0 && tpgid == pgrp)
+}

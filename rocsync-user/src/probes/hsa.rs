@@ -1,0 +1,58 @@
+//! Attaching the HSA write-path probes: queue creation and destruction, doorbells,
+//! agent enumeration.
+
+use std::path::Path;
+
+use anyhow::{Result, anyhow};
+
+use super::{
+    AGENT_INFO_ENTER, AGENT_INFO_EXIT, DOORBELL, LibraryReport, Probes, QUEUE_CREATE_ENTER,
+    QUEUE_CREATE_EXIT, QUEUE_DESTROY,
+    elf::{self, Lookup},
+};
+
+/// The HSA write path: program per symbol (entry and return programs of one function).
+const HSA_PROBES: [(&str, &[&str]); 5] = [
+    ("hsa_agent_get_info", &[AGENT_INFO_ENTER, AGENT_INFO_EXIT]),
+    ("hsa_queue_create", &[QUEUE_CREATE_ENTER, QUEUE_CREATE_EXIT]),
+    ("hsa_queue_destroy", &[QUEUE_DESTROY]),
+    ("hsa_signal_store_screlease", &[DOORBELL]),
+    ("hsa_signal_store_relaxed", &[DOORBELL]),
+];
+
+impl Probes {
+    /// Attaches the HSA write-path probes (queue creation and destruction, doorbells) to
+    /// the HSA runtime at `path` for `pid`. Aliases at one address are probed once.
+    pub fn attach_hsa(&mut self, path: &Path, pid: u32) -> Result<LibraryReport> {
+        let names: Vec<&'static str> = HSA_PROBES.iter().map(|(n, _)| *n).collect();
+        let Lookup { found, missing } = elf::lookup(path, &names)?;
+        if !found.iter().any(|f| f.names.contains(&"hsa_queue_create")) {
+            return Err(anyhow!(
+                "{} does not export hsa_queue_create: is it really libhsa-runtime64?",
+                path.display()
+            ));
+        }
+        let mark = (self.links.len(), self.temporary.len());
+        let mut probed = Vec::new();
+        for f in found {
+            let progs = HSA_PROBES
+                .iter()
+                .find(|(n, _)| *n == f.names[0])
+                .map(|(_, p)| *p)
+                .unwrap_or(&[]);
+            for &prog in progs {
+                let point = f.placement.offset.into();
+                if let Err(e) = self.attach(prog, point, path, Some(pid), &f.names) {
+                    self.rollback(mark);
+                    return Err(e);
+                }
+            }
+            probed.push((f.placement, f.names));
+        }
+        Ok(LibraryReport {
+            path: path.to_path_buf(),
+            probed,
+            missing,
+        })
+    }
+}
