@@ -58,7 +58,10 @@ pub struct EntryRecord {
     pub args: [u64; 3],
     /// [`ENTRY_FILTERED`].
     pub flags: u32,
-    pub pad: u32,
+    /// The agent (device) the call was attributed to, when the process's capture is
+    /// restricted to some agents; [`NO_DEVICE`] otherwise. The daemon splits one process's
+    /// calls between traces on disjoint agent sets by it.
+    pub device: i32,
 }
 
 /// A call returned: written by the exit probe.

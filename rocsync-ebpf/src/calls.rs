@@ -138,7 +138,7 @@ pub fn call_enter(ctx: ProbeContext) -> u32 {
         enter_ns: unsafe { bpf_ktime_get_ns() },
         args,
         flags,
-        pad: 0,
+        device,
     });
     rec.submit(wakeup());
     0

@@ -27,14 +27,24 @@ impl AgentSet {
     }
 }
 
-impl fmt::Display for AgentSet {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl AgentSet {
+    /// As `--agents` takes it (`1,3`); `None` for every agent.
+    pub fn list(&self) -> Option<String> {
         match self {
-            AgentSet::All => f.write_str("all agents"),
+            AgentSet::All => None,
             AgentSet::Only(a) => {
                 let list: Vec<String> = a.iter().map(u32::to_string).collect();
-                write!(f, "agents {}", list.join(","))
+                Some(list.join(","))
             }
+        }
+    }
+}
+
+impl fmt::Display for AgentSet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.list() {
+            None => f.write_str("all agents"),
+            Some(l) => write!(f, "agents {l}"),
         }
     }
 }
@@ -53,6 +63,12 @@ pub fn parse_agents(s: &str) -> Result<AgentSet, String> {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ClaimId(u64);
+
+impl fmt::Display for ClaimId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
 
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ClaimError {

@@ -9,6 +9,7 @@ use rocsync_common::Api;
 use crate::{
     agents::{AgentSet, parse_agents},
     backend::{RUNTIMES, Runtime},
+    daemon::client::DEFAULT_SOCKET,
     probes::{ApiChoice, ProbeOptions},
 };
 
@@ -37,6 +38,18 @@ pub enum Command {
     Daemon(DaemonArgs),
     /// Ask the running daemon for a trace of some processes.
     Trace(TraceArgs),
+    /// What the running daemon tracks, and the sessions recording.
+    Status(StatusArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// The daemon's socket
+    #[arg(long, value_name = "PATH", default_value = DEFAULT_SOCKET)]
+    pub socket: PathBuf,
+    /// Print the daemon's answer as JSON
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -67,8 +80,12 @@ pub struct TraceArgs {
     /// The traces' name (files are <name>-<id>[_<pid>].json in the daemon's state directory)
     #[arg(long, value_name = "NAME")]
     pub name: Option<String>,
+    /// Also write the traces here, as you (several processes: <stem>_<pid><ext>; `.gz`
+    /// compresses); the daemon keeps its copy under its retention
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
     /// The daemon's socket
-    #[arg(long, value_name = "PATH", default_value = "/run/rocsync/rocsync.sock")]
+    #[arg(long, value_name = "PATH", default_value = DEFAULT_SOCKET)]
     pub socket: PathBuf,
 }
 
@@ -151,7 +168,6 @@ pub struct CaptureArgs {
     /// Trace only this runtime [default: every runtime the process maps]
     #[arg(long, value_parser = ["hip", "cuda"])]
     pub backend: Option<String>,
-    /// Ring buffer between the probes and rocsync, in MiB (a power of two)
     /// Ring buffer between the probes and rocsync: MiB, or KiB with a `K` suffix (a power
     /// of two, from 4K to 1024)
     #[arg(long, value_name = "MIB", default_value = "8", value_parser = parse_ring_size)]
@@ -179,6 +195,10 @@ pub struct CaptureArgs {
     /// traced process tree)
     #[arg(long)]
     pub no_follow: bool,
+    /// Where a running `rocsync daemon` listens: this capture's agents are claimed there
+    /// (refused if a daemon trace records any of them); no daemon, no claim
+    #[arg(long, value_name = "PATH", default_value = DEFAULT_SOCKET)]
+    pub daemon_socket: PathBuf,
 }
 
 impl CaptureArgs {

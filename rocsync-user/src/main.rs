@@ -31,6 +31,7 @@ fn main() -> ExitCode {
             Command::Convert(a) => commands::convert(a),
             Command::Daemon(a) => rocsync::daemon::daemon(a, Signals::catch()?).await,
             Command::Trace(a) => commands::trace(a),
+            Command::Status(a) => commands::status(a),
         }
     });
     match result {

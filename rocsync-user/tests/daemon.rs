@@ -172,7 +172,8 @@ fn a_trace_on_request_holds_a_window_of_the_process_calls() {
             .output()
             .unwrap()
     };
-    // A member of the group asks; a second request meanwhile is refused, naming the first.
+    // A member of the group asks; a second request on the same (all) agents meanwhile is
+    // refused, naming the first.
     let pid = target.id();
     let member = [
         "setpriv",
@@ -188,7 +189,12 @@ fn a_trace_on_request_holds_a_window_of_the_process_calls() {
     let busy = trace(&["env"], pid, "100");
     assert!(!busy.status.success());
     let err = String::from_utf8_lossy(&busy.stderr);
-    assert!(err.contains("busy: trace 1"), "{err}");
+    assert!(
+        err.contains(&format!(
+            "session \"trace 1 of pid(s) [{pid}]\" already records all agents"
+        )),
+        "{err}"
+    );
     let first = first.join().unwrap();
     assert!(
         first.status.success(),

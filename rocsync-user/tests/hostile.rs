@@ -32,7 +32,7 @@ fn record() -> impl Strategy<Value = Vec<u8>> {
                     enter_ns: w[1],
                     args: [w[2], w[3], w[4]],
                     flags,
-                    pad: 0,
+                    device: ret as i32,
                 })
             } else {
                 bytes(&ExitRecord {

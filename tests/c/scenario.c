@@ -8,7 +8,8 @@
  *   threads N ITERS       N threads, each ITERS x (record, wait, event sync, stream sync)
  *   cross ITERS           two threads: one records, the other waits on its events
  *   gated MODE ...        print "ready", wait for a line on stdin, then run MODE
- *   loop MS               call in a loop for MS milliseconds
+ *   loop MS [DEVICES]     call in a loop for MS milliseconds (DEVICES > 1: one thread per
+ *                         device, each on a stream and event of its own)
  *   hang                  queue 30 s of work, then block in hipStreamSynchronize
  *   fork ITERS            calls, then forks a child that calls on streams and events of
  *                         its own (its log: $SCENARIO_LOG.child), then calls again
@@ -352,6 +353,41 @@ static void loop(int ms) {
   StreamDestroy(s);
 }
 
+struct looper {
+  int device, ms;
+};
+
+static void *device_loop(void *p) {
+  struct looper *l = p;
+  hipStream_t s = 0;
+  hipEvent_t e = 0;
+  SetDevice(l->device);
+  StreamCreate(&s);
+  EventCreate(&e);
+  for (uint64_t end = ms_now() + (uint64_t)l->ms; ms_now() < end;) {
+    EventRecord(e, s);
+    StreamWaitEvent(s, e);
+    StreamSynchronize(s);
+    usleep(200);
+  }
+  EventDestroy(e);
+  StreamDestroy(s);
+  return NULL;
+}
+
+static void loop_devices(int ms, int devices) {
+  pthread_t t[8];
+  struct looper l[8];
+  if (devices > 8) devices = 8;
+  for (int d = 0; d < devices; d++) {
+    l[d] = (struct looper){d, ms};
+    pthread_create(&t[d], NULL, device_loop, &l[d]);
+  }
+  printf("looping\n");
+  fflush(stdout);
+  for (int d = 0; d < devices; d++) pthread_join(t[d], NULL);
+}
+
 /* A process that loaded the runtime forks (as Python multiprocessing does): the child has
  * the parent's memory, handles included, and a process of its own. */
 static int forked(int iters) {
@@ -452,6 +488,7 @@ static int run(int argc, char **argv) {
   else if (!strcmp(mode, "threads") && argc == 4) threads(atoi(argv[2]), atoi(argv[3]));
   else if (!strcmp(mode, "cross") && argc == 3) cross(atoi(argv[2]));
   else if (!strcmp(mode, "loop") && argc == 3) loop(atoi(argv[2]));
+  else if (!strcmp(mode, "loop") && argc == 4) loop_devices(atoi(argv[2]), atoi(argv[3]));
   else if (!strcmp(mode, "hang")) hang();
   else if (!strcmp(mode, "fork") && argc == 3) return forked(atoi(argv[2]));
   else { fprintf(stderr, "unknown mode %s\n", mode); return 2; }

@@ -8,6 +8,7 @@ use serde_json::json;
 use crate::{
     capture::{Session, Signals, clock, launch, session::async_ring},
     cli::AttachArgs,
+    daemon::client,
     emit::{outputs::Outputs, raw::Header},
     probes::{Probes, ld_so, maps},
 };
@@ -19,6 +20,7 @@ pub async fn attach(args: AttachArgs, mut signals: Signals) -> Result<i32> {
     }
     crate::preflight::check()?;
     let _claim = crate::capture::claim::claim(pid)?;
+    let _agents = client::claim_for(&args.out, &format!("rocsync attach --pid {pid}"))?;
     let mut outputs = Outputs::reserve(&args.out)?;
 
     outputs.name_after(pid);

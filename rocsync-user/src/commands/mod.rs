@@ -8,7 +8,7 @@ mod trace;
 pub use attach::attach;
 pub use convert::convert;
 pub use run::run;
-pub use trace::trace;
+pub use trace::{status, trace};
 
 use anyhow::Result;
 use serde_json::Value;

@@ -32,6 +32,8 @@ pub async fn run(args: RunArgs, mut signals: Signals) -> Result<i32> {
         crate::probes::elf::lookup(lib, &[])?;
     }
     crate::preflight::check()?;
+    let what = format!("rocsync run -- {}", args.command.join(" "));
+    let _agents = crate::daemon::client::claim_for(&args.out, &what)?;
     let mut outputs = Outputs::reserve(&args.out)?;
 
     let mut probes = Probes::load(args.out.probe_options())?;

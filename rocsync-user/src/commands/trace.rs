@@ -1,47 +1,115 @@
-//! `rocsync trace`: asks the running daemon for a trace and prints the files it wrote.
+//! `rocsync trace`: asks the running daemon for a trace and prints the files it wrote;
+//! with `-o`, copies them where the user says, with the user's own rights.
+//! `rocsync status`: what the daemon tracks and records.
 
 use std::{
-    io::{BufRead as _, BufReader, Write as _},
-    os::unix::net::UnixStream,
+    fs::File,
+    os::fd::OwnedFd,
+    path::{Path, PathBuf},
     time::Duration,
 };
 
 use anyhow::{Context as _, Result, bail};
 use serde_json::json;
 
-use crate::cli::TraceArgs;
+use crate::{
+    cli::{StatusArgs, TraceArgs},
+    daemon::client,
+    emit::{files::PendingFile, processes::per_process_name},
+};
 
 pub fn trace(args: TraceArgs) -> Result<i32> {
-    let mut conn = UnixStream::connect(&args.socket).with_context(|| {
-        format!(
-            "cannot reach the daemon at {} (is `rocsync daemon` running, and may you use it?)",
-            args.socket.display()
-        )
-    })?;
+    let mut conn = client::connect(&args.socket)?;
     let request = json!({ "trace": {
         "pids": args.pid, "all": args.all, "flight": args.flight, "cgroup": args.cgroup,
         "agents": args.agents,
         "duration_ms": args.duration_ms, "name": args.name,
+        "send_files": args.output.is_some(),
     }});
-    writeln!(conn, "{request}")?;
     // The daemon answers once the traces are written.
-    conn.set_read_timeout(Some(
-        Duration::from_millis(args.duration_ms) + Duration::from_secs(60),
-    ))?;
-    let mut line = String::new();
-    BufReader::new(&conn)
-        .read_line(&mut line)
-        .context("no answer from the daemon")?;
-    let v: serde_json::Value = serde_json::from_str(&line)
-        .with_context(|| format!("the daemon's answer is not JSON: {line:?}"))?;
-    if let Some(e) = v["error"].as_str() {
-        bail!("the daemon refused: {e}");
-    }
-    for f in v["files"]
+    let wait = Duration::from_millis(args.duration_ms) + Duration::from_secs(60);
+    let (v, fds) = client::ask(&mut conn, &request, wait)?;
+    let files = v["files"]
         .as_array()
-        .context("the daemon's answer names no files")?
-    {
-        println!("{}", f.as_str().unwrap_or_default());
+        .context("the daemon's answer names no files")?;
+    let Some(output) = args.output else {
+        for f in files {
+            println!("{}", f.as_str().unwrap_or_default());
+        }
+        return Ok(0);
+    };
+    let pids: Vec<Option<u32>> = v["pids"]
+        .as_array()
+        .map(|p| p.iter().map(|p| p.as_u64().map(|p| p as u32)).collect())
+        .unwrap_or_default();
+    if files.is_empty() || fds.len() != files.len() || pids.len() != files.len() {
+        bail!(
+            "the daemon sent {} of {} files; they are in its state directory",
+            fds.len(),
+            files.len()
+        );
+    }
+    for path in copy_out(&output, fds, &pids)? {
+        println!("{}", path.display());
+    }
+    Ok(0)
+}
+
+/// Writes each received file to `output` (several: `<stem>_<pid><ext>` beside it), as the
+/// user's own outputs are written.
+fn copy_out(output: &Path, fds: Vec<OwnedFd>, pids: &[Option<u32>]) -> Result<Vec<PathBuf>> {
+    let name = |pid: Option<u32>| -> Result<String> {
+        match (fds.len() > 1, pid) {
+            (false, _) => Ok(output
+                .file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into()),
+            (true, Some(pid)) => Ok(per_process_name(output, pid)),
+            (true, None) => bail!("the daemon named no process for one of several files"),
+        }
+    };
+    // Every output reserved first, in the one directory opened.
+    let first = PendingFile::create(&output.with_file_name(name(pids[0])?))?;
+    let mut files = vec![];
+    for &pid in &pids[1..] {
+        files.push(first.sibling(&name(pid)?)?);
+    }
+    files.insert(0, first);
+    let mut written = Vec::new();
+    for (fd, file) in fds.into_iter().zip(files) {
+        let mut stream = file.stream()?;
+        std::io::copy(&mut File::from(fd), &mut stream)
+            .and_then(|_| stream.close())
+            .with_context(|| format!("writing {}", file.path().display()))?;
+        written.push(file.persist()?);
+    }
+    Ok(written)
+}
+
+pub fn status(args: StatusArgs) -> Result<i32> {
+    let mut conn = client::connect(&args.socket)?;
+    let (v, _) = client::ask(&mut conn, &json!({ "status": {} }), Duration::from_secs(10))?;
+    if args.json {
+        println!("{v}");
+        return Ok(0);
+    }
+    let list = |key: &str| v[key].as_array().cloned().unwrap_or_default();
+    println!("tracked processes: {}", list("tracked").len());
+    for p in list("tracked") {
+        println!(
+            "  {:>8}  {}",
+            p["pid"],
+            p["exe"].as_str().unwrap_or_default()
+        );
+    }
+    println!("traces recording: {}", list("traces").len());
+    for t in list("traces") {
+        println!("  {}", t["session"].as_str().unwrap_or_default());
+    }
+    println!("standalone captures: {}", list("claims").len());
+    for c in list("claims") {
+        println!("  {}", c.as_str().unwrap_or_default());
     }
     Ok(0)
 }

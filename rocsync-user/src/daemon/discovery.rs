@@ -116,11 +116,6 @@ impl Tracker {
         self.probes.set_target(pid, t)
     }
 
-    /// Back to the baseline once a trace is done.
-    pub fn release(&mut self, pid: u32) -> Result<()> {
-        self.set_capture(pid, self.baseline, 0)
-    }
-
     /// Forgets processes that are gone.
     pub fn prune(&mut self) -> Result<()> {
         let gone: Vec<u32> = self
@@ -163,7 +158,7 @@ fn pids() -> Vec<u32> {
 }
 
 /// The executable's path as the process sees it (inside its container).
-fn exe(pid: u32) -> String {
+pub fn exe(pid: u32) -> String {
     std::fs::read_link(format!("/proc/{pid}/exe"))
         .map(|p| p.display().to_string())
         .unwrap_or_default()

@@ -6,13 +6,16 @@
 //! variable, no restart. SIGHUP reloads the configuration; SIGTERM/SIGINT end it (a trace
 //! in progress is finished and written first), leaving every target running.
 
+pub mod client;
 pub mod config;
 mod discovery;
 mod dynolog;
 mod exposition;
 mod flight;
 mod http;
+mod requests;
 mod retention;
+mod sessions;
 mod socket;
 mod traces;
 
@@ -29,8 +32,8 @@ use crate::{
 };
 use config::Config;
 use discovery::Tracker;
+use requests::Daemon;
 use serde_json::json;
-use traces::Active;
 
 /// How often tracked processes that exited are forgotten.
 const PRUNE_EVERY: Duration = Duration::from_secs(5);
@@ -40,7 +43,7 @@ const TICK_EVERY: Duration = Duration::from_millis(100);
 const DRAIN_EVERY: Duration = Duration::from_millis(10);
 
 pub async fn daemon(args: DaemonArgs, mut signals: Signals) -> Result<i32> {
-    let mut config = Config::load(&args)?;
+    let config = Config::load(&args)?;
     if args.check {
         println!("{config:#?}");
         return Ok(0);
@@ -80,7 +83,7 @@ pub async fn daemon(args: DaemonArgs, mut signals: Signals) -> Result<i32> {
         "rocsync daemon: metrics on http://{}/metrics",
         listener.local_addr()?
     );
-    let mut flight = config.flight_recorder.map(flight::FlightRecorder::new);
+    let flight = config.flight_recorder.map(flight::FlightRecorder::new);
     let baseline = if flight.is_some() { TRACE_RECORDING } else { 0 };
     let mut tracker = Tracker::new(probes, config.filters.clone(), baseline);
     tracker.scan_all();
@@ -88,173 +91,78 @@ pub async fn daemon(args: DaemonArgs, mut signals: Signals) -> Result<i32> {
         "rocsync daemon: tracking {} process(es); SIGHUP reloads, SIGTERM stops",
         tracker.tracked.len()
     );
-    let mut prune = tokio::time::interval(PRUNE_EVERY);
-    let mut tick = tokio::time::interval(TICK_EVERY);
-    let mut poll = tokio::time::interval(DRAIN_EVERY);
-    let mut active: Option<Active> = None;
-    let mut next_id = 1;
-    let mut stopping = false;
-    let mut traces_written = 0u64;
     // The first sampled window at a random point of the period, so a fleet's nodes spread.
     let mut next_sample = config
         .sampling
         .map(|(_, every)| tokio::time::Instant::now() + every.mul_f64(random_fraction()));
+    let (released, mut claims_closed) = tokio::sync::mpsc::unbounded_channel();
+    let mut d = Daemon::new(config, tracker, flight, released);
+    let mut prune = tokio::time::interval(PRUNE_EVERY);
+    let mut tick = tokio::time::interval(TICK_EVERY);
+    let mut poll = tokio::time::interval(DRAIN_EVERY);
     loop {
-        let deadline = active.as_ref().map(|a| a.until);
+        let deadline = d.sessions.next_deadline();
         tokio::select! {
             guard = ring.readable_mut() => {
                 let mut guard = guard?;
-                drain(guard.get_inner_mut(), &mut tracker, &mut flight, &mut active);
+                drain(guard.get_inner_mut(), &mut d);
                 guard.clear_ready();
             }
             // Call records wake the reader only in bulk: read them while anyone wants them.
-            _ = poll.tick(), if active.is_some() || flight.is_some() => {
-                drain(ring.get_mut(), &mut tracker, &mut flight, &mut active);
+            _ = poll.tick(), if d.sessions.recording() || d.flight.is_some() => {
+                drain(ring.get_mut(), &mut d);
             }
             conn = listener.accept() => {
                 if let Ok((conn, _)) = conn {
-                    let evicted = flight.as_ref().map(|f| f.evicted);
-                    http::serve(conn, |path| route(path, &tracker, evicted, traces_written)).await;
+                    let evicted = d.flight.as_ref().map(|f| f.evicted);
+                    http::serve(conn, |path| route(path, &d.tracker, evicted, d.traces_written)).await;
                 }
             }
-            conn = requests.accept(), if !stopping => {
-                if let Ok((mut conn, _)) = conn {
-                    if !socket::allowed(&conn, config.group) {
-                        let e = json!({ "error": "permission denied: root or the daemon's group only" });
-                        socket::answer(conn, &e).await;
-                        continue;
-                    }
-                    let started = match (socket::read_request(&mut conn).await, &active) {
-                        (Err(e), _) => Err(e),
-                        (Ok(req), _) if req.flight => {
-                            next_id += 1;
-                            let reply = match &flight {
-                                None => json!({ "error": "the flight recorder is off: start the daemon with --flight-recorder 10s" }),
-                                Some(f) => match traces::dump(f.records(), &config.state_dir, next_id - 1) {
-                                    Ok(files) => {
-                                        traces_written += files.len() as u64;
-                                        json!({ "files": files })
-                                    }
-                                    Err(e) => json!({ "error": format!("writing the traces: {e:#}") }),
-                                },
-                            };
-                            socket::answer(conn, &reply).await;
-                            continue;
-                        }
-                        (Ok(_), Some(a)) => Err(anyhow::anyhow!(
-                            "busy: trace {} of pid(s) {:?} is recording; ask again when it ends",
-                            a.id, a.pids
-                        )),
-                        (Ok(req), None) => {
-                            next_id += 1;
-                            Active::start(&mut tracker, req, &config.state_dir, next_id - 1)
-                        }
-                    };
-                    match started {
-                        Ok(mut a) => {
-                            a.reply = Some(conn);
-                            active = Some(a);
-                        }
-                        Err(e) => {
-                            eprintln!("rocsync daemon: trace refused: {e:#}");
-                            socket::answer(conn, &json!({ "error": format!("{e:#}") })).await;
-                        }
-                    }
+            conn = requests.accept(), if !d.stopping => {
+                let Ok((conn, _)) = conn else { continue };
+                if socket::allowed(&conn, d.config.group) {
+                    d.on_request(conn).await;
+                } else {
+                    let e = json!({ "error": "permission denied: root or the daemon's group only" });
+                    socket::answer(conn, &e).await;
                 }
             }
-            conn = accept(&dyno), if !stopping => {
-                let Ok(mut conn) = conn else { continue };
-                let asked = dynolog::read(&mut conn)
-                    .await
-                    .and_then(|v| dynolog::parse(&v, &config.state_dir));
-                let reply = match (asked, &active) {
-                    (Err(e), _) => dynolog::answer(&[], false, Some(format!("{e:#}"))),
-                    (Ok(_), Some(_)) => dynolog::answer(&[], true, None),
-                    (Ok(d), None) => {
-                        let name = d.log_file.file_stem().map_or("trace".into(), |s| s.to_string_lossy().into_owned());
-                        let req = traces::Request {
-                            flight: false,
-                            pids: d.pids,
-                            cgroup: None,
-                            agents: 0,
-                            duration: d.duration,
-                            name,
-                            output: Some(d.log_file),
-                        };
-                        next_id += 1;
-                        match Active::start(&mut tracker, req, &config.state_dir, next_id - 1) {
-                            Ok(a) => {
-                                let matched = dynolog::answer(&a.pids, false, None);
-                                active = Some(a);
-                                matched
-                            }
-                            Err(e) => dynolog::answer(&[], false, Some(format!("{e:#}"))),
-                        }
-                    }
-                };
-                dynolog::write(&mut conn, &reply).await;
+            conn = accept(&dyno), if !d.stopping => {
+                if let Ok(conn) = conn {
+                    d.on_dynolog(conn).await;
+                }
             }
-            _ = sleep_until(next_sample), if next_sample.is_some() && !stopping => {
-                let (window, every) = config.sampling.expect("a sample time is sampling's");
+            Some(claim) = claims_closed.recv() => d.sessions.release(claim),
+            _ = sleep_until(next_sample), if next_sample.is_some() && !d.stopping => {
+                let (window, every) = d.config.sampling.expect("a sample time is sampling's");
                 next_sample = next_sample.map(|t| t + every);
-                if active.is_none() && !tracker.tracked.is_empty() {
-                    let req = traces::Request {
-                        flight: false,
-                        pids: Vec::new(),
-                        cgroup: None,
-                        agents: 0,
-                        duration: window,
-                        name: "sample".into(),
-                        output: None,
-                    };
-                    next_id += 1;
-                    match Active::start(&mut tracker, req, &config.state_dir, next_id - 1) {
-                        Ok(a) => active = Some(a),
-                        Err(e) => eprintln!("rocsync daemon: sampled window skipped: {e:#}"),
-                    }
-                }
+                d.sample(window);
             }
             _ = sleep_until(deadline), if deadline.is_some() => {
-                // What the probes wrote up to now belongs to this trace.
-                drain(ring.get_mut(), &mut tracker, &mut flight, &mut active);
-                let a = active.as_mut().expect("a deadline is an active trace's");
-                if a.deadline(&mut tracker)? {
-                    let (conn, reply) = active.take().expect("checked").finish(&mut tracker);
-                    traces_written += reply["files"].as_array().map_or(0, |f| f.len() as u64);
-                    if let Some(newest) = reply["files"].get(0).and_then(|f| f.as_str()) {
-                        config.retention.apply(&config.state_dir.join("traces"), newest.as_ref());
-                    }
-                    if let Some(conn) = conn {
-                        socket::answer(conn, &reply).await;
-                    }
-                    if stopping {
-                        break;
-                    }
+                // What the probes wrote up to now belongs to the traces.
+                drain(ring.get_mut(), &mut d);
+                d.finish_due().await?;
+                if d.stopping && !d.sessions.recording() {
+                    break;
                 }
             }
-            _ = tick.tick(), if active.is_some() => {
-                if let Some(a) = &mut active {
-                    a.tick();
-                }
-            }
-            _ = prune.tick() => tracker.prune()?,
-            s = signals.next(), if !stopping => {
+            _ = tick.tick(), if d.sessions.recording() => d.sessions.tick(),
+            _ = prune.tick() => d.tracker.prune()?,
+            s = signals.next(), if !d.stopping => {
                 if s != "SIGHUP" {
                     eprintln!("rocsync daemon: stopping ({s})");
-                    match &mut active {
-                        // Finish the trace in progress (its deadline comes now), then stop.
-                        Some(a) => {
-                            a.until = tokio::time::Instant::now();
-                            stopping = true;
-                        }
-                        None => break,
+                    if !d.sessions.recording() {
+                        break;
                     }
+                    // Finish the traces in progress (their deadlines come now), then stop.
+                    d.sessions.end_all_now();
+                    d.stopping = true;
                     continue;
                 }
                 match Config::load(&args) {
                     Ok(c) => {
-                        tracker.filters = c.filters.clone();
-                        config = Config { socket: config.socket.clone(), ..c };
+                        d.tracker.filters = c.filters.clone();
+                        d.config = Config { socket: d.config.socket.clone(), ..c };
                         eprintln!("rocsync daemon: configuration reloaded");
                     }
                     Err(e) => eprintln!("rocsync daemon: warning: keeping the configuration: {e:#}"),
@@ -263,8 +171,8 @@ pub async fn daemon(args: DaemonArgs, mut signals: Signals) -> Result<i32> {
         }
     }
     // Counting stops at once; the probes detach in the background while we exit.
-    tracker.probes.set_switch(Switch::default())?;
-    let _ = std::fs::remove_file(&config.socket);
+    d.tracker.probes.set_switch(Switch::default())?;
+    let _ = std::fs::remove_file(&d.config.socket);
     Ok(0)
 }
 
@@ -293,26 +201,20 @@ async fn sleep_until(deadline: Option<tokio::time::Instant>) {
 }
 
 /// Reads what the probes wrote: announcements feed discovery, call records the flight
-/// recorder and the trace in progress.
-fn drain(
-    ring: &mut aya::maps::RingBuf<aya::maps::MapData>,
-    tracker: &mut Tracker,
-    flight: &mut Option<flight::FlightRecorder>,
-    active: &mut Option<Active>,
-) {
+/// recorder and the traces in progress.
+fn drain(ring: &mut aya::maps::RingBuf<aya::maps::MapData>, d: &mut Daemon) {
     while let Some(item) = ring.next() {
         match decode(&item) {
-            Ok(Decoded::LinkMap(r)) => tracker.look(r.pid),
+            Ok(Decoded::LinkMap(r)) => d.tracker.look(r.pid),
             Ok(Decoded::Process(r)) if r.event == PROCESS_EXIT => {}
-            Ok(Decoded::Process(r)) => tracker.look(r.pid),
-            _ => {
-                if let Some(f) = flight {
+            Ok(Decoded::Process(r)) => d.tracker.look(r.pid),
+            Ok(decoded) => {
+                if let Some(f) = &mut d.flight {
                     f.keep(&item);
                 }
-                if let Some(a) = active {
-                    a.record(&item);
-                }
+                d.sessions.route(&item, &decoded);
             }
+            Err(_) => {}
         }
     }
 }

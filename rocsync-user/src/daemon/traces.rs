@@ -9,7 +9,7 @@ use std::{
 };
 
 use anyhow::{Result, bail};
-use rocsync_common::{RECORD_ENTRY, TRACE_RECORDING, TRACE_STOPPING};
+use rocsync_common::RECORD_ENTRY;
 use serde_json::json;
 use tokio::{net::UnixStream, time::Instant};
 
@@ -18,6 +18,7 @@ use crate::{
     capture::clock,
     emit::{
         outputs::{CaptureSink, Outputs, Report},
+        processes::Written,
         raw::Header,
     },
     pipeline::Pipeline,
@@ -50,18 +51,21 @@ pub struct Request {
 pub struct Active {
     pub id: u64,
     pub pids: Vec<u32>,
+    /// The agents it records, as a mask; 0 records every agent.
+    pub agents: u64,
     pipeline: Pipeline<CaptureSink>,
     outputs: Outputs,
     /// When recording ends (then, when stopping ends).
     pub until: Instant,
     stopping: bool,
-    /// The client waiting for the files.
-    pub reply: Option<UnixStream>,
+    /// The client waiting for the files, and whether it wants their descriptors.
+    pub reply: Option<(UnixStream, bool)>,
 }
 
 impl Active {
-    /// Starts recording the requested processes.
-    pub fn start(tracker: &mut Tracker, req: Request, state_dir: &Path, id: u64) -> Result<Self> {
+    /// Opens a trace of the requested processes; `Sessions` then switches their
+    /// recording on.
+    pub fn open(tracker: &Tracker, req: Request, state_dir: &Path, id: u64) -> Result<Self> {
         let pids: Vec<u32> = if req.pids.is_empty() {
             let cgroup =
                 |p: u32| std::fs::read_to_string(format!("/proc/{p}/cgroup")).unwrap_or_default();
@@ -92,22 +96,21 @@ impl Active {
             }
         }
         let (pipeline, outputs) = open(state_dir, &req.name, id, req.output.as_deref())?;
-        for &pid in &pids {
-            tracker.set_capture(pid, TRACE_RECORDING, req.agents)?;
-        }
-        eprintln!(
-            "rocsync daemon: trace {id}: recording pid(s) {pids:?} for {:?}",
-            req.duration
-        );
         Ok(Self {
             id,
             pids,
+            agents: req.agents,
             pipeline,
             outputs,
             until: Instant::now() + req.duration,
             stopping: false,
             reply: None,
         })
+    }
+
+    /// The name other sessions see it by.
+    pub fn name(&self) -> String {
+        format!("trace {} of pid(s) {:?}", self.id, self.pids)
     }
 
     /// A ring record of a recorded process. Once stopping, only returns (with the flight
@@ -123,29 +126,26 @@ impl Active {
         self.pipeline.tick();
     }
 
+    /// Whether it still records entries (not yet stopping).
+    pub fn recording(&self) -> bool {
+        !self.stopping
+    }
+
     /// At `until`: first stop recording entries; after the grace period, finish. Returns
     /// whether the trace is done.
-    pub fn deadline(&mut self, tracker: &mut Tracker) -> Result<bool> {
+    pub fn deadline(&mut self) -> bool {
         if self.stopping {
-            return Ok(true);
-        }
-        if tracker.baseline == 0 {
-            for &pid in &self.pids {
-                tracker.set_capture(pid, TRACE_STOPPING, 0)?;
-            }
+            return true;
         }
         self.pipeline.stopping();
         self.stopping = true;
         self.until = Instant::now() + GRACE;
-        Ok(false)
+        false
     }
 
     /// Writes the traces; returns the client's stream and what to send on it.
-    pub fn finish(self, tracker: &mut Tracker) -> (Option<UnixStream>, serde_json::Value) {
-        for &pid in &self.pids {
-            let _ = tracker.release(pid);
-        }
-        let written: Result<Vec<PathBuf>> = self
+    pub fn finish(self) -> (Option<(UnixStream, bool)>, serde_json::Value) {
+        let written: Result<Vec<Written>> = self
             .pipeline
             .finish()
             .map_err(anyhow::Error::from)
@@ -158,11 +158,7 @@ impl Active {
                 };
                 self.outputs.finish(sink, &stats, report)
             });
-        let reply = match written {
-            Ok(files) => json!({ "files": files }),
-            Err(e) => json!({ "error": format!("writing the traces: {e:#}") }),
-        };
-        (self.reply, reply)
+        (self.reply, answer(written))
     }
 }
 
@@ -189,12 +185,23 @@ fn open(
     Ok((pipeline, outputs))
 }
 
+/// The answer to a trace's client: the files written and the process each holds.
+pub fn answer(written: Result<Vec<Written>>) -> serde_json::Value {
+    match written {
+        Ok(w) => json!({
+            "files": w.iter().map(|w| &w.path).collect::<Vec<_>>(),
+            "pids": w.iter().map(|w| w.pid).collect::<Vec<_>>(),
+        }),
+        Err(e) => json!({ "error": format!("writing the traces: {e:#}") }),
+    }
+}
+
 /// Writes what the flight recorder holds (every process's last seconds) as traces.
 pub fn dump<'a>(
     records: impl Iterator<Item = &'a [u8]>,
     state_dir: &Path,
     id: u64,
-) -> Result<Vec<PathBuf>> {
+) -> Result<Vec<Written>> {
     let (mut pipeline, outputs) = open(state_dir, "flight", id, None)?;
     for r in records {
         let _ = pipeline.record(r);

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use super::{
     Tee,
     files::{FileStream, PendingFile},
-    processes::{ProcessInfo, ProcessTraces},
+    processes::{ProcessInfo, ProcessTraces, Written},
     raw::{Header, RawWriter, Trailer},
     summary,
 };
@@ -87,7 +87,7 @@ impl Outputs {
         sink: CaptureSink,
         stats: &CaptureStats,
         report: Report,
-    ) -> Result<Vec<PathBuf>> {
+    ) -> Result<Vec<Written>> {
         let Tee(traces, raw) = sink;
         let mut lines = Vec::new();
         let processes: serde_json::Map<String, Value> = report
@@ -133,7 +133,7 @@ impl Outputs {
             lines.push(line);
         }
         eprint!("{}", summary::render(stats, &lines));
-        Ok(written.into_iter().map(|w| w.path).collect())
+        Ok(written)
     }
 }
 

@@ -176,7 +176,7 @@ impl ProcessTraces {
 }
 
 /// `<stem>_<pid><ext>`, where `.json.gz` counts as one extension.
-fn per_process_name(path: &Path, pid: u32) -> String {
+pub fn per_process_name(path: &Path, pid: u32) -> String {
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())

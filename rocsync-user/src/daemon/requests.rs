@@ -1,0 +1,214 @@
+//! What the daemon answers: trace requests, standalone captures' claims and status on its
+//! unix socket, dynolog's requests, and the sampled windows it starts itself.
+
+use anyhow::Result;
+use serde_json::{Value, json};
+use tokio::{
+    io::AsyncReadExt as _,
+    net::{TcpStream, UnixStream},
+    sync::mpsc::UnboundedSender,
+};
+
+use super::{
+    config::Config,
+    discovery::{self, Tracker},
+    dynolog,
+    flight::FlightRecorder,
+    sessions::Sessions,
+    socket::{self, Asked},
+    traces::{self, Active, Request},
+};
+use crate::agents::{ClaimError, ClaimId};
+
+pub struct Daemon {
+    pub config: Config,
+    pub tracker: Tracker,
+    pub sessions: Sessions,
+    pub flight: Option<FlightRecorder>,
+    pub traces_written: u64,
+    /// SIGTERM came: traces in progress finish, then the daemon exits.
+    pub stopping: bool,
+    next_id: u64,
+    /// Where a held claim's connection says it closed.
+    released: UnboundedSender<ClaimId>,
+}
+
+impl Daemon {
+    pub fn new(
+        config: Config,
+        tracker: Tracker,
+        flight: Option<FlightRecorder>,
+        released: UnboundedSender<ClaimId>,
+    ) -> Self {
+        Self {
+            config,
+            tracker,
+            sessions: Sessions::default(),
+            flight,
+            traces_written: 0,
+            stopping: false,
+            next_id: 1,
+            released,
+        }
+    }
+
+    fn take_id(&mut self) -> u64 {
+        self.next_id += 1;
+        self.next_id - 1
+    }
+
+    /// Opens and starts a trace, if its agents are free.
+    fn start(&mut self, req: Request) -> Result<&Active> {
+        let id = self.take_id();
+        let trace = Active::open(&self.tracker, req, &self.config.state_dir, id)?;
+        self.sessions.start(&mut self.tracker, trace)?;
+        Ok(&self.sessions.traces.last().expect("just started").1)
+    }
+
+    /// One connection on the unix socket (its peer already checked).
+    pub async fn on_request(&mut self, mut conn: UnixStream) {
+        let asked = match socket::read_request(&mut conn).await {
+            Ok(a) => a,
+            Err(e) => return refuse(conn, &e).await,
+        };
+        match asked {
+            Asked::Status => socket::answer(conn, &self.status()).await,
+            Asked::Claim { name, agents } => match self.sessions.hold(name, agents) {
+                Ok(id) => {
+                    socket::answer_keeping(&mut conn, &json!({ "claimed": id.to_string() })).await;
+                    let released = self.released.clone();
+                    // The claim lasts as long as the capture's connection, however it ends.
+                    tokio::spawn(async move {
+                        let mut rest = Vec::new();
+                        let _ = conn.read_to_end(&mut rest).await;
+                        let _ = released.send(id);
+                    });
+                }
+                Err(e) => refuse(conn, &e.into()).await,
+            },
+            Asked::Trace { request, .. } if request.flight => {
+                let id = self.take_id();
+                let reply = match &self.flight {
+                    None => {
+                        json!({ "error": "the flight recorder is off: start the daemon with --flight-recorder 10s" })
+                    }
+                    Some(f) => {
+                        traces::answer(traces::dump(f.records(), &self.config.state_dir, id))
+                    }
+                };
+                self.answered(&reply);
+                socket::answer(conn, &reply).await;
+            }
+            Asked::Trace {
+                request,
+                send_files,
+            } => match self.start(request) {
+                Ok(_) => {
+                    let t = &mut self.sessions.traces.last_mut().expect("started").1;
+                    t.reply = Some((conn, send_files));
+                }
+                Err(e) => refuse(conn, &e).await,
+            },
+        }
+    }
+
+    /// A dynolog request: `dyno gputrace`.
+    pub async fn on_dynolog(&mut self, mut conn: TcpStream) {
+        let asked = dynolog::read(&mut conn)
+            .await
+            .and_then(|v| dynolog::parse(&v, &self.config.state_dir));
+        let reply = match asked {
+            Err(e) => dynolog::answer(&[], false, Some(format!("{e:#}"))),
+            Ok(d) => {
+                let name = d
+                    .log_file
+                    .file_stem()
+                    .map_or("trace".into(), |s| s.to_string_lossy().into_owned());
+                let req = Request {
+                    flight: false,
+                    pids: d.pids,
+                    cgroup: None,
+                    agents: 0,
+                    duration: d.duration,
+                    name,
+                    output: Some(d.log_file),
+                };
+                match self.start(req) {
+                    Ok(t) => dynolog::answer(&t.pids, false, None),
+                    Err(e) if e.downcast_ref::<ClaimError>().is_some() => {
+                        dynolog::answer(&[], true, None)
+                    }
+                    Err(e) => dynolog::answer(&[], false, Some(format!("{e:#}"))),
+                }
+            }
+        };
+        dynolog::write(&mut conn, &reply).await;
+    }
+
+    /// A sampled window of every tracked process, unless another session holds agents.
+    pub fn sample(&mut self, window: std::time::Duration) {
+        if self.tracker.tracked.is_empty() {
+            return;
+        }
+        let req = Request {
+            flight: false,
+            pids: Vec::new(),
+            cgroup: None,
+            agents: 0,
+            duration: window,
+            name: "sample".into(),
+            output: None,
+        };
+        if let Err(e) = self.start(req) {
+            eprintln!("rocsync daemon: sampled window skipped: {e:#}");
+        }
+    }
+
+    /// Finishes the traces whose time came, and answers their clients.
+    pub async fn finish_due(&mut self) -> Result<()> {
+        for (client, reply) in self.sessions.due(&mut self.tracker)? {
+            self.answered(&reply);
+            if let Some(newest) = reply["files"].get(0).and_then(|f| f.as_str()) {
+                let dir = self.config.state_dir.join("traces");
+                self.config.retention.apply(&dir, newest.as_ref());
+            }
+            deliver(client, &reply).await;
+        }
+        Ok(())
+    }
+
+    fn answered(&mut self, reply: &Value) {
+        self.traces_written += reply["files"].as_array().map_or(0, |f| f.len() as u64);
+    }
+
+    fn status(&self) -> Value {
+        let tracked: Vec<Value> = self
+            .tracker
+            .tracked
+            .iter()
+            .map(|&pid| json!({ "pid": pid, "exe": discovery::exe(pid) }))
+            .collect();
+        let traces: Vec<Value> = self
+            .sessions
+            .traces
+            .iter()
+            .map(|(_, t)| json!({ "session": t.name(), "id": t.id, "pids": t.pids }))
+            .collect();
+        let held: Vec<&str> = self.sessions.held.iter().map(|(_, n)| n.as_str()).collect();
+        json!({ "tracked": tracked, "traces": traces, "claims": held })
+    }
+}
+
+async fn refuse(conn: UnixStream, e: &anyhow::Error) {
+    eprintln!("rocsync daemon: request refused: {e:#}");
+    socket::answer(conn, &json!({ "error": format!("{e:#}") })).await;
+}
+
+/// Sends a finished trace's answer, with the files' descriptors if the client asked.
+async fn deliver(client: Option<(UnixStream, bool)>, reply: &Value) {
+    match client {
+        None => {}
+        Some((conn, false)) => socket::answer(conn, reply).await,
+        Some((conn, true)) => socket::answer_with_files(conn, reply).await,
+    }
+}

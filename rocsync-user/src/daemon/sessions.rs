@@ -1,0 +1,259 @@
+//! The sessions running on the node: traces the daemon records and claims held by
+//! standalone captures (`rocsync attach`/`run` while a daemon runs). Sessions may run
+//! together only on disjoint agent sets (`AgentClaims`); an overlapping one is refused,
+//! naming the session it conflicts with.
+//!
+//! Traces on disjoint agents may record the same process: the kernel then records the
+//! union of their agents (attributing each call to its device) and each trace is given the
+//! calls of the others' agents marked filtered — what a standalone `--agents` capture of
+//! its own would have recorded.
+
+use std::collections::BTreeSet;
+
+use anyhow::Result;
+use rocsync_common::{
+    Api, Cookie, Decoded, ENTRY_FILTERED, EntryRecord, TRACE_RECORDING, TRACE_STOPPING,
+};
+use tokio::time::Instant;
+
+use super::{discovery::Tracker, traces::Active};
+use crate::agents::{AgentClaims, AgentSet, ClaimError, ClaimId};
+
+#[derive(Default)]
+pub struct Sessions {
+    claims: AgentClaims,
+    /// Traces in progress, each with its claim.
+    pub traces: Vec<(ClaimId, Active)>,
+    /// Claims of standalone captures: (claim, its name), held while their connection is.
+    pub held: Vec<(ClaimId, String)>,
+}
+
+/// A finished trace: the client waiting for it, and its answer.
+pub type Finished = (Option<(tokio::net::UnixStream, bool)>, serde_json::Value);
+
+impl Sessions {
+    /// Starts a trace opened by `Active::open`, unless it would share an agent with a
+    /// running session: then nothing of it stays.
+    pub fn start(&mut self, tracker: &mut Tracker, trace: Active) -> Result<()> {
+        let claim = self.claims.start(&trace.name(), agent_set(trace.agents))?;
+        let pids = trace.pids.clone();
+        eprintln!(
+            "rocsync daemon: trace {}: recording pid(s) {pids:?} ({}) until {:?} from now",
+            trace.id,
+            agent_set(trace.agents),
+            trace.until - Instant::now()
+        );
+        self.traces.push((claim, trace));
+        self.apply(tracker, &pids)
+    }
+
+    /// A standalone capture's claim.
+    pub fn hold(&mut self, name: String, agents: AgentSet) -> Result<ClaimId, ClaimError> {
+        let id = self.claims.start(&name, agents)?;
+        eprintln!("rocsync daemon: {name} holds its agents");
+        self.held.push((id, name));
+        Ok(id)
+    }
+
+    /// A standalone capture ended (its connection closed).
+    pub fn release(&mut self, id: ClaimId) {
+        let _ = self.claims.stop(id);
+        self.held.retain(|(h, _)| *h != id);
+    }
+
+    pub fn recording(&self) -> bool {
+        !self.traces.is_empty()
+    }
+
+    /// The earliest moment a trace stops or finishes.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.traces.iter().map(|(_, t)| t.until).min()
+    }
+
+    /// Ends every trace now (the daemon stops: each still finishes and is written).
+    pub fn end_all_now(&mut self) {
+        let now = Instant::now();
+        for (_, t) in &mut self.traces {
+            t.until = t.until.min(now);
+        }
+    }
+
+    pub fn tick(&mut self) {
+        for (_, t) in &mut self.traces {
+            t.tick();
+        }
+    }
+
+    /// Traces whose time came: recording ones start stopping, stopped ones finish.
+    pub fn due(&mut self, tracker: &mut Tracker) -> Result<Vec<Finished>> {
+        let now = Instant::now();
+        let mut finished = Vec::new();
+        let mut changed = BTreeSet::new();
+        let mut i = 0;
+        while i < self.traces.len() {
+            let (claim, t) = &mut self.traces[i];
+            if t.until > now {
+                i += 1;
+                continue;
+            }
+            changed.extend(t.pids.iter().copied());
+            if t.deadline() {
+                let _ = self.claims.stop(*claim);
+                finished.push(self.traces.remove(i).1.finish());
+            } else {
+                i += 1;
+            }
+        }
+        let changed: Vec<u32> = changed.into_iter().collect();
+        self.apply(tracker, &changed)?;
+        Ok(finished)
+    }
+
+    /// Gives a record to the traces of its process.
+    pub fn route(&mut self, bytes: &[u8], decoded: &Decoded) {
+        let pid = match decoded {
+            Decoded::Entry(r) => r.pid,
+            Decoded::Exit(r) => r.pid,
+            Decoded::Queue(r) => r.pid,
+            Decoded::Packet(r) => r.pid,
+            _ => return,
+        };
+        for (_, t) in &mut self.traces {
+            if !t.pids.contains(&pid) {
+                continue;
+            }
+            match decoded {
+                Decoded::Entry(e) if other_agents(e, t.agents) => t.record(&filtered(bytes)),
+                _ => t.record(bytes),
+            }
+        }
+    }
+
+    /// Sets each process's recording in the kernel from the traces that hold it:
+    /// recording (the union of their agents), stopping (returns only), or the baseline.
+    fn apply(&self, tracker: &mut Tracker, pids: &[u32]) -> Result<()> {
+        for &pid in pids {
+            let holding = || {
+                self.traces
+                    .iter()
+                    .map(|(_, t)| t)
+                    .filter(|t| t.pids.contains(&pid))
+            };
+            let recording: Vec<u64> = holding()
+                .filter(|t| t.recording())
+                .map(|t| t.agents)
+                .collect();
+            let (capture, mut agents) = if !recording.is_empty() {
+                let all = recording.contains(&0);
+                let union = recording.iter().fold(0, |m, a| m | a);
+                (TRACE_RECORDING, if all { 0 } else { union })
+            } else if holding().next().is_some() && tracker.baseline == 0 {
+                (TRACE_STOPPING, 0)
+            } else {
+                (tracker.baseline, 0)
+            };
+            // The flight recorder keeps every agent: attribute without dropping, and let
+            // `route` split.
+            if tracker.baseline == TRACE_RECORDING && agents != 0 {
+                agents = u64::MAX;
+            }
+            tracker.set_capture(pid, capture, agents)?;
+        }
+        Ok(())
+    }
+}
+
+fn agent_set(mask: u64) -> AgentSet {
+    match mask {
+        0 => AgentSet::All,
+        m => AgentSet::Only((0..64).filter(|d| m & 1 << d != 0).collect()),
+    }
+}
+
+/// Whether an entry the kernel let through belongs to agents outside `agents` (a trace
+/// on some agents, sharing the process with a trace on others): its synchronisations and
+/// event records are then filtered for that trace, as the kernel filters them.
+fn other_agents(e: &EntryRecord, agents: u64) -> bool {
+    let filterable = Api::from_u32(e.api).is_some_and(|a| {
+        let kind = Cookie::of(a).kind();
+        kind == Cookie::KIND_SYNC || kind == Cookie::KIND_RECORD
+    });
+    agents != 0
+        && filterable
+        && e.flags & ENTRY_FILTERED == 0
+        && (0..64).contains(&e.device)
+        && agents & 1 << e.device == 0
+}
+
+/// The entry's bytes, marked filtered.
+fn filtered(bytes: &[u8]) -> Vec<u8> {
+    let mut b = bytes.to_vec();
+    let at = std::mem::offset_of!(EntryRecord, flags);
+    if let Some(f) = b.get_mut(at..at + 4) {
+        let flags = u32::from_ne_bytes(f.try_into().expect("4 bytes")) | ENTRY_FILTERED;
+        f.copy_from_slice(&flags.to_ne_bytes());
+    }
+    b
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(api: Api, device: i32, flags: u32) -> EntryRecord {
+        EntryRecord {
+            kind: rocsync_common::RECORD_ENTRY,
+            api: api as u32,
+            device,
+            flags,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_trace_gets_other_agents_syncs_and_records_filtered() {
+        let on_1 = 0b10;
+        assert!(other_agents(&entry(Api::HipStreamSynchronize, 0, 0), on_1));
+        assert!(other_agents(&entry(Api::HipEventRecord, 2, 0), on_1));
+        assert!(!other_agents(&entry(Api::HipEventRecord, 1, 0), on_1));
+        // Not a call the filter drops, already filtered, unattributed, or every agent.
+        assert!(!other_agents(&entry(Api::HipSetDevice, 0, 0), on_1));
+        assert!(!other_agents(
+            &entry(Api::HipStreamSynchronize, 0, ENTRY_FILTERED),
+            on_1
+        ));
+        assert!(!other_agents(
+            &entry(Api::HipStreamSynchronize, rocsync_common::NO_DEVICE, 0),
+            on_1
+        ));
+        assert!(!other_agents(&entry(Api::HipStreamSynchronize, 0, 0), 0));
+    }
+
+    #[test]
+    fn marking_filtered_changes_only_the_flag() {
+        let e = entry(Api::HipStreamWaitEvent, 3, 0);
+        // SAFETY: a plain `#[repr(C)]` record without padding, read as its bytes.
+        let bytes = unsafe {
+            std::slice::from_raw_parts(
+                (&e as *const EntryRecord).cast::<u8>(),
+                size_of::<EntryRecord>(),
+            )
+        };
+        let Ok(Decoded::Entry(f)) = rocsync_common::decode(&filtered(bytes)) else {
+            panic!("still an entry");
+        };
+        assert_eq!(
+            f,
+            EntryRecord {
+                flags: ENTRY_FILTERED,
+                ..e
+            }
+        );
+    }
+
+    #[test]
+    fn agent_masks_are_claims() {
+        assert_eq!(agent_set(0), AgentSet::All);
+        assert_eq!(agent_set(0b101), AgentSet::Only([0, 2].into()));
+    }
+}

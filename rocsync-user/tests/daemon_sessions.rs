@@ -1,0 +1,179 @@
+//! Sessions on one node: daemon traces on disjoint agent sets record the same process
+//! together, each holding exactly its own devices' calls (by the process's own log); an
+//! overlapping request, and a standalone `rocsync attach` on a recorded agent, are refused
+//! naming the session they conflict with; `rocsync status` lists what is tracked and
+//! recording; `rocsync trace -o` writes the trace where the client says, as the client.
+//! Needs root.
+
+mod common;
+
+use std::{
+    collections::BTreeSet,
+    io::Write as _,
+    os::unix::fs::MetadataExt as _,
+    process::{Command, Output, Stdio},
+};
+
+use common::{daemon::*, *};
+use rocsync_tests::read_log;
+
+fn trace(sock: &std::path::Path, pid: u32, agents: &str, extra: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_rocsync"))
+        .args(["trace", "--duration-ms", "800", "--agents", agents, "--pid"])
+        .arg(pid.to_string())
+        .arg("--socket")
+        .arg(sock)
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn traces_on_disjoint_agents_record_together_and_overlaps_are_refused() {
+    let name = "traces_on_disjoint_agents_record_together_and_overlaps_are_refused";
+    if !can_trace(name) {
+        return;
+    }
+    let dir = TempDir::new();
+    let exe = own_copy(&dir);
+    let (daemon, mut lines) = start_daemon(&dir, &exe, &[]);
+    let log = dir.path("loop.log");
+    // Held until tracked: the daemon learns each thread's device from its hipSetDevice.
+    let mut target = Command::new(&exe)
+        .args(["gated", "loop", "4000", "2"])
+        .env("SCENARIO_LOG", &log)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = target.id();
+    let mut said = Lines::of(target.stdout.take().unwrap());
+    said.wait_for("ready");
+    lines.wait_for(&format!("tracking pid {pid}"));
+    target.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    said.wait_for("looping");
+    let sock = dir.path("rocsync.sock");
+
+    let on_0 = {
+        let sock = sock.clone();
+        std::thread::spawn(move || trace(&sock, pid, "0", &[]))
+    };
+    lines.wait_for("trace 1: recording");
+    // Agent 1 is free: a second trace of the same process records with the first; this
+    // one is written where the client says.
+    let out = dir.path("mine.json");
+    let on_1 = {
+        let (sock, out) = (sock.clone(), out.clone());
+        std::thread::spawn(move || trace(&sock, pid, "1", &["-o", out.to_str().unwrap()]))
+    };
+    lines.wait_for("trace 2: recording");
+
+    let overlap = trace(&sock, pid, "1,2", &[]);
+    assert!(!overlap.status.success());
+    let err = stderr(&overlap);
+    assert!(
+        err.contains(&format!(
+            "session \"trace 2 of pid(s) [{pid}]\" already records agents 1"
+        )),
+        "{err}"
+    );
+    // A standalone capture goes through the same registry.
+    let attach = rocsync()
+        .args([
+            "attach",
+            "--no-status",
+            "--agents",
+            "0",
+            "--duration",
+            "1",
+            "--pid",
+        ])
+        .arg(pid.to_string())
+        .arg("--daemon-socket")
+        .arg(&sock)
+        .arg("-o")
+        .arg(dir.path("attach.json"))
+        .output()
+        .unwrap();
+    assert!(!attach.status.success());
+    let err = stderr(&attach);
+    assert!(err.contains("session \"trace 1 of pid(s)"), "{err}");
+    assert!(!dir.path("attach.json").exists());
+    // Status lists the process and both traces.
+    let status = rocsync()
+        .args(["status", "--json", "--socket"])
+        .arg(&sock)
+        .output()
+        .unwrap();
+    assert!(status.status.success(), "{}", stderr(&status));
+    let s: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert_eq!(s["tracked"][0]["pid"], pid);
+    assert_eq!(s["traces"].as_array().unwrap().len(), 2, "{s}");
+
+    let (a, b) = (on_0.join().unwrap(), on_1.join().unwrap());
+    assert!(a.status.success(), "{}", stderr(&a));
+    assert!(b.status.success(), "{}", stderr(&b));
+    assert_eq!(
+        String::from_utf8_lossy(&b.stdout).trim(),
+        out.to_str().unwrap()
+    );
+    assert!(target.wait().unwrap().success());
+    // Both agents free again: an unrestricted trace would now start (the target ended).
+    stop(daemon);
+
+    // Each trace: only its device's thread's syncs and records, a contiguous run of them.
+    let logged = read_log(&log);
+    let thread_of = |d: u64| {
+        logged
+            .iter()
+            .find(|l| l.api == "hipSetDevice" && l.args[0] == d)
+            .unwrap()
+            .tid
+    };
+    let file_a = String::from_utf8_lossy(&a.stdout).trim().to_string();
+    for (file, device) in [(file_a.as_str(), 0), (out.to_str().unwrap(), 1)] {
+        let t = read_json(std::path::Path::new(file));
+        let mut rows: Vec<&serde_json::Value> = t["traceEvents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["cat"] == "cuda_runtime")
+            .collect();
+        rows.sort_by_key(|e| e["args"]["correlation"].as_u64());
+        let tids: BTreeSet<u64> = rows.iter().map(|e| e["tid"].as_u64().unwrap()).collect();
+        assert_eq!(
+            tids,
+            [thread_of(device) as u64].into(),
+            "{file}: only device {device}'s thread"
+        );
+        let got: Vec<&str> = rows.iter().map(|e| e["name"].as_str().unwrap()).collect();
+        let mine: Vec<&str> = logged
+            .iter()
+            .filter(|l| l.tid == thread_of(device) && l.api != "hipSetDevice")
+            .map(|l| l.api.as_str())
+            .collect();
+        assert!(got.len() > 50, "{file}: {} rows", got.len());
+        assert!(
+            mine.windows(got.len()).any(|w| w == got.as_slice()),
+            "{file}: a contiguous run of device {device}'s calls"
+        );
+        let filtered: u64 = t["rocsync"]["filtered_by_agents"]
+            .as_object()
+            .unwrap()
+            .values()
+            .map(|v| v.as_u64().unwrap())
+            .sum();
+        assert!(
+            filtered > 0,
+            "{file}: the other device's calls are counted filtered"
+        );
+    }
+    // Written by the client, as the client (root here): a regular file of its own.
+    let meta = std::fs::symlink_metadata(&out).unwrap();
+    assert!(meta.file_type().is_file());
+    assert_eq!(meta.uid(), unsafe { libc::geteuid() });
+}
