@@ -59,42 +59,10 @@ fn the_daemon_counts_a_new_process_calls_exactly() {
     target.stdin.take().unwrap().write_all(b"go\n").unwrap();
     assert!(target.wait().unwrap().success());
 
-    let response = get(&addr, "/metrics");
-    let (head, body) = response.split_once("\r\n\r\n").unwrap();
-    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
-    let mut parse = Command::new(python)
-        .arg(prom_script())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    parse
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(body.as_bytes())
-        .unwrap();
-    let parsed = parse.wait_with_output().unwrap();
-    assert!(
-        parsed.status.success(),
-        "prometheus_client rejected:\n{body}"
-    );
-    let v: serde_json::Value = serde_json::from_slice(&parsed.stdout).unwrap();
-    assert_eq!(v["types"]["rocsync_sync_wait_seconds"], "histogram");
-    assert_eq!(v["types"]["rocsync_sync_calls"], "counter");
-    // Sum each series over devices, by API.
-    let mut sums: BTreeMap<(String, String), f64> = BTreeMap::new();
-    for s in v["samples"].as_array().unwrap() {
-        let api = s[1]["api"].as_str().unwrap_or("").to_string();
-        *sums
-            .entry((s[0].as_str().unwrap().to_string(), api))
-            .or_default() += s[2].as_f64().unwrap();
-    }
-    let sum = |metric: &str, api: &str| {
-        sums.get(&(metric.to_string(), api.to_string()))
-            .copied()
-            .unwrap_or(0.0) as usize
-    };
+    let m = Metrics::scrape(&python, &addr);
+    assert_eq!(m.types["rocsync_sync_wait_seconds"], "histogram");
+    assert_eq!(m.types["rocsync_sync_calls"], "counter");
+    let sum = |metric: &str, api: &str| m.sum(metric, api);
     let logged = probed(&read_log(&log));
     let mut apis: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
     for l in &logged {
@@ -120,8 +88,8 @@ fn the_daemon_counts_a_new_process_calls_exactly() {
             );
         }
     }
-    assert_eq!(v["types"]["rocsync_tracked_processes"], "gauge");
-    assert_eq!(v["types"]["rocsync_dropped_records"], "counter");
+    assert_eq!(m.types["rocsync_tracked_processes"], "gauge");
+    assert_eq!(m.types["rocsync_dropped_records"], "counter");
     assert!(get(&addr, "/healthz").ends_with("ok\n"));
     assert!(get(&addr, "/nope").starts_with("HTTP/1.1 404"));
 
@@ -236,13 +204,7 @@ fn a_trace_on_request_holds_a_window_of_the_process_calls() {
         "{}",
         String::from_utf8_lossy(&by_cgroup.stderr)
     );
-    let addr = lines
-        .1
-        .iter()
-        .find_map(|l| l.split("http://").nth(1))
-        .unwrap()
-        .trim_end_matches("/metrics")
-        .to_string();
+    let addr = metrics_addr(&lines);
     assert!(get(&addr, "/metrics").contains("rocsync_traces_written_total 2"));
     // Without a flight recorder, --flight says so.
     let flight = Command::new(env!("CARGO_BIN_EXE_rocsync"))

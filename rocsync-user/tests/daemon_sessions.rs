@@ -177,3 +177,60 @@ fn traces_on_disjoint_agents_record_together_and_overlaps_are_refused() {
     assert!(meta.file_type().is_file());
     assert_eq!(meta.uid(), unsafe { libc::geteuid() });
 }
+
+#[test]
+fn sigterm_during_a_trace_finishes_and_writes_it() {
+    let name = "sigterm_during_a_trace_finishes_and_writes_it";
+    if !can_trace(name) {
+        return;
+    }
+    let dir = TempDir::new();
+    let exe = own_copy(&dir);
+    let (mut daemon, mut lines) = start_daemon(&dir, &exe, &[]);
+    let mut target = Command::new(&exe)
+        .args(["loop", "30000"])
+        .env("SCENARIO_LOG", dir.path("loop.log"))
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = target.id();
+    lines.wait_for(&format!("tracking pid {pid}"));
+    let sock = dir.path("rocsync.sock");
+    // Asked for a minute; the daemon is told to stop half a second in.
+    let asked = std::thread::spawn(move || {
+        Command::new(env!("CARGO_BIN_EXE_rocsync"))
+            .args(["trace", "--duration-ms", "60000", "--all", "--socket"])
+            .arg(&sock)
+            .output()
+            .unwrap()
+    });
+    lines.wait_for("trace 1: recording");
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let stopped_at = std::time::Instant::now();
+    // SAFETY: signals the daemon this test started.
+    unsafe { libc::kill(daemon.id() as i32, libc::SIGTERM) };
+    let answer = asked.join().unwrap();
+    assert!(answer.status.success(), "{}", stderr(&answer));
+    assert!(daemon.wait().unwrap().success());
+    assert!(stopped_at.elapsed() < std::time::Duration::from_secs(10));
+    // The process goes on, running (not stopped).
+    assert!(
+        target.try_wait().unwrap().is_none(),
+        "the target still runs"
+    );
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let state = stat.rsplit(')').next().unwrap().split_whitespace().next();
+    assert!(matches!(state, Some("R" | "S")), "{stat}");
+    let file = String::from_utf8_lossy(&answer.stdout).trim().to_string();
+    let t = read_json(std::path::Path::new(&file));
+    let rows = t["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["cat"] == "cuda_runtime" && e["pid"] == pid)
+        .count();
+    assert!(rows > 100, "{rows} rows in half a second");
+    // SAFETY: ends the process this test started.
+    unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+    let _ = target.wait();
+}

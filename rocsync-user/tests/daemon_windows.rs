@@ -73,13 +73,7 @@ fn the_flight_recorder_writes_the_last_seconds_on_request() {
     let dir = TempDir::new();
     let exe = own_copy(&dir);
     let (daemon, mut lines) = start_daemon(&dir, &exe, &["--flight-recorder", "1s"]);
-    let addr = lines
-        .1
-        .iter()
-        .find_map(|l| l.split("http://").nth(1))
-        .unwrap()
-        .trim_end_matches("/metrics")
-        .to_string();
+    let addr = metrics_addr(&lines);
     let log = dir.path("loop.log");
     let mut target = Command::new(&exe)
         .args(["loop", "4000"])

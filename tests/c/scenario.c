@@ -8,6 +8,7 @@
  *   threads N ITERS       N threads, each ITERS x (record, wait, event sync, stream sync)
  *   cross ITERS           two threads: one records, the other waits on its events
  *   gated MODE ...        print "ready", wait for a line on stdin, then run MODE
+ *   loaded MODE ...       load the runtime, print "loaded", wait for a line, run MODE
  *   loop MS [DEVICES]     call in a loop for MS milliseconds (DEVICES > 1: one thread per
  *                         device, each on a stream and event of its own)
  *   hang                  queue 30 s of work, then block in hipStreamSynchronize
@@ -473,6 +474,15 @@ static int run(int argc, char **argv) {
     DeviceSynchronize();
     StreamDestroy(s);
     return 0;
+  }
+  if (!strcmp(mode, "loaded")) {
+    /* The runtime loaded (dlopen: late), nothing called until a line on stdin. */
+    load_runtime();
+    printf("loaded\n");
+    fflush(stdout);
+    char buf[16];
+    if (!fgets(buf, sizeof buf, stdin)) return 5;
+    return run(argc - 1, argv + 1);
   }
   if (!strcmp(mode, "gated")) {
     printf("ready\n");

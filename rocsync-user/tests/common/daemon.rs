@@ -1,13 +1,76 @@
 //! Helpers of the daemon tests: a daemon of a test's own, its HTTP endpoint, its stop.
 
 use std::{
+    collections::BTreeMap,
+    ffi::OsStr,
     io::{Read as _, Write as _},
     net::TcpStream,
     path::PathBuf,
-    process::Child,
+    process::{Child, Command, Stdio},
 };
 
 use super::{Lines, TempDir, rocsync, spawn_piped};
+
+/// The daemon's `/metrics` parsed by Prometheus's own Python client (`python` has
+/// prometheus_client): each (metric, api) summed over the other labels, and each
+/// metric family's type.
+pub struct Metrics {
+    pub sums: BTreeMap<(String, String), f64>,
+    pub types: serde_json::Value,
+}
+
+impl Metrics {
+    pub fn scrape(python: &OsStr, addr: &str) -> Metrics {
+        let response = get(addr, "/metrics");
+        let (head, body) = response.split_once("\r\n\r\n").unwrap();
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        let mut parse = Command::new(python)
+            .arg(rocsync_tests::prom_script())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = parse.stdin.take().unwrap();
+        stdin.write_all(body.as_bytes()).unwrap();
+        drop(stdin);
+        let parsed = parse.wait_with_output().unwrap();
+        assert!(
+            parsed.status.success(),
+            "prometheus_client rejected:\n{body}"
+        );
+        let v: serde_json::Value = serde_json::from_slice(&parsed.stdout).unwrap();
+        let mut sums = BTreeMap::new();
+        for s in v["samples"].as_array().unwrap() {
+            let api = s[1]["api"].as_str().unwrap_or("").to_string();
+            *sums
+                .entry((s[0].as_str().unwrap().to_string(), api))
+                .or_default() += s[2].as_f64().unwrap();
+        }
+        Metrics {
+            sums,
+            types: v["types"].clone(),
+        }
+    }
+
+    /// One metric of one API, summed over devices.
+    pub fn sum(&self, metric: &str, api: &str) -> usize {
+        self.sums
+            .get(&(metric.to_string(), api.to_string()))
+            .copied()
+            .unwrap_or(0.0) as usize
+    }
+}
+
+/// The address of `/metrics` the daemon printed.
+pub fn metrics_addr(lines: &Lines) -> String {
+    lines
+        .1
+        .iter()
+        .find_map(|l| l.split("http://").nth(1))
+        .unwrap()
+        .trim_end_matches("/metrics")
+        .to_string()
+}
 
 /// One GET over HTTP/1.1; the whole response.
 pub fn get(addr: &str, path: &str) -> String {

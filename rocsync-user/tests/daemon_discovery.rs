@@ -1,0 +1,151 @@
+//! The daemon finds every kind of GPU process started after it: one linked against the
+//! runtime, one that `dlopen`s it late (tracked only from the load on), and one in a
+//! mount namespace of its own whose runtime exists only there (a container's). `rocsync
+//! status` lists the three; `/metrics`, parsed by Prometheus's Python client, counts
+//! exactly the calls their three logs hold. Needs root, `unshare`, and
+//! `ROCSYNC_HTA_PYTHON` (a Python with prometheus_client; `cargo xtask test` sets it).
+
+mod common;
+
+use std::{
+    collections::BTreeMap,
+    io::Write as _,
+    process::{Child, ChildStdin, Command, Stdio},
+};
+
+use common::{daemon::*, *};
+
+/// A gated scenario: its stdout lines and its gate.
+struct Gated {
+    child: Child,
+    said: Lines,
+    gate: ChildStdin,
+}
+
+impl Gated {
+    fn start(cmd: &mut Command) -> Gated {
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut said = Lines::of(child.stdout.take().unwrap());
+        said.wait_for("ready");
+        let gate = child.stdin.take().unwrap();
+        Gated { child, said, gate }
+    }
+
+    fn open(&mut self) {
+        self.gate.write_all(b"go\n").unwrap();
+    }
+}
+
+fn status(sock: &std::path::Path) -> serde_json::Value {
+    let out = rocsync()
+        .args(["status", "--json", "--socket"])
+        .arg(sock)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn tracked(sock: &std::path::Path) -> Vec<u32> {
+    status(sock)["tracked"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["pid"].as_u64().unwrap() as u32)
+        .collect()
+}
+
+#[test]
+fn linked_late_loading_and_namespaced_processes_are_found_and_counted() {
+    let name = "linked_late_loading_and_namespaced_processes_are_found_and_counted";
+    if !can_trace(name) {
+        return;
+    }
+    let Some(python) = std::env::var_os("ROCSYNC_HTA_PYTHON") else {
+        rocsync_tests::skip(
+            name,
+            "ROCSYNC_HTA_PYTHON is not set (cargo xtask test sets it)",
+        );
+        return;
+    };
+    let dir = TempDir::new();
+    let linked = own_copy(&dir);
+    let late = dir.path("scenario_dl");
+    std::fs::copy(rocsync_tests::scenario_dlopen(), &late).unwrap();
+    let late_arg = format!("--include-exe={}", late.display());
+    let (daemon, mut lines) = start_daemon(&dir, &linked, &[&late_arg]);
+    let sock = dir.path("rocsync.sock");
+    let log = |n: &str| dir.path(&format!("{n}.log"));
+
+    let mut a = Gated::start(
+        Command::new(&linked)
+            .args(["gated", "basic"])
+            .env("SCENARIO_LOG", log("linked")),
+    );
+    lines.wait_for(&format!("tracking pid {}", a.child.id()));
+
+    // Maps no runtime until its dlopen: not tracked before, tracked from the load on.
+    let mut b = Gated::start(
+        Command::new(&late)
+            .args(["gated", "loaded", "basic"])
+            .env("SCENARIO_HIP", rocsync_tests::sim_hip())
+            .env("SCENARIO_LOG", log("late")),
+    );
+    assert!(!tracked(&sock).contains(&b.child.id()));
+    b.open();
+    b.said.wait_for("loaded");
+    lines.wait_for(&format!("tracking pid {}", b.child.id()));
+
+    // Its own mount namespace, where the runtime lies on a tmpfs the host cannot see.
+    let hidden = dir.path("ns");
+    std::fs::create_dir(&hidden).unwrap();
+    let script = format!(
+        "mount -t tmpfs rocsync-test {h} && cp {lib} {h}/libamdhip64.so && exec {late} gated loaded basic",
+        h = hidden.display(),
+        lib = rocsync_tests::sim_hip().display(),
+        late = late.display(),
+    );
+    let mut c = Gated::start(
+        Command::new("unshare")
+            .args(["--mount", "--propagation", "private", "sh", "-c", &script])
+            .env("SCENARIO_HIP", hidden.join("libamdhip64.so"))
+            .env("SCENARIO_LOG", log("namespaced")),
+    );
+    assert!(
+        std::fs::read_dir(&hidden).unwrap().next().is_none(),
+        "the host sees an empty directory"
+    );
+    c.open();
+    c.said.wait_for("loaded");
+    lines.wait_for(&format!("tracking pid {}", c.child.id()));
+
+    let pids = [a.child.id(), b.child.id(), c.child.id()];
+    let listed = tracked(&sock);
+    assert!(pids.iter().all(|p| listed.contains(p)), "{listed:?}");
+
+    // Now the calls, each process's whole run counted.
+    a.open();
+    b.open();
+    c.open();
+    for g in [&mut a, &mut b, &mut c] {
+        assert!(g.child.wait().unwrap().success());
+    }
+    let m = Metrics::scrape(&python, &metrics_addr(&lines));
+    stop(daemon);
+
+    let mut expected: BTreeMap<String, usize> = BTreeMap::new();
+    for n in ["linked", "late", "namespaced"] {
+        let logged = probed(&rocsync_tests::read_log(&log(n)));
+        assert!(!logged.is_empty(), "{n} called");
+        for l in logged {
+            *expected.entry(l.api).or_default() += 1;
+        }
+    }
+    for (api, calls) in &expected {
+        assert_eq!(m.sum("rocsync_sync_calls_total", api), *calls, "{api}");
+    }
+}
