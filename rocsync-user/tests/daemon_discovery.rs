@@ -1,7 +1,7 @@
 //! The daemon finds every kind of GPU process started after it: one linked against the
 //! runtime, one that `dlopen`s it late (tracked only from the load on), and one in a
 //! mount namespace of its own whose runtime exists only there (a container's). `rocsync
-//! status` lists the three; `/metrics`, parsed by Prometheus's Python client, counts
+//! status` lists the three, and a process its filters exclude gets no probes; `/metrics`, parsed by Prometheus's Python client, counts
 //! exactly the calls their three logs hold. Needs root, `unshare`, and
 //! `ROCSYNC_HTA_PYTHON` (a Python with prometheus_client; `cargo xtask test` sets it).
 
@@ -100,6 +100,20 @@ fn linked_late_loading_and_namespaced_processes_are_found_and_counted() {
     b.said.wait_for("loaded");
     lines.wait_for(&format!("tracking pid {}", b.child.id()));
 
+    // A process the filters exclude: its library gets no probes (nothing traps its calls).
+    let other = dir.path("excluded");
+    std::fs::create_dir(&other).unwrap();
+    std::fs::copy(&late, other.join("scenario_dl")).unwrap();
+    std::fs::copy(rocsync_tests::sim_hip(), other.join("libamdhip64.so")).unwrap();
+    let mut x = Gated::start(
+        Command::new(other.join("scenario_dl"))
+            .args(["gated", "loaded", "basic"])
+            .env("SCENARIO_HIP", other.join("libamdhip64.so"))
+            .env("SCENARIO_LOG", log("excluded")),
+    );
+    x.open();
+    x.said.wait_for("loaded");
+
     // Its own mount namespace, where the runtime lies on a tmpfs the host cannot see.
     let hidden = dir.path("ns");
     std::fs::create_dir(&hidden).unwrap();
@@ -126,12 +140,24 @@ fn linked_late_loading_and_namespaced_processes_are_found_and_counted() {
     let pids = [a.child.id(), b.child.id(), c.child.id()];
     let listed = tracked(&sock);
     assert!(pids.iter().all(|p| listed.contains(p)), "{listed:?}");
+    assert!(!listed.contains(&x.child.id()));
+    // Its load was announced before the namespaced one's, which the daemon has handled.
+    let excluded_lib = other.join("libamdhip64.so");
+    assert!(
+        !lines
+            .1
+            .iter()
+            .any(|l| l.contains("probing") && l.contains(excluded_lib.to_str().unwrap())),
+        "{:#?}",
+        lines.1
+    );
 
     // Now the calls, each process's whole run counted.
     a.open();
     b.open();
     c.open();
-    for g in [&mut a, &mut b, &mut c] {
+    x.open();
+    for g in [&mut a, &mut b, &mut c, &mut x] {
         assert!(g.child.wait().unwrap().success());
     }
     let m = Metrics::scrape(&python, &metrics_addr(&lines));

@@ -65,7 +65,16 @@ impl Tracker {
         {
             self.probed.remove(&(loader.dev, loader.ino));
         }
-        let mut runtime = false;
+        let maps_runtime = RUNTIMES.iter().any(|r| {
+            maps::libraries(&mappings, r.matches_library)
+                .next()
+                .is_some()
+        });
+        // A process the filters exclude gets no probes of its own (its library may still
+        // be probed for another process that maps the same file).
+        if !maps_runtime || !(self.tracked.contains(&pid) || self.admits(pid)) {
+            return;
+        }
         for r in &RUNTIMES {
             let copies = maps::libraries(&mappings, r.matches_library)
                 .map(|m| (m, false))
@@ -74,7 +83,6 @@ impl Tracker {
                 let Ok(lib) = OpenedLibrary::of_mapping(pid, m) else {
                     continue;
                 };
-                runtime |= !carried;
                 if self.probed.insert((lib.dev, lib.ino)) {
                     let choice = ApiChoice::default();
                     match self
@@ -90,18 +98,19 @@ impl Tracker {
                 }
             }
         }
-        if runtime && !self.tracked.contains(&pid) && self.admits(pid) {
-            let counted = Target {
-                capture: self.baseline,
-                ..COUNTED
-            };
-            match self.probes.set_target(pid, counted) {
-                Ok(()) => {
-                    self.tracked.insert(pid);
-                    eprintln!("rocsync daemon: tracking pid {pid} ({})", exe(pid));
-                }
-                Err(e) => eprintln!("rocsync daemon: warning: pid {pid}: {e:#}"),
+        if self.tracked.contains(&pid) {
+            return; // a library more, in a process already counted
+        }
+        let counted = Target {
+            capture: self.baseline,
+            ..COUNTED
+        };
+        match self.probes.set_target(pid, counted) {
+            Ok(()) => {
+                self.tracked.insert(pid);
+                eprintln!("rocsync daemon: tracking pid {pid} ({})", exe(pid));
             }
+            Err(e) => eprintln!("rocsync daemon: warning: pid {pid}: {e:#}"),
         }
     }
 
