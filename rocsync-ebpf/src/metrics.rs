@@ -1,16 +1,16 @@
 //! Always-on metrics (the daemon): every call of a tracked process is counted per API and
 //! device, and synchronisations are timed into a histogram, in per-CPU maps userspace
-//! reads when scraped. Nothing goes to the ring. The price over a capture is one
-//! per-thread map entry per call (its start), the time a series needs.
+//! reads when scraped. Nothing goes to the ring. Per call: an array slot per series, and
+//! the call's start in its thread's entry, rewritten in place (no allocation per call).
 
 use aya_ebpf::{
     helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns},
     macros::map,
-    maps::{LruHashMap, PerCpuHashMap},
+    maps::{LruHashMap, PerCpuArray},
 };
 use rocsync_common::{
-    Cookie, HandleKey, MetricKey, MetricValue, OutParam, PendingCall, Switch, TRACE_RECORDING,
-    TRACE_STOPPING, WAIT_BUCKETS,
+    Cookie, HandleKey, METRIC_SLOTS, MetricKey, MetricValue, OutParam, PendingCall, Switch,
+    TRACE_RECORDING, TRACE_STOPPING, WAIT_BUCKETS,
 };
 
 use crate::{
@@ -18,8 +18,9 @@ use crate::{
     calls::{device_of, read_out, track_devices},
 };
 
+/// The series, each at its `MetricKey::slot`: an index, not a hash lookup, per call.
 #[map]
-static METRICS: PerCpuHashMap<MetricKey, MetricValue> = PerCpuHashMap::with_max_entries(1024, 0);
+static METRICS: PerCpuArray<MetricValue> = PerCpuArray::with_max_entries(METRIC_SLOTS, 0);
 /// The call each thread is in (its start), by `pid_tgid`.
 #[map]
 static PENDING: LruHashMap<u64, PendingCall> = LruHashMap::with_max_entries(16384, 0);
@@ -27,13 +28,10 @@ static PENDING: LruHashMap<u64, PendingCall> = LruHashMap::with_max_entries(1638
 #[map]
 static EVENT_STREAM: LruHashMap<HandleKey, u64> = LruHashMap::with_max_entries(65536, 0);
 
+/// This CPU's counters of one API on one device.
 #[inline(always)]
-fn series(key: &MetricKey) -> Option<*mut MetricValue> {
-    if let Some(v) = METRICS.get_ptr_mut(key) {
-        return Some(v);
-    }
-    let _ = METRICS.insert(key, MetricValue::default(), 0);
-    METRICS.get_ptr_mut(key)
+fn series(api: u32, device: i32) -> Option<*mut MetricValue> {
+    METRICS.get_ptr_mut(MetricKey::slot(api, device)?)
 }
 
 /// A call entered in a process the daemon tracks: counted, and remembered until it
@@ -60,11 +58,7 @@ pub fn entered(cookie: Cookie, args: &[u64; 3]) -> Option<Switch> {
 #[inline(always)]
 fn count(cookie: Cookie, args: &[u64; 3], pid_tgid: u64, tgid: u32) {
     let device = device_of(args, cookie, pid_tgid);
-    let key = MetricKey {
-        api: cookie.api(),
-        device,
-    };
-    let Some(v) = series(&key) else {
+    let Some(v) = series(cookie.api(), device) else {
         return;
     };
     // SAFETY: this CPU's slot of the series, valid for the program's run.
@@ -75,7 +69,13 @@ fn count(cookie: Cookie, args: &[u64; 3], pid_tgid: u64, tgid: u32) {
             tgid: tgid as u64,
             handle: args[0],
         };
-        let _ = EVENT_STREAM.insert(key, args[1], 0);
+        match EVENT_STREAM.get_ptr_mut(key) {
+            // SAFETY: the event's own entry; rewritten in place, as `PENDING`'s.
+            Some(s) => unsafe { *s = args[1] },
+            None => {
+                let _ = EVENT_STREAM.insert(key, args[1], 0);
+            }
+        }
     } else if cookie.stream_arg() > 0 && cookie.event_arg() > 0 {
         // A stream wait: is its event recorded on another stream?
         let key = HandleKey {
@@ -97,7 +97,15 @@ fn count(cookie: Cookie, args: &[u64; 3], pid_tgid: u64, tgid: u32) {
         ns: unsafe { bpf_ktime_get_ns() },
         arg0: args[0],
     };
-    let _ = PENDING.insert(pid_tgid, pending, 0);
+    // Overwritten in place: a thread's entry lives on between its calls, so the common
+    // case allocates and frees nothing (the LRU drops the entries of threads gone).
+    match PENDING.get_ptr_mut(pid_tgid) {
+        // SAFETY: the thread's own entry, valid for the program's run.
+        Some(p) => unsafe { *p = pending },
+        None => {
+            let _ = PENDING.insert(pid_tgid, pending, 0);
+        }
+    }
 }
 
 /// A call returned: errors counted, synchronisations timed, devices tracked. Returns
@@ -114,14 +122,17 @@ pub fn returned(cookie: Cookie, ret: i64) -> bool {
 
 #[inline(always)]
 fn count_return(cookie: Cookie, ret: i64, pid_tgid: u64) {
-    // SAFETY: copied out before removal.
-    let Some(p) = (unsafe { PENDING.get(pid_tgid) }).copied() else {
+    let Some(slot) = PENDING.get_ptr_mut(pid_tgid) else {
         return;
     };
+    // SAFETY: the thread's own entry, valid for the program's run; copied out.
+    let p = unsafe { *slot };
     if p.api != cookie.api() {
         return; // a nested call returned; the outer one keeps its start
     }
-    let _ = PENDING.remove(pid_tgid);
+    // Consumed (no call has this id), rather than removed: see `count`.
+    // SAFETY: as above.
+    unsafe { (*slot).api = u32::MAX };
     let kind = cookie.kind();
     if ret == 0 {
         match kind {
@@ -134,11 +145,7 @@ fn count_return(cookie: Cookie, ret: i64, pid_tgid: u64) {
             _ => {}
         }
     }
-    let key = MetricKey {
-        api: p.api,
-        device: p.device,
-    };
-    let Some(v) = series(&key) else {
+    let Some(v) = series(p.api, p.device) else {
         return;
     };
     // SAFETY: this CPU's slot of the series, valid for the program's run.

@@ -14,7 +14,7 @@ use std::{
 };
 
 use common::{daemon::*, *};
-use rocsync_tests::{prom_script, read_log};
+use rocsync_tests::read_log;
 
 #[test]
 fn the_daemon_counts_a_new_process_calls_exactly() {

@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use rocsync_common::{Api, MetricKey, MetricValue, WAIT_BUCKETS};
+use rocsync_common::{Api, MetricKey, MetricValue, OTHER_DEVICE, WAIT_BUCKETS};
 
 use crate::stats::KernelDrops;
 
@@ -25,7 +25,10 @@ fn header(out: &mut String, name: &str, kind: &str, help: &str) {
 
 fn labels(k: &MetricKey) -> String {
     let api = Api::from_u32(k.api).map_or("unknown", |a| a.symbol());
-    format!("api=\"{api}\",device=\"{}\"", k.device)
+    match k.device {
+        OTHER_DEVICE => format!("api=\"{api}\",device=\"other\""),
+        d => format!("api=\"{api}\",device=\"{d}\""),
+    }
 }
 
 /// Upper bound of histogram bucket `i`, in seconds (2^i µs).

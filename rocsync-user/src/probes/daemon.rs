@@ -3,10 +3,10 @@
 
 use anyhow::{Context as _, Result};
 use aya::{
-    maps::{HashMap, PerCpuHashMap},
+    maps::{HashMap, PerCpuArray},
     programs::RawTracePoint,
 };
-use rocsync_common::{Config, MetricKey, MetricValue, WAIT_BUCKETS};
+use rocsync_common::{Config, METRIC_SLOTS, MetricKey, MetricValue, WAIT_BUCKETS};
 
 use super::Probes;
 
@@ -40,11 +40,11 @@ impl Probes {
 
     /// Every series the kernel counted, summed over CPUs.
     pub fn metrics(&self) -> Result<Vec<(MetricKey, MetricValue)>> {
-        let map: PerCpuHashMap<_, MetricKey, MetricValue> =
-            PerCpuHashMap::try_from(self.ebpf.map("METRICS").context("METRICS map missing")?)?;
+        let map: PerCpuArray<_, MetricValue> =
+            PerCpuArray::try_from(self.ebpf.map("METRICS").context("METRICS map missing")?)?;
         let mut out = Vec::new();
-        for item in map.iter() {
-            let (key, per_cpu) = item?;
+        for slot in 0..METRIC_SLOTS {
+            let per_cpu = map.get(&slot, 0)?;
             let mut sum = MetricValue::default();
             for v in per_cpu.iter() {
                 sum.calls += v.calls;
@@ -56,7 +56,10 @@ impl Probes {
                     sum.buckets[i] += v.buckets[i];
                 }
             }
-            out.push((key, sum));
+            // Series no call reached are not series.
+            if sum.calls > 0 {
+                out.push((MetricKey::of_slot(slot), sum));
+            }
         }
         out.sort_by_key(|(k, _)| *k);
         Ok(out)
