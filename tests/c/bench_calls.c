@@ -4,7 +4,9 @@
  * RATE (calls per second over all threads) paces the calls in bursts of 100; without it
  * every thread calls as fast as it can.
  * The function is called as int f(void *) with NULL (hipStreamSynchronize(NULL),
- * cudaStreamSynchronize(NULL), ...). Prints one JSON line. */
+ * cudaStreamSynchronize(NULL), ...). Prints one JSON line.
+ * $BENCH_GATE set: once the library is loaded, print "loaded" and wait for a line on stdin
+ * (a daemon then has time to find the process before the first call). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <pthread.h>
@@ -50,6 +52,12 @@ int main(int argc, char **argv) {
   if (!h) { fprintf(stderr, "dlopen: %s\n", dlerror()); return 1; }
   fn = (fn_t)dlsym(h, argv[2]);
   if (!fn) { fprintf(stderr, "dlsym: %s\n", dlerror()); return 1; }
+  if (getenv("BENCH_GATE")) {
+    char buf[16];
+    printf("loaded\n");
+    fflush(stdout);
+    if (!fgets(buf, sizeof buf, stdin)) return 5;
+  }
   calls = atol(argv[3]);
   int threads = argc > 4 ? atoi(argv[4]) : 1;
   if (threads < 1 || threads > 64) return 2;

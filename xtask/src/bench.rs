@@ -66,13 +66,31 @@ fn build() -> Result<()> {
 pub fn bench_tree() -> Result<()> {
     build()?;
     let (md, v) = crate::bench_tree::tree()?;
+    write_part(
+        "process-tree.md",
+        "following processes",
+        "bench-tree",
+        &md,
+        &v,
+    )
+}
+
+/// `cargo xtask bench-daemon`: the daemon's costs alone, into bench/daemon.md.
+pub fn bench_daemon() -> Result<()> {
+    build()?;
+    let (md, v) = crate::bench_daemon::daemon()?;
+    write_part("daemon.md", "the daemon", "bench-daemon", &md, &v)
+}
+
+/// Writes one measurement's own file in bench/.
+fn write_part(file: &str, title: &str, command: &str, md: &str, v: &Value) -> Result<()> {
     let text = format!(
-        "# rocsync: following processes\n\nWritten by `cargo xtask bench-tree` (also part of \
-         `cargo xtask bench`).\n{md}\n```json\n{}\n```\n",
-        serde_json::to_string_pretty(&v)?
+        "# rocsync: {title}\n\nWritten by `cargo xtask {command}` (also part of `cargo xtask \
+         bench`).\n{md}\n```json\n{}\n```\n",
+        serde_json::to_string_pretty(v)?
     );
-    std::fs::write(root().join("bench/process-tree.md"), text)?;
-    eprintln!("xtask: wrote bench/process-tree.md");
+    std::fs::write(root().join("bench").join(file), text)?;
+    eprintln!("xtask: wrote bench/{file}");
     Ok(())
 }
 
@@ -210,9 +228,10 @@ pub fn bench() -> Result<()> {
     let (mix_md, mix) = crate::bench_mix::mix(ROUNDS)?;
     let (convert_md, convert) = crate::bench_mix::convert_memory()?;
     let (tree_md, tree) = crate::bench_tree::tree()?;
+    let (daemon_md, daemon) = crate::bench_daemon::daemon()?;
     let extra = (
-        mix_md + &convert_md + &tree_md,
-        json!({ "call_mix": mix, "convert": convert, "process_tree": tree }),
+        mix_md + &convert_md + &tree_md + &daemon_md,
+        json!({ "call_mix": mix, "convert": convert, "process_tree": tree, "daemon": daemon }),
     );
     report(&cases, &results, &threads, &pipeline, extra)
 }

@@ -2,6 +2,8 @@
 //!                                on the simulated HIP runtime, print the trace path.
 //! `cargo xtask test`            — set up, then every check CI runs: fmt, clippy, all tests.
 //! `cargo xtask bench`           — the benchmarks (root), written to bench/RESULTS.md.
+//! `cargo xtask bench-tree`      — the process-tree measurement alone (bench/process-tree.md).
+//! `cargo xtask bench-daemon`    — the daemon's costs alone (bench/daemon.md).
 //! `cargo xtask setup`           — only the set-up (scripts/setup).
 
 use std::{
@@ -13,6 +15,7 @@ use std::{
 use anyhow::{Context as _, Result, bail};
 
 mod bench;
+mod bench_daemon;
 mod bench_mix;
 mod bench_tree;
 
@@ -24,8 +27,11 @@ fn main() {
         Some("setup") => setup(),
         Some("bench") => bench::bench(),
         Some("bench-tree") => bench::bench_tree(),
+        Some("bench-daemon") => bench::bench_daemon(),
         _ => {
-            eprintln!("usage: cargo xtask <demo [OUTPUT]|test|bench|bench-tree|setup>");
+            eprintln!(
+                "usage: cargo xtask <demo [OUTPUT]|test|bench|bench-tree|bench-daemon|setup>"
+            );
             std::process::exit(2);
         }
     };
