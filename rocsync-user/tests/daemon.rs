@@ -31,14 +31,14 @@ fn the_daemon_counts_a_new_process_calls_exactly() {
     };
     let dir = TempDir::new();
     let exe = own_copy(&dir);
-    let mut daemon = spawn_piped(
+    let mut daemon = Daemon(spawn_piped(
         rocsync()
             .args(["daemon", "--metrics-addr", "127.0.0.1:0", "--state-dir"])
             .arg(dir.path("state"))
             // Only this test's program: others on the machine may map the same runtime.
             .arg("--include-exe")
             .arg(&exe),
-    );
+    ));
     let mut lines = Lines::of(daemon.stderr.take().unwrap());
     lines.wait_for("metrics on http://");
     let addr = lines.1.last().unwrap().split("http://").nth(1).unwrap();

@@ -61,9 +61,20 @@ impl Tracker {
         let mappings = maps::parse(&text);
         if let Some(loader) = ld_so::of_process(pid, &mappings)
             && self.probed.insert((loader.dev, loader.ino))
-            && !matches!(self.probes.attach_loader(&loader.path(), pid), Ok(true))
         {
-            self.probed.remove(&(loader.dev, loader.ino));
+            match self.probes.attach_loader(&loader.path(), pid) {
+                Ok(true) => {}
+                // Tried again at the next process that maps it.
+                Ok(false) => {
+                    self.probed.remove(&(loader.dev, loader.ino));
+                }
+                Err(e) => {
+                    self.probed.remove(&(loader.dev, loader.ino));
+                    eprintln!(
+                        "rocsync daemon: warning: pid {pid}: library loads will not be seen: {e:#}"
+                    );
+                }
+            }
         }
         let maps_runtime = RUNTIMES.iter().any(|r| {
             maps::libraries(&mappings, r.matches_library)

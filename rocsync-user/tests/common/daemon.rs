@@ -89,10 +89,37 @@ pub fn own_copy(dir: &TempDir) -> PathBuf {
     exe
 }
 
+/// A daemon a test started: ended if the test fails midway (a panic never leaves it
+/// running, its probes attached).
+pub struct Daemon(pub Child);
+
+impl std::ops::Deref for Daemon {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Daemon {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            // SAFETY: signals the daemon this test started, still running.
+            unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
+            let _ = self.0.wait();
+        }
+    }
+}
+
 /// Starts a daemon counting only `exe`, with its socket and state in `dir`; returns it
 /// with its stderr lines.
-pub fn start_daemon(dir: &TempDir, exe: &std::path::Path, extra: &[&str]) -> (Child, Lines) {
-    let mut daemon = spawn_piped(
+pub fn start_daemon(dir: &TempDir, exe: &std::path::Path, extra: &[&str]) -> (Daemon, Lines) {
+    let mut daemon = Daemon(spawn_piped(
         rocsync()
             .args(["daemon", "--metrics-addr", "127.0.0.1:0", "--state-dir"])
             .arg(dir.path("state"))
@@ -101,13 +128,13 @@ pub fn start_daemon(dir: &TempDir, exe: &std::path::Path, extra: &[&str]) -> (Ch
             .arg("--include-exe")
             .arg(exe)
             .args(extra),
-    );
+    ));
     let mut lines = Lines::of(daemon.stderr.take().unwrap());
     lines.wait_for("SIGTERM stops");
     (daemon, lines)
 }
 
-pub fn stop(mut daemon: Child) {
+pub fn stop(mut daemon: Daemon) {
     // SAFETY: signals the daemon this test started.
     unsafe { libc::kill(daemon.id() as i32, libc::SIGTERM) };
     assert!(daemon.wait().unwrap().success());
