@@ -58,13 +58,40 @@ pub fn entered(cookie: Cookie, args: &[u64; 3]) -> Option<Switch> {
 #[inline(always)]
 fn count(cookie: Cookie, args: &[u64; 3], pid_tgid: u64, tgid: u32) {
     let device = device_of(args, cookie, pid_tgid);
-    let Some(v) = series(cookie.api(), device) else {
-        return;
-    };
-    // SAFETY: this CPU's slot of the series, valid for the program's run.
-    unsafe { (*v).calls += 1 };
     let kind = cookie.kind();
-    if kind == Cookie::KIND_RECORD {
+    // `*GetDevice` is probed only briefly, to learn the devices of threads that chose
+    // theirs before the daemon saw them: remembered for its return, never counted.
+    if kind != Cookie::KIND_GET_DEVICE {
+        let Some(v) = series(cookie.api(), device) else {
+            return;
+        };
+        // SAFETY: this CPU's slot of the series, valid for the program's run.
+        unsafe { (*v).calls += 1 };
+        count_stream_use(cookie, args, tgid, v);
+    }
+    let pending = PendingCall {
+        api: cookie.api(),
+        device,
+        // SAFETY: helper without preconditions.
+        ns: unsafe { bpf_ktime_get_ns() },
+        arg0: args[0],
+    };
+    // Overwritten in place: a thread's entry lives on between its calls, so the common
+    // case allocates and frees nothing (the LRU drops the entries of threads gone).
+    match PENDING.get_ptr_mut(pid_tgid) {
+        // SAFETY: the thread's own entry, valid for the program's run.
+        Some(p) => unsafe { *p = pending },
+        None => {
+            let _ = PENDING.insert(pid_tgid, pending, 0);
+        }
+    }
+}
+
+/// Remembers the stream each event is recorded on, and counts stream waits on an event
+/// recorded on another stream.
+#[inline(always)]
+fn count_stream_use(cookie: Cookie, args: &[u64; 3], tgid: u32, v: *mut MetricValue) {
+    if cookie.kind() == Cookie::KIND_RECORD {
         let key = HandleKey {
             tgid: tgid as u64,
             handle: args[0],
@@ -88,22 +115,6 @@ fn count(cookie: Cookie, args: &[u64; 3], pid_tgid: u64, tgid: u32) {
         {
             // SAFETY: as above.
             unsafe { (*v).cross_stream += 1 };
-        }
-    }
-    let pending = PendingCall {
-        api: cookie.api(),
-        device,
-        // SAFETY: helper without preconditions.
-        ns: unsafe { bpf_ktime_get_ns() },
-        arg0: args[0],
-    };
-    // Overwritten in place: a thread's entry lives on between its calls, so the common
-    // case allocates and frees nothing (the LRU drops the entries of threads gone).
-    match PENDING.get_ptr_mut(pid_tgid) {
-        // SAFETY: the thread's own entry, valid for the program's run.
-        Some(p) => unsafe { *p = pending },
-        None => {
-            let _ = PENDING.insert(pid_tgid, pending, 0);
         }
     }
 }
@@ -134,6 +145,13 @@ fn count_return(cookie: Cookie, ret: i64, pid_tgid: u64) {
     // SAFETY: as above.
     unsafe { (*slot).api = u32::MAX };
     let kind = cookie.kind();
+    if kind == Cookie::KIND_GET_DEVICE {
+        // Learnt, not counted (see `count`).
+        if let Some(device) = read_out(cookie, p.arg0).filter(|_| ret == 0) {
+            track_devices(pid_tgid, kind, device);
+        }
+        return;
+    }
     if ret == 0 {
         match kind {
             Cookie::KIND_SET_DEVICE => track_devices(pid_tgid, kind, p.arg0),

@@ -175,3 +175,52 @@ fn linked_late_loading_and_namespaced_processes_are_found_and_counted() {
         assert_eq!(m.sum("rocsync_sync_calls_total", api), *calls, "{api}");
     }
 }
+
+#[test]
+fn devices_chosen_before_the_daemon_started_are_learnt() {
+    let name = "devices_chosen_before_the_daemon_started_are_learnt";
+    if !can_trace(name) {
+        return;
+    }
+    let Some(python) = std::env::var_os("ROCSYNC_HTA_PYTHON") else {
+        rocsync_tests::skip(
+            name,
+            "ROCSYNC_HTA_PYTHON is not set (cargo xtask test sets it)",
+        );
+        return;
+    };
+    let dir = TempDir::new();
+    let exe = own_copy(&dir);
+    // The thread chose device 1 and made a stream before the daemon existed.
+    let mut target = Command::new(&exe)
+        .arg("gated_device")
+        .env("SCENARIO_LOG", dir.path("s.log"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut said = Lines::of(target.stdout.take().unwrap());
+    said.wait_for("ready");
+    let (daemon, mut lines) = start_daemon(&dir, &exe, &[]);
+    // Found by the scan at start, before the daemon says it runs.
+    let found = format!("tracking pid {}", target.id());
+    assert!(lines.1.iter().any(|l| l.contains(&found)), "{:#?}", lines.1);
+    let mut gate = target.stdin.take().unwrap();
+    // hipGetDevice (learnt), then its syncs: on device 1.
+    gate.write_all(b"go\n").unwrap();
+    said.wait_for("called");
+    lines.wait_for("*GetDevice probes removed");
+    gate.write_all(b"go\n").unwrap();
+    assert!(target.wait().unwrap().success());
+    let m = Metrics::scrape(&python, &metrics_addr(&lines));
+    stop(daemon);
+    let calls = "rocsync_sync_calls_total";
+    assert_eq!(m.on(calls, "hipStreamSynchronize", "1"), 1);
+    assert_eq!(m.on(calls, "hipDeviceSynchronize", "1"), 2);
+    assert_eq!(m.sum(calls, "hipDeviceSynchronize"), 2, "none on device 0");
+    assert_eq!(
+        m.sum(calls, "hipGetDevice"),
+        0,
+        "learnt from, never counted"
+    );
+}

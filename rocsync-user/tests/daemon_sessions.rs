@@ -145,10 +145,16 @@ fn traces_on_disjoint_agents_record_together_and_overlaps_are_refused() {
             .collect();
         rows.sort_by_key(|e| e["args"]["correlation"].as_u64());
         let tids: BTreeSet<u64> = rows.iter().map(|e| e["tid"].as_u64().unwrap()).collect();
+        let strays: Vec<&&serde_json::Value> = rows
+            .iter()
+            .filter(|e| e["tid"] != thread_of(device) as u64)
+            .take(3)
+            .collect();
         assert_eq!(
             tids,
             [thread_of(device) as u64].into(),
-            "{file}: only device {device}'s thread"
+            "{file}: only device {device}'s thread; strays {strays:#?}; {}",
+            t["rocsync"]
         );
         let got: Vec<&str> = rows.iter().map(|e| e["name"].as_str().unwrap()).collect();
         let mine: Vec<&str> = logged

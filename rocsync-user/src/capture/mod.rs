@@ -11,4 +11,4 @@ pub mod session;
 pub mod status;
 pub mod watchdog;
 
-pub use session::{Captured, Session, Signals, StopReason};
+pub use session::{Captured, LEARN_FOR, Session, Signals, StopReason};

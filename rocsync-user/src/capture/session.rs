@@ -36,7 +36,7 @@ const DRAIN_EVERY: Duration = Duration::from_millis(10);
 /// How often missing correlation ids are looked at (two looks in a row: lost).
 const TICK_EVERY: Duration = Duration::from_millis(100);
 /// Longest time temporary `*GetDevice` probes stay attached.
-const LEARN_FOR: Duration = Duration::from_secs(2);
+pub const LEARN_FOR: Duration = Duration::from_secs(2);
 /// Safety net for library loads the loader hook cannot see (e.g. a dropped notification).
 const RESCAN_EVERY: Duration = Duration::from_secs(1);
 

@@ -6,7 +6,7 @@
 use std::collections::{BTreeSet, HashSet};
 
 use anyhow::Result;
-use rocsync_common::Config as Target;
+use rocsync_common::{Api, Config as Target, Op};
 
 use super::config::Filters;
 use crate::{
@@ -29,6 +29,9 @@ pub struct Tracker {
     pub tracked: BTreeSet<u32>,
     /// (device, inode) of every file probed.
     probed: HashSet<(u64, u64)>,
+    /// During the scan at start: probe `*GetDevice` too, for a while, to learn the devices
+    /// of threads that chose theirs before the daemon ran.
+    learning: bool,
 }
 
 impl Tracker {
@@ -39,14 +42,19 @@ impl Tracker {
             filters,
             tracked: BTreeSet::new(),
             probed: HashSet::new(),
+            learning: false,
         }
     }
 
-    /// Looks at every process now.
+    /// Looks at every process now. Processes running already may have threads on a
+    /// device they chose before: `*GetDevice` is probed too (temporarily), so their
+    /// device is learnt at their next call of it.
     pub fn scan_all(&mut self) {
+        self.learning = true;
         for pid in pids() {
             self.look(pid);
         }
+        self.learning = false;
     }
 
     /// Looks at one process: hooks its loader (so its later library loads are announced),
@@ -95,7 +103,14 @@ impl Tracker {
                     continue;
                 };
                 if self.probed.insert((lib.dev, lib.ino)) {
-                    let choice = ApiChoice::default();
+                    let mut choice = ApiChoice::default();
+                    if self.learning {
+                        choice.temporary = Api::ALL
+                            .iter()
+                            .copied()
+                            .filter(|a| a.op() == Op::GetDevice)
+                            .collect();
+                    }
                     match self
                         .probes
                         .attach_runtime(r, &choice, &lib.path(), Some(pid), carried)

@@ -26,7 +26,7 @@ use rocsync_common::{Decoded, PROCESS_EXIT, Switch, TRACE_RECORDING, decode};
 use tokio::net::TcpListener;
 
 use crate::{
-    capture::{Signals, session::async_ring},
+    capture::{LEARN_FOR, Signals, session::async_ring},
     cli::DaemonArgs,
     probes::{ProbeOptions, Probes},
 };
@@ -95,6 +95,15 @@ pub async fn daemon(args: DaemonArgs, mut signals: Signals) -> Result<i32> {
     let mut next_sample = config
         .sampling
         .map(|(_, every)| tokio::time::Instant::now() + every.mul_f64(random_fraction()));
+    // The temporary *GetDevice probes of the scan, removed after a while (they trap
+    // every call of a hot function).
+    let mut learn_until = tracker.probes.has_temporary().then(|| {
+        eprintln!(
+            "rocsync daemon: learning running threads' devices from *GetDevice for {:?}",
+            LEARN_FOR
+        );
+        tokio::time::Instant::now() + LEARN_FOR
+    });
     let (released, mut claims_closed) = tokio::sync::mpsc::unbounded_channel();
     let mut d = Daemon::new(config, tracker, flight, released);
     let mut prune = tokio::time::interval(PRUNE_EVERY);
@@ -133,6 +142,12 @@ pub async fn daemon(args: DaemonArgs, mut signals: Signals) -> Result<i32> {
                 }
             }
             Some(claim) = claims_closed.recv() => d.sessions.release(claim),
+            _ = sleep_until(learn_until), if learn_until.is_some() => {
+                learn_until = None;
+                // Detached in the background: unregistering uprobes takes a while.
+                drop(d.tracker.probes.detach_temporary());
+                eprintln!("rocsync daemon: *GetDevice probes removed");
+            }
             _ = sleep_until(next_sample), if next_sample.is_some() && !d.stopping => {
                 let (window, every) = d.config.sampling.expect("a sample time is sampling's");
                 next_sample = next_sample.map(|t| t + every);

@@ -16,6 +16,8 @@ use super::{Lines, TempDir, rocsync, spawn_piped};
 /// metric family's type.
 pub struct Metrics {
     pub sums: BTreeMap<(String, String), f64>,
+    /// (metric, api, device) → value.
+    pub by_device: BTreeMap<(String, String, String), f64>,
     pub types: serde_json::Value,
 }
 
@@ -39,17 +41,28 @@ impl Metrics {
             "prometheus_client rejected:\n{body}"
         );
         let v: serde_json::Value = serde_json::from_slice(&parsed.stdout).unwrap();
-        let mut sums = BTreeMap::new();
+        let (mut sums, mut by_device) = (BTreeMap::new(), BTreeMap::new());
         for s in v["samples"].as_array().unwrap() {
+            let metric = s[0].as_str().unwrap().to_string();
             let api = s[1]["api"].as_str().unwrap_or("").to_string();
-            *sums
-                .entry((s[0].as_str().unwrap().to_string(), api))
-                .or_default() += s[2].as_f64().unwrap();
+            let device = s[1]["device"].as_str().unwrap_or("").to_string();
+            let value = s[2].as_f64().unwrap();
+            *sums.entry((metric.clone(), api.clone())).or_default() += value;
+            *by_device.entry((metric, api, device)).or_default() += value;
         }
         Metrics {
             sums,
+            by_device,
             types: v["types"].clone(),
         }
+    }
+
+    /// One metric of one API on one device.
+    pub fn on(&self, metric: &str, api: &str, device: &str) -> usize {
+        self.by_device
+            .get(&(metric.to_string(), api.to_string(), device.to_string()))
+            .copied()
+            .unwrap_or(0.0) as usize
     }
 
     /// One metric of one API, summed over devices.
