@@ -19,6 +19,10 @@ use crate::{
 };
 
 pub fn trace(args: TraceArgs) -> Result<i32> {
+    // A path that cannot be written fails now, before anything is recorded.
+    if let Some(o) = &args.output {
+        drop(PendingFile::create(o)?);
+    }
     let mut conn = client::connect(&args.socket)?;
     let request = json!({ "trace": {
         "pids": args.pid, "all": args.all, "flight": args.flight, "cgroup": args.cgroup,
@@ -49,7 +53,10 @@ pub fn trace(args: TraceArgs) -> Result<i32> {
             files.len()
         );
     }
-    for path in copy_out(&output, fds, &pids)? {
+    let kept: Vec<&str> = files.iter().filter_map(|f| f.as_str()).collect();
+    let written = copy_out(&output, fds, &pids)
+        .with_context(|| format!("the daemon's copies are kept: {}", kept.join(", ")))?;
+    for path in written {
         println!("{}", path.display());
     }
     Ok(0)
