@@ -28,6 +28,13 @@ fn trace(sock: &std::path::Path, pid: u32, agents: &str, extra: &[&str]) -> Outp
         .unwrap()
 }
 
+/// What each looping thread calls.
+const SPLIT: [&str; 3] = [
+    "hipEventRecord",
+    "hipStreamWaitEvent",
+    "hipStreamSynchronize",
+];
+
 fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
@@ -103,6 +110,14 @@ fn traces_on_disjoint_agents_record_together_and_overlaps_are_refused() {
     let err = stderr(&attach);
     assert!(err.contains("session \"trace 1 of pid(s)"), "{err}");
     assert!(!dir.path("attach.json").exists());
+    // An output that cannot be written is refused before anything is recorded.
+    let bad = trace(&sock, pid, "3", &["-o", "/nonexistent/dir/t.json"]);
+    assert!(!bad.status.success());
+    assert!(
+        stderr(&bad).contains("/nonexistent/dir"),
+        "{}",
+        stderr(&bad)
+    );
     // Status lists the process and both traces.
     let status = rocsync()
         .args(["status", "--json", "--socket"])
@@ -144,6 +159,13 @@ fn traces_on_disjoint_agents_record_together_and_overlaps_are_refused() {
             .filter(|e| e["cat"] == "cuda_runtime")
             .collect();
         rows.sort_by_key(|e| e["args"]["correlation"].as_u64());
+        // Once every thread is set up ("looping"), each makes only records, waits and
+        // syncs, the calls an agent set filters.
+        assert!(
+            rows.iter()
+                .all(|e| SPLIT.contains(&e["name"].as_str().unwrap())),
+            "{file}: only the loop's calls"
+        );
         let tids: BTreeSet<u64> = rows.iter().map(|e| e["tid"].as_u64().unwrap()).collect();
         let strays: Vec<&&serde_json::Value> = rows
             .iter()
@@ -159,7 +181,7 @@ fn traces_on_disjoint_agents_record_together_and_overlaps_are_refused() {
         let got: Vec<&str> = rows.iter().map(|e| e["name"].as_str().unwrap()).collect();
         let mine: Vec<&str> = logged
             .iter()
-            .filter(|l| l.tid == thread_of(device) && l.api != "hipSetDevice")
+            .filter(|l| l.tid == thread_of(device) && SPLIT.contains(&l.api.as_str()))
             .map(|l| l.api.as_str())
             .collect();
         assert!(got.len() > 50, "{file}: {} rows", got.len());

@@ -358,6 +358,8 @@ struct looper {
   int device, ms;
 };
 
+static pthread_barrier_t loopers_ready;
+
 static void *device_loop(void *p) {
   struct looper *l = p;
   hipStream_t s = 0;
@@ -365,6 +367,7 @@ static void *device_loop(void *p) {
   SetDevice(l->device);
   StreamCreate(&s);
   EventCreate(&e);
+  pthread_barrier_wait(&loopers_ready); /* "looping" once every thread is set up */
   for (uint64_t end = ms_now() + (uint64_t)l->ms; ms_now() < end;) {
     EventRecord(e, s);
     StreamWaitEvent(s, e);
@@ -380,10 +383,12 @@ static void loop_devices(int ms, int devices) {
   pthread_t t[8];
   struct looper l[8];
   if (devices > 8) devices = 8;
+  pthread_barrier_init(&loopers_ready, NULL, (unsigned)devices + 1);
   for (int d = 0; d < devices; d++) {
     l[d] = (struct looper){d, ms};
     pthread_create(&t[d], NULL, device_loop, &l[d]);
   }
+  pthread_barrier_wait(&loopers_ready);
   printf("looping\n");
   fflush(stdout);
   for (int d = 0; d < devices; d++) pthread_join(t[d], NULL);
