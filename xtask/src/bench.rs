@@ -229,6 +229,21 @@ pub fn bench() -> Result<()> {
     let (convert_md, convert) = crate::bench_mix::convert_memory()?;
     let (tree_md, tree) = crate::bench_tree::tree()?;
     let (daemon_md, daemon) = crate::bench_daemon::daemon()?;
+    // Their own files too, from this same run.
+    write_part(
+        "process-tree.md",
+        "following processes",
+        "bench-tree",
+        &tree_md,
+        &tree,
+    )?;
+    write_part(
+        "daemon.md",
+        "the daemon",
+        "bench-daemon",
+        &daemon_md,
+        &daemon,
+    )?;
     let extra = (
         mix_md + &convert_md + &tree_md + &daemon_md,
         json!({ "call_mix": mix, "convert": convert, "process_tree": tree, "daemon": daemon }),
