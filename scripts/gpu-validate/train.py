@@ -2,8 +2,11 @@
 stream copying each batch host→device with an event the compute stream waits on, and a
 loss `.item()` every few steps (a host synchronisation), as real training loops do.
 
-usage: python train.py STEPS [--profile TRACE.json]
+usage: python train.py STEPS [--profile TRACE.json] [--pause]
 Prints one JSON line: {"seconds": wall time of the timed steps, ...}.
+--pause: just before and just after the timed steps (inside the profiler, if any), print
+"paused" and wait for a line on stdin, so an outside observer (the daemon validation)
+can read its counters while the process makes no call.
 """
 import json
 import sys
@@ -15,7 +18,8 @@ from torch import nn
 
 def main() -> None:
     steps = int(sys.argv[1])
-    profile = sys.argv[3] if len(sys.argv) > 3 and sys.argv[2] == "--profile" else None
+    profile = sys.argv[sys.argv.index("--profile") + 1] if "--profile" in sys.argv else None
+    pause = "--pause" in sys.argv
     torch.manual_seed(0)
     dev = torch.device("cuda")
     layer = nn.TransformerEncoderLayer(d_model=256, nhead=8, dim_feedforward=1024, batch_first=True)
@@ -42,12 +46,20 @@ def main() -> None:
         step(i)
     torch.cuda.synchronize()
 
+    def wait_outside() -> None:
+        if pause:
+            print("paused", flush=True)
+            sys.stdin.readline()
+
     def run() -> float:
+        wait_outside()
         start = time.perf_counter()
         for i in range(steps):
             step(i)
         torch.cuda.synchronize()
-        return time.perf_counter() - start
+        seconds = time.perf_counter() - start
+        wait_outside()
+        return seconds
 
     if profile:
         from torch.profiler import ProfilerActivity, profile as prof
