@@ -19,18 +19,12 @@ use rocsync_tests::read_log;
 #[test]
 fn the_daemon_counts_a_new_process_calls_exactly() {
     let name = "the_daemon_counts_a_new_process_calls_exactly";
-    if !can_trace(name) {
-        return;
-    }
-    let Some(python) = std::env::var_os("ROCSYNC_HTA_PYTHON") else {
-        rocsync_tests::skip(
-            name,
-            "ROCSYNC_HTA_PYTHON is not set (cargo xtask test sets it)",
-        );
+    let Some((dir, exe)) = daemon_test(name) else {
         return;
     };
-    let dir = TempDir::new();
-    let exe = own_copy(&dir);
+    let Some(python) = prometheus_python(name) else {
+        return;
+    };
     let mut daemon = Daemon(spawn_piped(
         rocsync()
             .args(["daemon", "--metrics-addr", "127.0.0.1:0", "--state-dir"])
@@ -113,11 +107,9 @@ fn the_daemon_counts_a_new_process_calls_exactly() {
 #[test]
 fn a_trace_on_request_holds_a_window_of_the_process_calls() {
     let name = "a_trace_on_request_holds_a_window_of_the_process_calls";
-    if !can_trace(name) {
+    let Some((dir, exe)) = daemon_test(name) else {
         return;
-    }
-    let dir = TempDir::new();
-    let exe = own_copy(&dir);
+    };
     // Members of nogroup may ask, besides root.
     let (daemon, mut lines) = start_daemon(&dir, &exe, &["--group", "65534"]);
     let log = dir.path("loop.log");
@@ -232,13 +224,7 @@ fn a_trace_on_request_holds_a_window_of_the_process_calls() {
 
     // The trace is a contiguous window of the process's calls, by its own log.
     let t = read_json(std::path::Path::new(&files[0]));
-    let mut rows: Vec<&serde_json::Value> = t["traceEvents"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|e| e["cat"] == "cuda_runtime")
-        .collect();
-    rows.sort_by_key(|e| e["args"]["correlation"].as_u64());
+    let rows = runtime_rows(&t);
     assert!(rows.len() > 100, "{} rows", rows.len());
     assert!(rows.iter().all(|e| e["pid"] == pid));
     let got: Vec<&str> = rows.iter().map(|e| e["name"].as_str().unwrap()).collect();
@@ -279,11 +265,9 @@ fn dyno(addr: &str, pids: &[u32], log: &std::path::Path, ms: u64) -> serde_json:
 #[test]
 fn dyno_gputrace_requests_make_kineto_named_traces() {
     let name = "dyno_gputrace_requests_make_kineto_named_traces";
-    if !can_trace(name) {
+    let Some((dir, exe)) = daemon_test(name) else {
         return;
-    }
-    let dir = TempDir::new();
-    let exe = own_copy(&dir);
+    };
     let (daemon, mut lines) = start_daemon(&dir, &exe, &["--dynolog-addr", "127.0.0.1:0"]);
     let addr = lines
         .1

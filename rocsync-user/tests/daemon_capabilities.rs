@@ -33,18 +33,12 @@ fn unit_capabilities() -> String {
 #[test]
 fn the_units_capabilities_are_enough() {
     let name = "the_units_capabilities_are_enough";
-    if !can_trace(name) {
-        return;
-    }
-    let Some(python) = std::env::var_os("ROCSYNC_HTA_PYTHON") else {
-        rocsync_tests::skip(
-            name,
-            "ROCSYNC_HTA_PYTHON is not set (cargo xtask test sets it)",
-        );
+    let Some((dir, exe)) = daemon_test(name) else {
         return;
     };
-    let dir = TempDir::new();
-    let exe = own_copy(&dir);
+    let Some(python) = prometheus_python(name) else {
+        return;
+    };
     // The test's files readable by the target's user (nobody).
     std::fs::set_permissions(
         dir.path(""),

@@ -62,18 +62,12 @@ fn tracked(sock: &std::path::Path) -> Vec<u32> {
 #[test]
 fn linked_late_loading_and_namespaced_processes_are_found_and_counted() {
     let name = "linked_late_loading_and_namespaced_processes_are_found_and_counted";
-    if !can_trace(name) {
-        return;
-    }
-    let Some(python) = std::env::var_os("ROCSYNC_HTA_PYTHON") else {
-        rocsync_tests::skip(
-            name,
-            "ROCSYNC_HTA_PYTHON is not set (cargo xtask test sets it)",
-        );
+    let Some((dir, linked)) = daemon_test(name) else {
         return;
     };
-    let dir = TempDir::new();
-    let linked = own_copy(&dir);
+    let Some(python) = prometheus_python(name) else {
+        return;
+    };
     let late = dir.path("scenario_dl");
     std::fs::copy(rocsync_tests::scenario_dlopen(), &late).unwrap();
     let late_arg = format!("--include-exe={}", late.display());
@@ -179,18 +173,12 @@ fn linked_late_loading_and_namespaced_processes_are_found_and_counted() {
 #[test]
 fn devices_chosen_before_the_daemon_started_are_learnt() {
     let name = "devices_chosen_before_the_daemon_started_are_learnt";
-    if !can_trace(name) {
-        return;
-    }
-    let Some(python) = std::env::var_os("ROCSYNC_HTA_PYTHON") else {
-        rocsync_tests::skip(
-            name,
-            "ROCSYNC_HTA_PYTHON is not set (cargo xtask test sets it)",
-        );
+    let Some((dir, exe)) = daemon_test(name) else {
         return;
     };
-    let dir = TempDir::new();
-    let exe = own_copy(&dir);
+    let Some(python) = prometheus_python(name) else {
+        return;
+    };
     // The thread chose device 1 and made a stream before the daemon existed.
     let mut target = Command::new(&exe)
         .arg("gated_device")

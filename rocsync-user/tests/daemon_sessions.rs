@@ -42,11 +42,9 @@ fn stderr(o: &Output) -> String {
 #[test]
 fn traces_on_disjoint_agents_record_together_and_overlaps_are_refused() {
     let name = "traces_on_disjoint_agents_record_together_and_overlaps_are_refused";
-    if !can_trace(name) {
+    let Some((dir, exe)) = daemon_test(name) else {
         return;
-    }
-    let dir = TempDir::new();
-    let exe = own_copy(&dir);
+    };
     let (daemon, mut lines) = start_daemon(&dir, &exe, &[]);
     let log = dir.path("loop.log");
     // Held until tracked: the daemon learns each thread's device from its hipSetDevice.
@@ -152,13 +150,7 @@ fn traces_on_disjoint_agents_record_together_and_overlaps_are_refused() {
     let file_a = String::from_utf8_lossy(&a.stdout).trim().to_string();
     for (file, device) in [(file_a.as_str(), 0), (out.to_str().unwrap(), 1)] {
         let t = read_json(std::path::Path::new(file));
-        let mut rows: Vec<&serde_json::Value> = t["traceEvents"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|e| e["cat"] == "cuda_runtime")
-            .collect();
-        rows.sort_by_key(|e| e["args"]["correlation"].as_u64());
+        let rows = runtime_rows(&t);
         // Once every thread is set up ("looping"), each makes only records, waits and
         // syncs, the calls an agent set filters.
         assert!(
@@ -209,11 +201,9 @@ fn traces_on_disjoint_agents_record_together_and_overlaps_are_refused() {
 #[test]
 fn sigterm_during_a_trace_finishes_and_writes_it() {
     let name = "sigterm_during_a_trace_finishes_and_writes_it";
-    if !can_trace(name) {
+    let Some((dir, exe)) = daemon_test(name) else {
         return;
-    }
-    let dir = TempDir::new();
-    let exe = own_copy(&dir);
+    };
     let (mut daemon, mut lines) = start_daemon(&dir, &exe, &[]);
     let mut target = Command::new(&exe)
         .args(["loop", "30000"])

@@ -14,11 +14,9 @@ use rocsync_tests::read_log;
 #[test]
 fn sampled_windows_are_written_and_retention_removes_the_oldest() {
     let name = "sampled_windows_are_written_and_retention_removes_the_oldest";
-    if !can_trace(name) {
+    let Some((dir, exe)) = daemon_test(name) else {
         return;
-    }
-    let dir = TempDir::new();
-    let exe = own_copy(&dir);
+    };
     let (daemon, mut lines) = start_daemon(
         &dir,
         &exe,
@@ -67,11 +65,9 @@ fn sampled_windows_are_written_and_retention_removes_the_oldest() {
 #[test]
 fn the_flight_recorder_writes_the_last_seconds_on_request() {
     let name = "the_flight_recorder_writes_the_last_seconds_on_request";
-    if !can_trace(name) {
+    let Some((dir, exe)) = daemon_test(name) else {
         return;
-    }
-    let dir = TempDir::new();
-    let exe = own_copy(&dir);
+    };
     let (daemon, mut lines) = start_daemon(&dir, &exe, &["--flight-recorder", "1s"]);
     let addr = metrics_addr(&lines);
     let log = dir.path("loop.log");
@@ -109,13 +105,7 @@ fn the_flight_recorder_writes_the_last_seconds_on_request() {
     assert!(target.wait().unwrap().success());
     stop(daemon);
     let t = read_json(std::path::Path::new(&file));
-    let mut rows: Vec<&serde_json::Value> = t["traceEvents"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|e| e["cat"] == "cuda_runtime")
-        .collect();
-    rows.sort_by_key(|e| e["args"]["correlation"].as_u64());
+    let rows = runtime_rows(&t);
     assert!(rows.len() > 100, "{} rows", rows.len());
     assert!(rows.iter().all(|e| e["pid"] == target.id()));
     // The last second (and a little: records are dropped by when they were read).

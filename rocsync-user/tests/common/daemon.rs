@@ -74,6 +74,18 @@ impl Metrics {
     }
 }
 
+/// A trace's `cuda_runtime` rows (one per call), in call order.
+pub fn runtime_rows(t: &serde_json::Value) -> Vec<&serde_json::Value> {
+    let mut rows: Vec<&serde_json::Value> = t["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["cat"] == "cuda_runtime")
+        .collect();
+    rows.sort_by_key(|e| e["args"]["correlation"].as_u64());
+    rows
+}
+
 /// The address of `/metrics` the daemon printed.
 pub fn metrics_addr(lines: &Lines) -> String {
     lines
@@ -92,6 +104,30 @@ pub fn get(addr: &str, path: &str) -> String {
     let mut out = String::new();
     s.read_to_string(&mut out).unwrap();
     out
+}
+
+/// A daemon test's start: tracing possible (or a printed skip), a directory of its own
+/// and its own copy of the scenario.
+pub fn daemon_test(name: &str) -> Option<(TempDir, PathBuf)> {
+    if !super::can_trace(name) {
+        return None;
+    }
+    let dir = TempDir::new();
+    let exe = own_copy(&dir);
+    Some((dir, exe))
+}
+
+/// The Python with prometheus_client the metrics are parsed with (`ROCSYNC_HTA_PYTHON`,
+/// set by `cargo xtask test`), or a printed skip.
+pub fn prometheus_python(name: &str) -> Option<std::ffi::OsString> {
+    let python = std::env::var_os("ROCSYNC_HTA_PYTHON");
+    if python.is_none() {
+        rocsync_tests::skip(
+            name,
+            "ROCSYNC_HTA_PYTHON is not set (cargo xtask test sets it)",
+        );
+    }
+    python
 }
 
 /// The scenario program under a path of this test's own, for the daemon's filter: other
