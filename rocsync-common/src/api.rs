@@ -277,7 +277,7 @@ mod tests {
         assert_eq!(Api::from_u32(0), None);
         assert_eq!(Api::from_u32(Api::ALL.len() as u32 + 1), None);
         // Every id has its metrics slots.
-        assert!(Api::ALL.len() < crate::record::METRIC_APIS as usize);
+        assert!(Api::ALL.len() < crate::metrics::METRIC_APIS as usize);
     }
 
     #[test]

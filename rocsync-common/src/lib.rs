@@ -5,17 +5,21 @@
 #![no_std]
 
 mod api;
+mod metrics;
 mod record;
 
 pub use api::{Api, Backend, Cookie, Op, OutParam};
+pub use metrics::{
+    METRIC_APIS, METRIC_DEVICES, METRIC_SLOTS, MetricKey, MetricValue, OTHER_DEVICE, PendingCall,
+    WAIT_BUCKETS,
+};
 pub use record::{
     AgentQuery, Config, ENTRY_FILTERED, EXIT_OUT_READ, EntryRecord, ExitRecord, HIDDEN_AGENT,
-    HandleKey, HsaQueue, LinkMapRecord, MAX_PACKETS_PER_DOORBELL, METRIC_APIS, METRIC_DEVICES,
-    METRIC_SLOTS, MetricKey, MetricValue, NO_DEVICE, NO_R_DEBUG, OTHER_DEVICE, OutSlot,
-    PROCESS_EXEC, PROCESS_EXIT, PROCESS_FORK, PacketRecord, PendingCall, ProcessRecord,
-    QUEUE_CREATED, QUEUE_DESTROYED, QUEUE_DISCOVERED, QueueCreate, QueueInfo, QueueRecord,
-    RECORD_ENTRY, RECORD_EXIT, RECORD_LINK_MAP, RECORD_PACKET, RECORD_PROCESS, RECORD_QUEUE,
-    Switch, TRACE_RECORDING, TRACE_STOPPING, TaskLayout, UNKNOWN_AGENT, WAIT_BUCKETS, drop_index,
+    HandleKey, HsaQueue, LinkMapRecord, MAX_PACKETS_PER_DOORBELL, NO_DEVICE, NO_R_DEBUG, OutSlot,
+    PROCESS_EXEC, PROCESS_EXIT, PROCESS_FORK, PacketRecord, ProcessRecord, QUEUE_CREATED,
+    QUEUE_DESTROYED, QUEUE_DISCOVERED, QueueCreate, QueueInfo, QueueRecord, RECORD_ENTRY,
+    RECORD_EXIT, RECORD_LINK_MAP, RECORD_PACKET, RECORD_PROCESS, RECORD_QUEUE, Switch,
+    TRACE_RECORDING, TRACE_STOPPING, TaskLayout, UNKNOWN_AGENT, drop_index,
 };
 
 #[cfg(feature = "user")]

@@ -353,79 +353,6 @@ pub struct Switch {
     pub pad: u32,
 }
 
-/// Histogram buckets of the time spent in synchronisations: bucket `i` counts calls that
-/// took at most 2^i µs; the last one everything longer.
-pub const WAIT_BUCKETS: usize = 24;
-
-/// A metrics series: one API on one device (the calling thread's or the call's stream's).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct MetricKey {
-    pub api: u32,
-    pub device: i32,
-}
-
-/// Devices with series of their own (0..16); any other shares [`OTHER_DEVICE`]'s.
-pub const METRIC_DEVICES: i32 = 16;
-/// [`MetricKey::device`] of the series devices beyond [`METRIC_DEVICES`] share.
-pub const OTHER_DEVICE: i32 = -1;
-/// API ids with metrics slots (checked in the API table's tests).
-pub const METRIC_APIS: u32 = 64;
-/// Slots of the metrics array: about what the per-CPU hash it replaced preallocated.
-pub const METRIC_SLOTS: u32 = METRIC_APIS * (METRIC_DEVICES as u32 + 1);
-
-impl MetricKey {
-    /// Its slot in the per-CPU metrics array (an index, not a hash lookup, on the hot
-    /// path); `None` for an API id out of range.
-    #[inline(always)]
-    pub fn slot(api: u32, device: i32) -> Option<u32> {
-        let d = if (0..METRIC_DEVICES).contains(&device) {
-            device as u32
-        } else {
-            METRIC_DEVICES as u32
-        };
-        (api < METRIC_APIS).then_some(api * (METRIC_DEVICES as u32 + 1) + d)
-    }
-
-    /// The series a slot holds.
-    pub fn of_slot(slot: u32) -> MetricKey {
-        let per_api = METRIC_DEVICES as u32 + 1;
-        let d = (slot % per_api) as i32;
-        MetricKey {
-            api: slot / per_api,
-            device: if d == METRIC_DEVICES { OTHER_DEVICE } else { d },
-        }
-    }
-}
-
-/// What the kernel counts per [`MetricKey`] (per CPU; userspace sums).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct MetricValue {
-    /// Calls entered.
-    pub calls: u64,
-    /// Calls that returned an error.
-    pub errors: u64,
-    /// Stream waits on an event recorded on another stream.
-    pub cross_stream: u64,
-    /// Synchronisations timed (entry to return on one thread), their total, and their
-    /// distribution.
-    pub timed: u64,
-    pub wait_ns: u64,
-    pub buckets: [u64; WAIT_BUCKETS],
-}
-
-/// A call of a counted process in flight on a thread (daemon mode).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct PendingCall {
-    pub api: u32,
-    pub device: i32,
-    pub ns: u64,
-    /// The first argument: `*SetDevice`'s device, the stream `*StreamCreate*` writes.
-    pub arg0: u64,
-}
-
 #[cfg(feature = "user")]
 mod pod {
     // SAFETY: plain `#[repr(C)]` data with explicit padding and no invalid bit patterns.
@@ -436,28 +363,4 @@ mod pod {
     unsafe impl aya::Pod for super::Config {}
     // SAFETY: as above.
     unsafe impl aya::Pod for super::TaskLayout {}
-    // SAFETY: as above.
-    unsafe impl aya::Pod for super::MetricKey {}
-    // SAFETY: as above.
-    unsafe impl aya::Pod for super::MetricValue {}
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn metric_slots_round_trip_and_share_the_other_devices() {
-        for api in 0..METRIC_APIS {
-            for device in [0, 1, METRIC_DEVICES - 1] {
-                let slot = MetricKey::slot(api, device).unwrap();
-                assert!(slot < METRIC_SLOTS);
-                assert_eq!(MetricKey::of_slot(slot), MetricKey { api, device });
-            }
-            let other = MetricKey::slot(api, METRIC_DEVICES).unwrap();
-            assert_eq!(MetricKey::slot(api, -5), Some(other));
-            assert_eq!(MetricKey::of_slot(other).device, OTHER_DEVICE);
-        }
-        assert_eq!(MetricKey::slot(METRIC_APIS, 0), None);
-    }
 }
