@@ -16,6 +16,8 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from train import make_step, profiled, transformer
+
 
 def main() -> None:
     steps = int(sys.argv[1])
@@ -25,26 +27,8 @@ def main() -> None:
     dist.init_process_group("nccl")
     torch.manual_seed(rank)
     dev = torch.device("cuda", local)
-    layer = nn.TransformerEncoderLayer(d_model=256, nhead=8, dim_feedforward=1024, batch_first=True)
-    model = nn.Sequential(nn.TransformerEncoder(layer, num_layers=4), nn.Linear(256, 256)).to(dev)
-    model = nn.parallel.DistributedDataParallel(model, device_ids=[local])
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    copy = torch.cuda.Stream()
-    host = [torch.randn(32, 64, 256).pin_memory() for _ in range(4)]
-
-    def step(i: int) -> None:
-        with torch.cuda.stream(copy):
-            x = host[i % len(host)].to(dev, non_blocking=True)
-            ready = torch.cuda.Event()
-            ready.record(copy)
-        torch.cuda.current_stream().wait_event(ready)
-        x.record_stream(torch.cuda.current_stream())
-        loss = model(x).pow(2).mean()
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        if i % 10 == 0:
-            loss.item()
+    model = nn.parallel.DistributedDataParallel(transformer().to(dev), device_ids=[local])
+    step = make_step(model, dev)
 
     for i in range(5):
         step(i)
@@ -59,13 +43,7 @@ def main() -> None:
         return time.perf_counter() - start
 
     if profile_dir:
-        from torch.profiler import ProfilerActivity, profile as prof
-
-        config = torch._C._profiler._ExperimentalConfig(enable_cuda_sync_events=True)
-        with prof(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
-                  experimental_config=config) as p:
-            seconds = run()
-        p.export_chrome_trace(os.path.join(profile_dir, f"cupti_rank{rank}.json"))
+        seconds = profiled(run, os.path.join(profile_dir, f"cupti_rank{rank}.json"))
     else:
         seconds = run()
     print(json.dumps({"rank": rank, "pid": os.getpid(), "seconds": seconds, "steps": steps,

@@ -16,14 +16,15 @@ import torch
 from torch import nn
 
 
-def main() -> None:
-    steps = int(sys.argv[1])
-    profile = sys.argv[sys.argv.index("--profile") + 1] if "--profile" in sys.argv else None
-    pause = "--pause" in sys.argv
-    torch.manual_seed(0)
-    dev = torch.device("cuda")
+def transformer() -> nn.Module:
+    """The model: a 4-layer transformer encoder and a linear head."""
     layer = nn.TransformerEncoderLayer(d_model=256, nhead=8, dim_feedforward=1024, batch_first=True)
-    model = nn.Sequential(nn.TransformerEncoder(layer, num_layers=4), nn.Linear(256, 256)).to(dev)
+    return nn.Sequential(nn.TransformerEncoder(layer, num_layers=4), nn.Linear(256, 256))
+
+
+def make_step(model: nn.Module, dev: torch.device):
+    """One training step: the batch copied host→device on a side stream with an event the
+    compute stream waits on, AdamW, the loss read with `.item()` every 10 steps."""
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     copy = torch.cuda.Stream()
     host = [torch.randn(32, 64, 256).pin_memory() for _ in range(4)]
@@ -41,6 +42,31 @@ def main() -> None:
         opt.step()
         if i % 10 == 0:
             loss.item()
+
+    return step
+
+
+def profiled(run, path: str) -> float:
+    """`run()` under torch.profiler (CUPTI, with its sync events), the trace written to
+    `path`."""
+    from torch.profiler import ProfilerActivity, profile as prof
+
+    config = torch._C._profiler._ExperimentalConfig(enable_cuda_sync_events=True)
+    with prof(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
+              experimental_config=config) as p:
+        seconds = run()
+    p.export_chrome_trace(path)
+    return seconds
+
+
+def main() -> None:
+    steps = int(sys.argv[1])
+    profile = sys.argv[sys.argv.index("--profile") + 1] if "--profile" in sys.argv else None
+    pause = "--pause" in sys.argv
+    torch.manual_seed(0)
+    dev = torch.device("cuda")
+    model = transformer().to(dev)
+    step = make_step(model, dev)
 
     for i in range(10):  # warm-up: kernels, allocator
         step(i)
@@ -61,16 +87,7 @@ def main() -> None:
         wait_outside()
         return seconds
 
-    if profile:
-        from torch.profiler import ProfilerActivity, profile as prof
-
-        config = torch._C._profiler._ExperimentalConfig(enable_cuda_sync_events=True)
-        with prof(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
-                  experimental_config=config) as p:
-            seconds = run()
-        p.export_chrome_trace(profile)
-    else:
-        seconds = run()
+    seconds = profiled(run, profile) if profile else run()
     print(json.dumps({"seconds": seconds, "iterations": steps, "torch": torch.__version__,
                       "cuda": torch.version.cuda, "gpu": torch.cuda.get_device_name(0)}))
 
