@@ -9,8 +9,8 @@ use aya_ebpf::{
     maps::{LruHashMap, PerCpuArray},
 };
 use rocsync_common::{
-    Cookie, HandleKey, METRIC_SLOTS, MetricKey, MetricValue, OutParam, PendingCall, Switch,
-    TRACE_RECORDING, TRACE_STOPPING, WAIT_BUCKETS,
+    Cookie, HandleKey, METRIC_SLOTS, MetricKey, MetricValue, NO_DEVICE, OutParam, PendingCall,
+    Switch, TRACE_RECORDING, TRACE_STOPPING, WAIT_BUCKETS,
 };
 
 use crate::{
@@ -57,11 +57,15 @@ pub fn entered(cookie: Cookie, args: &[u64; 3]) -> Option<Switch> {
 
 #[inline(always)]
 fn count(cookie: Cookie, args: &[u64; 3], pid_tgid: u64, tgid: u32) {
-    let device = device_of(args, cookie, pid_tgid);
-    let kind = cookie.kind();
     // `*GetDevice` is probed only briefly, to learn the devices of threads that chose
     // theirs before the daemon saw them: remembered for its return, never counted.
-    if kind != Cookie::KIND_GET_DEVICE {
+    let learning = cookie.kind() == Cookie::KIND_GET_DEVICE;
+    let device = if learning {
+        NO_DEVICE
+    } else {
+        device_of(args, cookie, pid_tgid)
+    };
+    if !learning {
         let Some(v) = series(cookie.api(), device) else {
             return;
         };

@@ -205,7 +205,7 @@ pub async fn answer_with_files(mut conn: UnixStream, v: &Value) {
         .map(|f| {
             std::fs::OpenOptions::new()
                 .read(true)
-                .custom_flags(libc_flags())
+                .custom_flags(no_follow())
                 .open(f)
         })
         .collect();
@@ -224,7 +224,8 @@ pub async fn answer_with_files(mut conn: UnixStream, v: &Value) {
 /// The most descriptors one message carries (the kernel's `SCM_MAX_FD` is 253).
 const MAX_FDS: usize = 250;
 
-fn libc_flags() -> i32 {
+/// The daemon's own files, reopened without following a link.
+fn no_follow() -> i32 {
     (OFlags::NOFOLLOW | OFlags::CLOEXEC).bits() as i32
 }
 
