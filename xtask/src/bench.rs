@@ -61,31 +61,37 @@ fn build() -> Result<()> {
     run(cargo().args(["build", "--release", "--package", "rocsync-tests"]))
 }
 
-/// `cargo xtask bench-tree`: the process-tree measurement alone, into
-/// bench/process-tree.md.
-pub fn bench_tree() -> Result<()> {
-    build()?;
-    let (md, v) = crate::bench_tree::tree()?;
-    write_part(
-        "process-tree.md",
-        "following processes",
-        "bench-tree",
-        &md,
-        &v,
-    )
+/// The measurements that also run alone (`cargo xtask bench-<part>`), each into its own
+/// file in bench/: (part, file, title).
+const PARTS: [(&str, &str, &str); 3] = [
+    ("tree", "process-tree.md", "following processes"),
+    ("daemon", "daemon.md", "the daemon"),
+    ("breakdown", "breakdown.md", "where a call's cost goes"),
+];
+
+fn measure_part(part: &str) -> Result<(String, Value)> {
+    match part {
+        "tree" => crate::bench_tree::tree(),
+        "daemon" => crate::bench_daemon::daemon(),
+        _ => crate::bench_breakdown::breakdown(ROUNDS),
+    }
 }
 
-/// `cargo xtask bench-daemon`: the daemon's costs alone, into bench/daemon.md.
-pub fn bench_daemon() -> Result<()> {
+/// `cargo xtask bench-<part>`: one of [`PARTS`] alone, into its file.
+pub fn bench_part(part: &str) -> Result<()> {
     build()?;
-    let (md, v) = crate::bench_daemon::daemon()?;
-    write_part("daemon.md", "the daemon", "bench-daemon", &md, &v)
+    let (md, v) = measure_part(part)?;
+    write_part(part, &md, &v)
 }
 
 /// Writes one measurement's own file in bench/.
-fn write_part(file: &str, title: &str, command: &str, md: &str, v: &Value) -> Result<()> {
+fn write_part(part: &str, md: &str, v: &Value) -> Result<()> {
+    let (_, file, title) = PARTS
+        .iter()
+        .find(|p| p.0 == part)
+        .context("unknown bench part")?;
     let text = format!(
-        "# rocsync: {title}\n\nWritten by `cargo xtask {command}` (also part of `cargo xtask \
+        "# rocsync: {title}\n\nWritten by `cargo xtask bench-{part}` (also part of `cargo xtask \
          bench`).\n{md}\n```json\n{}\n```\n",
         serde_json::to_string_pretty(v)?
     );
@@ -227,27 +233,16 @@ pub fn bench() -> Result<()> {
     }
     let (mix_md, mix) = crate::bench_mix::mix(ROUNDS)?;
     let (convert_md, convert) = crate::bench_mix::convert_memory()?;
-    let (tree_md, tree) = crate::bench_tree::tree()?;
-    let (daemon_md, daemon) = crate::bench_daemon::daemon()?;
-    // Their own files too, from this same run.
-    write_part(
-        "process-tree.md",
-        "following processes",
-        "bench-tree",
-        &tree_md,
-        &tree,
-    )?;
-    write_part(
-        "daemon.md",
-        "the daemon",
-        "bench-daemon",
-        &daemon_md,
-        &daemon,
-    )?;
-    let extra = (
-        mix_md + &convert_md + &tree_md + &daemon_md,
-        json!({ "call_mix": mix, "convert": convert, "process_tree": tree, "daemon": daemon }),
-    );
+    let mut md = mix_md + &convert_md;
+    let mut json = json!({ "call_mix": mix, "convert": convert });
+    for (part, ..) in PARTS {
+        let (part_md, v) = measure_part(part)?;
+        // Its own file too, from this same run.
+        write_part(part, &part_md, &v)?;
+        md += &part_md;
+        json[part] = v;
+    }
+    let extra = (md, json);
     report(&cases, &results, &threads, &pipeline, extra)
 }
 

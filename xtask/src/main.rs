@@ -4,6 +4,7 @@
 //! `cargo xtask bench`           — the benchmarks (root), written to bench/RESULTS.md.
 //! `cargo xtask bench-tree`      — the process-tree measurement alone (bench/process-tree.md).
 //! `cargo xtask bench-daemon`    — the daemon's costs alone (bench/daemon.md).
+//! `cargo xtask bench-breakdown` — where a captured call's cost goes (bench/breakdown.md).
 //! `cargo xtask setup`           — only the set-up (scripts/setup).
 
 use std::{
@@ -15,6 +16,7 @@ use std::{
 use anyhow::{Context as _, Result, bail};
 
 mod bench;
+mod bench_breakdown;
 mod bench_daemon;
 mod bench_mix;
 mod bench_tree;
@@ -26,11 +28,12 @@ fn main() {
         Some("test") => test(),
         Some("setup") => setup(),
         Some("bench") => bench::bench(),
-        Some("bench-tree") => bench::bench_tree(),
-        Some("bench-daemon") => bench::bench_daemon(),
+        Some(part @ ("bench-tree" | "bench-daemon" | "bench-breakdown")) => {
+            bench::bench_part(&part["bench-".len()..])
+        }
         _ => {
             eprintln!(
-                "usage: cargo xtask <demo [OUTPUT]|test|bench|bench-tree|bench-daemon|setup>"
+                "usage: cargo xtask <demo [OUTPUT]|test|bench|bench-tree|bench-daemon|bench-breakdown|setup>"
             );
             std::process::exit(2);
         }

@@ -1,24 +1,22 @@
 //! Measurements behind `cargo xtask bench` (root: it loads eBPF programs).
 //!
 //! `probes`   per-call cost of one library function: untraced, under an empty
-//!            uprobe+uretprobe pair (the trap alone), and under rocsync's full capture.
+//!            uprobe+uretprobe pair (the trap alone), under pairs doing one part of a
+//!            capture's work, and under rocsync's full capture.
 //! `pipeline` userspace throughput of decode → resolve → Kineto write, and peak memory.
 //! `tree`     following processes: attach/detach time for N processes and the cost to an
 //!            untraced bystander, pid-scoped against file-wide probes.
 //! Each prints JSON lines; xtask interleaves the runs and writes the tables.
 
-use std::{
-    path::{Path, PathBuf},
-    process::Command,
-    time::Instant,
-};
+use std::{path::PathBuf, time::Instant};
 
-use anyhow::{Context as _, Result, bail};
-use aya::programs::{UProbe, uprobe::UProbeScope};
+use anyhow::{Result, bail};
 use clap::{Parser, Subcommand};
 
+mod per_call;
 mod raw;
 mod tree;
+use per_call::{Load, Mode, probes};
 use raw::{peak_rss_of, raw};
 use rocsync::{
     emit::{
@@ -27,7 +25,6 @@ use rocsync::{
         raw::RawWriter,
     },
     pipeline::Pipeline,
-    probes::elf,
 };
 use rocsync_common::{Api, EntryRecord, ExitRecord, RECORD_ENTRY, RECORD_EXIT};
 use serde_json::json;
@@ -104,16 +101,6 @@ enum Cmd {
     },
 }
 
-#[derive(Clone, Copy, clap::ValueEnum, PartialEq)]
-enum Mode {
-    Untraced,
-    Empty,
-    EmptyAtEntry,
-    /// An empty uprobe alone, no uretprobe: what the return trap costs, by difference.
-    EmptyEntryOnly,
-    Full,
-}
-
 fn main() -> Result<()> {
     // `Probes::load` starts its watchdog by running this binary again.
     if std::env::args().nth(1).as_deref() == Some(rocsync::capture::watchdog::ARG) {
@@ -150,120 +137,6 @@ fn main() -> Result<()> {
         Cmd::Raw { calls, out } => raw(calls, &out),
         Cmd::PeakRss { command } => peak_rss_of(&command),
     }
-}
-
-/// How the driver calls: how many calls per thread, how many threads, how fast.
-struct Load {
-    calls: u64,
-    threads: u32,
-    rate: Option<u64>,
-}
-
-impl Load {
-    fn args(&self) -> Vec<String> {
-        let mut a = vec![self.calls.to_string(), self.threads.to_string()];
-        a.extend(self.rate.map(|r| r.to_string()));
-        a
-    }
-}
-
-fn probes(
-    mode: Mode,
-    lib: &Path,
-    symbol: &str,
-    load: Load,
-    driver: &Path,
-    rocsync: &Path,
-    extra: &[String],
-) -> Result<()> {
-    let mut cmd = Command::new(driver);
-    cmd.arg(lib).arg(symbol).args(load.args());
-    let mut ebpf = None;
-    let mut full = None;
-    match mode {
-        Mode::Untraced => {}
-        Mode::Empty | Mode::EmptyAtEntry | Mode::EmptyEntryOnly => {
-            let r = elf::lookup(lib, &[symbol])?;
-            let f = r
-                .found
-                .first()
-                .with_context(|| format!("{symbol} not in {}", lib.display()))?;
-            let offset = if mode == Mode::EmptyAtEntry {
-                f.offset
-            } else {
-                f.placement.offset
-            };
-            let mut obj = aya::Ebpf::load(rocsync::PROBES)?;
-            let names: &[&str] = if mode == Mode::EmptyEntryOnly {
-                &["empty_enter"]
-            } else {
-                &["empty_enter", "empty_exit"]
-            };
-            for &name in names {
-                let p: &mut UProbe = obj.program_mut(name).context(name)?.try_into()?;
-                p.load()?;
-                p.attach(offset, lib, UProbeScope::AllProcesses)?;
-            }
-            ebpf = Some(obj);
-        }
-        Mode::Full => {
-            let mut c = Command::new(rocsync);
-            c.args(["run", "--no-status", "-o"])
-                .arg(scratch_trace())
-                .args(extra)
-                .arg("--")
-                .arg(driver);
-            c.arg(lib).arg(symbol).args(load.args());
-            full = Some(c);
-        }
-    }
-    let out = match full.as_mut() {
-        Some(c) => c.output()?,
-        None => cmd.output()?,
-    };
-    drop(ebpf);
-    let _ = std::fs::remove_file(scratch_trace());
-    if !out.status.success() {
-        bail!("driver failed: {}", String::from_utf8_lossy(&out.stderr));
-    }
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let line = stdout
-        .lines()
-        .rfind(|l| l.starts_with('{'))
-        .context("driver printed no result")?;
-    let mut v: serde_json::Value = serde_json::from_str(line)?;
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    let count = |prefix: &str| {
-        stderr.lines().find_map(|l| {
-            let rest = l.trim().strip_prefix(prefix)?;
-            rest.split_whitespace().next()?.parse::<u64>().ok()
-        })
-    };
-    if mode == Mode::Full {
-        v["captured"] = json!(count("rocsync: captured"));
-        // Calls whose entry record was lost: "lost: …, lost_ids N, …" (none: "lost: nothing").
-        let lost_ids = stderr
-            .lines()
-            .find_map(|l| l.trim().strip_prefix("lost:"))
-            .map(|rest| {
-                let words: Vec<&str> = rest.split([',', ' ']).filter(|w| !w.is_empty()).collect();
-                words
-                    .windows(2)
-                    .find(|w| w[0] == "lost_ids")
-                    .and_then(|w| w[1].parse::<u64>().ok())
-                    .unwrap_or(0)
-            });
-        v["dropped"] = json!(lost_ids);
-    }
-    v["mode"] = json!(match mode {
-        Mode::Untraced => "untraced",
-        Mode::Empty => "empty",
-        Mode::EmptyAtEntry => "empty_at_entry",
-        Mode::EmptyEntryOnly => "empty_entry_only",
-        Mode::Full => "full",
-    });
-    println!("{v}");
-    Ok(())
 }
 
 /// The two records of one call as the ring carries them.
@@ -373,11 +246,6 @@ fn pipeline(records: u64, churn: bool) -> Result<()> {
         })
     );
     Ok(())
-}
-
-/// Where a benchmarked capture writes its trace (outputs are regular files only).
-fn scratch_trace() -> PathBuf {
-    std::env::temp_dir().join(format!("rocsync-bench-{}.json", std::process::id()))
 }
 
 struct CountingSink(u64);

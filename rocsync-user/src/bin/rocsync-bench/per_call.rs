@@ -1,0 +1,193 @@
+//! `probes`: the per-call cost of one library function under each kind of probe, one
+//! measurement per run (xtask interleaves them).
+
+use std::{
+    path::{Path, PathBuf},
+    process::Command,
+    sync::atomic::{AtomicBool, Ordering},
+    time::Duration,
+};
+
+use anyhow::{Context as _, Result, bail};
+use aya::{
+    maps::RingBuf,
+    programs::{UProbe, uprobe::UProbeScope},
+};
+use rocsync::probes::elf;
+use serde_json::json;
+
+#[derive(Clone, Copy, clap::ValueEnum, PartialEq)]
+pub enum Mode {
+    Untraced,
+    Empty,
+    EmptyAtEntry,
+    /// An empty uprobe alone, no uretprobe: what the return trap costs, by difference.
+    EmptyEntryOnly,
+    /// The pair doing only the target-table lookup of file-wide probes.
+    Lookup,
+    /// The pair writing only one ring record each (drained as a capture drains).
+    Ring,
+    /// The pair writing the least any two-record capture writes (who, when, the return).
+    Records,
+    Full,
+}
+
+impl Mode {
+    /// The bench-only programs of the mode (entry, then exit if any).
+    fn programs(self) -> &'static [&'static str] {
+        match self {
+            Mode::Empty | Mode::EmptyAtEntry => &["empty_enter", "empty_exit"],
+            Mode::EmptyEntryOnly => &["empty_enter"],
+            Mode::Lookup => &["lookup_enter", "lookup_exit"],
+            Mode::Ring => &["ring_enter", "ring_exit"],
+            Mode::Records => &["records_enter", "records_exit"],
+            Mode::Untraced | Mode::Full => &[],
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Mode::Untraced => "untraced",
+            Mode::Empty => "empty",
+            Mode::EmptyAtEntry => "empty_at_entry",
+            Mode::EmptyEntryOnly => "empty_entry_only",
+            Mode::Lookup => "lookup",
+            Mode::Ring => "ring",
+            Mode::Records => "records",
+            Mode::Full => "full",
+        }
+    }
+}
+
+/// How the driver calls: how many calls per thread, how many threads, how fast.
+pub struct Load {
+    pub calls: u64,
+    pub threads: u32,
+    pub rate: Option<u64>,
+}
+impl Load {
+    fn args(&self) -> Vec<String> {
+        let mut a = vec![self.calls.to_string(), self.threads.to_string()];
+        a.extend(self.rate.map(|r| r.to_string()));
+        a
+    }
+}
+
+pub fn probes(
+    mode: Mode,
+    lib: &Path,
+    symbol: &str,
+    load: Load,
+    driver: &Path,
+    rocsync: &Path,
+    extra: &[String],
+) -> Result<()> {
+    let mut cmd = Command::new(driver);
+    cmd.arg(lib).arg(symbol).args(load.args());
+    let mut ebpf = None;
+    if mode == Mode::Full {
+        cmd = Command::new(rocsync);
+        cmd.args(["run", "--no-status", "-o"])
+            .arg(scratch_trace())
+            .args(extra)
+            .arg("--")
+            .arg(driver);
+        cmd.arg(lib).arg(symbol).args(load.args());
+    } else if !mode.programs().is_empty() {
+        let r = elf::lookup(lib, &[symbol])?;
+        let f = r
+            .found
+            .first()
+            .with_context(|| format!("{symbol} not in {}", lib.display()))?;
+        let offset = if mode == Mode::EmptyAtEntry {
+            f.offset
+        } else {
+            f.placement.offset
+        };
+        let mut obj = aya::Ebpf::load(rocsync::PROBES)?;
+        for &name in mode.programs() {
+            let p: &mut UProbe = obj.program_mut(name).context(name)?.try_into()?;
+            p.load()?;
+            p.attach(offset, lib, UProbeScope::AllProcesses)?;
+        }
+        ebpf = Some(obj);
+    }
+    let ring = match (mode, ebpf.as_mut()) {
+        (Mode::Ring | Mode::Records, Some(obj)) => Some(RingBuf::try_from(
+            obj.take_map("EVENTS").context("EVENTS")?,
+        )?),
+        _ => None,
+    };
+    let out = run_draining(&mut cmd, ring)?;
+    drop(ebpf);
+    let _ = std::fs::remove_file(scratch_trace());
+    if !out.status.success() {
+        bail!("driver failed: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout
+        .lines()
+        .rfind(|l| l.starts_with('{'))
+        .context("driver printed no result")?;
+    let mut v: serde_json::Value = serde_json::from_str(line)?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let count = |prefix: &str| {
+        stderr.lines().find_map(|l| {
+            let rest = l.trim().strip_prefix(prefix)?;
+            rest.split_whitespace().next()?.parse::<u64>().ok()
+        })
+    };
+    if mode == Mode::Full {
+        v["captured"] = json!(count("rocsync: captured"));
+        // Calls whose entry record was lost: "lost: …, lost_ids N, …" (none: "lost: nothing").
+        let lost_ids = stderr
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("lost:"))
+            .map(|rest| {
+                let words: Vec<&str> = rest.split([',', ' ']).filter(|w| !w.is_empty()).collect();
+                words
+                    .windows(2)
+                    .find(|w| w[0] == "lost_ids")
+                    .and_then(|w| w[1].parse::<u64>().ok())
+                    .unwrap_or(0)
+            });
+        v["dropped"] = json!(lost_ids);
+    }
+    v["mode"] = json!(mode.name());
+    println!("{v}");
+    Ok(())
+}
+
+/// Where a benchmarked capture writes its trace (outputs are regular files only).
+pub fn scratch_trace() -> PathBuf {
+    std::env::temp_dir().join(format!("rocsync-bench-{}.json", std::process::id()))
+}
+
+/// Runs the measured command; a ring the bench's probes write is drained meanwhile, every
+/// millisecond, so that its reservations never fail for want of room.
+fn run_draining(
+    cmd: &mut Command,
+    ring: Option<RingBuf<aya::maps::MapData>>,
+) -> Result<std::process::Output> {
+    let Some(mut ring) = ring else {
+        return Ok(cmd.output()?);
+    };
+    let done = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let drainer = s.spawn(|| {
+            let mut records = 0u64;
+            while !done.load(Ordering::Relaxed) {
+                while ring.next().is_some() {
+                    records += 1;
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            records
+        });
+        let out = cmd.output();
+        done.store(true, Ordering::Relaxed);
+        let records = drainer.join().expect("drainer panicked");
+        eprintln!("rocsync-bench: drained {records} records");
+        Ok(out?)
+    })
+}

@@ -1,0 +1,68 @@
+#!/bin/bash
+# The per-call cost breakdown of `cargo xtask bench-breakdown`, on a machine without cargo
+# (the GPU machine): the same rocsync-bench modes, interleaved, as ratios to the empty pair.
+#
+#   breakdown.sh DIR ROUNDS OUT
+#
+# DIR holds rocsync, rocsync-bench, bench_calls and the simulated libamdhip64.so, its CET
+# build as cet/libamdhip64.so (rocsync knows a runtime by its file name); OUT receives
+# breakdown.jsonl, machine.txt and breakdown.md.
+set -euo pipefail
+dir=$1 rounds=$2 out=$3
+mkdir -p "$out"
+py=python3
+[ -x /opt/torch/.venv/bin/python ] && py=/opt/torch/.venv/bin/python
+
+{
+    echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), $(nproc) cores"
+    echo "kernel: $(uname -r)"
+    for v in spec_rstack_overflow retbleed spectre_v2; do
+        f=/sys/devices/system/cpu/vulnerabilities/$v
+        [ -r "$f" ] && echo "$v: $(cat "$f")"
+    done
+} >"$out/machine.txt"
+
+# label|lib|mode|extra rocsync argument
+modes=(
+    "untraced|libamdhip64.so|untraced|"
+    "empty pair|libamdhip64.so|empty|"
+    "lookup pair|libamdhip64.so|lookup|"
+    "ring pair|libamdhip64.so|ring|"
+    "two-record floor|libamdhip64.so|records|"
+    "rocsync --no-follow|libamdhip64.so|full|--no-follow"
+    "rocsync|libamdhip64.so|full|"
+    "CET untraced|cet/libamdhip64.so|untraced|"
+    "CET empty pair|cet/libamdhip64.so|empty|"
+    "CET rocsync|cet/libamdhip64.so|full|"
+)
+: >"$out/breakdown.jsonl"
+for round in $(seq "$rounds"); do
+    echo "breakdown: round $round/$rounds" >&2
+    for m in "${modes[@]}"; do
+        IFS='|' read -r label lib mode extra <<<"$m"
+        args=(probes --mode "$mode" --lib "$dir/$lib" --symbol hipStreamSynchronize
+            --calls 200000 --driver "$dir/bench_calls" --rocsync "$dir/rocsync")
+        [ -n "$extra" ] && args+=(--extra "$extra")
+        line=$("$dir/rocsync-bench" "${args[@]}" 2>>"$out/stderr.txt" | grep '^{' | tail -1)
+        echo "{\"label\": \"$label\", \"result\": $line}" >>"$out/breakdown.jsonl"
+    done
+done
+
+"$py" - "$out" <<'EOF'
+import collections, json, statistics, sys
+out = sys.argv[1]
+ns = collections.OrderedDict()
+for l in open(f"{out}/breakdown.jsonl"):
+    r = json.loads(l)
+    ns.setdefault(r["label"], []).append(r["result"]["ns_per_call"])
+med = {k: statistics.median(v) for k, v in ns.items()}
+lines = ["| mode | median ns | ratio to the trap | runs |", "| --- | ---: | ---: | --- |"]
+for k, v in ns.items():
+    cet = k.startswith("CET ")
+    base, trap = (med["CET untraced"], med["CET empty pair"]) if cet else (med["untraced"], med["empty pair"])
+    ratio = "" if k.endswith("untraced") else f"{(med[k] - base) / (trap - base):.2f}"
+    runs = " ".join(f"{x:.0f}" for x in sorted(v))
+    lines.append(f"| {k} | {med[k]:.0f} | {ratio} | {runs} |")
+open(f"{out}/breakdown.md", "w").write("\n".join(lines) + "\n")
+print("\n".join(lines))
+EOF
