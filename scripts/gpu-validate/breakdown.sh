@@ -63,6 +63,17 @@ for k, v in ns.items():
     ratio = "" if k.endswith("untraced") else f"{(med[k] - base) / (trap - base):.2f}"
     runs = " ".join(f"{x:.0f}" for x in sorted(v))
     lines.append(f"| {k} | {med[k]:.0f} | {ratio} | {runs} |")
-open(f"{out}/breakdown.md", "w").write("\n".join(lines) + "\n")
+head = [
+    "# rocsync: where a call's cost goes, on this machine",
+    "",
+    f"`scripts/gpu-validate/breakdown.sh DIR {len(next(iter(ns.values())))} OUT`: the modes of `cargo xtask bench-breakdown`,",
+    "interleaved; ratio = (mode - untraced) / (empty pair - untraced), from medians.",
+    "",
+    "```",
+    open(f"{out}/machine.txt").read().strip(),
+    "```",
+    "",
+]
+open(f"{out}/breakdown.md", "w").write("\n".join(head + lines) + "\n")
 print("\n".join(lines))
 EOF
