@@ -114,6 +114,14 @@ pub fn status(args: StatusArgs) -> Result<i32> {
     for t in list("traces") {
         println!("  {}", t["session"].as_str().unwrap_or_default());
     }
+    println!("dyno traces scheduled: {}", list("scheduled").len());
+    for t in list("scheduled") {
+        println!(
+            "  {} (starts in {} ms)",
+            t["session"].as_str().unwrap_or_default(),
+            t["starts_in_ms"]
+        );
+    }
     println!("standalone captures: {}", list("claims").len());
     for c in list("claims") {
         println!("  {}", c.as_str().unwrap_or_default());

@@ -3,11 +3,12 @@
 //! (`<log>_<pid>.json`, what dyno prints). Messages are a native-endian i32 length, then
 //! JSON; the request is `{"fn": "setKinetOnDemandRequest", "config": "KEY=VALUE\n…",
 //! "pids": […], …}`. dynolog has no authentication: listen on localhost, and log files are
-//! confined to the state directory.
+//! confined to the state directory. A synchronized start (`PROFILE_START_TIME`) is kept
+//! until its time; iteration-based requests are refused (no step hook here).
 
 use std::{
     path::{Path, PathBuf},
-    time::Duration,
+    time::{Duration, SystemTime, UNIX_EPOCH},
 };
 
 use anyhow::{Context as _, Result, bail};
@@ -23,6 +24,8 @@ const MAX_MESSAGE: usize = 64 << 10;
 const TIMEOUT: Duration = Duration::from_secs(5);
 /// Kineto's default when a request names no duration.
 const DEFAULT_DURATION: Duration = Duration::from_millis(500);
+/// How far ahead a synchronized start may lie (a request waits in the daemon until then).
+pub const MAX_START_DELAY: Duration = Duration::from_secs(3600);
 
 /// A trace dyno asked for.
 #[derive(Debug, PartialEq, Eq)]
@@ -32,6 +35,9 @@ pub struct OnDemand {
     pub duration: Duration,
     /// The log file as asked; traces are `<stem>_<pid>.json` beside it.
     pub log_file: PathBuf,
+    /// `PROFILE_START_TIME` (dyno's `--profile-start-time`, Unix ms): when to start, so
+    /// that traces of many processes and hosts cover the same window. `None`: now.
+    pub start: Option<SystemTime>,
 }
 
 /// Reads one framed message.
@@ -87,6 +93,7 @@ pub fn parse(v: &Value, state_dir: &Path) -> Result<OnDemand> {
     let config = v["config"].as_str().context("the request has no config")?;
     let mut log_file = None;
     let mut duration = DEFAULT_DURATION;
+    let mut start_ms = 0;
     for line in config.lines() {
         match line.split_once('=') {
             Some(("ACTIVITIES_LOG_FILE", f)) => log_file = Some(PathBuf::from(f.trim())),
@@ -94,6 +101,14 @@ pub fn parse(v: &Value, state_dir: &Path) -> Result<OnDemand> {
                 let ms: u64 = ms.trim().parse().context("ACTIVITIES_DURATION_MSECS")?;
                 duration = Duration::from_millis(ms);
             }
+            Some(("PROFILE_START_TIME", ms)) => {
+                start_ms = ms.trim().parse().context("PROFILE_START_TIME")?;
+            }
+            // A window counted in training steps needs the application's step hook.
+            Some(("ACTIVITIES_ITERATIONS" | "PROFILE_START_ITERATION", _)) => bail!(
+                "iteration-based traces need the application's step hook, which rocsync \
+                 does not have: ask for a duration (dyno gputrace --duration-ms)"
+            ),
             _ => {}
         }
     }
@@ -122,7 +137,29 @@ pub fn parse(v: &Value, state_dir: &Path) -> Result<OnDemand> {
         pids,
         duration,
         log_file,
+        start: start_time(start_ms, SystemTime::now())?,
     })
+}
+
+/// A synchronized start: 0 is now; one already past is refused (as Kineto refuses it:
+/// the window the other processes record has begun), as is one over an hour ahead.
+fn start_time(ms: u64, now: SystemTime) -> Result<Option<SystemTime>> {
+    if ms == 0 {
+        return Ok(None);
+    }
+    let start = UNIX_EPOCH + Duration::from_millis(ms);
+    match start.duration_since(now) {
+        Err(past) => bail!(
+            "PROFILE_START_TIME is {} ms in the past: the synchronized window has begun",
+            past.duration().as_millis()
+        ),
+        Ok(ahead) if ahead > MAX_START_DELAY => bail!(
+            "PROFILE_START_TIME is {} s ahead (at most {} s)",
+            ahead.as_secs(),
+            MAX_START_DELAY.as_secs()
+        ),
+        Ok(_) => Ok(Some(start)),
+    }
 }
 
 /// A log file inside the state directory (by its real directory), named `*.json`.
@@ -184,5 +221,22 @@ mod tests {
         let escape = json!({ "fn": "setKinetOnDemandRequest", "config": format!("ACTIVITIES_LOG_FILE={}/../t.json", dir.path().display()) });
         assert!(parse(&escape, dir.path()).is_err());
         assert!(parse(&json!({ "fn": "getStatus" }), dir.path()).is_err());
+        let by_steps = json!({ "fn": "setKinetOnDemandRequest", "config": format!("ACTIVITIES_LOG_FILE={}\nPROFILE_START_ITERATION=0\nACTIVITIES_ITERATIONS=10", log.display()) });
+        let e = parse(&by_steps, dir.path()).unwrap_err().to_string();
+        assert!(e.contains("iteration-based"), "{e}");
+    }
+
+    #[test]
+    fn a_synchronized_start_is_now_ahead_or_refused() {
+        let now = UNIX_EPOCH + Duration::from_millis(1_800_000_000_000);
+        assert_eq!(start_time(0, now).unwrap(), None);
+        assert_eq!(
+            start_time(1_800_000_002_500, now).unwrap(),
+            Some(now + Duration::from_millis(2500))
+        );
+        let past = start_time(1_799_999_999_000, now).unwrap_err().to_string();
+        assert!(past.contains("1000 ms in the past"), "{past}");
+        let far = start_time(1_800_000_000_000 + 7_200_000, now).unwrap_err();
+        assert!(far.to_string().contains("7200 s ahead"), "{far}");
     }
 }

@@ -148,6 +148,7 @@ pub async fn daemon(args: DaemonArgs, mut signals: Signals) -> Result<i32> {
                 drop(d.tracker.probes.detach_temporary());
                 eprintln!("rocsync daemon: *GetDevice probes removed");
             }
+            _ = sleep_until(d.next_scheduled()), if !d.stopping => d.start_scheduled(),
             _ = sleep_until(next_sample), if next_sample.is_some() && !d.stopping => {
                 let (window, every) = d.config.sampling.expect("a sample time is sampling's");
                 next_sample = next_sample.map(|t| t + every);
@@ -166,6 +167,7 @@ pub async fn daemon(args: DaemonArgs, mut signals: Signals) -> Result<i32> {
             s = signals.next(), if !d.stopping => {
                 if s != "SIGHUP" {
                     eprintln!("rocsync daemon: stopping ({s})");
+                    d.drop_scheduled();
                     if !d.sessions.recording() {
                         break;
                     }

@@ -1,12 +1,15 @@
 //! What the daemon answers: trace requests, standalone captures' claims and status on its
 //! unix socket, dynolog's requests, and the sampled windows it starts itself.
 
+use std::time::Duration;
+
 use anyhow::Result;
 use serde_json::{Value, json};
 use tokio::{
     io::AsyncReadExt as _,
     net::{TcpStream, UnixStream},
     sync::mpsc::UnboundedSender,
+    time::Instant,
 };
 
 use super::{
@@ -28,6 +31,8 @@ pub struct Daemon {
     pub traces_written: u64,
     /// SIGTERM came: traces in progress finish, then the daemon exits.
     pub stopping: bool,
+    /// dyno's requests with a synchronized start, by start time.
+    scheduled: Vec<(Instant, Request)>,
     next_id: u64,
     /// Where a held claim's connection says it closed.
     released: UnboundedSender<ClaimId>,
@@ -47,6 +52,7 @@ impl Daemon {
             flight,
             traces_written: 0,
             stopping: false,
+            scheduled: Vec::new(),
             next_id: 1,
             released,
         }
@@ -133,16 +139,68 @@ impl Daemon {
                     name,
                     output: Some(d.log_file),
                 };
-                match self.start(req) {
-                    Ok(t) => dynolog::answer(&t.pids, false, None),
-                    Err(e) if e.downcast_ref::<ClaimError>().is_some() => {
-                        dynolog::answer(&[], true, None)
-                    }
-                    Err(e) => dynolog::answer(&[], false, Some(format!("{e:#}"))),
+                let ahead = d
+                    .start
+                    .and_then(|t| t.duration_since(std::time::SystemTime::now()).ok());
+                match ahead {
+                    Some(ahead) => self.schedule(req, ahead),
+                    None => match self.start(req) {
+                        Ok(t) => dynolog::answer(&t.pids, false, None),
+                        Err(e) if e.downcast_ref::<ClaimError>().is_some() => {
+                            dynolog::answer(&[], true, None)
+                        }
+                        Err(e) => dynolog::answer(&[], false, Some(format!("{e:#}"))),
+                    },
                 }
             }
         };
         dynolog::write(&mut conn, &reply).await;
+    }
+
+    /// A request for later: answered with the processes it names now, started when due.
+    fn schedule(&mut self, req: Request, ahead: Duration) -> Value {
+        match traces::matched(&self.tracker, &req) {
+            Err(e) => dynolog::answer(&[], false, Some(format!("{e:#}"))),
+            Ok(pids) => {
+                eprintln!(
+                    "rocsync daemon: dyno trace {:?} of pid(s) {pids:?} starts in {} ms",
+                    req.name,
+                    ahead.as_millis()
+                );
+                self.scheduled.push((Instant::now() + ahead, req));
+                self.scheduled.sort_by_key(|(at, _)| *at);
+                dynolog::answer(&pids, false, None)
+            }
+        }
+    }
+
+    /// When the next scheduled trace starts.
+    pub fn next_scheduled(&self) -> Option<Instant> {
+        self.scheduled.first().map(|(at, _)| *at)
+    }
+
+    /// Starts the scheduled traces whose time came; one that cannot start (its processes
+    /// gone, its agents recorded by another session) is said, not retried.
+    pub fn start_scheduled(&mut self) {
+        let due = self
+            .scheduled
+            .partition_point(|(at, _)| *at <= Instant::now());
+        for (_, req) in self.scheduled.drain(..due).collect::<Vec<_>>() {
+            let name = req.name.clone();
+            if let Err(e) = self.start(req) {
+                eprintln!("rocsync daemon: scheduled dyno trace {name:?} not started: {e:#}");
+            }
+        }
+    }
+
+    /// Stopping: scheduled traces will not start.
+    pub fn drop_scheduled(&mut self) {
+        for (_, req) in self.scheduled.drain(..) {
+            eprintln!(
+                "rocsync daemon: scheduled dyno trace {:?} not started: the daemon is stopping",
+                req.name
+            );
+        }
     }
 
     /// A sampled window of every tracked process, unless another session holds agents.
@@ -195,7 +253,13 @@ impl Daemon {
             .map(|(_, t)| json!({ "session": t.name(), "id": t.id, "pids": t.pids }))
             .collect();
         let held: Vec<&str> = self.sessions.held.iter().map(|(_, n)| n.as_str()).collect();
-        json!({ "tracked": tracked, "traces": traces, "claims": held })
+        let now = Instant::now();
+        let scheduled: Vec<Value> = self
+            .scheduled
+            .iter()
+            .map(|(at, r)| json!({ "session": r.name, "starts_in_ms": at.saturating_duration_since(now).as_millis() as u64 }))
+            .collect();
+        json!({ "tracked": tracked, "traces": traces, "scheduled": scheduled, "claims": held })
     }
 }
 

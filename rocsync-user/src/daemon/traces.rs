@@ -48,6 +48,41 @@ pub struct Request {
     pub output: Option<PathBuf>,
 }
 
+/// The tracked processes a request names: its pids (each must be tracked), else every
+/// tracked one (in its cgroup, when it names one); never none.
+pub fn matched(tracker: &Tracker, req: &Request) -> Result<Vec<u32>> {
+    let pids: Vec<u32> = if req.pids.is_empty() {
+        let cgroup =
+            |p: u32| std::fs::read_to_string(format!("/proc/{p}/cgroup")).unwrap_or_default();
+        tracker
+            .tracked
+            .iter()
+            .copied()
+            .filter(|&p| {
+                req.cgroup
+                    .as_ref()
+                    .is_none_or(|c| cgroup(p).contains(c.as_str()))
+            })
+            .collect()
+    } else {
+        for p in &req.pids {
+            if !tracker.tracked.contains(p) {
+                bail!(
+                    "pid {p} is not tracked: it maps no GPU runtime, or the daemon's filters exclude it"
+                );
+            }
+        }
+        req.pids.clone()
+    };
+    if pids.is_empty() {
+        match &req.cgroup {
+            Some(c) => bail!("no tracked process is in a cgroup matching {c:?}"),
+            None => bail!("no process is tracked"),
+        }
+    }
+    Ok(pids)
+}
+
 pub struct Active {
     pub id: u64,
     pub pids: Vec<u32>,
@@ -66,35 +101,7 @@ impl Active {
     /// Opens a trace of the requested processes; `Sessions` then switches their
     /// recording on.
     pub fn open(tracker: &Tracker, req: Request, state_dir: &Path, id: u64) -> Result<Self> {
-        let pids: Vec<u32> = if req.pids.is_empty() {
-            let cgroup =
-                |p: u32| std::fs::read_to_string(format!("/proc/{p}/cgroup")).unwrap_or_default();
-            tracker
-                .tracked
-                .iter()
-                .copied()
-                .filter(|&p| {
-                    req.cgroup
-                        .as_ref()
-                        .is_none_or(|c| cgroup(p).contains(c.as_str()))
-                })
-                .collect()
-        } else {
-            for p in &req.pids {
-                if !tracker.tracked.contains(p) {
-                    bail!(
-                        "pid {p} is not tracked: it maps no GPU runtime, or the daemon's filters exclude it"
-                    );
-                }
-            }
-            req.pids
-        };
-        if pids.is_empty() {
-            match &req.cgroup {
-                Some(c) => bail!("no tracked process is in a cgroup matching {c:?}"),
-                None => bail!("no process is tracked"),
-            }
-        }
+        let pids = matched(tracker, &req)?;
         let (pipeline, outputs) = open(state_dir, &req.name, id, req.output.as_deref())?;
         Ok(Self {
             id,

@@ -1,0 +1,198 @@
+//! dynolog's protocol on `rocsync daemon --dynolog-addr`: `dyno gputrace` requests make
+//! Kineto-named traces, confined to the state directory; a synchronized start
+//! (`PROFILE_START_TIME`) is answered at once and recorded from that time, a past one is
+//! refused. Needs root.
+
+mod common;
+
+use std::{
+    io::{Read as _, Write as _},
+    path::Path,
+    process::{Command, Stdio},
+    time::{Duration, Instant, SystemTime, UNIX_EPOCH},
+};
+
+use common::{daemon::*, *};
+
+/// One request as `dyno gputrace` sends it (native-endian i32 length, then JSON); the
+/// answer. `start_ms`: `PROFILE_START_TIME` (0: now).
+fn dyno(addr: &str, pids: &[u32], log: &Path, ms: u64, start_ms: u64) -> serde_json::Value {
+    let config = format!(
+        "ACTIVITIES_LOG_FILE={}\nPROFILE_START_TIME={start_ms}\nACTIVITIES_DURATION_MSECS={ms}",
+        log.display()
+    );
+    let req = serde_json::json!({
+        "fn": "setKinetOnDemandRequest", "config": config, "job_id": 0, "pids": pids,
+        "process_limit": 3,
+    })
+    .to_string();
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.write_all(&(req.len() as i32).to_ne_bytes()).unwrap();
+    s.write_all(req.as_bytes()).unwrap();
+    let mut len = [0u8; 4];
+    s.read_exact(&mut len).unwrap();
+    let mut body = vec![0; i32::from_ne_bytes(len) as usize];
+    s.read_exact(&mut body).unwrap();
+    serde_json::from_slice(&body).unwrap()
+}
+
+#[test]
+fn dyno_gputrace_requests_make_kineto_named_traces() {
+    let name = "dyno_gputrace_requests_make_kineto_named_traces";
+    let Some((dir, exe)) = daemon_test(name) else {
+        return;
+    };
+    let (daemon, mut lines) = start_daemon(&dir, &exe, &["--dynolog-addr", "127.0.0.1:0"]);
+    let addr = dyno_addr(&lines);
+    let log = dir.path("loop.log");
+    let mut target = Command::new(&exe)
+        .args(["loop", "3000"])
+        .env("SCENARIO_LOG", &log)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = target.id();
+    lines.wait_for(&format!("tracking pid {pid}"));
+    // Log files must lie in the state directory.
+    let refused = dyno(&addr, &[pid], Path::new("/tmp/t.json"), 300, 0);
+    assert_eq!(refused["processesMatched"], serde_json::json!([]));
+    assert!(
+        refused["error"].as_str().unwrap().contains("outside"),
+        "{refused}"
+    );
+    std::fs::create_dir(dir.path("state/dyno")).unwrap();
+    let asked = dir.path("state/dyno/t.json");
+    let answer = dyno(&addr, &[pid], &asked, 400, 0);
+    assert_eq!(
+        answer["processesMatched"],
+        serde_json::json!([pid]),
+        "{answer}"
+    );
+    // Written when the window ends, where dyno says: <log>_<pid>.json.
+    let file = dir.path(&format!("state/dyno/t_{pid}.json"));
+    let start = Instant::now();
+    while !file.exists() {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "no {}",
+            file.display()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(target.wait().unwrap().success());
+    stop(daemon);
+    let t = read_json(&file);
+    let rows = t["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["cat"] == "cuda_runtime")
+        .inspect(|e| assert_eq!(e["pid"], pid))
+        .count();
+    assert!(rows > 50, "{rows} rows in 400 ms");
+}
+
+/// The dynolog address the daemon printed.
+fn dyno_addr(lines: &Lines) -> String {
+    lines
+        .1
+        .iter()
+        .find_map(|l| l.strip_prefix("rocsync daemon: dynolog requests on "))
+        .unwrap()
+        .to_string()
+}
+
+fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+#[test]
+fn a_synchronized_start_records_from_its_time() {
+    let name = "a_synchronized_start_records_from_its_time";
+    let Some((dir, exe)) = daemon_test(name) else {
+        return;
+    };
+    let (daemon, mut lines) = start_daemon(&dir, &exe, &["--dynolog-addr", "127.0.0.1:0"]);
+    let addr = dyno_addr(&lines);
+    let mut target = Command::new(&exe)
+        .args(["loop", "6000"])
+        .env("SCENARIO_LOG", dir.path("loop.log"))
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = target.id();
+    lines.wait_for(&format!("tracking pid {pid}"));
+    std::fs::create_dir(dir.path("state/dyno")).unwrap();
+    let asked = dir.path("state/dyno/sync.json");
+    // A window that has begun elsewhere cannot be joined.
+    let late = dyno(&addr, &[pid], &asked, 400, unix_ms() - 5000);
+    let e = late["error"].as_str().unwrap_or_default();
+    assert!(e.contains("in the past"), "{late}");
+    let start_ms = unix_ms() + 2000;
+    let answer = dyno(&addr, &[pid], &asked, 400, start_ms);
+    let answered_ms = unix_ms();
+    assert!(answered_ms < start_ms, "answered only at {answered_ms}");
+    assert_eq!(
+        answer["processesMatched"],
+        serde_json::json!([pid]),
+        "{answer}"
+    );
+    let status = rocsync()
+        .args(["status", "--json", "--socket"])
+        .arg(dir.path("rocsync.sock"))
+        .output()
+        .unwrap();
+    let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert_eq!(status["scheduled"][0]["session"], "sync", "{status}");
+    assert_eq!(
+        status["traces"],
+        serde_json::json!([]),
+        "not recording yet: {status}"
+    );
+    let file = dir.path(&format!("state/dyno/sync_{pid}.json"));
+    let waited = Instant::now();
+    while !file.exists() {
+        assert!(
+            waited.elapsed() < Duration::from_secs(20),
+            "no {}",
+            file.display()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(target.wait().unwrap().success());
+    stop(daemon);
+    // Every row lies in the window asked for: from the start time, for 400 ms (and the
+    // grace a trace gives calls in flight), though the process was calling since before.
+    let t = read_json(&file);
+    let base_ns = t["baseTimeNanoseconds"].as_u64().unwrap();
+    let at_ms: Vec<f64> = t["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["cat"] == "cuda_runtime")
+        .map(|e| (base_ns as f64 + e["ts"].as_f64().unwrap() * 1e3) / 1e6)
+        .collect();
+    assert!(at_ms.len() > 50, "{} rows in 400 ms", at_ms.len());
+    let first = at_ms.iter().copied().fold(f64::MAX, f64::min);
+    let last = at_ms.iter().copied().fold(f64::MIN, f64::max);
+    // Timers may fire a little late, never early; the clocks agree within a millisecond.
+    let start = start_ms as f64;
+    assert!(
+        first >= start - 5.0,
+        "first row {:.1} ms before the start",
+        start - first
+    );
+    assert!(
+        first < start + 250.0,
+        "first row {:.1} ms after the start",
+        first - start
+    );
+    assert!(
+        last < start + 400.0 + 400.0,
+        "last row {:.1} ms after the start",
+        last - start
+    );
+}
