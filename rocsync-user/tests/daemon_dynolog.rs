@@ -8,7 +8,7 @@ mod common;
 use std::{
     io::{Read as _, Write as _},
     path::Path,
-    process::{Command, Stdio},
+    process::{Child, Command, Stdio},
     time::{Duration, Instant, SystemTime, UNIX_EPOCH},
 };
 
@@ -36,70 +36,92 @@ fn dyno(addr: &str, pids: &[u32], log: &Path, ms: u64, start_ms: u64) -> serde_j
     serde_json::from_slice(&body).unwrap()
 }
 
-#[test]
-fn dyno_gputrace_requests_make_kineto_named_traces() {
-    let name = "dyno_gputrace_requests_make_kineto_named_traces";
-    let Some((dir, exe)) = daemon_test(name) else {
-        return;
-    };
+/// A daemon answering dynolog's protocol, and a scenario process it tracks that calls
+/// the runtime in a loop for `ms`.
+struct Looping {
+    dir: TempDir,
+    daemon: Daemon,
+    /// The daemon's stderr, read to its end (a closed pipe would end the daemon).
+    _lines: Lines,
+    addr: String,
+    target: Child,
+    pid: u32,
+}
+
+fn looping(name: &str, ms: u32) -> Option<Looping> {
+    let (dir, exe) = daemon_test(name)?;
     let (daemon, mut lines) = start_daemon(&dir, &exe, &["--dynolog-addr", "127.0.0.1:0"]);
-    let addr = dyno_addr(&lines);
-    let log = dir.path("loop.log");
-    let mut target = Command::new(&exe)
-        .args(["loop", "3000"])
-        .env("SCENARIO_LOG", &log)
+    let addr = lines
+        .1
+        .iter()
+        .find_map(|l| l.strip_prefix("rocsync daemon: dynolog requests on "))
+        .unwrap()
+        .to_string();
+    let target = Command::new(&exe)
+        .args(["loop", &ms.to_string()])
+        .env("SCENARIO_LOG", dir.path("loop.log"))
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
     let pid = target.id();
     lines.wait_for(&format!("tracking pid {pid}"));
+    std::fs::create_dir(dir.path("state/dyno")).unwrap();
+    Some(Looping {
+        dir,
+        daemon,
+        _lines: lines,
+        addr,
+        target,
+        pid,
+    })
+}
+
+impl Looping {
+    /// The trace dyno names `<log>_<pid>.json`, once written; then the process's end and
+    /// the daemon's.
+    fn finish(mut self, log: &Path) -> serde_json::Value {
+        let stem = log.file_stem().unwrap().to_str().unwrap();
+        let file = log.with_file_name(format!("{stem}_{}.json", self.pid));
+        let waited = Instant::now();
+        while !file.exists() {
+            assert!(
+                waited.elapsed() < Duration::from_secs(20),
+                "no {}",
+                file.display()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert!(self.target.wait().unwrap().success());
+        stop(self.daemon);
+        read_json(&file)
+    }
+}
+
+#[test]
+fn dyno_gputrace_requests_make_kineto_named_traces() {
+    let Some(l) = looping("dyno_gputrace_requests_make_kineto_named_traces", 3000) else {
+        return;
+    };
+    let pid = l.pid;
     // Log files must lie in the state directory.
-    let refused = dyno(&addr, &[pid], Path::new("/tmp/t.json"), 300, 0);
+    let refused = dyno(&l.addr, &[pid], Path::new("/tmp/t.json"), 300, 0);
     assert_eq!(refused["processesMatched"], serde_json::json!([]));
     assert!(
         refused["error"].as_str().unwrap().contains("outside"),
         "{refused}"
     );
-    std::fs::create_dir(dir.path("state/dyno")).unwrap();
-    let asked = dir.path("state/dyno/t.json");
-    let answer = dyno(&addr, &[pid], &asked, 400, 0);
+    let asked = l.dir.path("state/dyno/t.json");
+    let answer = dyno(&l.addr, &[pid], &asked, 400, 0);
     assert_eq!(
         answer["processesMatched"],
         serde_json::json!([pid]),
         "{answer}"
     );
     // Written when the window ends, where dyno says: <log>_<pid>.json.
-    let file = dir.path(&format!("state/dyno/t_{pid}.json"));
-    let start = Instant::now();
-    while !file.exists() {
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "no {}",
-            file.display()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    assert!(target.wait().unwrap().success());
-    stop(daemon);
-    let t = read_json(&file);
-    let rows = t["traceEvents"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|e| e["cat"] == "cuda_runtime")
-        .inspect(|e| assert_eq!(e["pid"], pid))
-        .count();
-    assert!(rows > 50, "{rows} rows in 400 ms");
-}
-
-/// The dynolog address the daemon printed.
-fn dyno_addr(lines: &Lines) -> String {
-    lines
-        .1
-        .iter()
-        .find_map(|l| l.strip_prefix("rocsync daemon: dynolog requests on "))
-        .unwrap()
-        .to_string()
+    let t = l.finish(&asked);
+    let rows = runtime_rows(&t);
+    assert!(rows.iter().all(|e| e["pid"] == pid));
+    assert!(rows.len() > 50, "{} rows in 400 ms", rows.len());
 }
 
 fn unix_ms() -> u64 {
@@ -111,28 +133,17 @@ fn unix_ms() -> u64 {
 
 #[test]
 fn a_synchronized_start_records_from_its_time() {
-    let name = "a_synchronized_start_records_from_its_time";
-    let Some((dir, exe)) = daemon_test(name) else {
+    let Some(l) = looping("a_synchronized_start_records_from_its_time", 6000) else {
         return;
     };
-    let (daemon, mut lines) = start_daemon(&dir, &exe, &["--dynolog-addr", "127.0.0.1:0"]);
-    let addr = dyno_addr(&lines);
-    let mut target = Command::new(&exe)
-        .args(["loop", "6000"])
-        .env("SCENARIO_LOG", dir.path("loop.log"))
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = target.id();
-    lines.wait_for(&format!("tracking pid {pid}"));
-    std::fs::create_dir(dir.path("state/dyno")).unwrap();
-    let asked = dir.path("state/dyno/sync.json");
+    let pid = l.pid;
+    let asked = l.dir.path("state/dyno/sync.json");
     // A window that has begun elsewhere cannot be joined.
-    let late = dyno(&addr, &[pid], &asked, 400, unix_ms() - 5000);
+    let late = dyno(&l.addr, &[pid], &asked, 400, unix_ms() - 5000);
     let e = late["error"].as_str().unwrap_or_default();
     assert!(e.contains("in the past"), "{late}");
     let start_ms = unix_ms() + 2000;
-    let answer = dyno(&addr, &[pid], &asked, 400, start_ms);
+    let answer = dyno(&l.addr, &[pid], &asked, 400, start_ms);
     let answered_ms = unix_ms();
     assert!(answered_ms < start_ms, "answered only at {answered_ms}");
     assert_eq!(
@@ -142,7 +153,7 @@ fn a_synchronized_start_records_from_its_time() {
     );
     let status = rocsync()
         .args(["status", "--json", "--socket"])
-        .arg(dir.path("rocsync.sock"))
+        .arg(l.dir.path("rocsync.sock"))
         .output()
         .unwrap();
     let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
@@ -152,27 +163,12 @@ fn a_synchronized_start_records_from_its_time() {
         serde_json::json!([]),
         "not recording yet: {status}"
     );
-    let file = dir.path(&format!("state/dyno/sync_{pid}.json"));
-    let waited = Instant::now();
-    while !file.exists() {
-        assert!(
-            waited.elapsed() < Duration::from_secs(20),
-            "no {}",
-            file.display()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    assert!(target.wait().unwrap().success());
-    stop(daemon);
     // Every row lies in the window asked for: from the start time, for 400 ms (and the
     // grace a trace gives calls in flight), though the process was calling since before.
-    let t = read_json(&file);
+    let t = l.finish(&asked);
     let base_ns = t["baseTimeNanoseconds"].as_u64().unwrap();
-    let at_ms: Vec<f64> = t["traceEvents"]
-        .as_array()
-        .unwrap()
+    let at_ms: Vec<f64> = runtime_rows(&t)
         .iter()
-        .filter(|e| e["cat"] == "cuda_runtime")
         .map(|e| (base_ns as f64 + e["ts"].as_f64().unwrap() * 1e3) / 1e6)
         .collect();
     assert!(at_ms.len() > 50, "{} rows in 400 ms", at_ms.len());
