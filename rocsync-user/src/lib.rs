@@ -20,5 +20,16 @@ pub mod probes;
 pub mod resolve;
 pub mod stats;
 
+/// A diagnostic line on stderr. A stderr that cannot be written (a pipe whose reader
+/// left, a log stream gone) must not end a capture or the daemon, as `eprintln!` would
+/// by panicking: what cannot be said is dropped, and the work goes on.
+#[macro_export]
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 /// The eBPF object built from `rocsync-ebpf` by this crate's build script.
 pub static PROBES: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/rocsync"));

@@ -18,7 +18,7 @@ fn main() -> ExitCode {
     {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("rocsync: error: cannot start the event loop: {e}");
+            rocsync::say!("rocsync: error: cannot start the event loop: {e}");
             return ExitCode::FAILURE;
         }
     };
@@ -37,7 +37,7 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),
         Err(e) => {
-            eprintln!("rocsync: error: {e:#}");
+            rocsync::say!("rocsync: error: {e:#}");
             ExitCode::FAILURE
         }
     }

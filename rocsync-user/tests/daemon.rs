@@ -238,3 +238,54 @@ fn a_trace_on_request_holds_a_window_of_the_process_calls() {
     let unresolved = trace_edges(&t).values().filter(|&&r| r < 0).count();
     assert!(unresolved <= 1, "{unresolved} unresolved");
 }
+
+/// The daemon's log going away (a pipe whose reader left, a log stream gone) does not end
+/// it: requests are still answered and logged into the void, SIGTERM still stops it.
+#[test]
+fn the_daemon_outlives_its_closed_stderr() {
+    let Some((dir, exe)) = daemon_test("the_daemon_outlives_its_closed_stderr") else {
+        return;
+    };
+    let mut daemon = Daemon(
+        rocsync()
+            .args(["daemon", "--metrics-addr", "127.0.0.1:0", "--state-dir"])
+            .arg(dir.path("state"))
+            .arg("--socket")
+            .arg(dir.path("rocsync.sock"))
+            .arg("--include-exe")
+            .arg(&exe)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut stderr = std::io::BufReader::new(daemon.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("SIGTERM stops") {
+        line.clear();
+        let n = std::io::BufRead::read_line(&mut stderr, &mut line).unwrap();
+        assert!(n > 0, "the daemon ended before it was ready");
+    }
+    drop(stderr);
+    // Each refusal is logged: the first write into the closed pipe fails.
+    for _ in 0..3 {
+        let out = rocsync()
+            .args(["trace", "--pid", "1", "--socket"])
+            .arg(dir.path("rocsync.sock"))
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(said.contains("pid 1 is not tracked"), "{said}");
+    }
+    let status = rocsync()
+        .args(["status", "--socket"])
+        .arg(dir.path("rocsync.sock"))
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&status.stdout);
+    assert!(
+        status.status.success() && said.contains("tracked processes: "),
+        "{said}"
+    );
+    stop(daemon);
+}

@@ -149,3 +149,48 @@ fn a_full_disk_keeps_the_raw_capture_and_the_commands_status() {
     // Nothing half-written is left on the full file system.
     assert_eq!(std::fs::read_dir(full.0.0.path()).unwrap().count(), 0);
 }
+
+/// Runs `cmd` with its stderr a pipe whose reader has already left (`… 2>&1 | head`, a
+/// log stream gone): what it says there is lost, nothing else.
+fn with_closed_stderr(cmd: &mut std::process::Command) -> std::process::ExitStatus {
+    let mut child = cmd
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stderr.take());
+    child.wait().unwrap()
+}
+
+#[test]
+fn a_closed_stderr_costs_only_the_diagnostics() {
+    let dir = TempDir::new();
+    let raw = raw_in(&dir);
+    let trace = dir.path("t.json");
+    let status = with_closed_stderr(rocsync().arg("convert").arg(&raw).arg("-o").arg(&trace));
+    assert!(status.success(), "{status}");
+    assert_eq!(read_json(&trace)["rocsync"]["calls"], 1);
+}
+
+#[test]
+fn a_capture_with_a_closed_stderr_writes_its_trace_and_keeps_the_status() {
+    let name = "a_capture_with_a_closed_stderr_writes_its_trace_and_keeps_the_status";
+    if !can_trace(name) {
+        return;
+    }
+    let dir = TempDir::new();
+    let trace = dir.path("t.json");
+    let status = with_closed_stderr(
+        rocsync()
+            .args(["run", "--no-status", "-o"])
+            .arg(&trace)
+            .arg("--")
+            .arg(rocsync_tests::scenario())
+            .args(["threads", "2", "200"])
+            .env("SCENARIO_EXIT", "7")
+            .env("SCENARIO_LOG", dir.path("s.log")),
+    );
+    assert_eq!(status.code(), Some(7), "the command's status");
+    let logged = probed(&rocsync_tests::read_log(&dir.path("s.log")));
+    assert_eq!(read_json(&trace)["rocsync"]["calls"], logged.len());
+}

@@ -32,7 +32,7 @@ impl Status {
     pub fn say(&self, line: &str) {
         match &self.bar {
             Some(b) => b.println(line),
-            None => eprintln!("{line}"),
+            None => crate::say!("{line}"),
         }
     }
 

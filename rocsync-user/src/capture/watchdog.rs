@@ -96,7 +96,7 @@ pub fn run() -> i32 {
         hash_map::<u64>(MAP_FD),
         hash_map::<u64>(CONTINUED_FD),
     ) else {
-        eprintln!("rocsync watchdog: cannot read rocsync's maps");
+        crate::say!("rocsync watchdog: cannot read rocsync's maps");
         return 1;
     };
     // No new stop from probes still registered; then continue every listed stop, twice:
@@ -115,7 +115,7 @@ pub fn run() -> i32 {
             // SAFETY: kill(2) on a process rocsync's probe stopped and never continued.
             unsafe { libc::kill(pid as i32, libc::SIGCONT) };
             let _ = continued.insert(pid, stop.unwrap_or(0), 0);
-            eprintln!("rocsync watchdog: continued pid {pid}, which rocsync left stopped");
+            crate::say!("rocsync watchdog: continued pid {pid}, which rocsync left stopped");
         }
         std::thread::sleep(std::time::Duration::from_millis(20));
     }

@@ -70,7 +70,7 @@ pub async fn attach(args: AttachArgs, mut signals: Signals) -> Result<i32> {
                 wanted.join(" or ")
             );
         }
-        eprintln!(
+        crate::say!(
             "rocsync: waiting for process {pid} to load {}",
             wanted.join(" or ")
         );
@@ -78,11 +78,11 @@ pub async fn attach(args: AttachArgs, mut signals: Signals) -> Result<i32> {
     let mut ring = async_ring(ring)?;
     session.arm()?;
     // Said once armed: what the target does from here on is held for the probes.
-    eprintln!("rocsync: tracing pid {pid}; Ctrl-C to stop");
+    crate::say!("rocsync: tracing pid {pid}; Ctrl-C to stop");
     let stop = session
         .run(&mut ring, &mut signals, args.duration, exited)
         .await?;
-    eprintln!("rocsync: stopping ({})", describe(stop));
+    crate::say!("rocsync: stopping ({})", describe(stop));
     let captured = session.finish(ring, stop).await?;
     let params = json!({
         "mode": "attach",

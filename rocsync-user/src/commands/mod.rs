@@ -49,7 +49,7 @@ fn write_outputs(outputs: Outputs, captured: Captured, parameters: Value) -> Res
     };
     detaching.wait();
     if libraries.is_empty() {
-        eprintln!(
+        crate::say!(
             "rocsync: warning: the target never mapped a GPU runtime library that rocsync traces"
         );
     }

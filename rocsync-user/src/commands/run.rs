@@ -72,7 +72,7 @@ pub async fn run(args: RunArgs, mut signals: Signals) -> Result<i32> {
         .run(&mut ring, &mut signals, None, exit_of(&child))
         .await?;
     if let StopReason::Signal(s) = stop {
-        eprintln!("rocsync: stopping ({s}); waiting for {program} to exit");
+        crate::say!("rocsync: stopping ({s}); waiting for {program} to exit");
         if s == "SIGTERM" {
             // SAFETY: kill(2) on our own child, by its pid.
             unsafe { libc::kill(child.pid as i32, libc::SIGTERM) };
@@ -86,7 +86,7 @@ pub async fn run(args: RunArgs, mut signals: Signals) -> Result<i32> {
     // The command's status, whatever became of the outputs.
     let status = child.wait().await?;
     if let Err(e) = written {
-        eprintln!("rocsync: error: {e:#}");
+        crate::say!("rocsync: error: {e:#}");
     }
     Ok(status)
 }

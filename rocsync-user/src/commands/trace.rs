@@ -37,9 +37,8 @@ pub fn trace(args: TraceArgs) -> Result<i32> {
         .as_array()
         .context("the daemon's answer names no files")?;
     let Some(output) = args.output else {
-        for f in files {
-            println!("{}", f.as_str().unwrap_or_default());
-        }
+        let names: Vec<&str> = files.iter().filter_map(|f| f.as_str()).collect();
+        print_lines(&names)?;
         return Ok(0);
     };
     let pids: Vec<Option<u32>> = v["pids"]
@@ -56,9 +55,8 @@ pub fn trace(args: TraceArgs) -> Result<i32> {
     let kept: Vec<&str> = files.iter().filter_map(|f| f.as_str()).collect();
     let written = copy_out(&output, fds, &pids)
         .with_context(|| format!("the daemon's copies are kept: {}", kept.join(", ")))?;
-    for path in written {
-        println!("{}", path.display());
-    }
+    let written: Vec<String> = written.iter().map(|p| p.display().to_string()).collect();
+    print_lines(&written)?;
     Ok(0)
 }
 
@@ -98,33 +96,44 @@ pub fn status(args: StatusArgs) -> Result<i32> {
     let mut conn = client::connect(&args.socket)?;
     let (v, _) = client::ask(&mut conn, &json!({ "status": {} }), Duration::from_secs(10))?;
     if args.json {
-        println!("{v}");
-        return Ok(0);
+        return print_lines(&[v.to_string()]).map(|()| 0);
     }
     let list = |key: &str| v[key].as_array().cloned().unwrap_or_default();
-    println!("tracked processes: {}", list("tracked").len());
+    let str_of = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_string();
+    let mut out = vec![format!("tracked processes: {}", list("tracked").len())];
     for p in list("tracked") {
-        println!(
-            "  {:>8}  {}",
-            p["pid"],
-            p["exe"].as_str().unwrap_or_default()
-        );
+        out.push(format!("  {:>8}  {}", p["pid"], str_of(&p["exe"])));
     }
-    println!("traces recording: {}", list("traces").len());
+    out.push(format!("traces recording: {}", list("traces").len()));
     for t in list("traces") {
-        println!("  {}", t["session"].as_str().unwrap_or_default());
+        out.push(format!("  {}", str_of(&t["session"])));
     }
-    println!("dyno traces scheduled: {}", list("scheduled").len());
+    out.push(format!(
+        "dyno traces scheduled: {}",
+        list("scheduled").len()
+    ));
     for t in list("scheduled") {
-        println!(
-            "  {} (starts in {} ms)",
-            t["session"].as_str().unwrap_or_default(),
-            t["starts_in_ms"]
-        );
+        let (name, ms) = (str_of(&t["session"]), &t["starts_in_ms"]);
+        out.push(format!("  {name} (starts in {ms} ms)"));
     }
-    println!("standalone captures: {}", list("claims").len());
+    out.push(format!("standalone captures: {}", list("claims").len()));
     for c in list("claims") {
-        println!("  {}", c.as_str().unwrap_or_default());
+        out.push(format!("  {}", str_of(&c)));
     }
+    print_lines(&out)?;
     Ok(0)
+}
+
+/// Lines on stdout; a stdout that cannot be written (a pipe whose reader left) is an
+/// error, not a panic.
+fn print_lines(lines: &[impl AsRef<str>]) -> Result<()> {
+    use std::io::Write as _;
+    let mut text = String::new();
+    for l in lines {
+        text.push_str(l.as_ref());
+        text.push('\n');
+    }
+    std::io::stdout()
+        .write_all(text.as_bytes())
+        .context("writing to standard output")
 }

@@ -98,7 +98,7 @@ pub fn claim_for(args: &CaptureArgs, what: &str) -> Result<Option<Claim>> {
     let name = format!("{what} (rocsync pid {})", std::process::id());
     let claim = Claim::take(&args.daemon_socket, &name, &agents)?;
     if claim.is_some() && args.verbose {
-        eprintln!(
+        crate::say!(
             "rocsync: {agents} claimed through the daemon at {}",
             args.daemon_socket.display()
         );

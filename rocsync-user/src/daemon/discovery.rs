@@ -78,7 +78,7 @@ impl Tracker {
                 }
                 Err(e) => {
                     self.probed.remove(&(loader.dev, loader.ino));
-                    eprintln!(
+                    crate::say!(
                         "rocsync daemon: warning: pid {pid}: library loads will not be seen: {e:#}"
                     );
                 }
@@ -115,10 +115,10 @@ impl Tracker {
                         .probes
                         .attach_runtime(r, &choice, &lib.path(), Some(pid), carried)
                     {
-                        Ok(_) => eprintln!("rocsync daemon: probing {}", lib.shown.display()),
+                        Ok(_) => crate::say!("rocsync daemon: probing {}", lib.shown.display()),
                         Err(e) => {
                             self.probed.remove(&(lib.dev, lib.ino));
-                            eprintln!("rocsync daemon: warning: {e:#}");
+                            crate::say!("rocsync daemon: warning: {e:#}");
                         }
                     }
                 }
@@ -134,9 +134,9 @@ impl Tracker {
         match self.probes.set_target(pid, counted) {
             Ok(()) => {
                 self.tracked.insert(pid);
-                eprintln!("rocsync daemon: tracking pid {pid} ({})", exe(pid));
+                crate::say!("rocsync daemon: tracking pid {pid} ({})", exe(pid));
             }
-            Err(e) => eprintln!("rocsync daemon: warning: pid {pid}: {e:#}"),
+            Err(e) => crate::say!("rocsync daemon: warning: pid {pid}: {e:#}"),
         }
     }
 

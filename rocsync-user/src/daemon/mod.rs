@@ -45,7 +45,10 @@ const DRAIN_EVERY: Duration = Duration::from_millis(10);
 pub async fn daemon(args: DaemonArgs, mut signals: Signals) -> Result<i32> {
     let config = Config::load(&args)?;
     if args.check {
-        println!("{config:#?}");
+        use std::io::Write as _;
+        std::io::stdout()
+            .write_all(format!("{config:#?}\n").as_bytes())
+            .context("writing to standard output")?;
         return Ok(0);
     }
     crate::preflight::check()?;
@@ -70,16 +73,16 @@ pub async fn daemon(args: DaemonArgs, mut signals: Signals) -> Result<i32> {
             let l = TcpListener::bind(a)
                 .await
                 .with_context(|| format!("cannot listen on {a} for dynolog"))?;
-            eprintln!("rocsync daemon: dynolog requests on {}", l.local_addr()?);
+            crate::say!("rocsync daemon: dynolog requests on {}", l.local_addr()?);
             Some(l)
         }
         None => None,
     };
-    eprintln!(
+    crate::say!(
         "rocsync daemon: traces on request at {}",
         config.socket.display()
     );
-    eprintln!(
+    crate::say!(
         "rocsync daemon: metrics on http://{}/metrics",
         listener.local_addr()?
     );
@@ -87,7 +90,7 @@ pub async fn daemon(args: DaemonArgs, mut signals: Signals) -> Result<i32> {
     let baseline = if flight.is_some() { TRACE_RECORDING } else { 0 };
     let mut tracker = Tracker::new(probes, config.filters.clone(), baseline);
     tracker.scan_all();
-    eprintln!(
+    crate::say!(
         "rocsync daemon: tracking {} process(es); SIGHUP reloads, SIGTERM stops",
         tracker.tracked.len()
     );
@@ -98,7 +101,7 @@ pub async fn daemon(args: DaemonArgs, mut signals: Signals) -> Result<i32> {
     // The temporary *GetDevice probes of the scan, removed after a while (they trap
     // every call of a hot function).
     let mut learn_until = tracker.probes.has_temporary().then(|| {
-        eprintln!(
+        crate::say!(
             "rocsync daemon: learning running threads' devices from *GetDevice for {:?}",
             LEARN_FOR
         );
@@ -146,7 +149,7 @@ pub async fn daemon(args: DaemonArgs, mut signals: Signals) -> Result<i32> {
                 learn_until = None;
                 // Detached in the background: unregistering uprobes takes a while.
                 drop(d.tracker.probes.detach_temporary());
-                eprintln!("rocsync daemon: *GetDevice probes removed");
+                crate::say!("rocsync daemon: *GetDevice probes removed");
             }
             _ = sleep_until(d.next_scheduled()), if !d.stopping => d.start_scheduled(),
             _ = sleep_until(next_sample), if next_sample.is_some() && !d.stopping => {
@@ -166,7 +169,7 @@ pub async fn daemon(args: DaemonArgs, mut signals: Signals) -> Result<i32> {
             _ = prune.tick() => d.tracker.prune()?,
             s = signals.next(), if !d.stopping => {
                 if s != "SIGHUP" {
-                    eprintln!("rocsync daemon: stopping ({s})");
+                    crate::say!("rocsync daemon: stopping ({s})");
                     d.drop_scheduled();
                     if !d.sessions.recording() {
                         break;
@@ -180,9 +183,9 @@ pub async fn daemon(args: DaemonArgs, mut signals: Signals) -> Result<i32> {
                     Ok(c) => {
                         d.tracker.filters = c.filters.clone();
                         d.config = Config { socket: d.config.socket.clone(), ..c };
-                        eprintln!("rocsync daemon: configuration reloaded");
+                        crate::say!("rocsync daemon: configuration reloaded");
                     }
-                    Err(e) => eprintln!("rocsync daemon: warning: keeping the configuration: {e:#}"),
+                    Err(e) => crate::say!("rocsync daemon: warning: keeping the configuration: {e:#}"),
                 }
             }
         }

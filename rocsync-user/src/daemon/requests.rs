@@ -162,7 +162,7 @@ impl Daemon {
         match traces::matched(&self.tracker, &req) {
             Err(e) => dynolog::answer(&[], false, Some(format!("{e:#}"))),
             Ok(pids) => {
-                eprintln!(
+                crate::say!(
                     "rocsync daemon: dyno trace {:?} of pid(s) {pids:?} starts in {} ms",
                     req.name,
                     ahead.as_millis()
@@ -188,7 +188,7 @@ impl Daemon {
         for (_, req) in self.scheduled.drain(..due).collect::<Vec<_>>() {
             let name = req.name.clone();
             if let Err(e) = self.start(req) {
-                eprintln!("rocsync daemon: scheduled dyno trace {name:?} not started: {e:#}");
+                crate::say!("rocsync daemon: scheduled dyno trace {name:?} not started: {e:#}");
             }
         }
     }
@@ -196,7 +196,7 @@ impl Daemon {
     /// Stopping: scheduled traces will not start.
     pub fn drop_scheduled(&mut self) {
         for (_, req) in self.scheduled.drain(..) {
-            eprintln!(
+            crate::say!(
                 "rocsync daemon: scheduled dyno trace {:?} not started: the daemon is stopping",
                 req.name
             );
@@ -218,7 +218,7 @@ impl Daemon {
             output: None,
         };
         if let Err(e) = self.start(req) {
-            eprintln!("rocsync daemon: sampled window skipped: {e:#}");
+            crate::say!("rocsync daemon: sampled window skipped: {e:#}");
         }
     }
 
@@ -264,7 +264,7 @@ impl Daemon {
 }
 
 async fn refuse(conn: UnixStream, e: &anyhow::Error) {
-    eprintln!("rocsync daemon: request refused: {e:#}");
+    crate::say!("rocsync daemon: request refused: {e:#}");
     socket::answer(conn, &json!({ "error": format!("{e:#}") })).await;
 }
 

@@ -52,8 +52,8 @@ impl Retention {
             .collect();
         for path in self.expired(files, SystemTime::now(), keep) {
             match std::fs::remove_file(&path) {
-                Ok(()) => eprintln!("rocsync daemon: retention removed {}", path.display()),
-                Err(e) => eprintln!("rocsync daemon: warning: removing {}: {e}", path.display()),
+                Ok(()) => crate::say!("rocsync daemon: retention removed {}", path.display()),
+                Err(e) => crate::say!("rocsync daemon: warning: removing {}: {e}", path.display()),
             }
         }
     }

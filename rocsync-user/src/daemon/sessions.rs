@@ -37,7 +37,7 @@ impl Sessions {
     pub fn start(&mut self, tracker: &mut Tracker, trace: Active) -> Result<()> {
         let claim = self.claims.start(&trace.name(), agent_set(trace.agents))?;
         let pids = trace.pids.clone();
-        eprintln!(
+        crate::say!(
             "rocsync daemon: trace {}: recording pid(s) {pids:?} ({}) until {:?} from now",
             trace.id,
             agent_set(trace.agents),
@@ -50,7 +50,7 @@ impl Sessions {
     /// A standalone capture's claim.
     pub fn hold(&mut self, name: String, agents: AgentSet) -> Result<ClaimId, ClaimError> {
         let id = self.claims.start(&name, agents)?;
-        eprintln!("rocsync daemon: {name} holds its agents");
+        crate::say!("rocsync daemon: {name} holds its agents");
         self.held.push((id, name));
         Ok(id)
     }

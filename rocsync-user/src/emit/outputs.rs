@@ -132,7 +132,7 @@ impl Outputs {
             }
             lines.push(line);
         }
-        eprint!("{}", summary::render(stats, &lines));
+        crate::say!("{}", summary::render(stats, &lines).trim_end());
         Ok(written)
     }
 }
@@ -165,7 +165,7 @@ impl Outputs {
                 Err(e) => lines.push(format!("the raw capture was not kept either: {e:#}")),
             }
         }
-        eprint!("{}", summary::render(stats, &lines));
+        crate::say!("{}", summary::render(stats, &lines).trim_end());
         Err(anyhow::Error::from(error).context("writing the outputs"))
     }
 }

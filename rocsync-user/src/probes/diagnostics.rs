@@ -28,7 +28,7 @@ impl log::Log for Stderr {
     }
     fn log(&self, record: &log::Record<'_>) {
         let level = record.level().as_str().to_ascii_lowercase();
-        eprintln!("rocsync: probe {level}: {}", record.args());
+        crate::say!("rocsync: probe {level}: {}", record.args());
     }
     fn flush(&self) {}
 }
@@ -42,7 +42,7 @@ impl Diagnostics {
         match EbpfLogger::init_with_logger(ebpf, Stderr) {
             Ok(logger) => Diagnostics(Some(logger)),
             Err(e) => {
-                eprintln!("rocsync: the probes' diagnostics are unavailable: {e}");
+                crate::say!("rocsync: the probes' diagnostics are unavailable: {e}");
                 Diagnostics(None)
             }
         }
