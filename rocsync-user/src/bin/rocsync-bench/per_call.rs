@@ -118,7 +118,7 @@ pub fn probes(
         )?),
         _ => None,
     };
-    let out = run_draining(&mut cmd, ring)?;
+    let (out, drained) = run_draining(&mut cmd, ring)?;
     drop(ebpf);
     let _ = std::fs::remove_file(scratch_trace());
     if !out.status.success() {
@@ -153,41 +153,53 @@ pub fn probes(
             });
         v["dropped"] = json!(lost_ids);
     }
+    if let Some(records) = drained {
+        // Two records per call, or the pair measured less than it says.
+        let calls = v["calls"].as_u64().unwrap_or(0);
+        if records < 2 * calls {
+            bail!("{records} records drained for {calls} calls: reservations failed");
+        }
+        v["drained"] = json!(records);
+    }
     v["mode"] = json!(mode.name());
     println!("{v}");
     Ok(())
 }
 
 /// Where a benchmarked capture writes its trace (outputs are regular files only).
-pub fn scratch_trace() -> PathBuf {
+fn scratch_trace() -> PathBuf {
     std::env::temp_dir().join(format!("rocsync-bench-{}.json", std::process::id()))
 }
 
-/// Runs the measured command; a ring the bench's probes write is drained meanwhile, every
-/// millisecond, so that its reservations never fail for want of room.
+/// Runs the measured command; a ring the bench's probes write is drained meanwhile, on
+/// the capture's timer (every 10 ms, no wakeups), so that no reservation fails for want of
+/// room. Returns how many records were drained.
 fn run_draining(
     cmd: &mut Command,
     ring: Option<RingBuf<aya::maps::MapData>>,
-) -> Result<std::process::Output> {
+) -> Result<(std::process::Output, Option<u64>)> {
     let Some(mut ring) = ring else {
-        return Ok(cmd.output()?);
+        return Ok((cmd.output()?, None));
     };
     let done = AtomicBool::new(false);
     std::thread::scope(|s| {
         let drainer = s.spawn(|| {
             let mut records = 0u64;
-            while !done.load(Ordering::Relaxed) {
+            loop {
+                // Read once more after the command ended: its last records are in.
+                let last = done.load(Ordering::Acquire);
                 while ring.next().is_some() {
                     records += 1;
                 }
-                std::thread::sleep(Duration::from_millis(1));
+                if last {
+                    return records;
+                }
+                std::thread::sleep(Duration::from_millis(10));
             }
-            records
         });
         let out = cmd.output();
-        done.store(true, Ordering::Relaxed);
+        done.store(true, Ordering::Release);
         let records = drainer.join().expect("drainer panicked");
-        eprintln!("rocsync-bench: drained {records} records");
-        Ok(out?)
+        Ok((out?, Some(records)))
     })
 }
