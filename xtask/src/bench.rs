@@ -262,7 +262,7 @@ fn report(
     };
     let machine = sh("grep -m1 'model name' /proc/cpuinfo | cut -d: -f2");
     let kernel = sh("uname -r");
-    let commit = sh("git rev-parse --short HEAD; git diff --quiet || echo '(with local changes)'")
+    let commit = sh("git rev-parse --short HEAD; git diff --quiet -- . ':!bench' || echo '(with local changes)'")
         .replace('\n', " ");
     let date = sh("date -u +%Y-%m-%dT%H:%MZ");
     let mut md = String::new();
