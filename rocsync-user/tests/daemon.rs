@@ -113,13 +113,7 @@ fn a_trace_on_request_holds_a_window_of_the_process_calls() {
     // Members of nogroup may ask, besides root.
     let (daemon, mut lines) = start_daemon(&dir, &exe, &["--group", "65534"]);
     let log = dir.path("loop.log");
-    let mut target = Command::new(&exe)
-        .args(["loop", "2500"])
-        .env("SCENARIO_LOG", &log)
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    lines.wait_for(&format!("tracking pid {}", target.id()));
+    let mut target = tracked_loop(&dir, &exe, &mut lines, 2500);
     let sock = dir.path("rocsync.sock");
     let trace = move |prefix: &[&str], pid: u32, ms: &str| {
         Command::new(prefix[0])

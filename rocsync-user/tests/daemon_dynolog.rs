@@ -8,7 +8,7 @@ mod common;
 use std::{
     io::{Read as _, Write as _},
     path::Path,
-    process::{Child, Command, Stdio},
+    process::Child,
     time::{Duration, Instant, SystemTime, UNIX_EPOCH},
 };
 
@@ -57,14 +57,8 @@ fn looping(name: &str, ms: u32) -> Option<Looping> {
         .find_map(|l| l.strip_prefix("rocsync daemon: dynolog requests on "))
         .unwrap()
         .to_string();
-    let target = Command::new(&exe)
-        .args(["loop", &ms.to_string()])
-        .env("SCENARIO_LOG", dir.path("loop.log"))
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let target = tracked_loop(&dir, &exe, &mut lines, ms);
     let pid = target.id();
-    lines.wait_for(&format!("tracking pid {pid}"));
     std::fs::create_dir(dir.path("state/dyno")).unwrap();
     Some(Looping {
         dir,

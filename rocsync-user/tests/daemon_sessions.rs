@@ -205,14 +205,8 @@ fn sigterm_during_a_trace_finishes_and_writes_it() {
         return;
     };
     let (mut daemon, mut lines) = start_daemon(&dir, &exe, &[]);
-    let mut target = Command::new(&exe)
-        .args(["loop", "30000"])
-        .env("SCENARIO_LOG", dir.path("loop.log"))
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut target = tracked_loop(&dir, &exe, &mut lines, 30000);
     let pid = target.id();
-    lines.wait_for(&format!("tracking pid {pid}"));
     let sock = dir.path("rocsync.sock");
     // Asked for a minute; the daemon is told to stop half a second in.
     let asked = std::thread::spawn(move || {

@@ -4,7 +4,7 @@
 mod common;
 
 use std::{
-    process::{Command, Stdio},
+    process::Command,
     time::{Duration, Instant},
 };
 
@@ -30,13 +30,7 @@ fn sampled_windows_are_written_and_retention_removes_the_oldest() {
             "1",
         ],
     );
-    let mut target = Command::new(&exe)
-        .args(["loop", "5000"])
-        .env("SCENARIO_LOG", dir.path("loop.log"))
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    lines.wait_for(&format!("tracking pid {}", target.id()));
+    let mut target = tracked_loop(&dir, &exe, &mut lines, 5000);
     // The second window's trace makes retention remove the first.
     lines.wait_for("retention removed");
     let traces: Vec<std::path::PathBuf> = std::fs::read_dir(dir.path("state/traces"))
@@ -71,13 +65,7 @@ fn the_flight_recorder_writes_the_last_seconds_on_request() {
     let (daemon, mut lines) = start_daemon(&dir, &exe, &["--flight-recorder", "1s"]);
     let addr = metrics_addr(&lines);
     let log = dir.path("loop.log");
-    let mut target = Command::new(&exe)
-        .args(["loop", "4000"])
-        .env("SCENARIO_LOG", &log)
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    lines.wait_for(&format!("tracking pid {}", target.id()));
+    let mut target = tracked_loop(&dir, &exe, &mut lines, 4000);
     // Ask once the kernel has counted well over a second's worth of calls.
     let start = Instant::now();
     while !get(&addr, "/metrics").lines().any(|l| {

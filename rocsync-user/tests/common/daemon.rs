@@ -183,6 +183,19 @@ pub fn start_daemon(dir: &TempDir, exe: &std::path::Path, extra: &[&str]) -> (Da
     (daemon, lines)
 }
 
+/// A scenario process calling the runtime in a loop for `ms` (its log `dir/loop.log`),
+/// returned once the daemon says it tracks it.
+pub fn tracked_loop(dir: &TempDir, exe: &std::path::Path, lines: &mut Lines, ms: u32) -> Child {
+    let target = Command::new(exe)
+        .args(["loop", &ms.to_string()])
+        .env("SCENARIO_LOG", dir.path("loop.log"))
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    lines.wait_for(&format!("tracking pid {}", target.id()));
+    target
+}
+
 pub fn stop(mut daemon: Daemon) {
     // SAFETY: signals the daemon this test started.
     unsafe { libc::kill(daemon.id() as i32, libc::SIGTERM) };
