@@ -8,7 +8,6 @@ mod common;
 
 use std::{
     collections::BTreeMap,
-    io::Write as _,
     process::{Command, Stdio},
     time::{Duration, Instant},
 };
@@ -19,39 +18,22 @@ use rocsync_tests::read_log;
 #[test]
 fn the_daemon_counts_a_new_process_calls_exactly() {
     let name = "the_daemon_counts_a_new_process_calls_exactly";
-    let Some((dir, exe)) = daemon_test(name) else {
+    let Some((dir, exe, python)) = metrics_test(name) else {
         return;
     };
-    let Some(python) = prometheus_python(name) else {
-        return;
-    };
-    let mut daemon = Daemon(spawn_piped(
-        rocsync()
-            .args(["daemon", "--metrics-addr", "127.0.0.1:0", "--state-dir"])
-            .arg(dir.path("state"))
-            // Only this test's program: others on the machine may map the same runtime.
-            .arg("--include-exe")
-            .arg(&exe),
-    ));
-    let mut lines = Lines::of(daemon.stderr.take().unwrap());
-    lines.wait_for("metrics on http://");
-    let addr = lines.1.last().unwrap().split("http://").nth(1).unwrap();
-    let addr = addr.trim_end_matches("/metrics").to_string();
-    lines.wait_for("SIGTERM stops");
+    // Only this test's program: others on the machine may map the same runtime.
+    let (mut daemon, mut lines) = start_daemon(&dir, &exe, &[]);
+    let addr = metrics_addr(&lines);
 
     // Started after the daemon, held at a gate until the daemon says it tracks it.
     let log = dir.path("scenario.log");
-    let mut target = Command::new(&exe)
-        .args(["gated", "basic"])
-        .env("SCENARIO_LOG", &log)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    Lines::of(target.stdout.take().unwrap()).wait_for("ready");
-    lines.wait_for(&format!("tracking pid {}", target.id()));
-    target.stdin.take().unwrap().write_all(b"go\n").unwrap();
-    assert!(target.wait().unwrap().success());
+    let mut target = Gated::start(
+        Command::new(&exe)
+            .args(["gated", "basic"])
+            .env("SCENARIO_LOG", &log),
+    );
+    target.open_when_tracked(&mut lines);
+    assert!(target.child.wait().unwrap().success());
 
     let m = Metrics::scrape(&python, &addr);
     assert_eq!(m.types["rocsync_sync_wait_seconds"], "histogram");
@@ -241,13 +223,7 @@ fn the_daemon_outlives_its_closed_stderr() {
         return;
     };
     let mut daemon = Daemon(
-        rocsync()
-            .args(["daemon", "--metrics-addr", "127.0.0.1:0", "--state-dir"])
-            .arg(dir.path("state"))
-            .arg("--socket")
-            .arg(dir.path("rocsync.sock"))
-            .arg("--include-exe")
-            .arg(&exe)
+        daemon_command(&dir, &exe, &[])
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()

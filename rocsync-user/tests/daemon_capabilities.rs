@@ -6,11 +6,7 @@
 
 mod common;
 
-use std::{
-    io::Write as _,
-    path::Path,
-    process::{Command, Stdio},
-};
+use std::{path::Path, process::Command};
 
 use common::{daemon::*, *};
 
@@ -33,10 +29,7 @@ fn unit_capabilities() -> String {
 #[test]
 fn the_units_capabilities_are_enough() {
     let name = "the_units_capabilities_are_enough";
-    let Some((dir, exe)) = daemon_test(name) else {
-        return;
-    };
-    let Some(python) = prometheus_python(name) else {
+    let Some((dir, exe, python)) = metrics_test(name) else {
         return;
     };
     // The test's files readable by the target's user (nobody).
@@ -46,23 +39,12 @@ fn the_units_capabilities_are_enough() {
     )
     .unwrap();
     let caps = format!("-all,{}", unit_capabilities());
+    let daemon = daemon_command(&dir, &exe, &["--group", "65534"]);
     let mut daemon = Daemon(spawn_piped(
         Command::new("setpriv")
             .args(["--bounding-set", &caps, "--inh-caps", "-all", "--"])
-            .arg(env!("CARGO_BIN_EXE_rocsync"))
-            .args([
-                "daemon",
-                "--metrics-addr",
-                "127.0.0.1:0",
-                "--group",
-                "65534",
-            ])
-            .arg("--state-dir")
-            .arg(dir.path("state"))
-            .arg("--socket")
-            .arg(dir.path("rocsync.sock"))
-            .arg("--include-exe")
-            .arg(&exe),
+            .arg(daemon.get_program())
+            .args(daemon.get_args()),
     ));
     let mut lines = Lines::of(daemon.stderr.take().unwrap());
     lines.wait_for("SIGTERM stops");
@@ -88,20 +70,15 @@ fn the_units_capabilities_are_enough() {
     std::fs::create_dir(&home).unwrap();
     std::os::unix::fs::chown(&home, Some(65534), Some(65534)).unwrap();
     let log = home.join("s.log");
-    let mut target = Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
-        .arg(&exe)
-        .args(["gated", "loop", "1500"])
-        .env("SCENARIO_LOG", &log)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut said = Lines::of(target.stdout.take().unwrap());
-    said.wait_for("ready");
-    lines.wait_for(&format!("tracking pid {}", target.id()));
-    target.stdin.take().unwrap().write_all(b"go\n").unwrap();
-    said.wait_for("looping");
+    let mut target = Gated::start(
+        Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+            .arg(&exe)
+            .args(["gated", "loop", "1500"])
+            .env("SCENARIO_LOG", &log),
+    );
+    target.open_when_tracked(&mut lines);
+    target.said.wait_for("looping");
     let traced = Command::new(env!("CARGO_BIN_EXE_rocsync"))
         .args(["trace", "--duration-ms", "300", "--all", "--socket"])
         .arg(dir.path("rocsync.sock"))
@@ -112,7 +89,7 @@ fn the_units_capabilities_are_enough() {
         "{}",
         String::from_utf8_lossy(&traced.stderr)
     );
-    assert!(target.wait().unwrap().success());
+    assert!(target.child.wait().unwrap().success());
     let m = Metrics::scrape(&python, &metrics_addr(&lines));
     stop(daemon);
 

@@ -7,51 +7,12 @@
 
 mod common;
 
-use std::{
-    collections::BTreeMap,
-    io::Write as _,
-    process::{Child, ChildStdin, Command, Stdio},
-};
+use std::{collections::BTreeMap, process::Command};
 
 use common::{daemon::*, *};
 
-/// A gated scenario: its stdout lines and its gate.
-struct Gated {
-    child: Child,
-    said: Lines,
-    gate: ChildStdin,
-}
-
-impl Gated {
-    fn start(cmd: &mut Command) -> Gated {
-        let mut child = cmd
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut said = Lines::of(child.stdout.take().unwrap());
-        said.wait_for("ready");
-        let gate = child.stdin.take().unwrap();
-        Gated { child, said, gate }
-    }
-
-    fn open(&mut self) {
-        self.gate.write_all(b"go\n").unwrap();
-    }
-}
-
-fn status(sock: &std::path::Path) -> serde_json::Value {
-    let out = rocsync()
-        .args(["status", "--json", "--socket"])
-        .arg(sock)
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    serde_json::from_slice(&out.stdout).unwrap()
-}
-
 fn tracked(sock: &std::path::Path) -> Vec<u32> {
-    status(sock)["tracked"]
+    daemon_status(sock)["tracked"]
         .as_array()
         .unwrap()
         .iter()
@@ -62,10 +23,7 @@ fn tracked(sock: &std::path::Path) -> Vec<u32> {
 #[test]
 fn linked_late_loading_and_namespaced_processes_are_found_and_counted() {
     let name = "linked_late_loading_and_namespaced_processes_are_found_and_counted";
-    let Some((dir, linked)) = daemon_test(name) else {
-        return;
-    };
-    let Some(python) = prometheus_python(name) else {
+    let Some((dir, linked, python)) = metrics_test(name) else {
         return;
     };
     let late = dir.path("scenario_dl");
@@ -173,33 +131,25 @@ fn linked_late_loading_and_namespaced_processes_are_found_and_counted() {
 #[test]
 fn devices_chosen_before_the_daemon_started_are_learnt() {
     let name = "devices_chosen_before_the_daemon_started_are_learnt";
-    let Some((dir, exe)) = daemon_test(name) else {
-        return;
-    };
-    let Some(python) = prometheus_python(name) else {
+    let Some((dir, exe, python)) = metrics_test(name) else {
         return;
     };
     // The thread chose device 1 and made a stream before the daemon existed.
-    let mut target = Command::new(&exe)
-        .arg("gated_device")
-        .env("SCENARIO_LOG", dir.path("s.log"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut said = Lines::of(target.stdout.take().unwrap());
-    said.wait_for("ready");
+    let mut target = Gated::start(
+        Command::new(&exe)
+            .arg("gated_device")
+            .env("SCENARIO_LOG", dir.path("s.log")),
+    );
     let (daemon, mut lines) = start_daemon(&dir, &exe, &[]);
     // Found by the scan at start, before the daemon says it runs.
-    let found = format!("tracking pid {}", target.id());
+    let found = format!("tracking pid {}", target.child.id());
     assert!(lines.1.iter().any(|l| l.contains(&found)), "{:#?}", lines.1);
-    let mut gate = target.stdin.take().unwrap();
     // hipGetDevice (learnt), then its syncs: on device 1.
-    gate.write_all(b"go\n").unwrap();
-    said.wait_for("called");
+    target.open();
+    target.said.wait_for("called");
     lines.wait_for("*GetDevice probes removed");
-    gate.write_all(b"go\n").unwrap();
-    assert!(target.wait().unwrap().success());
+    target.open();
+    assert!(target.child.wait().unwrap().success());
     let m = Metrics::scrape(&python, &metrics_addr(&lines));
     stop(daemon);
     let calls = "rocsync_sync_calls_total";

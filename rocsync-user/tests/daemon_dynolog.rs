@@ -145,12 +145,7 @@ fn a_synchronized_start_records_from_its_time() {
         serde_json::json!([pid]),
         "{answer}"
     );
-    let status = rocsync()
-        .args(["status", "--json", "--socket"])
-        .arg(l.dir.path("rocsync.sock"))
-        .output()
-        .unwrap();
-    let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    let status = daemon_status(&l.dir.path("rocsync.sock"));
     assert_eq!(status["scheduled"][0]["session"], "sync", "{status}");
     assert_eq!(
         status["traces"],

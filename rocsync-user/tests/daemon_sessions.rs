@@ -9,9 +9,8 @@ mod common;
 
 use std::{
     collections::BTreeSet,
-    io::Write as _,
     os::unix::fs::MetadataExt as _,
-    process::{Command, Output, Stdio},
+    process::{Command, Output},
 };
 
 use common::{daemon::*, *};
@@ -48,19 +47,14 @@ fn traces_on_disjoint_agents_record_together_and_overlaps_are_refused() {
     let (daemon, mut lines) = start_daemon(&dir, &exe, &[]);
     let log = dir.path("loop.log");
     // Held until tracked: the daemon learns each thread's device from its hipSetDevice.
-    let mut target = Command::new(&exe)
-        .args(["gated", "loop", "4000", "2"])
-        .env("SCENARIO_LOG", &log)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = target.id();
-    let mut said = Lines::of(target.stdout.take().unwrap());
-    said.wait_for("ready");
-    lines.wait_for(&format!("tracking pid {pid}"));
-    target.stdin.take().unwrap().write_all(b"go\n").unwrap();
-    said.wait_for("looping");
+    let mut target = Gated::start(
+        Command::new(&exe)
+            .args(["gated", "loop", "4000", "2"])
+            .env("SCENARIO_LOG", &log),
+    );
+    let pid = target.child.id();
+    target.open_when_tracked(&mut lines);
+    target.said.wait_for("looping");
     let sock = dir.path("rocsync.sock");
 
     let on_0 = {
@@ -117,13 +111,7 @@ fn traces_on_disjoint_agents_record_together_and_overlaps_are_refused() {
         stderr(&bad)
     );
     // Status lists the process and both traces.
-    let status = rocsync()
-        .args(["status", "--json", "--socket"])
-        .arg(&sock)
-        .output()
-        .unwrap();
-    assert!(status.status.success(), "{}", stderr(&status));
-    let s: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    let s = daemon_status(&sock);
     assert_eq!(s["tracked"][0]["pid"], pid);
     assert_eq!(s["traces"].as_array().unwrap().len(), 2, "{s}");
 
@@ -134,7 +122,7 @@ fn traces_on_disjoint_agents_record_together_and_overlaps_are_refused() {
         String::from_utf8_lossy(&b.stdout).trim(),
         out.to_str().unwrap()
     );
-    assert!(target.wait().unwrap().success());
+    assert!(target.child.wait().unwrap().success());
     // Both agents free again: an unrestricted trace would now start (the target ended).
     stop(daemon);
 

@@ -6,7 +6,7 @@ use std::{
     io::{Read as _, Write as _},
     net::TcpStream,
     path::PathBuf,
-    process::{Child, Command, Stdio},
+    process::{Child, ChildStdin, Command, Stdio},
 };
 
 use super::{Lines, TempDir, rocsync, spawn_piped};
@@ -130,6 +130,14 @@ pub fn prometheus_python(name: &str) -> Option<std::ffi::OsString> {
     python
 }
 
+/// [`daemon_test`] of a test that also reads `/metrics` with prometheus_client: the
+/// test's directory, its scenario copy and the Python to parse with.
+pub fn metrics_test(name: &str) -> Option<(TempDir, PathBuf, std::ffi::OsString)> {
+    let (dir, exe) = daemon_test(name)?;
+    let python = prometheus_python(name)?;
+    Some((dir, exe, python))
+}
+
 /// The scenario program under a path of this test's own, for the daemon's filter: other
 /// tests (and other daemons) run scenarios at the same time.
 pub fn own_copy(dir: &TempDir) -> PathBuf {
@@ -165,19 +173,22 @@ impl Drop for Daemon {
     }
 }
 
-/// Starts a daemon counting only `exe`, with its socket and state in `dir`; returns it
-/// with its stderr lines.
+/// A daemon counting only `exe`, with its socket and state in `dir`, not started.
+pub fn daemon_command(dir: &TempDir, exe: &std::path::Path, extra: &[&str]) -> Command {
+    let mut cmd = rocsync();
+    cmd.args(["daemon", "--metrics-addr", "127.0.0.1:0", "--state-dir"])
+        .arg(dir.path("state"))
+        .arg("--socket")
+        .arg(dir.path("rocsync.sock"))
+        .arg("--include-exe")
+        .arg(exe)
+        .args(extra);
+    cmd
+}
+
+/// Starts [`daemon_command`]'s daemon; returns it with its stderr lines, once ready.
 pub fn start_daemon(dir: &TempDir, exe: &std::path::Path, extra: &[&str]) -> (Daemon, Lines) {
-    let mut daemon = Daemon(spawn_piped(
-        rocsync()
-            .args(["daemon", "--metrics-addr", "127.0.0.1:0", "--state-dir"])
-            .arg(dir.path("state"))
-            .arg("--socket")
-            .arg(dir.path("rocsync.sock"))
-            .arg("--include-exe")
-            .arg(exe)
-            .args(extra),
-    ));
+    let mut daemon = Daemon(spawn_piped(&mut daemon_command(dir, exe, extra)));
     let mut lines = Lines::of(daemon.stderr.take().unwrap());
     lines.wait_for("SIGTERM stops");
     (daemon, lines)
@@ -194,6 +205,55 @@ pub fn tracked_loop(dir: &TempDir, exe: &std::path::Path, lines: &mut Lines, ms:
         .unwrap();
     lines.wait_for(&format!("tracking pid {}", target.id()));
     target
+}
+
+/// A gated scenario (`gated MODE …`): held before its first runtime call until opened.
+pub struct Gated {
+    pub child: Child,
+    /// Its stdout: "ready" at the gate, then what the mode says.
+    pub said: Lines,
+    gate: ChildStdin,
+}
+
+impl Gated {
+    /// Starts it and waits at the gate.
+    pub fn start(cmd: &mut Command) -> Gated {
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut said = Lines::of(child.stdout.take().unwrap());
+        said.wait_for("ready");
+        let gate = child.stdin.take().unwrap();
+        Gated { child, said, gate }
+    }
+
+    pub fn open(&mut self) {
+        self.gate.write_all(b"go\n").unwrap();
+    }
+
+    /// Opens the gate once the daemon says it tracks the process: none of its calls is
+    /// made before.
+    pub fn open_when_tracked(&mut self, lines: &mut Lines) {
+        lines.wait_for(&format!("tracking pid {}", self.child.id()));
+        self.open();
+    }
+}
+
+/// The daemon's `status --json` answer.
+pub fn daemon_status(sock: &std::path::Path) -> serde_json::Value {
+    let out = rocsync()
+        .args(["status", "--json", "--socket"])
+        .arg(sock)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
 }
 
 pub fn stop(mut daemon: Daemon) {
