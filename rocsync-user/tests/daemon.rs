@@ -153,25 +153,17 @@ fn a_trace_on_request_holds_a_window_of_the_process_calls() {
         .next()
         .unwrap()
         .to_string();
-    let by_cgroup = Command::new(env!("CARGO_BIN_EXE_rocsync"))
-        .args([
-            "trace",
-            "--duration-ms",
-            "200",
-            "--agents",
-            "0",
-            "--cgroup",
-            &cgroup,
-        ])
-        .arg("--socket")
-        .arg(dir.path("rocsync.sock"))
-        .output()
-        .unwrap();
-    assert!(
-        by_cgroup.status.success(),
-        "{}",
-        String::from_utf8_lossy(&by_cgroup.stderr)
-    );
+    let sock = dir.path("rocsync.sock");
+    let by_cgroup = [
+        "trace",
+        "--duration-ms",
+        "200",
+        "--agents",
+        "0",
+        "--cgroup",
+        &cgroup,
+    ];
+    ask_daemon(&sock, &by_cgroup);
     let addr = metrics_addr(&lines);
     assert!(get(&addr, "/metrics").contains("rocsync_traces_written_total 2"));
     // Without a flight recorder, --flight says so.

@@ -79,15 +79,9 @@ fn the_units_capabilities_are_enough() {
     );
     target.open_when_tracked(&mut lines);
     target.said.wait_for("looping");
-    let traced = Command::new(env!("CARGO_BIN_EXE_rocsync"))
-        .args(["trace", "--duration-ms", "300", "--all", "--socket"])
-        .arg(dir.path("rocsync.sock"))
-        .output()
-        .unwrap();
-    assert!(
-        traced.status.success(),
-        "{}",
-        String::from_utf8_lossy(&traced.stderr)
+    let traced = ask_daemon(
+        &dir.path("rocsync.sock"),
+        &["trace", "--duration-ms", "300", "--all"],
     );
     assert!(target.child.wait().unwrap().success());
     let m = Metrics::scrape(&python, &metrics_addr(&lines));
@@ -103,7 +97,7 @@ fn the_units_capabilities_are_enough() {
         m.sum("rocsync_sync_calls_total", "hipStreamSynchronize"),
         syncs
     );
-    let file = String::from_utf8_lossy(&traced.stdout).trim().to_string();
+    let file = traced.trim().to_string();
     let t = read_json(Path::new(&file));
     assert!(
         t["traceEvents"]

@@ -3,10 +3,7 @@
 
 mod common;
 
-use std::{
-    process::Command,
-    time::{Duration, Instant},
-};
+use std::time::{Duration, Instant};
 
 use common::{daemon::*, *};
 use rocsync_tests::read_log;
@@ -78,17 +75,8 @@ fn the_flight_recorder_writes_the_last_seconds_on_request() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-    let out = Command::new(env!("CARGO_BIN_EXE_rocsync"))
-        .args(["trace", "--flight", "--socket"])
-        .arg(dir.path("rocsync.sock"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let file = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let out = ask_daemon(&dir.path("rocsync.sock"), &["trace", "--flight"]);
+    let file = out.trim().to_string();
     assert!(file.contains("flight-"), "{file}");
     assert!(target.wait().unwrap().success());
     stop(daemon);

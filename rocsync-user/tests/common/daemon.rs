@@ -241,19 +241,25 @@ impl Gated {
     }
 }
 
-/// The daemon's `status --json` answer.
-pub fn daemon_status(sock: &std::path::Path) -> serde_json::Value {
+/// `rocsync ARGS --socket SOCK`, a client of the daemon, which must succeed: its stdout.
+pub fn ask_daemon(sock: &std::path::Path, args: &[&str]) -> String {
     let out = rocsync()
-        .args(["status", "--json", "--socket"])
+        .args(args)
+        .arg("--socket")
         .arg(sock)
         .output()
         .unwrap();
     assert!(
         out.status.success(),
-        "{}",
+        "rocsync {args:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    serde_json::from_slice(&out.stdout).unwrap()
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The daemon's `status --json` answer.
+pub fn daemon_status(sock: &std::path::Path) -> serde_json::Value {
+    serde_json::from_str(&ask_daemon(sock, &["status", "--json"])).unwrap()
 }
 
 pub fn stop(mut daemon: Daemon) {
