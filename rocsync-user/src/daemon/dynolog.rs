@@ -25,7 +25,7 @@ const TIMEOUT: Duration = Duration::from_secs(5);
 /// Kineto's default when a request names no duration.
 const DEFAULT_DURATION: Duration = Duration::from_millis(500);
 /// How far ahead a synchronized start may lie (a request waits in the daemon until then).
-pub const MAX_START_DELAY: Duration = Duration::from_secs(3600);
+const MAX_START_DELAY: Duration = Duration::from_secs(3600);
 
 /// A trace dyno asked for.
 #[derive(Debug, PartialEq, Eq)]
