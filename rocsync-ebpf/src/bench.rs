@@ -3,13 +3,14 @@
 //! (`bench/overhead-breakdown.md`). Not part of a capture.
 
 use aya_ebpf::{
-    helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns},
-    macros::{uprobe, uretprobe},
+    helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns, generated::bpf_get_smp_processor_id},
+    macros::{map, uprobe, uretprobe},
+    maps::Array,
     programs::{ProbeContext, RetProbeContext},
 };
 use rocsync_common::{EntryRecord, ExitRecord, RECORD_ENTRY, RECORD_EXIT};
 
-use crate::{BPF_RB_NO_WAKEUP, EVENTS, TARGETS};
+use crate::{BPF_RB_NO_WAKEUP, EVENTS, TARGETS, calls::fetch_add};
 
 #[uprobe]
 pub fn empty_enter(_ctx: ProbeContext) -> u32 {
@@ -101,4 +102,113 @@ pub fn records_exit(ctx: RetProbeContext) -> u32 {
         r.submit(BPF_RB_NO_WAKEUP);
     }
     0
+}
+
+/// Per-CPU slot rings in memory-mapped arrays: what `records_*` write, with no helper call
+/// for the transport (the ring's reserve and submit are two each). A candidate measured,
+/// not used by captures: it loses the ring's one order across CPUs and its wakeups. Slot
+/// `cpu * SLOTS_PER_CPU + pos` holds the record at `pos`; its `seq` is set to `pos + 1`
+/// last, so the reader (`rocsync-bench`'s `slots.rs`) knows it complete. CPUs beyond
+/// `SLOT_CPUS` share a ring (the add keeps positions unique).
+const SLOT_CPUS: u32 = 4;
+const SLOTS_PER_CPU: u32 = 32768;
+/// Free slots a reservation needs: writers preempted between the check and the add can
+/// overshoot by as many as are preempted there.
+const SLOT_MARGIN: u32 = 64;
+const BPF_F_MMAPABLE: u32 = 1 << 10;
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct Slot {
+    seq: u64,
+    rec: [u64; 8],
+}
+
+/// `head` written by the probes, `tail` by the reader: one cache line each.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct Cursor {
+    head: u64,
+    _pad: [u64; 7],
+    tail: u64,
+    _pad2: [u64; 7],
+}
+
+#[map]
+static SLOTS: Array<Slot> = Array::with_max_entries(SLOT_CPUS * SLOTS_PER_CPU, BPF_F_MMAPABLE);
+#[map]
+static CURSORS: Array<Cursor> = Array::with_max_entries(SLOT_CPUS, BPF_F_MMAPABLE);
+
+#[inline(always)]
+fn slot_write(rec: [u64; 8]) {
+    // SAFETY: helper without preconditions.
+    let cpu = unsafe { bpf_get_smp_processor_id() } % SLOT_CPUS;
+    let Some(c) = CURSORS.get_ptr_mut(cpu) else {
+        return;
+    };
+    // SAFETY: `c` is a valid map value; the reader only writes `tail`.
+    let (head, tail) = unsafe {
+        (
+            core::ptr::read_volatile(&(*c).head),
+            core::ptr::read_volatile(&(*c).tail),
+        )
+    };
+    if head.wrapping_sub(tail) >= u64::from(SLOTS_PER_CPU - SLOT_MARGIN) {
+        return; // the bench fails on fewer than two records per call
+    }
+    // SAFETY: as above; one atomic add reserves the position.
+    let pos = unsafe { fetch_add(&raw mut (*c).head) };
+    let index = cpu * SLOTS_PER_CPU + (pos as u32 & (SLOTS_PER_CPU - 1));
+    let Some(s) = SLOTS.get_ptr_mut(index) else {
+        return;
+    };
+    // SAFETY: a valid map value; the reader reads it only once `seq` says so.
+    unsafe {
+        (*s).rec = rec;
+        core::ptr::write_volatile(&mut (*s).seq, pos + 1);
+    }
+}
+
+#[uprobe]
+pub fn slots_enter(_ctx: ProbeContext) -> u32 {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    // SAFETY: helper without preconditions.
+    let now = unsafe { bpf_ktime_get_ns() };
+    slot_write([u64::from(RECORD_ENTRY), pid_tgid, now, 0, 0, 0, 0, 0]);
+    0
+}
+
+#[uretprobe]
+pub fn slots_exit(ctx: RetProbeContext) -> u32 {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    // SAFETY: helper without preconditions.
+    let now = unsafe { bpf_ktime_get_ns() };
+    let ret = ctx.ret::<i32>() as i64 as u64;
+    slot_write([u64::from(RECORD_EXIT), pid_tgid, now, ret, 0, 0, 0, 0]);
+    0
+}
+
+/// One timestamp at entry and one at exit, alone (the result is compared so that the
+/// program returns 0: a non-zero return sends the kernel down its perf-sample path).
+#[uprobe]
+pub fn clock_enter(_ctx: ProbeContext) -> u32 {
+    // SAFETY: helper without preconditions.
+    u32::from(unsafe { bpf_ktime_get_ns() } == 0)
+}
+
+#[uretprobe]
+pub fn clock_exit(_ctx: RetProbeContext) -> u32 {
+    // SAFETY: helper without preconditions.
+    u32::from(unsafe { bpf_ktime_get_ns() } == 0)
+}
+
+/// The calling thread's id at entry and at exit, alone: one trivial helper call each.
+#[uprobe]
+pub fn who_enter(_ctx: ProbeContext) -> u32 {
+    u32::from(bpf_get_current_pid_tgid() == 0)
+}
+
+#[uretprobe]
+pub fn who_exit(_ctx: RetProbeContext) -> u32 {
+    u32::from(bpf_get_current_pid_tgid() == 0)
 }

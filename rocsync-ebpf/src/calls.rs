@@ -42,6 +42,12 @@ static EVENT_DEVICE: LruHashMap<HandleKey, i32> = LruHashMap::with_max_entries(6
 /// Atomically increments the shared counter and returns the new value.
 #[inline(always)]
 fn next_correlation(counter: *mut u64) -> u64 {
+    fetch_add(counter) + 1
+}
+
+/// Atomically adds one to `*counter`; returns the previous value.
+#[inline(always)]
+pub(crate) fn fetch_add(counter: *mut u64) -> u64 {
     let mut value: u64 = 1;
     // SAFETY: `counter` is a valid, aligned u64 map slot; the instruction is one atomic
     // read-modify-write that returns the previous value in `value`.
@@ -52,7 +58,7 @@ fn next_correlation(counter: *mut u64) -> u64 {
             v = inout(reg) value,
         );
     }
-    value + 1
+    value
 }
 
 #[inline(always)]

@@ -1,6 +1,7 @@
 //! Where a captured call's cost goes: the trap, then probe pairs that each do one part of
-//! a capture's work (the target-table lookup, the two ring records, the least any
-//! two-record capture writes), then the capture pid-scoped and file-wide. All as ratios to
+//! a capture's work (the target-table lookup, the clock, the thread id, the two ring
+//! records, the least any two-record capture writes, the same without the ring), then the
+//! capture pid-scoped and file-wide. All as ratios to
 //! the empty pair, measured side by side.
 
 use std::fmt::Write as _;
@@ -11,7 +12,7 @@ use serde_json::{Value, json};
 use crate::{bench::bench_bin, root};
 
 /// (label, bench mode, extra rocsync arguments, what it adds)
-const MODES: [(&str, &str, &[&str], &str); 7] = [
+const MODES: [(&str, &str, &[&str], &str); 10] = [
     ("untraced", "untraced", &[], ""),
     ("empty pair", "empty", &[], "the trap pair alone"),
     (
@@ -19,6 +20,18 @@ const MODES: [(&str, &str, &[&str], &str); 7] = [
         "lookup",
         &[],
         "the target-table lookup of file-wide probes, at entry and exit",
+    ),
+    (
+        "timestamp pair",
+        "clock",
+        &[],
+        "one clock read at entry and at exit (`bpf_ktime_get_ns`)",
+    ),
+    (
+        "thread-id pair",
+        "who",
+        &[],
+        "one thread-id read at entry and at exit: a trivial helper call each",
     ),
     (
         "ring pair",
@@ -31,6 +44,12 @@ const MODES: [(&str, &str, &[&str], &str); 7] = [
         "records",
         &[],
         "the ring records with thread, timestamp and return value: the least two records per call can be",
+    ),
+    (
+        "floor without the ring",
+        "slots",
+        &[],
+        "the same records in per-CPU slot arrays the reader maps: no helper call for the transport",
     ),
     (
         "rocsync --no-follow",
@@ -48,77 +67,98 @@ const MODES: [(&str, &str, &[&str], &str); 7] = [
 
 const CALLS: &str = "200000";
 
-/// Every mode once per round, `rounds` rounds; medians as ratios to the empty pair.
+/// `rounds` rounds. The machine drifts by more than the parts differ, so each mode is
+/// measured between two runs of the empty pair, and its ratio in a round is to their mean:
+/// (mode − untraced) / (empty − untraced). Reported: the median of the rounds' ratios.
 pub fn breakdown(rounds: usize) -> Result<(String, Value)> {
     let driver = rocsync_tests::bench_calls().display().to_string();
     let lib = rocsync_tests::sim_hip().display().to_string();
     let rocsync = root().join("target/release/rocsync").display().to_string();
+    let measure = |i: usize| -> Result<f64> {
+        let (_, mode, extra, _) = MODES[i];
+        let mut args = vec![
+            "probes",
+            "--mode",
+            mode,
+            "--lib",
+            &lib,
+            "--symbol",
+            "hipStreamSynchronize",
+            "--calls",
+            CALLS,
+            "--driver",
+            &driver,
+            "--rocsync",
+            &rocsync,
+        ];
+        for e in extra {
+            args.extend(["--extra", e]);
+        }
+        bench_bin(&args)?["ns_per_call"]
+            .as_f64()
+            .context("ns_per_call")
+    };
     let mut ns: Vec<Vec<f64>> = vec![Vec::new(); MODES.len()];
+    let mut ratios: Vec<Vec<f64>> = vec![Vec::new(); MODES.len()];
     for round in 0..rounds {
         eprintln!("xtask: cost breakdown round {}/{rounds}", round + 1);
-        for (i, (_, mode, extra, _)) in MODES.iter().enumerate() {
-            let mut args = vec![
-                "probes",
-                "--mode",
-                mode,
-                "--lib",
-                &lib,
-                "--symbol",
-                "hipStreamSynchronize",
-                "--calls",
-                CALLS,
-                "--driver",
-                &driver,
-                "--rocsync",
-                &rocsync,
-            ];
-            for e in *extra {
-                args.extend(["--extra", e]);
-            }
-            let v = bench_bin(&args)?;
-            ns[i].push(v["ns_per_call"].as_f64().context("ns_per_call")?);
+        let untraced = measure(0)?;
+        ns[0].push(untraced);
+        let mut before = measure(1)?;
+        ns[1].push(before);
+        for i in 2..MODES.len() {
+            let m = measure(i)?;
+            let after = measure(1)?;
+            ns[i].push(m);
+            ns[1].push(after);
+            ratios[i].push((m - untraced) / ((before + after) / 2.0 - untraced));
+            before = after;
         }
     }
-    let med: Vec<f64> = ns
-        .iter()
-        .map(|xs| {
-            let mut v = xs.clone();
-            v.sort_by(|a, b| a.total_cmp(b));
-            v[v.len() / 2]
-        })
-        .collect();
-    let ratio = |m: f64| (m - med[0]) / (med[1] - med[0]);
+    let med = |xs: &[f64]| {
+        let mut v = xs.to_vec();
+        v.sort_by(|a, b| a.total_cmp(b));
+        v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+    };
     let mut md = String::new();
     let _ = writeln!(md, "\n## Where a captured call's cost goes\n");
     let _ = writeln!(
         md,
-        "`hipStreamSynchronize(NULL)` of the simulated runtime (push %rbp entry), {CALLS} calls per run, {rounds} interleaved rounds. Each pair below does one part of a capture's work and nothing else; the ratio is (mode − untraced) / (empty pair − untraced), from medians.\n"
+        "`hipStreamSynchronize(NULL)` of the simulated runtime (push %rbp entry), {CALLS} calls per run, {rounds} rounds. Each pair below does one part of a capture's work and nothing else. Each mode runs between two runs of the empty pair; its ratio in a round is (mode − untraced) / (mean of those two − untraced). The table gives the median of the rounds' ratios and their range.\n"
     );
     let _ = writeln!(
         md,
-        "| mode | what it adds | median ns | ratio to the trap | runs |"
+        "| mode | what it adds | median ns | ratio to the trap | rounds' ratios |"
     );
     let _ = writeln!(md, "| --- | --- | ---: | ---: | --- |");
     for (i, (label, _, _, what)) in MODES.iter().enumerate() {
-        let mut runs = ns[i].clone();
-        runs.sort_by(|a, b| a.total_cmp(b));
-        let runs: Vec<String> = runs.iter().map(|x| format!("{x:.0}")).collect();
-        let r = if i == 0 {
-            String::new()
-        } else {
-            format!("{:.2}", ratio(med[i]))
+        let mut r = ratios[i].clone();
+        r.sort_by(|a, b| a.total_cmp(b));
+        let (ratio, range) = match i {
+            0 => (String::new(), String::new()),
+            1 => ("1.00".into(), String::new()),
+            _ => (
+                format!("{:.2}", med(&r)),
+                r.iter()
+                    .map(|x| format!("{x:.2}"))
+                    .collect::<Vec<_>>()
+                    .join(" "),
+            ),
         };
         let _ = writeln!(
             md,
-            "| {label} | {what} | {:.0} | {r} | {} |",
-            med[i],
-            runs.join(" ")
+            "| {label} | {what} | {:.0} | {ratio} | {range} |",
+            med(&ns[i])
         );
     }
     let json = json!({
         "modes": MODES.iter().map(|m| m.0).collect::<Vec<_>>(),
         "ns_per_call": ns,
-        "ratio": med.iter().map(|&m| ratio(m)).collect::<Vec<_>>(),
+        "ratios": ratios,
+        // null for untraced (no ratio), 1 for the trap itself.
+        "ratio": (0..MODES.len())
+            .map(|i| if i == 1 { 1.0 } else { med(&ratios[i]) })
+            .collect::<Vec<_>>(),
     });
     Ok((md, json))
 }

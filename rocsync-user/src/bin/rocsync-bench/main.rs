@@ -15,6 +15,7 @@ use clap::{Parser, Subcommand};
 
 mod per_call;
 mod raw;
+mod slots;
 mod tree;
 use per_call::{Load, Mode, probes};
 use raw::{peak_rss_of, raw};

@@ -14,6 +14,8 @@ use aya::{
     programs::{UProbe, uprobe::UProbeScope},
 };
 use rocsync::probes::elf;
+
+use crate::slots::SlotReader;
 use serde_json::json;
 
 #[derive(Clone, Copy, clap::ValueEnum, PartialEq)]
@@ -29,6 +31,12 @@ pub enum Mode {
     Ring,
     /// The pair writing the least any two-record capture writes (who, when, the return).
     Records,
+    /// `Records` written to per-CPU slot rings in memory-mapped arrays, not the ring.
+    Slots,
+    /// The pair reading the clock only.
+    Clock,
+    /// The pair reading the thread id only.
+    Who,
     Full,
 }
 
@@ -41,6 +49,9 @@ impl Mode {
             Mode::Lookup => &["lookup_enter", "lookup_exit"],
             Mode::Ring => &["ring_enter", "ring_exit"],
             Mode::Records => &["records_enter", "records_exit"],
+            Mode::Slots => &["slots_enter", "slots_exit"],
+            Mode::Clock => &["clock_enter", "clock_exit"],
+            Mode::Who => &["who_enter", "who_exit"],
             Mode::Untraced | Mode::Full => &[],
         }
     }
@@ -54,6 +65,9 @@ impl Mode {
             Mode::Lookup => "lookup",
             Mode::Ring => "ring",
             Mode::Records => "records",
+            Mode::Slots => "slots",
+            Mode::Clock => "clock",
+            Mode::Who => "who",
             Mode::Full => "full",
         }
     }
@@ -113,9 +127,13 @@ pub fn probes(
         ebpf = Some(obj);
     }
     let ring = match (mode, ebpf.as_mut()) {
-        (Mode::Ring | Mode::Records, Some(obj)) => Some(RingBuf::try_from(
+        (Mode::Ring | Mode::Records, Some(obj)) => Some(Drain::Ring(RingBuf::try_from(
             obj.take_map("EVENTS").context("EVENTS")?,
-        )?),
+        )?)),
+        (Mode::Slots, Some(obj)) => Some(Drain::Slots(SlotReader::new(
+            obj.map("SLOTS").context("SLOTS")?,
+            obj.map("CURSORS").context("CURSORS")?,
+        )?)),
         _ => None,
     };
     let (out, drained) = run_draining(&mut cmd, ring)?;
@@ -176,7 +194,7 @@ fn scratch_trace() -> PathBuf {
 /// room. Returns how many records were drained.
 fn run_draining(
     cmd: &mut Command,
-    ring: Option<RingBuf<aya::maps::MapData>>,
+    ring: Option<Drain>,
 ) -> Result<(std::process::Output, Option<u64>)> {
     let Some(mut ring) = ring else {
         return Ok((cmd.output()?, None));
@@ -188,9 +206,7 @@ fn run_draining(
             loop {
                 // Read once more after the command ended: its last records are in.
                 let last = done.load(Ordering::Acquire);
-                while ring.next().is_some() {
-                    records += 1;
-                }
+                records += ring.drain();
                 if last {
                     return records;
                 }
@@ -202,4 +218,19 @@ fn run_draining(
         let records = drainer.join().expect("drainer panicked");
         Ok((out?, Some(records)))
     })
+}
+
+/// Where the measured pair's records go.
+enum Drain {
+    Ring(RingBuf<aya::maps::MapData>),
+    Slots(SlotReader),
+}
+
+impl Drain {
+    fn drain(&mut self) -> u64 {
+        match self {
+            Drain::Ring(ring) => std::iter::from_fn(|| ring.next().map(|_| ())).count() as u64,
+            Drain::Slots(slots) => slots.drain(),
+        }
+    }
 }
