@@ -1,7 +1,7 @@
 //! dynolog's protocol on `rocsync daemon --dynolog-addr`: `dyno gputrace` requests make
 //! Kineto-named traces, confined to the state directory; a synchronized start
 //! (`PROFILE_START_TIME`) is answered at once and recorded from that time, a past one is
-//! refused. Needs root.
+//! refused; one that cannot start when due is counted in `/metrics`. Needs root.
 
 mod common;
 
@@ -42,7 +42,7 @@ struct Looping {
     dir: TempDir,
     daemon: Daemon,
     /// The daemon's stderr, read to its end (a closed pipe would end the daemon).
-    _lines: Lines,
+    lines: Lines,
     addr: String,
     target: Child,
     pid: u32,
@@ -63,7 +63,7 @@ fn looping(name: &str, ms: u32) -> Option<Looping> {
     Some(Looping {
         dir,
         daemon,
-        _lines: lines,
+        lines,
         addr,
         target,
         pid,
@@ -180,4 +180,37 @@ fn a_synchronized_start_records_from_its_time() {
         "last row {:.1} ms after the start",
         last - start
     );
+}
+
+#[test]
+fn a_scheduled_trace_that_cannot_start_is_counted() {
+    let name = "a_scheduled_trace_that_cannot_start_is_counted";
+    let Some(mut l) = looping(name, 500) else {
+        return;
+    };
+    let Some(python) = prometheus_python(name) else {
+        return;
+    };
+    let asked = l.dir.path("state/dyno/gone.json");
+    let answer = dyno(&l.addr, &[l.pid], &asked, 300, unix_ms() + 2500);
+    assert_eq!(
+        answer["processesMatched"],
+        serde_json::json!([l.pid]),
+        "{answer}"
+    );
+    // Gone (and reaped) before its start time: nothing to record then.
+    assert!(l.target.wait().unwrap().success());
+    l.lines
+        .wait_for("scheduled dyno trace \"gone\" not started");
+    let said = l.lines.1.last().unwrap().clone();
+    assert!(said.contains(&l.pid.to_string()), "{said}");
+    let m = Metrics::scrape(&python, &metrics_addr(&l.lines));
+    let not_started = |origin| m.labelled("rocsync_traces_not_started_total", "origin", origin);
+    assert_eq!(not_started("dyno_scheduled"), Some(1.0));
+    assert_eq!(not_started("sampled"), Some(0.0));
+    assert_eq!(m.types["rocsync_traces_not_started"], "counter");
+    assert_eq!(m.sum("rocsync_traces_written_total", ""), 0);
+    let stem = format!("gone_{}.json", l.pid);
+    assert!(!asked.with_file_name(stem).exists());
+    stop(l.daemon);
 }

@@ -1,5 +1,6 @@
 //! The daemon's sampled windows, retention and flight recorder: traces the daemon writes
-//! without being asked at that moment, checked against the process's own log. Needs root.
+//! without being asked at that moment, checked against the process's own log; a window
+//! skipped because another session records is counted in `/metrics`. Needs root.
 
 mod common;
 
@@ -51,6 +52,62 @@ fn sampled_windows_are_written_and_retention_removes_the_oldest() {
     assert!(rows > 50, "{rows} rows in a 300 ms window");
     assert!(target.wait().unwrap().success());
     stop(daemon);
+}
+
+#[test]
+fn sampled_windows_skipped_for_another_session_are_counted() {
+    let name = "sampled_windows_skipped_for_another_session_are_counted";
+    let Some((dir, exe, python)) = metrics_test(name) else {
+        return;
+    };
+    let (daemon, mut lines) = start_daemon(
+        &dir,
+        &exe,
+        &["--sample-window", "300ms", "--sample-every", "1s"],
+    );
+    let mut target = tracked_loop(&dir, &exe, &mut lines, 6000);
+    let pid = target.id().to_string();
+    // A 2.5 s trace on request holds every agent across at least two sample times. It is
+    // itself refused while a sampled window records: asked again until it starts.
+    let asked = Instant::now();
+    loop {
+        let out = rocsync()
+            .args(["trace", "--duration-ms", "2500", "--pid", &pid, "--socket"])
+            .arg(dir.path("rocsync.sock"))
+            .output()
+            .unwrap();
+        if out.status.success() {
+            break;
+        }
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("sample"), "refused for another reason: {err}");
+        assert!(asked.elapsed() < Duration::from_secs(20), "{err}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let m = Metrics::scrape(&python, &metrics_addr(&lines));
+    let skipped = m
+        .labelled("rocsync_traces_not_started_total", "origin", "sampled")
+        .unwrap() as usize;
+    assert!(skipped >= 1, "{skipped} windows skipped in 2.5 s");
+    assert_eq!(
+        m.labelled(
+            "rocsync_traces_not_started_total",
+            "origin",
+            "dyno_scheduled"
+        ),
+        Some(0.0)
+    );
+    // The daemon first: a window due after the process ended would not start either.
+    stop(daemon);
+    target.kill().unwrap();
+    let _ = target.wait();
+    // Each skip the daemon said is counted, and no other.
+    let said = lines
+        .all()
+        .iter()
+        .filter(|l| l.contains("sampled window skipped"))
+        .count();
+    assert_eq!(skipped, said);
 }
 
 #[test]

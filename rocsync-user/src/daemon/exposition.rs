@@ -17,6 +17,18 @@ pub struct Snapshot<'a> {
     pub flight_evicted: Option<u64>,
     /// Trace files written (on request, sampled, flight recorder, dynolog).
     pub traces_written: u64,
+    pub not_started: NotStarted,
+}
+
+/// Traces the daemon was due to start on its own and could not: nobody else would know.
+/// (A request refused at once is answered with the reason instead.)
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NotStarted {
+    /// Sampled windows skipped: another session records the agents.
+    pub sampled: u64,
+    /// dyno requests with a start time that could not start then (their processes gone,
+    /// their agents recorded by another session, the daemon stopping).
+    pub scheduled: u64,
 }
 
 fn header(out: &mut String, name: &str, kind: &str, help: &str) {
@@ -148,6 +160,21 @@ pub fn render(s: &Snapshot<'_>) -> String {
     let _ = writeln!(out, "rocsync_traces_written_total {}", s.traces_written);
     header(
         &mut out,
+        "rocsync_traces_not_started_total",
+        "counter",
+        "Traces due to start that could not: sampled windows skipped, dyno requests with a start time that could not start then.",
+    );
+    for (origin, n) in [
+        ("sampled", s.not_started.sampled),
+        ("dyno_scheduled", s.not_started.scheduled),
+    ] {
+        let _ = writeln!(
+            out,
+            "rocsync_traces_not_started_total{{origin=\"{origin}\"}} {n}"
+        );
+    }
+    header(
+        &mut out,
         "rocsync_daemon_cpu_seconds_total",
         "counter",
         "CPU time the daemon itself used (user and system).",
@@ -202,6 +229,10 @@ mod tests {
             cpu_seconds: 0.5,
             flight_evicted: None,
             traces_written: 2,
+            not_started: NotStarted {
+                sampled: 3,
+                scheduled: 4,
+            },
         });
         let l = "api=\"hipStreamSynchronize\",device=\"1\"";
         assert!(text.contains(&format!(
@@ -215,5 +246,7 @@ mod tests {
         )));
         assert!(text.contains(&format!("rocsync_sync_wait_seconds_count{{{l}}} 3")));
         assert!(text.contains("rocsync_traces_written_total 2"));
+        assert!(text.contains("rocsync_traces_not_started_total{origin=\"sampled\"} 3"));
+        assert!(text.contains("rocsync_traces_not_started_total{origin=\"dyno_scheduled\"} 4"));
     }
 }

@@ -126,8 +126,7 @@ pub async fn daemon(args: DaemonArgs, mut signals: Signals) -> Result<i32> {
             }
             conn = listener.accept() => {
                 if let Ok((conn, _)) = conn {
-                    let evicted = d.flight.as_ref().map(|f| f.evicted);
-                    http::serve(conn, |path| route(path, &d.tracker, evicted, d.traces_written)).await;
+                    http::serve(conn, |path| route(path, &d)).await;
                 }
             }
             conn = requests.accept(), if !d.stopping => {
@@ -239,12 +238,8 @@ fn drain(ring: &mut aya::maps::RingBuf<aya::maps::MapData>, d: &mut Daemon) {
     }
 }
 
-fn route(
-    path: &str,
-    tracker: &Tracker,
-    flight_evicted: Option<u64>,
-    traces_written: u64,
-) -> http::Response {
+fn route(path: &str, d: &Daemon) -> http::Response {
+    let tracker = &d.tracker;
     match path {
         "/metrics" => match (tracker.probes.metrics(), tracker.probes.drops()) {
             (Ok(series), Ok(drops)) => (
@@ -255,8 +250,9 @@ fn route(
                     drops: &drops,
                     tracked: tracker.tracked.len(),
                     cpu_seconds: exposition::own_cpu_seconds(),
-                    flight_evicted,
-                    traces_written,
+                    flight_evicted: d.flight.as_ref().map(|f| f.evicted),
+                    traces_written: d.traces_written,
+                    not_started: d.not_started,
                 }),
             ),
             (Err(e), _) | (_, Err(e)) => (

@@ -16,6 +16,7 @@ use super::{
     config::Config,
     discovery::{self, Tracker},
     dynolog,
+    exposition::NotStarted,
     flight::FlightRecorder,
     sessions::Sessions,
     socket::{self, Asked},
@@ -29,6 +30,7 @@ pub struct Daemon {
     pub sessions: Sessions,
     pub flight: Option<FlightRecorder>,
     pub traces_written: u64,
+    pub not_started: NotStarted,
     /// SIGTERM came: traces in progress finish, then the daemon exits.
     pub stopping: bool,
     /// dyno's requests with a synchronized start, by start time.
@@ -51,6 +53,7 @@ impl Daemon {
             sessions: Sessions::default(),
             flight,
             traces_written: 0,
+            not_started: NotStarted::default(),
             stopping: false,
             scheduled: Vec::new(),
             next_id: 1,
@@ -188,6 +191,7 @@ impl Daemon {
         for (_, req) in self.scheduled.drain(..due).collect::<Vec<_>>() {
             let name = req.name.clone();
             if let Err(e) = self.start(req) {
+                self.not_started.scheduled += 1;
                 crate::say!("rocsync daemon: scheduled dyno trace {name:?} not started: {e:#}");
             }
         }
@@ -196,6 +200,7 @@ impl Daemon {
     /// Stopping: scheduled traces will not start.
     pub fn drop_scheduled(&mut self) {
         for (_, req) in self.scheduled.drain(..) {
+            self.not_started.scheduled += 1;
             crate::say!(
                 "rocsync daemon: scheduled dyno trace {:?} not started: the daemon is stopping",
                 req.name
@@ -205,7 +210,8 @@ impl Daemon {
 
     /// A sampled window of every tracked process, unless another session holds agents.
     pub fn sample(&mut self, window: std::time::Duration) {
-        if self.tracker.tracked.is_empty() {
+        // No window is due while nothing runs (the ended are forgotten a little later).
+        if !self.tracker.tracked.iter().any(|&p| traces::alive(p)) {
             return;
         }
         let req = Request {
@@ -218,6 +224,7 @@ impl Daemon {
             output: None,
         };
         if let Err(e) = self.start(req) {
+            self.not_started.sampled += 1;
             crate::say!("rocsync daemon: sampled window skipped: {e:#}");
         }
     }

@@ -48,8 +48,14 @@ pub struct Request {
     pub output: Option<PathBuf>,
 }
 
-/// The tracked processes a request names: its pids (each must be tracked), else every
-/// tracked one (in its cgroup, when it names one); never none.
+/// Tracked processes are forgotten some seconds after they end (the prune); a trace
+/// asks now.
+pub fn alive(pid: u32) -> bool {
+    std::path::Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// The live tracked processes a request names: its pids (each must be tracked and
+/// alive), else every live tracked one (in its cgroup, when it names one); never none.
 pub fn matched(tracker: &Tracker, req: &Request) -> Result<Vec<u32>> {
     let pids: Vec<u32> = if req.pids.is_empty() {
         let cgroup =
@@ -59,17 +65,22 @@ pub fn matched(tracker: &Tracker, req: &Request) -> Result<Vec<u32>> {
             .iter()
             .copied()
             .filter(|&p| {
-                req.cgroup
-                    .as_ref()
-                    .is_none_or(|c| cgroup(p).contains(c.as_str()))
+                alive(p)
+                    && req
+                        .cgroup
+                        .as_ref()
+                        .is_none_or(|c| cgroup(p).contains(c.as_str()))
             })
             .collect()
     } else {
-        for p in &req.pids {
-            if !tracker.tracked.contains(p) {
+        for &p in &req.pids {
+            if !tracker.tracked.contains(&p) {
                 bail!(
                     "pid {p} is not tracked: it maps no GPU runtime, or the daemon's filters exclude it"
                 );
+            }
+            if !alive(p) {
+                bail!("pid {p} has exited");
             }
         }
         req.pids.clone()

@@ -19,6 +19,8 @@ pub struct Metrics {
     /// (metric, api, device) → value.
     pub by_device: BTreeMap<(String, String, String), f64>,
     pub types: serde_json::Value,
+    /// Every sample: (metric, labels, value).
+    pub samples: Vec<(String, serde_json::Value, f64)>,
 }
 
 impl Metrics {
@@ -41,9 +43,10 @@ impl Metrics {
             "prometheus_client rejected:\n{body}"
         );
         let v: serde_json::Value = serde_json::from_slice(&parsed.stdout).unwrap();
-        let (mut sums, mut by_device) = (BTreeMap::new(), BTreeMap::new());
+        let (mut sums, mut by_device, mut samples) = (BTreeMap::new(), BTreeMap::new(), Vec::new());
         for s in v["samples"].as_array().unwrap() {
             let metric = s[0].as_str().unwrap().to_string();
+            samples.push((metric.clone(), s[1].clone(), s[2].as_f64().unwrap()));
             let api = s[1]["api"].as_str().unwrap_or("").to_string();
             let device = s[1]["device"].as_str().unwrap_or("").to_string();
             let value = s[2].as_f64().unwrap();
@@ -54,7 +57,16 @@ impl Metrics {
             sums,
             by_device,
             types: v["types"].clone(),
+            samples,
         }
+    }
+
+    /// The sample of `metric` whose `label` is `value`, if the exposition has it.
+    pub fn labelled(&self, metric: &str, label: &str, value: &str) -> Option<f64> {
+        self.samples
+            .iter()
+            .find(|(m, l, _)| m == metric && l[label] == value)
+            .map(|s| s.2)
     }
 
     /// One metric of one API on one device.
