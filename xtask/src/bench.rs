@@ -39,6 +39,40 @@ pub(crate) fn bench_bin(args: &[&str]) -> Result<Value> {
     Ok(serde_json::from_str(line)?)
 }
 
+/// One function under one kind of probe (`rocsync-bench probes`), the driver calling it
+/// `calls` times: the bench's result line.
+pub(crate) struct Probes<'a> {
+    pub lib: &'a str,
+    pub symbol: &'a str,
+    pub calls: &'a str,
+    pub driver: &'a str,
+    pub rocsync: &'a str,
+}
+
+impl Probes<'_> {
+    pub fn run(&self, mode: &str, extra: &[&str]) -> Result<Value> {
+        let mut args = vec![
+            "probes",
+            "--mode",
+            mode,
+            "--lib",
+            self.lib,
+            "--symbol",
+            self.symbol,
+            "--calls",
+            self.calls,
+            "--driver",
+            self.driver,
+            "--rocsync",
+            self.rocsync,
+        ];
+        for e in extra {
+            args.extend(["--extra", e]);
+        }
+        bench_bin(&args)
+    }
+}
+
 fn stats(xs: &[f64]) -> (f64, f64, f64) {
     let mut v = xs.to_vec();
     v.sort_by(|a, b| a.total_cmp(b));
@@ -152,25 +186,14 @@ pub fn bench() -> Result<()> {
         for (ci, c) in cases.iter().enumerate() {
             for (mi, (_, mode, extra)) in c.modes.iter().enumerate() {
                 let calls = c.calls.to_string();
-                let mut args = vec![
-                    "probes",
-                    "--mode",
-                    mode,
-                    "--lib",
-                    &c.lib,
-                    "--symbol",
-                    c.symbol,
-                    "--calls",
-                    &calls,
-                    "--driver",
-                    &driver,
-                    "--rocsync",
-                    &rocsync,
-                ];
-                for e in extra {
-                    args.extend(["--extra", e]);
+                let v = Probes {
+                    lib: &c.lib,
+                    symbol: c.symbol,
+                    calls: &calls,
+                    driver: &driver,
+                    rocsync: &rocsync,
                 }
-                let v = bench_bin(&args)?;
+                .run(mode, extra)?;
                 if v.get("dropped").and_then(Value::as_u64).unwrap_or(0) > 0 {
                     eprintln!("xtask: warning: drops in {} {mode}", c.name);
                 }

@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 use anyhow::{Context as _, Result};
 use serde_json::{Value, json};
 
-use crate::{bench::bench_bin, root};
+use crate::{bench::Probes, root};
 
 /// (label, bench mode, extra rocsync arguments, what it adds)
 const MODES: [(&str, &str, &[&str], &str); 10] = [
@@ -74,27 +74,16 @@ pub fn breakdown(rounds: usize) -> Result<(String, Value)> {
     let driver = rocsync_tests::bench_calls().display().to_string();
     let lib = rocsync_tests::sim_hip().display().to_string();
     let rocsync = root().join("target/release/rocsync").display().to_string();
+    let probes = Probes {
+        lib: &lib,
+        symbol: "hipStreamSynchronize",
+        calls: CALLS,
+        driver: &driver,
+        rocsync: &rocsync,
+    };
     let measure = |i: usize| -> Result<f64> {
         let (_, mode, extra, _) = MODES[i];
-        let mut args = vec![
-            "probes",
-            "--mode",
-            mode,
-            "--lib",
-            &lib,
-            "--symbol",
-            "hipStreamSynchronize",
-            "--calls",
-            CALLS,
-            "--driver",
-            &driver,
-            "--rocsync",
-            &rocsync,
-        ];
-        for e in extra {
-            args.extend(["--extra", e]);
-        }
-        bench_bin(&args)?["ns_per_call"]
+        probes.run(mode, extra)?["ns_per_call"]
             .as_f64()
             .context("ns_per_call")
     };
