@@ -227,7 +227,8 @@ fn the_raw_capture_replays_into_the_same_trace() {
         from_start: true,
     };
     let raw_writer = RawWriter::new(std::fs::File::create(raw.path()).unwrap(), &header).unwrap();
-    let mut p = Pipeline::new(Tee(writer().0, Some(raw_writer)), true);
+    let (live_writer, _, _) = writer().into_parts();
+    let mut p = Pipeline::new(Tee::new(live_writer, Some(raw_writer)), true);
     both(&mut p, 1, 9, Api::HipEventRecord, [E, S_A, 0]);
     // A blocked synchronize, released in flight, returning after later calls.
     p.entry(&entry(2, 8, Api::HipDeviceSynchronize, [0; 3]));
@@ -239,7 +240,8 @@ fn the_raw_capture_replays_into_the_same_trace() {
     p.tick();
     p.tick();
     p.entry(&entry(6, 9, Api::HipStreamSynchronize, [S_A, 0, 0]));
-    let (Tee(live, raw_out), live_stats) = p.finish().unwrap();
+    let (sink, live_stats) = p.finish().unwrap();
+    let (live, raw_out, _) = sink.into_parts();
     raw_out.unwrap().finish(&Default::default()).unwrap();
     let live = finish_writer(live, &live_stats);
 
@@ -249,7 +251,8 @@ fn the_raw_capture_replays_into_the_same_trace() {
     while let Some(item) = reader.next_item().unwrap() {
         q.replay(item);
     }
-    let (Tee(replayed, _), stats) = q.finish().unwrap();
+    let (sink, stats) = q.finish().unwrap();
+    let (replayed, _, _) = sink.into_parts();
     assert_eq!(stats.lost_ids, 1);
     assert_eq!(stats.per_api, live_stats.per_api);
     assert_eq!(finish_writer(replayed, &stats), live);

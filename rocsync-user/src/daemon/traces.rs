@@ -198,7 +198,7 @@ fn open(
         from_start: false,
     };
     let mut sink = outputs.open(header)?;
-    sink.0.always_per_process = output.is_some();
+    sink.trace_mut().always_per_process = output.is_some();
     let pipeline = Pipeline::new(sink, false);
     Ok((pipeline, outputs))
 }

@@ -30,44 +30,150 @@ pub trait Sink {
     fn packet(&mut self, p: &Packet) -> io::Result<()>;
 }
 
-/// Both outputs of a capture: the trace and, if asked for, the raw capture.
-pub struct Tee<A, B>(pub A, pub Option<B>);
+/// Both outputs of a capture: the trace and, if asked for, the raw capture. When the
+/// trace cannot be written (a full disk) while a raw capture is, the capture goes on into
+/// the raw capture alone, which `rocsync convert` turns into the trace later; the trace's
+/// error is said at the end.
+pub struct Tee<A, B> {
+    trace: A,
+    raw: Option<B>,
+    trace_error: Option<io::Error>,
+}
+
+impl<A, B> Tee<A, B> {
+    pub fn new(trace: A, raw: Option<B>) -> Self {
+        Self {
+            trace,
+            raw,
+            trace_error: None,
+        }
+    }
+
+    pub fn trace_mut(&mut self) -> &mut A {
+        &mut self.trace
+    }
+
+    /// The trace's sink, the raw capture's, and the error that stopped the trace, if any.
+    pub fn into_parts(self) -> (A, Option<B>, Option<io::Error>) {
+        (self.trace, self.raw, self.trace_error)
+    }
+
+    /// The raw capture first: it is the one kept when the trace fails.
+    fn both(
+        &mut self,
+        raw: impl FnOnce(&mut B) -> io::Result<()>,
+        trace: impl FnOnce(&mut A) -> io::Result<()>,
+    ) -> io::Result<()> {
+        if let Some(b) = &mut self.raw {
+            raw(b)?;
+        }
+        if self.trace_error.is_some() {
+            return Ok(());
+        }
+        match trace(&mut self.trace) {
+            Err(e) if self.raw.is_some() => {
+                self.trace_error = Some(e);
+                Ok(())
+            }
+            r => r,
+        }
+    }
+}
 
 impl<A: Sink, B: Sink> Sink for Tee<A, B> {
     fn row(&mut self, row: &Row) -> io::Result<()> {
-        if let Some(b) = &mut self.1 {
-            b.row(row)?;
-        }
-        self.0.row(row)
+        self.both(|b| b.row(row), |a| a.row(row))
     }
     fn deferred(&mut self, row: &Row) -> io::Result<()> {
-        if let Some(b) = &mut self.1 {
-            b.deferred(row)?;
-        }
-        self.0.deferred(row)
+        self.both(|b| b.deferred(row), |a| a.deferred(row))
     }
     fn completed(&mut self, row: &Row) -> io::Result<()> {
-        if let Some(b) = &mut self.1 {
-            b.completed(row)?;
-        }
-        self.0.completed(row)
+        self.both(|b| b.completed(row), |a| a.completed(row))
     }
     fn lost(&mut self, first: u64, count: u64) -> io::Result<()> {
-        if let Some(b) = &mut self.1 {
-            b.lost(first, count)?;
-        }
-        self.0.lost(first, count)
+        self.both(|b| b.lost(first, count), |a| a.lost(first, count))
     }
     fn queue(&mut self, q: &Queue) -> io::Result<()> {
-        if let Some(b) = &mut self.1 {
-            b.queue(q)?;
-        }
-        self.0.queue(q)
+        self.both(|b| b.queue(q), |a| a.queue(q))
     }
     fn packet(&mut self, p: &Packet) -> io::Result<()> {
-        if let Some(b) = &mut self.1 {
-            b.packet(p)?;
+        self.both(|b| b.packet(p), |a| a.packet(p))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Counts what reaches it; fails from the `fails_from`th item on.
+    #[derive(Default)]
+    struct Counting {
+        seen: usize,
+        fails_from: Option<usize>,
+    }
+
+    impl Counting {
+        fn take(&mut self) -> io::Result<()> {
+            self.seen += 1;
+            match self.fails_from {
+                Some(k) if self.seen >= k => Err(io::Error::other("no space left")),
+                _ => Ok(()),
+            }
         }
-        self.0.packet(p)
+    }
+
+    impl Sink for Counting {
+        fn row(&mut self, _: &Row) -> io::Result<()> {
+            self.take()
+        }
+        fn deferred(&mut self, _: &Row) -> io::Result<()> {
+            self.take()
+        }
+        fn completed(&mut self, _: &Row) -> io::Result<()> {
+            self.take()
+        }
+        fn lost(&mut self, _: u64, _: u64) -> io::Result<()> {
+            self.take()
+        }
+        fn queue(&mut self, _: &Queue) -> io::Result<()> {
+            self.take()
+        }
+        fn packet(&mut self, _: &Packet) -> io::Result<()> {
+            self.take()
+        }
+    }
+
+    fn failing_trace() -> Counting {
+        Counting {
+            fails_from: Some(2),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_failed_trace_leaves_the_raw_capture_going() {
+        let mut tee = Tee::new(failing_trace(), Some(Counting::default()));
+        for i in 0..4 {
+            tee.lost(i, 1).unwrap();
+        }
+        let (trace, raw, error) = tee.into_parts();
+        assert_eq!(raw.unwrap().seen, 4, "the raw capture took everything");
+        assert_eq!(trace.seen, 2, "the trace is left alone once it failed");
+        assert_eq!(error.unwrap().to_string(), "no space left");
+    }
+
+    #[test]
+    fn without_a_raw_capture_the_trace_error_stops_the_capture() {
+        let mut tee: Tee<Counting, Counting> = Tee::new(failing_trace(), None);
+        tee.lost(0, 1).unwrap();
+        assert!(tee.lost(1, 1).is_err());
+        assert!(tee.into_parts().2.is_none());
+    }
+
+    #[test]
+    fn a_failed_raw_capture_stops_the_capture() {
+        let mut tee = Tee::new(Counting::default(), Some(failing_trace()));
+        tee.lost(0, 1).unwrap();
+        assert!(tee.lost(1, 1).is_err());
     }
 }

@@ -77,7 +77,7 @@ impl Outputs {
             None => None,
         };
         self.header = header;
-        Ok(Tee(traces, raw))
+        Ok(Tee::new(traces, raw))
     }
 
     /// Closes the outputs, moves them into place and prints the summary. Returns the
@@ -88,7 +88,7 @@ impl Outputs {
         stats: &CaptureStats,
         report: Report,
     ) -> Result<Vec<Written>> {
-        let Tee(traces, raw) = sink;
+        let (traces, raw, trace_error) = sink.into_parts();
         let mut lines = Vec::new();
         let processes: serde_json::Map<String, Value> = report
             .processes
@@ -107,6 +107,14 @@ impl Outputs {
                 .and_then(FileStream::close)
                 .context("writing the raw capture")?;
             lines.push(format!("raw capture: {}", f.persist()?.display()));
+        }
+        // The trace failed while the raw capture went on: it holds the whole capture.
+        if let Some(e) = trace_error {
+            drop(traces);
+            lines.insert(0, format!("the trace was not written: {e}"));
+            lines.push("(`rocsync convert` makes the trace from the raw capture)".into());
+            crate::say!("{}", summary::render(stats, &lines).trim_end());
+            return Err(anyhow::Error::from(e).context("writing the trace"));
         }
         let mut rocsync = json!({
             "version": env!("CARGO_PKG_VERSION"),
@@ -147,7 +155,7 @@ impl Outputs {
         stats: &CaptureStats,
         error: std::io::Error,
     ) -> Result<()> {
-        let Tee(traces, raw) = sink;
+        let (traces, raw, _) = sink.into_parts();
         drop(traces);
         let mut lines = vec![format!("the trace was not written: {error}")];
         if let (Some(f), Some(w)) = (self.raw, raw) {

@@ -79,7 +79,7 @@ pub fn trace(calls: &[Call]) -> Value {
 pub type TestSink = Tee<KinetoWriter<Vec<u8>>, RawWriter<io::Sink>>;
 
 pub fn writer() -> TestSink {
-    Tee(
+    Tee::new(
         KinetoWriter::new(Vec::new(), 1_700_000_000_000_000_000, 0).unwrap(),
         None,
     )
@@ -87,7 +87,8 @@ pub fn writer() -> TestSink {
 
 /// Closes a test pipeline's trace and parses it.
 pub fn finish(p: Pipeline<TestSink>) -> Value {
-    let (Tee(w, _), stats) = p.finish().unwrap();
+    let (sink, stats) = p.finish().unwrap();
+    let (w, _, _) = sink.into_parts();
     let names = BTreeMap::new();
     let info = TraceInfo {
         process_names: &names,

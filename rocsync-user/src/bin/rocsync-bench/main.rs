@@ -213,7 +213,7 @@ fn synthesize(records: u64, churn: bool) -> impl Iterator<Item = (Api, u32, [u64
 /// Records are made on the fly, so peak memory is the pipeline's own.
 fn pipeline(records: u64, churn: bool) -> Result<()> {
     let writer = KinetoWriter::new(CountingSink(0), 1_790_000_000_000_000_000, 0)?;
-    let sink: Tee<_, RawWriter<std::io::Sink>> = Tee(writer, None);
+    let sink: Tee<_, RawWriter<std::io::Sink>> = Tee::new(writer, None);
     let mut pipeline = Pipeline::new(sink, true);
     let start = Instant::now();
     for (i, (api, tid, args)) in synthesize(records, churn).enumerate() {
@@ -221,7 +221,8 @@ fn pipeline(records: u64, churn: bool) -> Result<()> {
         pipeline.record(&entry);
         pipeline.record(&exit);
     }
-    let (Tee(writer, _), stats) = pipeline.finish()?;
+    let (sink, stats) = pipeline.finish()?;
+    let (writer, _, _) = sink.into_parts();
     if stats.undecodable > 0 {
         bail!("undecodable records");
     }

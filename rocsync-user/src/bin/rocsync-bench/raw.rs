@@ -22,13 +22,14 @@ pub fn raw(calls: u64, out: &Path) -> Result<()> {
     };
     let file = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(out)?);
     let writer = KinetoWriter::new(std::io::sink(), header.clock_offset_ns, 0)?;
-    let mut pipeline = Pipeline::new(Tee(writer, Some(RawWriter::new(file, &header)?)), true);
+    let mut pipeline = Pipeline::new(Tee::new(writer, Some(RawWriter::new(file, &header)?)), true);
     for (i, (api, tid, args)) in synthesize(calls, true).enumerate() {
         let (entry, exit) = record_bytes(i as u64 + 1, api, tid, args);
         pipeline.record(&entry);
         pipeline.record(&exit);
     }
-    let (Tee(_, raw), _) = pipeline.finish()?;
+    let (sink, _) = pipeline.finish()?;
+    let (_, raw, _) = sink.into_parts();
     let mut file = raw.context("raw writer")?.finish(&Default::default())?;
     std::io::Write::flush(&mut file)?;
     println!(
