@@ -5,6 +5,7 @@ use core::{fmt, mem::size_of, ptr};
 use crate::{
     Api, EntryRecord, ExitRecord, LinkMapRecord, PacketRecord, ProcessRecord, QueueRecord,
     RECORD_ENTRY, RECORD_EXIT, RECORD_LINK_MAP, RECORD_PACKET, RECORD_PROCESS, RECORD_QUEUE,
+    RECORD_WAKE, WakeRecord,
 };
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -15,6 +16,8 @@ pub enum Decoded {
     Queue(QueueRecord),
     Packet(PacketRecord),
     Process(ProcessRecord),
+    /// The call ring is filling: read it now.
+    Wake,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -72,6 +75,7 @@ pub fn decode(bytes: &[u8]) -> Result<Decoded, DecodeError> {
         RECORD_QUEUE => Ok(Decoded::Queue(read(bytes, kind)?)),
         RECORD_PACKET => Ok(Decoded::Packet(read(bytes, kind)?)),
         RECORD_PROCESS => Ok(Decoded::Process(read(bytes, kind)?)),
+        RECORD_WAKE => read::<WakeRecord>(bytes, kind).map(|_| Decoded::Wake),
         other => Err(DecodeError::UnknownKind(other)),
     }
 }

@@ -5,10 +5,12 @@
 #![no_std]
 
 mod api;
+mod call_ring;
 mod metrics;
 mod record;
 
 pub use api::{Api, Backend, Cookie, Op, OutParam};
+pub use call_ring::{CallCursor, CallSlot, MMAPABLE, call_slots};
 pub use metrics::{
     METRIC_APIS, METRIC_DEVICES, METRIC_SLOTS, MetricKey, MetricValue, OTHER_DEVICE, PendingCall,
     WAIT_BUCKETS,
@@ -18,8 +20,8 @@ pub use record::{
     HandleKey, HsaQueue, LinkMapRecord, MAX_PACKETS_PER_DOORBELL, NO_DEVICE, NO_R_DEBUG, OutSlot,
     PROCESS_EXEC, PROCESS_EXIT, PROCESS_FORK, PacketRecord, ProcessRecord, QUEUE_CREATED,
     QUEUE_DESTROYED, QUEUE_DISCOVERED, QueueCreate, QueueInfo, QueueRecord, RECORD_ENTRY,
-    RECORD_EXIT, RECORD_LINK_MAP, RECORD_PACKET, RECORD_PROCESS, RECORD_QUEUE, Switch,
-    TRACE_RECORDING, TRACE_STOPPING, TaskLayout, UNKNOWN_AGENT, drop_index,
+    RECORD_EXIT, RECORD_LINK_MAP, RECORD_PACKET, RECORD_PROCESS, RECORD_QUEUE, RECORD_WAKE, Switch,
+    TRACE_RECORDING, TRACE_STOPPING, TaskLayout, UNKNOWN_AGENT, WakeRecord, drop_index,
 };
 
 #[cfg(feature = "user")]

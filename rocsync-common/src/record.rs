@@ -7,6 +7,7 @@ pub const RECORD_QUEUE: u32 = 3;
 pub const RECORD_PACKET: u32 = 4;
 pub const RECORD_EXIT: u32 = 5;
 pub const RECORD_PROCESS: u32 = 6;
+pub const RECORD_WAKE: u32 = 7;
 
 /// Indices of the per-CPU drop counters (`DROPS`): a failed ring reservation is counted
 /// under the kind of record that was lost, so every loss is named.
@@ -118,6 +119,15 @@ pub struct ProcessRecord {
     /// The child process (fork only).
     pub child: u32,
     pub ns: u64,
+}
+
+/// Nothing but a wakeup: the call ring (which cannot wake its reader) is filling. Goes
+/// through the ring, whose reader is woken by it.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WakeRecord {
+    pub kind: u32,
+    pub pad: u32,
 }
 
 /// Where `struct task_struct` keeps `pid` and `tgid` on the running kernel (from its BTF),

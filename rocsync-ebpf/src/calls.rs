@@ -1,6 +1,6 @@
 //! GPU runtime calls: one generic entry/exit pair serves every hooked function (the uprobe
-//! cookie carries the API id). Entry and exit each write one ring record; userspace pairs
-//! them per thread, so the common path updates no map.
+//! cookie carries the API id). Entry and exit each write one record to the call ring;
+//! userspace pairs them per thread, so the common path updates no map.
 
 use aya_ebpf::{
     EbpfContext,
@@ -18,7 +18,7 @@ use rocsync_common::{
     OutSlot, RECORD_ENTRY, RECORD_EXIT, drop_index,
 };
 
-use crate::{EVENTS, SWITCH, TARGETS, count_drops, metrics, switched_on, wakeup};
+use crate::{SWITCH, TARGETS, call_ring, count_drops, metrics, switched_on};
 
 /// The one correlation counter, so ids order calls across threads.
 #[map]
@@ -130,11 +130,7 @@ pub fn call_enter(ctx: ProbeContext) -> u32 {
         return 0;
     };
     let correlation = next_correlation(counter);
-    let Some(mut rec) = EVENTS.reserve::<EntryRecord>(0) else {
-        count_drops(drop_index::ENTRY, 1);
-        return 0;
-    };
-    rec.write(EntryRecord {
+    let written = call_ring::write(EntryRecord {
         kind: RECORD_ENTRY,
         pid: (pid_tgid >> 32) as u32,
         tid: pid_tgid as u32,
@@ -146,7 +142,9 @@ pub fn call_enter(ctx: ProbeContext) -> u32 {
         flags,
         device,
     });
-    rec.submit(wakeup());
+    if !written {
+        count_drops(drop_index::ENTRY, 1);
+    }
     0
 }
 
@@ -231,11 +229,7 @@ pub fn call_exit(ctx: RetProbeContext) -> u32 {
             _ => count_drops(drop_index::OUT_PARAM, 1),
         }
     }
-    let Some(mut rec) = EVENTS.reserve::<ExitRecord>(0) else {
-        count_drops(drop_index::EXIT, 1);
-        return 0;
-    };
-    rec.write(ExitRecord {
+    let written = call_ring::write(ExitRecord {
         kind: RECORD_EXIT,
         pid: (pid_tgid >> 32) as u32,
         tid: pid_tgid as u32,
@@ -247,7 +241,9 @@ pub fn call_exit(ctx: RetProbeContext) -> u32 {
         flags,
         pad: 0,
     });
-    rec.submit(wakeup());
+    if !written {
+        count_drops(drop_index::EXIT, 1);
+    }
     0
 }
 

@@ -1,6 +1,6 @@
 //! rocsync's probes, one module per probe family: GPU runtime calls, the HSA queue write
-//! path, and the dynamic loader's link-map hook. Shared here: the ring, the target table,
-//! the correlation counter and the per-kind drop counters.
+//! path, and the dynamic loader's link-map hook. Shared here: the ring (every record but
+//! calls', which go to the call ring), the target table and the per-kind drop counters.
 #![no_std]
 #![no_main]
 // The correlation counter needs BPF's atomic fetch-and-add (ISA v3, kernel 5.12). The
@@ -9,6 +9,7 @@
 
 #[cfg(feature = "bench")]
 mod bench;
+mod call_ring;
 mod calls;
 mod doorbell;
 mod hsa;
@@ -22,13 +23,10 @@ use aya_ebpf::{
 };
 use rocsync_common::{Config, Switch, drop_index};
 
-/// `bpf_ringbuf_submit` flags and `bpf_ringbuf_query` selector.
+/// `bpf_ringbuf_submit` flags. Frequent records (doorbells) wake no one: userspace
+/// drains on a short timer.
 const BPF_RB_NO_WAKEUP: u64 = 1;
 const BPF_RB_FORCE_WAKEUP: u64 = 2;
-const BPF_RB_AVAIL_DATA: u64 = 0;
-/// Wake the reader only once this much is waiting: a wakeup per record costs more than
-/// the record itself (userspace also drains on a short timer).
-const WAKEUP_BYTES: u64 = 512 << 10;
 
 #[map]
 static EVENTS: RingBuf = RingBuf::with_byte_size(8 << 20, 0);
@@ -72,16 +70,6 @@ fn switched_on(tgid: u32) -> Option<Switch> {
         return None;
     }
     Some(s)
-}
-
-/// The wakeup flag for a submit: only when much is waiting.
-#[inline(always)]
-fn wakeup() -> u64 {
-    if EVENTS.query(BPF_RB_AVAIL_DATA) >= WAKEUP_BYTES {
-        BPF_RB_FORCE_WAKEUP
-    } else {
-        BPF_RB_NO_WAKEUP
-    }
 }
 
 #[cfg(not(test))]

@@ -273,6 +273,17 @@ impl Session {
     }
 
     fn drain(&mut self, ring: &mut RingBuf<MapData>) {
+        // The ring first, then the calls reserved before it was read: the packets a call
+        // submits (in the ring) reach the pipeline before the call's exit.
+        let calls_until = self.probes.calls_reserved();
+        self.drain_ring(ring);
+        // Call records announce nothing: the pipeline takes them all.
+        self.probes.drain_calls(calls_until, |bytes| {
+            let _ = self.pipeline.record(bytes);
+        });
+    }
+
+    fn drain_ring(&mut self, ring: &mut RingBuf<MapData>) {
         while let Some(item) = ring.next() {
             let mut buf = [0u8; 128];
             let n = item.len().min(buf.len());

@@ -222,11 +222,27 @@ async fn sleep_until(deadline: Option<tokio::time::Instant>) {
 /// Reads what the probes wrote: announcements feed discovery, call records the flight
 /// recorder and the traces in progress.
 fn drain(ring: &mut aya::maps::RingBuf<aya::maps::MapData>, d: &mut Daemon) {
+    // The ring first, then the calls reserved before (see `Probes::drain_calls`).
+    let calls_until = d.tracker.probes.calls_reserved();
+    drain_ring(ring, d);
+    let (flight, sessions) = (&mut d.flight, &mut d.sessions);
+    d.tracker.probes.drain_calls(calls_until, |item| {
+        if let Ok(decoded) = decode(item) {
+            if let Some(f) = flight.as_mut() {
+                f.keep(item);
+            }
+            sessions.route(item, &decoded);
+        }
+    });
+}
+
+fn drain_ring(ring: &mut aya::maps::RingBuf<aya::maps::MapData>, d: &mut Daemon) {
     while let Some(item) = ring.next() {
         match decode(&item) {
             Ok(Decoded::LinkMap(r)) => d.tracker.look(r.pid),
             Ok(Decoded::Process(r)) if r.event == PROCESS_EXIT => {}
             Ok(Decoded::Process(r)) => d.tracker.look(r.pid),
+            Ok(Decoded::Wake) => {}
             Ok(decoded) => {
                 if let Some(f) = &mut d.flight {
                     f.keep(&item);

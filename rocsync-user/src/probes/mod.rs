@@ -4,6 +4,7 @@
 //! [`maps`].
 
 mod btf;
+mod call_ring;
 mod daemon;
 mod diagnostics;
 pub mod elf;
@@ -70,9 +71,13 @@ impl ApiChoice {
 }
 
 /// How probes are loaded and placed.
+/// The ring's size in the probes' object, used when `ring_bytes` is `None`.
+const DEFAULT_RING: u32 = 8 << 20;
+
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ProbeOptions {
-    /// Ring buffer size in bytes (a power of two, a multiple of the page size).
+    /// Ring buffer size in bytes (a power of two, a multiple of the page size); the call
+    /// ring gets as many.
     pub ring_bytes: Option<u32>,
     /// Probe the first instruction even where placement would skip `endbr64`/`nop`.
     pub at_entry: bool,
@@ -82,6 +87,8 @@ pub struct ProbeOptions {
 
 pub struct Probes {
     ebpf: Ebpf,
+    /// Where the call probes write (every other record goes to the ring, `EVENTS`).
+    calls: call_ring::CallRing,
     pub diagnostics: Diagnostics,
     options: ProbeOptions,
     links: Vec<(&'static str, UProbeLinkId)>,
@@ -101,6 +108,10 @@ impl Probes {
         if let Some(bytes) = options.ring_bytes {
             loader.map_max_entries("EVENTS", bytes);
         }
+        // The call ring gets as many bytes as the ring (its slots a power of two).
+        let slots = rocsync_common::call_slots(options.ring_bytes.unwrap_or(DEFAULT_RING));
+        loader.map_max_entries("CALL_RING", slots);
+        loader.override_global("CALL_SLOTS", &slots, true);
         diagnostics::set_level(&mut loader, options.diagnostics);
         let mut ebpf = loader.load(crate::PROBES).map_err(|e| {
             anyhow!("the kernel refused rocsync's eBPF programs: {e}")
@@ -122,9 +133,15 @@ impl Probes {
                 .with_context(|| format!("loading program {name}"))?;
         }
         let diagnostics = Diagnostics::init(&mut ebpf, options.diagnostics);
+        let calls = call_ring::CallRing::new(
+            owned_fd(&ebpf, "CALL_RING")?,
+            owned_fd(&ebpf, "CALL_CURSOR")?,
+            slots,
+        )?;
         let mut probes = Self {
             diagnostics,
             ebpf,
+            calls,
             options,
             links: Vec::new(),
             temporary: Vec::new(),
@@ -143,6 +160,18 @@ impl Probes {
     pub fn take_ring(&mut self) -> Result<RingBuf<MapData>> {
         let map = self.ebpf.take_map("EVENTS").context("EVENTS map missing")?;
         Ok(RingBuf::try_from(map)?)
+    }
+
+    /// Where the call ring's writers are now: see [`Self::drain_calls`].
+    pub fn calls_reserved(&self) -> u64 {
+        self.calls.reserved()
+    }
+
+    /// Hands the call records reserved before `until` (a [`Self::calls_reserved`] taken
+    /// before the ring was read: a call's packets, in the ring, precede its exit record)
+    /// and not yet read, in order, to `f`.
+    pub fn drain_calls(&mut self, until: u64, f: impl FnMut(&[u8])) -> usize {
+        self.calls.drain(until, f)
     }
 
     /// Turns the call probes on or off for the whole capture.
@@ -339,5 +368,14 @@ fn scope(pid: Option<u32>) -> aya::programs::uprobe::UProbeScope {
     match pid.and_then(NonZeroU32::new) {
         Some(pid) => UProbeScope::OneProcess(pid),
         None => UProbeScope::AllProcesses,
+    }
+}
+
+/// An array map's fd, of our own: the call ring maps it for as long as it lives.
+fn owned_fd(ebpf: &Ebpf, name: &str) -> Result<std::os::fd::OwnedFd> {
+    use std::os::fd::AsFd as _;
+    match ebpf.map(name) {
+        Some(aya::maps::Map::Array(data)) => Ok(data.fd().as_fd().try_clone_to_owned()?),
+        _ => Err(anyhow!("{name}: no such array map")),
     }
 }

@@ -1,0 +1,112 @@
+//! Writing to the call ring (`rocsync_common::call_ring` says how it works): no helper
+//! call, one compare-and-swap on the shared head.
+
+use aya_ebpf::{macros::map, maps::Array};
+use rocsync_common::{CallCursor, CallSlot, MMAPABLE, RECORD_WAKE, WakeRecord};
+
+use crate::{BPF_RB_FORCE_WAKEUP, EVENTS};
+
+/// Sized at load from `--ring-size` (with [`CALL_SLOTS`]).
+#[map]
+static CALL_RING: Array<CallSlot> = Array::with_max_entries(1 << 16, MMAPABLE);
+#[map]
+static CALL_CURSOR: Array<CallCursor> = Array::with_max_entries(1, MMAPABLE);
+
+/// `CALL_RING`'s entries, a power of two; set at load.
+#[unsafe(no_mangle)]
+static CALL_SLOTS: u32 = 1 << 16;
+
+/// Tries of the reservation when other CPUs take the position first.
+const TRIES: usize = 8;
+/// Every this many positions, the writer looks how full the ring is.
+const LOOK_EVERY: u64 = 512;
+/// The reader drains on a short timer; past this share of the ring it is woken (through
+/// the ring buffer: nothing else can wake it).
+const WAKE_SHARE: u64 = 16;
+
+/// Atomically replaces `*p` with `new` if it is `old`; returns what `*p` was. BPF's
+/// compare-and-swap (ISA v3), in assembly as the correlation counter's add is.
+#[cfg(target_arch = "bpf")]
+#[inline(always)]
+fn cmpxchg(p: *mut u64, old: u64, new: u64) -> u64 {
+    let mut seen = old;
+    // SAFETY: `p` is a valid, aligned u64 of a map value; one atomic instruction that
+    // compares with r0 and leaves the old value there.
+    unsafe {
+        core::arch::asm!(
+            "r0 = cmpxchg_64({p} + 0, r0, {new})",
+            p = in(reg) p,
+            new = in(reg) new,
+            inout("r0") seen,
+        );
+    }
+    seen
+}
+
+/// The host build (checks, unit tests) never runs a probe.
+#[cfg(not(target_arch = "bpf"))]
+fn cmpxchg(p: *mut u64, old: u64, new: u64) -> u64 {
+    use core::sync::atomic::{AtomicU64, Ordering};
+    // SAFETY: as above.
+    let a = unsafe { AtomicU64::from_ptr(p) };
+    a.compare_exchange(old, new, Ordering::SeqCst, Ordering::SeqCst)
+        .unwrap_or_else(|seen| seen)
+}
+
+/// Writes `rec` (at most 64 bytes) as the ring's next record; `false` when the ring is
+/// full (the caller counts the drop).
+#[inline(always)]
+pub fn write<T: Copy>(rec: T) -> bool {
+    const { assert!(size_of::<T>() <= size_of::<[u64; 8]>()) };
+    let Some(c) = CALL_CURSOR.get_ptr_mut(0) else {
+        return false;
+    };
+    // SAFETY: a read-only global, fixed at load.
+    let slots = u64::from(unsafe { core::ptr::read_volatile(&CALL_SLOTS) });
+    // SAFETY: `c` is the cursor's map value; the reader writes only `tail`.
+    let tail = unsafe { core::ptr::read_volatile(&raw const (*c).tail) };
+    let mut head = unsafe { core::ptr::read_volatile(&raw const (*c).head) };
+    let mut pos = None;
+    for _ in 0..TRIES {
+        if head.wrapping_sub(tail) >= slots {
+            return false;
+        }
+        // SAFETY: as above.
+        let seen = cmpxchg(unsafe { &raw mut (*c).head }, head, head + 1);
+        if seen == head {
+            pos = Some(head);
+            break;
+        }
+        head = seen;
+    }
+    let Some(pos) = pos else {
+        return false;
+    };
+    // Never fails: the index is below the ring's entries, which equal `slots`. (Were it to,
+    // the reader would wait at `pos` as at a preempted writer's.)
+    let Some(slot) = CALL_RING.get_ptr_mut((pos & (slots - 1)) as u32) else {
+        return false;
+    };
+    // SAFETY: the slot is this reservation's until `seq` says complete; volatile stores
+    // keep the record's before `seq` (x86-64 keeps stores in order).
+    unsafe {
+        core::ptr::write_volatile((&raw mut (*slot).record).cast::<T>(), rec);
+        core::ptr::write_volatile(&raw mut (*slot).seq, pos + 1);
+    }
+    if pos % LOOK_EVERY == 0 && pos.wrapping_sub(tail) >= slots / WAKE_SHARE {
+        wake();
+    }
+    true
+}
+
+/// Wakes the reader; if the ring buffer is full, the reader is awake already.
+#[inline(always)]
+fn wake() {
+    if let Some(mut r) = EVENTS.reserve::<WakeRecord>(0) {
+        r.write(WakeRecord {
+            kind: RECORD_WAKE,
+            pad: 0,
+        });
+        r.submit(BPF_RB_FORCE_WAKEUP);
+    }
+}

@@ -1,0 +1,259 @@
+//! Reading the call ring (`rocsync_common::call_ring` says how it works): both arrays
+//! are mapped into this process; a slot is read once its `seq` says it is complete, then
+//! `tail` moves on.
+
+use std::{
+    os::fd::{AsRawFd as _, OwnedFd},
+    ptr::NonNull,
+    sync::atomic::{AtomicU64, Ordering},
+};
+
+use anyhow::{Context as _, Result};
+use rocsync_common::{CallCursor, CallSlot, ExitRecord, RECORD_EXIT};
+
+/// One array map, mapped shared.
+struct Mapping {
+    base: NonNull<u8>,
+    len: usize,
+    /// The map stays open while mapped.
+    _map: OwnedFd,
+}
+
+// SAFETY: the mapping is only accessed through atomics and copies of whole slots.
+unsafe impl Send for Mapping {}
+
+impl Mapping {
+    /// `map`: an mmapable array of at least `bytes`.
+    fn of(map: OwnedFd, bytes: usize) -> Result<Self> {
+        let fd = map.as_raw_fd();
+        let len = bytes.next_multiple_of(4096);
+        // SAFETY: a shared mapping of an mmapable array's fd, no larger than the array;
+        // checked for failure below.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error()).context("mapping the call ring");
+        }
+        Ok(Self {
+            base: NonNull::new(p.cast()).context("the call ring mapped at 0")?,
+            len,
+            _map: map,
+        })
+    }
+
+    /// The u64 at `offset` (aligned, within the mapping).
+    fn word(&self, offset: usize) -> &AtomicU64 {
+        assert!(offset.is_multiple_of(8) && offset + 8 <= self.len);
+        // SAFETY: aligned and within the mapping, which lives as long as `self`.
+        unsafe { AtomicU64::from_ptr(self.base.as_ptr().add(offset).cast()) }
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `of`, no reference to it outlives `self`.
+        unsafe { libc::munmap(self.base.as_ptr().cast(), self.len) };
+    }
+}
+
+pub struct CallRing {
+    slots: Mapping,
+    cursor: Mapping,
+    count: u64,
+}
+
+const SLOT: usize = size_of::<CallSlot>();
+const HEAD: usize = std::mem::offset_of!(CallCursor, head);
+const TAIL: usize = std::mem::offset_of!(CallCursor, tail);
+const RECORD: usize = std::mem::offset_of!(CallSlot, record);
+/// How many slots are read between two moves of `tail`.
+const FREE_EVERY: u64 = 64;
+
+impl CallRing {
+    /// The ring's arrays (`CALL_RING` of `slots` entries, a power of two, and
+    /// `CALL_CURSOR`), as loaded.
+    pub fn new(ring: OwnedFd, cursor: OwnedFd, slots: u32) -> Result<Self> {
+        Ok(Self {
+            slots: Mapping::of(ring, slots as usize * SLOT)?,
+            cursor: Mapping::of(cursor, size_of::<CallCursor>())?,
+            count: u64::from(slots),
+        })
+    }
+
+    /// The positions reserved so far: [`Self::drain`] up to here reads only calls whose
+    /// records were reserved before this moment.
+    pub fn reserved(&self) -> u64 {
+        self.cursor.word(HEAD).load(Ordering::Acquire)
+    }
+
+    /// Hands every complete record before position `until`, in order, to `f` (at most one
+    /// ring's worth, so that fast writers cannot keep the reader here); returns how many.
+    pub fn drain(&mut self, until: u64, mut f: impl FnMut(&[u8])) -> usize {
+        let tail_at = self.cursor.word(TAIL);
+        let start = tail_at.load(Ordering::Relaxed);
+        let mut tail = start;
+        let mut record = [0u8; 64];
+        while tail < until && tail - start < self.count {
+            let at = (tail & (self.count - 1)) as usize * SLOT;
+            // Acquire: the record's bytes were written before its `seq`.
+            if self.slots.word(at).load(Ordering::Acquire) != tail + 1 {
+                break;
+            }
+            for (i, chunk) in record.chunks_exact_mut(8).enumerate() {
+                let w = self.slots.word(at + RECORD + i * 8).load(Ordering::Relaxed);
+                chunk.copy_from_slice(&w.to_ne_bytes());
+            }
+            let kind = u32::from_ne_bytes([record[0], record[1], record[2], record[3]]);
+            let len = if kind == RECORD_EXIT {
+                size_of::<ExitRecord>()
+            } else {
+                record.len()
+            };
+            f(&record[..len]);
+            tail += 1;
+            // Hand the slots back as they are read: `f` takes its time, and the probes
+            // find the ring full until `tail` moves.
+            if tail.is_multiple_of(FREE_EVERY) {
+                tail_at.store(tail, Ordering::Release);
+            }
+        }
+        // Release: the slots are read before the probes may write them again.
+        tail_at.store(tail, Ordering::Release);
+        (tail - start) as usize
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::fd::AsFd as _;
+
+    use aya::maps::{Array, IterableMap as _, MapData};
+    use rocsync_common::{EntryRecord, MMAPABLE, RECORD_ENTRY};
+
+    use super::*;
+
+    /// A ring of `slots` in real mapped arrays (creating maps needs root), and a writer
+    /// that follows the probes' protocol through the same mapping.
+    struct Rig {
+        ring: CallRing,
+        // The arrays outlive the test's fds.
+        _arrays: (Array<MapData, [u64; 9]>, Array<MapData, [u64; 16]>),
+    }
+
+    fn rig(name: &str, slots: u32) -> Option<Rig> {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            rocsync_tests::skip(name, "creating BPF maps needs root");
+            return None;
+        }
+        let slot_array = Array::<MapData, [u64; 9]>::create(slots, MMAPABLE).unwrap();
+        let cursor_array = Array::<MapData, [u64; 16]>::create(1, MMAPABLE).unwrap();
+        let fd = |m: &MapData| m.fd().as_fd().try_clone_to_owned().unwrap();
+        let ring = CallRing::new(fd(slot_array.map()), fd(cursor_array.map()), slots).unwrap();
+        Some(Rig {
+            ring,
+            _arrays: (slot_array, cursor_array),
+        })
+    }
+
+    impl Rig {
+        fn head(&self) -> &AtomicU64 {
+            self.ring
+                .cursor
+                .word(std::mem::offset_of!(CallCursor, head))
+        }
+
+        /// Reserves the next position as a probe does; `None` when the ring is full.
+        fn reserve(&self) -> Option<u64> {
+            let tail = self.ring.cursor.word(TAIL).load(Ordering::Acquire);
+            let head = self.head().load(Ordering::Relaxed);
+            (head - tail < self.ring.count).then(|| self.head().fetch_add(1, Ordering::Relaxed))
+        }
+
+        /// Writes an entry record whose correlation is `pos` into its slot; `commit`
+        /// sets its `seq` (else the writer is "preempted" before it).
+        fn write(&self, pos: u64, commit: bool) {
+            let at = (pos & (self.ring.count - 1)) as usize * SLOT;
+            let rec = EntryRecord {
+                kind: RECORD_ENTRY,
+                api: rocsync_common::Api::HipStreamSynchronize as u32,
+                correlation: pos,
+                ..Default::default()
+            };
+            // SAFETY: reading the bytes of a plain record.
+            let bytes: [u64; 8] = unsafe { std::mem::transmute(rec) };
+            for (i, w) in bytes.iter().enumerate() {
+                self.ring
+                    .slots
+                    .word(at + RECORD + i * 8)
+                    .store(*w, Ordering::Relaxed);
+            }
+            if commit {
+                self.ring.slots.word(at).store(pos + 1, Ordering::Release);
+            }
+        }
+
+        fn read(&mut self) -> Vec<u64> {
+            let mut seen = Vec::new();
+            let until = self.ring.reserved();
+            self.ring.drain(until, |b| match rocsync_common::decode(b) {
+                Ok(rocsync_common::Decoded::Entry(e)) => seen.push(e.correlation),
+                other => panic!("{other:?}"),
+            });
+            seen
+        }
+    }
+
+    #[test]
+    fn records_are_read_in_order_across_laps_and_a_full_ring_refuses() {
+        let Some(mut r) = rig(
+            "records_are_read_in_order_across_laps_and_a_full_ring_refuses",
+            16,
+        ) else {
+            return;
+        };
+        // Three laps of 10: each read in order, the slots handed back for the next.
+        for lap in 0..3u64 {
+            for _ in 0..10 {
+                let pos = r.reserve().unwrap();
+                r.write(pos, true);
+            }
+            assert_eq!(r.read(), (lap * 10..lap * 10 + 10).collect::<Vec<_>>());
+        }
+        // Full: 16 reserved and unread, the 17th refused.
+        for _ in 0..16 {
+            let pos = r.reserve().unwrap();
+            r.write(pos, true);
+        }
+        assert_eq!(r.reserve(), None);
+        assert_eq!(r.read().len(), 16);
+        assert!(r.reserve().is_some());
+    }
+
+    #[test]
+    fn a_record_not_yet_complete_holds_back_the_ones_after_it() {
+        let Some(mut r) = rig("a_record_not_yet_complete_holds_back_the_ones_after_it", 16) else {
+            return;
+        };
+        let (a, b, c) = (
+            r.reserve().unwrap(),
+            r.reserve().unwrap(),
+            r.reserve().unwrap(),
+        );
+        r.write(a, true);
+        r.write(b, false); // reserved, its writer not done
+        r.write(c, true);
+        assert_eq!(r.read(), vec![a]);
+        assert_eq!(r.read(), Vec::<u64>::new());
+        r.write(b, true);
+        assert_eq!(r.read(), vec![b, c]);
+    }
+}
