@@ -105,8 +105,9 @@ pub fn records_exit(ctx: RetProbeContext) -> u32 {
 }
 
 /// Per-CPU slot rings in memory-mapped arrays: what `records_*` write, with no helper call
-/// for the transport (the ring's reserve and submit are two each). A candidate measured,
-/// not used by captures: it loses the ring's one order across CPUs and its wakeups. Slot
+/// for the transport (the ring's reserve and submit are two each). Per CPU, it would lose
+/// one order across CPUs: captures use the call ring (`call_ring.rs`), one shared head
+/// for all CPUs. Slot
 /// `cpu * SLOTS_PER_CPU + pos` holds the record at `pos`; its `seq` is set to `pos + 1`
 /// last, so the reader (`rocsync-bench`'s `slots.rs`) knows it complete. CPUs beyond
 /// `SLOT_CPUS` share a ring (the add keeps positions unique).

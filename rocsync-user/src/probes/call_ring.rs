@@ -2,67 +2,12 @@
 //! are mapped into this process; a slot is read once its `seq` says it is complete, then
 //! `tail` moves on.
 
-use std::{
-    os::fd::{AsRawFd as _, OwnedFd},
-    ptr::NonNull,
-    sync::atomic::{AtomicU64, Ordering},
-};
+use std::{os::fd::OwnedFd, sync::atomic::Ordering};
 
-use anyhow::{Context as _, Result};
+use anyhow::Result;
 use rocsync_common::{CallCursor, CallSlot, ExitRecord, RECORD_EXIT};
 
-/// One array map, mapped shared.
-struct Mapping {
-    base: NonNull<u8>,
-    len: usize,
-    /// The map stays open while mapped.
-    _map: OwnedFd,
-}
-
-// SAFETY: the mapping is only accessed through atomics and copies of whole slots.
-unsafe impl Send for Mapping {}
-
-impl Mapping {
-    /// `map`: an mmapable array of at least `bytes`.
-    fn of(map: OwnedFd, bytes: usize) -> Result<Self> {
-        let fd = map.as_raw_fd();
-        let len = bytes.next_multiple_of(4096);
-        // SAFETY: a shared mapping of an mmapable array's fd, no larger than the array;
-        // checked for failure below.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(std::io::Error::last_os_error()).context("mapping the call ring");
-        }
-        Ok(Self {
-            base: NonNull::new(p.cast()).context("the call ring mapped at 0")?,
-            len,
-            _map: map,
-        })
-    }
-
-    /// The u64 at `offset` (aligned, within the mapping).
-    fn word(&self, offset: usize) -> &AtomicU64 {
-        assert!(offset.is_multiple_of(8) && offset + 8 <= self.len);
-        // SAFETY: aligned and within the mapping, which lives as long as `self`.
-        unsafe { AtomicU64::from_ptr(self.base.as_ptr().add(offset).cast()) }
-    }
-}
-
-impl Drop for Mapping {
-    fn drop(&mut self) {
-        // SAFETY: the mapping made in `of`, no reference to it outlives `self`.
-        unsafe { libc::munmap(self.base.as_ptr().cast(), self.len) };
-    }
-}
+use super::mapped::Mapping;
 
 pub struct CallRing {
     slots: Mapping,
@@ -133,7 +78,7 @@ impl CallRing {
 
 #[cfg(test)]
 mod tests {
-    use std::os::fd::AsFd as _;
+    use std::{os::fd::AsFd as _, sync::atomic::AtomicU64};
 
     use aya::maps::{Array, IterableMap as _, MapData};
     use rocsync_common::{EntryRecord, MMAPABLE, RECORD_ENTRY};

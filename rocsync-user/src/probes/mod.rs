@@ -11,6 +11,7 @@ pub mod elf;
 mod hsa;
 pub mod ld_so;
 pub mod library;
+pub mod mapped;
 pub mod maps;
 pub mod placement;
 mod stops;
