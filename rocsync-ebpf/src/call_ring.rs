@@ -18,7 +18,7 @@ static CALL_SLOTS: u32 = 1 << 16;
 
 /// Tries of the reservation when other CPUs take the position first.
 const TRIES: usize = 8;
-/// Every this many positions, the writer looks how full the ring is.
+/// Every this many positions (at most), the writer looks how full the ring is.
 const LOOK_EVERY: u64 = 512;
 /// The reader drains on a short timer; past this share of the ring it is woken (through
 /// the ring buffer: nothing else can wake it).
@@ -93,7 +93,9 @@ pub fn write<T: Copy>(rec: T) -> bool {
         core::ptr::write_volatile((&raw mut (*slot).record).cast::<T>(), rec);
         core::ptr::write_volatile(&raw mut (*slot).seq, pos + 1);
     }
-    if pos % LOOK_EVERY == 0 && pos.wrapping_sub(tail) >= slots / WAKE_SHARE {
+    // A small ring (`--ring-size 64K`) is looked at more often than every LOOK_EVERY.
+    let share = slots / WAKE_SHARE;
+    if pos & (share.min(LOOK_EVERY) - 1) == 0 && pos.wrapping_sub(tail) >= share {
         wake();
     }
     true
