@@ -166,7 +166,7 @@ fn traces_on_disjoint_agents_record_together_and_overlaps_are_refused() {
             .collect();
         assert!(got.len() > 50, "{file}: {} rows", got.len());
         assert!(
-            mine.windows(got.len()).any(|w| w == got.as_slice()),
+            contiguous_run(&mine, &got),
             "{file}: a contiguous run of device {device}'s calls"
         );
         let filtered: u64 = t["rocsync"]["filtered_by_agents"]

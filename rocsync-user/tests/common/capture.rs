@@ -308,24 +308,35 @@ pub fn arrows(
     start_cat: &str,
     end_cat: &str,
 ) -> Vec<(u64, u64)> {
+    // Each track's rows of a category, in event order, as plain numbers: a search of
+    // the JSON values for every arrow end is quadratic in a large trace's rows.
+    // (category, pid, tid), the ids as JSON text: numbers or strings alike.
+    type Track = (String, String, String);
+    let track_of = |c: &str, e: &serde_json::Value| {
+        (c.to_string(), e["pid"].to_string(), e["tid"].to_string())
+    };
+    let mut rows: BTreeMap<Track, Vec<(f64, f64, u64)>> = BTreeMap::new();
+    for r in events.iter().filter(|r| r["ph"] == "X") {
+        let Some(c) = r["cat"].as_str() else {
+            continue;
+        };
+        if c == start_cat || c == end_cat {
+            let (t, d) = (r["ts"].as_f64().unwrap(), r["dur"].as_f64().unwrap());
+            let corr = r["args"]["correlation"].as_u64().unwrap();
+            rows.entry(track_of(c, r))
+                .or_default()
+                .push((t, t + d, corr));
+        }
+    }
     let row_at = |e: &serde_json::Value, row_cat: &str| -> u64 {
         let ts = e["ts"].as_f64().unwrap();
-        events
-            .iter()
-            .find(|r| {
-                r["ph"] == "X"
-                    && r["cat"] == row_cat
-                    && r["pid"] == e["pid"]
-                    && r["tid"] == e["tid"]
-                    && {
-                        let (t, d) = (r["ts"].as_f64().unwrap(), r["dur"].as_f64().unwrap());
-                        t - 0.0005 <= ts && ts <= t + d + 0.0005
-                    }
+        rows.get(&track_of(row_cat, e))
+            .and_then(|rs| {
+                rs.iter()
+                    .find(|(t, end, _)| t - 0.0005 <= ts && ts <= end + 0.0005)
             })
-            .unwrap_or_else(|| panic!("no {row_cat} row under the {cat} arrow end {e}"))["args"]
-            ["correlation"]
-            .as_u64()
-            .unwrap()
+            .unwrap_or_else(|| panic!("no {row_cat} row under the {cat} arrow end {e}"))
+            .2
     };
     let mut ends: BTreeMap<u64, (Option<u64>, Option<u64>)> = BTreeMap::new();
     for e in events.iter().filter(|e| e["cat"] == cat) {
