@@ -164,6 +164,12 @@ impl<S: Sink> Pipeline<S> {
         self.stopping = true;
     }
 
+    /// The probes assigned correlation ids up to `last` (their counter at the end): ids
+    /// after the last one seen are counted lost too.
+    pub fn assigned_up_to(&mut self, last: u64) {
+        self.sequencer.assigned_up_to(last);
+    }
+
     /// Calls entered and not yet returned.
     pub fn open_calls(&self) -> usize {
         self.pairing.open_calls()

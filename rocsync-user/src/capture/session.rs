@@ -326,6 +326,9 @@ impl Session {
         }
         self.status.clear();
         self.probes.diagnostics.flush();
+        // Calls whose entry records were dropped last leave no gap: the counter says.
+        self.pipeline
+            .assigned_up_to(self.probes.correlations_assigned()?);
         self.pipeline.stats.kernel = self.probes.drops()?;
         if let Some(t) = self.temporary_detaching.take() {
             let _ = t.join();

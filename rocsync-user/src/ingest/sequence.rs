@@ -73,6 +73,9 @@ pub struct Sequencer {
     stragglers: HashMap<u64, Call>,
     /// An id missing at the last tick: lost if still missing at the next.
     suspect: Option<u64>,
+    /// The last id the probes assigned, when known at the end: ids after the last one
+    /// seen are lost too (no later id shows them as a gap).
+    last_assigned: Option<u64>,
 }
 
 impl Sequencer {
@@ -191,8 +194,14 @@ impl Sequencer {
         }
     }
 
-    /// End of capture: everything left, in order. Missing ids are lost; calls still in
-    /// flight are released deferred (never completed).
+    /// The probes assigned ids up to `last` (read from their counter at the end).
+    pub fn assigned_up_to(&mut self, last: u64) {
+        self.last_assigned = Some(last);
+    }
+
+    /// End of capture: everything left, in order. Missing ids are lost, up to the last
+    /// assigned when known; calls still in flight are released deferred (never
+    /// completed).
     pub fn finish(&mut self, out: &mut impl FnMut(Released)) {
         while let Some((&corr, _)) = self.pending.first_key_value() {
             if self.next < corr {
@@ -206,6 +215,12 @@ impl Sequencer {
                 out(Released::Deferred(c));
                 self.next += 1;
             }
+        }
+        if let Some(last) = self.last_assigned
+            && self.next <= last
+        {
+            out(Released::Lost(self.next, last + 1 - self.next));
+            self.next = last + 1;
         }
         let mut rest: Vec<Call> = self.stragglers.drain().map(|(_, c)| c).collect();
         rest.sort_by_key(|c| c.correlation);
@@ -327,5 +342,28 @@ mod tests {
         });
         s.finish(&mut |r| got.push(r));
         assert_eq!(names(&got), ["1lost1", "2d", "3"]);
+    }
+
+    #[test]
+    fn ids_assigned_after_the_last_seen_are_lost_at_the_end() {
+        let mut s = Sequencer::new();
+        let mut out = Vec::new();
+        s.entered(call(1, Api::HipStreamSynchronize, true), &mut |r| {
+            out.push(r)
+        });
+        s.entered(call(3, Api::HipStreamSynchronize, true), &mut |r| {
+            out.push(r)
+        });
+        // The probes went on to 6; 4, 5 and 6 never arrived (their records were dropped).
+        s.assigned_up_to(6);
+        s.finish(&mut |r| out.push(r));
+        let lost: Vec<(u64, u64)> = out
+            .iter()
+            .filter_map(|r| match r {
+                Released::Lost(first, n) => Some((*first, *n)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(lost, vec![(2, 1), (4, 3)]);
     }
 }

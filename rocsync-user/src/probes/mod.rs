@@ -340,6 +340,16 @@ impl Probes {
     }
 
     /// Failed ring reservations by record kind, summed over CPUs.
+    /// The last correlation id the call probes assigned.
+    pub fn correlations_assigned(&self) -> Result<u64> {
+        let counter: Array<_, u64> = Array::try_from(
+            self.ebpf
+                .map("CORRELATION")
+                .context("CORRELATION map missing")?,
+        )?;
+        Ok(counter.get(&0, 0)?)
+    }
+
     pub fn drops(&self) -> Result<KernelDrops> {
         let drops: PerCpuArray<_, u64> =
             PerCpuArray::try_from(self.ebpf.map("DROPS").context("DROPS map missing")?)?;
