@@ -33,14 +33,13 @@ pub struct CallCursor {
 /// `BPF_F_MMAPABLE`: the arrays are mapped by the reader.
 pub const MMAPABLE: u32 = 1 << 10;
 
-/// Slots for a ring of `bytes`: a power of two (positions wrap by mask), at least 16.
+/// Slots for a ring of `bytes`: at least as many records as `bytes` hold in the ring
+/// buffer (about 72 bytes each there too), in a power of two (positions wrap by mask),
+/// at least 16. Rounded down, the call ring held half what the ring buffer held, and an
+/// oversubscribed capture dropped calls the ring buffer had kept.
 pub const fn call_slots(bytes: u32) -> u32 {
-    let n = bytes / size_of::<CallSlot>() as u32;
-    if n < 16 {
-        16
-    } else {
-        1 << (31 - n.leading_zeros())
-    }
+    let n = bytes.div_ceil(size_of::<CallSlot>() as u32);
+    if n < 16 { 16 } else { n.next_power_of_two() }
 }
 
 #[cfg(test)]
@@ -51,9 +50,9 @@ mod tests {
     fn slots_are_a_power_of_two_within_the_bytes() {
         assert_eq!(size_of::<CallSlot>(), 72);
         assert_eq!(size_of::<CallCursor>(), 128);
-        assert_eq!(call_slots(8 << 20), 1 << 16); // 116 508 slots fit
+        assert_eq!(call_slots(8 << 20), 1 << 17); // 116 509 records, rounded up
         assert_eq!(call_slots(72 * 1024), 1024);
-        assert_eq!(call_slots(4096), 32);
+        assert_eq!(call_slots(4096), 64);
         assert_eq!(call_slots(0), 16);
     }
 }

@@ -8,18 +8,20 @@ use crate::{BPF_RB_FORCE_WAKEUP, EVENTS};
 
 /// Sized at load from `--ring-size` (with [`CALL_SLOTS`]).
 #[map]
-static CALL_RING: Array<CallSlot> = Array::with_max_entries(1 << 16, MMAPABLE);
+static CALL_RING: Array<CallSlot> = Array::with_max_entries(1 << 17, MMAPABLE);
 #[map]
 static CALL_CURSOR: Array<CallCursor> = Array::with_max_entries(1, MMAPABLE);
 
 /// `CALL_RING`'s entries, a power of two; set at load.
 #[unsafe(no_mangle)]
-static CALL_SLOTS: u32 = 1 << 16;
+static CALL_SLOTS: u32 = 1 << 17;
 
 /// Tries of the reservation when other CPUs take the position first.
 const TRIES: usize = 8;
-/// Every this many positions (at most), the writer looks how full the ring is.
-const LOOK_EVERY: u64 = 512;
+/// Every this many positions (at most), the writer looks how full the ring is: every
+/// 512 woke the reader too late for eight threads on two cores (calls dropped that the
+/// ring buffer, which wakes on every record past its threshold, kept).
+const LOOK_EVERY: u64 = 64;
 /// The reader drains on a short timer; past this share of the ring it is woken (through
 /// the ring buffer: nothing else can wake it).
 const WAKE_SHARE: u64 = 16;

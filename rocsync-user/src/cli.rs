@@ -168,8 +168,8 @@ pub struct CaptureArgs {
     /// Trace only this runtime [default: every runtime the process maps]
     #[arg(long, value_parser = ["hip", "cuda"])]
     pub backend: Option<String>,
-    /// Ring buffer between the probes and rocsync, and as much again for the call ring:
-    /// MiB, or KiB with a `K` suffix (a power of two, from 4K to 1024)
+    /// Ring buffer between the probes and rocsync, and room for as many records in the
+    /// call ring: MiB, or KiB with a `K` suffix (a power of two, from 4K to 1024)
     #[arg(long, value_name = "MIB", default_value = "8", value_parser = parse_ring_size)]
     pub ring_size: u32,
     /// Probe each function's first instruction even where it is an endbr64 (to measure
