@@ -8,6 +8,7 @@ mod api;
 mod call_ring;
 mod metrics;
 mod record;
+mod target_cache;
 
 pub use api::{Api, Backend, Cookie, Op, OutParam};
 pub use call_ring::{CallCursor, CallSlot, MMAPABLE, call_slots};
@@ -23,6 +24,7 @@ pub use record::{
     RECORD_EXIT, RECORD_LINK_MAP, RECORD_PACKET, RECORD_PROCESS, RECORD_QUEUE, RECORD_WAKE, Switch,
     TRACE_RECORDING, TRACE_STOPPING, TaskLayout, UNKNOWN_AGENT, WakeRecord, drop_index,
 };
+pub use target_cache::{CachedTarget, TARGET_CACHE_SLOTS, TargetState};
 
 #[cfg(feature = "user")]
 mod decode;

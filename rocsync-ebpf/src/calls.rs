@@ -15,10 +15,10 @@ use aya_ebpf::{
 use aya_log_ebpf::warn;
 use rocsync_common::{
     Cookie, ENTRY_FILTERED, EXIT_OUT_READ, EntryRecord, ExitRecord, HandleKey, NO_DEVICE, OutParam,
-    OutSlot, RECORD_ENTRY, RECORD_EXIT, drop_index,
+    OutSlot, RECORD_ENTRY, RECORD_EXIT, TargetState, drop_index,
 };
 
-use crate::{SWITCH, TARGETS, call_ring, count_drops, metrics, switched_on};
+use crate::{SWITCH, call_ring, count_drops, metrics, switched_on, target_cache};
 
 /// The one correlation counter, so ids order calls across threads.
 #[map]
@@ -184,7 +184,8 @@ pub fn call_exit(ctx: RetProbeContext) -> u32 {
         Some(s) if s.metrics != 0 => true,
         // SAFETY: plain map lookup.
         Some(s)
-            if s.by_process != 0 && unsafe { TARGETS.get((pid_tgid >> 32) as u32) }.is_none() =>
+            if s.by_process != 0
+                && target_cache::state((pid_tgid >> 32) as u32) == TargetState::Absent =>
         {
             return 0;
         }

@@ -15,13 +15,14 @@ mod doorbell;
 mod hsa;
 mod link_map;
 mod metrics;
+mod target_cache;
 mod tree;
 
 use aya_ebpf::{
     macros::map,
     maps::{Array, HashMap, PerCpuArray, RingBuf},
 };
-use rocsync_common::{Config, Switch, drop_index};
+use rocsync_common::{Config, Switch, TargetState, drop_index};
 
 /// `bpf_ringbuf_submit` flags. Frequent records (doorbells) wake no one: userspace
 /// drains on a short timer.
@@ -62,11 +63,13 @@ fn capturing(tgid: u32) -> Option<Config> {
     }
 }
 
-/// The capture switch, if the calls of this process are to be recorded now.
+/// The capture switch, if the calls of this process are to be recorded now. Asked on
+/// every call: the target cache answers, not `TARGETS`.
 #[inline(always)]
 fn switched_on(tgid: u32) -> Option<Switch> {
     let s = *SWITCH.get(0)?;
-    if s.capture == 0 || (s.by_process != 0 && capturing(tgid).is_none()) {
+    if s.capture == 0 || (s.by_process != 0 && target_cache::state(tgid) != TargetState::Capturing)
+    {
         return None;
     }
     Some(s)

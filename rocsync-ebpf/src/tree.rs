@@ -14,7 +14,7 @@ use rocsync_common::{
     PROCESS_EXEC, PROCESS_EXIT, PROCESS_FORK, ProcessRecord, RECORD_PROCESS, TaskLayout,
 };
 
-use crate::{BPF_RB_FORCE_WAKEUP, EVENTS, SWITCH, TARGETS};
+use crate::{BPF_RB_FORCE_WAKEUP, EVENTS, SWITCH, TARGETS, target_cache};
 
 /// `task_struct`'s `pid` and `tgid` offsets (slot 0), set by userspace from BTF.
 #[map]
@@ -53,6 +53,7 @@ pub fn process_fork(ctx: RawTracePointContext) -> i32 {
         return 0; // a new thread of a traced process: already covered by its tgid
     }
     let _ = TARGETS.insert(tgid as u32, cfg, 0);
+    target_cache::changed();
     notify(PROCESS_FORK, parent, tgid as u32);
     0
 }

@@ -2,11 +2,8 @@
 //! library load) and the kernel's metrics maps.
 
 use anyhow::{Context as _, Result};
-use aya::{
-    maps::{HashMap, PerCpuArray},
-    programs::RawTracePoint,
-};
-use rocsync_common::{Config, METRIC_SLOTS, MetricKey, MetricValue, WAIT_BUCKETS};
+use aya::{maps::PerCpuArray, programs::RawTracePoint};
+use rocsync_common::{METRIC_SLOTS, MetricKey, MetricValue, WAIT_BUCKETS};
 
 use super::Probes;
 
@@ -24,17 +21,6 @@ impl Probes {
         p.attach("sched_process_exec")
             .context("attaching to the sched_process_exec tracepoint")?;
         self.file_wide = true;
-        Ok(())
-    }
-
-    /// Removes a process from the traced set (it is gone).
-    pub fn forget_target(&mut self, pid: u32) -> Result<()> {
-        let mut targets: HashMap<_, u32, Config> = HashMap::try_from(
-            self.ebpf
-                .map_mut("TARGETS")
-                .context("TARGETS map missing")?,
-        )?;
-        let _ = targets.remove(&pid);
         Ok(())
     }
 

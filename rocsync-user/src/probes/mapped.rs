@@ -38,10 +38,11 @@ impl Mapping {
             )
         };
         if p == libc::MAP_FAILED {
-            return Err(std::io::Error::last_os_error()).context("mapping the call ring");
+            return Err(std::io::Error::last_os_error())
+                .context("mapping an array the probes share");
         }
         Ok(Self {
-            base: NonNull::new(p.cast()).context("the call ring mapped at 0")?,
+            base: NonNull::new(p.cast()).context("an array the probes share mapped at 0")?,
             len,
             _map: map,
         })

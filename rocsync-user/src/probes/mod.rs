@@ -15,6 +15,7 @@ pub mod mapped;
 pub mod maps;
 pub mod placement;
 mod stops;
+mod targets;
 mod tree;
 
 use std::{
@@ -25,10 +26,10 @@ use std::{
 use anyhow::{Context as _, Result, anyhow};
 use aya::{
     Ebpf,
-    maps::{Array, HashMap, MapData, PerCpuArray, RingBuf},
+    maps::{Array, MapData, PerCpuArray, RingBuf},
     programs::{UProbe, uprobe::UProbeAttachPoint, uprobe::UProbeLinkId},
 };
-use rocsync_common::{Api, Config, Cookie, Switch, drop_index};
+use rocsync_common::{Api, Cookie, Switch, drop_index};
 
 pub use self::diagnostics::Diagnostics;
 use self::{elf::Lookup, placement::Placement};
@@ -90,6 +91,8 @@ pub struct Probes {
     ebpf: Ebpf,
     /// Where the call probes write (every other record goes to the ring, `EVENTS`).
     calls: call_ring::CallRing,
+    /// Stepped after every change to `TARGETS`.
+    generation: targets::Generation,
     pub diagnostics: Diagnostics,
     options: ProbeOptions,
     links: Vec<(&'static str, UProbeLinkId)>,
@@ -139,10 +142,12 @@ impl Probes {
             owned_fd(&ebpf, "CALL_CURSOR")?,
             slots,
         )?;
+        let generation = targets::Generation::new(owned_fd(&ebpf, "TARGETS_GENERATION")?)?;
         let mut probes = Self {
             diagnostics,
             ebpf,
             calls,
+            generation,
             options,
             links: Vec::new(),
             temporary: Vec::new(),
@@ -180,16 +185,6 @@ impl Probes {
         let mut a: Array<_, Switch> =
             Array::try_from(self.ebpf.map_mut("SWITCH").context("SWITCH map missing")?)?;
         a.set(0, switch, 0).context("updating SWITCH")?;
-        Ok(())
-    }
-
-    pub fn set_target(&mut self, pid: u32, config: Config) -> Result<()> {
-        let mut targets: HashMap<_, u32, Config> = HashMap::try_from(
-            self.ebpf
-                .map_mut("TARGETS")
-                .context("TARGETS map missing")?,
-        )?;
-        targets.insert(pid, config, 0).context("updating TARGETS")?;
         Ok(())
     }
 

@@ -3,7 +3,7 @@
 
 use anyhow::{Context as _, Result};
 use aya::maps::HashMap;
-use rocsync_common::{Config, Switch};
+use rocsync_common::Switch;
 
 use super::Probes;
 
@@ -38,18 +38,7 @@ impl Probes {
     /// and nothing continued yet. Runs on every exit path (see `Drop`).
     pub fn release_targets(&mut self) {
         let _ = self.set_switch(Switch::default());
-        if let Ok(targets) = self
-            .ebpf
-            .map_mut("TARGETS")
-            .context("TARGETS")
-            .and_then(|m| Ok(HashMap::<_, u32, Config>::try_from(m)?))
-        {
-            let mut targets = targets;
-            let pids: Vec<u32> = targets.keys().filter_map(Result::ok).collect();
-            for pid in pids {
-                let _ = targets.insert(pid, Config::default(), 0);
-            }
-        }
+        self.clear_targets();
         // A probe that read the old settings may still be stopping a target: let it.
         std::thread::sleep(std::time::Duration::from_millis(5));
         let pids: Vec<u32> = match self.ebpf.map("STOPPED") {

@@ -1,0 +1,63 @@
+//! The target table (`TARGETS`): which processes the probes record, and how. Every change
+//! made here is followed by a step of the table's generation, which the call probes'
+//! cache of it reads (`rocsync_common::target_cache`).
+
+use std::{os::fd::OwnedFd, sync::atomic::Ordering};
+
+use anyhow::{Context as _, Result};
+use aya::maps::{HashMap, MapData};
+use rocsync_common::Config;
+
+use super::{Probes, mapped::Mapping};
+
+/// `TARGETS_GENERATION`, mapped.
+pub struct Generation(Mapping);
+
+impl Generation {
+    pub fn new(map: OwnedFd) -> Result<Self> {
+        Ok(Self(Mapping::of(map, size_of::<u64>())?))
+    }
+
+    /// After a change to the table: the probes' cached answers from before are stale.
+    fn step(&self) {
+        // SeqCst: the table's change is complete before the step (the probes read the
+        // generation before the table).
+        self.0.word(0).fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+impl Probes {
+    fn targets(&mut self) -> Result<HashMap<&mut MapData, u32, Config>> {
+        Ok(HashMap::try_from(
+            self.ebpf
+                .map_mut("TARGETS")
+                .context("TARGETS map missing")?,
+        )?)
+    }
+
+    pub fn set_target(&mut self, pid: u32, config: Config) -> Result<()> {
+        self.targets()?
+            .insert(pid, config, 0)
+            .context("updating TARGETS")?;
+        self.generation.step();
+        Ok(())
+    }
+
+    /// Removes a process from the traced set (it is gone).
+    pub fn forget_target(&mut self, pid: u32) -> Result<()> {
+        let _ = self.targets()?.remove(&pid);
+        self.generation.step();
+        Ok(())
+    }
+
+    /// Turns every target's capture and stops off (rocsync is ending).
+    pub(super) fn clear_targets(&mut self) {
+        if let Ok(mut targets) = self.targets() {
+            let pids: Vec<u32> = targets.keys().filter_map(Result::ok).collect();
+            for pid in pids {
+                let _ = targets.insert(pid, Config::default(), 0);
+            }
+        }
+        self.generation.step();
+    }
+}
