@@ -3,10 +3,13 @@
 
 use std::{fmt::Write as _, path::Path, process::Command};
 
-use anyhow::{Context as _, Result, bail};
+use anyhow::{Context as _, Result};
 use serde_json::{Value, json};
 
-use crate::{cargo, root, run};
+use crate::{
+    bench_bin::{Probes, bench_bin},
+    cargo, root, run,
+};
 
 const ROUNDS: usize = 5;
 const REAL_HIP: &str = "/usr/lib/x86_64-linux-gnu/libamdhip64.so.5";
@@ -18,59 +21,6 @@ struct Case {
     calls: u64,
     /// (label, bench mode, extra rocsync arguments)
     modes: Vec<(&'static str, &'static str, Vec<&'static str>)>,
-}
-
-pub(crate) fn bench_bin(args: &[&str]) -> Result<Value> {
-    let out = Command::new(root().join("target/release/rocsync-bench"))
-        .args(args)
-        .output()
-        .context("running rocsync-bench")?;
-    if !out.status.success() {
-        bail!(
-            "rocsync-bench {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    let text = String::from_utf8_lossy(&out.stdout);
-    let line = text
-        .lines()
-        .rfind(|l| l.starts_with('{'))
-        .context("no result line")?;
-    Ok(serde_json::from_str(line)?)
-}
-
-/// One function under one kind of probe (`rocsync-bench probes`), the driver calling it
-/// `calls` times: the bench's result line.
-pub(crate) struct Probes<'a> {
-    pub lib: &'a str,
-    pub symbol: &'a str,
-    pub calls: &'a str,
-    pub driver: &'a str,
-    pub rocsync: &'a str,
-}
-
-impl Probes<'_> {
-    pub fn run(&self, mode: &str, extra: &[&str]) -> Result<Value> {
-        let mut args = vec![
-            "probes",
-            "--mode",
-            mode,
-            "--lib",
-            self.lib,
-            "--symbol",
-            self.symbol,
-            "--calls",
-            self.calls,
-            "--driver",
-            self.driver,
-            "--rocsync",
-            self.rocsync,
-        ];
-        for e in extra {
-            args.extend(["--extra", e]);
-        }
-        bench_bin(&args)
-    }
 }
 
 fn stats(xs: &[f64]) -> (f64, f64, f64) {

@@ -18,7 +18,7 @@ use std::{
 use anyhow::{Context as _, Result, bail};
 use serde_json::{Value, json};
 
-use crate::{bench::bench_bin, root};
+use crate::{bench_bin::bench_bin, root};
 
 const ROUNDS: usize = 5;
 const CALLS: &str = "200000";

@@ -6,7 +6,7 @@ use std::{fmt::Write as _, process::Command};
 use anyhow::{Context as _, Result, bail};
 use serde_json::{Value, json};
 
-use crate::{bench::bench_bin, root};
+use crate::{bench_bin::bench_bin, root};
 
 /// Steps of the mix per measurement.
 const STEPS: &str = "20000";

@@ -16,6 +16,7 @@ use std::{
 use anyhow::{Context as _, Result, bail};
 
 mod bench;
+mod bench_bin;
 mod bench_breakdown;
 mod bench_daemon;
 mod bench_mix;

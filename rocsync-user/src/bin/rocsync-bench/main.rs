@@ -14,10 +14,11 @@ use anyhow::{Result, bail};
 use clap::{Parser, Subcommand};
 
 mod per_call;
+mod program_time;
 mod raw;
 mod slots;
 mod tree;
-use per_call::{Load, Mode, probes};
+use per_call::{Driver, Load, Mode, probes};
 use raw::{peak_rss_of, raw};
 use rocsync::{
     emit::{
@@ -62,6 +63,10 @@ enum Cmd {
         /// Extra rocsync arguments (full mode)
         #[arg(long, allow_hyphen_values = true)]
         extra: Vec<String>,
+        /// Also report each probe program's ns per run from the kernel's BPF statistics
+        /// (which slow every run: wall time is then not the mode's)
+        #[arg(long)]
+        program_time: bool,
     },
     /// Writes a raw capture of `calls` synthetic calls (through the live pipeline) to `out`.
     Raw {
@@ -118,13 +123,19 @@ fn main() -> Result<()> {
             driver,
             rocsync,
             extra,
+            program_time,
         } => {
-            let load = Load {
-                calls,
-                threads,
-                rate,
+            let driver = Driver {
+                path: &driver,
+                lib: &lib,
+                symbol: &symbol,
+                load: Load {
+                    calls,
+                    threads,
+                    rate,
+                },
             };
-            probes(mode, &lib, &symbol, load, &driver, &rocsync, &extra)
+            probes(mode, driver, &rocsync, &extra, program_time)
         }
         Cmd::Pipeline { records, churn } => pipeline(records, churn),
         Cmd::Tree {

@@ -15,7 +15,7 @@ use aya::{
 };
 use rocsync::probes::elf;
 
-use crate::slots::SlotReader;
+use crate::{program_time::ProgramTime, slots::SlotReader};
 use serde_json::json;
 
 #[derive(Clone, Copy, clap::ValueEnum, PartialEq)]
@@ -56,6 +56,15 @@ impl Mode {
         }
     }
 
+    /// The programs whose run time `--program-time` reads: the capture's call probes in
+    /// full mode.
+    fn counted(self) -> &'static [&'static str] {
+        match self {
+            Mode::Full => &["call_enter", "call_exit"],
+            _ => self.programs(),
+        }
+    }
+
     fn name(self) -> &'static str {
         match self {
             Mode::Untraced => "untraced",
@@ -87,15 +96,27 @@ impl Load {
     }
 }
 
+/// The call loop measured: the driver calling `symbol` of `lib`.
+pub struct Driver<'a> {
+    pub path: &'a Path,
+    pub lib: &'a Path,
+    pub symbol: &'a str,
+    pub load: Load,
+}
+
 pub fn probes(
     mode: Mode,
-    lib: &Path,
-    symbol: &str,
-    load: Load,
-    driver: &Path,
+    driver: Driver<'_>,
     rocsync: &Path,
     extra: &[String],
+    program_time: bool,
 ) -> Result<()> {
+    let Driver {
+        path: driver,
+        lib,
+        symbol,
+        ref load,
+    } = driver;
     let mut cmd = Command::new(driver);
     cmd.arg(lib).arg(symbol).args(load.args());
     let mut ebpf = None;
@@ -136,7 +157,12 @@ pub fn probes(
         )?)),
         _ => None,
     };
+    let counting = program_time
+        .then(|| ProgramTime::start(mode.counted()))
+        .transpose()?;
     let (out, drained) = run_draining(&mut cmd, ring)?;
+    // Read before this process's own programs are unloaded.
+    let programs = counting.map(ProgramTime::finish);
     drop(ebpf);
     let _ = std::fs::remove_file(scratch_trace());
     if !out.status.success() {
@@ -178,6 +204,9 @@ pub fn probes(
             bail!("{records} records drained for {calls} calls: reservations failed");
         }
         v["drained"] = json!(records);
+    }
+    if let Some(programs) = programs {
+        v["programs"] = programs;
     }
     v["mode"] = json!(mode.name());
     println!("{v}");

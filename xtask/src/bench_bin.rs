@@ -1,0 +1,73 @@
+//! The measurement binary (`rocsync-bench`, root: it loads eBPF programs), run once per
+//! measurement: xtask interleaves the runs.
+
+use std::process::Command;
+
+use anyhow::{Context as _, Result, bail};
+use serde_json::Value;
+
+use crate::root;
+
+pub(crate) fn bench_bin(args: &[&str]) -> Result<Value> {
+    let out = Command::new(root().join("target/release/rocsync-bench"))
+        .args(args)
+        .output()
+        .context("running rocsync-bench")?;
+    if !out.status.success() {
+        bail!(
+            "rocsync-bench {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .rfind(|l| l.starts_with('{'))
+        .context("no result line")?;
+    Ok(serde_json::from_str(line)?)
+}
+
+/// One function under one kind of probe (`rocsync-bench probes`), the driver calling it
+/// `calls` times: the bench's result line.
+pub(crate) struct Probes<'a> {
+    pub lib: &'a str,
+    pub symbol: &'a str,
+    pub calls: &'a str,
+    pub driver: &'a str,
+    pub rocsync: &'a str,
+}
+
+impl Probes<'_> {
+    pub fn run(&self, mode: &str, extra: &[&str]) -> Result<Value> {
+        self.run_with(mode, extra, &[])
+    }
+
+    /// The same, also reading each probe program's ns per run from the kernel's BPF
+    /// statistics (`--program-time`; they slow the run, so its wall time is not used).
+    pub fn program_time(&self, mode: &str, extra: &[&str]) -> Result<Value> {
+        self.run_with(mode, extra, &["--program-time"])
+    }
+
+    fn run_with(&self, mode: &str, extra: &[&str], flags: &[&str]) -> Result<Value> {
+        let mut args = vec![
+            "probes",
+            "--mode",
+            mode,
+            "--lib",
+            self.lib,
+            "--symbol",
+            self.symbol,
+            "--calls",
+            self.calls,
+            "--driver",
+            self.driver,
+            "--rocsync",
+            self.rocsync,
+        ];
+        for e in extra {
+            args.extend(["--extra", e]);
+        }
+        args.extend(flags);
+        bench_bin(&args)
+    }
+}
