@@ -1,5 +1,7 @@
-//! Every hooked function of every runtime, one id each. The id travels as the uprobe
-//! cookie, so one generic pair of programs serves every function.
+//! Every hooked function of every runtime, one id each. Each API has its own pair of
+//! probe programs with its id compiled in (`rocsync-ebpf/src/call_programs.rs`): one
+//! generic pair reading the id from the uprobe cookie paid a helper call at entry and at
+//! exit for it, 40 ns of a call's ≈1.2 µs trap here.
 
 /// The GPU runtime a function belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -61,6 +63,16 @@ macro_rules! apis {
 
             pub const fn op(self) -> Op {
                 match self { $(Api::$name => Op::$op,)* }
+            }
+
+            /// The name of its entry program in the probes' object.
+            pub const fn enter_program(self) -> &'static str {
+                match self { $(Api::$name => concat!("call_enter_", $id),)* }
+            }
+
+            /// The name of its exit program.
+            pub const fn exit_program(self) -> &'static str {
+                match self { $(Api::$name => concat!("call_exit_", $id),)* }
             }
         }
     };
@@ -160,9 +172,9 @@ impl Op {
     }
 }
 
-/// The uprobe cookie: the API id and what the entry probe needs to attribute the call
-/// to a device, in bit fields the probe decodes with shifts alone (no tables, which the
-/// verifier would have to bound).
+/// What the probes know of a call's API, a constant of its programs: the API id and what
+/// the entry probe needs to attribute the call to a device, in bit fields decoded with
+/// shifts alone (no tables, which the verifier would have to bound).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Cookie(pub u64);
 

@@ -1,14 +1,10 @@
-//! GPU runtime calls: one generic entry/exit pair serves every hooked function (the uprobe
-//! cookie carries the API id). Entry and exit each write one record to the call ring;
-//! userspace pairs them per thread, so the common path updates no map.
+//! GPU runtime calls: what every API's entry and exit programs do (`call_programs` has
+//! one pair per API, its [`Cookie`] a constant). Entry and exit each write one record to
+//! the call ring; userspace pairs them per thread, so the common path updates no map.
 
 use aya_ebpf::{
-    EbpfContext,
-    helpers::{
-        bpf_get_current_pid_tgid, bpf_ktime_get_ns, bpf_probe_read_user,
-        generated::bpf_get_attach_cookie,
-    },
-    macros::{map, uprobe, uretprobe},
+    helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns, bpf_probe_read_user},
+    macros::map,
     maps::{Array, HashMap, LruHashMap},
     programs::{ProbeContext, RetProbeContext},
 };
@@ -68,31 +64,29 @@ fn needs_slot(kind: u64, restricted: bool) -> bool {
         || (restricted && kind == Cookie::KIND_SET_DEVICE)
 }
 
-/// The API (in the cookie) and the first three arguments of a call.
+/// The first three arguments of a call.
 #[inline(always)]
-fn call_of(ctx: &ProbeContext) -> (Cookie, [u64; 3]) {
-    // SAFETY: the context pointer is the program's own.
-    let cookie = Cookie(unsafe { bpf_get_attach_cookie(ctx.as_ptr()) });
-    let args = [
+fn args_of(ctx: &ProbeContext) -> [u64; 3] {
+    [
         ctx.arg::<u64>(0).unwrap_or(0),
         ctx.arg::<u64>(1).unwrap_or(0),
         ctx.arg::<u64>(2).unwrap_or(0),
-    ];
-    (cookie, args)
+    ]
 }
 
-#[uprobe]
-pub fn call_enter(ctx: ProbeContext) -> u32 {
+/// A call of `cookie`'s API entered.
+#[inline(always)]
+pub fn enter(ctx: &ProbeContext, cookie: Cookie) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
     // A process not traced returns here, having read nothing of the call.
-    let (cfg, (cookie, args)) = match switched_on((pid_tgid >> 32) as u32) {
-        Some(cfg) => (cfg, call_of(&ctx)),
+    let (cfg, args) = match switched_on((pid_tgid >> 32) as u32) {
+        Some(cfg) => (cfg, args_of(ctx)),
         // Not capturing: the daemon's always-on mode counts, and records the calls of a
         // process a trace on demand is recording.
         None if SWITCH.get(0).is_some_and(|s| s.metrics != 0) => {
-            let (cookie, args) = call_of(&ctx);
+            let args = args_of(ctx);
             match metrics::entered(cookie, &args) {
-                Some(cfg) => (cfg, (cookie, args)),
+                Some(cfg) => (cfg, args),
                 None => return 0,
             }
         }
@@ -175,14 +169,14 @@ pub(crate) fn device_of(args: &[u64; 3], cookie: Cookie, pid_tgid: u64) -> i32 {
         .unwrap_or(thread)
 }
 
-#[uretprobe]
-pub fn call_exit(ctx: RetProbeContext) -> u32 {
+/// A call of `cookie`'s API returned.
+#[inline(always)]
+pub fn exit(ctx: &RetProbeContext, cookie: Cookie) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
     // Enter = active, exit = registered: a call entered while capturing is completed
     // even after the capture was switched off. File-wide probes register the targets'.
     let counting = match SWITCH.get(0) {
         Some(s) if s.metrics != 0 => true,
-        // SAFETY: plain map lookup.
         Some(s)
             if s.by_process != 0
                 && target_cache::state((pid_tgid >> 32) as u32) == TargetState::Absent =>
@@ -191,8 +185,6 @@ pub fn call_exit(ctx: RetProbeContext) -> u32 {
         }
         _ => false,
     };
-    // SAFETY: the context pointer is the program's own.
-    let cookie = Cookie(unsafe { bpf_get_attach_cookie(ctx.as_ptr()) });
     let ret = ctx.ret::<i32>() as i64;
     if counting && !metrics::returned(cookie, ret) {
         return 0;
@@ -215,7 +207,7 @@ pub fn call_exit(ctx: RetProbeContext) -> u32 {
                     // A failed call may not have written it; a successful one did.
                     None if ret == 0 => {
                         warn!(
-                            &ctx,
+                            ctx,
                             "api {}: out-parameter at 0x{:x} unreadable at return",
                             cookie.api(),
                             slot.pointer

@@ -9,6 +9,7 @@
 
 #[cfg(feature = "bench")]
 mod bench;
+mod call_programs;
 mod call_ring;
 mod calls;
 mod doorbell;

@@ -29,14 +29,12 @@ use aya::{
     maps::{Array, MapData, PerCpuArray, RingBuf},
     programs::{UProbe, uprobe::UProbeAttachPoint, uprobe::UProbeLinkId},
 };
-use rocsync_common::{Api, Cookie, Switch, drop_index};
+use rocsync_common::{Api, Switch, drop_index};
 
 pub use self::diagnostics::Diagnostics;
 use self::{elf::Lookup, placement::Placement};
 use crate::{backend::Runtime, stats::KernelDrops};
 
-const ENTER: &str = "call_enter";
-const EXIT: &str = "call_exit";
 const LINK_MAP: &str = "link_map_changed";
 const QUEUE_CREATE_ENTER: &str = "queue_create_enter";
 const QUEUE_CREATE_EXIT: &str = "queue_create_exit";
@@ -121,9 +119,11 @@ impl Probes {
             anyhow!("the kernel refused rocsync's eBPF programs: {e}")
                 .context("loading probes (needs Linux ≥ 5.15 with BPF ring buffers and uprobes)")
         })?;
-        for name in [
-            ENTER,
-            EXIT,
+        // Each API's own pair, then the others.
+        let calls = Api::ALL
+            .iter()
+            .flat_map(|a| [a.enter_program(), a.exit_program()]);
+        for name in calls.chain([
             LINK_MAP,
             QUEUE_CREATE_ENTER,
             QUEUE_CREATE_EXIT,
@@ -131,7 +131,7 @@ impl Probes {
             DOORBELL,
             AGENT_INFO_ENTER,
             AGENT_INFO_EXIT,
-        ] {
+        ]) {
             uprobe(&mut ebpf, name)?
                 .load()
                 .with_context(|| format!("loading program {name}"))?;
@@ -231,7 +231,7 @@ impl Probes {
                 .apis()
                 .find(|a| a.symbol() == f.names[0])
                 .expect("resolved names come from the runtime's table");
-            for prog in [ENTER, EXIT] {
+            for prog in [api.enter_program(), api.exit_program()] {
                 let point = UProbeAttachPoint {
                     location: if self.options.at_entry {
                         f.offset
@@ -239,7 +239,7 @@ impl Probes {
                         f.placement.offset
                     }
                     .into(),
-                    cookie: Some(Cookie::of(api).0),
+                    cookie: None,
                 };
                 let temporary = choice.temporary.contains(&api);
                 if let Err(e) = self.attach_link(prog, point, path, pid, &f.names, temporary) {

@@ -28,7 +28,8 @@ pub struct ProgramTime {
 }
 
 impl ProgramTime {
-    /// Starts counting and reading the programs named `names` (whoever loaded them).
+    /// Starts counting and reading the programs whose names start with one of `names`
+    /// (whoever loaded them).
     pub fn start(names: &'static [&'static str]) -> Result<Self> {
         let stats = aya::sys::enable_stats(aya::sys::Stats::RunTime)
             .context("turning on the kernel's BPF run-time statistics")?;
@@ -63,12 +64,12 @@ impl ProgramTime {
     }
 }
 
-/// Keeps, per name, the reading with the most runs (the latest of the loaded program).
+/// Keeps, per name, the reading with the most runs (the latest, of the program that ran).
 fn read(names: &'static [&'static str], seen: &mut BTreeMap<&'static str, Counts>) {
     for info in aya::programs::loaded_programs().filter_map(Result::ok) {
         let Some(name) = info
             .name_as_str()
-            .and_then(|n| names.iter().find(|&&want| want == n))
+            .and_then(|n| names.iter().find(|&&want| n.starts_with(want)))
         else {
             continue;
         };
