@@ -6,7 +6,9 @@
 #
 # DIR holds rocsync, rocsync-bench, bench_calls and the simulated libamdhip64.so, its CET
 # build as cet/libamdhip64.so (rocsync knows a runtime by its file name); OUT receives
-# breakdown.jsonl, machine.txt and breakdown.md.
+# breakdown.jsonl, programs.jsonl, machine.txt and breakdown.md. Each round also runs every
+# traced mode once more with `--program-time` (the probe programs' own ns per run, from
+# the kernel's BPF statistics, which slow those runs: their wall time is not used).
 set -euo pipefail
 dir=$1 rounds=$2 out=$3
 mkdir -p "$out"
@@ -38,7 +40,7 @@ modes=(
     "CET empty pair|cet/libamdhip64.so|empty|"
     "CET rocsync|cet/libamdhip64.so|full|"
 )
-: >"$out/breakdown.jsonl"
+: >"$out/breakdown.jsonl"; : >"$out/programs.jsonl"
 for round in $(seq "$rounds"); do
     echo "breakdown: round $round/$rounds" >&2
     for m in "${modes[@]}"; do
@@ -48,6 +50,9 @@ for round in $(seq "$rounds"); do
         [ -n "$extra" ] && args+=(--extra "$extra")
         line=$("$dir/rocsync-bench" "${args[@]}" 2>>"$out/stderr.txt" | grep '^{' | tail -1)
         echo "{\"label\": \"$label\", \"result\": $line}" >>"$out/breakdown.jsonl"
+        [ "$mode" = untraced ] && continue
+        line=$("$dir/rocsync-bench" "${args[@]}" --program-time 2>>"$out/stderr.txt" | grep '^{' | tail -1)
+        echo "{\"label\": \"$label\", \"result\": $line}" >>"$out/programs.jsonl"
     done
 done
 
@@ -59,18 +64,31 @@ for l in open(f"{out}/breakdown.jsonl"):
     r = json.loads(l)
     ns.setdefault(r["label"], []).append(r["result"]["ns_per_call"])
 med = {k: statistics.median(v) for k, v in ns.items()}
-lines = ["| mode | median ns | ratio to the trap | runs |", "| --- | ---: | ---: | --- |"]
+programs = collections.defaultdict(list)
+for l in open(f"{out}/programs.jsonl"):
+    r = json.loads(l)
+    programs[r["label"]].append(sum(r["result"]["programs"]["ns_per_run"].values()))
+prog = {k: statistics.median(v) for k, v in programs.items()}
+lines = [
+    "| mode | median ns | ratio to the trap | runs | programs, ns per call | over the empty pair's |",
+    "| --- | ---: | ---: | --- | ---: | ---: |",
+]
 for k, v in ns.items():
     cet = k.startswith("CET ")
     base, trap = (med["CET untraced"], med["CET empty pair"]) if cet else (med["untraced"], med["empty pair"])
     ratio = "" if k.endswith("untraced") else f"{(med[k] - base) / (trap - base):.2f}"
     runs = " ".join(f"{x:.0f}" for x in sorted(v))
-    lines.append(f"| {k} | {med[k]:.0f} | {ratio} | {runs} |")
+    empty = prog.get("CET empty pair" if cet else "empty pair")
+    p = f"{prog[k]:.0f}" if k in prog else ""
+    over = f"{prog[k] - empty:+.0f}" if k in prog and empty is not None else ""
+    lines.append(f"| {k} | {med[k]:.0f} | {ratio} | {runs} | {p} | {over} |")
 head = [
     "# rocsync: where a call's cost goes, on this machine",
     "",
     f"`scripts/gpu-validate/breakdown.sh DIR {len(next(iter(ns.values())))} OUT`: the modes of `cargo xtask bench-breakdown`,",
-    "interleaved; ratio = (mode - untraced) / (empty pair - untraced), from medians.",
+    "interleaved; ratio = (mode - untraced) / (empty pair - untraced), from medians. The last two",
+    "columns: the probe programs' own ns per call (entry + exit, kernel BPF statistics, runs of",
+    "their own), median, and that over the empty pair's.",
     "",
     "```",
     open(f"{out}/machine.txt").read().strip(),
