@@ -4,10 +4,9 @@
 //! kinds folded away. Userspace attaches `Api::enter_program`/`Api::exit_program`; the
 //! names are checked against those at compile time, the list's length against `Api::ALL`.
 
-use aya_ebpf::{
-    macros::{uprobe, uretprobe},
-    programs::{ProbeContext, RetProbeContext},
-};
+use core::ffi::c_void;
+
+use aya_ebpf::programs::{ProbeContext, RetProbeContext};
 use rocsync_common::{Api, Cookie};
 
 use crate::calls;
@@ -33,14 +32,18 @@ macro_rules! programs {
             const _: () = assert!(same(stringify!($enter), Api::$api.enter_program()));
             const _: () = assert!(same(stringify!($exit), Api::$api.exit_program()));
 
-            #[uprobe]
-            pub fn $enter(ctx: ProbeContext) -> u32 {
-                calls::enter(&ctx, const { Cookie::of(Api::$api) })
+            // What `#[uprobe]` expands to, in a section of its own: aya keeps, with each
+            // program, room for its whole section's line info.
+            #[unsafe(no_mangle)]
+            #[unsafe(link_section = concat!("uprobe/", stringify!($enter)))]
+            pub fn $enter(ctx: *mut c_void) -> u32 {
+                calls::enter(&ProbeContext::new(ctx), const { Cookie::of(Api::$api) })
             }
 
-            #[uretprobe]
-            pub fn $exit(ctx: RetProbeContext) -> u32 {
-                calls::exit(&ctx, const { Cookie::of(Api::$api) })
+            #[unsafe(no_mangle)]
+            #[unsafe(link_section = concat!("uretprobe/", stringify!($exit)))]
+            pub fn $exit(ctx: *mut c_void) -> u32 {
+                calls::exit(&RetProbeContext::new(ctx), const { Cookie::of(Api::$api) })
             }
         )*
         const _: () = assert!([$(Api::$api),*].len() == Api::ALL.len());
