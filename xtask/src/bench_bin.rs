@@ -9,15 +9,14 @@ use serde_json::Value;
 use crate::root;
 
 pub(crate) fn bench_bin(args: &[&str]) -> Result<Value> {
-    let out = Command::new(root().join("target/release/rocsync-bench"))
-        .args(args)
-        .output()
-        .context("running rocsync-bench")?;
+    run_json(Command::new(root().join("target/release/rocsync-bench")).args(args))
+}
+
+/// Runs a measurement command: its last JSON line, or its stderr as the error.
+pub(crate) fn run_json(cmd: &mut Command) -> Result<Value> {
+    let out = cmd.output().with_context(|| format!("running {cmd:?}"))?;
     if !out.status.success() {
-        bail!(
-            "rocsync-bench {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        bail!("{cmd:?}: {}", String::from_utf8_lossy(&out.stderr));
     }
     let text = String::from_utf8_lossy(&out.stdout);
     let line = text

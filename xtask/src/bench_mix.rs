@@ -3,28 +3,18 @@
 
 use std::{fmt::Write as _, process::Command};
 
-use anyhow::{Context as _, Result, bail};
+use anyhow::{Context as _, Result};
 use serde_json::{Value, json};
 
-use crate::{bench_bin::bench_bin, root};
+use crate::{
+    bench_bin::{bench_bin, run_json},
+    root,
+};
 
 /// Steps of the mix per measurement.
 const STEPS: &str = "20000";
 /// Calls in the raw capture `convert` reads (about 2 GB).
 const RAW_CALLS: u64 = 13_000_000;
-
-fn run_json(cmd: &mut Command) -> Result<Value> {
-    let out = cmd.output().with_context(|| format!("running {cmd:?}"))?;
-    if !out.status.success() {
-        bail!("{cmd:?}: {}", String::from_utf8_lossy(&out.stderr));
-    }
-    let text = String::from_utf8_lossy(&out.stdout);
-    let line = text
-        .lines()
-        .rfind(|l| l.starts_with('{'))
-        .context("no result line")?;
-    Ok(serde_json::from_str(line)?)
-}
 
 fn median(xs: &mut [f64]) -> f64 {
     xs.sort_by(|a, b| a.total_cmp(b));
