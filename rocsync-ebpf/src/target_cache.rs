@@ -51,9 +51,5 @@ pub fn changed() {
 #[inline(always)]
 fn lookup(tgid: u32) -> TargetState {
     // SAFETY: plain map lookup.
-    match unsafe { TARGETS.get(tgid) } {
-        None => TargetState::Absent,
-        Some(cfg) if cfg.capture == 0 => TargetState::Registered,
-        Some(_) => TargetState::Capturing,
-    }
+    TargetState::of(unsafe { TARGETS.get(tgid) })
 }

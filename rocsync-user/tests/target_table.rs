@@ -114,3 +114,67 @@ fn file_wide_probes_follow_every_change_to_the_target_table() {
     unsafe { libc::kill(pid as i32, libc::SIGKILL) };
     let _ = target.wait();
 }
+
+/// Calls the kernel has counted so far, over every series (the daemon's mode).
+fn counted(probes: &Probes) -> u64 {
+    probes.metrics().unwrap().iter().map(|(_, v)| v.calls).sum()
+}
+
+#[test]
+fn counting_probes_follow_every_change_to_the_target_table() {
+    if !can_trace("counting_probes_follow_every_change_to_the_target_table") {
+        return;
+    }
+    let mut probes = Probes::load(Default::default()).unwrap();
+    probes
+        .set_switch(Switch {
+            by_process: 1,
+            metrics: 1,
+            ..Switch::default()
+        })
+        .unwrap();
+    probes
+        .attach_runtime(
+            Runtime::of(Backend::Hip),
+            &ApiChoice::default(),
+            &rocsync_tests::sim_hip(),
+            None,
+            false,
+        )
+        .unwrap();
+    let dir = TempDir::new();
+    let mut target = Command::new(rocsync_tests::scenario())
+        .args(["loop", "20000"])
+        .env("SCENARIO_LOG", dir.path("loop.log"))
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = target.id();
+    let mut said = String::new();
+    BufReader::new(target.stdout.take().unwrap())
+        .read_line(&mut said)
+        .unwrap();
+    assert_eq!(said.trim(), "looping");
+    let window = Duration::from_millis(300);
+    let over = |probes: &Probes| {
+        let before = counted(probes);
+        std::thread::sleep(window);
+        counted(probes) - before
+    };
+
+    // Not tracked: its calls, answered by the cache from the first, count nothing.
+    assert_eq!(over(&probes), 0, "not tracked");
+    let tracked = Config {
+        metrics: 1,
+        ..Config::INACTIVE
+    };
+    probes.set_target(pid, tracked).unwrap();
+    assert!(over(&probes) > 0, "tracked: nothing counted");
+    probes.forget_target(pid).unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(over(&probes), 0, "forgotten");
+
+    // SAFETY: kill(2) on the child this test started, by its id.
+    unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+    let _ = target.wait();
+}
