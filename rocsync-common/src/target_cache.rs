@@ -6,7 +6,7 @@
 //! entry of an older generation is looked up again.
 //!
 //! An entry is one u64, written and read whole (no torn entry): the tgid (below
-//! 2^22, the kernel's `PID_MAX_LIMIT`), the state, and the low 39 bits of the generation
+//! 2^22, the kernel's `PID_MAX_LIMIT`), the state, and the low 40 bits of the generation
 //! it was read in. It lives at `tgid % TARGET_CACHE_SLOTS`; two processes on one slot
 //! take turns, each then paying the lookup as before.
 
@@ -15,8 +15,7 @@ pub const TARGET_CACHE_SLOTS: u32 = 1 << 15;
 
 const TGID_BITS: u32 = 22;
 const STATE_SHIFT: u32 = TGID_BITS;
-const STATE_MASK: u64 = 7;
-const GENERATION_SHIFT: u32 = TGID_BITS + 3;
+const GENERATION_SHIFT: u32 = TGID_BITS + 2;
 
 /// What `TARGETS` says of a process.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -27,30 +26,6 @@ pub enum TargetState {
     Registered = 2,
     /// Registered with `capture` on.
     Capturing = 3,
-    /// Counted by the daemon (`metrics` on), `capture` off: its calls are counted only.
-    Counted = 4,
-    /// Counted, and a trace on demand records it: the table has the rest (its agents).
-    CountedAndTraced = 5,
-}
-
-impl TargetState {
-    /// What `TARGETS`' entry (if any) says, in short.
-    #[inline(always)]
-    pub fn of(target: Option<&crate::Config>) -> Self {
-        match target {
-            None => Self::Absent,
-            Some(c) if c.metrics != 0 && c.capture != 0 => Self::CountedAndTraced,
-            Some(c) if c.metrics != 0 => Self::Counted,
-            Some(c) if c.capture != 0 => Self::Capturing,
-            Some(_) => Self::Registered,
-        }
-    }
-
-    /// `capture` is on.
-    #[inline(always)]
-    pub fn capturing(self) -> bool {
-        matches!(self, Self::Capturing | Self::CountedAndTraced)
-    }
 }
 
 /// One cache entry.
@@ -71,16 +46,14 @@ impl CachedTarget {
     #[inline(always)]
     pub fn state(self, tgid: u32, generation: u64) -> Option<TargetState> {
         let want = Self::new(tgid, generation, TargetState::Absent)?.0;
-        let mask = !(STATE_MASK << STATE_SHIFT);
+        let mask = !(3u64 << STATE_SHIFT);
         if self.0 & mask != want & mask {
             return None;
         }
-        match (self.0 >> STATE_SHIFT) & STATE_MASK {
+        match (self.0 >> STATE_SHIFT) & 3 {
             1 => Some(TargetState::Absent),
             2 => Some(TargetState::Registered),
             3 => Some(TargetState::Capturing),
-            4 => Some(TargetState::Counted),
-            5 => Some(TargetState::CountedAndTraced),
             _ => None,
         }
     }
@@ -104,48 +77,9 @@ mod tests {
         assert_eq!(e.state(4_194_302, 7), None);
         // Same slot, other process.
         assert_eq!(e.state(4_194_303 - TARGET_CACHE_SLOTS, 7), None);
-        let r = CachedTarget::new(12, (1 << 39) - 1, TargetState::CountedAndTraced).unwrap();
-        assert_eq!(
-            r.state(12, (1 << 39) - 1),
-            Some(TargetState::CountedAndTraced)
-        );
+        let r = CachedTarget::new(12, 1 << 39, TargetState::Registered).unwrap();
+        assert_eq!(r.state(12, 1 << 39), Some(TargetState::Registered));
         assert_eq!(r.state(12, 0), None);
-        // Only the low 39 bits of the generation are kept.
-        assert_eq!(
-            r.state(12, (1 << 40) - 1),
-            Some(TargetState::CountedAndTraced)
-        );
-    }
-
-    #[test]
-    fn every_state_reads_back() {
-        for s in [
-            TargetState::Absent,
-            TargetState::Registered,
-            TargetState::Capturing,
-            TargetState::Counted,
-            TargetState::CountedAndTraced,
-        ] {
-            assert_eq!(CachedTarget::new(99, 3, s).unwrap().state(99, 3), Some(s));
-        }
-    }
-
-    #[test]
-    fn a_target_is_summed_up_by_its_capture_and_metrics() {
-        let c = |capture, metrics| crate::Config {
-            capture,
-            metrics,
-            ..crate::Config::INACTIVE
-        };
-        assert_eq!(TargetState::of(None), TargetState::Absent);
-        assert_eq!(TargetState::of(Some(&c(0, 0))), TargetState::Registered);
-        assert_eq!(TargetState::of(Some(&c(1, 0))), TargetState::Capturing);
-        assert_eq!(TargetState::of(Some(&c(0, 1))), TargetState::Counted);
-        assert_eq!(
-            TargetState::of(Some(&c(2, 1))),
-            TargetState::CountedAndTraced
-        );
-        assert!(TargetState::CountedAndTraced.capturing() && !TargetState::Counted.capturing());
     }
 
     #[test]

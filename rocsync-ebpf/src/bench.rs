@@ -8,7 +8,7 @@ use aya_ebpf::{
     maps::Array,
     programs::{ProbeContext, RetProbeContext},
 };
-use rocsync_common::{EntryRecord, ExitRecord, RECORD_ENTRY, RECORD_EXIT};
+use rocsync_common::{EntryRecord, ExitRecord, RECORD_ENTRY, RECORD_EXIT, TargetState};
 
 use crate::{BPF_RB_NO_WAKEUP, EVENTS, calls::fetch_add, target_cache};
 
@@ -27,7 +27,7 @@ pub fn empty_exit(_ctx: RetProbeContext) -> u32 {
 #[inline(always)]
 fn lookup() -> u32 {
     let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
-    u32::from(target_cache::state(tgid).capturing())
+    u32::from(target_cache::state(tgid) == TargetState::Capturing)
 }
 
 #[uprobe]

@@ -85,7 +85,7 @@ pub fn enter(ctx: &ProbeContext, cookie: Cookie) -> u32 {
         // process a trace on demand is recording.
         None if SWITCH.get(0).is_some_and(|s| s.metrics != 0) => {
             let args = args_of(ctx);
-            match metrics::entered(cookie, &args, pid_tgid) {
+            match metrics::entered(cookie, &args) {
                 Some(cfg) => (cfg, args),
                 None => return 0,
             }
@@ -186,7 +186,7 @@ pub fn exit(ctx: &RetProbeContext, cookie: Cookie) -> u32 {
         _ => false,
     };
     let ret = ctx.ret::<i32>() as i64;
-    if counting && !metrics::returned(cookie, ret, pid_tgid) {
+    if counting && !metrics::returned(cookie, ret) {
         return 0;
     }
     let (mut out, mut flags) = (0u64, 0u32);

@@ -23,7 +23,7 @@ use aya_ebpf::{
     macros::map,
     maps::{Array, HashMap, PerCpuArray, RingBuf},
 };
-use rocsync_common::{Config, Switch, drop_index};
+use rocsync_common::{Config, Switch, TargetState, drop_index};
 
 /// `bpf_ringbuf_submit` flags. Frequent records (doorbells) wake no one: userspace
 /// drains on a short timer.
@@ -69,7 +69,8 @@ fn capturing(tgid: u32) -> Option<Config> {
 #[inline(always)]
 fn switched_on(tgid: u32) -> Option<Switch> {
     let s = *SWITCH.get(0)?;
-    if s.capture == 0 || (s.by_process != 0 && !target_cache::state(tgid).capturing()) {
+    if s.capture == 0 || (s.by_process != 0 && target_cache::state(tgid) != TargetState::Capturing)
+    {
         return None;
     }
     Some(s)

@@ -4,19 +4,18 @@
 //! the call's start in its thread's entry, rewritten in place (no allocation per call).
 
 use aya_ebpf::{
-    helpers::bpf_ktime_get_ns,
+    helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns},
     macros::map,
     maps::{LruHashMap, PerCpuArray},
 };
 use rocsync_common::{
     Cookie, HandleKey, METRIC_SLOTS, MetricKey, MetricValue, NO_DEVICE, OutParam, PendingCall,
-    Switch, TRACE_RECORDING, TRACE_STOPPING, TargetState, WAIT_BUCKETS,
+    Switch, TRACE_RECORDING, TRACE_STOPPING, WAIT_BUCKETS,
 };
 
 use crate::{
     TARGETS,
     calls::{device_of, read_out, track_devices},
-    target_cache,
 };
 
 /// The series, each at its `MetricKey::slot`: an index, not a hash lookup, per call.
@@ -38,30 +37,22 @@ fn series(api: u32, device: i32) -> Option<*mut MetricValue> {
 /// A call entered in a process the daemon tracks: counted, and remembered until it
 /// returns. Returns the settings to record it with when a trace records the process.
 #[inline(always)]
-pub fn entered(cookie: Cookie, args: &[u64; 3], pid_tgid: u64) -> Option<Switch> {
+pub fn entered(cookie: Cookie, args: &[u64; 3]) -> Option<Switch> {
+    let pid_tgid = bpf_get_current_pid_tgid();
     let tgid = (pid_tgid >> 32) as u32;
-    match target_cache::state(tgid) {
-        TargetState::Counted => {
-            count(cookie, args, pid_tgid, tgid);
-            None
-        }
-        // A trace records it (rare): its agents are in the table.
-        TargetState::CountedAndTraced => {
-            // SAFETY: plain map lookup, copied out.
-            let cfg = unsafe { TARGETS.get(tgid) }
-                .copied()
-                .filter(|c| c.metrics != 0)?;
-            count(cookie, args, pid_tgid, tgid);
-            (cfg.capture == TRACE_RECORDING).then_some(Switch {
-                capture: 1,
-                by_process: 1,
-                agents: cfg.agents,
-                metrics: 1,
-                pad: 0,
-            })
-        }
-        _ => None,
-    }
+    // SAFETY: plain map lookup, copied out.
+    let cfg = match unsafe { TARGETS.get(tgid) } {
+        Some(cfg) if cfg.metrics != 0 => *cfg,
+        _ => return None,
+    };
+    count(cookie, args, pid_tgid, tgid);
+    (cfg.capture == TRACE_RECORDING).then_some(Switch {
+        capture: 1,
+        by_process: 1,
+        agents: cfg.agents,
+        metrics: 1,
+        pad: 0,
+    })
 }
 
 #[inline(always)]
@@ -135,14 +126,11 @@ fn count_stream_use(cookie: Cookie, args: &[u64; 3], tgid: u32, v: *mut MetricVa
 /// A call returned: errors counted, synchronisations timed, devices tracked. Returns
 /// whether a trace records the process's returns.
 #[inline(always)]
-pub fn returned(cookie: Cookie, ret: i64, pid_tgid: u64) -> bool {
-    let tgid = (pid_tgid >> 32) as u32;
-    let recorded = match target_cache::state(tgid) {
-        TargetState::Absent | TargetState::Registered | TargetState::Counted => false,
-        // SAFETY: plain map lookup.
-        _ => unsafe { TARGETS.get(tgid) }
-            .is_some_and(|c| c.capture == TRACE_RECORDING || c.capture == TRACE_STOPPING),
-    };
+pub fn returned(cookie: Cookie, ret: i64) -> bool {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    // SAFETY: plain map lookup.
+    let recorded = unsafe { TARGETS.get((pid_tgid >> 32) as u32) }
+        .is_some_and(|c| c.capture == TRACE_RECORDING || c.capture == TRACE_STOPPING);
     count_return(cookie, ret, pid_tgid);
     recorded
 }

@@ -51,5 +51,9 @@ pub fn changed() {
 #[inline(always)]
 fn lookup(tgid: u32) -> TargetState {
     // SAFETY: plain map lookup.
-    TargetState::of(unsafe { TARGETS.get(tgid) })
+    match unsafe { TARGETS.get(tgid) } {
+        None => TargetState::Absent,
+        Some(cfg) if cfg.capture == 0 => TargetState::Registered,
+        Some(_) => TargetState::Capturing,
+    }
 }
