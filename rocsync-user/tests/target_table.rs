@@ -6,7 +6,7 @@ mod common;
 
 use std::{
     io::{BufRead as _, BufReader},
-    process::{Command, Stdio},
+    process::{Child, Command, Stdio},
     time::{Duration, Instant},
 };
 
@@ -40,42 +40,60 @@ fn settle(probes: &mut Probes, pid: u32) {
     records_over(probes, pid, Duration::from_millis(50));
 }
 
-#[test]
-fn file_wide_probes_follow_every_change_to_the_target_table() {
-    if !can_trace("file_wide_probes_follow_every_change_to_the_target_table") {
-        return;
-    }
+/// A scenario calling in a loop (`loop`), under file-wide probes of the simulated runtime
+/// switched as `switch` and no target yet; returned once it loops.
+fn looping_under(switch: Switch) -> (Probes, Looping) {
     let mut probes = Probes::load(Default::default()).unwrap();
-    probes
-        .set_switch(Switch {
-            capture: 1,
-            by_process: 1,
-            ..Switch::default()
-        })
-        .unwrap();
-    let lib = rocsync_tests::sim_hip();
+    probes.set_switch(switch).unwrap();
     probes
         .attach_runtime(
             Runtime::of(Backend::Hip),
             &ApiChoice::default(),
-            &lib,
+            &rocsync_tests::sim_hip(),
             None,
             false,
         )
         .unwrap();
     let dir = TempDir::new();
-    let mut target = Command::new(rocsync_tests::scenario())
+    let mut child = Command::new(rocsync_tests::scenario())
         .args(["loop", "20000"])
         .env("SCENARIO_LOG", dir.path("loop.log"))
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    let pid = target.id();
     let mut said = String::new();
-    BufReader::new(target.stdout.take().unwrap())
+    BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut said)
         .unwrap();
     assert_eq!(said.trim(), "looping");
+    (probes, Looping { child, _dir: dir })
+}
+
+struct Looping {
+    child: Child,
+    _dir: TempDir,
+}
+
+/// Ended by its id when the test ends, passed or not.
+impl Drop for Looping {
+    fn drop(&mut self) {
+        // SAFETY: kill(2) on the child this test started, by its id.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGKILL) };
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn file_wide_probes_follow_every_change_to_the_target_table() {
+    if !can_trace("file_wide_probes_follow_every_change_to_the_target_table") {
+        return;
+    }
+    let (mut probes, target) = looping_under(Switch {
+        capture: 1,
+        by_process: 1,
+        ..Switch::default()
+    });
+    let pid = target.child.id();
     let window = Duration::from_millis(300);
     let capturing = Config {
         capture: 1,
@@ -109,10 +127,6 @@ fn file_wide_probes_follow_every_change_to_the_target_table() {
     probes.set_target(pid, capturing).unwrap();
     let (entries, _) = records_over(&mut probes, pid, window);
     assert!(entries > 0, "a target again: no entry");
-
-    // SAFETY: kill(2) on the child this test started, by its id.
-    unsafe { libc::kill(pid as i32, libc::SIGKILL) };
-    let _ = target.wait();
 }
 
 /// Calls the kernel has counted so far, over every series (the daemon's mode).
@@ -125,36 +139,12 @@ fn counting_probes_follow_every_change_to_the_target_table() {
     if !can_trace("counting_probes_follow_every_change_to_the_target_table") {
         return;
     }
-    let mut probes = Probes::load(Default::default()).unwrap();
-    probes
-        .set_switch(Switch {
-            by_process: 1,
-            metrics: 1,
-            ..Switch::default()
-        })
-        .unwrap();
-    probes
-        .attach_runtime(
-            Runtime::of(Backend::Hip),
-            &ApiChoice::default(),
-            &rocsync_tests::sim_hip(),
-            None,
-            false,
-        )
-        .unwrap();
-    let dir = TempDir::new();
-    let mut target = Command::new(rocsync_tests::scenario())
-        .args(["loop", "20000"])
-        .env("SCENARIO_LOG", dir.path("loop.log"))
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = target.id();
-    let mut said = String::new();
-    BufReader::new(target.stdout.take().unwrap())
-        .read_line(&mut said)
-        .unwrap();
-    assert_eq!(said.trim(), "looping");
+    let (mut probes, target) = looping_under(Switch {
+        by_process: 1,
+        metrics: 1,
+        ..Switch::default()
+    });
+    let pid = target.child.id();
     let window = Duration::from_millis(300);
     let over = |probes: &Probes| {
         let before = counted(probes);
@@ -173,8 +163,4 @@ fn counting_probes_follow_every_change_to_the_target_table() {
     probes.forget_target(pid).unwrap();
     std::thread::sleep(Duration::from_millis(50));
     assert_eq!(over(&probes), 0, "forgotten");
-
-    // SAFETY: kill(2) on the child this test started, by its id.
-    unsafe { libc::kill(pid as i32, libc::SIGKILL) };
-    let _ = target.wait();
 }
