@@ -147,6 +147,47 @@ fn a_record_filtered_by_agents_is_a_tombstone() {
     assert_eq!(stats.calls(), 2, "the filtered call is not written");
 }
 
+/// Another agent's synchronize, blocked when a tick passes it over (released in flight),
+/// stays out of the trace when it returns and when it never does; both are counted
+/// filtered. (It used to be written on its return: a stray of another device's thread in
+/// a trace restricted to agents, seen now and then in the daemon's two-trace test.)
+#[test]
+fn a_filtered_call_released_in_flight_is_never_written() {
+    let mut p: Pipeline<TestSink> = Pipeline::new(writer(), true);
+    both(&mut p, 1, 9, Api::HipEventRecord, [E, S_A, 0]);
+    let filtered = |corr, tid| EntryRecord {
+        flags: ENTRY_FILTERED,
+        ..entry(corr, tid, Api::HipStreamSynchronize, [S_B, 0, 0])
+    };
+    p.entry(&filtered(2, 8));
+    p.tick();
+    both(&mut p, 3, 9, Api::HipStreamWaitEvent, [S_A, E, 0]);
+    p.exit(&exit(8, Api::HipStreamSynchronize, 3_900, 0));
+    p.entry(&filtered(4, 7));
+    p.tick();
+    let (sink, stats) = p.finish().unwrap();
+    let (live, _, _) = sink.into_parts();
+    let trace: serde_json::Value = serde_json::from_str(&finish_writer(live, &stats)).unwrap();
+    let written: Vec<(String, u64)> = trace["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["cat"] == "cuda_runtime")
+        .map(|e| {
+            let corr = e["args"]["correlation"].as_u64().unwrap();
+            (e["name"].as_str().unwrap().to_string(), corr)
+        })
+        .collect();
+    assert_eq!(
+        written,
+        [
+            ("hipEventRecord".to_string(), 1),
+            ("hipStreamWaitEvent".to_string(), 3)
+        ]
+    );
+    assert_eq!(stats.filtered.get("hipStreamSynchronize"), Some(&2));
+}
+
 #[test]
 fn per_thread_default_streams_are_one_per_thread() {
     let mut p = Pipeline::new(Rows::default(), true);

@@ -189,18 +189,27 @@ pub fn per_process_name(path: &Path, pid: u32) -> String {
     format!("{}_{pid}{}", &name[..split], &name[split..])
 }
 
+/// The process whose trace gets `row`; none for a call filtered by the agent set, which
+/// opens no process's file.
+fn written(row: &Row) -> Option<u32> {
+    (!row.call.filtered).then_some(row.call.pid)
+}
+
 impl Sink for ProcessTraces {
     fn row(&mut self, row: &Row) -> io::Result<()> {
-        if row.call.filtered {
-            return Ok(());
+        match written(row) {
+            Some(pid) => self.writer(pid)?.row(row),
+            None => Ok(()),
         }
-        self.writer(row.call.pid)?.row(row)
     }
     fn deferred(&mut self, _row: &Row) -> io::Result<()> {
         Ok(())
     }
     fn completed(&mut self, row: &Row) -> io::Result<()> {
-        self.writer(row.call.pid)?.completed(row)
+        match written(row) {
+            Some(pid) => self.writer(pid)?.completed(row),
+            None => Ok(()),
+        }
     }
     fn lost(&mut self, _first: u64, _count: u64) -> io::Result<()> {
         Ok(())
@@ -216,6 +225,46 @@ impl Sink for ProcessTraces {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn row(pid: u32, filtered: bool) -> Row {
+        let call = crate::ingest::Call {
+            api: rocsync_common::Api::HipStreamSynchronize,
+            pid,
+            tid: pid,
+            correlation: u64::from(pid),
+            enter_ns: 1_000,
+            exit_ns: Some(2_000),
+            ret: Some(0),
+            args: [0; 3],
+            filtered,
+        };
+        Row {
+            call,
+            sync: None,
+            device: 0,
+            stream_index: None,
+            event_id: None,
+            producer: None,
+            unresolved: None,
+            barrier: None,
+            late: false,
+        }
+    }
+
+    /// A process whose only calls are filtered gets no file, whether they come in order
+    /// or on their return after being released in flight.
+    #[test]
+    fn filtered_calls_open_no_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("t.json");
+        let mut traces = ProcessTraces::new(PendingFile::create(&out).unwrap(), 0, 0);
+        traces.row(&row(1, false)).unwrap();
+        traces.row(&row(2, true)).unwrap();
+        traces.completed(&row(3, true)).unwrap();
+        let written = traces.finish(&BTreeMap::new(), "app", json!({})).unwrap();
+        let paths: Vec<PathBuf> = written.into_iter().map(|w| w.path).collect();
+        assert_eq!(paths, [out]);
+    }
 
     #[test]
     fn per_process_names_keep_the_extension() {

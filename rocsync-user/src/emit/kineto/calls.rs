@@ -27,6 +27,11 @@ impl<W: Write> KinetoWriter<W> {
     /// arrows. A call still in flight ends at the latest time seen.
     pub(super) fn call_row(&mut self, r: &Row) -> io::Result<()> {
         let c = &r.call;
+        // Counted by the pipeline, never written: as a row in order or, released in
+        // flight, on its return.
+        if c.filtered {
+            return Ok(());
+        }
         self.last_ns = self.last_ns.max(c.exit_ns.unwrap_or(c.enter_ns));
         if !cpu_row(c.api) {
             return Ok(());

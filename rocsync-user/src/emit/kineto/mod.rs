@@ -157,9 +157,6 @@ impl<W: Write> KinetoWriter<W> {
 
 impl<W: Write> Sink for KinetoWriter<W> {
     fn row(&mut self, row: &Row) -> io::Result<()> {
-        if row.call.filtered {
-            return Ok(());
-        }
         self.call_row(row)
     }
 
