@@ -16,8 +16,9 @@
 pub struct CallSlot {
     /// `pos + 1` once the record at `pos` is complete.
     pub seq: u64,
-    /// An [`crate::EntryRecord`] (64 bytes) or an [`crate::ExitRecord`] (48).
-    pub record: [u64; 8],
+    /// An [`crate::EntryRecord`] (56 bytes) or an [`crate::ExitRecord`] (48): with
+    /// `seq`, one cache line.
+    pub record: [u64; 7],
 }
 
 /// `head` is written by the probes and `tail` by the reader: a cache line each.
@@ -34,8 +35,8 @@ pub struct CallCursor {
 pub const MMAPABLE: u32 = 1 << 10;
 
 /// Slots for a ring of `bytes`: at least as many records as `bytes` hold in the ring
-/// buffer (about 72 bytes each there too), in a power of two (positions wrap by mask),
-/// at least 16. Rounded down, the call ring held half what the ring buffer held, and an
+/// buffer (64 bytes each there too, with its header), in a power of two (positions wrap
+/// by mask), at least 16. Rounded down, the call ring held half what the ring buffer held, and an
 /// oversubscribed capture dropped calls the ring buffer had kept.
 pub const fn call_slots(bytes: u32) -> u32 {
     let n = bytes.div_ceil(size_of::<CallSlot>() as u32);
@@ -48,10 +49,10 @@ mod tests {
 
     #[test]
     fn slots_are_a_power_of_two_within_the_bytes() {
-        assert_eq!(size_of::<CallSlot>(), 72);
+        assert_eq!(size_of::<CallSlot>(), 64);
         assert_eq!(size_of::<CallCursor>(), 128);
-        assert_eq!(call_slots(8 << 20), 1 << 17); // 116 509 records, rounded up
-        assert_eq!(call_slots(72 * 1024), 1024);
+        assert_eq!(call_slots(8 << 20), 1 << 17);
+        assert_eq!(call_slots(64 * 1024 + 1), 2048); // rounded up
         assert_eq!(call_slots(4096), 64);
         assert_eq!(call_slots(0), 16);
     }

@@ -63,7 +63,8 @@ pub fn decode(bytes: &[u8]) -> Result<Decoded, DecodeError> {
     match kind {
         RECORD_ENTRY => {
             let rec: EntryRecord = read(bytes, kind)?;
-            Api::from_u32(rec.api).ok_or(DecodeError::UnknownApi(rec.api))?;
+            let api = u32::from(rec.api);
+            Api::from_u32(api).ok_or(DecodeError::UnknownApi(api))?;
             Ok(Decoded::Entry(rec))
         }
         RECORD_EXIT => {
@@ -91,7 +92,7 @@ mod tests {
 
     #[test]
     fn layouts_are_stable() {
-        assert_eq!(size_of::<EntryRecord>(), 64);
+        assert_eq!(size_of::<EntryRecord>(), 56);
         assert_eq!(size_of::<ExitRecord>(), 48);
         assert_eq!(size_of::<LinkMapRecord>(), 24);
         assert_eq!(size_of::<ProcessRecord>(), 24);
@@ -104,7 +105,7 @@ mod tests {
             kind: RECORD_ENTRY,
             pid: 10,
             tid: 11,
-            api: Api::HipStreamWaitEvent as u32,
+            api: Api::HipStreamWaitEvent as u16,
             correlation: 7,
             enter_ns: 100,
             args: [0x1000, 0x2000, 0],

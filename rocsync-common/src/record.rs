@@ -35,12 +35,16 @@ pub mod drop_index {
 
 /// [`EntryRecord::flags`]: the call was dropped by the agent filter. The record still
 /// travels so that its exit pairs with it and a filtered event record is known to exist.
-pub const ENTRY_FILTERED: u32 = 1;
+pub const ENTRY_FILTERED: u8 = 1;
 /// [`ExitRecord::flags`]: the call had an out-parameter and its value was read.
 pub const EXIT_OUT_READ: u32 = 1;
 
 /// A call entered: written by the entry probe. Its exit follows as an [`ExitRecord`]
 /// from the same thread; userspace pairs them per thread, so nested calls stay two calls.
+///
+/// 56 bytes, so that with its sequence word it fills one cache line of the call ring:
+/// a record spread over two lines cost ≈0.04 of the trap per call
+/// (`bench/overhead-breakdown.md`). Hence the narrow fields after `tid`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct EntryRecord {
@@ -50,19 +54,32 @@ pub struct EntryRecord {
     /// Thread id as the OS sees it.
     pub tid: u32,
     /// [`crate::Api`] id.
-    pub api: u32,
+    pub api: u16,
+    /// [`ENTRY_FILTERED`].
+    pub flags: u8,
+    /// The agent (device) the call was attributed to, when the process's capture is
+    /// restricted to some agents; [`NO_DEVICE`] otherwise ([`EntryRecord::agent`]). The
+    /// daemon splits one process's calls between traces on disjoint agent sets by it.
+    pub device: i8,
     /// Assigned at entry from one global counter: orders calls across threads.
     pub correlation: u64,
     /// CLOCK_MONOTONIC ns.
     pub enter_ns: u64,
     /// Argument registers (rdi, rsi, rdx).
     pub args: [u64; 3],
-    /// [`ENTRY_FILTERED`].
-    pub flags: u32,
-    /// The agent (device) the call was attributed to, when the process's capture is
-    /// restricted to some agents; [`NO_DEVICE`] otherwise. The daemon splits one process's
-    /// calls between traces on disjoint agent sets by it.
-    pub device: i32,
+}
+
+impl EntryRecord {
+    /// A device as the record holds it: agents are those of the 64-bit agent sets, any
+    /// other device is [`NO_DEVICE`] (no agent set can name it).
+    #[inline(always)]
+    pub const fn agent(device: i32) -> i8 {
+        if device >= 0 && device < 64 {
+            device as i8
+        } else {
+            NO_DEVICE as i8
+        }
+    }
 }
 
 /// A call returned: written by the exit probe.

@@ -55,11 +55,11 @@ fn cmpxchg(p: *mut u64, old: u64, new: u64) -> u64 {
         .unwrap_or_else(|seen| seen)
 }
 
-/// Writes `rec` (at most 64 bytes) as the ring's next record; `false` when the ring is
+/// Writes `rec` (at most 56 bytes) as the ring's next record; `false` when the ring is
 /// full (the caller counts the drop).
 #[inline(always)]
 pub fn write<T: Copy>(rec: T) -> bool {
-    const { assert!(size_of::<T>() <= size_of::<[u64; 8]>()) };
+    const { assert!(size_of::<T>() <= size_of::<[u64; 7]>()) };
     let Some(c) = CALL_CURSOR.get_ptr_mut(0) else {
         return false;
     };

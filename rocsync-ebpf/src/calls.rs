@@ -128,13 +128,13 @@ pub fn enter(ctx: &ProbeContext, cookie: Cookie) -> u32 {
         kind: RECORD_ENTRY,
         pid: (pid_tgid >> 32) as u32,
         tid: pid_tgid as u32,
-        api: cookie.api(),
+        api: cookie.api() as u16,
         correlation,
         // SAFETY: helper without preconditions.
         enter_ns: unsafe { bpf_ktime_get_ns() },
         args,
         flags,
-        device,
+        device: EntryRecord::agent(device),
     });
     if !written {
         count_drops(drop_index::ENTRY, 1);

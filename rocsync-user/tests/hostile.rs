@@ -27,12 +27,12 @@ fn record() -> impl Strategy<Value = Vec<u8>> {
                     kind: RECORD_ENTRY,
                     pid,
                     tid,
-                    api,
+                    api: api as u16,
                     correlation: w[0] % 64,
                     enter_ns: w[1],
                     args: [w[2], w[3], w[4]],
-                    flags,
-                    device: ret as i32,
+                    flags: flags as u8,
+                    device: ret as i8,
                 })
             } else {
                 bytes(&ExitRecord {

@@ -25,7 +25,7 @@ fn entry(corr: u64, tid: u32, api: Api, args: [u64; 3]) -> EntryRecord {
         kind: RECORD_ENTRY,
         pid: PID,
         tid,
-        api: api as u32,
+        api: api as u16,
         correlation: corr,
         enter_ns: 1_000 * corr,
         args,

@@ -174,7 +174,7 @@ fn agent_set(mask: u64) -> AgentSet {
 /// on some agents, sharing the process with a trace on others): its synchronisations and
 /// event records are then filtered for that trace, as the kernel filters them.
 fn other_agents(e: &EntryRecord, agents: u64) -> bool {
-    let filterable = Api::from_u32(e.api).is_some_and(|a| {
+    let filterable = Api::from_u32(u32::from(e.api)).is_some_and(|a| {
         let kind = Cookie::of(a).kind();
         kind == Cookie::KIND_SYNC || kind == Cookie::KIND_RECORD
     });
@@ -189,9 +189,8 @@ fn other_agents(e: &EntryRecord, agents: u64) -> bool {
 fn filtered(bytes: &[u8]) -> Vec<u8> {
     let mut b = bytes.to_vec();
     let at = std::mem::offset_of!(EntryRecord, flags);
-    if let Some(f) = b.get_mut(at..at + 4) {
-        let flags = u32::from_ne_bytes(f.try_into().expect("4 bytes")) | ENTRY_FILTERED;
-        f.copy_from_slice(&flags.to_ne_bytes());
+    if let Some(f) = b.get_mut(at) {
+        *f |= ENTRY_FILTERED;
     }
     b
 }
@@ -200,11 +199,11 @@ fn filtered(bytes: &[u8]) -> Vec<u8> {
 mod tests {
     use super::*;
 
-    fn entry(api: Api, device: i32, flags: u32) -> EntryRecord {
+    fn entry(api: Api, device: i32, flags: u8) -> EntryRecord {
         EntryRecord {
             kind: rocsync_common::RECORD_ENTRY,
-            api: api as u32,
-            device,
+            api: api as u16,
+            device: EntryRecord::agent(device),
             flags,
             ..Default::default()
         }

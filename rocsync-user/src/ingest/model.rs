@@ -43,7 +43,7 @@ impl Call {
     /// A call as its entry record describes it: in flight until its exit pairs with it.
     /// The API id was validated by the decoder.
     pub fn entered(r: &EntryRecord) -> Option<Call> {
-        let api = Api::from_u32(r.api)?;
+        let api = Api::from_u32(u32::from(r.api))?;
         let mut args = r.args;
         // An out-parameter is not written yet: its pointer means nothing to the reader.
         if !matches!(api.out_param(), OutParam::None) {

@@ -5,7 +5,7 @@
 use std::{os::fd::OwnedFd, sync::atomic::Ordering};
 
 use anyhow::Result;
-use rocsync_common::{CallCursor, CallSlot, ExitRecord, RECORD_EXIT};
+use rocsync_common::{CallCursor, CallSlot, EntryRecord, ExitRecord, RECORD_EXIT};
 
 use super::mapped::Mapping;
 
@@ -45,7 +45,7 @@ impl CallRing {
         let tail_at = self.cursor.word(TAIL);
         let start = tail_at.load(Ordering::Relaxed);
         let mut tail = start;
-        let mut record = [0u8; 64];
+        let mut record = [0u8; size_of::<EntryRecord>()];
         while tail < until && tail - start < self.count {
             let at = (tail & (self.count - 1)) as usize * SLOT;
             // Acquire: the record's bytes were written before its `seq`.
@@ -60,7 +60,7 @@ impl CallRing {
             let len = if kind == RECORD_EXIT {
                 size_of::<ExitRecord>()
             } else {
-                record.len()
+                size_of::<EntryRecord>()
             };
             f(&record[..len]);
             tail += 1;
@@ -81,7 +81,7 @@ mod tests {
     use std::{os::fd::AsFd as _, sync::atomic::AtomicU64};
 
     use aya::maps::{Array, IterableMap as _, MapData};
-    use rocsync_common::{EntryRecord, MMAPABLE, RECORD_ENTRY};
+    use rocsync_common::{MMAPABLE, RECORD_ENTRY};
 
     use super::*;
 
@@ -90,7 +90,7 @@ mod tests {
     struct Rig {
         ring: CallRing,
         // The arrays outlive the test's fds.
-        _arrays: (Array<MapData, [u64; 9]>, Array<MapData, [u64; 16]>),
+        _arrays: (Array<MapData, [u64; 8]>, Array<MapData, [u64; 16]>),
     }
 
     fn rig(name: &str, slots: u32) -> Option<Rig> {
@@ -99,7 +99,7 @@ mod tests {
             rocsync_tests::skip(name, "creating BPF maps needs root");
             return None;
         }
-        let slot_array = Array::<MapData, [u64; 9]>::create(slots, MMAPABLE).unwrap();
+        let slot_array = Array::<MapData, [u64; 8]>::create(slots, MMAPABLE).unwrap();
         let cursor_array = Array::<MapData, [u64; 16]>::create(1, MMAPABLE).unwrap();
         let fd = |m: &MapData| m.fd().as_fd().try_clone_to_owned().unwrap();
         let ring = CallRing::new(fd(slot_array.map()), fd(cursor_array.map()), slots).unwrap();
@@ -129,12 +129,12 @@ mod tests {
             let at = (pos & (self.ring.count - 1)) as usize * SLOT;
             let rec = EntryRecord {
                 kind: RECORD_ENTRY,
-                api: rocsync_common::Api::HipStreamSynchronize as u32,
+                api: rocsync_common::Api::HipStreamSynchronize as u16,
                 correlation: pos,
                 ..Default::default()
             };
             // SAFETY: reading the bytes of a plain record.
-            let bytes: [u64; 8] = unsafe { std::mem::transmute(rec) };
+            let bytes: [u64; 7] = unsafe { std::mem::transmute(rec) };
             for (i, w) in bytes.iter().enumerate() {
                 self.ring
                     .slots

@@ -165,7 +165,7 @@ fn record_bytes(
         kind: RECORD_ENTRY,
         pid: 1000,
         tid,
-        api: api as u32,
+        api: api as u16,
         correlation,
         enter_ns: correlation * 1000,
         args,
@@ -182,7 +182,7 @@ fn record_bytes(
     // SAFETY: both records are plain data of exactly these sizes.
     unsafe {
         (
-            std::mem::transmute::<EntryRecord, [u8; 64]>(entry),
+            std::mem::transmute::<EntryRecord, [u8; 56]>(entry),
             std::mem::transmute::<ExitRecord, [u8; 48]>(exit),
         )
     }
