@@ -69,6 +69,15 @@ pub struct EntryRecord {
     pub args: [u64; 3],
 }
 
+// Every API id fits the entry record's `api`.
+const _: () = {
+    let mut i = 0;
+    while i < crate::Api::ALL.len() {
+        assert!((crate::Api::ALL[i] as u32) <= u16::MAX as u32);
+        i += 1;
+    }
+};
+
 impl EntryRecord {
     /// A device as the record holds it: agents are those of the 64-bit agent sets, any
     /// other device is [`NO_DEVICE`] (no agent set can name it).
