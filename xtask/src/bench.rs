@@ -276,7 +276,7 @@ fn report(
         if med[1] - med[0] > hi - lo {
             let _ = writeln!(
                 md,
-                "| {} | **ratio (c−a)/(b−a)**, rounds (median, range) | | **{ratio:.2}** | {rlo:.2}–{rhi:.2} |\n| {} | ratio of the medians | | {of_medians:.2} | |",
+                "| {} | **ratio (c−a)/(b−a)** of the rounds | {rlo:.2} | **{ratio:.2}** | {rhi:.2} |\n| {} | ratio of the medians | | {of_medians:.2} | |",
                 c.name, c.name
             );
         } else {
