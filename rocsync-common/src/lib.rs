@@ -8,6 +8,7 @@ mod api;
 mod call_ring;
 mod metrics;
 mod record;
+mod settings;
 mod target_cache;
 
 pub use api::{Api, Backend, Cookie, Op, OutParam};
@@ -17,13 +18,14 @@ pub use metrics::{
     WAIT_BUCKETS,
 };
 pub use record::{
-    AgentQuery, Config, ENTRY_FILTERED, EXIT_OUT_READ, EntryRecord, ExitRecord, HIDDEN_AGENT,
-    HandleKey, HsaQueue, LinkMapRecord, MAX_PACKETS_PER_DOORBELL, NO_DEVICE, NO_R_DEBUG, OutSlot,
-    PROCESS_EXEC, PROCESS_EXIT, PROCESS_FORK, PacketRecord, ProcessRecord, QUEUE_CREATED,
-    QUEUE_DESTROYED, QUEUE_DISCOVERED, QueueCreate, QueueInfo, QueueRecord, RECORD_ENTRY,
-    RECORD_EXIT, RECORD_LINK_MAP, RECORD_PACKET, RECORD_PROCESS, RECORD_QUEUE, RECORD_WAKE, Switch,
-    TRACE_RECORDING, TRACE_STOPPING, TaskLayout, UNKNOWN_AGENT, WakeRecord, drop_index,
+    AgentQuery, ENTRY_FILTERED, EXIT_OUT_READ, EntryRecord, ExitRecord, HandleKey, HsaQueue,
+    LinkMapRecord, MAX_PACKETS_PER_DOORBELL, NO_DEVICE, NO_R_DEBUG, OutSlot, PROCESS_EXEC,
+    PROCESS_EXIT, PROCESS_FORK, PacketRecord, ProcessRecord, QUEUE_CREATED, QUEUE_DESTROYED,
+    QUEUE_DISCOVERED, QueueCreate, QueueInfo, QueueRecord, RECORD_ENTRY, RECORD_EXIT,
+    RECORD_LINK_MAP, RECORD_PACKET, RECORD_PROCESS, RECORD_QUEUE, RECORD_WAKE, TaskLayout,
+    UNKNOWN_AGENT, WakeRecord, drop_index,
 };
+pub use settings::{Config, HIDDEN_AGENT, Switch, TRACE_RECORDING, TRACE_STOPPING};
 pub use target_cache::{CachedTarget, TARGET_CACHE_SLOTS, TargetState};
 
 #[cfg(feature = "user")]

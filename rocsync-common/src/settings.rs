@@ -1,0 +1,90 @@
+//! What userspace tells the probes: each target's settings (`TARGETS`, by tgid) and the
+//! capture-wide switch. Map values, not ring records.
+
+use crate::UNKNOWN_AGENT;
+
+/// Per-target settings, keyed by tgid in the `TARGETS` map.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Config {
+    /// Non-zero: capture calls of this process.
+    pub capture: u32,
+    /// Non-zero: stop the process at each link-map change so new libraries are attached
+    /// before their first call.
+    pub stop_on_link_map: u32,
+    /// Bit N set: record agent (device) N. Zero: every agent.
+    pub agents: u64,
+    /// Non-zero: child processes are traced from their fork, with these settings.
+    pub follow: u32,
+    /// Non-zero: count this process's calls in `METRICS` (daemon mode).
+    pub metrics: u32,
+    pub pad: u32,
+    /// Non-zero: HSA agents are numbered as the process's HIP devices, by
+    /// `agent_devices` (its `HIP_VISIBLE_DEVICES` makes HIP device N some other agent).
+    pub remap: u32,
+    /// The HIP device of each GPU agent by enumeration ordinal; [`HIDDEN_AGENT`] when no
+    /// device is that agent.
+    pub agent_devices: [u8; 16],
+}
+
+/// [`Config::capture`] of a process the daemon counts while a trace on demand records it:
+/// entries and exits go to the ring; while the trace stops, exits only (calls in flight
+/// complete).
+pub const TRACE_RECORDING: u32 = 1;
+pub const TRACE_STOPPING: u32 = 2;
+
+/// [`Config::agent_devices`]: the agent is no HIP device of the process.
+pub const HIDDEN_AGENT: u8 = 0xff;
+
+impl Config {
+    /// Not captured, not counted, no mapping: what the other settings are built on.
+    pub const INACTIVE: Config = Config {
+        capture: 0,
+        stop_on_link_map: 0,
+        agents: 0,
+        follow: 0,
+        remap: 0,
+        agent_devices: [HIDDEN_AGENT; 16],
+        metrics: 0,
+        pad: 0,
+    };
+
+    /// The number a queue on the agent enumerated `ordinal`-th gets: the HIP device it is
+    /// (`UNKNOWN_AGENT` when hidden), or the ordinal itself without a mapping.
+    pub fn device_of_agent(&self, ordinal: u32) -> u32 {
+        if self.remap == 0 {
+            return ordinal;
+        }
+        match self.agent_devices.get(ordinal as usize) {
+            Some(&d) if d != HIDDEN_AGENT => d as u32,
+            _ => UNKNOWN_AGENT,
+        }
+    }
+}
+
+/// The capture-wide switch the call probes read (one array slot: no hash lookup on the
+/// hot path). Call probes are attached per process, so the kernel runs them only in
+/// traced processes; `by_process` asks them to check `TARGETS` too (file-wide probes).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Switch {
+    /// Non-zero: record calls entered from now on.
+    pub capture: u32,
+    /// Non-zero: record only processes in `TARGETS` with `capture` set.
+    pub by_process: u32,
+    /// Bit N set: record agent (device) N. Zero: every agent.
+    pub agents: u64,
+    /// Non-zero: the daemon's always-on mode. Calls of processes in `TARGETS` are counted
+    /// in the kernel (`METRICS`) and write nothing to the ring; exec and library loads of
+    /// every process are announced, for discovery.
+    pub metrics: u32,
+    pub pad: u32,
+}
+
+#[cfg(feature = "user")]
+mod pod {
+    // SAFETY: plain `#[repr(C)]` data with explicit padding and no invalid bit patterns.
+    unsafe impl aya::Pod for super::Switch {}
+    // SAFETY: as above.
+    unsafe impl aya::Pod for super::Config {}
+}
