@@ -53,3 +53,21 @@ fn a_missing_raw_file_is_a_clear_error() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot open /nonexistent/c.jsonl"));
 }
+
+/// Found by mutating raw captures: a trailer whose `distributedInfo` was not an object
+/// made the trace writer panic.
+#[test]
+fn a_hostile_trailer_is_a_clear_error_not_a_panic() {
+    let dir = TempDir::new();
+    let raw = dir.path("t.jsonl");
+    let trailer = r#"{"rocsync_raw_end":{"processes":{"9":{"name":"app","distributedInfo":"x"}}}}"#;
+    std::fs::write(&raw, format!("{HEADER}\n{RECORD}\n{trailer}\n")).unwrap();
+    let out = rocsync().arg("convert").arg(&raw).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("line 3") && stderr.contains("process 9 is not"),
+        "{stderr}"
+    );
+    assert!(!dir.path("t.json").exists(), "nothing half-written");
+}

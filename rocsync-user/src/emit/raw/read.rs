@@ -102,7 +102,7 @@ fn parse_item(v: &Value) -> Result<Item> {
         bail!("a header may only be the first line");
     }
     if let Some(t) = v.get("rocsync_raw_end") {
-        return Ok(Item::Trailer(parse_trailer(t)));
+        return Ok(Item::Trailer(parse_trailer(t)?));
     }
     if let Some(c) = v.get("completion") {
         let exit = Exit {
@@ -212,24 +212,57 @@ fn parse_header(h: &Value) -> Result<Header> {
     })
 }
 
-fn parse_trailer(t: &Value) -> Trailer {
-    let n = |k: &str| t[k].as_u64().unwrap_or(0);
-    Trailer {
+fn parse_trailer(t: &Value) -> Result<Trailer> {
+    // Every count is written; one that is not a count is an error, never taken as none
+    // lost. (An absent one reads as 0.)
+    let n = |k: &str| match t.get(k) {
+        None => Ok(0),
+        Some(x) => x
+            .as_u64()
+            .ok_or_else(|| anyhow!("trailer: \"{k}\" is not a count")),
+    };
+    Ok(Trailer {
         kernel: KernelDrops {
-            entries: n("entry_records"),
-            exits: n("exit_records"),
-            library_loads: n("library_loads"),
-            queues: n("queue_records"),
-            packets: n("packet_records"),
-            packets_truncated: n("packets_truncated"),
-            out_params: n("out_params"),
-            packets_unread: n("packets_unread"),
+            entries: n("entry_records")?,
+            exits: n("exit_records")?,
+            library_loads: n("library_loads")?,
+            queues: n("queue_records")?,
+            packets: n("packet_records")?,
+            packets_truncated: n("packets_truncated")?,
+            out_params: n("out_params")?,
+            packets_unread: n("packets_unread")?,
         },
-        unpaired_entries: n("unpaired_entries"),
-        unpaired_exits: n("unpaired_exits"),
-        undecodable: n("undecodable"),
-        processes: t["processes"].clone(),
+        unpaired_entries: n("unpaired_entries")?,
+        unpaired_exits: n("unpaired_exits")?,
+        undecodable: n("undecodable")?,
+        processes: processes(t.get("processes"))?,
+    })
+}
+
+/// What the traced processes said of themselves, as written:
+/// `{"<pid>": {"name": "…", "distributedInfo": {…} or null}}`, or null.
+fn processes(v: Option<&Value>) -> Result<Value> {
+    let Some(v) = v.filter(|v| !v.is_null()) else {
+        return Ok(Value::Null);
+    };
+    let all = v
+        .as_object()
+        .ok_or_else(|| anyhow!("trailer: \"processes\" is not an object"))?;
+    for (pid, p) in all {
+        pid.parse::<u32>()
+            .map_err(|_| anyhow!("trailer: process {pid:?} is not a pid"))?;
+        let known = p.as_object().is_some_and(|p| {
+            p.get("name").is_none_or(Value::is_string)
+                && p.get("distributedInfo")
+                    .is_none_or(|d| d.is_object() || d.is_null())
+        });
+        if !known {
+            bail!(
+                "trailer: process {pid} is not {{\"name\": string, \"distributedInfo\": object}}"
+            );
+        }
     }
+    Ok(v.clone())
 }
 
 fn field<'a>(v: &'a Value, k: &str) -> Result<&'a Value> {

@@ -91,3 +91,48 @@ fn hostile_lines_are_errors_naming_their_line() {
     );
     assert!(err.contains("line 2"), "{err}");
 }
+
+#[test]
+fn a_hostile_trailer_is_an_error_naming_what() {
+    let read = |trailer: &str| {
+        let mut text = Vec::new();
+        RawWriter::new(&mut text, &header()).unwrap();
+        writeln!(text, "{{\"rocsync_raw_end\":{trailer}}}").unwrap();
+        Reader::new(&text[..])
+            .unwrap()
+            .next_item()
+            .map_err(|e| format!("{e:#}"))
+    };
+    for (trailer, says) in [
+        (
+            r#"{"packets_truncated":"x"}"#,
+            "\"packets_truncated\" is not a count",
+        ),
+        (
+            r#"{"entry_records":-1}"#,
+            "\"entry_records\" is not a count",
+        ),
+        (r#"{"processes":[]}"#, "\"processes\" is not an object"),
+        (r#"{"processes":{"abc":{}}}"#, "\"abc\" is not a pid"),
+        (
+            r#"{"processes":{"7":{"distributedInfo":"x"}}}"#,
+            "process 7 is not",
+        ),
+        (r#"{"processes":{"7":{"name":3}}}"#, "process 7 is not"),
+        (r#"{"processes":{"7":"x"}}"#, "process 7 is not"),
+    ] {
+        let err = read(trailer).expect_err(trailer);
+        assert!(
+            err.contains("line 2") && err.contains(says),
+            "{trailer}: {err}"
+        );
+    }
+    // What captures write: counts, and processes whose launcher said nothing (null).
+    let Ok(Some(Item::Trailer(t))) = read(
+        r#"{"packets_truncated":3,"processes":{"7":{"name":"app","distributedInfo":null},"8":{"name":"b","distributedInfo":{"rank":1}}}}"#,
+    ) else {
+        panic!("a well-formed trailer is read");
+    };
+    assert_eq!(t.kernel.packets_truncated, 3);
+    assert_eq!(t.processes["8"]["distributedInfo"]["rank"], 1);
+}
