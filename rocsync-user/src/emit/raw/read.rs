@@ -124,8 +124,8 @@ fn parse_item(v: &Value) -> Result<Item> {
     }
     if let Some(q) = v.get("queue") {
         return Ok(Item::Queue(Queue {
-            pid: u32::try_from(uint(q, "pid")?)?,
-            tid: u32::try_from(uint(q, "tid")?)?,
+            pid: uint32(q, "pid")?,
+            tid: uint32(q, "tid")?,
             created: q["created"].as_bool().unwrap_or(false),
             discovered: q["discovered"].as_bool().unwrap_or(false),
             queue: handle(q, "queue")?,
@@ -133,8 +133,8 @@ fn parse_item(v: &Value) -> Result<Item> {
             base: handle(q, "base")?,
             doorbell: handle(q, "doorbell")?,
             id: uint(q, "id")?,
-            size: u32::try_from(uint(q, "size")?)?,
-            ordinal: u32::try_from(uint(q, "ordinal")?)?,
+            size: uint32(q, "size")?,
+            ordinal: uint32(q, "ordinal")?,
             ns: uint(q, "ns")?,
         }));
     }
@@ -149,9 +149,9 @@ fn parse_item(v: &Value) -> Result<Item> {
                 .map_err(|_| anyhow!("\"bytes\" is not hex"))?;
         }
         return Ok(Item::Packet(Packet {
-            pid: u32::try_from(uint(p, "pid")?)?,
-            tid: u32::try_from(uint(p, "tid")?)?,
-            ordinal: u32::try_from(uint(p, "ordinal")?)?,
+            pid: uint32(p, "pid")?,
+            tid: uint32(p, "tid")?,
+            ordinal: uint32(p, "ordinal")?,
             queue: handle(p, "queue")?,
             agent: handle(p, "agent")?,
             index: uint(p, "index")?,
@@ -275,6 +275,10 @@ fn uint(v: &Value, k: &str) -> Result<u64> {
         .ok_or_else(|| anyhow!("\"{k}\" is not an unsigned integer"))
 }
 
+fn uint32(v: &Value, k: &str) -> Result<u32> {
+    u32::try_from(uint(v, k)?).map_err(|_| anyhow!("\"{k}\" is past 32 bits"))
+}
+
 fn int(v: &Value, k: &str) -> Result<i64> {
     field(v, k)?
         .as_i64()
@@ -342,8 +346,8 @@ fn parse_call(v: &Value) -> Result<Call> {
     }
     Ok(Call {
         api,
-        pid: u32::try_from(uint(v, "pid")?)?,
-        tid: u32::try_from(uint(v, "tid")?)?,
+        pid: uint32(v, "pid")?,
+        tid: uint32(v, "tid")?,
         correlation: uint(v, "correlation")?,
         enter_ns,
         exit_ns,

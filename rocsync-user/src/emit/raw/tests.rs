@@ -84,6 +84,15 @@ fn hostile_lines_are_errors_naming_their_line() {
         "{err}"
     );
 
+    let mut wide = Vec::new();
+    RawWriter::new(&mut wide, &header()).unwrap();
+    writeln!(wide, "{{\"api\":\"hipDeviceSynchronize\",\"pid\":4294967296,\"tid\":1,\"correlation\":1,\"enter_ns\":1,\"exit_ns\":2,\"ret\":0,\"args\":{{}}}}").unwrap();
+    let err = format!(
+        "{:#}",
+        Reader::new(&wide[..]).unwrap().next_item().unwrap_err()
+    );
+    assert!(err.contains("\"pid\" is past 32 bits"), "{err}");
+
     let bad = b"{\"rocsync_raw\":{\"clock_offset_ns\":1}}\n{\"packet\":{\"bytes\":\"zz\"}}\n";
     let err = format!(
         "{:#}",
