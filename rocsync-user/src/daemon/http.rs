@@ -1,5 +1,5 @@
 //! The smallest HTTP/1.1 server `/metrics` needs: one GET per connection, bounded in size
-//! and time (a scraper that stalls cannot hold the daemon), then closed.
+//! and time, then closed. Connections are read off the daemon's loop (`clients`).
 
 use std::time::Duration;
 
@@ -14,8 +14,9 @@ const TIMEOUT: Duration = Duration::from_secs(2);
 /// What a path answers: (status line, content type, body).
 pub type Response = (&'static str, &'static str, String);
 
-/// Reads one request and answers it with `route(path)`.
-pub async fn serve(mut conn: TcpStream, route: impl FnOnce(&str) -> Response) {
+/// Reads one request: the path a GET asks for, or the answer to anything else. `None`
+/// when no whole request came in time (the client stalled or left).
+pub async fn read(conn: &mut TcpStream) -> Option<Result<String, Response>> {
     let mut buf = Vec::with_capacity(1024);
     let read = tokio::time::timeout(TIMEOUT, async {
         let mut chunk = [0u8; 1024];
@@ -28,10 +29,11 @@ pub async fn serve(mut conn: TcpStream, route: impl FnOnce(&str) -> Response) {
         true
     })
     .await;
-    let (status, kind, body) = match read {
-        Ok(true) => respond(&buf, route),
-        _ => return,
-    };
+    matches!(read, Ok(true)).then(|| path(&buf))
+}
+
+/// Sends `response` and closes the connection.
+pub async fn answer(mut conn: TcpStream, (status, kind, body): Response) {
     let head = format!(
         "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()
@@ -44,14 +46,14 @@ pub async fn serve(mut conn: TcpStream, route: impl FnOnce(&str) -> Response) {
     .await;
 }
 
-fn respond(request: &[u8], route: impl FnOnce(&str) -> Response) -> Response {
+fn path(request: &[u8]) -> Result<String, Response> {
     let line = request.split(|&b| b == b'\r').next().unwrap_or_default();
     let line = String::from_utf8_lossy(line);
     let mut parts = line.split(' ');
     match (parts.next(), parts.next()) {
-        (Some("GET"), Some(target)) => route(target.split('?').next().unwrap_or(target)),
-        (Some(_), Some(_)) => ("405 Method Not Allowed", "text/plain", "GET only\n".into()),
-        _ => ("400 Bad Request", "text/plain", "bad request\n".into()),
+        (Some("GET"), Some(target)) => Ok(target.split('?').next().unwrap_or(target).to_string()),
+        (Some(_), Some(_)) => Err(("405 Method Not Allowed", "text/plain", "GET only\n".into())),
+        _ => Err(("400 Bad Request", "text/plain", "bad request\n".into())),
     }
 }
 
@@ -61,15 +63,14 @@ mod tests {
 
     #[test]
     fn routes_gets_and_refuses_the_rest() {
-        let ok = |p: &str| -> Response { ("200 OK", "text/plain", p.to_string()) };
         assert_eq!(
-            respond(b"GET /metrics?x=1 HTTP/1.1\r\n\r\n", ok).2,
-            "/metrics"
+            path(b"GET /metrics?x=1 HTTP/1.1\r\n\r\n"),
+            Ok("/metrics".to_string())
         );
         assert_eq!(
-            respond(b"POST /metrics HTTP/1.1\r\n\r\n", ok).0,
+            path(b"POST /metrics HTTP/1.1\r\n\r\n").unwrap_err().0,
             "405 Method Not Allowed"
         );
-        assert_eq!(respond(b"\xff\xfe", ok).0, "400 Bad Request");
+        assert_eq!(path(b"\xff\xfe").unwrap_err().0, "400 Bad Request");
     }
 }

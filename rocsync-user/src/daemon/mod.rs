@@ -7,6 +7,7 @@
 //! in progress is finished and written first), leaving every target running.
 
 pub mod client;
+mod clients;
 pub mod config;
 mod discovery;
 mod dynolog;
@@ -30,10 +31,10 @@ use crate::{
     cli::DaemonArgs,
     probes::{ProbeOptions, Probes},
 };
+use clients::{Clients, Incoming};
 use config::Config;
 use discovery::Tracker;
 use requests::Daemon;
-use serde_json::json;
 
 /// How often tracked processes that exited are forgotten.
 const PRUNE_EVERY: Duration = Duration::from_secs(5);
@@ -112,6 +113,7 @@ pub async fn daemon(args: DaemonArgs, mut signals: Signals) -> Result<i32> {
     let mut prune = tokio::time::interval(PRUNE_EVERY);
     let mut tick = tokio::time::interval(TICK_EVERY);
     let mut poll = tokio::time::interval(DRAIN_EVERY);
+    let (clients, mut incoming) = Clients::new();
     loop {
         let deadline = d.sessions.next_deadline();
         tokio::select! {
@@ -124,25 +126,29 @@ pub async fn daemon(args: DaemonArgs, mut signals: Signals) -> Result<i32> {
             _ = poll.tick(), if d.sessions.recording() || d.flight.is_some() => {
                 drain(ring.get_mut(), &mut d);
             }
+            // Connections are read elsewhere (`clients`); what they asked comes here whole.
             conn = listener.accept() => {
                 if let Ok((conn, _)) = conn {
-                    http::serve(conn, |path| route(path, &d)).await;
+                    clients.http(conn);
                 }
             }
             conn = requests.accept(), if !d.stopping => {
-                let Ok((conn, _)) = conn else { continue };
-                if socket::allowed(&conn, d.config.group) {
-                    d.on_request(conn).await;
-                } else {
-                    let e = json!({ "error": "permission denied: root or the daemon's group only" });
-                    socket::answer(conn, &e).await;
+                if let Ok((conn, _)) = conn {
+                    clients.request(conn, d.config.group);
                 }
             }
             conn = accept(&dyno), if !d.stopping => {
                 if let Ok(conn) = conn {
-                    d.on_dynolog(conn).await;
+                    clients.dynolog(conn);
                 }
             }
+            Some(asked) = incoming.recv() => match asked {
+                Incoming::Http(path, answer) => {
+                    let _ = answer.send(route(&path, &d));
+                }
+                Incoming::Request(conn, asked) => d.on_request(conn, asked).await,
+                Incoming::Dynolog(conn, asked) => d.on_dynolog(conn, asked).await,
+            },
             Some(claim) = claims_closed.recv() => d.sessions.release(claim),
             _ = sleep_until(learn_until), if learn_until.is_some() => {
                 learn_until = None;

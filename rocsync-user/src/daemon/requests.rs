@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use anyhow::Result;
+use anyhow::{Result, anyhow};
 use serde_json::{Value, json};
 use tokio::{
     io::AsyncReadExt as _,
@@ -74,9 +74,14 @@ impl Daemon {
         Ok(&self.sessions.traces.last().expect("just started").1)
     }
 
-    /// One connection on the unix socket (its peer already checked).
-    pub async fn on_request(&mut self, mut conn: UnixStream) {
-        let asked = match socket::read_request(&mut conn).await {
+    /// A request read on the unix socket (its peer already checked).
+    pub async fn on_request(&mut self, mut conn: UnixStream, asked: Result<Asked>) {
+        let asked = match asked {
+            Ok(Asked::Status) => Asked::Status,
+            // Read before SIGTERM came, answered after.
+            Ok(_) if self.stopping => {
+                return refuse(conn, &anyhow!("the daemon is stopping")).await;
+            }
             Ok(a) => a,
             Err(e) => return refuse(conn, &e).await,
         };
@@ -121,11 +126,14 @@ impl Daemon {
         }
     }
 
-    /// A dynolog request: `dyno gputrace`.
-    pub async fn on_dynolog(&mut self, mut conn: TcpStream) {
-        let asked = dynolog::read(&mut conn)
-            .await
-            .and_then(|v| dynolog::parse(&v, &self.config.state_dir));
+    /// A dynolog request read: `dyno gputrace`.
+    pub async fn on_dynolog(&mut self, mut conn: TcpStream, asked: Result<Value>) {
+        let asked = asked
+            .and_then(|v| dynolog::parse(&v, &self.config.state_dir))
+            .and_then(|d| match self.stopping {
+                true => Err(anyhow!("the daemon is stopping")),
+                false => Ok(d),
+            });
         let reply = match asked {
             Err(e) => dynolog::answer(&[], false, Some(format!("{e:#}"))),
             Ok(d) => {

@@ -1,0 +1,118 @@
+//! The daemon's clients are read off its loop: each connection's request is read in a
+//! task of its own and handed to the loop whole, so a client that connects and stalls
+//! holds only its task, until its read times out — never the loop that drains the
+//! probes, ends traces on time and answers everyone else. Each listener reads at most
+//! [`MAX_READING`] requests at once (so scrapers, whom any local user can be, cannot take
+//! the slots of those allowed to ask for traces); connections past that are closed unread.
+
+use std::sync::Arc;
+
+use anyhow::Result;
+use serde_json::{Value, json};
+use tokio::{
+    net::{TcpStream, UnixStream},
+    sync::{
+        OwnedSemaphorePermit, Semaphore,
+        mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel},
+        oneshot,
+    },
+};
+
+use super::{
+    dynolog, http,
+    socket::{self, Asked},
+};
+
+/// Requests being read at once, per listener.
+const MAX_READING: usize = 64;
+
+/// A request read whole, for the loop to answer.
+pub enum Incoming {
+    /// A GET of `/metrics` or `/healthz`: the loop renders, the task sends.
+    Http(String, oneshot::Sender<http::Response>),
+    /// A request on the unix socket, from a peer allowed to ask.
+    Request(UnixStream, Result<Asked>),
+    /// A dynolog message.
+    Dynolog(TcpStream, Result<Value>),
+}
+
+pub struct Clients {
+    to_loop: UnboundedSender<Incoming>,
+    /// Reading slots of the metrics, unix-socket and dynolog listeners.
+    reading: [Arc<Semaphore>; 3],
+}
+
+const HTTP: usize = 0;
+const REQUEST: usize = 1;
+const DYNOLOG: usize = 2;
+
+impl Clients {
+    /// The readers, and where the loop receives what they read.
+    pub fn new() -> (Self, UnboundedReceiver<Incoming>) {
+        let (to_loop, incoming) = unbounded_channel();
+        let reading = std::array::from_fn(|_| Arc::new(Semaphore::new(MAX_READING)));
+        (Self { to_loop, reading }, incoming)
+    }
+
+    /// A scraper's connection.
+    pub fn http(&self, mut conn: TcpStream) {
+        let Some(permit) = self.permit(HTTP) else {
+            return;
+        };
+        let to_loop = self.to_loop.clone();
+        tokio::spawn(async move {
+            let response = match http::read(&mut conn).await {
+                None => return,
+                Some(Err(refused)) => refused,
+                Some(Ok(path)) => {
+                    let (answer, rendered) = oneshot::channel();
+                    if to_loop.send(Incoming::Http(path, answer)).is_err() {
+                        return;
+                    }
+                    match rendered.await {
+                        Ok(r) => r,
+                        Err(_) => return,
+                    }
+                }
+            };
+            // Sending (bounded in time) holds a reading slot too.
+            http::answer(conn, response).await;
+            drop(permit);
+        });
+    }
+
+    /// A connection on the unix socket; peers outside root and `group` are refused here.
+    pub fn request(&self, mut conn: UnixStream, group: Option<u32>) {
+        let Some(permit) = self.permit(REQUEST) else {
+            return;
+        };
+        let to_loop = self.to_loop.clone();
+        tokio::spawn(async move {
+            if !socket::allowed(&conn, group) {
+                let e = json!({ "error": "permission denied: root or the daemon's group only" });
+                return socket::answer(conn, &e).await;
+            }
+            let asked = socket::read_request(&mut conn).await;
+            drop(permit);
+            let _ = to_loop.send(Incoming::Request(conn, asked));
+        });
+    }
+
+    /// A connection from dyno.
+    pub fn dynolog(&self, mut conn: TcpStream) {
+        let Some(permit) = self.permit(DYNOLOG) else {
+            return;
+        };
+        let to_loop = self.to_loop.clone();
+        tokio::spawn(async move {
+            let asked = dynolog::read(&mut conn).await;
+            drop(permit);
+            let _ = to_loop.send(Incoming::Dynolog(conn, asked));
+        });
+    }
+
+    /// A reading slot; `None` (the connection is closed unread) when all are taken.
+    fn permit(&self, listener: usize) -> Option<OwnedSemaphorePermit> {
+        self.reading[listener].clone().try_acquire_owned().ok()
+    }
+}
