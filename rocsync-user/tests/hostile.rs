@@ -1,5 +1,6 @@
 //! Hostile input never panics: arbitrary ring records through the decoder and the whole
-//! pipeline, arbitrary lines through the raw reader, extreme values through convert.
+//! pipeline, arbitrary lines through the raw reader, extreme values and any trailer
+//! through convert.
 
 mod common;
 
@@ -95,5 +96,65 @@ proptest! {
         }
         let t = finish(p);
         prop_assert!(t["traceEvents"].is_array());
+    }
+}
+
+/// Any JSON value, a few levels deep, with the keys the trailer's readers look for.
+fn json() -> impl Strategy<Value = serde_json::Value> {
+    use serde_json::Value;
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::from),
+        any::<i64>().prop_map(Value::from),
+        any::<u64>().prop_map(Value::from),
+        any::<f64>().prop_map(Value::from),
+        ".{0,6}".prop_map(Value::from),
+    ];
+    leaf.prop_recursive(3, 16, 4, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..4).prop_map(Value::from),
+            prop::collection::btree_map("rank|name|world_size|[a-z]{1,3}", inner, 0..4)
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
+        ]
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// The whole of `rocsync convert` (the files written per process included) on a
+    /// capture whose trailer says anything of its processes: a trace, or an error naming
+    /// the line, never a panic (a `distributedInfo` that was not an object was one).
+    #[test]
+    fn convert_takes_any_trailer(
+        pid in prop_oneof![Just("9".to_string()), "[0-9a-z-]{0,12}"],
+        name in json(),
+        distributed in json(),
+        count in json(),
+    ) {
+        let dir = common::TempDir::new();
+        let raw = dir.path("c.jsonl");
+        let trailer = serde_json::json!({ "rocsync_raw_end": {
+            "packets_truncated": count,
+            "processes": { pid: { "name": name, "distributedInfo": distributed } },
+        }});
+        std::fs::write(
+            &raw,
+            format!(
+                "{{\"rocsync_raw\":{{\"clock_offset_ns\":1}}}}\n{}\n{trailer}\n",
+                r#"{"api":"hipEventRecord","pid":9,"tid":9,"correlation":1,"enter_ns":1,"exit_ns":2,"ret":0,"args":{"event":"0x10","stream":"0x20"}}"#
+            ),
+        )
+        .unwrap();
+        let out = common::rocsync().arg("convert").arg(&raw).output().unwrap();
+        let said = String::from_utf8_lossy(&out.stderr);
+        match out.status.code() {
+            Some(0) => {
+                let t = common::read_json(&dir.path("c.json"));
+                prop_assert!(t["traceEvents"].is_array());
+            }
+            Some(1) => prop_assert!(said.contains("line 3: trailer"), "{}", said),
+            _ => prop_assert!(false, "{:?}: {}", out.status, said),
+        }
     }
 }
