@@ -239,15 +239,6 @@ fn the_daemon_outlives_its_closed_stderr() {
         let said = String::from_utf8_lossy(&out.stderr);
         assert!(said.contains("pid 1 is not tracked"), "{said}");
     }
-    let status = rocsync()
-        .args(["status", "--socket"])
-        .arg(dir.path("rocsync.sock"))
-        .output()
-        .unwrap();
-    let said = String::from_utf8_lossy(&status.stdout);
-    assert!(
-        status.status.success() && said.contains("tracked processes: "),
-        "{said}"
-    );
+    assert!(status(&dir.path("rocsync.sock")).contains("tracked processes: "));
     stop(daemon);
 }

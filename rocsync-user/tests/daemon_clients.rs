@@ -11,7 +11,7 @@ use std::{
     os::unix::net::UnixStream,
 };
 
-use common::{daemon::*, *};
+use common::daemon::*;
 
 /// Still open from the daemon's side: nothing to read yet, no end of file.
 fn still_open(read: &mut dyn FnMut(&mut [u8]) -> std::io::Result<usize>) -> bool {
@@ -48,16 +48,7 @@ fn stalled_clients_delay_no_one_else() {
         health.starts_with("HTTP/1.1 200") && health.ends_with("ok\n"),
         "{health}"
     );
-    let status = rocsync()
-        .args(["status", "--socket"])
-        .arg(&socket)
-        .output()
-        .unwrap();
-    let said = String::from_utf8_lossy(&status.stdout);
-    assert!(
-        status.status.success() && said.contains("tracked processes: "),
-        "{said}"
-    );
+    assert!(status(&socket).contains("tracked processes: "));
     let mut other = TcpStream::connect(&dyno).unwrap();
     let req = br#"{"fn":"getStatus"}"#;
     other.write_all(&(req.len() as i32).to_ne_bytes()).unwrap();

@@ -126,6 +126,22 @@ pub fn get(addr: &str, path: &str) -> String {
     out
 }
 
+/// `rocsync status` of the daemon at `socket`: what it printed, once it succeeded.
+pub fn status(socket: &std::path::Path) -> String {
+    let out = rocsync()
+        .args(["status", "--socket"])
+        .arg(socket)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "rocsync status: {said}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    said
+}
+
 /// A daemon test's start: tracing possible (or a printed skip), a directory of its own
 /// and its own copy of the scenario.
 pub fn daemon_test(name: &str) -> Option<(TempDir, PathBuf)> {
