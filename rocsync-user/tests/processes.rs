@@ -174,3 +174,77 @@ fn no_follow_traces_the_launcher_alone() {
         "the workers did call"
     );
 }
+
+/// The children of `pid` (any of its threads) whose name is `comm`.
+fn children_named(pid: u32, comm: &str) -> Vec<u32> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .flat_map(|t| {
+            let kids = std::fs::read_to_string(t.unwrap().path().join("children")).unwrap();
+            kids.split_whitespace()
+                .map(|k| k.parse::<u32>().unwrap())
+                .collect::<Vec<_>>()
+        })
+        .filter(|k| {
+            std::fs::read_to_string(format!("/proc/{k}/comm")).is_ok_and(|c| c.trim() == comm)
+        })
+        .collect()
+}
+
+/// A forked child that calls and is gone before rocsync reads anything of it (rocsync,
+/// our own process, is stopped meanwhile) is its parent's rank in its trace: a fork
+/// copies the environment. (It had no rank when its `/proc` was gone first — one CI run
+/// in a loaded moment.)
+#[test]
+fn a_forked_child_read_too_late_has_its_parents_rank() {
+    if !can_trace("a_forked_child_read_too_late_has_its_parents_rank") {
+        return;
+    }
+    let dir = TempDir::new();
+    let traces = dir.path("traces");
+    std::fs::create_dir(&traces).unwrap();
+    let mut tracer = rocsync()
+        .args(["run", "--no-status", "-o"])
+        .arg(traces.join("t.json"))
+        .arg("--")
+        .arg(scenario())
+        .args(["loaded", "fork", "5"])
+        .env("SCENARIO_HIP", sim_hip())
+        .env("SCENARIO_LOG", dir.path("rank1.log"))
+        .env("RANK", "1")
+        .env("WORLD_SIZE", "2")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = Lines::of(tracer.stderr.take().unwrap());
+    Lines::of(tracer.stdout.take().unwrap()).wait_for("loaded");
+    let rocsync_pid = tracer.id();
+    let [target] = children_named(rocsync_pid, "scenario")[..] else {
+        panic!("one scenario process under rocsync run");
+    };
+    // SAFETY: signals rocsync, which this test started.
+    unsafe { libc::kill(rocsync_pid as i32, libc::SIGSTOP) };
+    tracer.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    // The parent reaps its child, then exits itself: both gone before rocsync goes on.
+    let stat = || std::fs::read_to_string(format!("/proc/{target}/stat")).unwrap();
+    while !stat().contains(") Z ") {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    // SAFETY: as above.
+    unsafe { libc::kill(rocsync_pid as i32, libc::SIGCONT) };
+    let status = tracer.wait().unwrap();
+    let said = stderr.all().join("\n");
+    assert!(status.success(), "{said}");
+    let files: Vec<PathBuf> = std::fs::read_dir(&traces)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(files.len(), 2, "the parent's trace and the child's: {said}");
+    for f in &files {
+        let t = read_json(f);
+        assert_eq!(t["distributedInfo"]["rank"], 1, "{}", f.display());
+        assert_eq!(t["distributedInfo"]["world_size"], 2, "{}", f.display());
+    }
+}

@@ -34,7 +34,9 @@ pub struct Identity {
     pub visible: Option<Vec<u32>>,
 }
 
-/// Reads `pid`'s name, distributed identity and visible devices; `None` when it is gone.
+/// Reads `pid`'s name, distributed identity and visible devices; `None` when it is gone
+/// (or has exited and not been reaped: a zombie's environment reads empty, which would
+/// say nothing of who it was).
 pub fn read(pid: u32) -> Option<Identity> {
     let mut environ = Vec::new();
     std::fs::File::open(format!("/proc/{pid}/environ"))
@@ -42,6 +44,9 @@ pub fn read(pid: u32) -> Option<Identity> {
         .take(MAX_ENVIRON)
         .read_to_end(&mut environ)
         .ok()?;
+    if environ.is_empty() && exited(pid) {
+        return None;
+    }
     let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
     let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
     Some(Identity {
@@ -51,6 +56,17 @@ pub fn read(pid: u32) -> Option<Identity> {
         },
         visible: visible_devices(&vars(&environ)),
     })
+}
+
+/// Whether `pid` has exited (a zombie, or being reaped): its state in `/proc/PID/stat`.
+fn exited(pid: u32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return true;
+    };
+    let state = stat
+        .rfind(')')
+        .and_then(|i| stat[i + 1..].split_whitespace().next());
+    matches!(state, Some("Z" | "X"))
 }
 
 fn vars(environ: &[u8]) -> Vec<(&[u8], &[u8])> {
@@ -139,6 +155,29 @@ mod tests {
             None,
             "ROCr renumbers agents itself"
         );
+    }
+
+    #[test]
+    fn an_exited_process_says_nothing_rather_than_an_empty_environment() {
+        let mut child = std::process::Command::new("true")
+            .env("RANK", "4")
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        // Exited, not yet reaped.
+        let stat = || std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        while !stat().contains(") Z ") {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert!(exited(pid));
+        assert!(
+            read(pid).is_none(),
+            "a zombie's empty environment is not its identity"
+        );
+        child.wait().unwrap();
+        assert!(read(pid).is_none());
+        let me = read(std::process::id()).expect("a live process is read");
+        assert!(!me.info.name.is_empty());
     }
 
     #[test]

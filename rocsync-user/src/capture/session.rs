@@ -213,7 +213,7 @@ impl Session {
                         ));
                     }
                 }
-                self.learn_process(child);
+                self.learn_child(parent, child);
                 // Its libraries are its parent's, probed file-wide; a rescan finds more.
                 let _ = self.scan(child);
             }

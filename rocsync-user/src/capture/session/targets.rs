@@ -27,6 +27,18 @@ impl Session {
         }
     }
 
+    /// A child its parent forked: the parent's name, rank and visible devices (a fork
+    /// copies the environment) until its own are read — it may be gone by then.
+    pub(super) fn learn_child(&mut self, parent: u32, child: u32) {
+        if let Some(info) = self.processes.get(&parent).cloned() {
+            self.processes.entry(child).or_insert(info);
+        }
+        if let Some(v) = self.visible.get(&parent).cloned() {
+            self.visible.entry(child).or_insert(v);
+        }
+        self.learn_process(child);
+    }
+
     /// A target's settings: capturing; its loader stop once armed; the agent filter;
     /// following; and its GPU agents numbered as its HIP devices.
     pub(super) fn config(&self, pid: u32) -> Config {
