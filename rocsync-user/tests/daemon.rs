@@ -8,7 +8,8 @@ mod common;
 
 use std::{
     collections::BTreeMap,
-    process::{Command, Stdio},
+    path::Path,
+    process::{Child, Command, Stdio},
     time::{Duration, Instant},
 };
 
@@ -239,6 +240,50 @@ fn the_daemon_outlives_its_closed_stderr() {
         let said = String::from_utf8_lossy(&out.stderr);
         assert!(said.contains("pid 1 is not tracked"), "{said}");
     }
-    assert!(status(&dir.path("rocsync.sock")).contains("tracked processes: "));
+    assert!(ask_daemon(&dir.path("rocsync.sock"), &["status"]).contains("tracked processes: "));
+    stop(daemon);
+}
+
+/// A daemon trace of several processes says of each what a capture says: its name and
+/// its rank, from its environment (HTA reads the rank there; without one it takes every
+/// file for rank 0).
+#[test]
+fn a_daemon_trace_says_each_process_rank() {
+    let Some((dir, exe)) = daemon_test("a_daemon_trace_says_each_process_rank") else {
+        return;
+    };
+    let (daemon, mut lines) = start_daemon(&dir, &exe, &[]);
+    let mut ranks: Vec<(Child, u64)> = (0..2u64)
+        .map(|r| {
+            let env = [("RANK", &*r.to_string()), ("WORLD_SIZE", "2")];
+            (tracked_loop_with(&dir, &exe, &mut lines, 1500, &env), r)
+        })
+        .collect();
+    let sock = dir.path("rocsync.sock");
+    let files = ask_daemon(
+        &sock,
+        &["trace", "--all", "--duration-ms", "200", "--name", "job"],
+    );
+    let files: Vec<&str> = files.lines().collect();
+    assert_eq!(files.len(), 2, "{files:?}");
+    for (target, rank) in &mut ranks {
+        let pid = target.id();
+        let file = files
+            .iter()
+            .find(|f| f.ends_with(&format!("_{pid}.json")))
+            .unwrap_or_else(|| panic!("pid {pid}'s trace in {files:?}"));
+        let t = read_json(Path::new(file));
+        assert_eq!(t["distributedInfo"]["rank"], *rank, "{file}");
+        assert_eq!(t["distributedInfo"]["world_size"], 2, "{file}");
+        assert!(
+            t["traceEvents"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|e| e["name"] == "process_name" && e["args"]["name"] == "scenario"),
+            "{file}: its process is named"
+        );
+        assert!(target.wait().unwrap().success());
+    }
     stop(daemon);
 }

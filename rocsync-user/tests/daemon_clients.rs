@@ -48,7 +48,7 @@ fn stalled_clients_delay_no_one_else() {
         health.starts_with("HTTP/1.1 200") && health.ends_with("ok\n"),
         "{health}"
     );
-    assert!(status(&socket).contains("tracked processes: "));
+    assert!(ask_daemon(&socket, &["status"]).contains("tracked processes: "));
     let mut other = TcpStream::connect(&dyno).unwrap();
     let req = br#"{"fn":"getStatus"}"#;
     other.write_all(&(req.len() as i32).to_ne_bytes()).unwrap();

@@ -118,8 +118,8 @@ fn the_flight_recorder_writes_the_last_seconds_on_request() {
     };
     let (daemon, mut lines) = start_daemon(&dir, &exe, &["--flight-recorder", "1s"]);
     let addr = metrics_addr(&lines);
-    let log = dir.path("loop.log");
-    let mut target = tracked_loop(&dir, &exe, &mut lines, 4000);
+    let log = dir.path("loop-RANK5.log");
+    let mut target = tracked_loop_with(&dir, &exe, &mut lines, 4000, &[("RANK", "5")]);
     // Ask once the kernel has counted well over a second's worth of calls.
     let start = Instant::now();
     while !get(&addr, "/metrics").lines().any(|l| {
@@ -138,6 +138,7 @@ fn the_flight_recorder_writes_the_last_seconds_on_request() {
     assert!(target.wait().unwrap().success());
     stop(daemon);
     let t = read_json(std::path::Path::new(&file));
+    assert_eq!(t["distributedInfo"]["rank"], 5, "what the process said of itself");
     let rows = runtime_rows(&t);
     assert!(rows.len() > 100, "{} rows", rows.len());
     assert!(rows.iter().all(|e| e["pid"] == target.id()));

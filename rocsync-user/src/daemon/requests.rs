@@ -107,7 +107,14 @@ impl Daemon {
                         json!({ "error": "the flight recorder is off: start the daemon with --flight-recorder 10s" })
                     }
                     Some(f) => {
-                        traces::answer(traces::dump(f.records(), &self.config.state_dir, id))
+                        let tracked: Vec<u32> = self.tracker.tracked.iter().copied().collect();
+                        let processes = traces::identities(&tracked);
+                        traces::answer(traces::dump(
+                            f.records(),
+                            &self.config.state_dir,
+                            id,
+                            processes,
+                        ))
                     }
                 };
                 self.answered(&reply);

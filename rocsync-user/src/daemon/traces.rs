@@ -4,6 +4,7 @@
 //! only for a grace period (calls in flight complete), then counting only again.
 
 use std::{
+    collections::BTreeMap,
     path::{Path, PathBuf},
     time::Duration,
 };
@@ -15,10 +16,10 @@ use tokio::{net::UnixStream, time::Instant};
 
 use super::discovery::Tracker;
 use crate::{
-    capture::clock,
+    capture::{clock, environ},
     emit::{
         outputs::{CaptureSink, Outputs, Report},
-        processes::Written,
+        processes::{ProcessInfo, Written},
         raw::Header,
     },
     pipeline::Pipeline,
@@ -97,6 +98,8 @@ pub fn matched(tracker: &Tracker, req: &Request) -> Result<Vec<u32>> {
 pub struct Active {
     pub id: u64,
     pub pids: Vec<u32>,
+    /// What each said of itself when the trace began (name, rank): its trace's.
+    processes: BTreeMap<u32, ProcessInfo>,
     /// The agents it records, as a mask; 0 records every agent.
     pub agents: u64,
     pipeline: Pipeline<CaptureSink>,
@@ -116,6 +119,7 @@ impl Active {
         let (pipeline, outputs) = open(state_dir, &req.name, id, req.output.as_deref())?;
         Ok(Self {
             id,
+            processes: identities(&pids),
             pids,
             agents: req.agents,
             pipeline,
@@ -172,7 +176,7 @@ impl Active {
                     parameters: json!({ "mode": "daemon trace", "id": self.id, "pids": self.pids }),
                     libraries: Vec::new(),
                     single_stepped: Vec::new(),
-                    processes: Default::default(),
+                    processes: self.processes,
                 };
                 self.outputs.finish(sink, &stats, report)
             });
@@ -214,11 +218,21 @@ pub fn answer(written: Result<Vec<Written>>) -> serde_json::Value {
     }
 }
 
-/// Writes what the flight recorder holds (every process's last seconds) as traces.
+/// What each of `pids` says of itself now (name, rank in a distributed job), for its
+/// trace's `distributedInfo`: without it, HTA takes every rank's trace for rank 0.
+pub fn identities(pids: &[u32]) -> BTreeMap<u32, ProcessInfo> {
+    pids.iter()
+        .filter_map(|&p| Some((p, environ::read(p)?.info)))
+        .collect()
+}
+
+/// Writes what the flight recorder holds (every process's last seconds) as traces;
+/// `processes`: what the processes it may hold said of themselves.
 pub fn dump<'a>(
     records: impl Iterator<Item = &'a [u8]>,
     state_dir: &Path,
     id: u64,
+    processes: BTreeMap<u32, ProcessInfo>,
 ) -> Result<Vec<Written>> {
     let (mut pipeline, outputs) = open(state_dir, "flight", id, None)?;
     for r in records {
@@ -230,7 +244,7 @@ pub fn dump<'a>(
         parameters: json!({ "mode": "daemon flight recorder", "id": id }),
         libraries: Vec::new(),
         single_stepped: Vec::new(),
-        processes: Default::default(),
+        processes,
     };
     outputs.finish(sink, &stats, report)
 }

@@ -126,22 +126,6 @@ pub fn get(addr: &str, path: &str) -> String {
     out
 }
 
-/// `rocsync status` of the daemon at `socket`: what it printed, once it succeeded.
-pub fn status(socket: &std::path::Path) -> String {
-    let out = rocsync()
-        .args(["status", "--socket"])
-        .arg(socket)
-        .output()
-        .unwrap();
-    let said = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "rocsync status: {said}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    said
-}
-
 /// A daemon test's start: tracing possible (or a printed skip), a directory of its own
 /// and its own copy of the scenario.
 pub fn daemon_test(name: &str) -> Option<(TempDir, PathBuf)> {
@@ -233,9 +217,22 @@ pub fn start_daemon(dir: &TempDir, exe: &std::path::Path, extra: &[&str]) -> (Da
 /// A scenario process calling the runtime in a loop for `ms` (its log `dir/loop.log`),
 /// returned once the daemon says it tracks it.
 pub fn tracked_loop(dir: &TempDir, exe: &std::path::Path, lines: &mut Lines, ms: u32) -> Child {
+    tracked_loop_with(dir, exe, lines, ms, &[])
+}
+
+/// [`tracked_loop`] with more environment; its log is `dir/loop-<name><value>….log`.
+pub fn tracked_loop_with(
+    dir: &TempDir,
+    exe: &std::path::Path,
+    lines: &mut Lines,
+    ms: u32,
+    env: &[(&str, &str)],
+) -> Child {
+    let suffix: String = env.iter().map(|(k, v)| format!("-{k}{v}")).collect();
     let target = Command::new(exe)
         .args(["loop", &ms.to_string()])
-        .env("SCENARIO_LOG", dir.path("loop.log"))
+        .envs(env.iter().copied())
+        .env("SCENARIO_LOG", dir.path(&format!("loop{suffix}.log")))
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
