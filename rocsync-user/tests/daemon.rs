@@ -287,3 +287,39 @@ fn a_daemon_trace_says_each_process_rank() {
     }
     stop(daemon);
 }
+
+/// A process that has ended is not traced, also while its parent has not reaped it (a
+/// zombie keeps its `/proc` entry): the request says so and no empty trace is written.
+#[test]
+fn a_trace_of_an_ended_process_is_refused() {
+    let Some((dir, exe)) = daemon_test("a_trace_of_an_ended_process_is_refused") else {
+        return;
+    };
+    let (daemon, mut lines) = start_daemon(&dir, &exe, &[]);
+    let mut target = tracked_loop(&dir, &exe, &mut lines, 300);
+    let pid = target.id();
+    // Ended, not reaped: this test is its parent.
+    let stat = || std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    while !stat().contains(") Z ") {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let out = rocsync()
+        .args([
+            "trace",
+            "--duration-ms",
+            "100",
+            "--pid",
+            &pid.to_string(),
+            "--socket",
+        ])
+        .arg(dir.path("rocsync.sock"))
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{said}");
+    assert!(said.contains(&format!("pid {pid} has exited")), "{said}");
+    let written = std::fs::read_dir(dir.path("state/traces")).map_or(0, |d| d.count());
+    assert_eq!(written, 0, "no trace written");
+    assert!(target.wait().unwrap().success());
+    stop(daemon);
+}

@@ -138,7 +138,10 @@ fn the_flight_recorder_writes_the_last_seconds_on_request() {
     assert!(target.wait().unwrap().success());
     stop(daemon);
     let t = read_json(std::path::Path::new(&file));
-    assert_eq!(t["distributedInfo"]["rank"], 5, "what the process said of itself");
+    assert_eq!(
+        t["distributedInfo"]["rank"], 5,
+        "what the process said of itself"
+    );
     let rows = runtime_rows(&t);
     assert!(rows.len() > 100, "{} rows", rows.len());
     assert!(rows.iter().all(|e| e["pid"] == target.id()));

@@ -58,8 +58,9 @@ pub fn read(pid: u32) -> Option<Identity> {
     })
 }
 
-/// Whether `pid` has exited (a zombie, or being reaped): its state in `/proc/PID/stat`.
-fn exited(pid: u32) -> bool {
+/// Whether `pid` has exited: gone, or a zombie not yet reaped (its state in
+/// `/proc/PID/stat`).
+pub fn exited(pid: u32) -> bool {
     let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
         return true;
     };

@@ -50,9 +50,9 @@ pub struct Request {
 }
 
 /// Tracked processes are forgotten some seconds after they end (the prune); a trace
-/// asks now.
+/// asks now. A zombie has ended too: its parent has not reaped it yet.
 pub fn alive(pid: u32) -> bool {
-    std::path::Path::new(&format!("/proc/{pid}")).exists()
+    !environ::exited(pid)
 }
 
 /// The live tracked processes a request names: its pids (each must be tracked and
