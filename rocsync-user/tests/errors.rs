@@ -28,6 +28,25 @@ fn attach_to_a_missing_process() {
     );
 }
 
+/// A process that has ended but is not yet reaped (a zombie: its `/proc` entry stays) is
+/// said to have exited — not "has no runtime mapped", nor waited for with `--wait`.
+#[test]
+fn attach_to_a_process_that_has_exited() {
+    let mut zombie = Command::new("true").spawn().unwrap();
+    let pid = zombie.id().to_string();
+    let stat = || std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    while !stat().contains(") Z ") {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    for wait in [&[][..], &["--wait"]] {
+        fails_with(
+            rocsync().args(["attach", "--pid", &pid]).args(wait),
+            &format!("process {pid} has exited"),
+        );
+    }
+    zombie.wait().unwrap();
+}
+
 #[test]
 fn unknown_flags_and_missing_commands() {
     fails_with(rocsync().args(["attach"]), "--pid");

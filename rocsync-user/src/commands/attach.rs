@@ -18,6 +18,10 @@ pub async fn attach(args: AttachArgs, mut signals: Signals) -> Result<i32> {
     if pid == 0 || !Path::new(&format!("/proc/{pid}")).exists() {
         bail!("no process with id {pid}");
     }
+    // A zombie: nothing left to trace, though its /proc entry stays until it is reaped.
+    if crate::capture::environ::exited(pid) {
+        bail!("process {pid} has exited (its parent has not reaped it yet)");
+    }
     crate::preflight::check()?;
     let _claim = crate::capture::claim::claim(pid)?;
     let _agents = client::claim_for(&args.out, &format!("rocsync attach --pid {pid}"))?;
