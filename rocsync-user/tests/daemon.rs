@@ -299,10 +299,7 @@ fn a_trace_of_an_ended_process_is_refused() {
     let mut target = tracked_loop(&dir, &exe, &mut lines, 300);
     let pid = target.id();
     // Ended, not reaped: this test is its parent.
-    let stat = || std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    while !stat().contains(") Z ") {
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    rocsync_tests::wait_until_zombie(pid);
     let out = rocsync()
         .args([
             "trace",

@@ -34,10 +34,7 @@ fn attach_to_a_missing_process() {
 fn attach_to_a_process_that_has_exited() {
     let mut zombie = Command::new("true").spawn().unwrap();
     let pid = zombie.id().to_string();
-    let stat = || std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    while !stat().contains(") Z ") {
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
+    rocsync_tests::wait_until_zombie(zombie.id());
     for wait in [&[][..], &["--wait"]] {
         fails_with(
             rocsync().args(["attach", "--pid", &pid]).args(wait),

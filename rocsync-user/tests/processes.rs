@@ -228,10 +228,7 @@ fn a_forked_child_read_too_late_has_its_parents_rank() {
     unsafe { libc::kill(rocsync_pid as i32, libc::SIGSTOP) };
     tracer.stdin.take().unwrap().write_all(b"go\n").unwrap();
     // The parent reaps its child, then exits itself: both gone before rocsync goes on.
-    let stat = || std::fs::read_to_string(format!("/proc/{target}/stat")).unwrap();
-    while !stat().contains(") Z ") {
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
+    rocsync_tests::wait_until_zombie(target);
     // SAFETY: as above.
     unsafe { libc::kill(rocsync_pid as i32, libc::SIGCONT) };
     let status = tracer.wait().unwrap();

@@ -140,3 +140,14 @@ pub fn skip(test: &str, reason: &str) -> bool {
     eprintln!("skipped {test}: {reason}");
     true
 }
+
+/// Waits until `pid` (a child of the caller, not yet reaped) has exited: a zombie, whose
+/// `/proc` entry stays until the caller waits for it.
+pub fn wait_until_zombie(pid: u32) {
+    let stat = || std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let since = std::time::Instant::now();
+    while !stat().contains(") Z ") {
+        assert!(since.elapsed().as_secs() < 30, "pid {pid} did not exit");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}

@@ -165,11 +165,7 @@ mod tests {
             .spawn()
             .unwrap();
         let pid = child.id();
-        // Exited, not yet reaped.
-        let stat = || std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-        while !stat().contains(") Z ") {
-            std::thread::sleep(std::time::Duration::from_millis(5));
-        }
+        rocsync_tests::wait_until_zombie(pid);
         assert!(exited(pid));
         assert!(
             read(pid).is_none(),
