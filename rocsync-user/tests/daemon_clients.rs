@@ -49,15 +49,7 @@ fn stalled_clients_delay_no_one_else() {
         "{health}"
     );
     assert!(ask_daemon(&socket, &["status"]).contains("tracked processes: "));
-    let mut other = TcpStream::connect(&dyno).unwrap();
-    let req = br#"{"fn":"getStatus"}"#;
-    other.write_all(&(req.len() as i32).to_ne_bytes()).unwrap();
-    other.write_all(req).unwrap();
-    let mut len = [0u8; 4];
-    other.read_exact(&mut len).unwrap();
-    let mut body = vec![0; i32::from_ne_bytes(len) as usize];
-    other.read_exact(&mut body).unwrap();
-    let answer: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    let answer = dyno_exchange(&dyno, r#"{"fn":"getStatus"}"#);
     assert!(
         answer["error"]
             .as_str()

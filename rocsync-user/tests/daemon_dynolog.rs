@@ -6,7 +6,6 @@
 mod common;
 
 use std::{
-    io::{Read as _, Write as _},
     path::Path,
     process::Child,
     time::{Duration, Instant, SystemTime, UNIX_EPOCH},
@@ -26,14 +25,7 @@ fn dyno(addr: &str, pids: &[u32], log: &Path, ms: u64, start_ms: u64) -> serde_j
         "process_limit": 3,
     })
     .to_string();
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    s.write_all(&(req.len() as i32).to_ne_bytes()).unwrap();
-    s.write_all(req.as_bytes()).unwrap();
-    let mut len = [0u8; 4];
-    s.read_exact(&mut len).unwrap();
-    let mut body = vec![0; i32::from_ne_bytes(len) as usize];
-    s.read_exact(&mut body).unwrap();
-    serde_json::from_slice(&body).unwrap()
+    dyno_exchange(addr, &req)
 }
 
 /// A daemon answering dynolog's protocol, and a scenario process it tracks that calls

@@ -107,8 +107,7 @@ impl Daemon {
                         json!({ "error": "the flight recorder is off: start the daemon with --flight-recorder 10s" })
                     }
                     Some(f) => {
-                        let tracked: Vec<u32> = self.tracker.tracked.iter().copied().collect();
-                        let processes = traces::identities(&tracked);
+                        let processes = traces::identities(self.tracker.tracked.iter().copied());
                         traces::answer(traces::dump(
                             f.records(),
                             &self.config.state_dir,
@@ -137,9 +136,9 @@ impl Daemon {
     pub async fn on_dynolog(&mut self, mut conn: TcpStream, asked: Result<Value>) {
         let asked = asked
             .and_then(|v| dynolog::parse(&v, &self.config.state_dir))
-            .and_then(|d| match self.stopping {
-                true => Err(anyhow!("the daemon is stopping")),
-                false => Ok(d),
+            .and_then(|d| {
+                anyhow::ensure!(!self.stopping, "the daemon is stopping");
+                Ok(d)
             });
         let reply = match asked {
             Err(e) => dynolog::answer(&[], false, Some(format!("{e:#}"))),

@@ -119,7 +119,7 @@ impl Active {
         let (pipeline, outputs) = open(state_dir, &req.name, id, req.output.as_deref())?;
         Ok(Self {
             id,
-            processes: identities(&pids),
+            processes: identities(pids.iter().copied()),
             pids,
             agents: req.agents,
             pipeline,
@@ -220,9 +220,9 @@ pub fn answer(written: Result<Vec<Written>>) -> serde_json::Value {
 
 /// What each of `pids` says of itself now (name, rank in a distributed job), for its
 /// trace's `distributedInfo`: without it, HTA takes every rank's trace for rank 0.
-pub fn identities(pids: &[u32]) -> BTreeMap<u32, ProcessInfo> {
-    pids.iter()
-        .filter_map(|&p| Some((p, environ::read(p)?.info)))
+pub fn identities(pids: impl IntoIterator<Item = u32>) -> BTreeMap<u32, ProcessInfo> {
+    pids.into_iter()
+        .filter_map(|p| Some((p, environ::read(p)?.info)))
         .collect()
 }
 

@@ -290,6 +290,19 @@ pub fn ask_daemon(sock: &std::path::Path, args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// One message to the daemon's dynolog port in dynolog's framing (a native-endian i32
+/// length, then JSON); the answer.
+pub fn dyno_exchange(addr: &str, request: &str) -> serde_json::Value {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.write_all(&(request.len() as i32).to_ne_bytes()).unwrap();
+    s.write_all(request.as_bytes()).unwrap();
+    let mut len = [0u8; 4];
+    s.read_exact(&mut len).unwrap();
+    let mut body = vec![0; i32::from_ne_bytes(len) as usize];
+    s.read_exact(&mut body).unwrap();
+    serde_json::from_slice(&body).unwrap()
+}
+
 /// The daemon's `status --json` answer.
 pub fn daemon_status(sock: &std::path::Path) -> serde_json::Value {
     serde_json::from_str(&ask_daemon(sock, &["status", "--json"])).unwrap()
