@@ -4,7 +4,8 @@
 //!   uprobe + uretprobe), counted by the daemon, captured by `rocsync run`, and a process
 //!   the daemon excludes that maps a library it probes for another;
 //! - the daemon itself: CPU and memory idle, and while 8 processes call at a paced rate;
-//!   the time one `/metrics` scrape takes.
+//!   the time one `/metrics` scrape takes;
+//! - a flight recorder dump under load (`bench_flight`).
 
 use std::{
     fmt::Write as _,
@@ -28,14 +29,15 @@ const BUSY: usize = 8;
 const BUSY_RATE: &str = "10000";
 const BUSY_CALLS: &str = "50000";
 
-struct Daemon {
+pub(crate) struct Daemon {
     child: Child,
     lines: Receiver<String>,
     metrics: String,
 }
 
 impl Daemon {
-    fn start(dir: &Path, include: &Path) -> Result<Daemon> {
+    /// A daemon counting `include` only, its state in `dir`, with `extra` options.
+    pub(crate) fn start(dir: &Path, include: &Path, extra: &[&str]) -> Result<Daemon> {
         let mut child = Command::new(root().join("target/release/rocsync"))
             .args(["daemon", "--metrics-addr", "127.0.0.1:0", "--state-dir"])
             .arg(dir.join("state"))
@@ -43,6 +45,7 @@ impl Daemon {
             .arg(dir.join("rocsync.sock"))
             .arg("--include-exe")
             .arg(include)
+            .args(extra)
             .stderr(Stdio::piped())
             .spawn()
             .context("starting the daemon")?;
@@ -71,7 +74,7 @@ impl Daemon {
         Ok(d)
     }
 
-    fn wait_for(&self, needle: &str) -> Result<String> {
+    pub(crate) fn wait_for(&self, needle: &str) -> Result<String> {
         let until = Instant::now() + Duration::from_secs(30);
         loop {
             let left = until.saturating_duration_since(Instant::now());
@@ -114,15 +117,16 @@ impl Daemon {
 
     /// Seconds one `/metrics` scrape takes, and its size.
     fn scrape(&self) -> Result<(f64, usize)> {
-        let start = Instant::now();
-        let mut s = std::net::TcpStream::connect(&self.metrics)?;
-        write!(s, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")?;
-        let mut body = String::new();
-        s.read_to_string(&mut body)?;
-        Ok((start.elapsed().as_secs_f64(), body.len()))
+        let (seconds, body) = get(&self.metrics, "/metrics")?;
+        Ok((seconds, body.len()))
     }
 
-    fn stop(mut self) -> Result<()> {
+    /// Its HTTP endpoint's address.
+    pub(crate) fn metrics_addr(&self) -> &str {
+        &self.metrics
+    }
+
+    pub(crate) fn stop(mut self) -> Result<()> {
         // SAFETY: signals the daemon this benchmark started.
         unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
         self.child.wait()?;
@@ -130,14 +134,24 @@ impl Daemon {
     }
 }
 
+/// One GET over HTTP/1.1: the seconds it took, and the whole response.
+pub(crate) fn get(addr: &str, path: &str) -> Result<(f64, String)> {
+    let start = Instant::now();
+    let mut s = std::net::TcpStream::connect(addr)?;
+    write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n")?;
+    let mut body = String::new();
+    s.read_to_string(&mut body)?;
+    Ok((start.elapsed().as_secs_f64(), body))
+}
+
 /// A bench_calls process held after loading its library (`BENCH_GATE`).
-struct Caller {
-    child: Child,
+pub(crate) struct Caller {
+    pub(crate) child: Child,
     out: BufReader<ChildStdout>,
 }
 
 impl Caller {
-    fn start(exe: &Path, lib: &Path, calls: &str, rate: Option<&str>) -> Result<Caller> {
+    pub(crate) fn start(exe: &Path, lib: &Path, calls: &str, rate: Option<&str>) -> Result<Caller> {
         let mut cmd = Command::new(exe);
         cmd.arg(lib).args([SYMBOL, calls]);
         if let Some(r) = rate {
@@ -158,7 +172,7 @@ impl Caller {
         Ok(Caller { child, out })
     }
 
-    fn go(&mut self) -> Result<()> {
+    pub(crate) fn go(&mut self) -> Result<()> {
         self.child
             .stdin
             .as_mut()
@@ -168,7 +182,7 @@ impl Caller {
     }
 
     /// Its result line.
-    fn finish(mut self) -> Result<Value> {
+    pub(crate) fn finish(mut self) -> Result<Value> {
         let mut line = String::new();
         self.out.read_line(&mut line)?;
         if !self.child.wait()?.success() {
@@ -178,7 +192,7 @@ impl Caller {
     }
 }
 
-fn median(mut xs: Vec<f64>) -> f64 {
+pub(crate) fn median(mut xs: Vec<f64>) -> f64 {
     xs.sort_by(|a, b| a.total_cmp(b));
     xs[xs.len() / 2]
 }
@@ -199,7 +213,12 @@ pub fn daemon() -> Result<(String, Value)> {
         std::fs::copy(rocsync_tests::bench_calls(), exe)?;
         std::fs::copy(rocsync_tests::sim_hip(), lib)?;
     }
-    let result = measure(&dir, &counted, &counted_lib, &plain, &plain_lib);
+    let result = measure(&dir, &counted, &counted_lib, &plain, &plain_lib).and_then(|(md, v)| {
+        let (flight_md, flight) = crate::bench_flight::flight(&dir, &counted, &counted_lib)?;
+        let mut v = v;
+        v["flight"] = flight;
+        Ok((md + &flight_md, v))
+    });
     let _ = std::fs::remove_dir_all(&dir);
     result
 }
@@ -211,7 +230,7 @@ fn measure(
     plain: &Path,
     plain_lib: &Path,
 ) -> Result<(String, Value)> {
-    let daemon = Daemon::start(dir, counted)?;
+    let daemon = Daemon::start(dir, counted, &[])?;
     // Idle: no GPU process.
     let idle_s = 10.0;
     let cpu0 = daemon.cpu_seconds()?;

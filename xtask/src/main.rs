@@ -19,6 +19,7 @@ mod bench;
 mod bench_bin;
 mod bench_breakdown;
 mod bench_daemon;
+mod bench_flight;
 mod bench_mix;
 mod bench_tree;
 

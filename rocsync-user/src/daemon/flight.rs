@@ -1,17 +1,58 @@
 //! The flight recorder: every tracked process's calls kept in memory for the last N
 //! seconds (and at most `MAX_BYTES`), so `rocsync trace --flight` writes what just
 //! happened — the seconds before a hang or a slow step — without having asked in advance.
+//!
+//! Records are kept back to back in chunks of at most `CHUNK_SPAN`'s reading, shared
+//! with the dumps that write them: a dump takes the chunks in O(chunks) (not a copy of up
+//! to 256 MiB) and is written off the daemon's loop while the recorder keeps recording
+//! (one dump at a time, so memory stays within twice the cap).
 
-use std::{collections::VecDeque, time::Duration};
+use std::{collections::VecDeque, sync::Arc, time::Duration};
 
 use tokio::time::Instant;
 
 /// Memory the recorder may hold; beyond it the oldest records go first, counted.
 pub const MAX_BYTES: usize = 256 << 20;
+/// A chunk holds what was read within this span (so what is kept is the last N seconds
+/// to within it), and at most `CHUNK_BYTES`.
+const CHUNK_SPAN: Duration = Duration::from_millis(50);
+const CHUNK_BYTES: usize = 1 << 20;
+
+/// Records read within one short span, each after its length (u32, native-endian).
+#[derive(Default)]
+pub struct Chunk {
+    bytes: Vec<u8>,
+    records: u64,
+    /// When its first and its last record were read.
+    span: Option<(Instant, Instant)>,
+}
+
+impl Chunk {
+    fn push(&mut self, record: &[u8], now: Instant) {
+        self.bytes
+            .extend_from_slice(&(record.len() as u32).to_ne_bytes());
+        self.bytes.extend_from_slice(record);
+        self.records += 1;
+        self.span = Some((self.span.map_or(now, |(first, _)| first), now));
+    }
+
+    /// Its records, in the order they were read.
+    pub fn records(&self) -> impl Iterator<Item = &[u8]> {
+        let mut rest = self.bytes.as_slice();
+        std::iter::from_fn(move || {
+            let (len, tail) = rest.split_first_chunk::<4>()?;
+            let (record, tail) = tail.split_at(u32::from_ne_bytes(*len) as usize);
+            rest = tail;
+            Some(record)
+        })
+    }
+}
 
 pub struct FlightRecorder {
     span: Duration,
-    records: VecDeque<(Instant, Vec<u8>)>,
+    sealed: VecDeque<Arc<Chunk>>,
+    open: Chunk,
+    /// Held in `sealed` and `open`.
     bytes: usize,
     /// Records dropped for memory before their time was up.
     pub evicted: u64,
@@ -21,7 +62,8 @@ impl FlightRecorder {
     pub fn new(span: Duration) -> Self {
         Self {
             span,
-            records: VecDeque::new(),
+            sealed: VecDeque::new(),
+            open: Chunk::default(),
             bytes: 0,
             evicted: 0,
         }
@@ -30,29 +72,64 @@ impl FlightRecorder {
     /// Keeps a ring record; forgets what is older than the span, or over the memory cap.
     pub fn keep(&mut self, record: &[u8]) {
         let now = Instant::now();
-        self.bytes += record.len();
-        self.records.push_back((now, record.to_vec()));
-        while let Some((t, r)) = self.records.front() {
-            let expired = now.duration_since(*t) > self.span;
-            let over = self.bytes > MAX_BYTES;
-            if !expired && !over {
-                break;
-            }
-            self.bytes -= r.len();
-            self.evicted += u64::from(!expired);
-            self.records.pop_front();
+        let full = self.open.bytes.len() + 4 + record.len() > CHUNK_BYTES;
+        if full
+            || self
+                .open
+                .span
+                .is_some_and(|(first, _)| now - first >= CHUNK_SPAN)
+        {
+            self.seal();
+        }
+        self.bytes += 4 + record.len();
+        self.open.push(record, now);
+        self.forget(now);
+    }
+
+    /// What it holds now, oldest first, for a dump; it goes on recording meanwhile.
+    pub fn chunks(&mut self) -> Vec<Arc<Chunk>> {
+        self.forget(Instant::now());
+        self.seal();
+        self.sealed.iter().cloned().collect()
+    }
+
+    fn seal(&mut self) {
+        if self.open.records > 0 {
+            self.sealed
+                .push_back(Arc::new(std::mem::take(&mut self.open)));
         }
     }
 
-    /// The records kept, oldest first.
-    pub fn records(&self) -> impl Iterator<Item = &[u8]> {
-        self.records.iter().map(|(_, r)| r.as_slice())
+    /// Drops the oldest chunks while their last record is older than the span, or while
+    /// over the cap (those counted: dropped before their time).
+    fn forget(&mut self, now: Instant) {
+        while let Some(oldest) = self.sealed.front() {
+            let last = oldest.span.map_or(now, |(_, last)| last);
+            let expired = now.duration_since(last) > self.span;
+            if !expired && self.bytes <= MAX_BYTES {
+                break;
+            }
+            self.bytes -= oldest.bytes.len();
+            if !expired {
+                self.evicted += oldest.records;
+            }
+            self.sealed.pop_front();
+        }
     }
+}
+
+/// The records of `chunks`, oldest first.
+pub fn records(chunks: &[Arc<Chunk>]) -> impl Iterator<Item = &[u8]> {
+    chunks.iter().flat_map(|c| c.records())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn firsts(f: &mut FlightRecorder) -> Vec<u8> {
+        records(&f.chunks()).map(|r| r[0]).collect()
+    }
 
     #[tokio::test(start_paused = true)]
     async fn keeps_the_last_span_only() {
@@ -62,8 +139,50 @@ mod tests {
         f.keep(&[2; 8]);
         tokio::time::advance(Duration::from_millis(1500)).await;
         f.keep(&[3; 8]);
-        let kept: Vec<u8> = f.records().map(|r| r[0]).collect();
-        assert_eq!(kept, vec![2, 3], "the first is older than 2 s");
+        assert_eq!(firsts(&mut f), vec![2, 3], "the first is older than 2 s");
         assert_eq!(f.evicted, 0, "expiry is no loss");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn records_come_back_whole_and_in_order() {
+        let mut f = FlightRecorder::new(Duration::from_secs(10));
+        let sent: Vec<Vec<u8>> = (0..3000u32)
+            .map(|i| vec![(i % 251) as u8; 1 + (i as usize * 7) % 700])
+            .collect();
+        for (i, r) in sent.iter().enumerate() {
+            f.keep(r);
+            if i % 100 == 0 {
+                tokio::time::advance(Duration::from_millis(20)).await;
+            }
+        }
+        let chunks = f.chunks();
+        assert!(chunks.len() > 1, "sealed by span and by size");
+        let got: Vec<&[u8]> = records(&chunks).collect();
+        assert_eq!(got, sent.iter().map(Vec::as_slice).collect::<Vec<_>>());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_dump_keeps_its_chunks_while_recording_goes_on() {
+        let mut f = FlightRecorder::new(Duration::from_secs(1));
+        f.keep(&[1; 8]);
+        let dump = f.chunks();
+        tokio::time::advance(Duration::from_secs(3)).await;
+        f.keep(&[2; 8]);
+        assert_eq!(firsts(&mut f), vec![2], "the recorder forgot the first");
+        assert_eq!(records(&dump).map(|r| r[0]).collect::<Vec<_>>(), vec![1]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_cap_drops_the_oldest_and_counts_them() {
+        let mut f = FlightRecorder::new(Duration::from_secs(3600));
+        let record = vec![7u8; 60_000];
+        let n = MAX_BYTES / record.len() + 100;
+        for _ in 0..n {
+            f.keep(&record);
+        }
+        let kept = records(&f.chunks()).count() as u64;
+        assert!(f.bytes <= MAX_BYTES + CHUNK_BYTES, "{} held", f.bytes);
+        assert_eq!(kept + f.evicted, n as u64, "every record kept or counted");
+        assert!(f.evicted >= 100);
     }
 }

@@ -19,6 +19,7 @@ mod retention;
 mod sessions;
 mod socket;
 mod traces;
+mod writing;
 
 use std::time::Duration;
 
@@ -165,8 +166,11 @@ pub async fn daemon(args: DaemonArgs, mut signals: Signals) -> Result<i32> {
             _ = sleep_until(deadline), if deadline.is_some() => {
                 // What the probes wrote up to now belongs to the traces.
                 drain(ring.get_mut(), &mut d);
-                d.finish_due().await?;
-                if d.stopping && !d.sessions.recording() {
+                d.finish_due()?;
+            }
+            done = d.writing.next(), if !d.writing.is_empty() => {
+                d.written(done).await;
+                if d.stopping && !d.sessions.recording() && d.writing.is_empty() {
                     break;
                 }
             }
@@ -176,10 +180,11 @@ pub async fn daemon(args: DaemonArgs, mut signals: Signals) -> Result<i32> {
                 if s != "SIGHUP" {
                     crate::say!("rocsync daemon: stopping ({s})");
                     d.drop_scheduled();
-                    if !d.sessions.recording() {
+                    if !d.sessions.recording() && d.writing.is_empty() {
                         break;
                     }
-                    // Finish the traces in progress (their deadlines come now), then stop.
+                    // Finish the traces in progress (their deadlines come now) and write
+                    // them, then stop.
                     d.sessions.end_all_now();
                     d.stopping = true;
                     continue;

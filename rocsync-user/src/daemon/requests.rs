@@ -21,6 +21,7 @@ use super::{
     sessions::Sessions,
     socket::{self, Asked},
     traces::{self, Active, Request},
+    writing::{Done, Writing},
 };
 use crate::agents::{ClaimError, ClaimId};
 
@@ -29,6 +30,8 @@ pub struct Daemon {
     pub tracker: Tracker,
     pub sessions: Sessions,
     pub flight: Option<FlightRecorder>,
+    /// Traces and flight recorder dumps being written.
+    pub writing: Writing,
     pub traces_written: u64,
     pub not_started: NotStarted,
     /// SIGTERM came: traces in progress finish, then the daemon exits.
@@ -52,6 +55,7 @@ impl Daemon {
             tracker,
             sessions: Sessions::default(),
             flight,
+            writing: Writing::default(),
             traces_written: 0,
             not_started: NotStarted::default(),
             stopping: false,
@@ -102,22 +106,26 @@ impl Daemon {
             },
             Asked::Trace { request, .. } if request.flight => {
                 let id = self.take_id();
-                let reply = match &self.flight {
+                match &mut self.flight {
                     None => {
-                        json!({ "error": "the flight recorder is off: start the daemon with --flight-recorder 10s" })
+                        let e = anyhow!(
+                            "the flight recorder is off: start the daemon with --flight-recorder 10s"
+                        );
+                        refuse(conn, &e).await;
+                    }
+                    // One at a time: a dump holds its chunks (up to the recorder's cap).
+                    Some(_) if self.writing.flight_pending() => {
+                        let e = anyhow!(
+                            "the flight recorder is being written for an earlier request: ask again when it is done"
+                        );
+                        refuse(conn, &e).await;
                     }
                     Some(f) => {
                         let processes = traces::identities(self.tracker.tracked.iter().copied());
-                        traces::answer(traces::dump(
-                            f.records(),
-                            &self.config.state_dir,
-                            id,
-                            processes,
-                        ))
+                        let dir = self.config.state_dir.clone();
+                        self.writing.flight(f.chunks(), dir, id, processes, conn);
                     }
-                };
-                self.answered(&reply);
-                socket::answer(conn, &reply).await;
+                }
             }
             Asked::Trace {
                 request,
@@ -243,21 +251,24 @@ impl Daemon {
         }
     }
 
-    /// Finishes the traces whose time came, and answers their clients.
-    pub async fn finish_due(&mut self) -> Result<()> {
-        for (client, reply) in self.sessions.due(&mut self.tracker)? {
-            self.answered(&reply);
-            if let Some(newest) = reply["files"].get(0).and_then(|f| f.as_str()) {
-                let dir = self.config.state_dir.join("traces");
-                self.config.retention.apply(&dir, newest.as_ref());
-            }
-            deliver(client, &reply).await;
+    /// Finishes the traces whose time came: they are written off the loop.
+    pub fn finish_due(&mut self) -> Result<()> {
+        for trace in self.sessions.due(&mut self.tracker)? {
+            self.writing.trace(trace);
         }
         Ok(())
     }
 
-    fn answered(&mut self, reply: &Value) {
+    /// A trace or a flight recorder dump was written: counted, retention applied, and its
+    /// client answered.
+    pub async fn written(&mut self, done: Done) {
+        let reply = done.reply;
         self.traces_written += reply["files"].as_array().map_or(0, |f| f.len() as u64);
+        if let Some(newest) = reply["files"].get(0).and_then(|f| f.as_str()) {
+            let dir = self.config.state_dir.join("traces");
+            self.config.retention.apply(&dir, newest.as_ref());
+        }
+        deliver(done.client, &reply).await;
     }
 
     fn status(&self) -> Value {

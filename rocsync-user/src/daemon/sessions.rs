@@ -28,9 +28,6 @@ pub struct Sessions {
     pub held: Vec<(ClaimId, String)>,
 }
 
-/// A finished trace: the client waiting for it, and its answer.
-pub type Finished = (Option<(tokio::net::UnixStream, bool)>, serde_json::Value);
-
 impl Sessions {
     /// Starts a trace opened by `Active::open`, unless it would share an agent with a
     /// running session: then nothing of it stays.
@@ -84,8 +81,9 @@ impl Sessions {
         }
     }
 
-    /// Traces whose time came: recording ones start stopping, stopped ones finish.
-    pub fn due(&mut self, tracker: &mut Tracker) -> Result<Vec<Finished>> {
+    /// Traces whose time came: recording ones start stopping; stopped ones are done
+    /// (returned, to be written).
+    pub fn due(&mut self, tracker: &mut Tracker) -> Result<Vec<Active>> {
         let now = Instant::now();
         let mut finished = Vec::new();
         let mut changed = BTreeSet::new();
@@ -99,7 +97,7 @@ impl Sessions {
             changed.extend(t.pids.iter().copied());
             if t.deadline() {
                 let _ = self.claims.stop(*claim);
-                finished.push(self.traces.remove(i).1.finish());
+                finished.push(self.traces.remove(i).1);
             } else {
                 i += 1;
             }
