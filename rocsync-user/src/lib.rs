@@ -19,16 +19,15 @@ pub mod preflight;
 pub mod probes;
 pub mod resolve;
 pub mod stats;
+pub mod stderr;
 
-/// A diagnostic line on stderr. A stderr that cannot be written (a pipe whose reader
-/// left, a log stream gone) must not end a capture or the daemon, as `eprintln!` would
-/// by panicking: what cannot be said is dropped, and the work goes on.
+/// A diagnostic line on stderr, written off the caller's thread ([`stderr`]): a stderr
+/// nobody reads never blocks a capture or the daemon.
 #[macro_export]
 macro_rules! say {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), $($arg)*);
-    }};
+    ($($arg:tt)*) => {
+        $crate::stderr::line(format_args!($($arg)*))
+    };
 }
 
 /// The eBPF object built from `rocsync-ebpf` by this crate's build script.

@@ -8,6 +8,13 @@ use rocsync::{
 };
 
 fn main() -> ExitCode {
+    let code = run();
+    // What was said is written before rocsync ends (every target continued by now).
+    rocsync::stderr::flush();
+    code
+}
+
+fn run() -> ExitCode {
     if std::env::args().nth(1).as_deref() == Some(rocsync::capture::watchdog::ARG) {
         return ExitCode::from(rocsync::capture::watchdog::run() as u8);
     }

@@ -6,7 +6,7 @@
 mod common;
 
 use std::{
-    io::{BufRead as _, BufReader},
+    io::{BufRead as _, BufReader, Write as _},
     process::{Child, Command, Stdio},
     time::{Duration, Instant},
 };
@@ -153,4 +153,89 @@ fn a_signal_before_the_event_loop_stops_cleanly() {
     unsafe { libc::kill(tracer.id() as i32, libc::SIGINT) };
     let _ = tracer.wait();
     assert_never_stopped(target.pid(), Duration::from_millis(300));
+}
+
+/// A stderr nobody reads (a pipe whose reader is busy, a terminal paused with Ctrl-S)
+/// blocks its writer. rocsync says it attached to a library while the target is stopped
+/// at that library's load: were it to block there, the target would stay stopped until
+/// stderr moved. Messages are queued instead; once stderr is read, every one arrives.
+#[test]
+fn a_stderr_nobody_reads_never_holds_the_target() {
+    if !can_trace("a_stderr_nobody_reads_never_holds_the_target") {
+        return;
+    }
+    let dir = TempDir::new();
+    let mut target = start_gated(&dir, &rocsync_tests::scenario_dlopen(), &["basic"]);
+    let (read, write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).unwrap();
+    let raw = dir.path("calls.jsonl");
+    let mut tracer = rocsync()
+        .args(["attach", "--wait", "--no-status", "--raw"])
+        .arg(&raw)
+        .args(["--pid", &target.id().to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(write.try_clone().unwrap()))
+        .spawn()
+        .unwrap();
+    let mut said = BufReader::new(std::fs::File::from(read.try_clone().unwrap()));
+    // What it says before the load (then nothing until it probes the runtime).
+    let mut line = String::new();
+    while !line.contains("tracing pid") {
+        line.clear();
+        assert!(
+            said.read_line(&mut line).unwrap() > 0,
+            "rocsync said nothing"
+        );
+    }
+    // Fill the pipe (blocking writes: the descriptor's flags are rocsync's too); the
+    // filler stays blocked until the pipe is drained.
+    let filler = std::thread::spawn(move || {
+        let mut w = std::fs::File::from(write);
+        let _ = w.write_all(&vec![0u8; 1 << 20]);
+    });
+    let size = rustix::pipe::fcntl_getpipe_size(&read).unwrap();
+    let start = Instant::now();
+    loop {
+        let held = rustix::io::ioctl_fionread(&read).unwrap();
+        if held >= size as u64 {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "pipe never full: {held} of {size} bytes"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // The target loads the runtime: stopped at the load until rocsync has probed it.
+    target.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    let start = Instant::now();
+    let exited = loop {
+        if let Some(status) = target.try_wait().unwrap() {
+            break Some(status);
+        }
+        if start.elapsed() > Duration::from_secs(30) {
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    // Now read stderr (so that rocsync, and the target, go on in any case).
+    let reader = std::thread::spawn(move || {
+        let mut all = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut said, &mut all);
+        all
+    });
+    let exited =
+        exited.unwrap_or_else(|| panic!("the target was held while rocsync's stderr was full"));
+    assert!(exited.success());
+    assert!(tracer.wait().unwrap().success());
+    filler.join().unwrap();
+    let all = reader.join().unwrap();
+    let text = String::from_utf8_lossy(&all).replace('\0', "");
+    assert!(text.contains("rocsync: attached to"), "{text}");
+    assert!(
+        text.contains("captured"),
+        "the summary is written too: {text}"
+    );
+    let (_, mut calls) = read_raw(&raw);
+    calls.retain(|c| c.api.symbol() != "hipGetDevice");
+    assert_same_calls(&rocsync_tests::read_log(&dir.path("scenario.log")), calls);
 }

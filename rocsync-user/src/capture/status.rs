@@ -16,7 +16,10 @@ pub struct Status {
 impl Status {
     pub fn new(enabled: bool) -> Self {
         let bar = (enabled && std::io::IsTerminal::is_terminal(&std::io::stderr())).then(|| {
-            let b = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr_with_hz(4));
+            // Drawn through rocsync's stderr queue: a paused terminal blocks no one.
+            let term = Box::new(crate::stderr::StatusTerm::default());
+            let b =
+                ProgressBar::with_draw_target(None, ProgressDrawTarget::term_like_with_hz(term, 4));
             b.set_style(ProgressStyle::with_template("rocsync: {msg}").expect("valid template"));
             b
         });

@@ -110,7 +110,9 @@ enum Cmd {
 fn main() -> Result<()> {
     // `Probes::load` starts its watchdog by running this binary again.
     if std::env::args().nth(1).as_deref() == Some(rocsync::capture::watchdog::ARG) {
-        std::process::exit(rocsync::capture::watchdog::run());
+        let code = rocsync::capture::watchdog::run();
+        rocsync::stderr::flush();
+        std::process::exit(code);
     }
     match Cli::parse().cmd {
         Cmd::Probes {
