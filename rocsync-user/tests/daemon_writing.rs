@@ -73,8 +73,16 @@ fn a_flight_dump_is_written_while_the_daemon_goes_on() {
         assert!(start.elapsed() < Duration::from_secs(30), "no dump begun");
         std::thread::sleep(Duration::from_millis(5));
     }
-    // While it is written: a scrape is answered, a second dump refused.
+    // While it is written: a scrape is answered, the status says it, a second dump is
+    // refused.
     assert!(get(&addr, "/healthz").starts_with("HTTP/1.1 200"));
+    let status = daemon_status(&sock);
+    assert!(
+        status["writing"][0]
+            .as_str()
+            .is_some_and(|n| n.starts_with("flight recorder dump")),
+        "{status}"
+    );
     let second = rocsync()
         .args(["trace", "--flight", "--socket"])
         .arg(&sock)

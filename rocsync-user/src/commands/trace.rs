@@ -108,6 +108,10 @@ pub fn status(args: StatusArgs) -> Result<i32> {
     for t in list("traces") {
         out.push(format!("  {}", str_of(&t["session"])));
     }
+    out.push(format!("traces being written: {}", list("writing").len()));
+    for w in list("writing") {
+        out.push(format!("  {}", str_of(&w)));
+    }
     out.push(format!(
         "dyno traces scheduled: {}",
         list("scheduled").len()

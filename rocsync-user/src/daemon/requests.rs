@@ -291,7 +291,8 @@ impl Daemon {
             .iter()
             .map(|(at, r)| json!({ "session": r.name, "starts_in_ms": at.saturating_duration_since(now).as_millis() as u64 }))
             .collect();
-        json!({ "tracked": tracked, "traces": traces, "scheduled": scheduled, "claims": held })
+        let writing = self.writing.names();
+        json!({ "tracked": tracked, "traces": traces, "writing": writing, "scheduled": scheduled, "claims": held })
     }
 }
 

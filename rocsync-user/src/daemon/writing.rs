@@ -6,7 +6,7 @@
 //! client answered when it is done.
 
 use std::{
-    collections::{BTreeMap, HashSet},
+    collections::{BTreeMap, HashMap},
     path::PathBuf,
     sync::Arc,
 };
@@ -29,20 +29,26 @@ pub struct Done {
     pub reply: Value,
 }
 
+/// The name a trace being written goes by (`rocsync status`), and a flight recorder
+/// dump's prefix of it.
+const FLIGHT: &str = "flight recorder dump";
+
 #[derive(Default)]
 pub struct Writing {
     jobs: JoinSet<Done>,
-    /// The jobs writing flight recorder dumps.
-    flights: HashSet<Id>,
+    /// What each job writes.
+    names: HashMap<Id, String>,
 }
 
 impl Writing {
     /// Finishes `trace` and writes its files.
     pub fn trace(&mut self, trace: Active) {
-        self.jobs.spawn_blocking(move || {
+        let name = trace.name();
+        let job = self.jobs.spawn_blocking(move || {
             let (client, reply) = trace.finish();
             Done { client, reply }
         });
+        self.names.insert(job.id(), name);
     }
 
     /// Writes what the flight recorder held when asked.
@@ -61,12 +67,19 @@ impl Writing {
                 reply: traces::answer(written),
             }
         });
-        self.flights.insert(job.id());
+        self.names.insert(job.id(), format!("{FLIGHT} {id}"));
     }
 
     /// A flight recorder dump is being written.
     pub fn flight_pending(&self) -> bool {
-        !self.flights.is_empty()
+        self.names.values().any(|n| n.starts_with(FLIGHT))
+    }
+
+    /// What is being written, by name.
+    pub fn names(&self) -> Vec<&str> {
+        let mut names: Vec<&str> = self.names.values().map(String::as_str).collect();
+        names.sort_unstable();
+        names
     }
 
     pub fn is_empty(&self) -> bool {
@@ -78,12 +91,12 @@ impl Writing {
         loop {
             match self.jobs.join_next_with_id().await {
                 Some(Ok((id, done))) => {
-                    self.flights.remove(&id);
+                    self.names.remove(&id);
                     return done;
                 }
                 // A writer that panicked: its client's connection closes unanswered.
                 Some(Err(e)) => {
-                    self.flights.remove(&e.id());
+                    self.names.remove(&e.id());
                     crate::say!("rocsync daemon: error: writing a trace: {e}");
                 }
                 None => std::future::pending::<()>().await,
