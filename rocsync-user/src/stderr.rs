@@ -124,6 +124,14 @@ impl StatusTerm {
             Ok(())
         })
     }
+
+    /// Moves the cursor `n` places in `direction` (ANSI: A up, B down, C right, D left).
+    fn cursor(&self, n: usize, direction: char) -> std::io::Result<()> {
+        if n == 0 {
+            return Ok(());
+        }
+        self.push(&format!("\x1b[{n}{direction}"))
+    }
 }
 
 impl indicatif::TermLike for StatusTerm {
@@ -135,32 +143,16 @@ impl indicatif::TermLike for StatusTerm {
         }
     }
     fn move_cursor_up(&self, n: usize) -> std::io::Result<()> {
-        self.push(&if n > 0 {
-            format!("\x1b[{n}A")
-        } else {
-            String::new()
-        })
+        self.cursor(n, 'A')
     }
     fn move_cursor_down(&self, n: usize) -> std::io::Result<()> {
-        self.push(&if n > 0 {
-            format!("\x1b[{n}B")
-        } else {
-            String::new()
-        })
+        self.cursor(n, 'B')
     }
     fn move_cursor_right(&self, n: usize) -> std::io::Result<()> {
-        self.push(&if n > 0 {
-            format!("\x1b[{n}C")
-        } else {
-            String::new()
-        })
+        self.cursor(n, 'C')
     }
     fn move_cursor_left(&self, n: usize) -> std::io::Result<()> {
-        self.push(&if n > 0 {
-            format!("\x1b[{n}D")
-        } else {
-            String::new()
-        })
+        self.cursor(n, 'D')
     }
     fn write_line(&self, s: &str) -> std::io::Result<()> {
         self.push(s)?;
