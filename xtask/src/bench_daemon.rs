@@ -103,7 +103,7 @@ impl Daemon {
     }
 
     /// Resident memory now and at its peak, KiB.
-    fn memory_kib(&self) -> Result<(u64, u64)> {
+    pub(crate) fn memory_kib(&self) -> Result<(u64, u64)> {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))?;
         let field = |k: &str| {
             status

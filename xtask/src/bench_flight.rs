@@ -53,6 +53,7 @@ pub fn flight(dir: &Path, exe: &Path, lib: &Path) -> Result<(String, Value)> {
 
     let addr = daemon.metrics_addr().to_string();
     let dropped_before = dropped(&addr)?;
+    let (rss_before, _) = daemon.memory_kib()?;
     let done = Arc::new(AtomicBool::new(false));
     let scraper = {
         let (addr, done) = (addr.clone(), done.clone());
@@ -79,6 +80,7 @@ pub fn flight(dir: &Path, exe: &Path, lib: &Path) -> Result<(String, Value)> {
         .join()
         .map_err(|_| anyhow::anyhow!("the scraper panicked"))??;
     let dropped_during = dropped(&addr)? - dropped_before;
+    let (rss_after, rss_peak) = daemon.memory_kib()?;
     if !out.status.success() {
         bail!(
             "rocsync trace --flight: {}",
@@ -100,24 +102,29 @@ pub fn flight(dir: &Path, exe: &Path, lib: &Path) -> Result<(String, Value)> {
          with `--flight-recorder {span}`; after {ASK_AFTER_S} s, `rocsync trace --flight` is \
          asked while `/healthz` is scraped every 10 ms ({} scrapes). The scrapes' waits show \
          whether the daemon's loop paused; the call records dropped meanwhile, whether it \
-         went on draining the probes.\n",
+         went on draining the probes. The daemon's resident memory: with the recorder full, \
+         once the dump is written, and at its peak.\n",
         waits.len()
     );
     let _ = writeln!(
         md,
-        "| dump (s) | trace (MiB) | longest scrape (ms) | median scrape (ms) | call records dropped meanwhile |\n| ---: | ---: | ---: | ---: | ---: |"
+        "| dump (s) | trace (MiB) | longest scrape (ms) | median scrape (ms) | call records dropped meanwhile | RSS full / after / peak (MiB) |\n| ---: | ---: | ---: | ---: | ---: | ---: |"
     );
     let _ = writeln!(
         md,
-        "| {dump_s:.2} | {:.0} | {:.1} | {:.2} | {dropped_during} |",
+        "| {dump_s:.2} | {:.0} | {:.1} | {:.2} | {dropped_during} | {} / {} / {} |",
         bytes as f64 / (1 << 20) as f64,
         longest * 1e3,
-        typical * 1e3
+        typical * 1e3,
+        rss_before / 1024,
+        rss_after / 1024,
+        rss_peak / 1024
     );
     let v = json!({
         "rate": RATE, "span_s": SPAN_S, "dump_s": dump_s, "trace_bytes": bytes,
         "scrapes": waits.len(), "scrape_longest_s": longest, "scrape_median_s": typical,
         "dropped_during": dropped_during,
+        "rss_kib": { "full": rss_before, "after": rss_after, "peak": rss_peak },
     });
     Ok((md, v))
 }

@@ -44,10 +44,10 @@ impl Writing {
     /// Finishes `trace` and writes its files.
     pub fn trace(&mut self, trace: Active) {
         let name = trace.name();
-        let job = self.jobs.spawn_blocking(move || {
+        let job = self.jobs.spawn_blocking(trimmed(move || {
             let (client, reply) = trace.finish();
             Done { client, reply }
-        });
+        }));
         self.names.insert(job.id(), name);
     }
 
@@ -60,13 +60,13 @@ impl Writing {
         processes: BTreeMap<u32, ProcessInfo>,
         client: UnixStream,
     ) {
-        let job = self.jobs.spawn_blocking(move || {
+        let job = self.jobs.spawn_blocking(trimmed(move || {
             let written = traces::dump(flight::records(&chunks), &state_dir, id, processes);
             Done {
                 client: Some((client, false)),
                 reply: traces::answer(written),
             }
-        });
+        }));
         self.names.insert(job.id(), format!("{FLIGHT} {id}"));
     }
 
@@ -102,5 +102,22 @@ impl Writing {
                 None => std::future::pending::<()>().await,
             }
         }
+    }
+}
+
+/// `write`, then the memory it freed handed back to the system. A writer's thread
+/// allocates from a malloc arena of its own, which keeps what a trace freed: measured,
+/// the daemon stayed at 904–969 MiB resident after a flight recorder dump (its recorder
+/// holding 291).
+fn trimmed(write: impl FnOnce() -> Done) -> impl FnOnce() -> Done {
+    move || {
+        // `write`'s captures (the trace, the recorder's chunks) are dropped by its end.
+        let done = write();
+        #[cfg(target_env = "gnu")]
+        // SAFETY: no preconditions; it only releases free memory.
+        unsafe {
+            libc::malloc_trim(0);
+        }
+        done
     }
 }
