@@ -67,6 +67,19 @@ impl<S: Sink> Pipeline<S> {
         }
     }
 
+    /// Its calls' ids start at `first`, before any record (a daemon trace that begins
+    /// while the probes number other calls).
+    pub fn start_at(&mut self, first: u64) {
+        self.sequencer = Sequencer::starting_at(first);
+    }
+
+    /// An id the probes gave another process's call: not this pipeline's, not lost.
+    pub fn skip(&mut self, correlation: u64) {
+        let mut out = Vec::new();
+        self.sequencer.skip(correlation, &mut |r| out.push(r));
+        self.release(out);
+    }
+
     /// One ring record. Returns what the capture loop must act on.
     pub fn record(&mut self, bytes: &[u8]) -> Option<Notice> {
         match decode(bytes) {

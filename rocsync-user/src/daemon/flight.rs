@@ -37,7 +37,7 @@ impl Chunk {
     }
 
     /// Its records, in the order they were read.
-    pub fn records(&self) -> impl Iterator<Item = &[u8]> {
+    pub fn records(&self) -> impl Iterator<Item = &[u8]> + Clone {
         let mut rest = self.bytes.as_slice();
         std::iter::from_fn(move || {
             let (len, tail) = rest.split_first_chunk::<4>()?;
@@ -119,7 +119,7 @@ impl FlightRecorder {
 }
 
 /// The records of `chunks`, oldest first.
-pub fn records(chunks: &[Arc<Chunk>]) -> impl Iterator<Item = &[u8]> {
+pub fn records(chunks: &[Arc<Chunk>]) -> impl Iterator<Item = &[u8]> + Clone {
     chunks.iter().flat_map(|c| c.records())
 }
 

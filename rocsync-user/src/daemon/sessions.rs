@@ -26,6 +26,8 @@ pub struct Sessions {
     pub traces: Vec<(ClaimId, Active)>,
     /// Claims of standalone captures: (claim, its name), held while their connection is.
     pub held: Vec<(ClaimId, String)>,
+    /// The highest call id read so far: a trace starting now numbers its calls after it.
+    last_read: u64,
 }
 
 impl Sessions {
@@ -33,6 +35,8 @@ impl Sessions {
     /// running session: then nothing of it stays.
     pub fn start(&mut self, tracker: &mut Tracker, trace: Active) -> Result<()> {
         let claim = self.claims.start(&trace.name(), agent_set(trace.agents))?;
+        let mut trace = trace;
+        trace.begin_after(self.last_read);
         let pids = trace.pids.clone();
         crate::say!(
             "rocsync daemon: trace {}: recording pid(s) {pids:?} ({}) until {:?} from now",
@@ -116,8 +120,17 @@ impl Sessions {
             Decoded::Packet(r) => r.pid,
             _ => return,
         };
+        let entry = match decoded {
+            Decoded::Entry(e) => Some(e.correlation),
+            _ => None,
+        };
+        self.last_read = self.last_read.max(entry.unwrap_or(0));
         for (_, t) in &mut self.traces {
             if !t.pids.contains(&pid) {
+                // Its id is another trace's call, or no trace's: not this one's loss.
+                if let Some(id) = entry {
+                    t.skip(id);
+                }
                 continue;
             }
             match decoded {

@@ -10,7 +10,7 @@ use std::{
 };
 
 use anyhow::{Result, bail};
-use rocsync_common::RECORD_ENTRY;
+use rocsync_common::{Decoded, decode};
 use serde_json::json;
 use tokio::{net::UnixStream, time::Instant};
 
@@ -135,13 +135,26 @@ impl Active {
         format!("trace {} of pid(s) {:?}", self.id, self.pids)
     }
 
+    /// Numbers its calls after `last_read`, the highest id the daemon has read: the
+    /// probes number every recorded process's calls, and those before are not its own.
+    pub fn begin_after(&mut self, last_read: u64) {
+        self.pipeline.start_at(last_read + 1);
+    }
+
     /// A ring record of a recorded process. Once stopping, only returns (with the flight
     /// recorder on, entries keep coming: they are the recorder's, not this trace's).
     pub fn record(&mut self, bytes: &[u8]) {
-        if self.stopping && bytes.get(..4) == Some(&RECORD_ENTRY.to_ne_bytes()) {
-            return;
+        if self.stopping
+            && let Ok(Decoded::Entry(e)) = decode(bytes)
+        {
+            return self.pipeline.skip(e.correlation);
         }
         let _ = self.pipeline.record(bytes);
+    }
+
+    /// The id of a call this trace does not record.
+    pub fn skip(&mut self, correlation: u64) {
+        self.pipeline.skip(correlation);
     }
 
     pub fn tick(&mut self) {
@@ -229,12 +242,18 @@ pub fn identities(pids: impl IntoIterator<Item = u32>) -> BTreeMap<u32, ProcessI
 /// Writes what the flight recorder holds (every process's last seconds) as traces;
 /// `processes`: what the processes it may hold said of themselves.
 pub fn dump<'a>(
-    records: impl Iterator<Item = &'a [u8]>,
+    records: impl Iterator<Item = &'a [u8]> + Clone,
     state_dir: &Path,
     id: u64,
     processes: BTreeMap<u32, ProcessInfo>,
 ) -> Result<Vec<Written>> {
     let (mut pipeline, outputs) = open(state_dir, "flight", id, None)?;
+    // Calls before the recorder's span are not lost: its ids start at its first.
+    let first = records.clone().filter_map(|r| match decode(r) {
+        Ok(Decoded::Entry(e)) => Some(e.correlation),
+        _ => None,
+    });
+    pipeline.start_at(first.min().unwrap_or(1));
     for r in records {
         let _ = pipeline.record(r);
     }

@@ -10,8 +10,13 @@
 //! - in flight, and state-changing (record, destroy, create, …; all quick): wait;
 //! - not delivered at two consecutive ticks: lost. Later calls never resolve past it
 //!   (see the resolver), and if it does arrive, it is released as late.
+//!
+//! A daemon trace records some of the processes the probes number calls for: the ids of
+//! the others' calls, which the daemon reads and routes elsewhere, are skipped
+//! ([`Sequencer::skip`]), not lost, and its sequence starts after the last id the daemon
+//! had read when it began ([`Sequencer::starting_at`]).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
@@ -67,6 +72,8 @@ pub struct Sequencer {
     next: u64,
     /// Calls entered at or after `next`, returned or not.
     pending: BTreeMap<u64, (Call, State)>,
+    /// Ids at or after `next` that are not this sequence's (another process's calls).
+    skipped: BTreeSet<u64>,
     /// Released in flight, awaiting their exit.
     deferred: HashSet<u64>,
     /// Arrived after being declared lost and still in flight.
@@ -84,6 +91,35 @@ impl Sequencer {
             next: 1,
             ..Default::default()
         }
+    }
+
+    /// A sequence whose first id is `first` (those before are not its own).
+    pub fn starting_at(first: u64) -> Self {
+        Self {
+            next: first.max(1),
+            ..Default::default()
+        }
+    }
+
+    /// An id that is not this sequence's: passed over, not lost.
+    pub fn skip(&mut self, correlation: u64, out: &mut impl FnMut(Released)) {
+        if correlation < self.next || self.pending.contains_key(&correlation) {
+            return;
+        }
+        // In order (the common case: the daemon reads ids nearly in order), no set.
+        if correlation == self.next {
+            self.next += 1;
+        } else {
+            self.skipped.insert(correlation);
+        }
+        self.release(out);
+    }
+
+    /// The lowest id waiting (a call, or one skipped), if any.
+    fn first_waiting(&self) -> Option<u64> {
+        let call = self.pending.keys().next().copied();
+        let skip = self.skipped.first().copied();
+        call.into_iter().chain(skip).min()
     }
 
     /// Calls waiting for an earlier id, or in flight at the watermark.
@@ -145,7 +181,14 @@ impl Sequencer {
     }
 
     fn release_with(&mut self, defer: bool, out: &mut impl FnMut(Released)) {
-        while let Some(&(ref c, state)) = self.pending.get(&self.next) {
+        loop {
+            if self.skipped.remove(&self.next) {
+                self.next += 1;
+                continue;
+            }
+            let Some(&(ref c, state)) = self.pending.get(&self.next) else {
+                return;
+            };
             if state == State::InFlight && (!defer || changes_state(c.api.op())) {
                 return;
             }
@@ -171,7 +214,11 @@ impl Sequencer {
     pub fn tick(&mut self, out: &mut impl FnMut(Released)) {
         loop {
             self.release_with(true, out);
-            if self.pending.is_empty() || self.pending.contains_key(&self.next) {
+            let Some(first) = self.first_waiting() else {
+                self.suspect = None;
+                return;
+            };
+            if self.pending.contains_key(&self.next) {
                 self.suspect = None;
                 return;
             }
@@ -179,7 +226,6 @@ impl Sequencer {
                 self.suspect = Some(self.next);
                 return;
             }
-            let first = *self.pending.keys().next().expect("not empty");
             out(Released::Lost(self.next, first - self.next));
             self.next = first;
         }
@@ -203,7 +249,7 @@ impl Sequencer {
     /// assigned when known; calls still in flight are released deferred (never
     /// completed).
     pub fn finish(&mut self, out: &mut impl FnMut(Released)) {
-        while let Some((&corr, _)) = self.pending.first_key_value() {
+        while let Some(corr) = self.first_waiting() {
             if self.next < corr {
                 out(Released::Lost(self.next, corr - self.next));
                 self.next = corr;
@@ -231,139 +277,4 @@ impl Sequencer {
 }
 
 #[cfg(test)]
-mod tests {
-    use rocsync_common::Api;
-
-    use super::*;
-
-    fn call(corr: u64, api: Api, done: bool) -> Call {
-        Call {
-            api,
-            pid: 1,
-            tid: 1,
-            correlation: corr,
-            enter_ns: corr,
-            exit_ns: done.then_some(corr + 1),
-            ret: done.then_some(0),
-            args: [0; 3],
-            filtered: false,
-        }
-    }
-
-    fn exit(corr: u64) -> Exit {
-        Exit {
-            exit_ns: corr + 1,
-            ret: 0,
-            out: None,
-        }
-    }
-
-    fn names(got: &[Released]) -> Vec<String> {
-        got.iter()
-            .map(|r| match r {
-                Released::Call(c) => format!("{}", c.correlation),
-                Released::Deferred(c) => format!("{}d", c.correlation),
-                Released::Completion(c, _) => format!("{c}c"),
-                Released::Lost(c, n) => format!("{c}lost{n}"),
-                Released::Late(c) => format!("{}late", c.correlation),
-            })
-            .collect()
-    }
-
-    #[test]
-    fn reorders_arrivals() {
-        let mut s = Sequencer::new();
-        let mut got = Vec::new();
-        for c in [2, 3, 1] {
-            s.entered(call(c, Api::HipEventRecord, true), &mut |r| got.push(r));
-        }
-        assert_eq!(names(&got), ["1", "2", "3"]);
-        assert_eq!(s.pending(), 0);
-    }
-
-    #[test]
-    fn a_blocked_synchronize_is_passed_over_and_completed_later() {
-        let mut s = Sequencer::new();
-        let mut got = Vec::new();
-        s.entered(call(1, Api::HipDeviceSynchronize, false), &mut |r| {
-            got.push(r)
-        });
-        s.entered(call(2, Api::HipEventRecord, true), &mut |r| got.push(r));
-        assert!(got.is_empty(), "held until a tick finds it still in flight");
-        s.tick(&mut |r| got.push(r));
-        s.returned(1, exit(1), &mut |r| got.push(r));
-        assert_eq!(names(&got), ["1d", "2", "1c"]);
-    }
-
-    #[test]
-    fn an_in_flight_record_holds_the_order() {
-        let mut s = Sequencer::new();
-        let mut got = Vec::new();
-        s.entered(call(1, Api::HipEventRecord, false), &mut |r| got.push(r));
-        s.entered(call(2, Api::HipStreamWaitEvent, true), &mut |r| got.push(r));
-        s.tick(&mut |r| got.push(r));
-        s.tick(&mut |r| got.push(r));
-        assert!(got.is_empty(), "{:?}", names(&got));
-        s.returned(1, exit(1), &mut |r| got.push(r));
-        assert_eq!(names(&got), ["1", "2"]);
-    }
-
-    #[test]
-    fn a_lost_exit_releases_a_state_changing_call() {
-        let mut s = Sequencer::new();
-        let mut got = Vec::new();
-        s.entered(call(1, Api::HipEventRecord, false), &mut |r| got.push(r));
-        s.entered(call(2, Api::HipStreamWaitEvent, true), &mut |r| got.push(r));
-        s.exit_lost(1, &mut |r| got.push(r));
-        assert_eq!(names(&got), ["1", "2"]);
-        let Released::Call(c) = &got[0] else { panic!() };
-        assert_eq!((c.exit_ns, c.ret), (None, None));
-    }
-
-    #[test]
-    fn an_id_missing_at_two_ticks_is_lost_and_a_late_arrival_is_late() {
-        let mut s = Sequencer::new();
-        let mut got = Vec::new();
-        s.entered(call(2, Api::HipEventRecord, true), &mut |r| got.push(r));
-        s.tick(&mut |r| got.push(r));
-        assert!(got.is_empty(), "one tick is not enough: {:?}", names(&got));
-        s.tick(&mut |r| got.push(r));
-        s.entered(call(1, Api::HipEventRecord, true), &mut |r| got.push(r));
-        assert_eq!(names(&got), ["1lost1", "2", "1late"]);
-    }
-
-    #[test]
-    fn finish_flushes_everything_in_order() {
-        let mut s = Sequencer::new();
-        let mut got = Vec::new();
-        s.entered(call(3, Api::HipEventRecord, true), &mut |r| got.push(r));
-        s.entered(call(2, Api::HipDeviceSynchronize, false), &mut |r| {
-            got.push(r)
-        });
-        s.finish(&mut |r| got.push(r));
-        assert_eq!(names(&got), ["1lost1", "2d", "3"]);
-    }
-
-    #[test]
-    fn ids_assigned_after_the_last_seen_are_lost_at_the_end() {
-        let mut s = Sequencer::new();
-        let mut out = Vec::new();
-        s.entered(call(1, Api::HipStreamSynchronize, true), &mut |r| {
-            out.push(r)
-        });
-        s.entered(call(3, Api::HipStreamSynchronize, true), &mut |r| {
-            out.push(r)
-        });
-        // The probes went on to 6; 4, 5 and 6 never arrived (their records were dropped).
-        s.assigned_up_to(6);
-        s.finish(&mut |r| out.push(r));
-        let lost: Vec<(u64, u64)> = out
-            .iter()
-            .filter_map(|r| match r {
-                Released::Lost(first, n) => Some((*first, *n)),
-                _ => None,
-            })
-            .collect();
-        assert_eq!(lost, vec![(2, 1), (4, 3)]);
-    }
-}
+mod tests;
