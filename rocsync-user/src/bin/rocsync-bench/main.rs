@@ -114,7 +114,14 @@ fn main() -> Result<()> {
         rocsync::stderr::flush();
         std::process::exit(code);
     }
-    match Cli::parse().cmd {
+    let result = bench(Cli::parse().cmd);
+    // What the library said (probe diagnostics) is written before the benchmark ends.
+    rocsync::stderr::flush();
+    result
+}
+
+fn bench(cmd: Cmd) -> Result<()> {
+    match cmd {
         Cmd::Probes {
             mode,
             lib,
