@@ -33,9 +33,8 @@ pub struct Sessions {
 impl Sessions {
     /// Starts a trace opened by `Active::open`, unless it would share an agent with a
     /// running session: then nothing of it stays.
-    pub fn start(&mut self, tracker: &mut Tracker, trace: Active) -> Result<()> {
+    pub fn start(&mut self, tracker: &mut Tracker, mut trace: Active) -> Result<()> {
         let claim = self.claims.start(&trace.name(), agent_set(trace.agents))?;
-        let mut trace = trace;
         trace.begin_after(self.last_read);
         let pids = trace.pids.clone();
         crate::say!(

@@ -141,8 +141,8 @@ impl Active {
         self.pipeline.start_at(last_read + 1);
     }
 
-    /// A ring record of a recorded process. Once stopping, only returns (with the flight
-    /// recorder on, entries keep coming: they are the recorder's, not this trace's).
+    /// A ring record of a recorded process. Once stopping, only returns: entries that
+    /// keep coming (the flight recorder's, another trace's) are passed over, not lost.
     pub fn record(&mut self, bytes: &[u8]) {
         if self.stopping
             && let Ok(Decoded::Entry(e)) = decode(bytes)
