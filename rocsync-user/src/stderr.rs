@@ -31,7 +31,8 @@ enum Item {
 
 struct Queue {
     items: SyncSender<Item>,
-    dropped: &'static AtomicU64,
+    /// Messages dropped since the last count was queued.
+    dropped: AtomicU64,
 }
 
 static STDERR: OnceLock<Queue> = OnceLock::new();
@@ -43,12 +44,15 @@ fn queue() -> &'static Queue {
 /// A queue written to `out` by a thread of its own.
 fn start(out: Box<dyn Write + Send>) -> Queue {
     let (items, rx) = sync_channel(QUEUE);
-    let dropped: &'static AtomicU64 = Box::leak(Box::new(AtomicU64::new(0)));
-    std::thread::Builder::new()
+    // No thread (out of processes or memory): the queue is disconnected and messages
+    // are written by whoever says them, as before.
+    let _ = std::thread::Builder::new()
         .name("rocsync-stderr".into())
-        .spawn(move || write_all(rx, out))
-        .expect("a thread for stderr");
-    Queue { items, dropped }
+        .spawn(move || write_all(rx, out));
+    Queue {
+        items,
+        dropped: AtomicU64::new(0),
+    }
 }
 
 fn write_all(rx: Receiver<Item>, mut out: Box<dyn Write + Send>) {
@@ -81,9 +85,16 @@ impl Queue {
         }
     }
 
-    /// Queues `item` unless the queue is full (a writer gone drops it too).
+    /// Queues `item` unless the queue is full; without a writer thread, writes it.
     fn full(&self, item: Item) -> bool {
-        matches!(self.items.try_send(item), Err(TrySendError::Full(_)))
+        match self.items.try_send(item) {
+            Err(TrySendError::Full(_)) => true,
+            Err(TrySendError::Disconnected(Item::Line(s) | Item::Frame(s))) => {
+                let _ = std::io::stderr().write_all(s.as_bytes());
+                false
+            }
+            _ => false,
+        }
     }
 
     fn flush(&self) {
@@ -171,7 +182,7 @@ impl indicatif::TermLike for StatusTerm {
             .map(|mut f| std::mem::take(&mut *f))
             .unwrap_or_default();
         if !frame.is_empty() {
-            let _ = queue().items.try_send(Item::Frame(frame));
+            let _ = queue().full(Item::Frame(frame));
         }
         Ok(())
     }

@@ -29,15 +29,12 @@ pub struct Done {
     pub reply: Value,
 }
 
-/// The name a trace being written goes by (`rocsync status`), and a flight recorder
-/// dump's prefix of it.
-const FLIGHT: &str = "flight recorder dump";
-
 #[derive(Default)]
 pub struct Writing {
     jobs: JoinSet<Done>,
-    /// What each job writes.
-    names: HashMap<Id, String>,
+    /// What each job writes (its name in `rocsync status`), and whether it is a flight
+    /// recorder dump.
+    names: HashMap<Id, (String, bool)>,
 }
 
 impl Writing {
@@ -48,7 +45,7 @@ impl Writing {
             let (client, reply) = trace.finish();
             Done { client, reply }
         }));
-        self.names.insert(job.id(), name);
+        self.names.insert(job.id(), (name, false));
     }
 
     /// Writes what the flight recorder held when asked.
@@ -67,17 +64,18 @@ impl Writing {
                 reply: traces::answer(written),
             }
         }));
-        self.names.insert(job.id(), format!("{FLIGHT} {id}"));
+        let name = format!("flight recorder dump {id}");
+        self.names.insert(job.id(), (name, true));
     }
 
     /// A flight recorder dump is being written.
     pub fn flight_pending(&self) -> bool {
-        self.names.values().any(|n| n.starts_with(FLIGHT))
+        self.names.values().any(|(_, flight)| *flight)
     }
 
     /// What is being written, by name.
     pub fn names(&self) -> Vec<&str> {
-        let mut names: Vec<&str> = self.names.values().map(String::as_str).collect();
+        let mut names: Vec<&str> = self.names.values().map(|(n, _)| n.as_str()).collect();
         names.sort_unstable();
         names
     }
