@@ -113,6 +113,11 @@ fn main() {
         &c.join("bench_calls.c"),
         &["-ldl", "-lpthread"],
     );
+    gcc(
+        &out.join("bench_paired"),
+        &c.join("bench_paired.c"),
+        &["-ldl"],
+    );
 
     // The simulated HSA runtime and a program that drives it directly.
     let hsa = out.join("hsa");

@@ -51,6 +51,11 @@ pub fn bench_calls() -> PathBuf {
     Path::new(OUT).join("bench_calls")
 }
 
+/// Calls one function of up to three copies of a library in alternating timed batches.
+pub fn bench_paired() -> PathBuf {
+    Path::new(OUT).join("bench_paired")
+}
+
 /// Scenario program linked against the simulated runtime.
 pub fn scenario() -> PathBuf {
     Path::new(OUT).join("scenario")

@@ -7,7 +7,7 @@ use anyhow::{Context as _, Result};
 use serde_json::{Value, json};
 
 use crate::{
-    bench_bin::{Probes, bench_bin},
+    bench_bin::{Probes, bench_bin, quartiles},
     cargo, root, run,
 };
 
@@ -21,6 +21,8 @@ struct Case {
     calls: u64,
     /// (label, bench mode, extra rocsync arguments)
     modes: Vec<(&'static str, &'static str, Vec<&'static str>)>,
+    /// Also measured side by side with the empty pair in one process (a copy of `lib`).
+    side_by_side: bool,
 }
 
 fn stats(xs: &[f64]) -> (f64, f64, f64) {
@@ -87,6 +89,7 @@ fn write_part(part: &str, md: &str, v: &Value) -> Result<()> {
 pub fn bench() -> Result<()> {
     build()?;
     let driver = rocsync_tests::bench_calls().display().to_string();
+    let paired = rocsync_tests::bench_paired().display().to_string();
     let rocsync = root().join("target/release/rocsync").display().to_string();
     let sim = rocsync_tests::sim_hip().display().to_string();
     let cet = rocsync_tests::sim_hip_cet().display().to_string();
@@ -105,6 +108,7 @@ pub fn bench() -> Result<()> {
             symbol: "hipStreamSynchronize",
             calls: 200_000,
             modes: plain.clone(),
+            side_by_side: true,
         },
         Case {
             name: "simulated libamdhip64, CET build (endbr64 entry)",
@@ -119,6 +123,7 @@ pub fn bench() -> Result<()> {
                 ("empty pair at entry", "empty-at-entry", vec![]),
                 ("rocsync at entry", "full", vec!["--probe-at-entry"]),
             ],
+            side_by_side: true,
         },
     ];
     if Path::new(REAL_HIP).exists() {
@@ -128,6 +133,7 @@ pub fn bench() -> Result<()> {
             symbol: "hipStreamSynchronize",
             calls: 20_000,
             modes: plain,
+            side_by_side: false,
         });
     }
     // Interleaved: every round measures every mode of every case once.
@@ -135,19 +141,24 @@ pub fn bench() -> Result<()> {
         .iter()
         .map(|c| vec![Vec::new(); c.modes.len()])
         .collect();
+    // Side by side: every round's runs' rounds' ratios, pooled per case.
+    let mut pooled: Vec<Vec<f64>> = vec![Vec::new(); cases.len()];
     for round in 0..ROUNDS {
         eprintln!("xtask: bench round {}/{ROUNDS}", round + 1);
         for (ci, c) in cases.iter().enumerate() {
+            let calls = c.calls.to_string();
+            let probes = Probes {
+                lib: &c.lib,
+                symbol: c.symbol,
+                calls: &calls,
+                driver: &driver,
+                rocsync: &rocsync,
+            };
+            if c.side_by_side {
+                pooled[ci].extend(probes.side_by_side(&paired, "full", &[])?);
+            }
             for (mi, (_, mode, extra)) in c.modes.iter().enumerate() {
-                let calls = c.calls.to_string();
-                let v = Probes {
-                    lib: &c.lib,
-                    symbol: c.symbol,
-                    calls: &calls,
-                    driver: &driver,
-                    rocsync: &rocsync,
-                }
-                .run(mode, extra)?;
+                let v = probes.run(mode, extra)?;
                 if v.get("dropped").and_then(Value::as_u64).unwrap_or(0) > 0 {
                     eprintln!("xtask: warning: drops in {} {mode}", c.name);
                 }
@@ -220,12 +231,12 @@ pub fn bench() -> Result<()> {
         json[part] = v;
     }
     let extra = (md, json);
-    report(&cases, &results, &threads, &pipeline, extra)
+    report(&cases, (&results, &pooled), &threads, &pipeline, extra)
 }
 
 fn report(
     cases: &[Case],
-    results: &[Vec<Vec<f64>>],
+    (results, pooled): (&[Vec<Vec<f64>>], &[Vec<f64>]),
     threads: &[(&str, Value)],
     pipeline: &[(bool, Vec<f64>, Value)],
     (extra_md, extra_json): (String, Value),
@@ -252,12 +263,12 @@ fn report(
     let _ = writeln!(md, "## Per-call cost of a hooked function\n");
     let _ = writeln!(
         md,
-        "ns per call of `hipStreamSynchronize(NULL)` in a loop (bench_calls). \"empty pair\" is an empty uprobe + uretprobe on the same instruction: the trap alone, the floor for any uprobe tracer; it runs before and again after rocsync in every round. The ratio is (rocsync − untraced) / (empty − untraced): in each round to the mean of the two empty-pair runs around it, median and range of the rounds; the ratio of the modes' medians follows it.\n"
+        "ns per call of `hipStreamSynchronize(NULL)` in a loop (bench_calls). \"empty pair\" is an empty uprobe + uretprobe on the same instruction: the trap alone, the floor for any uprobe tracer; it runs before and again after rocsync in every round. The ratio is (rocsync − untraced) / (empty − untraced): in each round to the mean of the two empty-pair runs around it, median and range of the rounds; the ratio of the modes' medians follows it. \"side by side\": the same ratio with the three modes in one process — rounds of 10 000 calls to each of an untraced copy of the library, a copy under the empty pair and the library under `rocsync run`, alternating (`rocsync-bench side-by-side`): the machine drifts between separate runs by more than the margin measured; batches milliseconds apart see the same machine. Its columns are the lower quartile, median and upper quartile of all its rounds.\n"
     );
     let _ = writeln!(md, "| library | mode | min | median | max |");
     let _ = writeln!(md, "| --- | --- | ---: | ---: | ---: |");
     let mut json_cases = Vec::new();
-    for (c, r) in cases.iter().zip(results) {
+    for ((c, r), sbs) in cases.iter().zip(results).zip(pooled) {
         let med: Vec<f64> = r.iter().map(|x| stats(x).1).collect();
         for ((label, ..), xs) in c.modes.iter().zip(r) {
             let (lo, mid, hi) = stats(xs);
@@ -287,6 +298,15 @@ fn report(
                 med[1] - med[0]
             );
         }
+        let [q1, q2, q3] = quartiles(sbs);
+        if c.side_by_side {
+            let _ = writeln!(
+                md,
+                "| {} | **ratio side by side**, {} rounds in one process | {q1:.3} | **{q2:.3}** | {q3:.3} |",
+                c.name,
+                sbs.len()
+            );
+        }
         if c.modes.len() == 6 {
             let gain = (med[5] - med[0]) / (med[2] - med[0]);
             let _ = writeln!(
@@ -295,7 +315,7 @@ fn report(
                 c.name
             );
         }
-        json_cases.push(json!({ "name": c.name, "modes": c.modes.iter().map(|m| m.0).collect::<Vec<_>>(), "ns_per_call": r, "ratio": ratio, "round_ratios": rounds, "ratio_of_medians": of_medians }));
+        json_cases.push(json!({ "name": c.name, "modes": c.modes.iter().map(|m| m.0).collect::<Vec<_>>(), "ns_per_call": r, "ratio": ratio, "round_ratios": rounds, "ratio_of_medians": of_medians, "side_by_side_ratios": sbs, "side_by_side_quartiles": [q1, q2, q3] }));
     }
     let _ = writeln!(
         md,

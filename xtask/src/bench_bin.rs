@@ -26,6 +26,21 @@ pub(crate) fn run_json(cmd: &mut Command) -> Result<Value> {
     Ok(serde_json::from_str(line)?)
 }
 
+/// Rounds of one side-by-side run (each 10 000 calls to every copy: ≈30 ms).
+const SIDE_BY_SIDE_ROUNDS: &str = "40";
+
+/// The lower quartile, median and upper quartile of `xs` (pooled rounds' ratios).
+pub(crate) fn quartiles(xs: &[f64]) -> [f64; 3] {
+    let mut s = xs.to_vec();
+    s.sort_by(f64::total_cmp);
+    let at = |q: f64| {
+        s.get(((s.len().max(1) - 1) as f64 * q).round() as usize)
+            .copied()
+            .unwrap_or(f64::NAN)
+    };
+    [at(0.25), at(0.5), at(0.75)]
+}
+
 /// One function under one kind of probe (`rocsync-bench probes`), the driver calling it
 /// `calls` times: the bench's result line.
 pub(crate) struct Probes<'a> {
@@ -45,6 +60,37 @@ impl Probes<'_> {
     /// statistics (`--program-time`; they slow the run, so its wall time is not used).
     pub fn program_time(&self, mode: &str, extra: &[&str]) -> Result<Value> {
         self.run_with(mode, extra, &["--program-time"])
+    }
+
+    /// `mode` in one process with the empty pair, in alternating batches (`rocsync-bench
+    /// side-by-side`, `paired` its driver): the ratio (mode − untraced) / (empty − untraced)
+    /// of each of its rounds.
+    pub fn side_by_side(&self, paired: &str, mode: &str, extra: &[&str]) -> Result<Vec<f64>> {
+        let mut args = vec![
+            "side-by-side",
+            "--mode",
+            mode,
+            "--lib",
+            self.lib,
+            "--symbol",
+            self.symbol,
+            "--rounds",
+            SIDE_BY_SIDE_ROUNDS,
+            "--driver",
+            paired,
+            "--rocsync",
+            self.rocsync,
+        ];
+        for e in extra {
+            args.extend(["--extra", e]);
+        }
+        let v = bench_bin(&args)?;
+        v["round_ratios"]
+            .as_array()
+            .context("round_ratios")?
+            .iter()
+            .map(|x| x.as_f64().context("round_ratios"))
+            .collect()
     }
 
     fn run_with(&self, mode: &str, extra: &[&str], flags: &[&str]) -> Result<Value> {

@@ -9,7 +9,10 @@ use std::fmt::Write as _;
 use anyhow::{Context as _, Result};
 use serde_json::{Value, json};
 
-use crate::{bench_bin::Probes, root};
+use crate::{
+    bench_bin::{Probes, quartiles},
+    root,
+};
 
 /// (label, bench mode, extra rocsync arguments, what it adds)
 const MODES: [(&str, &str, &[&str], &str); 10] = [
@@ -72,6 +75,7 @@ const CALLS: &str = "200000";
 /// (mode − untraced) / (empty − untraced). Reported: the median of the rounds' ratios.
 pub fn breakdown(rounds: usize) -> Result<(String, Value)> {
     let driver = rocsync_tests::bench_calls().display().to_string();
+    let paired = rocsync_tests::bench_paired().display().to_string();
     let lib = rocsync_tests::sim_hip().display().to_string();
     let rocsync = root().join("target/release/rocsync").display().to_string();
     let probes = Probes {
@@ -102,6 +106,15 @@ pub fn breakdown(rounds: usize) -> Result<(String, Value)> {
             ns[1].push(after);
             ratios[i].push((m - untraced) / ((before + after) / 2.0 - untraced));
             before = after;
+        }
+    }
+    // Side by side with the empty pair in one process: every run's rounds, pooled.
+    let mut side: Vec<Vec<f64>> = vec![Vec::new(); MODES.len()];
+    for round in 0..rounds {
+        eprintln!("xtask: side by side round {}/{rounds}", round + 1);
+        // The empty pair too: a second copy under its own pair, the method's control.
+        for (i, (_, mode, extra, _)) in MODES.iter().enumerate().skip(1) {
+            side[i].extend(probes.side_by_side(&paired, mode, extra)?);
         }
     }
     // The programs' own time, from the kernel's statistics: runs of their own (the
@@ -135,9 +148,13 @@ pub fn breakdown(rounds: usize) -> Result<(String, Value)> {
     );
     let _ = writeln!(
         md,
-        "| mode | what it adds | median ns | ratio to the trap | rounds' ratios | programs, ns per call | over the empty pair's |"
+        "\"Side by side\" measures the same ratio with the mode, the empty pair and an untraced copy of the library in one process, in alternating rounds of 10 000 calls (`rocsync-bench side-by-side`): the drift between separate runs cancels. Median of all its rounds (lower–upper quartile); on the empty pair's row, a second copy under an empty pair of its own: the method's control, 1 if it measures no difference where there is none.\n"
     );
-    let _ = writeln!(md, "| --- | --- | ---: | ---: | --- | ---: | ---: |");
+    let _ = writeln!(
+        md,
+        "| mode | what it adds | median ns | ratio to the trap | rounds' ratios | side by side | programs, ns per call | over the empty pair's |"
+    );
+    let _ = writeln!(md, "| --- | --- | ---: | ---: | --- | ---: | ---: | ---: |");
     let empty_programs = med(&programs[1]);
     for (i, (label, _, _, what)) in MODES.iter().enumerate() {
         let mut r = ratios[i].clone();
@@ -153,6 +170,10 @@ pub fn breakdown(rounds: usize) -> Result<(String, Value)> {
                     .join(" "),
             ),
         };
+        let side_by_side = match quartiles(&side[i]) {
+            _ if i < 1 => String::new(),
+            [q1, q2, q3] => format!("**{q2:.3}** ({q1:.3}–{q3:.3})"),
+        };
         let (program, over) = match i {
             0 => (String::new(), String::new()),
             _ => (
@@ -162,7 +183,7 @@ pub fn breakdown(rounds: usize) -> Result<(String, Value)> {
         };
         let _ = writeln!(
             md,
-            "| {label} | {what} | {:.0} | {ratio} | {range} | {program} | {over} |",
+            "| {label} | {what} | {:.0} | {ratio} | {range} | {side_by_side} | {program} | {over} |",
             med(&ns[i])
         );
     }
@@ -171,6 +192,7 @@ pub fn breakdown(rounds: usize) -> Result<(String, Value)> {
         "ns_per_call": ns,
         "ratios": ratios,
         "program_ns_per_call": programs,
+        "side_by_side_ratios": side,
         // null for untraced (no ratio), 1 for the trap itself.
         "ratio": (0..MODES.len())
             .map(|i| if i == 1 { 1.0 } else { med(&ratios[i]) })

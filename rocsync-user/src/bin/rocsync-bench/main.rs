@@ -3,6 +3,8 @@
 //! `probes`   per-call cost of one library function: untraced, under an empty
 //!            uprobe+uretprobe pair (the trap alone), under pairs doing one part of a
 //!            capture's work, and under rocsync's full capture.
+//! `side-by-side` the same, rocsync against the empty pair in one process, in alternating
+//!            batches (the drift between separate runs cancels).
 //! `pipeline` userspace throughput of decode → resolve → Kineto write, and peak memory.
 //! `tree`     following processes: attach/detach time for N processes and the cost to an
 //!            untraced bystander, pid-scoped against file-wide probes.
@@ -16,6 +18,7 @@ use clap::{Parser, Subcommand};
 mod per_call;
 mod program_time;
 mod raw;
+mod side_by_side;
 mod slots;
 mod tree;
 use per_call::{Driver, Load, Mode, probes};
@@ -67,6 +70,30 @@ enum Cmd {
         /// (which slow every run: wall time is then not the mode's)
         #[arg(long)]
         program_time: bool,
+    },
+    /// A mode and the empty pair in one process: `rounds` rounds of `batch` calls to each
+    /// of an untraced copy of `lib`, a copy under the empty pair, and `lib` under
+    /// `rocsync run` (or a copy under the mode's pair). Prints the rounds' ratios.
+    SideBySide {
+        /// What the third copy is measured under (`full`: `lib` itself, under rocsync)
+        #[arg(long, default_value = "full")]
+        mode: Mode,
+        #[arg(long)]
+        lib: PathBuf,
+        #[arg(long)]
+        symbol: String,
+        #[arg(long, default_value_t = 60)]
+        rounds: u64,
+        #[arg(long, default_value_t = 10_000)]
+        batch: u64,
+        /// The batch driver (tests' bench_paired)
+        #[arg(long)]
+        driver: PathBuf,
+        #[arg(long)]
+        rocsync: PathBuf,
+        /// Extra rocsync arguments
+        #[arg(long, allow_hyphen_values = true)]
+        extra: Vec<String>,
     },
     /// Writes a raw capture of `calls` synthetic calls (through the live pipeline) to `out`.
     Raw {
@@ -146,6 +173,24 @@ fn bench(cmd: Cmd) -> Result<()> {
             };
             probes(mode, driver, &rocsync, &extra, program_time)
         }
+        Cmd::SideBySide {
+            mode,
+            lib,
+            symbol,
+            rounds,
+            batch,
+            driver,
+            rocsync,
+            extra,
+        } => side_by_side::side_by_side(
+            mode,
+            &lib,
+            &symbol,
+            side_by_side::Batches { rounds, batch },
+            &driver,
+            &rocsync,
+            &extra,
+        ),
         Cmd::Pipeline { records, churn } => pipeline(records, churn),
         Cmd::Tree {
             scenario,

@@ -42,7 +42,7 @@ pub enum Mode {
 
 impl Mode {
     /// The bench-only programs of the mode (entry, then exit if any).
-    fn programs(self) -> &'static [&'static str] {
+    pub fn programs(self) -> &'static [&'static str] {
         match self {
             Mode::Empty | Mode::EmptyAtEntry => &["empty_enter", "empty_exit"],
             Mode::EmptyEntryOnly => &["empty_enter"],
@@ -65,7 +65,21 @@ impl Mode {
         }
     }
 
-    fn name(self) -> &'static str {
+    /// Where the pair's records go, for draining while it runs (modes that write some).
+    pub fn drain(self, obj: &mut aya::Ebpf) -> Result<Option<Drain>> {
+        Ok(match self {
+            Mode::Ring | Mode::Records => Some(Drain::Ring(RingBuf::try_from(
+                obj.take_map("EVENTS").context("EVENTS")?,
+            )?)),
+            Mode::Slots => Some(Drain::Slots(SlotReader::new(
+                obj.map("SLOTS").context("SLOTS")?,
+                obj.map("CURSORS").context("CURSORS")?,
+            )?)),
+            _ => None,
+        })
+    }
+
+    pub fn name(self) -> &'static str {
         match self {
             Mode::Untraced => "untraced",
             Mode::Empty => "empty",
@@ -129,33 +143,16 @@ pub fn probes(
             .arg(driver);
         cmd.arg(lib).arg(symbol).args(load.args());
     } else if !mode.programs().is_empty() {
-        let r = elf::lookup(lib, &[symbol])?;
-        let f = r
-            .found
-            .first()
-            .with_context(|| format!("{symbol} not in {}", lib.display()))?;
-        let offset = if mode == Mode::EmptyAtEntry {
-            f.offset
-        } else {
-            f.placement.offset
-        };
-        let mut obj = aya::Ebpf::load(rocsync::PROBES)?;
-        for &name in mode.programs() {
-            let p: &mut UProbe = obj.program_mut(name).context(name)?.try_into()?;
-            p.load()?;
-            p.attach(offset, lib, UProbeScope::AllProcesses)?;
-        }
-        ebpf = Some(obj);
+        ebpf = Some(attach_bench_pair(
+            lib,
+            symbol,
+            mode.programs(),
+            mode == Mode::EmptyAtEntry,
+        )?);
     }
-    let ring = match (mode, ebpf.as_mut()) {
-        (Mode::Ring | Mode::Records, Some(obj)) => Some(Drain::Ring(RingBuf::try_from(
-            obj.take_map("EVENTS").context("EVENTS")?,
-        )?)),
-        (Mode::Slots, Some(obj)) => Some(Drain::Slots(SlotReader::new(
-            obj.map("SLOTS").context("SLOTS")?,
-            obj.map("CURSORS").context("CURSORS")?,
-        )?)),
-        _ => None,
+    let ring = match ebpf.as_mut() {
+        Some(obj) => mode.drain(obj)?,
+        None => None,
     };
     let counting = program_time
         .then(|| ProgramTime::start(mode.counted()))
@@ -174,27 +171,9 @@ pub fn probes(
         .rfind(|l| l.starts_with('{'))
         .context("driver printed no result")?;
     let mut v: serde_json::Value = serde_json::from_str(line)?;
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    let count = |prefix: &str| {
-        stderr.lines().find_map(|l| {
-            let rest = l.trim().strip_prefix(prefix)?;
-            rest.split_whitespace().next()?.parse::<u64>().ok()
-        })
-    };
     if mode == Mode::Full {
-        v["captured"] = json!(count("rocsync: captured"));
-        // Calls whose entry record was lost: "lost: …, lost_ids N, …" (none: "lost: nothing").
-        let lost_ids = stderr
-            .lines()
-            .find_map(|l| l.trim().strip_prefix("lost:"))
-            .map(|rest| {
-                let words: Vec<&str> = rest.split([',', ' ']).filter(|w| !w.is_empty()).collect();
-                words
-                    .windows(2)
-                    .find(|w| w[0] == "lost_ids")
-                    .and_then(|w| w[1].parse::<u64>().ok())
-                    .unwrap_or(0)
-            });
+        let (captured, lost_ids) = capture_counts(&String::from_utf8_lossy(&out.stderr));
+        v["captured"] = json!(captured);
         v["dropped"] = json!(lost_ids);
     }
     if let Some(records) = drained {
@@ -213,15 +192,64 @@ pub fn probes(
     Ok(())
 }
 
+/// Loads the bench-only `programs` (entry, then exit if any) and attaches them to
+/// `symbol` of `lib` for every process: where rocsync places its probe, or at the
+/// function's first byte.
+pub fn attach_bench_pair(
+    lib: &Path,
+    symbol: &str,
+    programs: &[&'static str],
+    at_entry: bool,
+) -> Result<aya::Ebpf> {
+    let r = elf::lookup(lib, &[symbol])?;
+    let f = r
+        .found
+        .first()
+        .with_context(|| format!("{symbol} not in {}", lib.display()))?;
+    let offset = if at_entry {
+        f.offset
+    } else {
+        f.placement.offset
+    };
+    let mut obj = aya::Ebpf::load(rocsync::PROBES)?;
+    for &name in programs {
+        let p: &mut UProbe = obj.program_mut(name).context(name)?.try_into()?;
+        p.load()?;
+        p.attach(offset, lib, UProbeScope::AllProcesses)?;
+    }
+    Ok(obj)
+}
+
+/// What a capture's summary on stderr says it captured, and how many calls' entry
+/// records it lost ("lost: …, lost_ids N, …"; none: "lost: nothing").
+pub fn capture_counts(stderr: &str) -> (Option<u64>, Option<u64>) {
+    let captured = stderr.lines().find_map(|l| {
+        let rest = l.trim().strip_prefix("rocsync: captured")?;
+        rest.split_whitespace().next()?.parse::<u64>().ok()
+    });
+    let lost_ids = stderr
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("lost:"))
+        .map(|rest| {
+            let words: Vec<&str> = rest.split([',', ' ']).filter(|w| !w.is_empty()).collect();
+            words
+                .windows(2)
+                .find(|w| w[0] == "lost_ids")
+                .and_then(|w| w[1].parse::<u64>().ok())
+                .unwrap_or(0)
+        });
+    (captured, lost_ids)
+}
+
 /// Where a benchmarked capture writes its trace (outputs are regular files only).
-fn scratch_trace() -> PathBuf {
+pub fn scratch_trace() -> PathBuf {
     std::env::temp_dir().join(format!("rocsync-bench-{}.json", std::process::id()))
 }
 
 /// Runs the measured command; a ring the bench's probes write is drained meanwhile, on
 /// the capture's timer (every 10 ms, no wakeups), so that no reservation fails for want of
 /// room. Returns how many records were drained.
-fn run_draining(
+pub fn run_draining(
     cmd: &mut Command,
     ring: Option<Drain>,
 ) -> Result<(std::process::Output, Option<u64>)> {
@@ -250,7 +278,7 @@ fn run_draining(
 }
 
 /// Where the measured pair's records go.
-enum Drain {
+pub enum Drain {
     Ring(RingBuf<aya::maps::MapData>),
     Slots(SlotReader),
 }

@@ -1,0 +1,149 @@
+//! `side-by-side`: the per-call cost of rocsync's capture and of the empty pair measured
+//! in one process, in alternating batches. Separate runs of each mode (`probes`) see a
+//! machine that drifts between them by more than the margin measured; batches of a few
+//! milliseconds, alternating, see the same machine.
+//!
+//! The process calls one function of three copies of the library: one untraced, one
+//! under the empty pair, and one measured: the library itself under `rocsync run`, or a
+//! copy under one of the bench's pairs. Only the library's own name is rocsync's to probe,
+//! so the copies carry other names.
+
+use std::{
+    fs,
+    os::unix::fs::DirBuilderExt as _,
+    path::{Path, PathBuf},
+    process::Command,
+};
+
+use anyhow::{Context as _, Result, bail, ensure};
+use serde_json::{Value, json};
+
+use crate::per_call::{Mode, attach_bench_pair, capture_counts, run_draining, scratch_trace};
+
+/// What is measured: `rounds` rounds of `batch` calls to each copy.
+pub struct Batches {
+    pub rounds: u64,
+    pub batch: u64,
+}
+
+pub fn side_by_side(
+    mode: Mode,
+    lib: &Path,
+    symbol: &str,
+    batches: Batches,
+    driver: &Path,
+    rocsync: &Path,
+    extra: &[String],
+) -> Result<()> {
+    // A directory of our own (created, never reused: no one else's file is opened as root).
+    let dir = tempfile::Builder::new()
+        .prefix("rocsync-bench-twins-")
+        .tempdir()?;
+    let twin = |name: &str| -> Result<PathBuf> {
+        let sub = dir.path().join(name);
+        fs::DirBuilder::new().mode(0o700).create(&sub)?;
+        let path = sub.join(format!("libtwin-{name}.so"));
+        fs::copy(lib, &path).with_context(|| format!("copying {}", lib.display()))?;
+        Ok(path)
+    };
+    let (untraced, empty) = (twin("untraced")?, twin("empty")?);
+    let pair = attach_bench_pair(&empty, symbol, Mode::Empty.programs(), false)?;
+    let measured = if mode == Mode::Full {
+        lib.to_path_buf()
+    } else {
+        twin("measured")?
+    };
+    let mut cmd = Command::new(driver);
+    let mut ebpf = None;
+    if mode == Mode::Full {
+        cmd = Command::new(rocsync);
+        cmd.args(["run", "--no-status", "-o"])
+            .arg(scratch_trace())
+            .args(extra)
+            .arg("--")
+            .arg(driver);
+    } else if mode != Mode::Untraced {
+        // `empty`: a second copy under its own empty pair, the control (ratio ≈ 1).
+        let at_entry = mode == Mode::EmptyAtEntry;
+        ebpf = Some(attach_bench_pair(
+            &measured,
+            symbol,
+            mode.programs(),
+            at_entry,
+        )?);
+    }
+    cmd.args([
+        symbol,
+        &batches.rounds.to_string(),
+        &batches.batch.to_string(),
+    ])
+    .args([&untraced, &empty, &measured]);
+    let ring = match ebpf.as_mut() {
+        Some(obj) => mode.drain(obj)?,
+        None => None,
+    };
+    let (out, drained) = run_draining(&mut cmd, ring).context("running the driver")?;
+    drop(ebpf);
+    drop(pair);
+    let _ = fs::remove_file(scratch_trace());
+    if !out.status.success() {
+        bail!(
+            "the driver failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout
+        .lines()
+        .rfind(|l| l.starts_with('{'))
+        .context("driver printed no result")?;
+    let v: Value = serde_json::from_str(line)?;
+    let per_round = |i: usize| -> Result<Vec<f64>> {
+        v["ns_per_call"][i]
+            .as_array()
+            .context("ns_per_call")?
+            .iter()
+            .map(|x| x.as_f64().context("ns_per_call"))
+            .collect()
+    };
+    let (u, e, c) = (per_round(0)?, per_round(1)?, per_round(2)?);
+    ensure!(!u.is_empty() && u.len() == e.len() && e.len() == c.len());
+    let ratios: Vec<f64> = (0..u.len())
+        .map(|r| (c[r] - u[r]) / (e[r] - u[r]))
+        .collect();
+    // Every call of the measured copy, or it measured less than it claims.
+    let calls = v["calls_per_library"].as_u64().unwrap_or(0);
+    let (captured, lost_ids) = capture_counts(&String::from_utf8_lossy(&out.stderr));
+    if mode == Mode::Full && (captured != Some(calls) || lost_ids.unwrap_or(0) > 0) {
+        bail!("the capture recorded {captured:?} of {calls} calls, lost ids {lost_ids:?}");
+    }
+    if let Some(records) = drained
+        && records < 2 * calls
+    {
+        bail!("{records} records drained for {calls} calls: reservations failed");
+    }
+    let quartiles = |xs: &[f64]| {
+        let mut s = xs.to_vec();
+        s.sort_by(f64::total_cmp);
+        let at = |q: f64| s[((s.len() - 1) as f64 * q).round() as usize];
+        [at(0.0), at(0.25), at(0.5), at(0.75), at(1.0)]
+    };
+    println!(
+        "{}",
+        json!({
+            "mode": mode.name(),
+            "side_by_side": true,
+            "rounds": batches.rounds,
+            "batch": batches.batch,
+            "captured": captured,
+            "quartiles": {
+                "untraced": quartiles(&u),
+                "empty": quartiles(&e),
+                "measured": quartiles(&c),
+                "ratio": quartiles(&ratios),
+            },
+            "round_ratios": ratios,
+        })
+    );
+    Ok(())
+}
