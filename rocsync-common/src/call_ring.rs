@@ -28,7 +28,11 @@ pub struct CallCursor {
     pub head: u64,
     pub _pad: [u64; 7],
     pub tail: u64,
-    pub _pad2: [u64; 7],
+    /// Non-zero once a probe has woken the reader; the reader clears it as it starts a
+    /// drain. Past the wake share, only the probe that sets it wakes the reader: a wake is
+    /// an interrupt on the probe's CPU.
+    pub woken: u64,
+    pub _pad2: [u64; 6],
 }
 
 /// `BPF_F_MMAPABLE`: the arrays are mapped by the reader.

@@ -101,7 +101,7 @@ impl<S: Sink> Pipeline<S> {
             }
             Ok(Decoded::Process(r)) => return Some(Notice::Exited { pid: r.pid }),
             // The drain that read it has read the call ring too.
-            Ok(Decoded::Wake) => {}
+            Ok(Decoded::Wake) => self.stats.wakes += 1,
             Err(_) => self.stats.undecodable += 1,
         }
         None

@@ -59,6 +59,9 @@ pub struct CaptureStats {
     /// Exit records with no entry to pair with (the entry was lost).
     pub unpaired_exits: u64,
     pub undecodable: u64,
+    /// Times the probes woke the reader (at most once per drain; each an interrupt on
+    /// their CPU). Said with `-v`.
+    pub wakes: u64,
     /// Processes that made a written call.
     pub pids: std::collections::BTreeSet<u32>,
     /// Threads whose current device is known: (pid, tid) → (device, learned from a

@@ -330,6 +330,13 @@ impl Session {
         self.pipeline
             .assigned_up_to(self.probes.correlations_assigned()?);
         self.pipeline.stats.kernel = self.probes.drops()?;
+        if self.verbose {
+            self.say(&format!(
+                "rocsync: the probes woke the reader {} times in {} drains",
+                self.pipeline.stats.wakes,
+                self.probes.call_drains()
+            ));
+        }
         if let Some(t) = self.temporary_detaching.take() {
             let _ = t.join();
         }

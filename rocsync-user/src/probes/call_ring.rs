@@ -13,11 +13,14 @@ pub struct CallRing {
     slots: Mapping,
     cursor: Mapping,
     count: u64,
+    /// Drains so far: the probes wake this reader at most once per drain below half full.
+    drains: u64,
 }
 
 const SLOT: usize = size_of::<CallSlot>();
 const HEAD: usize = std::mem::offset_of!(CallCursor, head);
 const TAIL: usize = std::mem::offset_of!(CallCursor, tail);
+const WOKEN: usize = std::mem::offset_of!(CallCursor, woken);
 const RECORD: usize = std::mem::offset_of!(CallSlot, record);
 /// How many slots are read between two moves of `tail`.
 const FREE_EVERY: u64 = 64;
@@ -30,6 +33,7 @@ impl CallRing {
             slots: Mapping::of(ring, slots as usize * SLOT)?,
             cursor: Mapping::of(cursor, size_of::<CallCursor>())?,
             count: u64::from(slots),
+            drains: 0,
         })
     }
 
@@ -39,9 +43,21 @@ impl CallRing {
         self.cursor.word(HEAD).load(Ordering::Acquire)
     }
 
+    /// How many drains have begun.
+    pub fn drains(&self) -> u64 {
+        self.drains
+    }
+
     /// Hands every complete record before position `until`, in order, to `f` (at most one
     /// ring's worth, so that fast writers cannot keep the reader here); returns how many.
     pub fn drain(&mut self, until: u64, mut f: impl FnMut(&[u8])) -> usize {
+        // The probes may wake this reader again: what they write from here on is read by
+        // a later drain. (A probe that still saw it set looks again 64 records later.)
+        self.drains += 1;
+        let woken = self.cursor.word(WOKEN);
+        if woken.load(Ordering::Relaxed) != 0 {
+            woken.store(0, Ordering::SeqCst);
+        }
         let tail_at = self.cursor.word(TAIL);
         let start = tail_at.load(Ordering::Relaxed);
         let mut tail = start;
@@ -181,6 +197,23 @@ mod tests {
         assert_eq!(r.reserve(), None);
         assert_eq!(r.read().len(), 16);
         assert!(r.reserve().is_some());
+    }
+
+    #[test]
+    fn every_drain_lets_the_probes_wake_the_reader_again() {
+        let Some(mut r) = rig("every_drain_lets_the_probes_wake_the_reader_again", 16) else {
+            return;
+        };
+        let woken = |r: &Rig| r.ring.cursor.word(WOKEN).load(Ordering::Relaxed);
+        // A probe woke the reader: until a drain begins, no other probe does.
+        r.ring.cursor.word(WOKEN).store(1, Ordering::Relaxed);
+        let pos = r.reserve().unwrap();
+        r.write(pos, true);
+        assert_eq!(r.read(), vec![pos]);
+        assert_eq!((woken(&r), r.ring.drains()), (0, 1));
+        // An empty drain counts, and leaves the flag clear.
+        assert!(r.read().is_empty());
+        assert_eq!((woken(&r), r.ring.drains()), (0, 2));
     }
 
     #[test]

@@ -173,6 +173,11 @@ impl Probes {
         self.calls.reserved()
     }
 
+    /// How many times the call ring has been drained.
+    pub fn call_drains(&self) -> u64 {
+        self.calls.drains()
+    }
+
     /// Hands the call records reserved before `until` (a [`Self::calls_reserved`] taken
     /// before the ring was read: a call's packets, in the ring, precede its exit record)
     /// and not yet read, in order, to `f`.
