@@ -66,24 +66,8 @@ impl Probes<'_> {
     /// side-by-side`, `paired` its driver): the ratio (mode − untraced) / (empty − untraced)
     /// of each of its rounds.
     pub fn side_by_side(&self, paired: &str, mode: &str, extra: &[&str]) -> Result<Vec<f64>> {
-        let mut args = vec![
-            "side-by-side",
-            "--mode",
-            mode,
-            "--lib",
-            self.lib,
-            "--symbol",
-            self.symbol,
-            "--rounds",
-            SIDE_BY_SIDE_ROUNDS,
-            "--driver",
-            paired,
-            "--rocsync",
-            self.rocsync,
-        ];
-        for e in extra {
-            args.extend(["--extra", e]);
-        }
+        let mut args = self.args("side-by-side", mode, paired, extra);
+        args.extend(["--rounds", SIDE_BY_SIDE_ROUNDS]);
         let v = bench_bin(&args)?;
         v["round_ratios"]
             .as_array()
@@ -94,25 +78,37 @@ impl Probes<'_> {
     }
 
     fn run_with(&self, mode: &str, extra: &[&str], flags: &[&str]) -> Result<Value> {
+        let mut args = self.args("probes", mode, self.driver, extra);
+        args.extend(["--calls", self.calls]);
+        args.extend(flags);
+        bench_bin(&args)
+    }
+
+    /// `rocsync-bench command --mode mode`, this function of this library, `driver` and
+    /// rocsync, and `extra` for rocsync.
+    fn args<'b>(
+        &'b self,
+        command: &'b str,
+        mode: &'b str,
+        driver: &'b str,
+        extra: &[&'b str],
+    ) -> Vec<&'b str> {
         let mut args = vec![
-            "probes",
+            command,
             "--mode",
             mode,
             "--lib",
             self.lib,
             "--symbol",
             self.symbol,
-            "--calls",
-            self.calls,
             "--driver",
-            self.driver,
+            driver,
             "--rocsync",
             self.rocsync,
         ];
         for e in extra {
             args.extend(["--extra", e]);
         }
-        args.extend(flags);
-        bench_bin(&args)
+        args
     }
 }

@@ -135,12 +135,7 @@ pub fn probes(
     cmd.arg(lib).arg(symbol).args(load.args());
     let mut ebpf = None;
     if mode == Mode::Full {
-        cmd = Command::new(rocsync);
-        cmd.args(["run", "--no-status", "-o"])
-            .arg(scratch_trace())
-            .args(extra)
-            .arg("--")
-            .arg(driver);
+        cmd = capture(rocsync, extra, driver);
         cmd.arg(lib).arg(symbol).args(load.args());
     } else if !mode.programs().is_empty() {
         ebpf = Some(attach_bench_pair(
@@ -239,6 +234,17 @@ pub fn capture_counts(stderr: &str) -> (Option<u64>, Option<u64>) {
                 .unwrap_or(0)
         });
     (captured, lost_ids)
+}
+
+/// `rocsync run` of `driver` (its arguments to follow), its trace to a scratch file.
+pub fn capture(rocsync: &Path, extra: &[String], driver: &Path) -> Command {
+    let mut cmd = Command::new(rocsync);
+    cmd.args(["run", "--no-status", "-o"])
+        .arg(scratch_trace())
+        .args(extra)
+        .arg("--")
+        .arg(driver);
+    cmd
 }
 
 /// Where a benchmarked capture writes its trace (outputs are regular files only).

@@ -18,7 +18,9 @@ use std::{
 use anyhow::{Context as _, Result, bail, ensure};
 use serde_json::{Value, json};
 
-use crate::per_call::{Mode, attach_bench_pair, capture_counts, run_draining, scratch_trace};
+use crate::per_call::{
+    Mode, attach_bench_pair, capture, capture_counts, run_draining, scratch_trace,
+};
 
 /// What is measured: `rounds` rounds of `batch` calls to each copy.
 pub struct Batches {
@@ -56,12 +58,7 @@ pub fn side_by_side(
     let mut cmd = Command::new(driver);
     let mut ebpf = None;
     if mode == Mode::Full {
-        cmd = Command::new(rocsync);
-        cmd.args(["run", "--no-status", "-o"])
-            .arg(scratch_trace())
-            .args(extra)
-            .arg("--")
-            .arg(driver);
+        cmd = capture(rocsync, extra, driver);
     } else if mode != Mode::Untraced {
         // `empty`: a second copy under its own empty pair, the control (ratio ≈ 1).
         let at_entry = mode == Mode::EmptyAtEntry;
