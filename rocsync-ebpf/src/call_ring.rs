@@ -105,7 +105,7 @@ pub fn write<T: Copy>(rec: T) -> bool {
 
 /// Wakes the reader unless a probe has since its last drain began: a reader woken is
 /// reading, and a wake is an interrupt on this CPU (`irq_work`). Waking at every look
-/// past the share, one call in 80 paid one while the reader caught up.
+/// past the share, one call in 60 paid one while the reader caught up.
 #[inline(always)]
 fn wake_once(c: *mut CallCursor) {
     // SAFETY: `c` is the cursor's map value; `woken` is an aligned u64 of it. Read before

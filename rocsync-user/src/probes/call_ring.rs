@@ -13,7 +13,7 @@ pub struct CallRing {
     slots: Mapping,
     cursor: Mapping,
     count: u64,
-    /// Drains so far: the probes wake this reader at most once per drain below half full.
+    /// Drains so far: the probes wake this reader at most once per drain.
     drains: u64,
 }
 
