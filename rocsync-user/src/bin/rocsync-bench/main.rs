@@ -21,7 +21,7 @@ mod raw;
 mod side_by_side;
 mod slots;
 mod tree;
-use per_call::{Driver, Load, Mode, probes};
+use per_call::{Load, Measured, Mode, probes};
 use raw::{peak_rss_of, raw};
 use rocsync::{
     emit::{
@@ -46,26 +46,10 @@ enum Cmd {
     Probes {
         #[arg(long)]
         mode: Mode,
-        #[arg(long)]
-        lib: PathBuf,
-        #[arg(long)]
-        symbol: String,
-        #[arg(long)]
-        calls: u64,
-        #[arg(long, default_value_t = 1)]
-        threads: u32,
-        /// Pace the calls to this many per second over all threads (default: flat out)
-        #[arg(long)]
-        rate: Option<u64>,
-        /// The call-loop driver (tests' bench_calls)
-        #[arg(long)]
-        driver: PathBuf,
-        /// rocsync binary for the full capture
-        #[arg(long)]
-        rocsync: PathBuf,
-        /// Extra rocsync arguments (full mode)
-        #[arg(long, allow_hyphen_values = true)]
-        extra: Vec<String>,
+        #[command(flatten)]
+        measured: Measured,
+        #[command(flatten)]
+        load: Load,
         /// Also report each probe program's ns per run from the kernel's BPF statistics
         /// (which slow every run: wall time is then not the mode's)
         #[arg(long)]
@@ -78,22 +62,10 @@ enum Cmd {
         /// What the third copy is measured under (`full`: `lib` itself, under rocsync)
         #[arg(long, default_value = "full")]
         mode: Mode,
-        #[arg(long)]
-        lib: PathBuf,
-        #[arg(long)]
-        symbol: String,
-        #[arg(long, default_value_t = 60)]
-        rounds: u64,
-        #[arg(long, default_value_t = 10_000)]
-        batch: u64,
-        /// The batch driver (tests' bench_paired)
-        #[arg(long)]
-        driver: PathBuf,
-        #[arg(long)]
-        rocsync: PathBuf,
-        /// Extra rocsync arguments
-        #[arg(long, allow_hyphen_values = true)]
-        extra: Vec<String>,
+        #[command(flatten)]
+        measured: Measured,
+        #[command(flatten)]
+        batches: side_by_side::Batches,
     },
     /// Writes a raw capture of `calls` synthetic calls (through the live pipeline) to `out`.
     Raw {
@@ -151,46 +123,15 @@ fn bench(cmd: Cmd) -> Result<()> {
     match cmd {
         Cmd::Probes {
             mode,
-            lib,
-            symbol,
-            calls,
-            threads,
-            rate,
-            driver,
-            rocsync,
-            extra,
+            measured,
+            load,
             program_time,
-        } => {
-            let driver = Driver {
-                path: &driver,
-                lib: &lib,
-                symbol: &symbol,
-                load: Load {
-                    calls,
-                    threads,
-                    rate,
-                },
-            };
-            probes(mode, driver, &rocsync, &extra, program_time)
-        }
+        } => probes(mode, &measured, &load, program_time),
         Cmd::SideBySide {
             mode,
-            lib,
-            symbol,
-            rounds,
-            batch,
-            driver,
-            rocsync,
-            extra,
-        } => side_by_side::side_by_side(
-            mode,
-            &lib,
-            &symbol,
-            side_by_side::Batches { rounds, batch },
-            &driver,
-            &rocsync,
-            &extra,
-        ),
+            measured,
+            batches,
+        } => side_by_side::side_by_side(mode, &measured, &batches),
         Cmd::Pipeline { records, churn } => pipeline(records, churn),
         Cmd::Tree {
             scenario,

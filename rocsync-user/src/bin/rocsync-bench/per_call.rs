@@ -97,9 +97,14 @@ impl Mode {
 }
 
 /// How the driver calls: how many calls per thread, how many threads, how fast.
+#[derive(clap::Args)]
 pub struct Load {
+    #[arg(long)]
     pub calls: u64,
+    #[arg(long, default_value_t = 1)]
     pub threads: u32,
+    /// Pace the calls to this many per second over all threads (default: flat out)
+    #[arg(long)]
     pub rate: Option<u64>,
 }
 impl Load {
@@ -110,27 +115,32 @@ impl Load {
     }
 }
 
-/// The call loop measured: the driver calling `symbol` of `lib`.
-pub struct Driver<'a> {
-    pub path: &'a Path,
-    pub lib: &'a Path,
-    pub symbol: &'a str,
-    pub load: Load,
+/// What a per-call measurement calls, with what, and the rocsync that captures it.
+#[derive(clap::Args)]
+pub struct Measured {
+    #[arg(long)]
+    pub lib: PathBuf,
+    #[arg(long)]
+    pub symbol: String,
+    /// The call-loop driver (tests' bench_calls; bench_paired for side-by-side)
+    #[arg(long)]
+    pub driver: PathBuf,
+    /// rocsync binary for the full capture
+    #[arg(long)]
+    pub rocsync: PathBuf,
+    /// Extra rocsync arguments (full mode)
+    #[arg(long, allow_hyphen_values = true)]
+    pub extra: Vec<String>,
 }
 
-pub fn probes(
-    mode: Mode,
-    driver: Driver<'_>,
-    rocsync: &Path,
-    extra: &[String],
-    program_time: bool,
-) -> Result<()> {
-    let Driver {
-        path: driver,
+pub fn probes(mode: Mode, measured: &Measured, load: &Load, program_time: bool) -> Result<()> {
+    let Measured {
         lib,
         symbol,
-        ref load,
-    } = driver;
+        driver,
+        rocsync,
+        extra,
+    } = measured;
     let mut cmd = Command::new(driver);
     cmd.arg(lib).arg(symbol).args(load.args());
     let mut ebpf = None;

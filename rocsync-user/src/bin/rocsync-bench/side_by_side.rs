@@ -8,35 +8,32 @@
 //! copy under one of the bench's pairs. Only the library's own name is rocsync's to probe,
 //! so the copies carry other names.
 
-use std::{
-    fs,
-    os::unix::fs::DirBuilderExt as _,
-    path::{Path, PathBuf},
-    process::Command,
-};
+use std::{fs, os::unix::fs::DirBuilderExt as _, path::PathBuf, process::Command};
 
 use anyhow::{Context as _, Result, bail, ensure};
 use serde_json::{Value, json};
 
 use crate::per_call::{
-    Mode, attach_bench_pair, capture, capture_counts, run_draining, scratch_trace,
+    Measured, Mode, attach_bench_pair, capture, capture_counts, run_draining, scratch_trace,
 };
 
 /// What is measured: `rounds` rounds of `batch` calls to each copy.
+#[derive(clap::Args)]
 pub struct Batches {
+    #[arg(long, default_value_t = 60)]
     pub rounds: u64,
+    #[arg(long, default_value_t = 10_000)]
     pub batch: u64,
 }
 
-pub fn side_by_side(
-    mode: Mode,
-    lib: &Path,
-    symbol: &str,
-    batches: Batches,
-    driver: &Path,
-    rocsync: &Path,
-    extra: &[String],
-) -> Result<()> {
+pub fn side_by_side(mode: Mode, measured: &Measured, batches: &Batches) -> Result<()> {
+    let Measured {
+        lib,
+        symbol,
+        driver,
+        rocsync,
+        extra,
+    } = measured;
     // A directory of our own (created, never reused: no one else's file is opened as root).
     let dir = tempfile::Builder::new()
         .prefix("rocsync-bench-twins-")
