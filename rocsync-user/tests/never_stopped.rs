@@ -1,6 +1,6 @@
 //! The target is never left stopped: not by a failed attach, not by a signal before the
 //! event loop runs, not by rocsync dying by SIGKILL while a stop is pending (the watchdog
-//! continues it). The target loads and unloads a library in a loop, so rocsync's loader
+//! continues it), even after the group's Ctrl-C. The target loads and unloads a library in a loop, so rocsync's loader
 //! probe stops it hundreds of times a second. Needs root (eBPF).
 
 mod common;
@@ -58,12 +58,15 @@ impl Drop for Target {
 }
 
 fn attach_waiting(pid: u32) -> Child {
-    spawn_piped(
-        rocsync()
-            .args(["attach", "--wait", "--no-status", "-o"])
-            .arg(std::env::temp_dir().join(format!("rocsync-never-stopped-{pid}.json")))
-            .args(["--pid", &pid.to_string()]),
-    )
+    spawn_piped(&mut attach_command(pid))
+}
+
+fn attach_command(pid: u32) -> Command {
+    let mut cmd = rocsync();
+    cmd.args(["attach", "--wait", "--no-status", "-o"])
+        .arg(std::env::temp_dir().join(format!("rocsync-never-stopped-{pid}.json")))
+        .args(["--pid", &pid.to_string()]);
+    cmd
 }
 
 #[test]
@@ -139,7 +142,7 @@ fn a_signal_before_the_event_loop_stops_cleanly() {
         }
         // SAFETY: signals the rocsync this test started.
         unsafe { libc::kill(tracer.id() as i32, sig) };
-        let status = tracer.wait().unwrap();
+        let status = wait_within(&mut tracer, Duration::from_secs(20), "rocsync");
         assert!(
             status.code().is_some(),
             "signal {sig}: rocsync died by it: {status}"
@@ -147,11 +150,56 @@ fn a_signal_before_the_event_loop_stops_cleanly() {
         assert_never_stopped(target.pid(), Duration::from_millis(300));
     }
     // A signal at once, before rocsync has even started: it may die of it, having loaded
-    // nothing; the target still never stays stopped.
+    // nothing (its SIGINT is at the default, see `rocsync()`); the target still never
+    // stays stopped.
     let mut tracer = attach_waiting(target.pid());
     // SAFETY: as above.
     unsafe { libc::kill(tracer.id() as i32, libc::SIGINT) };
-    let _ = tracer.wait();
+    wait_within(&mut tracer, Duration::from_secs(20), "rocsync");
+    assert_never_stopped(target.pid(), Duration::from_millis(300));
+}
+
+/// Ctrl-C, Ctrl-\, a hangup and a service manager's stop signal the whole process group,
+/// the watchdog too. It must outlive them: were it to die with the group's SIGINT, a
+/// SIGKILL of rocsync during the stop that follows would leave a target stopped.
+#[test]
+fn the_watchdog_outlives_what_is_sent_to_the_group() {
+    if !can_trace("the_watchdog_outlives_what_is_sent_to_the_group") {
+        return;
+    }
+    let target = Target::start();
+    let mut cmd = attach_command(target.pid());
+    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    let mut tracer = spawn_piped(&mut cmd);
+    drop(wait_for_line(
+        &mut tracer,
+        "waiting for process",
+        Duration::from_secs(20),
+    ));
+    let rocsync = tracer.id() as i32;
+    // Frozen, rocsync continues nothing: the target's next library load leaves it stopped.
+    // SAFETY: signals the rocsync this test started.
+    unsafe { libc::kill(rocsync, libc::SIGSTOP) };
+    let start = Instant::now();
+    while state(target.pid()) != 'T' {
+        assert!(start.elapsed() < Duration::from_secs(10), "never stopped");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    for sig in ENDING {
+        // SAFETY: signals the process group this test started (rocsync and its watchdog).
+        unsafe { libc::kill(-rocsync, sig) };
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    tracer.kill().unwrap();
+    tracer.wait().unwrap();
+    let dead = Instant::now();
+    while state(target.pid()) == 'T' {
+        assert!(
+            dead.elapsed() < Duration::from_secs(2),
+            "pid left stopped: the group's signals ended the watchdog"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
     assert_never_stopped(target.pid(), Duration::from_millis(300));
 }
 
@@ -226,7 +274,7 @@ fn a_stderr_nobody_reads_never_holds_the_target() {
     let exited =
         exited.unwrap_or_else(|| panic!("the target was held while rocsync's stderr was full"));
     assert!(exited.success());
-    assert!(tracer.wait().unwrap().success());
+    assert!(wait_within(&mut tracer, Duration::from_secs(30), "rocsync").success());
     filler.join().unwrap();
     let all = reader.join().unwrap();
     let text = String::from_utf8_lossy(&all).replace('\0', "");

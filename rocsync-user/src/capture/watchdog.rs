@@ -40,10 +40,16 @@ impl Watchdog {
         let done = continued.as_raw_fd();
         let mut cmd = Command::new("/proc/self/exe");
         cmd.arg(ARG).stdin(Stdio::null()).stdout(Stdio::null());
-        // SAFETY: between fork and exec only dup/fcntl, which are async-signal-safe.
+        // SAFETY: between fork and exec only signal/dup/fcntl, which are async-signal-safe.
         unsafe {
             use std::os::unix::process::CommandExt as _;
             cmd.pre_exec(move || {
+                // What a terminal or a service manager sends the whole group (Ctrl-C,
+                // Ctrl-\, a hangup, a stop's SIGTERM) must not end the watchdog before
+                // rocsync: the pipe alone ends it.
+                for sig in [libc::SIGINT, libc::SIGQUIT, libc::SIGHUP, libc::SIGTERM] {
+                    libc::signal(sig, libc::SIG_IGN);
+                }
                 let m = libc::fcntl(map, libc::F_DUPFD, 10);
                 let p = libc::fcntl(pipe, libc::F_DUPFD, 10);
                 let t = libc::fcntl(table, libc::F_DUPFD, 10);

@@ -44,7 +44,49 @@ pub fn rocsync() -> Command {
     });
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_rocsync"));
     cmd.current_dir(cwd);
+    with_signals(&mut cmd, &[]);
     cmd
+}
+
+/// The signals that end a capture, for which rocsync keeps an inherited SIG_IGN.
+pub const ENDING: [i32; 4] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT];
+
+/// Starts `cmd` with the ending signals at their default but for `ignored`: a test runs
+/// alike however the test harness was started (`nohup`, a background job ignoring
+/// SIGINT and SIGQUIT).
+pub fn with_signals(cmd: &mut Command, ignored: &'static [i32]) {
+    use std::os::unix::process::CommandExt as _;
+    // SAFETY: signal(2) is async-signal-safe; the closure touches nothing else.
+    unsafe {
+        cmd.pre_exec(move || {
+            for sig in ENDING {
+                let how = if ignored.contains(&sig) {
+                    libc::SIG_IGN
+                } else {
+                    libc::SIG_DFL
+                };
+                libc::signal(sig, how);
+            }
+            Ok(())
+        });
+    }
+}
+
+/// Waits for `child` at most `timeout`; past it, kills and reaps it and fails, so a test
+/// never hangs on a process that should have ended.
+pub fn wait_within(child: &mut Child, timeout: Duration, what: &str) -> std::process::ExitStatus {
+    let start = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if start.elapsed() > timeout {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what}: still running after {timeout:?} (killed)");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
 }
 
 pub fn run_ok(cmd: &mut Command) -> Output {
