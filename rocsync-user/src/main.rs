@@ -33,10 +33,10 @@ fn run() -> ExitCode {
         match cli.command {
             // Signals are caught before anything is loaded, so none kills rocsync with a
             // target stopped.
-            Command::Run(a) => commands::run(a, Signals::catch()?).await,
-            Command::Attach(a) => commands::attach(a, Signals::catch()?).await,
+            Command::Run(a) => commands::run(a, ending_signals()?).await,
+            Command::Attach(a) => commands::attach(a, ending_signals()?).await,
             Command::Convert(a) => commands::convert(a),
-            Command::Daemon(a) => rocsync::daemon::daemon(a, Signals::catch()?).await,
+            Command::Daemon(a) => rocsync::daemon::daemon(a, Signals::catch_all()?).await,
             Command::Trace(a) => commands::trace(a),
             Command::Status(a) => commands::status(a),
         }
@@ -48,4 +48,11 @@ fn run() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The signals that end `run` and `attach`; says which stay ignored as inherited.
+fn ending_signals() -> anyhow::Result<Signals> {
+    let signals = Signals::catch()?;
+    signals.say_ignored();
+    Ok(signals)
 }

@@ -11,15 +11,12 @@ use std::{
 use anyhow::{Context as _, Result};
 use aya::maps::{MapData, RingBuf};
 use rocsync_common::{Api, Config, Op, Switch};
-use tokio::{
-    io::{Interest, unix::AsyncFd},
-    signal::unix::{SignalKind, signal},
-};
+use tokio::io::{Interest, unix::AsyncFd};
 
 mod libraries;
 mod targets;
 
-use super::{environ, status::Status};
+use super::{Signals, environ, status::Status};
 use crate::{
     backend::Runtime,
     cli::CaptureArgs,
@@ -39,33 +36,6 @@ const TICK_EVERY: Duration = Duration::from_millis(100);
 pub const LEARN_FOR: Duration = Duration::from_secs(2);
 /// Safety net for library loads the loader hook cannot see (e.g. a dropped notification).
 const RESCAN_EVERY: Duration = Duration::from_secs(1);
-
-/// The signals that end a capture, caught from the start of a command so that none of
-/// them kills rocsync with a target stopped (SIGKILL is the watchdog's).
-pub struct Signals([(tokio::signal::unix::Signal, &'static str); 4]);
-
-impl Signals {
-    pub fn catch() -> Result<Self> {
-        let s = |k: SignalKind| signal(k).context("installing signal handlers");
-        Ok(Self([
-            (s(SignalKind::interrupt())?, "SIGINT"),
-            (s(SignalKind::terminate())?, "SIGTERM"),
-            (s(SignalKind::hangup())?, "SIGHUP"),
-            (s(SignalKind::quit())?, "SIGQUIT"),
-        ]))
-    }
-
-    /// The next signal received (including one received before this was called).
-    pub async fn next(&mut self) -> &'static str {
-        let [a, b, c, d] = &mut self.0;
-        tokio::select! {
-            _ = a.0.recv() => a.1,
-            _ = b.0.recv() => b.1,
-            _ = c.0.recv() => c.1,
-            _ = d.0.recv() => d.1,
-        }
-    }
-}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StopReason {
