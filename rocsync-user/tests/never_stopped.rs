@@ -30,6 +30,17 @@ fn assert_never_stopped(pid: u32, over: Duration) {
     }
 }
 
+/// Fails unless the process, stopped when rocsync died, is continued within moments
+/// (by the watchdog) and then stays running.
+fn assert_continued(pid: u32, why: &str) {
+    let dead = Instant::now();
+    while state(pid) == 'T' {
+        assert!(dead.elapsed() < Duration::from_secs(2), "{why}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_never_stopped(pid, Duration::from_millis(300));
+}
+
 struct Target(Child);
 
 impl Target {
@@ -101,12 +112,7 @@ fn sigkill_of_rocsync_with_a_stop_pending_never_leaves_the_target_stopped() {
         tracer.kill().unwrap();
         tracer.wait().unwrap();
         // The watchdog continues it within moments of rocsync's death.
-        let dead = Instant::now();
-        while state(target.pid()) == 'T' {
-            assert!(dead.elapsed() < Duration::from_secs(2), "pid left stopped");
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        assert_never_stopped(target.pid(), Duration::from_millis(300));
+        assert_continued(target.pid(), "pid left stopped");
     }
 }
 
@@ -192,15 +198,10 @@ fn the_watchdog_outlives_what_is_sent_to_the_group() {
     std::thread::sleep(Duration::from_millis(100));
     tracer.kill().unwrap();
     tracer.wait().unwrap();
-    let dead = Instant::now();
-    while state(target.pid()) == 'T' {
-        assert!(
-            dead.elapsed() < Duration::from_secs(2),
-            "pid left stopped: the group's signals ended the watchdog"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    assert_never_stopped(target.pid(), Duration::from_millis(300));
+    assert_continued(
+        target.pid(),
+        "pid left stopped: the group's signals ended the watchdog",
+    );
 }
 
 /// A stderr nobody reads (a pipe whose reader is busy, a terminal paused with Ctrl-S)
