@@ -1,84 +1,18 @@
 //! The target is never left stopped: not by a failed attach, not by a signal before the
 //! event loop runs, not by rocsync dying by SIGKILL while a stop is pending (the watchdog
-//! continues it), even after the group's Ctrl-C. The target loads and unloads a library in a loop, so rocsync's loader
-//! probe stops it hundreds of times a second. Needs root (eBPF).
+//! continues it), not by a stderr nobody reads. The target loads and unloads a library in
+//! a loop, so rocsync's loader probe stops it hundreds of times a second (`job_control.rs`:
+//! what a terminal's job control does). Needs root (eBPF).
 
 mod common;
 
 use std::{
     io::{BufRead as _, BufReader, Write as _},
-    process::{Child, Command, Stdio},
+    process::Stdio,
     time::{Duration, Instant},
 };
 
 use common::*;
-
-/// The scheduler state of a process (`R`, `S`, `T`…), from /proc/PID/stat.
-fn state(pid: u32) -> char {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    let after = &stat[stat.rfind(')').unwrap() + 2..];
-    after.chars().next().unwrap()
-}
-
-/// Fails if the process is found stopped at any look over `over` (rocsync is gone, so
-/// nothing should stop it any more).
-fn assert_never_stopped(pid: u32, over: Duration) {
-    let start = Instant::now();
-    while start.elapsed() < over {
-        assert_ne!(state(pid), 'T', "pid {pid} left stopped");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-/// Fails unless the process, stopped when rocsync died, is continued within moments
-/// (by the watchdog) and then stays running.
-fn assert_continued(pid: u32, why: &str) {
-    let dead = Instant::now();
-    while state(pid) == 'T' {
-        assert!(dead.elapsed() < Duration::from_secs(2), "{why}");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    assert_never_stopped(pid, Duration::from_millis(300));
-}
-
-struct Target(Child);
-
-impl Target {
-    fn start() -> Self {
-        let mut child = Command::new(rocsync_tests::dlopen_loop())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.as_mut().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        assert_eq!(line.trim(), "ready");
-        Target(child)
-    }
-    fn pid(&self) -> u32 {
-        self.0.id()
-    }
-}
-
-impl Drop for Target {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn attach_waiting(pid: u32) -> Child {
-    spawn_piped(&mut attach_command(pid))
-}
-
-fn attach_command(pid: u32) -> Command {
-    let mut cmd = rocsync();
-    cmd.args(["attach", "--wait", "--no-status", "-o"])
-        .arg(std::env::temp_dir().join(format!("rocsync-never-stopped-{pid}.json")))
-        .args(["--pid", &pid.to_string()]);
-    cmd
-}
 
 #[test]
 fn a_failed_attach_leaves_the_target_running() {
@@ -163,45 +97,6 @@ fn a_signal_before_the_event_loop_stops_cleanly() {
     unsafe { libc::kill(tracer.id() as i32, libc::SIGINT) };
     wait_within(&mut tracer, Duration::from_secs(20), "rocsync");
     assert_never_stopped(target.pid(), Duration::from_millis(300));
-}
-
-/// Ctrl-C, Ctrl-\, a hangup and a service manager's stop signal the whole process group,
-/// the watchdog too. It must outlive them: were it to die with the group's SIGINT, a
-/// SIGKILL of rocsync during the stop that follows would leave a target stopped.
-#[test]
-fn the_watchdog_outlives_what_is_sent_to_the_group() {
-    if !can_trace("the_watchdog_outlives_what_is_sent_to_the_group") {
-        return;
-    }
-    let target = Target::start();
-    let mut cmd = attach_command(target.pid());
-    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
-    let mut tracer = spawn_piped(&mut cmd);
-    drop(wait_for_line(
-        &mut tracer,
-        "waiting for process",
-        Duration::from_secs(20),
-    ));
-    let rocsync = tracer.id() as i32;
-    // Frozen, rocsync continues nothing: the target's next library load leaves it stopped.
-    // SAFETY: signals the rocsync this test started.
-    unsafe { libc::kill(rocsync, libc::SIGSTOP) };
-    let start = Instant::now();
-    while state(target.pid()) != 'T' {
-        assert!(start.elapsed() < Duration::from_secs(10), "never stopped");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    for sig in ENDING {
-        // SAFETY: signals the process group this test started (rocsync and its watchdog).
-        unsafe { libc::kill(-rocsync, sig) };
-    }
-    std::thread::sleep(Duration::from_millis(100));
-    tracer.kill().unwrap();
-    tracer.wait().unwrap();
-    assert_continued(
-        target.pid(),
-        "pid left stopped: the group's signals ended the watchdog",
-    );
 }
 
 /// A stderr nobody reads (a pipe whose reader is busy, a terminal paused with Ctrl-S)

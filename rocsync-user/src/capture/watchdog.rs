@@ -40,13 +40,15 @@ impl Watchdog {
         let done = continued.as_raw_fd();
         let mut cmd = Command::new("/proc/self/exe");
         cmd.arg(ARG).stdin(Stdio::null()).stdout(Stdio::null());
+        // A process group of its own: what job control does to rocsync's job — Ctrl-Z,
+        // `kill -9 %1` — must not stop or kill the watchdog with it.
+        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
         // SAFETY: between fork and exec only signal/dup/fcntl, which are async-signal-safe.
         unsafe {
             use std::os::unix::process::CommandExt as _;
             cmd.pre_exec(move || {
-                // What a terminal or a service manager sends the whole group (Ctrl-C,
-                // Ctrl-\, a hangup, a stop's SIGTERM) must not end the watchdog before
-                // rocsync: the pipe alone ends it.
+                // Nor what reaches it otherwise (a service manager's SIGTERM to the whole
+                // cgroup, a signal to the session): the pipe alone ends it.
                 for sig in [libc::SIGINT, libc::SIGQUIT, libc::SIGHUP, libc::SIGTERM] {
                     libc::signal(sig, libc::SIG_IGN);
                 }

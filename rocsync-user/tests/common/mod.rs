@@ -3,8 +3,10 @@
 
 mod capture;
 pub mod daemon;
+mod held;
 mod launch;
 pub mod pipeline;
 
 pub use capture::*;
+pub use held::*;
 pub use launch::*;

@@ -1,0 +1,77 @@
+//! A target that rocsync's loader probe stops hundreds of times a second, and how a test
+//! sees whether it is left stopped.
+
+use std::{
+    io::{BufRead as _, BufReader},
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use super::{rocsync, spawn_piped};
+
+/// The scheduler state of a process (`R`, `S`, `T`…), from /proc/PID/stat.
+pub fn state(pid: u32) -> char {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let after = &stat[stat.rfind(')').unwrap() + 2..];
+    after.chars().next().unwrap()
+}
+
+/// Fails if the process is found stopped at any look over `over` (rocsync is gone, so
+/// nothing should stop it any more).
+pub fn assert_never_stopped(pid: u32, over: Duration) {
+    let start = Instant::now();
+    while start.elapsed() < over {
+        assert_ne!(state(pid), 'T', "pid {pid} left stopped");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Fails unless the process, stopped when rocsync died, is continued within moments
+/// (by the watchdog) and then stays running.
+pub fn assert_continued(pid: u32, why: &str) {
+    let dead = Instant::now();
+    while state(pid) == 'T' {
+        assert!(dead.elapsed() < Duration::from_secs(2), "{why}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_never_stopped(pid, Duration::from_millis(300));
+}
+
+pub struct Target(Child);
+
+impl Target {
+    pub fn start() -> Self {
+        let mut child = Command::new(rocsync_tests::dlopen_loop())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.as_mut().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert_eq!(line.trim(), "ready");
+        Target(child)
+    }
+    pub fn pid(&self) -> u32 {
+        self.0.id()
+    }
+}
+
+impl Drop for Target {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+pub fn attach_waiting(pid: u32) -> Child {
+    spawn_piped(&mut attach_command(pid))
+}
+
+pub fn attach_command(pid: u32) -> Command {
+    let mut cmd = rocsync();
+    cmd.args(["attach", "--wait", "--no-status", "-o"])
+        .arg(std::env::temp_dir().join(format!("rocsync-never-stopped-{pid}.json")))
+        .args(["--pid", &pid.to_string()]);
+    cmd
+}
