@@ -78,7 +78,9 @@ pub struct Switch {
     /// in the kernel (`METRICS`) and write nothing to the ring; exec and library loads of
     /// every process are announced, for discovery.
     pub metrics: u32,
-    pub pad: u32,
+    /// Non-zero: the loader probe stops no target (rocsync is suspended by Ctrl-Z and
+    /// could not continue it); it announces each link-map change instead.
+    pub stops_off: u32,
 }
 
 #[cfg(feature = "user")]

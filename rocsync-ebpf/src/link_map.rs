@@ -78,6 +78,12 @@ pub fn link_map_changed(ctx: ProbeContext) -> u32 {
     if !objects_added(&ctx, tgid) {
         return 0;
     }
+    // rocsync is suspended (Ctrl-Z): held now, the target would wait for it; it scans
+    // what this added once it resumes.
+    if SWITCH.get(0).is_some_and(|s| s.stops_off != 0) {
+        announce(pid_tgid, 0, 0);
+        return 0;
+    }
     // Reserve first: a target stopped without a notification would never be continued.
     let Some(mut slot) = EVENTS.reserve::<LinkMapRecord>(0) else {
         count_drops(drop_index::LINK_MAP, 1);

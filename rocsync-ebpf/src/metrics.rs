@@ -51,7 +51,7 @@ pub fn entered(cookie: Cookie, args: &[u64; 3]) -> Option<Switch> {
         by_process: 1,
         agents: cfg.agents,
         metrics: 1,
-        pad: 0,
+        stops_off: 0,
     })
 }
 

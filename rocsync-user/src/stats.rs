@@ -62,6 +62,10 @@ pub struct CaptureStats {
     /// Times the probes woke the reader (at most once per drain; each an interrupt on
     /// their CPU). Said with `-v`.
     pub wakes: u64,
+    /// Times rocsync was suspended (Ctrl-Z), and for how long in all: the targets were not
+    /// held at library loads meanwhile, so a runtime loaded then is traced from the resume.
+    pub suspensions: u64,
+    pub suspended_ms: u64,
     /// Processes that made a written call.
     pub pids: std::collections::BTreeSet<u32>,
     /// Threads whose current device is known: (pid, tid) → (device, learned from a
@@ -170,6 +174,7 @@ impl CaptureStats {
             // Created before the capture; their packets sit on "GPU (agent unknown)".
             "queues_discovered": self.queues_discovered,
             "packets": self.packets,
+            "suspended": { "times": self.suspensions, "ms": self.suspended_ms },
             "drops": drops,
         })
     }

@@ -107,6 +107,14 @@ impl Queue {
             let _ = wait.recv();
         }
     }
+
+    /// As `flush`, giving up after `limit` (or at once if the queue is full).
+    fn flush_within(&self, limit: std::time::Duration) {
+        let (done, wait) = sync_channel(1);
+        if self.items.try_send(Item::Flush(done)).is_ok() {
+            let _ = wait.recv_timeout(limit);
+        }
+    }
 }
 
 /// Says one line (the `say!` macro's body).
@@ -118,6 +126,14 @@ pub fn line(args: std::fmt::Arguments<'_>) {
 pub fn flush() {
     if let Some(q) = STDERR.get() {
         q.flush();
+    }
+}
+
+/// Waits at most `limit` for what was said to be written: before rocsync stops itself
+/// (Ctrl-Z), with a stderr that may not be read.
+pub fn flush_within(limit: std::time::Duration) {
+    if let Some(q) = STDERR.get() {
+        q.flush_within(limit);
     }
 }
 

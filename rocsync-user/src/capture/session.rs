@@ -14,6 +14,7 @@ use rocsync_common::{Api, Config, Op, Switch};
 use tokio::io::{Interest, unix::AsyncFd};
 
 mod libraries;
+mod suspend;
 mod targets;
 
 use super::{Signals, environ, status::Status};
@@ -99,6 +100,8 @@ pub struct Session {
     /// Loader stops are armed (see `arm`), except for these foreground jobs.
     armed: bool,
     not_stopped: HashSet<u32>,
+    /// Stopped by Ctrl-Z: the loader probe holds no target (see `suspend`).
+    suspended: bool,
     temporary_detaching: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -152,6 +155,7 @@ impl Session {
             visible: BTreeMap::new(),
             armed: false,
             not_stopped: HashSet::new(),
+            suspended: false,
             temporary_detaching: None,
         }
     }
@@ -222,7 +226,10 @@ impl Session {
                     self.drain(guard.get_inner_mut());
                     guard.clear_ready();
                 }
-                s = signals.next() => return Ok(StopReason::Signal(s)),
+                s = signals.next_or_suspend() => match s {
+                    Some(s) => return Ok(StopReason::Signal(s)),
+                    None => self.suspend(),
+                },
                 _ = &mut deadline => return Ok(StopReason::Duration),
                 _ = &mut target_exit => return Ok(StopReason::TargetExited),
                 _ = rescan.tick() => {

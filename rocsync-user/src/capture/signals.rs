@@ -7,6 +7,9 @@
 //! ignores SIGINT and SIGQUIT for background commands so that Ctrl-C does not reach them.
 //! Catching such a signal would undo that for rocsync and, since `exec` resets caught
 //! signals to their default, for the command `run` launches.
+//!
+//! `run` and `attach` also catch Ctrl-Z's SIGTSTP: a stopped rocsync cannot continue a
+//! target held at a library load, so it lets the targets go before it stops itself.
 
 use anyhow::{Context as _, Result};
 use tokio::signal::unix::{Signal, SignalKind, signal};
@@ -18,34 +21,56 @@ const ENDING: [(SignalKind, i32, &str); 4] = [
     (SignalKind::quit(), libc::SIGQUIT, "SIGQUIT"),
 ];
 
-/// Each ending signal's name and its stream (`None`: left ignored, as inherited).
-pub struct Signals([(Option<Signal>, &'static str); 4]);
+/// Each ending signal's name and its stream (`None`: left ignored, as inherited), and
+/// Ctrl-Z's SIGTSTP where a capture handles it.
+pub struct Signals {
+    ending: [(Option<Signal>, &'static str); 4],
+    suspend: Option<Signal>,
+}
 
 impl Signals {
-    /// For `run` and `attach`: catches each ending signal not inherited as ignored.
+    /// For `run` and `attach`: catches each ending signal, and SIGTSTP, not inherited as
+    /// ignored. SIGTSTP is caught so that rocsync continues the targets before it stops
+    /// itself (`Session::suspend`): stopped, it could not continue one held at a load.
     pub fn catch() -> Result<Self> {
-        Self::install(true)
+        let mut signals = Self::install(true)?;
+        if !inherited_ignored(libc::SIGTSTP) {
+            signals.suspend = Some(catching(SignalKind::from_raw(libc::SIGTSTP))?);
+        }
+        Ok(signals)
     }
 
     /// For the daemon: catches all four (its SIGHUP reloads; a service manager's SIGTERM
-    /// stops it), whatever it was started with.
+    /// stops it), whatever it was started with. It holds no target at a load, so Ctrl-Z
+    /// may stop it as it stops any program.
     pub fn catch_all() -> Result<Self> {
         Self::install(false)
     }
 
     fn install(keep_ignored: bool) -> Result<Self> {
-        let mut slots = ENDING.map(|(_, _, name)| (None, name));
-        for (slot, (kind, number, _)) in slots.iter_mut().zip(ENDING) {
+        let mut ending = ENDING.map(|(_, _, name)| (None, name));
+        for (slot, (kind, number, _)) in ending.iter_mut().zip(ENDING) {
             if !(keep_ignored && inherited_ignored(number)) {
-                slot.0 = Some(signal(kind).context("installing signal handlers")?);
+                slot.0 = Some(catching(kind)?);
             }
         }
-        Ok(Self(slots))
+        Ok(Self {
+            ending,
+            suspend: None,
+        })
+    }
+
+    /// For a capture's loop: the next ending signal, or `None` for Ctrl-Z (SIGTSTP).
+    pub async fn next_or_suspend(&mut self) -> Option<&'static str> {
+        tokio::select! {
+            s = next_of(&mut self.ending) => Some(s),
+            _ = recv(&mut self.suspend) => None,
+        }
     }
 
     /// The ending signals left ignored, by name.
     pub fn ignored(&self) -> Vec<&'static str> {
-        self.0
+        self.ending
             .iter()
             .filter(|(s, _)| s.is_none())
             .map(|(_, name)| *name)
@@ -58,7 +83,7 @@ impl Signals {
         if ignored.is_empty() {
             return;
         }
-        let stops: Vec<_> = self.0.iter().filter(|(s, _)| s.is_some()).collect();
+        let stops: Vec<_> = self.ending.iter().filter(|(s, _)| s.is_some()).collect();
         let stops = match stops.as_slice() {
             [] => "only --duration, the command's exit or SIGKILL".to_string(),
             s => s.iter().map(|(_, n)| *n).collect::<Vec<_>>().join(" or "),
@@ -74,16 +99,24 @@ impl Signals {
         );
     }
 
-    /// The next signal received (including one received before this was called).
+    /// The next ending signal received (including one received before this was called).
     pub async fn next(&mut self) -> &'static str {
-        let [a, b, c, d] = &mut self.0;
-        tokio::select! {
-            _ = recv(&mut a.0) => a.1,
-            _ = recv(&mut b.0) => b.1,
-            _ = recv(&mut c.0) => c.1,
-            _ = recv(&mut d.0) => d.1,
-        }
+        next_of(&mut self.ending).await
     }
+}
+
+async fn next_of(ending: &mut [(Option<Signal>, &'static str); 4]) -> &'static str {
+    let [a, b, c, d] = ending;
+    tokio::select! {
+        _ = recv(&mut a.0) => a.1,
+        _ = recv(&mut b.0) => b.1,
+        _ = recv(&mut c.0) => c.1,
+        _ = recv(&mut d.0) => d.1,
+    }
+}
+
+fn catching(kind: SignalKind) -> Result<Signal> {
+    signal(kind).context("installing signal handlers")
 }
 
 async fn recv(signal: &mut Option<Signal>) {

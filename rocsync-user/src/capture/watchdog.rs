@@ -120,8 +120,7 @@ pub fn run() -> i32 {
             if stop.is_none() || continued.get(&pid, 0).ok() == stop {
                 continue;
             }
-            // SAFETY: kill(2) on a process rocsync's probe stopped and never continued.
-            unsafe { libc::kill(pid as i32, libc::SIGCONT) };
+            crate::probes::continue_process(pid);
             let _ = continued.insert(pid, stop.unwrap_or(0), 0);
             crate::say!("rocsync watchdog: continued pid {pid}, which rocsync left stopped");
         }

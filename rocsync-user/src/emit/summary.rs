@@ -40,6 +40,15 @@ pub fn render(stats: &CaptureStats, outputs: &[String]) -> String {
     if filtered > 0 {
         let _ = writeln!(s, "  filtered by --agents: {filtered} calls");
     }
+    if stats.suspensions > 0 {
+        let _ = writeln!(
+            s,
+            "  suspended (Ctrl-Z): {} time(s), {:.1}s: runtimes loaded meanwhile were traced \
+             from the resume",
+            stats.suspensions,
+            stats.suspended_ms as f64 / 1000.0
+        );
+    }
     let lost: Vec<String> = stats
         .drops()
         .into_iter()

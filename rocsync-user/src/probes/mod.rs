@@ -34,6 +34,7 @@ use rocsync_common::{Api, Switch, drop_index};
 pub use self::diagnostics::Diagnostics;
 use self::{elf::Lookup, placement::Placement};
 use crate::{backend::Runtime, stats::KernelDrops};
+pub use stops::{SETTLE, continue_process};
 
 const LINK_MAP: &str = "link_map_changed";
 const QUEUE_CREATE_ENTER: &str = "queue_create_enter";

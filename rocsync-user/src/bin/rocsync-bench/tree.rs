@@ -69,7 +69,7 @@ fn attach(lib: &Path, pids: &[u32], file_wide: bool) -> Result<(Probes, f64)> {
         by_process: u32::from(file_wide),
         agents: 0,
         metrics: 0,
-        pad: 0,
+        stops_off: 0,
     })?;
     let start = Instant::now();
     for (i, &pid) in pids.iter().enumerate() {

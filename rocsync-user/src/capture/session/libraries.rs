@@ -17,14 +17,7 @@ impl Session {
         self.targets.push(pid);
         self.learn_process(pid);
         self.probes.set_target(pid, self.config(pid))?;
-        // File-wide probes run in every process mapping the file: filter by the targets.
-        self.probes.set_switch(Switch {
-            capture: 1,
-            by_process: u32::from(self.probes.file_wide()),
-            agents: self.agents,
-            metrics: 0,
-            pad: 0,
-        })?;
+        self.probes.set_switch(self.switch())?;
         let hooked = match &loader {
             Some(l) => self.hook_loader(l, pid)?,
             None => false,
@@ -36,6 +29,18 @@ impl Session {
             ));
         }
         Ok(())
+    }
+
+    /// The capture's global settings. File-wide probes run in every process mapping the
+    /// file: they filter by the targets.
+    pub(super) fn switch(&self) -> Switch {
+        Switch {
+            capture: 1,
+            by_process: u32::from(self.probes.file_wide()),
+            agents: self.agents,
+            metrics: 0,
+            stops_off: u32::from(self.suspended),
+        }
     }
 
     /// Hooks a dynamic loader file for `pid`, once per file (a file-wide hook serves every
