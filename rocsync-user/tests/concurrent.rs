@@ -5,7 +5,7 @@
 mod common;
 
 use std::{
-    io::{BufRead as _, BufReader, Write as _},
+    io::Write as _,
     process::{Child, Command, Stdio},
     time::Duration,
 };
@@ -15,20 +15,13 @@ use rocsync_tests::{read_log, scenario, sim_hip};
 
 /// A scenario waiting at its gate (it prints "ready", then waits for a line).
 fn gated(dir: &TempDir, name: &str) -> Child {
-    let mut child = Command::new(scenario())
-        .args(["gated", "basic"])
-        .env("SCENARIO_LOG", dir.path(&format!("{name}.log")))
-        .env("SCENARIO_HIP", sim_hip())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.as_mut().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    assert_eq!(line.trim(), "ready");
-    child
+    spawn_ready(
+        Command::new(scenario())
+            .args(["gated", "basic"])
+            .env("SCENARIO_LOG", dir.path(&format!("{name}.log")))
+            .env("SCENARIO_HIP", sim_hip())
+            .stdin(Stdio::piped()),
+    )
 }
 
 fn attach(dir: &TempDir, name: &str, pid: u32) -> Child {

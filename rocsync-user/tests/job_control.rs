@@ -5,7 +5,6 @@
 mod common;
 
 use std::{
-    io::{BufRead as _, BufReader},
     os::unix::process::CommandExt as _,
     process::Child,
     time::{Duration, Instant},
@@ -83,11 +82,7 @@ fn a_suspended_rocsync_holds_no_target() {
     let rocsync = tracer.id() as i32;
     // SAFETY: signals the job this test started, as Ctrl-Z does.
     unsafe { libc::kill(-rocsync, libc::SIGTSTP) };
-    let start = Instant::now();
-    while state(tracer.id()) != 'T' {
-        assert!(start.elapsed() < Duration::from_secs(10), "not suspended");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    wait_until_stopped(tracer.id(), "rocsync");
     // Hundreds of loads a second, none held.
     assert_never_stopped(target.pid(), Duration::from_millis(500));
     assert_eq!(state(tracer.id()), 'T', "still suspended");
@@ -138,11 +133,7 @@ fn run_job(trace: &std::path::Path) -> (Child, u32) {
         .arg(rocsync_tests::dlopen_loop())
         .process_group(0);
     let mut tracer = spawn_piped(&mut cmd);
-    let mut line = String::new();
-    BufReader::new(tracer.stdout.as_mut().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    assert_eq!(line.trim(), "ready");
+    await_ready(&mut tracer);
     let command: Vec<u32> = children(tracer.id())
         .into_iter()
         .filter(|&p| {

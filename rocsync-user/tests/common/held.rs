@@ -2,12 +2,11 @@
 //! sees whether it is left stopped.
 
 use std::{
-    io::{BufRead as _, BufReader},
-    process::{Child, Command, Stdio},
+    process::{Child, Command},
     time::{Duration, Instant},
 };
 
-use super::{rocsync, spawn_piped};
+use super::{rocsync, spawn_piped, spawn_ready};
 
 /// The scheduler state of a process (`R`, `S`, `T`…), from /proc/PID/stat.
 pub fn state(pid: u32) -> char {
@@ -41,16 +40,7 @@ pub struct Target(Child);
 
 impl Target {
     pub fn start() -> Self {
-        let mut child = Command::new(rocsync_tests::dlopen_loop())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.as_mut().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        assert_eq!(line.trim(), "ready");
-        Target(child)
+        Target(spawn_ready(&mut Command::new(rocsync_tests::dlopen_loop())))
     }
     pub fn pid(&self) -> u32 {
         self.0.id()

@@ -69,21 +69,30 @@ pub fn attach_and_start(
 
 /// Starts a gated scenario (it waits for a line on stdin before calling HIP).
 pub fn start_gated(dir: &TempDir, program: &std::path::Path, args: &[&str]) -> std::process::Child {
-    let mut child = Command::new(program)
-        .arg("gated")
-        .args(args)
-        .env("SCENARIO_LOG", dir.path("scenario.log"))
-        .env("SCENARIO_HIP", sim_hip())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+    spawn_ready(
+        Command::new(program)
+            .arg("gated")
+            .args(args)
+            .env("SCENARIO_LOG", dir.path("scenario.log"))
+            .env("SCENARIO_HIP", sim_hip())
+            .stdin(Stdio::piped()),
+    )
+}
+
+/// Starts a program that says "ready" on stdout once set up, and waits for that line.
+pub fn spawn_ready(cmd: &mut Command) -> std::process::Child {
+    let mut child = cmd.stdout(Stdio::piped()).spawn().unwrap();
+    await_ready(&mut child);
+    child
+}
+
+/// Reads the child's first stdout line: "ready".
+pub fn await_ready(child: &mut std::process::Child) {
     let mut line = String::new();
     BufReader::new(child.stdout.as_mut().unwrap())
         .read_line(&mut line)
         .unwrap();
     assert_eq!(line.trim(), "ready");
-    child
 }
 
 /// The lines a child writes to a pipe, read on a thread, waited for one at a time.
