@@ -10,7 +10,7 @@ use std::{
     collections::BTreeMap,
     path::Path,
     process::{Child, Command, Stdio},
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use common::{daemon::*, *};
@@ -73,17 +73,7 @@ fn the_daemon_counts_a_new_process_calls_exactly() {
     // SIGTERM: exits 0, promptly.
     // SAFETY: signals the daemon this test started.
     unsafe { libc::kill(daemon.id() as i32, libc::SIGTERM) };
-    let start = Instant::now();
-    let status = loop {
-        if let Some(s) = daemon.try_wait().unwrap() {
-            break s;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(15),
-            "the daemon did not stop"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let status = wait_within(&mut daemon, Duration::from_secs(15), "the daemon");
     assert!(status.success(), "{status:?}");
 }
 

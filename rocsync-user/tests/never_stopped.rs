@@ -50,18 +50,6 @@ fn sigkill_of_rocsync_with_a_stop_pending_never_leaves_the_target_stopped() {
     }
 }
 
-/// Whether `pid` catches signal `sig` (/proc/PID/status SigCgt): the handshake that
-/// rocsync's handlers are installed, instead of a sleep that races its start.
-fn catches(pid: u32, sig: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            let mask = s.lines().find_map(|l| l.strip_prefix("SigCgt:"))?;
-            u64::from_str_radix(mask.trim(), 16).ok()
-        })
-        .is_some_and(|m| m & (1 << (sig - 1)) != 0)
-}
-
 #[test]
 fn a_signal_before_the_event_loop_stops_cleanly() {
     if !can_trace("a_signal_before_the_event_loop_stops_cleanly") {
@@ -73,7 +61,9 @@ fn a_signal_before_the_event_loop_stops_cleanly() {
         // Once its handlers are installed (first thing in main, before any probe is
         // loaded), the signal must end rocsync cleanly, however early.
         let start = Instant::now();
-        while !catches(tracer.id(), sig) {
+        // Once its handler is installed (SigCgt): a handshake instead of a sleep that
+        // races its start.
+        while !process_signal_mask(tracer.id(), "SigCgt:").contains(&sig) {
             assert!(
                 start.elapsed() < Duration::from_secs(10),
                 "handlers never installed"

@@ -11,16 +11,6 @@ use std::{
 
 use common::*;
 
-/// The signal numbers set in a /proc/PID/status mask line (`SigIgn:`, `SigCgt:`).
-fn mask(status: &str, field: &str) -> Vec<i32> {
-    let hex = status
-        .lines()
-        .find_map(|l| l.strip_prefix(field))
-        .unwrap_or_else(|| panic!("no {field} in {status}"));
-    let bits = u64::from_str_radix(hex.trim(), 16).unwrap();
-    (1..=64).filter(|s| bits & (1 << (s - 1)) != 0).collect()
-}
-
 /// What `rocsync run -- sh -c 'grep Sig… /proc/self/status'` prints of the command's
 /// dispositions when rocsync starts with `ignored` ignored, and what rocsync says.
 fn run_reporting_dispositions(ignored: &'static [i32]) -> (String, String) {
@@ -48,7 +38,7 @@ fn run_launches_its_command_with_what_rocsync_was_started_ignoring() {
         return;
     }
     let (status, said) = run_reporting_dispositions(&[libc::SIGHUP, libc::SIGINT]);
-    let ignored = mask(&status, "SigIgn:");
+    let ignored = signal_mask(&status, "SigIgn:");
     assert!(ignored.contains(&libc::SIGHUP), "{status}");
     assert!(ignored.contains(&libc::SIGINT), "{status}");
     // The ones rocsync caught reach the command at their default, as without rocsync.
@@ -65,7 +55,7 @@ fn run_launches_its_command_with_what_rocsync_was_started_ignoring() {
 
     // Started with nothing ignored, nothing is ignored and nothing is said of it.
     let (status, said) = run_reporting_dispositions(&[]);
-    let ignored = mask(&status, "SigIgn:");
+    let ignored = signal_mask(&status, "SigIgn:");
     assert!(!ignored.iter().any(|s| ENDING.contains(s)), "{status}");
     assert!(!said.contains("ignored when rocsync started"), "{said}");
 }
@@ -94,9 +84,12 @@ fn an_ignored_sighup_does_not_end_an_attach_and_sigterm_still_does() {
         "{said:#?}"
     );
     let status = std::fs::read_to_string(format!("/proc/{}/status", tracer.id())).unwrap();
-    assert!(mask(&status, "SigIgn:").contains(&libc::SIGHUP), "{status}");
     assert!(
-        mask(&status, "SigCgt:").contains(&libc::SIGTERM),
+        signal_mask(&status, "SigIgn:").contains(&libc::SIGHUP),
+        "{status}"
+    );
+    assert!(
+        signal_mask(&status, "SigCgt:").contains(&libc::SIGTERM),
         "{status}"
     );
     // SAFETY: signals the rocsync this test started.

@@ -233,9 +233,7 @@ impl Session {
                 _ = &mut deadline => return Ok(StopReason::Duration),
                 _ = &mut target_exit => return Ok(StopReason::TargetExited),
                 _ = rescan.tick() => {
-                    for pid in self.targets.clone() {
-                        let _ = self.scan(pid);
-                    }
+                    self.rescan();
                 }
                 _ = tick.tick() => {
                     self.drain(ring.get_mut());

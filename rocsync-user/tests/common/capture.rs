@@ -72,6 +72,24 @@ pub fn with_signals(cmd: &mut Command, ignored: &'static [i32]) {
     }
 }
 
+/// The signal numbers set in a /proc/PID/status mask line (`SigIgn:`, `SigCgt:`).
+pub fn signal_mask(status: &str, field: &str) -> Vec<i32> {
+    let hex = status
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .unwrap_or_else(|| panic!("no {field} in {status}"));
+    let bits = u64::from_str_radix(hex.trim(), 16).unwrap();
+    (1..=64).filter(|s| bits & (1 << (s - 1)) != 0).collect()
+}
+
+/// The same, of a live process.
+pub fn process_signal_mask(pid: u32, field: &str) -> Vec<i32> {
+    signal_mask(
+        &std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap(),
+        field,
+    )
+}
+
 /// Waits for `child` at most `timeout`; past it, kills and reaps it and fails, so a test
 /// never hangs on a process that should have ended.
 pub fn wait_within(child: &mut Child, timeout: Duration, what: &str) -> std::process::ExitStatus {

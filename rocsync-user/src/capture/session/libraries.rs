@@ -183,6 +183,16 @@ impl Session {
         Ok(())
     }
 
+    /// Scans every target again (see [`Session::scan`]); returns how many runtime
+    /// libraries were probed anew.
+    pub(super) fn rescan(&mut self) -> usize {
+        let before = self.libraries.len();
+        for pid in self.targets.clone() {
+            let _ = self.scan(pid);
+        }
+        self.libraries.len() - before
+    }
+
     /// Reads `pid`'s maps and probes every runtime library (HIP, CUDA, HSA) not yet
     /// probed, each opened through the kernel's link to the mapped file. Returns how many
     /// such libraries the process maps in all.

@@ -51,12 +51,7 @@ impl Session {
                 RESCAN_EVERY.as_secs()
             ));
         }
-        let mut found = 0;
-        for pid in self.targets.clone() {
-            let before = self.libraries.len();
-            let _ = self.scan(pid);
-            found += self.libraries.len() - before;
-        }
+        let found = self.rescan();
         self.say(&format!(
             "rocsync: continued after {:.1}s suspended; {found} runtime librar{} loaded \
              meanwhile probed now",
