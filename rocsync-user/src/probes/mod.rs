@@ -9,6 +9,7 @@ mod daemon;
 mod diagnostics;
 pub mod elf;
 mod hsa;
+mod job;
 pub mod ld_so;
 pub mod library;
 pub mod mapped;
@@ -34,7 +35,8 @@ use rocsync_common::{Api, Switch, drop_index};
 pub use self::diagnostics::Diagnostics;
 use self::{elf::Lookup, placement::Placement};
 use crate::{backend::Runtime, stats::KernelDrops};
-pub use stops::{SETTLE, continue_process};
+pub use job::continue_process;
+pub use stops::SETTLE;
 
 const LINK_MAP: &str = "link_map_changed";
 const QUEUE_CREATE_ENTER: &str = "queue_create_enter";

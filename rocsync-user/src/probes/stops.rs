@@ -5,40 +5,10 @@ use anyhow::{Context as _, Result};
 use aya::maps::HashMap;
 use rocsync_common::Switch;
 
-use super::Probes;
+use super::{Probes, continue_process};
 
 /// Long enough for a probe that read a target's settings before they changed to finish.
 pub const SETTLE: std::time::Duration = std::time::Duration::from_millis(5);
-
-/// Continues `pid`, which a probe of rocsync stopped. A SIGCONT discards the stops
-/// pending for a process: a Ctrl-Z (SIGTSTP, or SIGTTIN/SIGTTOU) that reached it while it
-/// was held is sent again after it, so its job is suspended as its user asked (or, in an
-/// orphaned group, the kernel ignores it, as it would have).
-pub fn continue_process(pid: u32) {
-    let job_stops = pending_job_stops(pid);
-    // SAFETY: kill(2) on a process rocsync's probe stopped, then the signals it was sent.
-    unsafe {
-        libc::kill(pid as i32, libc::SIGCONT);
-        for sig in job_stops {
-            libc::kill(pid as i32, sig);
-        }
-    }
-}
-
-/// The job-control stops pending for the whole process (`ShdPnd` in /proc/PID/status).
-fn pending_job_stops(pid: u32) -> Vec<i32> {
-    let mask = std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            let hex = s.lines().find_map(|l| l.strip_prefix("ShdPnd:"))?;
-            u64::from_str_radix(hex.trim(), 16).ok()
-        })
-        .unwrap_or(0);
-    [libc::SIGTSTP, libc::SIGTTIN, libc::SIGTTOU]
-        .into_iter()
-        .filter(|s| mask & (1 << (s - 1)) != 0)
-        .collect()
-}
 
 impl Probes {
     /// Continues `pid` if its latest stop by this capture is not continued yet (or its
@@ -46,7 +16,8 @@ impl Probes {
     /// then records that stop as continued. The probe writes only STOPPED and this only
     /// CONTINUED, so whenever rocsync dies, "stopped but not continued" is exact. A stop
     /// already continued (by a suspend, see `Session::suspend`) gets no second SIGCONT:
-    /// the process may have been stopped since by someone else.
+    /// the process may have been stopped since by someone else. See `continue_process`
+    /// for a stop that job control asked for meanwhile.
     pub fn continue_stopped(&mut self, pid: u32, reported: bool) -> Result<()> {
         let stop = {
             let stopped: HashMap<_, u32, u64> =

@@ -9,8 +9,8 @@ impl Session {
     /// SIGTSTP (Ctrl-Z, or `kill -TSTP`). Stopped, rocsync could not continue a target
     /// held at a library load, and a target loads libraries at every Python import. So
     /// first the loader probe stops holding anyone (it announces the changes instead) and
-    /// every pending stop is continued (a target in rocsync's job, which the same Ctrl-Z
-    /// reached, is suspended again: see `continue_process`). Then rocsync stops itself.
+    /// every pending stop is continued (but a target in rocsync's job, which the same
+    /// Ctrl-Z reached: see `continue_process`). Then rocsync stops itself.
     /// Once continued it holds the targets again and probes what they loaded meanwhile;
     /// their calls into it before then are not traced, which it says. The calls of
     /// libraries already probed are captured meanwhile, into the ring: what overflows it

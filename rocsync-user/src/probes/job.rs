@@ -1,0 +1,56 @@
+//! Continuing a process a probe held at a library load without undoing its job control:
+//! a SIGCONT discards the stop signals pending for a process, so a Ctrl-Z that reached a
+//! held target would be lost with it.
+
+/// Continues `pid`, which a probe of rocsync stopped — unless a job-control stop (Ctrl-Z's
+/// SIGTSTP, SIGTTIN, SIGTTOU) reached it meanwhile and its process group is a live job:
+/// then it stays stopped, as its user asked, and `fg` (SIGCONT) continues it. In an
+/// orphaned process group the kernel discards such a stop, and so does this.
+pub fn continue_process(pid: u32) {
+    if job_stop_pending(pid) && in_a_live_job(pid) {
+        return;
+    }
+    // SAFETY: kill(2) on a process rocsync's probe stopped.
+    unsafe { libc::kill(pid as i32, libc::SIGCONT) };
+}
+
+/// Whether a job-control stop is pending for the whole process (`ShdPnd` in
+/// /proc/PID/status).
+fn job_stop_pending(pid: u32) -> bool {
+    let mask = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            let hex = s.lines().find_map(|l| l.strip_prefix("ShdPnd:"))?;
+            u64::from_str_radix(hex.trim(), 16).ok()
+        })
+        .unwrap_or(0);
+    [libc::SIGTSTP, libc::SIGTTIN, libc::SIGTTOU]
+        .into_iter()
+        .any(|s| mask & (1 << (s - 1)) != 0)
+}
+
+/// A process's parent, process group and session (/proc/PID/stat).
+fn ids(pid: u32) -> Option<[u32; 3]> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // After the name (which may hold spaces and parentheses): state ppid pgrp session …
+    let mut f = stat[stat.rfind(')')? + 1..].split_whitespace().skip(1);
+    let mut next = || f.next()?.parse().ok();
+    Some([next()?, next()?, next()?])
+}
+
+/// Whether `pid`'s process group is not orphaned (the kernel's test: some member's parent
+/// is in another group of the same session), so a shell can continue it. Scans /proc:
+/// only when a job-control stop is pending.
+fn in_a_live_job(pid: u32) -> bool {
+    let Some([_, pgrp, session]) = ids(pid) else {
+        return false;
+    };
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(ids)
+        .filter(|&[_, g, _]| g == pgrp)
+        .any(|[parent, _, _]| ids(parent).is_some_and(|[_, g, s]| g != pgrp && s == session))
+}
