@@ -176,6 +176,10 @@ pub struct CaptureArgs {
     /// what probe placement saves)
     #[arg(long, hide = true)]
     pub probe_at_entry: bool,
+    /// Attach the call probes as classic perf-event uprobes, not multi-uprobe links
+    /// (the default on Linux ≥ 6.6: ≈ 5 % of the trap cheaper per call)
+    #[arg(long)]
+    pub classic_uprobes: bool,
     /// Record only these GPU agents (device ordinals, comma-separated) [default: all];
     /// calls on other devices are dropped in the kernel
     #[arg(long, value_name = "LIST", value_parser = parse_agent_list)]
@@ -223,6 +227,7 @@ impl CaptureArgs {
             ring_bytes: Some(self.ring_size),
             at_entry: self.probe_at_entry,
             diagnostics: self.verbose,
+            classic_uprobes: self.classic_uprobes,
         }
     }
     /// The runtimes to look for.

@@ -55,6 +55,8 @@ pub struct Captured {
     pub sink: CaptureSink,
     pub stats: CaptureStats,
     pub libraries: Vec<LibraryReport>,
+    /// How the call probes were attached (`uprobe_multi` or `perf_event`).
+    pub call_probe_links: &'static str,
     pub stop: StopReason,
     pub detaching: Detaching,
 }
@@ -323,6 +325,7 @@ impl Session {
             sink,
             stats,
             libraries: self.libraries,
+            call_probe_links: self.probes.link_kind().name(),
             stop,
             detaching,
         })

@@ -19,16 +19,18 @@ use crate::{
 };
 
 /// Closes a live capture's outputs and prints its summary, once its probes are detached.
-fn write_outputs(outputs: Outputs, captured: Captured, parameters: Value) -> Result<()> {
+fn write_outputs(outputs: Outputs, captured: Captured, mut parameters: Value) -> Result<()> {
     let Captured {
         error,
         processes,
         sink,
         stats,
         libraries,
+        call_probe_links,
         detaching,
         ..
     } = captured;
+    parameters["call_probe_links"] = call_probe_links.into();
     let report = Report {
         parameters,
         libraries: libraries

@@ -12,23 +12,22 @@ mod hsa;
 mod job;
 pub mod ld_so;
 pub mod library;
+mod links;
 pub mod mapped;
 pub mod maps;
+mod multi;
 pub mod placement;
 mod stops;
 mod targets;
 mod tree;
 
-use std::{
-    num::NonZeroU32,
-    path::{Path, PathBuf},
-};
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result, anyhow};
 use aya::{
     Ebpf,
     maps::{Array, MapData, PerCpuArray, RingBuf},
-    programs::{UProbe, uprobe::UProbeAttachPoint, uprobe::UProbeLinkId},
+    programs::UProbe,
 };
 use rocsync_common::{Api, Switch, drop_index};
 
@@ -36,6 +35,9 @@ pub use self::diagnostics::Diagnostics;
 use self::{elf::Lookup, placement::Placement};
 use crate::{backend::Runtime, stats::KernelDrops};
 pub use job::continue_process;
+use links::Attached;
+pub use links::LinkKind;
+pub use multi::MultiPrograms;
 pub use stops::SETTLE;
 
 const LINK_MAP: &str = "link_map_changed";
@@ -86,6 +88,9 @@ pub struct ProbeOptions {
     pub at_entry: bool,
     /// Show the probes' own diagnostics (`-v`).
     pub diagnostics: bool,
+    /// Attach the call probes as classic (perf-event) uprobes even where the kernel has
+    /// multi-uprobe links.
+    pub classic_uprobes: bool,
 }
 
 pub struct Probes {
@@ -96,9 +101,11 @@ pub struct Probes {
     generation: targets::Generation,
     pub diagnostics: Diagnostics,
     options: ProbeOptions,
-    links: Vec<(&'static str, UProbeLinkId)>,
+    /// The call programs loaded for multi-uprobe links, where the call probes use them.
+    multi: Option<multi::MultiPrograms>,
+    links: Vec<Attached>,
     /// Links of temporary probes, detached on their own.
-    temporary: Vec<(&'static str, UProbeLinkId)>,
+    temporary: Vec<Attached>,
     /// Library probes attach to every process mapping the file (children are followed),
     /// not to one pid.
     file_wide: bool,
@@ -123,10 +130,20 @@ impl Probes {
                 .context("loading probes (needs Linux ≥ 5.15 with BPF ring buffers and uprobes)")
         })?;
         // Each API's own pair, then the others.
-        let calls = Api::ALL
-            .iter()
-            .flat_map(|a| [a.enter_program(), a.exit_program()]);
-        for name in calls.chain([
+        let calls = || {
+            Api::ALL
+                .iter()
+                .flat_map(|a| [a.enter_program(), a.exit_program()])
+        };
+        let multi = (!options.classic_uprobes && multi::supported())
+            .then(|| multi::MultiPrograms::load(&ebpf, crate::PROBES, calls()))
+            .transpose()
+            .unwrap_or_else(|e| {
+                crate::say!("rocsync: warning: call probes attach as classic uprobes: {e:#}");
+                None
+            });
+        let classic_calls = calls().filter(|_| multi.is_none());
+        for name in classic_calls.chain([
             LINK_MAP,
             QUEUE_CREATE_ENTER,
             QUEUE_CREATE_EXIT,
@@ -152,6 +169,7 @@ impl Probes {
             calls,
             generation,
             options,
+            multi,
             links: Vec::new(),
             temporary: Vec::new(),
             file_wide: false,
@@ -239,18 +257,15 @@ impl Probes {
                 .apis()
                 .find(|a| a.symbol() == f.names[0])
                 .expect("resolved names come from the runtime's table");
-            for prog in [api.enter_program(), api.exit_program()] {
-                let point = UProbeAttachPoint {
-                    location: if self.options.at_entry {
-                        f.offset
-                    } else {
-                        f.placement.offset
-                    }
-                    .into(),
-                    cookie: None,
-                };
-                let temporary = choice.temporary.contains(&api);
-                if let Err(e) = self.attach_link(prog, point, path, pid, &f.names, temporary) {
+            let offset = if self.options.at_entry {
+                f.offset
+            } else {
+                f.placement.offset
+            };
+            let temporary = choice.temporary.contains(&api);
+            for (prog, ret) in [(api.enter_program(), false), (api.exit_program(), true)] {
+                let at = (offset, ret);
+                if let Err(e) = self.attach_call(prog, at, path, pid, &f.names, temporary) {
                     self.rollback(mark);
                     return Err(e);
                 }
@@ -264,85 +279,6 @@ impl Probes {
         })
     }
 
-    /// Attaches one program at one point and keeps the link.
-    fn attach(
-        &mut self,
-        prog: &'static str,
-        point: UProbeAttachPoint<'_>,
-        path: &Path,
-        pid: Option<u32>,
-        names: &[&str],
-    ) -> Result<()> {
-        self.attach_link(prog, point, path, pid, names, false)
-    }
-
-    fn attach_link(
-        &mut self,
-        prog: &'static str,
-        point: UProbeAttachPoint<'_>,
-        path: &Path,
-        pid: Option<u32>,
-        names: &[&str],
-        temporary: bool,
-    ) -> Result<()> {
-        let pid = pid.filter(|_| !self.file_wide);
-        let link = uprobe(&mut self.ebpf, prog)?
-            .attach(point, path, scope(pid))
-            .with_context(|| format!("attaching to {} in {}", names.join("/"), path.display()))?;
-        if temporary {
-            self.temporary.push((prog, link));
-        } else {
-            self.links.push((prog, link));
-        }
-        Ok(())
-    }
-
-    /// Detaches what one library's attachment added before it failed, so a later rescan
-    /// attaches it whole, never twice.
-    fn rollback(&mut self, (links, temporary): (usize, usize)) {
-        let mut added = self.links.split_off(links);
-        added.append(&mut self.temporary.split_off(temporary));
-        let _ = self.detach_links(added).join();
-    }
-
-    /// Whether temporary probes are attached.
-    pub fn has_temporary(&self) -> bool {
-        !self.temporary.is_empty()
-    }
-
-    /// Detaches the temporary probes in the background.
-    pub fn detach_temporary(&mut self) -> std::thread::JoinHandle<()> {
-        let links = std::mem::take(&mut self.temporary);
-        self.detach_links(links)
-    }
-
-    /// Detaches every probe on a background thread, returned to be joined.
-    ///
-    /// Each uprobe unregistration waits for RCU grace periods, serialised in the kernel
-    /// (about 0.1 s per probe here), so a capture's outputs are written while this runs.
-    /// Callers deactivate the targets first: a probe still attached meanwhile records
-    /// nothing.
-    pub fn detach_in_background(&mut self) -> std::thread::JoinHandle<()> {
-        let mut all = std::mem::take(&mut self.links);
-        all.append(&mut self.temporary);
-        self.detach_links(all)
-    }
-
-    fn detach_links(
-        &mut self,
-        ids: Vec<(&'static str, UProbeLinkId)>,
-    ) -> std::thread::JoinHandle<()> {
-        let mut links = Vec::with_capacity(ids.len());
-        for (prog, id) in ids {
-            // A link that cannot be taken is released with the object in any case.
-            if let Ok(link) = uprobe(&mut self.ebpf, prog).and_then(|p| Ok(p.take_link(id)?)) {
-                links.push(link);
-            }
-        }
-        std::thread::spawn(move || drop(links))
-    }
-
-    /// Failed ring reservations by record kind, summed over CPUs.
     /// The last correlation id the call probes assigned.
     pub fn correlations_assigned(&self) -> Result<u64> {
         let counter: Array<_, u64> = Array::try_from(
@@ -353,6 +289,7 @@ impl Probes {
         Ok(counter.get(&0, 0)?)
     }
 
+    /// Failed ring reservations by record kind, summed over CPUs.
     pub fn drops(&self) -> Result<KernelDrops> {
         let drops: PerCpuArray<_, u64> =
             PerCpuArray::try_from(self.ebpf.map("DROPS").context("DROPS map missing")?)?;
@@ -375,14 +312,6 @@ fn uprobe<'a>(ebpf: &'a mut Ebpf, name: &str) -> Result<&'a mut UProbe> {
         .program_mut(name)
         .with_context(|| format!("program {name} missing from the eBPF object"))?;
     Ok(prog.try_into()?)
-}
-
-fn scope(pid: Option<u32>) -> aya::programs::uprobe::UProbeScope {
-    use aya::programs::uprobe::UProbeScope;
-    match pid.and_then(NonZeroU32::new) {
-        Some(pid) => UProbeScope::OneProcess(pid),
-        None => UProbeScope::AllProcesses,
-    }
 }
 
 /// An array map's fd, of our own: the call ring maps it for as long as it lives.

@@ -1,0 +1,166 @@
+//! Attaching and detaching probes: the call probes through multi-uprobe links where the
+//! kernel has them ([`super::multi`]), every other probe (and the call probes otherwise)
+//! as aya's classic uprobes; each kept until its library's capture ends, or until the
+//! temporary `*GetDevice` probes have learned what they were for.
+
+use std::{num::NonZeroU32, os::fd::OwnedFd, path::Path};
+
+use anyhow::{Context as _, Result};
+use aya::programs::uprobe::{UProbeAttachPoint, UProbeLinkId};
+
+use super::{Probes, uprobe};
+
+/// How the call probes are attached.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LinkKind {
+    /// `BPF_TRACE_UPROBE_MULTI` links: no perf-event layer per hit (Linux ≥ 6.6).
+    Multi,
+    /// Perf-event uprobes, as every other probe.
+    PerfEvent,
+}
+
+impl LinkKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            LinkKind::Multi => "uprobe_multi",
+            LinkKind::PerfEvent => "perf_event",
+        }
+    }
+}
+
+/// One attached probe: a link aya keeps (by program and id) or a multi-uprobe link's fd.
+pub(super) enum Attached {
+    Classic(&'static str, UProbeLinkId),
+    Multi(OwnedFd),
+}
+
+impl Probes {
+    /// Attaches one program at one point and keeps the link.
+    pub(super) fn attach(
+        &mut self,
+        prog: &'static str,
+        point: UProbeAttachPoint<'_>,
+        path: &Path,
+        pid: Option<u32>,
+        names: &[&str],
+    ) -> Result<()> {
+        self.attach_link(prog, point, path, pid, names, false)
+    }
+
+    /// Attaches a call program at `(offset, at its return)`, through a multi-uprobe link
+    /// where the kernel has them.
+    pub(super) fn attach_call(
+        &mut self,
+        prog: &'static str,
+        (offset, ret): (u64, bool),
+        path: &Path,
+        pid: Option<u32>,
+        names: &[&str],
+        temporary: bool,
+    ) -> Result<()> {
+        let Some(multi) = &self.multi else {
+            let point = UProbeAttachPoint {
+                location: offset.into(),
+                cookie: None,
+            };
+            return self.attach_link(prog, point, path, pid, names, temporary);
+        };
+        let pid = pid.filter(|_| !self.file_wide);
+        let link = multi
+            .attach(prog, path, offset, ret, pid)
+            .with_context(|| format!("attaching to {} in {}", names.join("/"), path.display()))?;
+        self.keep(Attached::Multi(link), temporary);
+        Ok(())
+    }
+
+    fn attach_link(
+        &mut self,
+        prog: &'static str,
+        point: UProbeAttachPoint<'_>,
+        path: &Path,
+        pid: Option<u32>,
+        names: &[&str],
+        temporary: bool,
+    ) -> Result<()> {
+        let pid = pid.filter(|_| !self.file_wide);
+        let link = uprobe(&mut self.ebpf, prog)?
+            .attach(point, path, scope(pid))
+            .with_context(|| format!("attaching to {} in {}", names.join("/"), path.display()))?;
+        self.keep(Attached::Classic(prog, link), temporary);
+        Ok(())
+    }
+
+    fn keep(&mut self, link: Attached, temporary: bool) {
+        if temporary {
+            self.temporary.push(link);
+        } else {
+            self.links.push(link);
+        }
+    }
+
+    /// How the call probes are attached.
+    pub fn link_kind(&self) -> LinkKind {
+        match self.multi {
+            Some(_) => LinkKind::Multi,
+            None => LinkKind::PerfEvent,
+        }
+    }
+
+    /// Detaches what one library's attachment added before it failed, so a later rescan
+    /// attaches it whole, never twice.
+    pub(super) fn rollback(&mut self, (links, temporary): (usize, usize)) {
+        let mut added = self.links.split_off(links);
+        added.append(&mut self.temporary.split_off(temporary));
+        let _ = self.detach_links(added).join();
+    }
+
+    /// Whether temporary probes are attached.
+    pub fn has_temporary(&self) -> bool {
+        !self.temporary.is_empty()
+    }
+
+    /// Detaches the temporary probes in the background.
+    pub fn detach_temporary(&mut self) -> std::thread::JoinHandle<()> {
+        let links = std::mem::take(&mut self.temporary);
+        self.detach_links(links)
+    }
+
+    /// Detaches every probe on a background thread, returned to be joined.
+    ///
+    /// Each uprobe unregistration waits for RCU grace periods, serialised in the kernel
+    /// (about 0.1 s per probe here), so a capture's outputs are written while this runs.
+    /// Callers deactivate the targets first: a probe still attached meanwhile records
+    /// nothing.
+    pub fn detach_in_background(&mut self) -> std::thread::JoinHandle<()> {
+        let mut all = std::mem::take(&mut self.links);
+        all.append(&mut self.temporary);
+        self.detach_links(all)
+    }
+
+    fn detach_links(&mut self, attached: Vec<Attached>) -> std::thread::JoinHandle<()> {
+        let (mut links, mut fds) = (Vec::new(), Vec::new());
+        for a in attached {
+            match a {
+                // A link that cannot be taken is released with the object in any case.
+                Attached::Classic(prog, id) => {
+                    if let Ok(link) =
+                        uprobe(&mut self.ebpf, prog).and_then(|p| Ok(p.take_link(id)?))
+                    {
+                        links.push(link);
+                    }
+                }
+                // Closing a multi-uprobe link's last descriptor detaches it.
+                Attached::Multi(fd) => fds.push(fd),
+            }
+        }
+        std::thread::spawn(move || drop((links, fds)))
+    }
+}
+
+fn scope(pid: Option<u32>) -> aya::programs::uprobe::UProbeScope {
+    use aya::programs::uprobe::UProbeScope;
+    match pid.and_then(NonZeroU32::new) {
+        Some(pid) => UProbeScope::OneProcess(pid),
+        None => UProbeScope::AllProcesses,
+    }
+}
