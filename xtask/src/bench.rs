@@ -12,6 +12,16 @@ use crate::{
 };
 
 const ROUNDS: usize = 5;
+/// What the per-call section measures side by side with the empty pair: the capture, the
+/// capture with its call probes as classic uprobes, and the empty pair through
+/// multi-uprobe links (the call probes' default attachment: the like-for-like floor).
+const SIDE_BY_SIDE: [(&str, &[&str]); 3] = [
+    ("full", &[]),
+    ("full", &["--classic-uprobes"]),
+    ("empty-multi", &[]),
+];
+/// A case's side-by-side rounds' ratios, one list per [`SIDE_BY_SIDE`] entry.
+type SideBySide = [Vec<f64>; 3];
 const REAL_HIP: &str = "/usr/lib/x86_64-linux-gnu/libamdhip64.so.5";
 
 struct Case {
@@ -141,8 +151,8 @@ pub fn bench() -> Result<()> {
         .iter()
         .map(|c| vec![Vec::new(); c.modes.len()])
         .collect();
-    // Side by side: every round's runs' rounds' ratios, pooled per case.
-    let mut pooled: Vec<Vec<f64>> = vec![Vec::new(); cases.len()];
+    // Side by side: every round's runs' rounds' ratios, pooled per case and kind.
+    let mut pooled: Vec<SideBySide> = vec![Default::default(); cases.len()];
     for round in 0..ROUNDS {
         eprintln!("xtask: bench round {}/{ROUNDS}", round + 1);
         for (ci, c) in cases.iter().enumerate() {
@@ -155,7 +165,9 @@ pub fn bench() -> Result<()> {
                 rocsync: &rocsync,
             };
             if c.side_by_side {
-                pooled[ci].extend(probes.side_by_side(&paired, "full", &[])?);
+                for (k, (mode, extra)) in SIDE_BY_SIDE.iter().enumerate() {
+                    pooled[ci][k].extend(probes.side_by_side(&paired, mode, extra)?);
+                }
             }
             for (mi, (_, mode, extra)) in c.modes.iter().enumerate() {
                 let v = probes.run(mode, extra)?;
@@ -236,7 +248,7 @@ pub fn bench() -> Result<()> {
 
 fn report(
     cases: &[Case],
-    (results, pooled): (&[Vec<Vec<f64>>], &[Vec<f64>]),
+    (results, pooled): (&[Vec<Vec<f64>>], &[SideBySide]),
     threads: &[(&str, Value)],
     pipeline: &[(bool, Vec<f64>, Value)],
     (extra_md, extra_json): (String, Value),
@@ -268,7 +280,7 @@ fn report(
     let _ = writeln!(md, "| library | mode | min | median | max |");
     let _ = writeln!(md, "| --- | --- | ---: | ---: | ---: |");
     let mut json_cases = Vec::new();
-    for ((c, r), sbs) in cases.iter().zip(results).zip(pooled) {
+    for ((c, r), [sbs, classic, multi_floor]) in cases.iter().zip(results).zip(pooled) {
         let med: Vec<f64> = r.iter().map(|x| stats(x).1).collect();
         for ((label, ..), xs) in c.modes.iter().zip(r) {
             let (lo, mid, hi) = stats(xs);
@@ -306,6 +318,16 @@ fn report(
                 c.name,
                 sbs.len()
             );
+            let [_, classic_q2, _] = quartiles(classic);
+            let [_, floor_q2, _] = quartiles(multi_floor);
+            let _ = writeln!(
+                md,
+                "| {} | side by side: rocsync `--classic-uprobes` (call probes through perf events) | | {classic_q2:.3} | |\n| {} | side by side: the empty pair through multi-uprobe links | | {floor_q2:.3} | |\n| {} | rocsync over the empty multi-uprobe pair (like for like: quotient of the medians) | | {:.3} | |",
+                c.name,
+                c.name,
+                c.name,
+                q2 / floor_q2
+            );
         }
         if c.modes.len() == 6 {
             let gain = (med[5] - med[0]) / (med[2] - med[0]);
@@ -315,7 +337,7 @@ fn report(
                 c.name
             );
         }
-        json_cases.push(json!({ "name": c.name, "modes": c.modes.iter().map(|m| m.0).collect::<Vec<_>>(), "ns_per_call": r, "ratio": ratio, "round_ratios": rounds, "ratio_of_medians": of_medians, "side_by_side_ratios": sbs, "side_by_side_quartiles": [q1, q2, q3] }));
+        json_cases.push(json!({ "name": c.name, "modes": c.modes.iter().map(|m| m.0).collect::<Vec<_>>(), "ns_per_call": r, "ratio": ratio, "round_ratios": rounds, "ratio_of_medians": of_medians, "side_by_side_ratios": sbs, "side_by_side_quartiles": [q1, q2, q3], "side_by_side_classic_ratios": classic, "side_by_side_multi_floor_ratios": multi_floor }));
     }
     let _ = writeln!(
         md,

@@ -15,9 +15,15 @@ use crate::{
 };
 
 /// (label, bench mode, extra rocsync arguments, what it adds)
-const MODES: [(&str, &str, &[&str], &str); 10] = [
+const MODES: [(&str, &str, &[&str], &str); 12] = [
     ("untraced", "untraced", &[], ""),
     ("empty pair", "empty", &[], "the trap pair alone"),
+    (
+        "empty pair, multi-uprobe links",
+        "empty-multi",
+        &[],
+        "the trap pair attached by `BPF_LINK_CREATE` (uprobe_multi): no perf-event layer per hit",
+    ),
     (
         "lookup pair",
         "lookup",
@@ -61,10 +67,16 @@ const MODES: [(&str, &str, &[&str], &str); 10] = [
         "the capture, pid-scoped probes (no lookup)",
     ),
     (
+        "rocsync --classic-uprobes",
+        "full",
+        &["--classic-uprobes"],
+        "the capture, its call probes as classic perf-event uprobes",
+    ),
+    (
         "rocsync",
         "full",
         &[],
-        "the capture, default file-wide probes",
+        "the capture, default file-wide probes through multi-uprobe links",
     ),
 ];
 
@@ -185,6 +197,16 @@ pub fn breakdown(rounds: usize) -> Result<(String, Value)> {
             md,
             "| {label} | {what} | {:.0} | {ratio} | {range} | {side_by_side} | {program} | {over} |",
             med(&ns[i])
+        );
+    }
+    // Like for like: the capture over the floor its call probes now stand on.
+    let at = |label: &str| MODES.iter().position(|m| m.0 == label);
+    if let (Some(f), Some(c)) = (at("empty pair, multi-uprobe links"), at("rocsync")) {
+        let (floor, capture) = (quartiles(&side[f])[1], quartiles(&side[c])[1]);
+        let _ = writeln!(
+            md,
+            "\nThe capture's call probes attach through multi-uprobe links, whose empty pair costs {floor:.3} of the classic one side by side: over that floor, like for like, the capture costs **{:.3}×** (quotient of the side-by-side medians).",
+            capture / floor
         );
     }
     let json = json!({

@@ -2,6 +2,7 @@
 //! measurement per run (xtask interleaves them).
 
 use std::{
+    os::fd::OwnedFd,
     path::{Path, PathBuf},
     process::Command,
     sync::atomic::{AtomicBool, Ordering},
@@ -13,7 +14,7 @@ use aya::{
     maps::RingBuf,
     programs::{UProbe, uprobe::UProbeScope},
 };
-use rocsync::probes::elf;
+use rocsync::probes::{MultiPrograms, elf};
 
 use crate::{program_time::ProgramTime, slots::SlotReader};
 use serde_json::json;
@@ -22,6 +23,9 @@ use serde_json::json;
 pub enum Mode {
     Untraced,
     Empty,
+    /// The empty pair through multi-uprobe links (the call probes' default attachment):
+    /// the floor without the perf-event layer.
+    EmptyMulti,
     EmptyAtEntry,
     /// An empty uprobe alone, no uretprobe: what the return trap costs, by difference.
     EmptyEntryOnly,
@@ -44,7 +48,7 @@ impl Mode {
     /// The bench-only programs of the mode (entry, then exit if any).
     pub fn programs(self) -> &'static [&'static str] {
         match self {
-            Mode::Empty | Mode::EmptyAtEntry => &["empty_enter", "empty_exit"],
+            Mode::Empty | Mode::EmptyMulti | Mode::EmptyAtEntry => &["empty_enter", "empty_exit"],
             Mode::EmptyEntryOnly => &["empty_enter"],
             Mode::Lookup => &["lookup_enter", "lookup_exit"],
             Mode::Ring => &["ring_enter", "ring_exit"],
@@ -66,7 +70,8 @@ impl Mode {
     }
 
     /// Where the pair's records go, for draining while it runs (modes that write some).
-    pub fn drain(self, obj: &mut aya::Ebpf) -> Result<Option<Drain>> {
+    pub fn drain(self, pair: &mut BenchPair) -> Result<Option<Drain>> {
+        let obj = &mut pair.ebpf;
         Ok(match self {
             Mode::Ring | Mode::Records => Some(Drain::Ring(RingBuf::try_from(
                 obj.take_map("EVENTS").context("EVENTS")?,
@@ -83,6 +88,7 @@ impl Mode {
         match self {
             Mode::Untraced => "untraced",
             Mode::Empty => "empty",
+            Mode::EmptyMulti => "empty_multi",
             Mode::EmptyAtEntry => "empty_at_entry",
             Mode::EmptyEntryOnly => "empty_entry_only",
             Mode::Lookup => "lookup",
@@ -148,12 +154,7 @@ pub fn probes(mode: Mode, measured: &Measured, load: &Load, program_time: bool) 
         cmd = capture(rocsync, extra, driver);
         cmd.arg(lib).arg(symbol).args(load.args());
     } else if !mode.programs().is_empty() {
-        ebpf = Some(attach_bench_pair(
-            lib,
-            symbol,
-            mode.programs(),
-            mode == Mode::EmptyAtEntry,
-        )?);
+        ebpf = Some(attach_bench_pair(lib, symbol, mode)?);
     }
     let ring = match ebpf.as_mut() {
         Some(obj) => mode.drain(obj)?,
@@ -197,15 +198,18 @@ pub fn probes(mode: Mode, measured: &Measured, load: &Load, program_time: bool) 
     Ok(())
 }
 
-/// Loads the bench-only `programs` (entry, then exit if any) and attaches them to
+/// A bench pair's programs and, for `EmptyMulti`, its links (detached when dropped).
+pub struct BenchPair {
+    pub ebpf: aya::Ebpf,
+    _links: Vec<OwnedFd>,
+}
+
+/// Loads the bench-only programs of `mode` (entry, then exit if any) and attaches them to
 /// `symbol` of `lib` for every process: where rocsync places its probe, or at the
-/// function's first byte.
-pub fn attach_bench_pair(
-    lib: &Path,
-    symbol: &str,
-    programs: &[&'static str],
-    at_entry: bool,
-) -> Result<aya::Ebpf> {
+/// function's first byte (`EmptyAtEntry`); as classic uprobes, or through multi-uprobe
+/// links (`EmptyMulti`).
+pub fn attach_bench_pair(lib: &Path, symbol: &str, mode: Mode) -> Result<BenchPair> {
+    let (programs, at_entry) = (mode.programs(), mode == Mode::EmptyAtEntry);
     let r = elf::lookup(lib, &[symbol])?;
     let f = r
         .found
@@ -217,12 +221,23 @@ pub fn attach_bench_pair(
         f.placement.offset
     };
     let mut obj = aya::Ebpf::load(rocsync::PROBES)?;
-    for &name in programs {
-        let p: &mut UProbe = obj.program_mut(name).context(name)?.try_into()?;
-        p.load()?;
-        p.attach(offset, lib, UProbeScope::AllProcesses)?;
+    let mut links = Vec::new();
+    if mode == Mode::EmptyMulti {
+        let multi = MultiPrograms::load(&obj, rocsync::PROBES, programs.iter().copied())?;
+        for (i, &name) in programs.iter().enumerate() {
+            links.push(multi.attach(name, lib, offset, i == 1, None)?);
+        }
+    } else {
+        for &name in programs {
+            let p: &mut UProbe = obj.program_mut(name).context(name)?.try_into()?;
+            p.load()?;
+            p.attach(offset, lib, UProbeScope::AllProcesses)?;
+        }
     }
-    Ok(obj)
+    Ok(BenchPair {
+        ebpf: obj,
+        _links: links,
+    })
 }
 
 /// What a capture's summary on stderr says it captured, and how many calls' entry

@@ -46,7 +46,7 @@ pub fn side_by_side(mode: Mode, measured: &Measured, batches: &Batches) -> Resul
         Ok(path)
     };
     let (untraced, empty) = (twin("untraced")?, twin("empty")?);
-    let pair = attach_bench_pair(&empty, symbol, Mode::Empty.programs(), false)?;
+    let pair = attach_bench_pair(&empty, symbol, Mode::Empty)?;
     let measured = if mode == Mode::Full {
         lib.to_path_buf()
     } else {
@@ -58,13 +58,7 @@ pub fn side_by_side(mode: Mode, measured: &Measured, batches: &Batches) -> Resul
         cmd = capture(rocsync, extra, driver);
     } else if mode != Mode::Untraced {
         // `empty`: a second copy under its own empty pair, the control (ratio ≈ 1).
-        let at_entry = mode == Mode::EmptyAtEntry;
-        ebpf = Some(attach_bench_pair(
-            &measured,
-            symbol,
-            mode.programs(),
-            at_entry,
-        )?);
+        ebpf = Some(attach_bench_pair(&measured, symbol, mode)?);
     }
     cmd.args([
         symbol,
