@@ -10,10 +10,14 @@ use std::{process::Child, time::Duration};
 
 use common::{daemon::*, *};
 
-/// What a trace says it lost, and its waits unresolved for a lost producer.
+/// What a trace says it lost, and its waits unresolved for a lost producer. (It also
+/// says how the daemon's call probes attach: through multi-uprobe links where the kernel
+/// has them.)
 fn losses(file: &str) -> (u64, u64, u64) {
     let t = read_json(std::path::Path::new(file.trim()));
     let r = &t["rocsync"];
+    let links = rocsync::probes::LinkKind::preferred().name();
+    assert_eq!(r["parameters"]["call_probe_links"], links, "{file}");
     (
         r["drops"]["lost_ids"].as_u64().unwrap(),
         r["unresolved_reasons"]["producer_lost"].as_u64().unwrap(),

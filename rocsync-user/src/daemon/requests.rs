@@ -123,7 +123,9 @@ impl Daemon {
                     Some(f) => {
                         let processes = traces::identities(self.tracker.tracked.iter().copied());
                         let dir = self.config.state_dir.clone();
-                        self.writing.flight(f.chunks(), dir, id, processes, conn);
+                        let links = self.tracker.probes.link_kind().name();
+                        self.writing
+                            .flight(f.chunks(), dir, id, processes, conn, links);
                     }
                 }
             }

@@ -109,6 +109,8 @@ pub struct Active {
     stopping: bool,
     /// The client waiting for the files, and whether it wants their descriptors.
     pub reply: Option<(UnixStream, bool)>,
+    /// How the daemon's call probes are attached (`uprobe_multi` or `perf_event`).
+    call_probe_links: &'static str,
 }
 
 impl Active {
@@ -127,6 +129,7 @@ impl Active {
             until: Instant::now() + req.duration,
             stopping: false,
             reply: None,
+            call_probe_links: tracker.probes.link_kind().name(),
         })
     }
 
@@ -186,7 +189,10 @@ impl Active {
             .map_err(anyhow::Error::from)
             .and_then(|(sink, stats)| {
                 let report = Report {
-                    parameters: json!({ "mode": "daemon trace", "id": self.id, "pids": self.pids }),
+                    parameters: json!({
+                        "mode": "daemon trace", "id": self.id, "pids": self.pids,
+                        "call_probe_links": self.call_probe_links,
+                    }),
                     libraries: Vec::new(),
                     single_stepped: Vec::new(),
                     processes: self.processes,
@@ -240,12 +246,14 @@ pub fn identities(pids: impl IntoIterator<Item = u32>) -> BTreeMap<u32, ProcessI
 }
 
 /// Writes what the flight recorder holds (every process's last seconds) as traces;
-/// `processes`: what the processes it may hold said of themselves.
+/// `processes`: what the processes it may hold said of themselves; `call_probe_links`:
+/// how the call probes are attached.
 pub fn dump<'a>(
     records: impl Iterator<Item = &'a [u8]> + Clone,
     state_dir: &Path,
     id: u64,
     processes: BTreeMap<u32, ProcessInfo>,
+    call_probe_links: &'static str,
 ) -> Result<Vec<Written>> {
     let (mut pipeline, outputs) = open(state_dir, "flight", id, None)?;
     // Calls before the recorder's span are not lost: its ids start at its first.
@@ -260,7 +268,9 @@ pub fn dump<'a>(
     pipeline.stopping();
     let (sink, stats) = pipeline.finish()?;
     let report = Report {
-        parameters: json!({ "mode": "daemon flight recorder", "id": id }),
+        parameters: json!({
+            "mode": "daemon flight recorder", "id": id, "call_probe_links": call_probe_links,
+        }),
         libraries: Vec::new(),
         single_stepped: Vec::new(),
         processes,

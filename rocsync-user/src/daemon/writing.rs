@@ -56,9 +56,11 @@ impl Writing {
         id: u64,
         processes: BTreeMap<u32, ProcessInfo>,
         client: UnixStream,
+        call_probe_links: &'static str,
     ) {
         let job = self.jobs.spawn_blocking(trimmed(move || {
-            let written = traces::dump(flight::records(&chunks), &state_dir, id, processes);
+            let records = flight::records(&chunks);
+            let written = traces::dump(records, &state_dir, id, processes, call_probe_links);
             Done {
                 client: Some((client, false)),
                 reply: traces::answer(written),

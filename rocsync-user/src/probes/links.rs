@@ -20,6 +20,15 @@ pub enum LinkKind {
 }
 
 impl LinkKind {
+    /// What this kernel gets unless `--classic-uprobes` (or a refusal) says otherwise.
+    pub fn preferred() -> Self {
+        if super::multi::supported() {
+            LinkKind::Multi
+        } else {
+            LinkKind::PerfEvent
+        }
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             LinkKind::Multi => "uprobe_multi",

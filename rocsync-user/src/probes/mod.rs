@@ -135,7 +135,7 @@ impl Probes {
                 .iter()
                 .flat_map(|a| [a.enter_program(), a.exit_program()])
         };
-        let multi = (!options.classic_uprobes && multi::supported())
+        let multi = (!options.classic_uprobes && LinkKind::preferred() == LinkKind::Multi)
             .then(|| multi::MultiPrograms::load(&ebpf, crate::PROBES, calls()))
             .transpose()
             .unwrap_or_else(|e| {
