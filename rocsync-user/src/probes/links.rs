@@ -53,7 +53,8 @@ impl Probes {
         pid: Option<u32>,
         names: &[&str],
     ) -> Result<()> {
-        self.attach_link(prog, point, path, pid, names, false)
+        let link = self.classic(prog, point, path, pid);
+        self.keep_attached(link, path, names, false)
     }
 
     /// Attaches a call program at `(offset, at its return)`, through a multi-uprobe link
@@ -67,35 +68,49 @@ impl Probes {
         names: &[&str],
         temporary: bool,
     ) -> Result<()> {
-        let Some(multi) = &self.multi else {
-            let point = UProbeAttachPoint {
-                location: offset.into(),
-                cookie: None,
-            };
-            return self.attach_link(prog, point, path, pid, names, temporary);
+        let link = match &self.multi {
+            Some(multi) => multi
+                .attach(prog, path, offset, ret, self.scoped(pid))
+                .map(Attached::Multi),
+            None => {
+                let point = UProbeAttachPoint {
+                    location: offset.into(),
+                    cookie: None,
+                };
+                self.classic(prog, point, path, pid)
+            }
         };
-        let pid = pid.filter(|_| !self.file_wide);
-        let link = multi
-            .attach(prog, path, offset, ret, pid)
-            .with_context(|| format!("attaching to {} in {}", names.join("/"), path.display()))?;
-        self.keep(Attached::Multi(link), temporary);
-        Ok(())
+        self.keep_attached(link, path, names, temporary)
     }
 
-    fn attach_link(
+    /// The pid a probe is scoped to: none for file-wide probes.
+    fn scoped(&self, pid: Option<u32>) -> Option<u32> {
+        pid.filter(|_| !self.file_wide)
+    }
+
+    fn classic(
         &mut self,
         prog: &'static str,
         point: UProbeAttachPoint<'_>,
         path: &Path,
         pid: Option<u32>,
+    ) -> Result<Attached> {
+        let scope = scope(self.scoped(pid));
+        let link = uprobe(&mut self.ebpf, prog)?.attach(point, path, scope)?;
+        Ok(Attached::Classic(prog, link))
+    }
+
+    /// Keeps a link just made, or says where it failed.
+    fn keep_attached(
+        &mut self,
+        link: Result<Attached>,
+        path: &Path,
         names: &[&str],
         temporary: bool,
     ) -> Result<()> {
-        let pid = pid.filter(|_| !self.file_wide);
-        let link = uprobe(&mut self.ebpf, prog)?
-            .attach(point, path, scope(pid))
+        let link = link
             .with_context(|| format!("attaching to {} in {}", names.join("/"), path.display()))?;
-        self.keep(Attached::Classic(prog, link), temporary);
+        self.keep(link, temporary);
         Ok(())
     }
 
