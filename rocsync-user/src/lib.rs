@@ -17,6 +17,7 @@ pub mod ingest;
 pub mod pipeline;
 pub mod preflight;
 pub mod probes;
+pub mod procfs;
 pub mod resolve;
 pub mod stats;
 pub mod stderr;

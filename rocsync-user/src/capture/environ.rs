@@ -6,7 +6,7 @@ use std::io::Read as _;
 
 use serde_json::{Map, Value};
 
-use crate::emit::processes::ProcessInfo;
+use crate::{emit::processes::ProcessInfo, procfs::exited};
 
 /// Longest environment read.
 const MAX_ENVIRON: u64 = 1 << 20;
@@ -56,18 +56,6 @@ pub fn read(pid: u32) -> Option<Identity> {
         },
         visible: visible_devices(&vars(&environ)),
     })
-}
-
-/// Whether `pid` has exited: gone, or a zombie not yet reaped (its state in
-/// `/proc/PID/stat`).
-pub fn exited(pid: u32) -> bool {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return true;
-    };
-    let state = stat
-        .rfind(')')
-        .and_then(|i| stat[i + 1..].split_whitespace().next());
-    matches!(state, Some("Z" | "X"))
 }
 
 fn vars(environ: &[u8]) -> Vec<(&[u8], &[u8])> {

@@ -11,6 +11,7 @@ use crate::{
     daemon::client,
     emit::{outputs::Outputs, raw::Header},
     probes::{Probes, ld_so, maps},
+    procfs::{self, Stat},
 };
 
 pub async fn attach(args: AttachArgs, mut signals: Signals) -> Result<i32> {
@@ -19,7 +20,7 @@ pub async fn attach(args: AttachArgs, mut signals: Signals) -> Result<i32> {
         bail!("no process with id {pid}");
     }
     // A zombie: nothing left to trace, though its /proc entry stays until it is reaped.
-    if crate::capture::environ::exited(pid) {
+    if procfs::exited(pid) {
         bail!("process {pid} has exited (its parent has not reaped it yet)");
     }
     crate::preflight::check()?;
@@ -112,26 +113,10 @@ fn describe(stop: crate::capture::StopReason) -> String {
 /// Every live descendant process of `pid`, parents before children (from each process's
 /// parent in /proc/*/stat).
 fn descendants(pid: u32) -> Vec<u32> {
-    let mut parent_of = Vec::new();
-    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Some(p) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else {
-            continue;
-        };
-        // After the name (which may hold spaces and parentheses): state ppid …
-        let ppid = stat
-            .rfind(')')
-            .and_then(|i| stat[i + 1..].split_whitespace().nth(1)?.parse::<u32>().ok());
-        if let Some(ppid) = ppid {
-            parent_of.push((p, ppid));
-        }
-    }
+    let parent_of: Vec<(u32, u32)> = procfs::pids()
+        .into_iter()
+        .filter_map(|p| Some((p, Stat::of(p)?.ppid)))
+        .collect();
     let mut found = vec![pid];
     let mut i = 0;
     while i < found.len() {

@@ -51,7 +51,7 @@ impl Tracker {
     /// device is learnt at their next call of it.
     pub fn scan_all(&mut self) {
         self.learning = true;
-        for pid in pids() {
+        for pid in crate::procfs::pids() {
             self.look(pid);
         }
         self.learning = false;
@@ -181,15 +181,6 @@ impl Tracker {
             && !in_cgroup(&f.exclude_cgroup)
             && (f.users.is_empty() || uid.is_some_and(|u| user_matches(&f.users, u)))
     }
-}
-
-fn pids() -> Vec<u32> {
-    std::fs::read_dir("/proc")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse().ok())
-        .collect()
 }
 
 /// The executable's path as the process sees it (inside its container).

@@ -189,19 +189,12 @@ fn is_stream_wait(k: &MetricKey) -> bool {
 
 /// This process's CPU time, from /proc/self/stat (utime + stime, in clock ticks).
 pub fn own_cpu_seconds() -> f64 {
-    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+    let Some(s) = crate::procfs::Stat::of_self() else {
         return 0.0;
     };
-    let after = stat.rfind(')').map_or("", |i| &stat[i + 1..]);
-    let f: Vec<u64> = after
-        .split_whitespace()
-        .skip(11)
-        .take(2)
-        .filter_map(|v| v.parse().ok())
-        .collect();
     // SAFETY: sysconf has no preconditions.
     let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
-    f.iter().sum::<u64>() as f64 / ticks
+    (s.utime + s.stime) as f64 / ticks
 }
 
 #[cfg(test)]

@@ -52,7 +52,7 @@ pub struct Request {
 /// Tracked processes are forgotten some seconds after they end (the prune); a trace
 /// asks now. A zombie has ended too: its parent has not reaped it yet.
 pub fn alive(pid: u32) -> bool {
-    !environ::exited(pid)
+    !crate::procfs::exited(pid)
 }
 
 /// The live tracked processes a request names: its pids (each must be tracked and

@@ -2,6 +2,8 @@
 //! a SIGCONT discards the stop signals pending for a process, so a Ctrl-Z that reached a
 //! held target would be lost with it.
 
+use crate::procfs::{self, Stat};
+
 /// Continues `pid`, which a probe of rocsync stopped — unless a job-control stop (Ctrl-Z's
 /// SIGTSTP, SIGTTIN, SIGTTOU) reached it meanwhile and its process group is a live job:
 /// then it stays stopped, as its user asked, and `fg` (SIGCONT) continues it. In an
@@ -29,28 +31,16 @@ fn job_stop_pending(pid: u32) -> bool {
         .any(|s| mask & (1 << (s - 1)) != 0)
 }
 
-/// A process's parent, process group and session (/proc/PID/stat).
-fn ids(pid: u32) -> Option<[u32; 3]> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // After the name (which may hold spaces and parentheses): state ppid pgrp session …
-    let mut f = stat[stat.rfind(')')? + 1..].split_whitespace().skip(1);
-    let mut next = || f.next()?.parse().ok();
-    Some([next()?, next()?, next()?])
-}
-
 /// Whether `pid`'s process group is not orphaned (the kernel's test: some member's parent
 /// is in another group of the same session), so a shell can continue it. Scans /proc:
 /// only when a job-control stop is pending.
 fn in_a_live_job(pid: u32) -> bool {
-    let Some([_, pgrp, session]) = ids(pid) else {
+    let Some(own) = Stat::of(pid) else {
         return false;
     };
-    std::fs::read_dir("/proc")
+    procfs::pids()
         .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter_map(ids)
-        .filter(|&[_, g, _]| g == pgrp)
-        .any(|[parent, _, _]| ids(parent).is_some_and(|[_, g, s]| g != pgrp && s == session))
+        .filter_map(Stat::of)
+        .filter(|s| s.pgrp == own.pgrp)
+        .any(|s| Stat::of(s.ppid).is_some_and(|p| p.pgrp != own.pgrp && p.session == own.session))
 }

@@ -90,19 +90,13 @@ pub fn libraries<'a>(
 /// probe on it traps in. Reads every process's maps: done once per file probed.
 pub fn processes_mapping(dev: (u32, u32), inode: u64, except: &[u32]) -> Vec<u32> {
     let needle = format!(" {:02x}:{:02x} {inode} ", dev.0, dev.1);
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse().ok()) else {
-            continue;
-        };
-        if except.contains(&pid) {
-            continue;
-        }
-        if std::fs::read_to_string(format!("/proc/{pid}/maps")).is_ok_and(|m| m.contains(&needle)) {
-            found.push(pid);
-        }
-    }
-    found
+    crate::procfs::pids()
+        .into_iter()
+        .filter(|pid| !except.contains(pid))
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/maps")).is_ok_and(|m| m.contains(&needle))
+        })
+        .collect()
 }
 
 /// `libamdhip64.so`, `libamdhip64.so.5`, `libamdhip64.so.6.2.41133`, …

@@ -5,6 +5,7 @@ use anyhow::Result;
 use rocsync_common::{Config, HIDDEN_AGENT};
 
 use super::{RESCAN_EVERY, Session, environ};
+use crate::procfs::Stat;
 
 impl Session {
     /// Reads what `pid` says of itself (name, rank), keeping the last reading when it is
@@ -74,7 +75,7 @@ impl Session {
     pub fn arm(&mut self) -> Result<()> {
         self.armed = true;
         for pid in self.targets.clone() {
-            let foreground = !self.from_start && is_foreground_job(pid);
+            let foreground = !self.from_start && Stat::of(pid).is_some_and(|s| s.in_foreground());
             if foreground {
                 self.say(&format!(
                     "rocsync: warning: pid {pid} is the foreground job of a terminal; it is not \
@@ -88,19 +89,4 @@ impl Session {
         }
         Ok(())
     }
-}
-
-/// Whether `pid` is in the foreground process group of its controlling terminal
-/// (/proc/PID/stat: pgrp, tty_nr, tpgid).
-fn is_foreground_job(pid: u32) -> bool {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return false;
-    };
-    let Some(after) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
-        return false;
-    };
-    // After the name: state ppid pgrp session tty_nr tpgid …
-    let f: Vec<&str> = after.split_whitespace().collect();
-    let num = |i: usize| f.get(i).and_then(|v| v.parse::<i64>().ok());
-    matches!((num(2), num(4), num(5)), (Some(pgrp), Some(tty), Some(tpgid)) if tty != 0 && tpgid == pgrp)
 }

@@ -1,0 +1,140 @@
+//! What rocsync reads of `/proc` about processes, parsed in one place: the live pids and
+//! the fields of `/proc/PID/stat` it uses (state, parent, job control, CPU time).
+//! The kernel writes these files, not the process: a name it chose cannot shift a field.
+
+use std::{path::Path, str::FromStr};
+
+/// Every live process's id (the numeric entries of `/proc`).
+pub fn pids() -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .collect()
+}
+
+/// The fields of a process's `/proc/PID/stat` that rocsync uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stat {
+    /// `R`, `S`, `D`, `T`, `t`, `Z`, `X`, …
+    pub state: char,
+    pub ppid: u32,
+    pub pgrp: u32,
+    pub session: u32,
+    /// The controlling terminal's device number; 0 for none.
+    pub tty_nr: i64,
+    /// The terminal's foreground process group; -1 for none.
+    pub tpgid: i64,
+    /// CPU time in user and kernel mode, in clock ticks.
+    pub utime: u64,
+    pub stime: u64,
+}
+
+impl Stat {
+    /// `pid`'s stat, or `None` if it is gone (or unreadable).
+    pub fn of(pid: u32) -> Option<Self> {
+        Self::read(&Path::new("/proc").join(pid.to_string()).join("stat"))
+    }
+
+    /// This process's own.
+    pub fn of_self() -> Option<Self> {
+        Self::read(Path::new("/proc/self/stat"))
+    }
+
+    fn read(path: &Path) -> Option<Self> {
+        Self::parse(&std::fs::read_to_string(path).ok()?)
+    }
+
+    /// Parses the file's one line. The name, second, is in parentheses and may itself
+    /// hold spaces and parentheses: the fields start after the last `)`.
+    pub fn parse(line: &str) -> Option<Self> {
+        let mut f = line.get(line.rfind(')')? + 1..)?.split_whitespace();
+        let state = f.next()?.chars().next()?;
+        let (ppid, pgrp, session) = (field(&mut f)?, field(&mut f)?, field(&mut f)?);
+        let (tty_nr, tpgid) = (field(&mut f)?, field(&mut f)?);
+        // flags, minflt, cminflt, majflt, cmajflt
+        f.nth(4)?;
+        let (utime, stime) = (field(&mut f)?, field(&mut f)?);
+        Some(Self {
+            state,
+            ppid,
+            pgrp,
+            session,
+            tty_nr,
+            tpgid,
+            utime,
+            stime,
+        })
+    }
+
+    /// Whether the process has exited: a zombie not yet reaped, or dead.
+    pub fn exited(&self) -> bool {
+        matches!(self.state, 'Z' | 'X')
+    }
+
+    /// Whether it is in the foreground process group of a controlling terminal.
+    pub fn in_foreground(&self) -> bool {
+        self.tty_nr != 0 && self.tpgid == i64::from(self.pgrp)
+    }
+}
+
+fn field<'a, T: FromStr>(f: &mut impl Iterator<Item = &'a str>) -> Option<T> {
+    f.next()?.parse().ok()
+}
+
+/// Whether `pid` has exited: gone, or a zombie not yet reaped.
+pub fn exited(pid: u32) -> bool {
+    Stat::of(pid).is_none_or(|s| s.exited())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fields_are_found_after_a_name_with_spaces_and_parentheses() {
+        let line = "4242 (a) b (c)) S 1 4242 4242 34816 4242 4194560 120 0 0 0 17 5 0 0 20 0 \
+                    1 0 123 4096 100 18446744073709551615\n";
+        let s = Stat::parse(line).unwrap();
+        assert_eq!(
+            s,
+            Stat {
+                state: 'S',
+                ppid: 1,
+                pgrp: 4242,
+                session: 4242,
+                tty_nr: 34816,
+                tpgid: 4242,
+                utime: 17,
+                stime: 5,
+            }
+        );
+        assert!(s.in_foreground() && !s.exited());
+    }
+
+    #[test]
+    fn no_terminal_and_a_zombie_read_as_such() {
+        let s = Stat::parse("7 (x) Z 1 7 7 0 -1 4194560 0 0 0 0 0 0").unwrap();
+        assert!(s.exited());
+        assert!(!s.in_foreground());
+        assert_eq!(s.tpgid, -1);
+    }
+
+    #[test]
+    fn a_truncated_or_nameless_line_is_none() {
+        assert_eq!(Stat::parse("7 (x) S 1 7"), None);
+        assert_eq!(Stat::parse("7 x S 1 7 7 0 -1 0 0 0 0 0 0 0"), None);
+        assert_eq!(Stat::parse(""), None);
+    }
+
+    #[test]
+    fn this_process_is_live_and_listed() {
+        let own = std::process::id();
+        let s = Stat::of(own).unwrap();
+        assert!(!s.exited());
+        assert_eq!(Stat::of_self().map(|s| s.ppid), Some(s.ppid));
+        assert!(pids().contains(&own));
+        assert!(!exited(own));
+    }
+}
