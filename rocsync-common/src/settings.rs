@@ -81,6 +81,11 @@ pub struct Switch {
     /// Non-zero: the loader probe stops no target (rocsync is suspended by Ctrl-Z and
     /// could not continue it); it announces each link-map change instead.
     pub stops_off: u32,
+    /// Non-zero: the temporary `*GetDevice` probes are being removed. A call entered from
+    /// then on is not recorded, and its return — which may still be probed after its
+    /// entry no longer is — is not taken for a lost entry.
+    pub get_device_off: u32,
+    pub pad: u32,
 }
 
 #[cfg(feature = "user")]

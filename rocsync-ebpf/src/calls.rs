@@ -74,9 +74,21 @@ fn args_of(ctx: &ProbeContext) -> [u64; 3] {
     ]
 }
 
+/// Whether the temporary `*GetDevice` probes are being removed (`Switch::get_device_off`):
+/// their entry and return probes go one after the other, so a call entered from then on
+/// is not recorded, lest its return find no entry. (Constant `false` for other APIs.)
+#[inline(always)]
+fn get_device_off() -> bool {
+    SWITCH.get(0).is_some_and(|s| s.get_device_off != 0)
+}
+
 /// A call of `cookie`'s API entered.
 #[inline(always)]
 pub fn enter(ctx: &ProbeContext, cookie: Cookie) -> u32 {
+    let kind = cookie.kind();
+    if kind == Cookie::KIND_GET_DEVICE && get_device_off() {
+        return 0;
+    }
     let pid_tgid = bpf_get_current_pid_tgid();
     // A process not traced returns here, having read nothing of the call.
     let (cfg, args) = match switched_on((pid_tgid >> 32) as u32) {
@@ -92,7 +104,6 @@ pub fn enter(ctx: &ProbeContext, cookie: Cookie) -> u32 {
         }
         None => return 0,
     };
-    let kind = cookie.kind();
     let restricted = cfg.agents != 0;
     let mut device = NO_DEVICE;
     let mut flags = 0;
@@ -219,6 +230,8 @@ pub fn exit(ctx: &RetProbeContext, cookie: Cookie) -> u32 {
             }
             // `*SetDevice` has a slot only in restricted captures.
             _ if kind == Cookie::KIND_SET_DEVICE => {}
+            // Entered once the temporary probes began to go: not recorded, not lost.
+            _ if kind == Cookie::KIND_GET_DEVICE && get_device_off() => return 0,
             _ => count_drops(drop_index::OUT_PARAM, 1),
         }
     }

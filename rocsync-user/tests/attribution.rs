@@ -102,6 +102,57 @@ fn attach_learns_devices_chosen_before_it_then_stops_probing_get_device() {
     );
 }
 
+/// The temporary probes' entry and return links go one after the other, while the target
+/// calls on: a call entered meanwhile is not recorded, and none is counted lost.
+#[test]
+fn removing_the_temporary_get_device_probes_loses_no_call() {
+    if !can_trace("removing_the_temporary_get_device_probes_loses_no_call") {
+        return;
+    }
+    let dir = TempDir::new();
+    let trace = dir.path("t.json");
+    // hipGetDevice(NULL) fails, so no device is learned: the probes stay their full time
+    // and go while the loop calls (200 000 calls per second, for 5 s).
+    let mut target = Command::new(rocsync_tests::bench_calls())
+        .arg(sim_hip())
+        .args(["hipGetDevice", "1000000", "1", "200000"])
+        .env("BENCH_GATE", "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = Lines::of(target.stdout.take().unwrap());
+    out.wait_for("loaded");
+    let mut tracer = spawn_piped(
+        rocsync()
+            .args(["attach", "-o"])
+            .arg(&trace)
+            .args(["--pid", &target.id().to_string()]),
+    );
+    let mut err = Lines::of(tracer.stderr.take().unwrap());
+    err.wait_for("tracing pid");
+    writeln!(target.stdin.take().unwrap(), "go").unwrap();
+    err.wait_for("its probes are removed");
+    let still_calling = target.try_wait().unwrap().is_none();
+    // SAFETY: kill(2) on the rocsync this test started.
+    unsafe { libc::kill(tracer.id() as i32, libc::SIGINT) };
+    let status = wait_within(&mut tracer, std::time::Duration::from_secs(30), "rocsync");
+    assert!(status.success(), "{:#?}", err.all());
+    let _ = target.kill();
+    let _ = target.wait();
+    assert!(
+        still_calling,
+        "the loop ended before the probes were removed"
+    );
+    let t = read_json(&trace);
+    let drops = &t["rocsync"]["drops"];
+    for kind in ["unpaired_exits", "unpaired_entries", "out_params"] {
+        assert_eq!(drops[kind], 0, "{kind}: {drops}");
+    }
+    let calls = &t["rocsync"]["calls_per_api"]["hipGetDevice"];
+    assert!(calls["calls"].as_u64().unwrap() > 0, "{calls}");
+}
+
 #[test]
 fn agents_attributes_by_stream_recording_stream_and_thread() {
     if !can_trace("agents_attributes_by_stream_recording_stream_and_thread") {

@@ -64,7 +64,7 @@ pub async fn daemon(args: DaemonArgs, mut signals: Signals) -> Result<i32> {
         by_process: 1,
         agents: 0,
         metrics: 1,
-        stops_off: 0,
+        ..Switch::default()
     })?;
     let listener = TcpListener::bind(config.metrics_addr)
         .await

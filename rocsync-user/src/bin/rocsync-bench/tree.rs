@@ -68,8 +68,7 @@ fn attach(lib: &Path, pids: &[u32], file_wide: bool) -> Result<(Probes, f64)> {
         capture: 1,
         by_process: u32::from(file_wide),
         agents: 0,
-        metrics: 0,
-        stops_off: 0,
+        ..Switch::default()
     })?;
     let start = Instant::now();
     for (i, &pid) in pids.iter().enumerate() {

@@ -40,6 +40,8 @@ impl Session {
             agents: self.agents,
             metrics: 0,
             stops_off: u32::from(self.suspended),
+            get_device_off: u32::from(self.get_device_off),
+            pad: 0,
         }
     }
 
@@ -264,6 +266,12 @@ impl Session {
                 .all(|&tid| known.contains_key(&(pid, tid)))
         });
         if all_known || since.elapsed() >= LEARN_FOR {
+            // Their entries go before their returns: from here on their calls are not
+            // recorded, so that a return still probed is not counted as a lost entry.
+            self.get_device_off = true;
+            if let Err(e) = self.probes.set_switch(self.switch()) {
+                self.say(&format!("rocsync: warning: {e:#}"));
+            }
             self.temporary_detaching = Some(self.probes.detach_temporary());
         }
     }
