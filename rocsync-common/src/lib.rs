@@ -25,7 +25,7 @@ pub use record::{
     RECORD_LINK_MAP, RECORD_PACKET, RECORD_PROCESS, RECORD_QUEUE, RECORD_WAKE, TaskLayout,
     UNKNOWN_AGENT, WakeRecord, drop_index,
 };
-pub use settings::{Config, HIDDEN_AGENT, Switch, TRACE_RECORDING, TRACE_STOPPING};
+pub use settings::{Config, GetDeviceMode, HIDDEN_AGENT, Switch, TRACE_RECORDING, TRACE_STOPPING};
 pub use target_cache::{CachedTarget, TARGET_CACHE_SLOTS, TargetState};
 
 #[cfg(feature = "user")]

@@ -30,7 +30,10 @@ pub mod drop_index {
     /// AQL packets the packet processor had already consumed (their slot reset to
     /// INVALID) when the doorbell probe read the ring.
     pub const PACKET_UNREAD: u32 = 7;
-    pub const COUNT: u32 = 8;
+    /// Not a loss: `*GetDevice` calls the temporary probes trapped but did not record
+    /// ([`crate::GetDeviceMode`]).
+    pub const GET_DEVICE_UNRECORDED: u32 = 8;
+    pub const COUNT: u32 = 9;
 }
 
 /// [`EntryRecord::flags`]: the call was dropped by the agent filter. The record still

@@ -1,7 +1,7 @@
 //! What userspace tells the probes: each target's settings (`TARGETS`, by tgid) and the
 //! capture-wide switch. Map values, not ring records.
 
-use crate::UNKNOWN_AGENT;
+use crate::{Api, UNKNOWN_AGENT};
 
 /// Per-target settings, keyed by tgid in the `TARGETS` map.
 #[repr(C)]
@@ -81,11 +81,48 @@ pub struct Switch {
     /// Non-zero: the loader probe stops no target (rocsync is suspended by Ctrl-Z and
     /// could not continue it); it announces each link-map change instead.
     pub stops_off: u32,
-    /// Non-zero: the temporary `*GetDevice` probes are being removed. A call entered from
-    /// then on is not recorded, and its return — which may still be probed after its
-    /// entry no longer is — is not taken for a lost entry.
-    pub get_device_off: u32,
+    /// How `hipGetDevice`'s calls are recorded ([`GetDeviceMode`]).
+    pub hip_get_device: u16,
+    /// How `cudaGetDevice`'s calls are recorded.
+    pub cuda_get_device: u16,
     pub pad: u32,
+}
+
+/// How a `*GetDevice` is recorded. `attach` probes it only briefly, to learn the devices
+/// its threads chose before the capture: one successful call per thread tells it (later
+/// changes come from `*SetDevice`, probed), and it is called thousands of times a step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u16)]
+pub enum GetDeviceMode {
+    /// Every call (probed by the user's choice, or not probed at all).
+    Every = 0,
+    /// The temporary probes are learning: a thread's calls until one succeeds; the
+    /// later ones are counted, not recorded.
+    Learning = 1,
+    /// The temporary probes are being removed: entry and return links go one after the
+    /// other, so a call entered from now on is not recorded (its return, still probed,
+    /// would find no entry), only counted.
+    Off = 2,
+}
+
+impl Switch {
+    /// How `api` (a `*GetDevice`) is recorded. Constant-folded in each API's program.
+    #[inline(always)]
+    pub fn get_device(&self, api: u32) -> u16 {
+        if api == Api::HipGetDevice as u32 {
+            self.hip_get_device
+        } else {
+            self.cuda_get_device
+        }
+    }
+
+    pub fn set_get_device(&mut self, api: Api, mode: GetDeviceMode) {
+        if api == Api::HipGetDevice {
+            self.hip_get_device = mode as u16;
+        } else {
+            self.cuda_get_device = mode as u16;
+        }
+    }
 }
 
 #[cfg(feature = "user")]

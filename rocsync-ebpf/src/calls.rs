@@ -10,8 +10,8 @@ use aya_ebpf::{
 };
 use aya_log_ebpf::warn;
 use rocsync_common::{
-    Cookie, ENTRY_FILTERED, EXIT_OUT_READ, EntryRecord, ExitRecord, HandleKey, NO_DEVICE, OutParam,
-    OutSlot, RECORD_ENTRY, RECORD_EXIT, TargetState, drop_index,
+    Cookie, ENTRY_FILTERED, EXIT_OUT_READ, EntryRecord, ExitRecord, GetDeviceMode, HandleKey,
+    NO_DEVICE, OutParam, OutSlot, RECORD_ENTRY, RECORD_EXIT, TargetState, drop_index,
 };
 
 use crate::{SWITCH, call_ring, count_drops, metrics, switched_on, target_cache};
@@ -74,21 +74,29 @@ fn args_of(ctx: &ProbeContext) -> [u64; 3] {
     ]
 }
 
-/// Whether the temporary `*GetDevice` probes are being removed (`Switch::get_device_off`):
-/// their entry and return probes go one after the other, so a call entered from then on
-/// is not recorded, lest its return find no entry. (Constant `false` for other APIs.)
+/// Threads whose device a temporary `*GetDevice` probe has learned (a successful call
+/// recorded): their later calls are not recorded while it learns. LRU: a thread forgotten
+/// only has its next call recorded again.
+#[map]
+static LEARNED: LruHashMap<u64, u8> = LruHashMap::with_max_entries(16384, 0);
+
+/// Whether this `*GetDevice` call is recorded ([`GetDeviceMode`]). Always, for other APIs:
+/// the check folds away in their programs.
 #[inline(always)]
-fn get_device_off() -> bool {
-    SWITCH.get(0).is_some_and(|s| s.get_device_off != 0)
+fn get_device_recorded(cookie: Cookie, pid_tgid: u64) -> bool {
+    if cookie.kind() != Cookie::KIND_GET_DEVICE {
+        return true;
+    }
+    match SWITCH.get(0).map_or(0, |s| s.get_device(cookie.api())) {
+        // SAFETY: plain map lookup.
+        m if m == GetDeviceMode::Learning as u16 => unsafe { LEARNED.get(pid_tgid) }.is_none(),
+        m => m != GetDeviceMode::Off as u16,
+    }
 }
 
 /// A call of `cookie`'s API entered.
 #[inline(always)]
 pub fn enter(ctx: &ProbeContext, cookie: Cookie) -> u32 {
-    let kind = cookie.kind();
-    if kind == Cookie::KIND_GET_DEVICE && get_device_off() {
-        return 0;
-    }
     let pid_tgid = bpf_get_current_pid_tgid();
     // A process not traced returns here, having read nothing of the call.
     let (cfg, args) = match switched_on((pid_tgid >> 32) as u32) {
@@ -104,6 +112,11 @@ pub fn enter(ctx: &ProbeContext, cookie: Cookie) -> u32 {
         }
         None => return 0,
     };
+    if !get_device_recorded(cookie, pid_tgid) {
+        count_drops(drop_index::GET_DEVICE_UNRECORDED, 1);
+        return 0;
+    }
+    let kind = cookie.kind();
     let restricted = cfg.agents != 0;
     let mut device = NO_DEVICE;
     let mut flags = 0;
@@ -180,6 +193,18 @@ pub(crate) fn device_of(args: &[u64; 3], cookie: Cookie, pid_tgid: u64) -> i32 {
         .unwrap_or(thread)
 }
 
+/// A temporary `*GetDevice` probe read the thread's device: its later calls need not be
+/// recorded.
+#[inline(always)]
+fn learned(cookie: Cookie, pid_tgid: u64) {
+    if SWITCH
+        .get(0)
+        .is_some_and(|s| s.get_device(cookie.api()) == GetDeviceMode::Learning as u16)
+    {
+        let _ = LEARNED.insert(pid_tgid, 1, 0);
+    }
+}
+
 /// A call of `cookie`'s API returned.
 #[inline(always)]
 pub fn exit(ctx: &RetProbeContext, cookie: Cookie) -> u32 {
@@ -214,6 +239,9 @@ pub fn exit(ctx: &RetProbeContext, cookie: Cookie) -> u32 {
                         if slot.device != NO_DEVICE && ret == 0 {
                             track_devices(pid_tgid, kind, out);
                         }
+                        if kind == Cookie::KIND_GET_DEVICE && ret == 0 {
+                            learned(cookie, pid_tgid);
+                        }
                     }
                     // A failed call may not have written it; a successful one did.
                     None if ret == 0 => {
@@ -230,8 +258,8 @@ pub fn exit(ctx: &RetProbeContext, cookie: Cookie) -> u32 {
             }
             // `*SetDevice` has a slot only in restricted captures.
             _ if kind == Cookie::KIND_SET_DEVICE => {}
-            // Entered once the temporary probes began to go: not recorded, not lost.
-            _ if kind == Cookie::KIND_GET_DEVICE && get_device_off() => return 0,
+            // Not recorded at entry (counted there), so not lost.
+            _ if !get_device_recorded(cookie, pid_tgid) => return 0,
             _ => count_drops(drop_index::OUT_PARAM, 1),
         }
     }

@@ -52,7 +52,8 @@ pub fn entered(cookie: Cookie, args: &[u64; 3]) -> Option<Switch> {
         agents: cfg.agents,
         metrics: 1,
         stops_off: 0,
-        get_device_off: 0,
+        hip_get_device: 0,
+        cuda_get_device: 0,
         pad: 0,
     })
 }

@@ -34,6 +34,10 @@ pub struct KernelDrops {
     pub out_params: u64,
     /// Packets the packet processor consumed before the doorbell probe read them.
     pub packets_unread: u64,
+    /// Not a loss: `*GetDevice` calls `attach`'s temporary probes trapped but did not
+    /// record — a thread's calls once its device was learned, and calls made while the
+    /// probes were being removed.
+    pub get_device_unrecorded: u64,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -170,6 +174,7 @@ impl CaptureStats {
                 .filter(|(_, (_, learned))| *learned)
                 .map(|((pid, tid), (d, _))| json!({ "pid": pid, "tid": tid, "device": d }))
                 .collect::<Vec<_>>(),
+            "get_device_calls_not_recorded": self.kernel.get_device_unrecorded,
             "queues": self.queues,
             // Created before the capture; their packets sit on "GPU (agent unknown)".
             "queues_discovered": self.queues_discovered,

@@ -102,6 +102,33 @@ fn attach_learns_devices_chosen_before_it_then_stops_probing_get_device() {
     );
 }
 
+/// While the temporary probes learn, a thread's calls are recorded until one succeeds (its
+/// device is then known); the later ones are counted, not recorded, and none is lost.
+#[test]
+fn temporary_get_device_probes_record_a_threads_first_successful_call() {
+    if !can_trace("temporary_get_device_probes_record_a_threads_first_successful_call") {
+        return;
+    }
+    // hipGetDevice(&d) succeeds: the main thread's warm-up, then two looping threads.
+    let t = attach_through_removal(&[("BENCH_OUT_INT", "1")], "2");
+    let calls = &t["rocsync"]["calls_per_api"]["hipGetDevice"];
+    let recorded = calls["calls"].as_u64().unwrap();
+    assert!(
+        (1..=3).contains(&recorded),
+        "one per thread at most: {calls}"
+    );
+    let learned = t["rocsync"]["devices_learned_from_get_device"]
+        .as_array()
+        .unwrap()
+        .len();
+    assert_eq!(learned as u64, recorded, "{}", t["rocsync"]);
+    let unrecorded = t["rocsync"]["get_device_calls_not_recorded"]
+        .as_u64()
+        .unwrap();
+    assert!(unrecorded > 0, "{}", t["rocsync"]);
+    assert_nothing_lost(&t);
+}
+
 /// The temporary probes' entry and return links go one after the other, while the target
 /// calls on: a call entered meanwhile is not recorded, and none is counted lost.
 #[test]
@@ -109,14 +136,24 @@ fn removing_the_temporary_get_device_probes_loses_no_call() {
     if !can_trace("removing_the_temporary_get_device_probes_loses_no_call") {
         return;
     }
+    // hipGetDevice(NULL) fails, so no device is learned and every call is recorded: the
+    // probes stay their full time and go while the loop calls.
+    let t = attach_through_removal(&[], "1");
+    let calls = &t["rocsync"]["calls_per_api"]["hipGetDevice"];
+    assert!(calls["calls"].as_u64().unwrap() > 1000, "{calls}");
+    assert_nothing_lost(&t);
+}
+
+/// `attach` to a loop of `hipGetDevice` calls (THREADS threads, 50 000 calls per second
+/// in all, for up to 8 s), stopped once its temporary probes are removed: the trace.
+fn attach_through_removal(env: &[(&str, &str)], threads: &str) -> serde_json::Value {
     let dir = TempDir::new();
     let trace = dir.path("t.json");
-    // hipGetDevice(NULL) fails, so no device is learned: the probes stay their full time
-    // and go while the loop calls (200 000 calls per second, for 5 s).
     let mut target = Command::new(rocsync_tests::bench_calls())
         .arg(sim_hip())
-        .args(["hipGetDevice", "1000000", "1", "200000"])
+        .args(["hipGetDevice", "200000", threads, "50000"])
         .env("BENCH_GATE", "1")
+        .envs(env.iter().copied())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
@@ -144,13 +181,12 @@ fn removing_the_temporary_get_device_probes_loses_no_call() {
         still_calling,
         "the loop ended before the probes were removed"
     );
-    let t = read_json(&trace);
-    let drops = &t["rocsync"]["drops"];
-    for kind in ["unpaired_exits", "unpaired_entries", "out_params"] {
-        assert_eq!(drops[kind], 0, "{kind}: {drops}");
-    }
-    let calls = &t["rocsync"]["calls_per_api"]["hipGetDevice"];
-    assert!(calls["calls"].as_u64().unwrap() > 0, "{calls}");
+    read_json(&trace)
+}
+
+fn assert_nothing_lost(t: &serde_json::Value) {
+    let drops = t["rocsync"]["drops"].as_object().unwrap();
+    assert!(drops.values().all(|n| n == 0), "{drops:?}");
 }
 
 #[test]

@@ -6,7 +6,9 @@
  * The function is called as int f(void *) with NULL (hipStreamSynchronize(NULL),
  * cudaStreamSynchronize(NULL), ...). Prints one JSON line.
  * $BENCH_GATE set: once the library is loaded, print "loaded" and wait for a line on stdin
- * (a daemon then has time to find the process before the first call). */
+ * (a daemon then has time to find the process before the first call).
+ * $BENCH_OUT_INT set: pass each thread's own int instead of NULL (hipGetDevice(&d), which
+ * then succeeds). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <pthread.h>
@@ -19,6 +21,11 @@ typedef int (*fn_t)(void *);
 static fn_t fn;
 static long calls;
 static double per_thread_rate;
+static int out_int;
+static __thread int out_slot;
+
+/* The argument of every call: NULL, or with $BENCH_OUT_INT the calling thread's int. */
+static void *call_arg(void) { return out_int ? &out_slot : NULL; }
 
 static uint64_t now_ns(void) {
   struct timespec ts;
@@ -29,8 +36,9 @@ static uint64_t now_ns(void) {
 static void *loop(void *arg) {
   (void)arg;
   uint64_t start = now_ns();
+  void *a = call_arg();
   for (long i = 0; i < calls; i++) {
-    fn(NULL);
+    fn(a);
     if (per_thread_rate > 0 && i % 100 == 99) {
       uint64_t due = start + (uint64_t)((double)(i + 1) / per_thread_rate * 1e9);
       uint64_t now = now_ns();
@@ -62,7 +70,8 @@ int main(int argc, char **argv) {
   int threads = argc > 4 ? atoi(argv[4]) : 1;
   if (threads < 1 || threads > 64) return 2;
   if (argc > 5) per_thread_rate = atof(argv[5]) / threads;
-  for (long i = 0; i < 1000; i++) fn(NULL); /* warm up: lazy binding, caches */
+  out_int = getenv("BENCH_OUT_INT") != NULL;
+  for (long i = 0; i < 1000; i++) fn(call_arg()); /* warm up: lazy binding, caches */
   pthread_t t[64];
   uint64_t start = now_ns();
   for (int i = 0; i < threads; i++) pthread_create(&t[i], NULL, loop, NULL);

@@ -89,8 +89,8 @@ pub struct Session {
     /// When the temporary `*GetDevice` probes were first checked.
     learning_since: Option<std::time::Instant>,
     /// Their removal has begun: their calls are no longer recorded
-    /// (`Switch::get_device_off`).
-    get_device_off: bool,
+    /// ([`rocsync_common::GetDeviceMode`]).
+    temporary_removed: bool,
     /// The output error that stopped the capture.
     output_error: Option<std::io::Error>,
     /// Traced from their start (`run`) rather than attached to.
@@ -153,7 +153,7 @@ impl Session {
             status,
             verbose: args.verbose,
             learning_since: None,
-            get_device_off: false,
+            temporary_removed: false,
             output_error: None,
             from_start,
             follow,

@@ -36,6 +36,14 @@ pub fn render(stats: &CaptureStats, outputs: &[String]) -> String {
         let _ = write!(s, " ({})", reasons.join(", "));
     }
     s.push('\n');
+    let unrecorded = stats.kernel.get_device_unrecorded;
+    if unrecorded > 0 {
+        let _ = writeln!(
+            s,
+            "  not recorded: {unrecorded} *GetDevice calls of attach's temporary probes \
+             (threads whose device was learned, or made while the probes were removed)"
+        );
+    }
     let filtered: u64 = stats.filtered.values().sum();
     if filtered > 0 {
         let _ = writeln!(s, "  filtered by --agents: {filtered} calls");
@@ -64,4 +72,23 @@ pub fn render(stats: &CaptureStats, outputs: &[String]) -> String {
         let _ = writeln!(s, "  {line}");
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn calls_the_temporary_probes_did_not_record_are_said_and_not_lost() {
+        let mut stats = CaptureStats::default();
+        stats.kernel.get_device_unrecorded = 4_000;
+        let said = render(&stats, &[]);
+        assert!(
+            said.contains("not recorded: 4000 *GetDevice calls"),
+            "{said}"
+        );
+        assert!(said.contains("lost: nothing"), "{said}");
+        assert_eq!(stats.lost_total(), 0);
+        assert_eq!(stats.to_json()["get_device_calls_not_recorded"], 4_000);
+    }
 }

@@ -303,6 +303,7 @@ impl Probes {
             packets_truncated: sum(drop_index::TRUNCATED)?,
             out_params: sum(drop_index::OUT_PARAM)?,
             packets_unread: sum(drop_index::PACKET_UNREAD)?,
+            get_device_unrecorded: sum(drop_index::GET_DEVICE_UNRECORDED)?,
         })
     }
 }

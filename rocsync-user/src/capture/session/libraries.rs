@@ -2,7 +2,7 @@
 //! dynamic loader, and — for `attach` — the devices its threads chose before the capture.
 
 use anyhow::Result;
-use rocsync_common::Switch;
+use rocsync_common::{GetDeviceMode, Switch};
 
 use super::{LEARN_FOR, Session};
 use crate::{
@@ -34,15 +34,22 @@ impl Session {
     /// The capture's global settings. File-wide probes run in every process mapping the
     /// file: they filter by the targets.
     pub(super) fn switch(&self) -> Switch {
-        Switch {
+        let mut s = Switch {
             capture: 1,
             by_process: u32::from(self.probes.file_wide()),
             agents: self.agents,
-            metrics: 0,
             stops_off: u32::from(self.suspended),
-            get_device_off: u32::from(self.get_device_off),
-            pad: 0,
+            ..Switch::default()
+        };
+        let mode = if self.temporary_removed {
+            GetDeviceMode::Off
+        } else {
+            GetDeviceMode::Learning
+        };
+        for &api in &self.choice.temporary {
+            s.set_get_device(api, mode);
         }
+        s
     }
 
     /// Hooks a dynamic loader file for `pid`, once per file (a file-wide hook serves every
@@ -268,7 +275,7 @@ impl Session {
         if all_known || since.elapsed() >= LEARN_FOR {
             // Their entries go before their returns: from here on their calls are not
             // recorded, so that a return still probed is not counted as a lost entry.
-            self.get_device_off = true;
+            self.temporary_removed = true;
             if let Err(e) = self.probes.set_switch(self.switch()) {
                 self.say(&format!("rocsync: warning: {e:#}"));
             }

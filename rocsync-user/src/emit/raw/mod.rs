@@ -73,6 +73,7 @@ impl<W: Write> RawWriter<W> {
             "packet_records": k.packets, "library_loads": k.library_loads,
             "packets_truncated": k.packets_truncated, "out_params": k.out_params,
             "packets_unread": k.packets_unread,
+            "get_device_calls_not_recorded": k.get_device_unrecorded,
             "unpaired_entries": t.unpaired_entries, "unpaired_exits": t.unpaired_exits,
             "undecodable": t.undecodable, "processes": t.processes,
         }});

@@ -231,6 +231,7 @@ fn parse_trailer(t: &Value) -> Result<Trailer> {
             packets_truncated: n("packets_truncated")?,
             out_params: n("out_params")?,
             packets_unread: n("packets_unread")?,
+            get_device_unrecorded: n("get_device_calls_not_recorded")?,
         },
         unpaired_entries: n("unpaired_entries")?,
         unpaired_exits: n("unpaired_exits")?,
