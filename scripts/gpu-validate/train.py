@@ -2,8 +2,11 @@
 stream copying each batch host→device with an event the compute stream waits on, and a
 loss `.item()` every few steps (a host synchronisation), as real training loops do.
 
-usage: python train.py STEPS [--profile TRACE.json] [--pause]
+usage: python train.py STEPS [--profile TRACE.json] [--pause] [--windows]
 Prints one JSON line: {"seconds": wall time of the timed steps, ...}.
+--windows: print "started" as the timed steps begin, and add to the JSON line "marks":
+the CLOCK_MONOTONIC time after each `.item()` (every 10 steps, the host and the GPU in
+step), so an outside observer (the attach validation) can time stretches of the run.
 --pause: just before and just after the timed steps (inside the profiler, if any), print
 "paused" and wait for a line on stdin, so an outside observer (the daemon validation)
 can read its counters while the process makes no call.
@@ -63,6 +66,8 @@ def main() -> None:
     steps = int(sys.argv[1])
     profile = sys.argv[sys.argv.index("--profile") + 1] if "--profile" in sys.argv else None
     pause = "--pause" in sys.argv
+    windows = "--windows" in sys.argv
+    marks: list[float] = []
     torch.manual_seed(0)
     dev = torch.device("cuda")
     model = transformer().to(dev)
@@ -79,17 +84,24 @@ def main() -> None:
 
     def run() -> float:
         wait_outside()
+        if windows:
+            print("started", flush=True)
         start = time.perf_counter()
         for i in range(steps):
             step(i)
+            if windows and i % 10 == 0:
+                marks.append(time.monotonic())
         torch.cuda.synchronize()
         seconds = time.perf_counter() - start
         wait_outside()
         return seconds
 
     seconds = profiled(run, profile) if profile else run()
-    print(json.dumps({"seconds": seconds, "iterations": steps, "torch": torch.__version__,
-                      "cuda": torch.version.cuda, "gpu": torch.cuda.get_device_name(0)}))
+    result = {"seconds": seconds, "iterations": steps, "torch": torch.__version__,
+              "cuda": torch.version.cuda, "gpu": torch.cuda.get_device_name(0)}
+    if windows:
+        result["marks"] = marks
+    print(json.dumps(result))
 
 
 if __name__ == "__main__":
