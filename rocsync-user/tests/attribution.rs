@@ -5,7 +5,8 @@ mod common;
 
 use std::{
     io::Write as _,
-    process::{Command, Stdio},
+    path::Path,
+    process::{Child, ChildStdin, Command, Stdio},
 };
 
 use common::*;
@@ -53,27 +54,22 @@ fn attach_learns_devices_chosen_before_it_then_stops_probing_get_device() {
     }
     let dir = TempDir::new();
     let trace = dir.path("t.json");
-    let mut target = Command::new(scenario())
-        .arg("gated_device")
-        .env("SCENARIO_LOG", dir.path("s.log"))
-        .env("SCENARIO_HIP", sim_hip())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = Lines::of(target.stdout.take().unwrap());
-    out.wait_for("ready");
-    let mut tracer = spawn_piped(
-        rocsync()
-            .args(["attach", "-o"])
-            .arg(&trace)
-            .args(["--pid", &target.id().to_string()]),
+    let Attached {
+        mut target,
+        mut said,
+        mut gate,
+        mut tracer,
+        mut err,
+    } = attach_at_gate(
+        Command::new(scenario())
+            .arg("gated_device")
+            .env("SCENARIO_LOG", dir.path("s.log"))
+            .env("SCENARIO_HIP", sim_hip()),
+        "ready",
+        &trace,
     );
-    let mut err = Lines::of(tracer.stderr.take().unwrap());
-    err.wait_for("tracing pid");
-    let mut gate = target.stdin.take().unwrap();
     gate.write_all(b"go\n").unwrap();
-    out.wait_for("called");
+    said.wait_for("called");
     err.wait_for("its probes are removed");
     gate.write_all(b"go\n").unwrap();
     assert!(target.wait().unwrap().success());
@@ -149,26 +145,22 @@ fn removing_the_temporary_get_device_probes_loses_no_call() {
 fn attach_through_removal(env: &[(&str, &str)], threads: &str) -> serde_json::Value {
     let dir = TempDir::new();
     let trace = dir.path("t.json");
-    let mut target = Command::new(rocsync_tests::bench_calls())
-        .arg(sim_hip())
-        .args(["hipGetDevice", "200000", threads, "50000"])
-        .env("BENCH_GATE", "1")
-        .envs(env.iter().copied())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = Lines::of(target.stdout.take().unwrap());
-    out.wait_for("loaded");
-    let mut tracer = spawn_piped(
-        rocsync()
-            .args(["attach", "-o"])
-            .arg(&trace)
-            .args(["--pid", &target.id().to_string()]),
+    let Attached {
+        mut target,
+        mut gate,
+        mut tracer,
+        mut err,
+        ..
+    } = attach_at_gate(
+        Command::new(rocsync_tests::bench_calls())
+            .arg(sim_hip())
+            .args(["hipGetDevice", "200000", threads, "50000"])
+            .env("BENCH_GATE", "1")
+            .envs(env.iter().copied()),
+        "loaded",
+        &trace,
     );
-    let mut err = Lines::of(tracer.stderr.take().unwrap());
-    err.wait_for("tracing pid");
-    writeln!(target.stdin.take().unwrap(), "go").unwrap();
+    writeln!(gate, "go").unwrap();
     err.wait_for("its probes are removed");
     let still_calling = target.try_wait().unwrap().is_none();
     // SAFETY: kill(2) on the rocsync this test started.
@@ -182,6 +174,45 @@ fn attach_through_removal(env: &[(&str, &str)], threads: &str) -> serde_json::Va
         "the loop ended before the probes were removed"
     );
     read_json(&trace)
+}
+
+/// A target held at its gate and `rocsync attach` tracing it.
+struct Attached {
+    target: Child,
+    /// The target's stdout.
+    said: Lines,
+    gate: ChildStdin,
+    tracer: Child,
+    /// rocsync's stderr.
+    err: Lines,
+}
+
+/// Starts `cmd`, waits until it says `ready` (at its gate, which stays closed), and
+/// attaches rocsync to it, writing `trace`.
+fn attach_at_gate(cmd: &mut Command, ready: &str, trace: &Path) -> Attached {
+    let mut target = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut said = Lines::of(target.stdout.take().unwrap());
+    said.wait_for(ready);
+    let gate = target.stdin.take().unwrap();
+    let mut tracer = spawn_piped(
+        rocsync()
+            .args(["attach", "-o"])
+            .arg(trace)
+            .args(["--pid", &target.id().to_string()]),
+    );
+    let mut err = Lines::of(tracer.stderr.take().unwrap());
+    err.wait_for("tracing pid");
+    Attached {
+        target,
+        said,
+        gate,
+        tracer,
+        err,
+    }
 }
 
 fn assert_nothing_lost(t: &serde_json::Value) {
