@@ -1,8 +1,10 @@
 //! The daemon finds every kind of GPU process started after it: one linked against the
 //! runtime, one that `dlopen`s it late (tracked only from the load on), and one in a
 //! mount namespace of its own whose runtime exists only there (a container's). `rocsync
-//! status` lists the three, and a process its filters exclude gets no probes; `/metrics`, parsed by Prometheus's Python client, counts
-//! exactly the calls their three logs hold. Needs root, `unshare`, and
+//! status` lists the three, and a process its filters exclude gets no probes;
+//! `/metrics`, parsed by Prometheus's Python client, counts exactly the calls their three
+//! logs hold. Processes found at start have their devices learnt from a temporary
+//! `*GetDevice` probe, which fills no trace. Needs root, `unshare`, and
 //! `ROCSYNC_HTA_PYTHON` (a Python with prometheus_client; `cargo xtask test` sets it).
 
 mod common;
@@ -161,4 +163,54 @@ fn devices_chosen_before_the_daemon_started_are_learnt() {
         0,
         "learnt from, never counted"
     );
+}
+
+/// A process found by the scan at start meets the temporary `*GetDevice` probes while the
+/// flight recorder records it: a thread's calls are recorded until one succeeds, and none
+/// while the probes go. Nothing is lost: the learning floods neither the ring nor the dump.
+#[test]
+fn the_flight_recorder_keeps_one_get_device_per_thread_while_the_daemon_learns() {
+    let name = "the_flight_recorder_keeps_one_get_device_per_thread_while_the_daemon_learns";
+    let Some((dir, _)) = daemon_test(name) else {
+        return;
+    };
+    let exe = dir.path("bench_calls");
+    std::fs::copy(rocsync_tests::bench_calls(), &exe).unwrap();
+    // Two threads calling hipGetDevice(&d), which succeeds: 50 000 calls a second, for up
+    // to 8 s, the runtime mapped before the daemon starts.
+    let mut target = Command::new(&exe)
+        .arg(rocsync_tests::sim_hip())
+        .args(["hipGetDevice", "200000", "2", "50000"])
+        .env("BENCH_GATE", "1")
+        .env("BENCH_OUT_INT", "1")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut said = Lines::of(target.stdout.take().unwrap());
+    said.wait_for("loaded");
+    let (daemon, mut lines) = start_daemon(&dir, &exe, &["--flight-recorder", "10m"]);
+    let found = format!("tracking pid {}", target.id());
+    assert!(lines.1.iter().any(|l| l.contains(&found)), "{:#?}", lines.1);
+    use std::io::Write as _;
+    writeln!(target.stdin.take().unwrap(), "go").unwrap();
+    lines.wait_for("*GetDevice probes removed");
+    let still_calling = target.try_wait().unwrap().is_none();
+    let file = ask_daemon(&dir.path("rocsync.sock"), &["trace", "--flight"]);
+    stop(daemon);
+    let _ = target.kill();
+    let _ = target.wait();
+    assert!(
+        still_calling,
+        "the loop ended before the probes were removed"
+    );
+    let t = read_json(std::path::Path::new(file.trim()));
+    let calls = &t["rocsync"]["calls_per_api"]["hipGetDevice"];
+    let get_device = calls["calls"].as_u64().unwrap();
+    assert!(
+        (1..=3).contains(&get_device),
+        "one per thread at most: {calls}"
+    );
+    let drops = t["rocsync"]["drops"].as_object().unwrap();
+    assert!(drops.values().all(|n| n == 0), "{drops:?}");
 }

@@ -24,7 +24,9 @@ mod writing;
 use std::time::Duration;
 
 use anyhow::{Context as _, Result};
-use rocsync_common::{Decoded, PROCESS_EXIT, Switch, TRACE_RECORDING, decode};
+use rocsync_common::{
+    Api, Decoded, GetDeviceMode, Op, PROCESS_EXIT, Switch, TRACE_RECORDING, decode,
+};
 use tokio::net::TcpListener;
 
 use crate::{
@@ -59,13 +61,8 @@ pub async fn daemon(args: DaemonArgs, mut signals: Signals) -> Result<i32> {
     probes.discover_system_wide()?;
     let ring = probes.take_ring()?;
     let mut ring = async_ring(ring)?;
-    probes.set_switch(Switch {
-        capture: 0,
-        by_process: 1,
-        agents: 0,
-        metrics: 1,
-        ..Switch::default()
-    })?;
+    // Before the scan attaches the temporary *GetDevice probes.
+    probes.set_switch(switch(GetDeviceMode::Learning))?;
     let listener = TcpListener::bind(config.metrics_addr)
         .await
         .with_context(|| format!("cannot listen on {}", config.metrics_addr))?;
@@ -153,6 +150,9 @@ pub async fn daemon(args: DaemonArgs, mut signals: Signals) -> Result<i32> {
             Some(claim) = claims_closed.recv() => d.sessions.release(claim),
             _ = sleep_until(learn_until), if learn_until.is_some() => {
                 learn_until = None;
+                if let Err(e) = d.tracker.probes.set_switch(switch(GetDeviceMode::Off)) {
+                    crate::say!("rocsync daemon: warning: {e:#}");
+                }
                 // Detached in the background: unregistering uprobes takes a while.
                 drop(d.tracker.probes.detach_temporary());
                 crate::say!("rocsync daemon: *GetDevice probes removed");
@@ -305,4 +305,19 @@ fn make_private_dir(dir: &std::path::Path) -> Result<()> {
             .create(dir)
             .with_context(|| format!("cannot create the state directory {}", dir.display())),
     }
+}
+
+/// The daemon's switch: calls counted, by process. Its only `*GetDevice` probes are the
+/// scan's temporary ones: while they learn, a trace (the flight recorder's, from the
+/// start) records a thread's calls until one succeeds, and none while they go.
+fn switch(get_device: GetDeviceMode) -> Switch {
+    let mut s = Switch {
+        by_process: 1,
+        metrics: 1,
+        ..Switch::default()
+    };
+    for &api in Api::ALL.iter().filter(|a| a.op() == Op::GetDevice) {
+        s.set_get_device(api, get_device);
+    }
+    s
 }
