@@ -106,7 +106,8 @@ pub enum GetDeviceMode {
 }
 
 impl Switch {
-    /// How `api` (a `*GetDevice`) is recorded. Constant-folded in each API's program.
+    /// How `api` (a `*GetDevice`) is recorded. `api` is a constant in each API's entry
+    /// program: the choice folds away.
     #[inline(always)]
     pub fn get_device(&self, api: u32) -> u16 {
         if api == Api::HipGetDevice as u32 {

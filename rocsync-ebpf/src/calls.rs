@@ -81,7 +81,8 @@ fn args_of(ctx: &ProbeContext) -> [u64; 3] {
 static LEARNED: LruHashMap<u64, u8> = LruHashMap::with_max_entries(16384, 0);
 
 /// Whether this `*GetDevice` call is recorded ([`GetDeviceMode`]). Always, for other APIs:
-/// the check folds away in their programs.
+/// the check folds away in their entry programs, and lies in the out-parameter block
+/// their exits skip.
 #[inline(always)]
 fn get_device_recorded(cookie: Cookie, pid_tgid: u64) -> bool {
     if cookie.kind() != Cookie::KIND_GET_DEVICE {
