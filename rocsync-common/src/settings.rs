@@ -117,11 +117,12 @@ impl Switch {
         }
     }
 
+    /// Sets how `api` is recorded; any API but a `*GetDevice` has no mode.
     pub fn set_get_device(&mut self, api: Api, mode: GetDeviceMode) {
-        if api == Api::HipGetDevice {
-            self.hip_get_device = mode as u16;
-        } else {
-            self.cuda_get_device = mode as u16;
+        match api {
+            Api::HipGetDevice => self.hip_get_device = mode as u16,
+            Api::CudaGetDevice => self.cuda_get_device = mode as u16,
+            _ => {}
         }
     }
 }

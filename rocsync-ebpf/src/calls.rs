@@ -88,11 +88,19 @@ fn get_device_recorded(cookie: Cookie, pid_tgid: u64) -> bool {
     if cookie.kind() != Cookie::KIND_GET_DEVICE {
         return true;
     }
-    match SWITCH.get(0).map_or(0, |s| s.get_device(cookie.api())) {
+    match get_device_mode(cookie) {
         // SAFETY: plain map lookup.
         m if m == GetDeviceMode::Learning as u16 => unsafe { LEARNED.get(pid_tgid) }.is_none(),
         m => m != GetDeviceMode::Off as u16,
     }
+}
+
+/// How the switch says `cookie`'s API (a `*GetDevice`) is recorded now.
+#[inline(always)]
+fn get_device_mode(cookie: Cookie) -> u16 {
+    SWITCH
+        .get(0)
+        .map_or(GetDeviceMode::Every as u16, |s| s.get_device(cookie.api()))
 }
 
 /// A call of `cookie`'s API entered.
@@ -198,10 +206,7 @@ pub(crate) fn device_of(args: &[u64; 3], cookie: Cookie, pid_tgid: u64) -> i32 {
 /// recorded.
 #[inline(always)]
 fn learned(cookie: Cookie, pid_tgid: u64) {
-    if SWITCH
-        .get(0)
-        .is_some_and(|s| s.get_device(cookie.api()) == GetDeviceMode::Learning as u16)
-    {
+    if get_device_mode(cookie) == GetDeviceMode::Learning as u16 {
         let _ = LEARNED.insert(pid_tgid, 1, 0);
     }
 }

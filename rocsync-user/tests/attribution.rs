@@ -4,9 +4,8 @@
 mod common;
 
 use std::{
-    io::Write as _,
     path::Path,
-    process::{Child, ChildStdin, Command, Stdio},
+    process::{Child, Command},
 };
 
 use common::*;
@@ -54,13 +53,7 @@ fn attach_learns_devices_chosen_before_it_then_stops_probing_get_device() {
     }
     let dir = TempDir::new();
     let trace = dir.path("t.json");
-    let Attached {
-        mut target,
-        mut said,
-        mut gate,
-        mut tracer,
-        mut err,
-    } = attach_at_gate(
+    let (mut target, mut tracer, mut err) = attach_at_gate(
         Command::new(scenario())
             .arg("gated_device")
             .env("SCENARIO_LOG", dir.path("s.log"))
@@ -68,18 +61,18 @@ fn attach_learns_devices_chosen_before_it_then_stops_probing_get_device() {
         "ready",
         &trace,
     );
-    gate.write_all(b"go\n").unwrap();
-    said.wait_for("called");
+    target.open();
+    target.said.wait_for("called");
     err.wait_for("its probes are removed");
-    gate.write_all(b"go\n").unwrap();
-    assert!(target.wait().unwrap().success());
+    target.open();
+    assert!(target.child.wait().unwrap().success());
     assert!(tracer.wait().unwrap().success(), "{:#?}", err.1);
     let t = read_json(&trace);
     let tid = rocsync_tests::read_log(&dir.path("s.log"))[0].tid;
     // The thread's device, chosen before the attach, came from its hipGetDevice...
     assert_eq!(
         t["rocsync"]["devices_learned_from_get_device"],
-        serde_json::json!([{ "pid": target.id(), "tid": tid, "device": 1 }])
+        serde_json::json!([{ "pid": target.child.id(), "tid": tid, "device": 1 }])
     );
     // ...and its synchronizations are attributed to it.
     let syncs: Vec<&serde_json::Value> = t["traceEvents"]
@@ -145,13 +138,7 @@ fn removing_the_temporary_get_device_probes_loses_no_call() {
 fn attach_through_removal(env: &[(&str, &str)], threads: &str) -> serde_json::Value {
     let dir = TempDir::new();
     let trace = dir.path("t.json");
-    let Attached {
-        mut target,
-        mut gate,
-        mut tracer,
-        mut err,
-        ..
-    } = attach_at_gate(
+    let (mut target, mut tracer, mut err) = attach_at_gate(
         Command::new(rocsync_tests::bench_calls())
             .arg(sim_hip())
             .args(["hipGetDevice", "200000", threads, "50000"])
@@ -160,15 +147,15 @@ fn attach_through_removal(env: &[(&str, &str)], threads: &str) -> serde_json::Va
         "loaded",
         &trace,
     );
-    writeln!(gate, "go").unwrap();
+    target.open();
     err.wait_for("its probes are removed");
-    let still_calling = target.try_wait().unwrap().is_none();
+    let still_calling = target.child.try_wait().unwrap().is_none();
     // SAFETY: kill(2) on the rocsync this test started.
     unsafe { libc::kill(tracer.id() as i32, libc::SIGINT) };
     let status = wait_within(&mut tracer, std::time::Duration::from_secs(30), "rocsync");
     assert!(status.success(), "{:#?}", err.all());
-    let _ = target.kill();
-    let _ = target.wait();
+    let _ = target.child.kill();
+    let _ = target.child.wait();
     assert!(
         still_calling,
         "the loop ended before the probes were removed"
@@ -176,43 +163,19 @@ fn attach_through_removal(env: &[(&str, &str)], threads: &str) -> serde_json::Va
     read_json(&trace)
 }
 
-/// A target held at its gate and `rocsync attach` tracing it.
-struct Attached {
-    target: Child,
-    /// The target's stdout.
-    said: Lines,
-    gate: ChildStdin,
-    tracer: Child,
-    /// rocsync's stderr.
-    err: Lines,
-}
-
-/// Starts `cmd`, waits until it says `ready` (at its gate, which stays closed), and
-/// attaches rocsync to it, writing `trace`.
-fn attach_at_gate(cmd: &mut Command, ready: &str, trace: &Path) -> Attached {
-    let mut target = cmd
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut said = Lines::of(target.stdout.take().unwrap());
-    said.wait_for(ready);
-    let gate = target.stdin.take().unwrap();
+/// `rocsync attach` tracing a target held at its gate, writing `trace`; the gate stays
+/// closed. `word`: what the target says at its gate.
+fn attach_at_gate(cmd: &mut Command, word: &str, trace: &Path) -> (Gated, Child, Lines) {
+    let target = Gated::start_at(cmd, word);
     let mut tracer = spawn_piped(
         rocsync()
             .args(["attach", "-o"])
             .arg(trace)
-            .args(["--pid", &target.id().to_string()]),
+            .args(["--pid", &target.child.id().to_string()]),
     );
     let mut err = Lines::of(tracer.stderr.take().unwrap());
     err.wait_for("tracing pid");
-    Attached {
-        target,
-        said,
-        gate,
-        tracer,
-        err,
-    }
+    (target, tracer, err)
 }
 
 fn assert_nothing_lost(t: &serde_json::Value) {

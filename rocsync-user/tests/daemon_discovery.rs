@@ -174,32 +174,27 @@ fn the_flight_recorder_keeps_one_get_device_per_thread_while_the_daemon_learns()
     let Some((dir, _)) = daemon_test(name) else {
         return;
     };
-    let exe = dir.path("bench_calls");
-    std::fs::copy(rocsync_tests::bench_calls(), &exe).unwrap();
+    let exe = own_bench_calls(&dir);
     // Two threads calling hipGetDevice(&d), which succeeds: 50 000 calls a second, for up
     // to 8 s, the runtime mapped before the daemon starts.
-    let mut target = Command::new(&exe)
-        .arg(rocsync_tests::sim_hip())
-        .args(["hipGetDevice", "200000", "2", "50000"])
-        .env("BENCH_GATE", "1")
-        .env("BENCH_OUT_INT", "1")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut said = Lines::of(target.stdout.take().unwrap());
-    said.wait_for("loaded");
+    let mut target = Gated::start_at(
+        Command::new(&exe)
+            .arg(rocsync_tests::sim_hip())
+            .args(["hipGetDevice", "200000", "2", "50000"])
+            .env("BENCH_GATE", "1")
+            .env("BENCH_OUT_INT", "1"),
+        "loaded",
+    );
     let (daemon, mut lines) = start_daemon(&dir, &exe, &["--flight-recorder", "10m"]);
-    let found = format!("tracking pid {}", target.id());
+    let found = format!("tracking pid {}", target.child.id());
     assert!(lines.1.iter().any(|l| l.contains(&found)), "{:#?}", lines.1);
-    use std::io::Write as _;
-    writeln!(target.stdin.take().unwrap(), "go").unwrap();
+    target.open();
     lines.wait_for("*GetDevice probes removed");
-    let still_calling = target.try_wait().unwrap().is_none();
+    let still_calling = target.child.try_wait().unwrap().is_none();
     let file = ask_daemon(&dir.path("rocsync.sock"), &["trace", "--flight"]);
     stop(daemon);
-    let _ = target.kill();
-    let _ = target.wait();
+    let _ = target.child.kill();
+    let _ = target.child.wait();
     assert!(
         still_calling,
         "the loop ended before the probes were removed"

@@ -39,8 +39,7 @@ fn a_flight_dump_is_written_while_the_daemon_goes_on() {
         return;
     };
     // The call loop under a path of the test's own, for the daemon's filter.
-    let exe = dir.path("bench_calls");
-    std::fs::copy(rocsync_tests::bench_calls(), &exe).unwrap();
+    let exe = own_bench_calls(&dir);
     let (daemon, mut lines) = start_daemon(&dir, &exe, &["--flight-recorder", "10m"]);
     let addr = metrics_addr(&lines);
     let mut target = Command::new(&exe)

@@ -9,7 +9,7 @@ use std::{
     process::{Child, ChildStdin, Command, Stdio},
 };
 
-use super::{Lines, TempDir, rocsync, spawn_piped};
+use super::{Gated, Lines, TempDir, rocsync, spawn_piped};
 
 /// The daemon's `/metrics` parsed by Prometheus's own Python client (`python` has
 /// prometheus_client): each (metric, api) summed over the other labels, and each
@@ -161,8 +161,17 @@ pub fn metrics_test(name: &str) -> Option<(TempDir, PathBuf, std::ffi::OsString)
 /// The scenario program under a path of this test's own, for the daemon's filter: other
 /// tests (and other daemons) run scenarios at the same time.
 pub fn own_copy(dir: &TempDir) -> PathBuf {
-    let exe = dir.path("scenario");
-    std::fs::copy(rocsync_tests::scenario(), &exe).unwrap();
+    own_copy_of(dir, &rocsync_tests::scenario(), "scenario")
+}
+
+/// The call loop (`bench_calls`) under a path of this test's own, as [`own_copy`].
+pub fn own_bench_calls(dir: &TempDir) -> PathBuf {
+    own_copy_of(dir, &rocsync_tests::bench_calls(), "bench_calls")
+}
+
+fn own_copy_of(dir: &TempDir, program: &std::path::Path, name: &str) -> PathBuf {
+    let exe = dir.path(name);
+    std::fs::copy(program, &exe).unwrap();
     exe
 }
 
@@ -238,40 +247,6 @@ pub fn tracked_loop_with(
         .unwrap();
     lines.wait_for(&format!("tracking pid {}", target.id()));
     target
-}
-
-/// A gated scenario (`gated MODE …`): held before its first runtime call until opened.
-pub struct Gated {
-    pub child: Child,
-    /// Its stdout: "ready" at the gate, then what the mode says.
-    pub said: Lines,
-    gate: ChildStdin,
-}
-
-impl Gated {
-    /// Starts it and waits at the gate.
-    pub fn start(cmd: &mut Command) -> Gated {
-        let mut child = cmd
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut said = Lines::of(child.stdout.take().unwrap());
-        said.wait_for("ready");
-        let gate = child.stdin.take().unwrap();
-        Gated { child, said, gate }
-    }
-
-    pub fn open(&mut self) {
-        self.gate.write_all(b"go\n").unwrap();
-    }
-
-    /// Opens the gate once the daemon says it tracks the process: none of its calls is
-    /// made before.
-    pub fn open_when_tracked(&mut self, lines: &mut Lines) {
-        lines.wait_for(&format!("tracking pid {}", self.child.id()));
-        self.open();
-    }
 }
 
 /// `rocsync ARGS --socket SOCK`, a client of the daemon, which must succeed: its stdout.

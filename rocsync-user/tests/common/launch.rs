@@ -2,7 +2,7 @@
 
 use std::{
     io::{BufRead as _, BufReader, Write as _},
-    process::{Command, Stdio},
+    process::{Child, ChildStdin, Command, Stdio},
     time::Duration,
 };
 
@@ -173,5 +173,45 @@ pub fn wait_until_blocked_via(tracer: &mut std::process::Child) {
     {
         assert!(start.elapsed() < Duration::from_secs(10), "never blocked");
         std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// A gated program (a scenario's `gated MODE …`, a `bench_calls` with `BENCH_GATE`): held
+/// before its first runtime call until opened.
+pub struct Gated {
+    pub child: Child,
+    /// Its stdout: its word at the gate, then what it says.
+    pub said: Lines,
+    gate: ChildStdin,
+}
+
+impl Gated {
+    /// Starts a scenario and waits at its gate ("ready").
+    pub fn start(cmd: &mut Command) -> Gated {
+        Self::start_at(cmd, "ready")
+    }
+
+    /// Starts it and waits until it says `word` at its gate.
+    pub fn start_at(cmd: &mut Command, word: &str) -> Gated {
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut said = Lines::of(child.stdout.take().unwrap());
+        said.wait_for(word);
+        let gate = child.stdin.take().unwrap();
+        Gated { child, said, gate }
+    }
+
+    pub fn open(&mut self) {
+        self.gate.write_all(b"go\n").unwrap();
+    }
+
+    /// Opens the gate once the daemon says it tracks the process: none of its calls is
+    /// made before.
+    pub fn open_when_tracked(&mut self, lines: &mut Lines) {
+        lines.wait_for(&format!("tracking pid {}", self.child.id()));
+        self.open();
     }
 }
