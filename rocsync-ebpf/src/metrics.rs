@@ -51,10 +51,8 @@ pub fn entered(cookie: Cookie, args: &[u64; 3]) -> Option<Switch> {
         by_process: 1,
         agents: cfg.agents,
         metrics: 1,
-        stops_off: 0,
-        hip_get_device: 0,
-        cuda_get_device: 0,
-        pad: 0,
+        // The *GetDevice modes are read from the global switch, which the daemon sets.
+        ..Switch::default()
     })
 }
 
