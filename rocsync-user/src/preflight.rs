@@ -34,11 +34,6 @@ pub fn check() -> Result<()> {
 }
 
 fn effective_caps() -> Result<u64> {
-    let status = std::fs::read_to_string("/proc/self/status")?;
-    let hex = status
-        .lines()
-        .find_map(|l| l.strip_prefix("CapEff:"))
-        .map(str::trim)
-        .unwrap_or("0");
-    Ok(u64::from_str_radix(hex, 16).unwrap_or(0))
+    let hex = crate::procfs::status_field(None, "CapEff").unwrap_or_default();
+    Ok(u64::from_str_radix(&hex, 16).unwrap_or(0))
 }

@@ -1,8 +1,97 @@
-//! What rocsync reads of `/proc` about processes, parsed in one place: the live pids and
-//! the fields of `/proc/PID/stat` it uses (state, parent, job control, CPU time).
-//! The kernel writes these files, not the process: a name it chose cannot shift a field.
+//! Every read of `/proc` goes through here: the live pids, the fields of
+//! `/proc/PID/stat` rocsync uses (state, parent, job control, CPU time), and each
+//! process's other files by name. The kernel writes these files, not the process: a name
+//! it chose cannot shift a field. (`/proc/PID/environ` is the one the process wrote:
+//! `environ.rs` reads it bounded.)
 
-use std::{path::Path, str::FromStr};
+use std::{
+    io,
+    path::{Path, PathBuf},
+    str::FromStr,
+};
+
+/// `/proc/PID/FILE` (`FILE` may be a path below it, e.g. `map_files/…`).
+pub fn path(pid: u32, file: &str) -> PathBuf {
+    PathBuf::from(format!("/proc/{pid}/{file}"))
+}
+
+/// A process's `/proc/PID/FILE` as text.
+pub fn read(pid: u32, file: &str) -> io::Result<String> {
+    std::fs::read_to_string(path(pid, file))
+}
+
+/// `/proc/PID/maps`, or why it cannot be read.
+pub fn maps(pid: u32) -> io::Result<String> {
+    read(pid, "maps")
+}
+
+/// `/proc/PID/cgroup`, `None` once the process is gone.
+pub fn cgroup(pid: u32) -> Option<String> {
+    read(pid, "cgroup").ok()
+}
+
+/// The executable as the process sees it (inside its container).
+pub fn exe(pid: u32) -> Option<PathBuf> {
+    std::fs::read_link(path(pid, "exe")).ok()
+}
+
+/// Whether `/proc/PID` exists (a zombie's does).
+pub fn exists(pid: u32) -> bool {
+    path(pid, "").exists()
+}
+
+/// The value of a `Name:` line of `/proc/PID/status` (`pid` `None`: rocsync's own).
+pub fn status_field(pid: Option<u32>, name: &str) -> Option<String> {
+    let text = match pid {
+        Some(pid) => read(pid, "status"),
+        None => std::fs::read_to_string("/proc/self/status"),
+    };
+    let text = text.ok()?;
+    let line = text
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))?;
+    Some(line.trim().to_string())
+}
+
+/// The command line, argument by argument (empty for a kernel thread or a gone process).
+pub fn cmdline(pid: u32) -> Vec<String> {
+    std::fs::read(path(pid, "cmdline"))
+        .map(|b| {
+            b.split(|&c| c == 0)
+                .filter(|s| !s.is_empty())
+                .map(|s| String::from_utf8_lossy(s).into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The thread ids of a process now.
+pub fn threads(pid: u32) -> Vec<u32> {
+    std::fs::read_dir(path(pid, "task"))
+        .map(|d| {
+            d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Every live descendant process of `pid`, parents before children (from each process's
+/// parent in /proc/*/stat).
+pub fn descendants(pid: u32) -> Vec<u32> {
+    let parent_of: Vec<(u32, u32)> = pids()
+        .into_iter()
+        .filter_map(|p| Some((p, Stat::of(p)?.ppid)))
+        .collect();
+    let mut found = vec![pid];
+    let mut i = 0;
+    while i < found.len() {
+        let p = found[i];
+        found.extend(parent_of.iter().filter(|(_, pp)| *pp == p).map(|(c, _)| *c));
+        i += 1;
+    }
+    found.remove(0);
+    found
+}
 
 /// Every live process's id (the numeric entries of `/proc`).
 pub fn pids() -> Vec<u32> {
@@ -136,5 +225,10 @@ mod tests {
         assert_eq!(Stat::of_self().map(|s| s.ppid), Some(s.ppid));
         assert!(pids().contains(&own));
         assert!(!exited(own));
+        assert!(exists(own) && threads(own).contains(&own));
+        assert_eq!(status_field(Some(own), "Pid"), Some(own.to_string()));
+        assert_eq!(status_field(None, "Pid"), Some(own.to_string()));
+        assert_eq!(exe(own), std::env::current_exe().ok());
+        assert_eq!(cmdline(own), std::env::args().collect::<Vec<_>>());
     }
 }

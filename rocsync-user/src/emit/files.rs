@@ -224,12 +224,8 @@ fn invoking_user() -> Option<(rustix::fs::Uid, rustix::fs::Gid)> {
 /// The process's umask, read from /proc (setting and restoring it would race other
 /// threads creating files).
 fn umask() -> u32 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            let line = s.lines().find_map(|l| l.strip_prefix("Umask:"))?;
-            u32::from_str_radix(line.trim(), 8).ok()
-        })
+    crate::procfs::status_field(None, "Umask")
+        .and_then(|m| u32::from_str_radix(&m, 8).ok())
         .unwrap_or(0o022)
 }
 

@@ -19,12 +19,8 @@ pub fn continue_process(pid: u32) {
 /// Whether a job-control stop is pending for the whole process (`ShdPnd` in
 /// /proc/PID/status).
 fn job_stop_pending(pid: u32) -> bool {
-    let mask = std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            let hex = s.lines().find_map(|l| l.strip_prefix("ShdPnd:"))?;
-            u64::from_str_radix(hex.trim(), 16).ok()
-        })
+    let mask = crate::procfs::status_field(Some(pid), "ShdPnd")
+        .and_then(|hex| u64::from_str_radix(&hex, 16).ok())
         .unwrap_or(0);
     [libc::SIGTSTP, libc::SIGTTIN, libc::SIGTTOU]
         .into_iter()

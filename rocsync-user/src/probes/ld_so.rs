@@ -122,7 +122,7 @@ mod tests {
     #[test]
     fn own_process_has_a_loader_mapped() {
         let pid = std::process::id();
-        let text = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
+        let text = crate::procfs::maps(pid).unwrap();
         let Some(loader) = of_process(pid, &maps::parse(&text)) else {
             // map_files needs root.
             assert_ne!(unsafe { libc::geteuid() }, 0, "the loader is mapped");

@@ -31,8 +31,8 @@ pub struct OpenedLibrary {
 impl OpenedLibrary {
     /// The file behind one of `pid`'s mappings.
     pub fn of_mapping(pid: u32, m: &Mapping) -> Result<Self> {
-        let link = format!("/proc/{pid}/map_files/{:x}-{:x}", m.start, m.end);
-        let lib = Self::open(Path::new(&link), &m.path)?;
+        let link = crate::procfs::path(pid, &format!("map_files/{:x}-{:x}", m.start, m.end));
+        let lib = Self::open(&link, &m.path)?;
         if lib.ino != m.inode || m.dev.is_some_and(|d| d != (major(lib.dev), minor(lib.dev))) {
             bail!(
                 "{} (pid {pid}) changed since it was mapped; not probed",
@@ -99,7 +99,7 @@ mod tests {
     #[test]
     fn opens_its_own_mapped_libraries_and_checks_them() {
         let pid = std::process::id();
-        let text = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
+        let text = crate::procfs::maps(pid).unwrap();
         let m = maps::parse(&text)
             .into_iter()
             .find(|m| m.path.to_string_lossy().contains("libc.so"))
