@@ -117,6 +117,19 @@ apis! {
 }
 
 impl Op {
+    /// Whether the call waits or synchronizes. The others change what later calls
+    /// resolve to (records, destroys, devices, streams).
+    pub const fn waits(self) -> bool {
+        matches!(
+            self,
+            Op::StreamWaitEvent
+                | Op::EventSynchronize
+                | Op::EventQuery
+                | Op::StreamSynchronize
+                | Op::DeviceSynchronize
+        )
+    }
+
     /// Names of the captured arguments, in register order (rdi, rsi, rdx). Out-parameters
     /// are named after the value read at return, not the pointer.
     pub const fn arg_names(self) -> &'static [&'static str] {

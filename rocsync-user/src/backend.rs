@@ -3,18 +3,17 @@
 
 use rocsync_common::{Api, Backend};
 
-use crate::probes::maps;
-
 pub struct Runtime {
     pub backend: Backend,
     /// As the user names it (`--backend`).
     pub name: &'static str,
     /// The library, for messages.
     pub library: &'static str,
-    pub matches_library: fn(&str) -> bool,
+    /// Its file name, unversioned: any `<soname>.N…` is the runtime too.
+    pub soname: &'static str,
     /// Libraries that link the runtime statically, keeping its functions as local symbols
     /// (NCCL carries its own CUDA runtime: its stream waits never reach libcudart).
-    pub carried_by: fn(&str) -> bool,
+    pub carried_by: Option<&'static str>,
     /// Prefix of the runtime-specific trace fields (`hip_event`, `cuda_event`, …).
     pub field_prefix: &'static str,
 }
@@ -24,16 +23,16 @@ pub static RUNTIMES: [Runtime; 2] = [
         backend: Backend::Hip,
         name: "hip",
         library: "libamdhip64",
-        matches_library: maps::is_hip_runtime,
-        carried_by: |_| false,
+        soname: "libamdhip64.so",
+        carried_by: None,
         field_prefix: "hip",
     },
     Runtime {
         backend: Backend::Cuda,
         name: "cuda",
         library: "libcudart",
-        matches_library: maps::is_cuda_runtime,
-        carried_by: maps::carries_cuda_runtime,
+        soname: "libcudart.so",
+        carried_by: Some("libnccl.so"),
         field_prefix: "cuda",
     },
 ];
@@ -50,6 +49,16 @@ impl Runtime {
         RUNTIMES.iter().find(|r| r.name == name)
     }
 
+    /// Whether `file_name` is this runtime's library (any version of it).
+    pub fn matches_library(&self, file_name: &str) -> bool {
+        is_version_of(file_name, self.soname)
+    }
+
+    /// Whether `file_name` is a library carrying this runtime statically.
+    pub fn carried_by(&self, file_name: &str) -> bool {
+        self.carried_by.is_some_and(|c| is_version_of(file_name, c))
+    }
+
     /// The hooked functions of this runtime.
     pub fn apis(&self) -> impl Iterator<Item = Api> + '_ {
         Api::ALL
@@ -57,6 +66,14 @@ impl Runtime {
             .copied()
             .filter(|a| a.backend() == self.backend)
     }
+}
+
+/// Whether `file_name` is the library `soname` or a version of it: `libamdhip64.so`,
+/// `libamdhip64.so.5`, `libamdhip64.so.6.2.41133`, …
+pub fn is_version_of(file_name: &str, soname: &str) -> bool {
+    file_name
+        .strip_prefix(soname)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
 }
 
 #[cfg(test)]
@@ -72,11 +89,9 @@ mod tests {
                 .apis()
                 .any(|a| a.symbol() == "cudaEventRecordWithFlags")
         );
-        assert!((Runtime::of(Backend::Cuda).matches_library)(
-            "libcudart.so.13"
-        ));
-        assert!(!(Runtime::of(Backend::Hip).matches_library)(
-            "libcudart.so.13"
-        ));
+        assert!(Runtime::of(Backend::Cuda).matches_library("libcudart.so.13"));
+        assert!(!Runtime::of(Backend::Hip).matches_library("libcudart.so.13"));
+        assert!(Runtime::of(Backend::Cuda).carried_by("libnccl.so.2"));
+        assert!(!Runtime::of(Backend::Hip).carried_by("libnccl.so.2"));
     }
 }

@@ -21,7 +21,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use super::model::Call;
-use crate::resolve::changes_state;
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum Released {
@@ -189,7 +188,7 @@ impl Sequencer {
             let Some(&(ref c, state)) = self.pending.get(&self.next) else {
                 return;
             };
-            if state == State::InFlight && (!defer || changes_state(c.api.op())) {
+            if state == State::InFlight && (!defer || !c.api.op().waits()) {
                 return;
             }
             let (c, _) = self.pending.remove(&self.next).expect("present");

@@ -49,10 +49,6 @@ impl Probes {
             }
             probed.push((f.placement, f.names));
         }
-        Ok(LibraryReport {
-            path: path.to_path_buf(),
-            probed,
-            missing,
-        })
+        Ok(LibraryReport::new(path, probed, missing))
     }
 }

@@ -65,7 +65,7 @@ fn parse_line(line: &str) -> Option<Mapping> {
 /// The path through which this process can open a file mapped by `pid`. Going through
 /// `/proc/PID/root` reaches files inside the target's mount namespace (containers).
 pub fn host_path(pid: u32, path: &Path) -> PathBuf {
-    let mut p = PathBuf::from(format!("/proc/{pid}/root"));
+    let mut p = crate::procfs::path(pid, "root");
     p.push(path.strip_prefix("/").unwrap_or(path));
     p
 }
@@ -93,38 +93,13 @@ pub fn processes_mapping(dev: (u32, u32), inode: u64, except: &[u32]) -> Vec<u32
     crate::procfs::pids()
         .into_iter()
         .filter(|pid| !except.contains(pid))
-        .filter(|pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/maps")).is_ok_and(|m| m.contains(&needle))
-        })
+        .filter(|pid| crate::procfs::maps(*pid).is_ok_and(|m| m.contains(&needle)))
         .collect()
-}
-
-/// `libamdhip64.so`, `libamdhip64.so.5`, `libamdhip64.so.6.2.41133`, …
-pub fn is_hip_runtime(file_name: &str) -> bool {
-    file_name
-        .strip_prefix("libamdhip64.so")
-        .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
-}
-
-/// `libcudart.so`, `libcudart.so.13`, `libcudart.so.12.8.90`, …
-pub fn is_cuda_runtime(file_name: &str) -> bool {
-    file_name
-        .strip_prefix("libcudart.so")
-        .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
-}
-
-/// `libnccl.so.2`, …: NCCL links the CUDA runtime statically.
-pub fn carries_cuda_runtime(file_name: &str) -> bool {
-    file_name
-        .strip_prefix("libnccl.so")
-        .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
 }
 
 /// `libhsa-runtime64.so`, `libhsa-runtime64.so.1`, `libhsa-runtime64.so.1.5.0`, …
 pub fn is_hsa_runtime(file_name: &str) -> bool {
-    file_name
-        .strip_prefix("libhsa-runtime64.so")
-        .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
+    crate::backend::is_version_of(file_name, "libhsa-runtime64.so")
 }
 
 /// The glibc dynamic loader (`ld-linux-x86-64.so.2`, `ld-2.36.so`, …).
@@ -168,16 +143,21 @@ mod tests {
     #[test]
     fn finds_every_copy_of_the_hip_runtime_once() {
         let maps = parse(MAPS);
-        let libs: Vec<_> = libraries(&maps, is_hip_runtime).map(|m| m.inode).collect();
+        let libs: Vec<_> = libraries(&maps, |n| {
+            crate::backend::is_version_of(n, "libamdhip64.so")
+        })
+        .map(|m| m.inode)
+        .collect();
         assert_eq!(libs, vec![2101283, 3000001, 3000002]);
     }
 
     #[test]
     fn recognises_library_names() {
-        assert!(is_hip_runtime("libamdhip64.so"));
-        assert!(is_hip_runtime("libamdhip64.so.6.2.41133"));
-        assert!(!is_hip_runtime("libamdhip64_helper.so"));
-        assert!(!is_hip_runtime("libamdhip64.sox"));
+        let hip = |n| crate::backend::is_version_of(n, "libamdhip64.so");
+        assert!(hip("libamdhip64.so"));
+        assert!(hip("libamdhip64.so.6.2.41133"));
+        assert!(!hip("libamdhip64_helper.so"));
+        assert!(!hip("libamdhip64.sox"));
         assert!(is_dynamic_loader("ld-linux-x86-64.so.2"));
         assert!(!is_dynamic_loader("ldap.so"));
     }

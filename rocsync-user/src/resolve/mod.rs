@@ -18,4 +18,4 @@ mod wait;
 
 pub use barrier::Barriers;
 pub use row::{BarrierRef, Producer, Row, SyncKind, Unresolved};
-pub use wait::{Resolver, changes_state, sync_kind};
+pub use wait::{Resolver, sync_kind};

@@ -23,12 +23,6 @@ pub fn sync_kind(op: Op) -> Option<SyncKind> {
     })
 }
 
-/// Whether a call changes what later calls resolve to (so it cannot be passed over while
-/// it is still in flight).
-pub fn changes_state(op: Op) -> bool {
-    sync_kind(op).is_none()
-}
-
 /// A stream as resolution tells them apart: the per-thread default stream is one per
 /// thread, never the legacy null stream nor another thread's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
