@@ -6,7 +6,10 @@ use std::io::Read as _;
 
 use serde_json::{Map, Value};
 
-use crate::{emit::processes::ProcessInfo, procfs::exited};
+use crate::{
+    emit::processes::ProcessInfo,
+    procfs::{self, exited},
+};
 
 /// Longest environment read.
 const MAX_ENVIRON: u64 = 1 << 20;
@@ -39,7 +42,7 @@ pub struct Identity {
 /// say nothing of who it was).
 pub fn read(pid: u32) -> Option<Identity> {
     let mut environ = Vec::new();
-    std::fs::File::open(format!("/proc/{pid}/environ"))
+    std::fs::File::open(procfs::path(pid, "environ"))
         .ok()?
         .take(MAX_ENVIRON)
         .read_to_end(&mut environ)
@@ -47,8 +50,8 @@ pub fn read(pid: u32) -> Option<Identity> {
     if environ.is_empty() && exited(pid) {
         return None;
     }
-    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
-    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+    let comm = procfs::read(pid, "comm").ok()?;
+    let maps = procfs::maps(pid).unwrap_or_default();
     Some(Identity {
         info: ProcessInfo {
             name: comm.trim_end().to_string(),

@@ -3,10 +3,15 @@
 use std::{
     ffi::CString,
     os::fd::{FromRawFd as _, OwnedFd},
-    path::Path,
+    path::{Path, PathBuf},
 };
 
 use anyhow::{Context as _, Result, bail};
+
+use rocsync_common::Backend;
+
+use super::Session;
+use crate::{backend::Runtime, probes::library::OpenedLibrary, users::Identity};
 use tokio::io::{Interest, unix::AsyncFd};
 
 /// A forked child waiting at a gate to exec its command.
@@ -16,39 +21,26 @@ pub struct HeldChild {
     exec_error: OwnedFd,
 }
 
-/// The user a command runs as (`run -u USER`, as `strace -u`): ids and supplementary
-/// groups, resolved before the fork.
-pub struct Identity {
-    pub uid: libc::uid_t,
-    pub gid: libc::gid_t,
-    pub groups: Vec<libc::gid_t>,
-}
-
-impl Identity {
-    pub fn of_user(name: &str) -> Result<Self> {
-        let c = CString::new(name).context("NUL in the user name")?;
-        let mut buf = vec![0 as libc::c_char; 1 << 16];
-        // SAFETY: getpwnam_r and getgrouplist with valid buffers and out-pointers.
-        unsafe {
-            let mut pw: libc::passwd = std::mem::zeroed();
-            let mut found: *mut libc::passwd = std::ptr::null_mut();
-            let rc = libc::getpwnam_r(c.as_ptr(), &mut pw, buf.as_mut_ptr(), buf.len(), &mut found);
-            if rc != 0 || found.is_null() {
-                bail!("no user named {name:?} (-u takes a user name)");
-            }
-            let mut groups = vec![0 as libc::gid_t; 1024];
-            let mut n = groups.len() as libc::c_int;
-            if libc::getgrouplist(c.as_ptr(), pw.pw_gid, groups.as_mut_ptr(), &mut n) < 0 {
-                bail!("user {name:?} is in more than {} groups", groups.len());
-            }
-            groups.truncate(n.max(0) as usize);
-            Ok(Self {
-                uid: pw.pw_uid,
-                gid: pw.pw_gid,
-                groups,
-            })
-        }
+/// Hooks a held child's loader, and probes `hip_lib` (`run --hip-lib`) before it runs.
+pub fn hook(
+    mut session: Session,
+    pid: u32,
+    interp: Option<PathBuf>,
+    hip_lib: Option<&Path>,
+) -> Result<Session> {
+    if interp.is_none() && hip_lib.is_none() {
+        bail!(
+            "the command is statically linked, so it cannot load libamdhip64 dynamically; \
+             pass --hip-lib if it does"
+        );
     }
+    let loader = interp.as_deref().map(OpenedLibrary::at).transpose()?;
+    session.add_target(pid, loader)?;
+    if let Some(lib) = hip_lib {
+        let lib = OpenedLibrary::at(lib)?;
+        session.attach_library(Runtime::of(Backend::Hip), &lib, pid, false)?;
+    }
+    Ok(session)
 }
 
 /// What failed in the child before the command ran.

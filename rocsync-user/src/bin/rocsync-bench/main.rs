@@ -107,12 +107,6 @@ enum Cmd {
 }
 
 fn main() -> Result<()> {
-    // `Probes::load` starts its watchdog by running this binary again.
-    if std::env::args().nth(1).as_deref() == Some(rocsync::capture::watchdog::ARG) {
-        let code = rocsync::capture::watchdog::run();
-        rocsync::stderr::flush();
-        std::process::exit(code);
-    }
     let result = bench(Cli::parse().cmd);
     // What the library said (probe diagnostics) is written before the benchmark ends.
     rocsync::stderr::flush();

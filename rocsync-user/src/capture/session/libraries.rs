@@ -4,7 +4,8 @@
 use anyhow::Result;
 use rocsync_common::{GetDeviceMode, Switch};
 
-use super::{LEARN_FOR, Session};
+use super::Session;
+use crate::probes::LEARN_FOR;
 use crate::{
     backend::Runtime,
     probes::{LibraryReport, ld_so, library::OpenedLibrary, maps},
@@ -37,7 +38,7 @@ impl Session {
         let mut s = Switch {
             capture: 1,
             by_process: u32::from(self.probes.file_wide()),
-            agents: self.agents,
+            agents: self.agents.mask(),
             stops_off: u32::from(self.suspended),
             ..Switch::default()
         };
@@ -206,7 +207,7 @@ impl Session {
     /// probed, each opened through the kernel's link to the mapped file. Returns how many
     /// such libraries the process maps in all.
     pub fn scan(&mut self, pid: u32) -> Result<usize> {
-        let text = match std::fs::read_to_string(format!("/proc/{pid}/maps")) {
+        let text = match crate::procfs::maps(pid) {
             Ok(t) => t,
             // The process is gone; its exit ends the capture elsewhere.
             Err(_) => return Ok(0),
@@ -228,9 +229,9 @@ impl Session {
             }
         }
         for runtime in self.runtimes.clone() {
-            let copies = maps::libraries(&mappings, runtime.matches_library)
+            let copies = maps::libraries(&mappings, |n| runtime.matches_library(n))
                 .map(|m| (m, false))
-                .chain(maps::libraries(&mappings, runtime.carried_by).map(|m| (m, true)));
+                .chain(maps::libraries(&mappings, |n| runtime.carried_by(n)).map(|m| (m, true)));
             for (m, carried) in copies {
                 n += usize::from(!carried);
                 let attached = OpenedLibrary::of_mapping(pid, m)
@@ -268,7 +269,7 @@ impl Session {
             .get_or_insert_with(std::time::Instant::now);
         let known = &self.pipeline.stats.thread_devices;
         let all_known = self.targets.iter().all(|&pid| {
-            live_threads(pid)
+            crate::procfs::threads(pid)
                 .iter()
                 .all(|&tid| known.contains_key(&(pid, tid)))
         });
@@ -282,14 +283,4 @@ impl Session {
             self.temporary_detaching = Some(self.probes.detach_temporary());
         }
     }
-}
-
-/// The thread ids of a process now.
-fn live_threads(pid: u32) -> Vec<u32> {
-    std::fs::read_dir(format!("/proc/{pid}/task"))
-        .map(|d| {
-            d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
-                .collect()
-        })
-        .unwrap_or_default()
 }

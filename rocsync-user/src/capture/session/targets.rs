@@ -4,8 +4,8 @@
 use anyhow::Result;
 use rocsync_common::{Config, HIDDEN_AGENT};
 
-use super::{RESCAN_EVERY, Session, environ};
-use crate::procfs::Stat;
+use super::{RESCAN_EVERY, Session};
+use crate::{environ, procfs::Stat};
 
 impl Session {
     /// Reads what `pid` says of itself (name, rank), keeping the last reading when it is
@@ -46,7 +46,7 @@ impl Session {
         let mut c = Config {
             capture: 1,
             stop_on_link_map: u32::from(self.armed && !self.not_stopped.contains(&pid)),
-            agents: self.agents,
+            agents: self.agents.mask(),
             follow: u32::from(self.follow),
             ..Config::INACTIVE
         };

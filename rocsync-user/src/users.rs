@@ -1,0 +1,56 @@
+//! Users and groups by name, as root resolves them (the C library's lookups: local
+//! files, or LDAP/sssd where the host's NSS provides them).
+
+use std::ffi::CString;
+
+use anyhow::{Context as _, Result, bail};
+
+/// The user a command runs as (`run -u USER`, as `strace -u`): ids and supplementary
+/// groups, resolved before the fork.
+pub struct Identity {
+    pub uid: libc::uid_t,
+    pub gid: libc::gid_t,
+    pub groups: Vec<libc::gid_t>,
+}
+
+impl Identity {
+    pub fn of_user(name: &str) -> Result<Self> {
+        let c = CString::new(name).context("NUL in the user name")?;
+        let mut buf = vec![0 as libc::c_char; 1 << 16];
+        // SAFETY: getpwnam_r and getgrouplist with valid buffers and out-pointers.
+        unsafe {
+            let mut pw: libc::passwd = std::mem::zeroed();
+            let mut found: *mut libc::passwd = std::ptr::null_mut();
+            let rc = libc::getpwnam_r(c.as_ptr(), &mut pw, buf.as_mut_ptr(), buf.len(), &mut found);
+            if rc != 0 || found.is_null() {
+                bail!("no user named {name:?} (-u takes a user name)");
+            }
+            let mut groups = vec![0 as libc::gid_t; 1024];
+            let mut n = groups.len() as libc::c_int;
+            if libc::getgrouplist(c.as_ptr(), pw.pw_gid, groups.as_mut_ptr(), &mut n) < 0 {
+                bail!("user {name:?} is in more than {} groups", groups.len());
+            }
+            groups.truncate(n.max(0) as usize);
+            Ok(Self {
+                uid: pw.pw_uid,
+                gid: pw.pw_gid,
+                groups,
+            })
+        }
+    }
+}
+
+/// A group by name or id.
+pub fn group_id(g: &str) -> Result<u32> {
+    if let Ok(id) = g.parse() {
+        return Ok(id);
+    }
+    let name = std::ffi::CString::new(g).context("group names hold no NUL")?;
+    // SAFETY: getgrnam with a valid C string; the result is read at once.
+    let gr = unsafe { libc::getgrnam(name.as_ptr()) };
+    if gr.is_null() {
+        bail!("no group named {g:?}");
+    }
+    // SAFETY: non-null result of getgrnam.
+    Ok(unsafe { (*gr).gr_gid })
+}
