@@ -72,7 +72,10 @@ pub struct Switch {
     pub capture: u32,
     /// Non-zero: record only processes in `TARGETS` with `capture` set.
     pub by_process: u32,
-    /// Bit N set: record agent (device) N. Zero: every agent.
+    /// Bit N set: record agent (device) N. Zero: every agent. Both settings hold a mask
+    /// because two paths read them: a capture's call probes read only this switch (one
+    /// array slot, no hash lookup per call), while the doorbell probe and the daemon's
+    /// traces — different agents in different processes — read the target's.
     pub agents: u64,
     /// Non-zero: the daemon's always-on mode. Calls of processes in `TARGETS` are counted
     /// in the kernel (`METRICS`) and write nothing to the ring; exec and library loads of

@@ -4,14 +4,52 @@
 
 use std::{collections::BTreeSet, fmt};
 
-/// The agents a session records.
-#[derive(Clone, Debug, PartialEq, Eq)]
+use serde::{Deserialize, Serialize};
+
+/// The agents (GPU devices, by ordinal) a capture or a daemon session records: one type
+/// from `--agents` to the kernel's mask and back into the trace.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum AgentSet {
+    #[default]
     All,
     Only(BTreeSet<u32>),
 }
 
+/// The kernel's masks have a bit per agent.
+const MAX_AGENT: u32 = 63;
+
 impl AgentSet {
+    /// Parses `--agents 1,3` (ordinals 0 to 63).
+    pub fn parse(s: &str) -> Result<AgentSet, String> {
+        let mut set = BTreeSet::new();
+        for part in s.split(',') {
+            let n: u32 = part.trim().parse().map_err(|_| {
+                format!("{part:?} is not an agent ordinal (0, 1, …); e.g. --agents 1,3")
+            })?;
+            if n > MAX_AGENT {
+                return Err(format!("{s:?}: agent ordinals go from 0 to {MAX_AGENT}"));
+            }
+            set.insert(n);
+        }
+        Ok(AgentSet::Only(set))
+    }
+
+    /// The kernel's bit mask: bit N records agent N; 0 records every agent.
+    pub fn mask(&self) -> u64 {
+        match self {
+            AgentSet::All => 0,
+            AgentSet::Only(a) => a.iter().fold(0, |m, d| m | 1 << d),
+        }
+    }
+
+    /// The set a kernel mask records.
+    pub fn from_mask(mask: u64) -> AgentSet {
+        match mask {
+            0 => AgentSet::All,
+            m => AgentSet::Only((0..=MAX_AGENT).filter(|d| m & 1 << d != 0).collect()),
+        }
+    }
+
     pub fn overlaps(&self, other: &AgentSet) -> bool {
         match (self, other) {
             (AgentSet::All, _) | (_, AgentSet::All) => true,
@@ -25,9 +63,7 @@ impl AgentSet {
             AgentSet::Only(a) => a.contains(&agent),
         }
     }
-}
 
-impl AgentSet {
     /// As `--agents` takes it (`1,3`); `None` for every agent.
     pub fn list(&self) -> Option<String> {
         match self {
@@ -36,6 +72,14 @@ impl AgentSet {
                 let list: Vec<String> = a.iter().map(u32::to_string).collect();
                 Some(list.join(","))
             }
+        }
+    }
+
+    /// As a trace's parameters say it: `null` for every agent.
+    pub fn to_json(&self) -> serde_json::Value {
+        match self {
+            AgentSet::All => serde_json::Value::Null,
+            only => only.to_string().into(),
         }
     }
 }
@@ -49,16 +93,20 @@ impl fmt::Display for AgentSet {
     }
 }
 
-/// Parses `--agents 1,3`.
-pub fn parse_agents(s: &str) -> Result<AgentSet, String> {
-    let mut set = BTreeSet::new();
-    for part in s.split(',') {
-        let n: u32 = part.trim().parse().map_err(|_| {
-            format!("{part:?} is not an agent ordinal (0, 1, …); e.g. --agents 1,3")
-        })?;
-        set.insert(n);
+/// On the daemon's socket as `--agents` takes it (`"1,3"`), `null` for every agent.
+impl Serialize for AgentSet {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.list().serialize(s)
     }
-    Ok(AgentSet::Only(set))
+}
+
+impl<'de> Deserialize<'de> for AgentSet {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match Option::<String>::deserialize(d)? {
+            None => Ok(AgentSet::All),
+            Some(s) => AgentSet::parse(&s).map_err(serde::de::Error::custom),
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -194,9 +242,24 @@ mod tests {
 
     #[test]
     fn parses_agent_lists() {
-        assert_eq!(parse_agents("1,3"), Ok(only(&[1, 3])));
-        assert_eq!(parse_agents(" 2 "), Ok(only(&[2])));
-        assert!(parse_agents("1,x").unwrap_err().contains("\"x\""));
-        assert!(parse_agents("").is_err());
+        assert_eq!(AgentSet::parse("1,3"), Ok(only(&[1, 3])));
+        assert_eq!(AgentSet::parse(" 2 "), Ok(only(&[2])));
+        assert!(AgentSet::parse("1,x").unwrap_err().contains("\"x\""));
+        assert!(AgentSet::parse("").is_err());
+        assert!(AgentSet::parse("63").is_ok());
+        assert!(AgentSet::parse("1,64").unwrap_err().contains("0 to 63"));
+    }
+
+    #[test]
+    fn masks_and_the_wire_round_trip() {
+        assert_eq!(only(&[0, 2]).mask(), 0b101);
+        assert_eq!(AgentSet::All.mask(), 0);
+        for set in [AgentSet::All, only(&[0]), only(&[1, 3, 63])] {
+            assert_eq!(AgentSet::from_mask(set.mask()), set);
+            let wire = serde_json::to_string(&set).unwrap();
+            assert_eq!(serde_json::from_str::<AgentSet>(&wire).unwrap(), set);
+        }
+        assert_eq!(serde_json::to_string(&only(&[1, 3])).unwrap(), "\"1,3\"");
+        assert!(serde_json::from_str::<AgentSet>("\"99\"").is_err());
     }
 }

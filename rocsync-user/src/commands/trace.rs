@@ -10,11 +10,13 @@ use std::{
 };
 
 use anyhow::{Context as _, Result, bail};
-use serde_json::json;
 
 use crate::{
     cli::{StatusArgs, TraceArgs},
-    daemon::client,
+    daemon::{
+        protocol::{Reply, Request, TraceRequest},
+        remote,
+    },
     emit::{files::PendingFile, processes::per_process_name},
 };
 
@@ -23,28 +25,28 @@ pub fn trace(args: TraceArgs) -> Result<i32> {
     if let Some(o) = &args.output {
         drop(PendingFile::create(o)?);
     }
-    let mut conn = client::connect(&args.socket)?;
-    let request = json!({ "trace": {
-        "pids": args.pid, "all": args.all, "flight": args.flight, "cgroup": args.cgroup,
-        "agents": args.agents,
-        "duration_ms": args.duration_ms, "name": args.name,
-        "send_files": args.output.is_some(),
-    }});
+    let mut conn = remote::connect(&args.socket)?;
+    let request = Request::Trace(TraceRequest {
+        pids: args.pid,
+        all: args.all,
+        flight: args.flight,
+        cgroup: args.cgroup,
+        agents: args.agents.unwrap_or_default(),
+        duration_ms: Some(args.duration_ms),
+        name: args.name,
+        send_files: args.output.is_some(),
+    });
     // The daemon answers once the traces are written.
     let wait = Duration::from_millis(args.duration_ms) + Duration::from_secs(60);
-    let (v, fds) = client::ask(&mut conn, &request, wait)?;
-    let files = v["files"]
-        .as_array()
-        .context("the daemon's answer names no files")?;
+    let (reply, fds) = remote::ask(&mut conn, &request, wait)?;
+    let Reply::Written(written) = reply else {
+        bail!("the daemon's answer names no files");
+    };
+    let (files, pids) = (written.files, written.pids);
     let Some(output) = args.output else {
-        let names: Vec<&str> = files.iter().filter_map(|f| f.as_str()).collect();
-        print_lines(&names)?;
+        print_lines(&files)?;
         return Ok(0);
     };
-    let pids: Vec<Option<u32>> = v["pids"]
-        .as_array()
-        .map(|p| p.iter().map(|p| p.as_u64().map(|p| p as u32)).collect())
-        .unwrap_or_default();
     if files.is_empty() || fds.len() != files.len() || pids.len() != files.len() {
         bail!(
             "the daemon sent {} of {} files; they are in its state directory",
@@ -52,9 +54,8 @@ pub fn trace(args: TraceArgs) -> Result<i32> {
             files.len()
         );
     }
-    let kept: Vec<&str> = files.iter().filter_map(|f| f.as_str()).collect();
     let written = copy_out(&output, fds, &pids)
-        .with_context(|| format!("the daemon's copies are kept: {}", kept.join(", ")))?;
+        .with_context(|| format!("the daemon's copies are kept: {}", files.join(", ")))?;
     let written: Vec<String> = written.iter().map(|p| p.display().to_string()).collect();
     print_lines(&written)?;
     Ok(0)
@@ -93,37 +94,30 @@ fn copy_out(output: &Path, fds: Vec<OwnedFd>, pids: &[Option<u32>]) -> Result<Ve
 }
 
 pub fn status(args: StatusArgs) -> Result<i32> {
-    let mut conn = client::connect(&args.socket)?;
-    let (v, _) = client::ask(&mut conn, &json!({ "status": {} }), Duration::from_secs(10))?;
+    let mut conn = remote::connect(&args.socket)?;
+    let (reply, _) = remote::ask(&mut conn, &Request::Status {}, Duration::from_secs(10))?;
     if args.json {
-        return print_lines(&[v.to_string()]).map(|()| 0);
+        return print_lines(&[reply.line().trim_end()]).map(|()| 0);
     }
-    let list = |key: &str| v[key].as_array().cloned().unwrap_or_default();
-    let str_of = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_string();
-    let mut out = vec![format!("tracked processes: {}", list("tracked").len())];
-    for p in list("tracked") {
-        out.push(format!("  {:>8}  {}", p["pid"], str_of(&p["exe"])));
+    let Reply::Status(s) = reply else {
+        bail!("the daemon's answer is no status");
+    };
+    let mut out = vec![format!("tracked processes: {}", s.tracked.len())];
+    for p in &s.tracked {
+        // Unpadded, as the JSON value it was printed from (its width was ignored).
+        out.push(format!("  {}  {}", p.pid, p.exe));
     }
-    out.push(format!("traces recording: {}", list("traces").len()));
-    for t in list("traces") {
-        out.push(format!("  {}", str_of(&t["session"])));
-    }
-    out.push(format!("traces being written: {}", list("writing").len()));
-    for w in list("writing") {
-        out.push(format!("  {}", str_of(&w)));
-    }
-    out.push(format!(
-        "dyno traces scheduled: {}",
-        list("scheduled").len()
-    ));
-    for t in list("scheduled") {
-        let (name, ms) = (str_of(&t["session"]), &t["starts_in_ms"]);
+    out.push(format!("traces recording: {}", s.traces.len()));
+    out.extend(s.traces.iter().map(|t| format!("  {}", t.session)));
+    out.push(format!("traces being written: {}", s.writing.len()));
+    out.extend(s.writing.iter().map(|w| format!("  {w}")));
+    out.push(format!("dyno traces scheduled: {}", s.scheduled.len()));
+    for t in &s.scheduled {
+        let (name, ms) = (&t.session, t.starts_in_ms);
         out.push(format!("  {name} (starts in {ms} ms)"));
     }
-    out.push(format!("standalone captures: {}", list("claims").len()));
-    for c in list("claims") {
-        out.push(format!("  {}", str_of(&c)));
-    }
+    out.push(format!("standalone captures: {}", s.claims.len()));
+    out.extend(s.claims.iter().map(|c| format!("  {c}")));
     print_lines(&out)?;
     Ok(0)
 }

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use anyhow::Result;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::{
     net::{TcpStream, UnixStream},
     sync::{
@@ -20,7 +20,8 @@ use tokio::{
 
 use super::{
     dynolog, http,
-    socket::{self, Asked},
+    protocol::{Reply, Request},
+    socket,
 };
 
 /// Requests being read at once, per listener.
@@ -31,12 +32,12 @@ pub enum Incoming {
     /// A GET of `/metrics` or `/healthz`: the loop renders, the task sends.
     Http(String, oneshot::Sender<http::Response>),
     /// A request on the unix socket, from a peer allowed to ask.
-    Request(UnixStream, Result<Asked>),
+    Request(UnixStream, Result<Request>),
     /// A dynolog message.
     Dynolog(TcpStream, Result<Value>),
 }
 
-pub struct Clients {
+pub struct Readers {
     to_loop: UnboundedSender<Incoming>,
     /// Reading slots of the metrics, unix-socket and dynolog listeners.
     reading: [Arc<Semaphore>; 3],
@@ -46,7 +47,7 @@ const HTTP: usize = 0;
 const REQUEST: usize = 1;
 const DYNOLOG: usize = 2;
 
-impl Clients {
+impl Readers {
     /// The readers, and where the loop receives what they read.
     pub fn new() -> (Self, UnboundedReceiver<Incoming>) {
         let (to_loop, incoming) = unbounded_channel();
@@ -89,7 +90,9 @@ impl Clients {
         let to_loop = self.to_loop.clone();
         tokio::spawn(async move {
             if !socket::allowed(&conn, group) {
-                let e = json!({ "error": "permission denied: root or the daemon's group only" });
+                let e = Reply::Refused {
+                    error: "permission denied: root or the daemon's group only".into(),
+                };
                 return socket::answer(conn, &e).await;
             }
             let asked = socket::read_request(&mut conn).await;

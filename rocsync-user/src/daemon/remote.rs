@@ -1,5 +1,5 @@
-//! The client side of the daemon's socket: `rocsync trace`, `rocsync status`, and the
-//! claim a standalone capture holds while a daemon runs.
+//! Asking a running daemon, from another process: `rocsync trace`, `rocsync status`, and
+//! the claim a standalone capture holds while a daemon runs ([`super::protocol`]).
 
 use std::{
     io::{BufRead as _, BufReader, IoSliceMut, Write as _},
@@ -11,12 +11,9 @@ use std::{
 
 use anyhow::{Context as _, Result, bail};
 use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, recvmsg};
-use serde_json::{Value, json};
 
-use crate::{agents::AgentSet, cli::CaptureArgs};
-
-/// Where `rocsync daemon` listens unless told otherwise.
-pub const DEFAULT_SOCKET: &str = "/run/rocsync/rocsync.sock";
+use super::protocol::{ClaimRequest, Reply, Request};
+use crate::agents::AgentSet;
 /// The most descriptors an answer carries.
 const MAX_FDS: usize = 253;
 
@@ -31,13 +28,13 @@ pub fn connect(socket: &Path) -> Result<UnixStream> {
 }
 
 /// Sends one request and reads its answer line, with any descriptors that came along.
-/// An `{"error": …}` answer is an error.
+/// A refusal is an error.
 pub fn ask(
     conn: &mut UnixStream,
-    request: &Value,
+    request: &Request,
     wait: Duration,
-) -> Result<(Value, Vec<OwnedFd>)> {
-    writeln!(conn, "{request}")?;
+) -> Result<(Reply, Vec<OwnedFd>)> {
+    writeln!(conn, "{}", serde_json::to_string(request)?)?;
     conn.set_read_timeout(Some(wait))?;
     let mut first = vec![0u8; 64 << 10];
     let mut space = vec![MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(MAX_FDS))];
@@ -62,12 +59,12 @@ pub fn ask(
             .read_line(&mut line)
             .context("no answer from the daemon")?;
     }
-    let v: Value = serde_json::from_str(&line)
-        .with_context(|| format!("the daemon's answer is not JSON: {line:?}"))?;
-    if let Some(e) = v["error"].as_str() {
-        bail!("the daemon refused: {e}");
+    let reply: Reply = serde_json::from_str(&line)
+        .with_context(|| format!("the daemon's answer is not one rocsync knows: {line:?}"))?;
+    if let Reply::Refused { error } = reply {
+        bail!("the daemon refused: {error}");
     }
-    Ok((v, fds))
+    Ok((reply, fds))
 }
 
 /// A standalone capture's hold on its agents while a daemon runs: released when dropped
@@ -83,8 +80,10 @@ impl Claim {
         let Ok(mut conn) = UnixStream::connect(socket) else {
             return Ok(None);
         };
-        let agents = agents.list().map_or(Value::Null, Value::from);
-        let request = json!({ "claim": { "name": name, "agents": agents } });
+        let request = Request::Claim(ClaimRequest {
+            name: name.into(),
+            agents: agents.clone(),
+        });
         ask(&mut conn, &request, Duration::from_secs(10)).with_context(|| {
             format!("a rocsync daemon runs on this node ({})", socket.display())
         })?;
@@ -92,15 +91,20 @@ impl Claim {
     }
 }
 
-/// The claim of a standalone capture (`run`, `attach`) on its `--agents`.
-pub fn claim_for(args: &CaptureArgs, what: &str) -> Result<Option<Claim>> {
-    let agents = args.agents.clone().unwrap_or(AgentSet::All);
+/// The claim of a standalone capture (`run`, `attach`) on its `--agents`, through the
+/// daemon at `socket` if one runs there.
+pub fn claim_for(
+    socket: &Path,
+    agents: &AgentSet,
+    what: &str,
+    verbose: bool,
+) -> Result<Option<Claim>> {
     let name = format!("{what} (rocsync pid {})", std::process::id());
-    let claim = Claim::take(&args.daemon_socket, &name, &agents)?;
-    if claim.is_some() && args.verbose {
+    let claim = Claim::take(socket, &name, agents)?;
+    if claim.is_some() && verbose {
         crate::say!(
             "rocsync: {agents} claimed through the daemon at {}",
-            args.daemon_socket.display()
+            socket.display()
         );
     }
     Ok(claim)

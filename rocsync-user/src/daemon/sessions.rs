@@ -34,13 +34,13 @@ impl Sessions {
     /// Starts a trace opened by `Active::open`, unless it would share an agent with a
     /// running session: then nothing of it stays.
     pub fn start(&mut self, tracker: &mut Tracker, mut trace: Active) -> Result<()> {
-        let claim = self.claims.start(&trace.name(), agent_set(trace.agents))?;
+        let claim = self.claims.start(&trace.name(), trace.agents.clone())?;
         trace.begin_after(self.last_read);
         let pids = trace.pids.clone();
         crate::say!(
             "rocsync daemon: trace {}: recording pid(s) {pids:?} ({}) until {:?} from now",
             trace.id,
-            agent_set(trace.agents),
+            trace.agents,
             trace.until - Instant::now()
         );
         self.traces.push((claim, trace));
@@ -133,7 +133,7 @@ impl Sessions {
                 continue;
             }
             match decoded {
-                Decoded::Entry(e) if other_agents(e, t.agents) => t.record(&filtered(bytes)),
+                Decoded::Entry(e) if other_agents(e, &t.agents) => t.record(&filtered(bytes)),
                 _ => t.record(bytes),
             }
         }
@@ -151,7 +151,7 @@ impl Sessions {
             };
             let recording: Vec<u64> = holding()
                 .filter(|t| t.recording())
-                .map(|t| t.agents)
+                .map(|t| t.agents.mask())
                 .collect();
             let (capture, mut agents) = if !recording.is_empty() {
                 let all = recording.contains(&0);
@@ -173,26 +173,19 @@ impl Sessions {
     }
 }
 
-fn agent_set(mask: u64) -> AgentSet {
-    match mask {
-        0 => AgentSet::All,
-        m => AgentSet::Only((0..64).filter(|d| m & 1 << d != 0).collect()),
-    }
-}
-
 /// Whether an entry the kernel let through belongs to agents outside `agents` (a trace
 /// on some agents, sharing the process with a trace on others): its synchronisations and
 /// event records are then filtered for that trace, as the kernel filters them.
-fn other_agents(e: &EntryRecord, agents: u64) -> bool {
+fn other_agents(e: &EntryRecord, agents: &AgentSet) -> bool {
     let filterable = Api::from_u32(u32::from(e.api)).is_some_and(|a| {
         let kind = Cookie::of(a).kind();
         kind == Cookie::KIND_SYNC || kind == Cookie::KIND_RECORD
     });
-    agents != 0
+    matches!(agents, AgentSet::Only(_))
         && filterable
         && e.flags & ENTRY_FILTERED == 0
         && (0..64).contains(&e.device)
-        && agents & 1 << e.device == 0
+        && !agents.contains(e.device as u32)
 }
 
 /// The entry's bytes, marked filtered.
@@ -221,7 +214,7 @@ mod tests {
 
     #[test]
     fn a_trace_gets_other_agents_syncs_and_records_filtered() {
-        let on_1 = 0b10;
+        let on_1 = &AgentSet::Only([1].into());
         assert!(other_agents(&entry(Api::HipStreamSynchronize, 0, 0), on_1));
         assert!(other_agents(&entry(Api::HipEventRecord, 2, 0), on_1));
         assert!(!other_agents(&entry(Api::HipEventRecord, 1, 0), on_1));
@@ -235,7 +228,10 @@ mod tests {
             &entry(Api::HipStreamSynchronize, rocsync_common::NO_DEVICE, 0),
             on_1
         ));
-        assert!(!other_agents(&entry(Api::HipStreamSynchronize, 0, 0), 0));
+        assert!(!other_agents(
+            &entry(Api::HipStreamSynchronize, 0, 0),
+            &AgentSet::All
+        ));
     }
 
     #[test]
@@ -258,11 +254,5 @@ mod tests {
                 ..e
             }
         );
-    }
-
-    #[test]
-    fn agent_masks_are_claims() {
-        assert_eq!(agent_set(0), AgentSet::All);
-        assert_eq!(agent_set(0b101), AgentSet::Only([0, 2].into()));
     }
 }

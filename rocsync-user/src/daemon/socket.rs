@@ -1,14 +1,6 @@
-//! The daemon's unix socket: one JSON request per connection, from root or a member of
-//! the configured group (checked by the peer's credentials), answered with one JSON line.
-//!
-//! Requests:
-//! - `{"trace": {"pids": [P, …] | "all": true | "cgroup": PATH | "flight": true,
-//!   "duration_ms": N, "name": S, "agents": "0,1", "send_files": true}}`, answered
-//!   `{"files": [PATH, …], "pids": [P, …]}` once written (with `send_files`, a read-only
-//!   descriptor of each file rides along), or `{"error": MESSAGE}`;
-//! - `{"claim": {"name": S, "agents": "0,1" | null}}`: a standalone capture's agents,
-//!   answered `{"claimed": S}` and held until the client closes the connection;
-//! - `{"status": {}}`: the tracked processes and the sessions running.
+//! The daemon's unix socket: one request per connection ([`super::protocol`]), from root
+//! or a member of the configured group (checked by the peer's credentials), answered
+//! with one line.
 
 use std::{os::unix::fs::PermissionsExt as _, path::Path, time::Duration};
 
@@ -17,15 +9,16 @@ use rustix::{
     fs::OFlags,
     net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags, sendmsg},
 };
-use serde_json::{Value, json};
 use std::os::unix::fs::OpenOptionsExt as _;
 use tokio::{
     io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader},
     net::{UnixListener, UnixStream},
 };
 
-use super::traces::{MAX_DURATION, Request, stem};
-use crate::agents::{AgentSet, parse_agents};
+use super::{
+    protocol::{Reply, Request, TraceRequest, Written},
+    traces::{self, MAX_DURATION, stem},
+};
 
 const MAX_REQUEST: u64 = 16 << 10;
 const READ_TIMEOUT: Duration = Duration::from_secs(5);
@@ -68,30 +61,12 @@ pub fn allowed(conn: &UnixStream, group: Option<u32>) -> bool {
         return true;
     }
     let pid = cred.pid.as_raw_nonzero().get();
-    std::fs::read_to_string(format!("/proc/{pid}/status")).is_ok_and(|s| {
-        s.lines()
-            .find_map(|l| l.strip_prefix("Groups:"))
-            .is_some_and(|g| g.split_whitespace().any(|x| x.parse() == Ok(gid)))
-    })
-}
-
-/// What a client asks.
-#[derive(Debug)]
-pub enum Asked {
-    Trace {
-        request: Request,
-        /// Send the written files' descriptors with the answer (`rocsync trace -o`).
-        send_files: bool,
-    },
-    Claim {
-        name: String,
-        agents: AgentSet,
-    },
-    Status,
+    crate::procfs::status_field(Some(pid as u32), "Groups")
+        .is_some_and(|g| g.split_whitespace().any(|x| x.parse() == Ok(gid)))
 }
 
 /// Reads one request line, bounded in size and time.
-pub async fn read_request(conn: &mut UnixStream) -> Result<Asked> {
+pub async fn read_request(conn: &mut UnixStream) -> Result<Request> {
     let mut line = String::new();
     let mut reader = BufReader::new(tokio::io::AsyncReadExt::take(&mut *conn, MAX_REQUEST));
     tokio::time::timeout(READ_TIMEOUT, reader.read_line(&mut line))
@@ -100,53 +75,37 @@ pub async fn read_request(conn: &mut UnixStream) -> Result<Asked> {
     parse(&line)
 }
 
-fn parse(line: &str) -> Result<Asked> {
-    let v: Value = serde_json::from_str(line).context("the request is not JSON")?;
-    if v.get("status").is_some() {
-        return Ok(Asked::Status);
-    }
-    if let Some(c) = v.get("claim") {
-        let name = c["name"].as_str().context("a claim names its session")?;
+fn parse(line: &str) -> Result<Request> {
+    let request = serde_json::from_str(line).map_err(|e| {
+        if e.is_syntax() || e.is_eof() {
+            anyhow::anyhow!("the request is not JSON")
+        } else {
+            anyhow::anyhow!(
+                "{e}: expected {{\"trace\": …}}, {{\"claim\": …}} or {{\"status\": {{}}}}"
+            )
+        }
+    })?;
+    if let Request::Claim(c) = &request {
+        let name = &c.name;
         if name.is_empty() || name.len() > 200 || name.chars().any(char::is_control) {
             bail!("a session's name is 1 to 200 printable characters");
         }
-        let agents = match c["agents"].as_str() {
-            Some(a) => parse_agents(a).map_err(anyhow::Error::msg)?,
-            None => AgentSet::All,
-        };
-        return Ok(Asked::Claim {
-            name: name.to_string(),
-            agents,
-        });
     }
-    let t = v
-        .get("trace")
-        .context("unknown request: expected {\"trace\": …}, {\"claim\": …} or {\"status\": {}}")?;
-    let all = t["all"].as_bool().unwrap_or(false);
-    let flight = t["flight"].as_bool().unwrap_or(false);
-    let cgroup = t["cgroup"].as_str().map(String::from);
-    let agents = match t["agents"].as_str() {
-        Some(a) => match parse_agents(a).map_err(anyhow::Error::msg)? {
-            AgentSet::All => 0,
-            AgentSet::Only(set) => {
-                if set.iter().any(|&d| d >= 64) {
-                    bail!("agent ordinals go from 0 to 63");
-                }
-                set.iter().fold(0u64, |m, &d| m | 1 << d)
-            }
-        },
-        None => 0,
-    };
-    let pids: Vec<u32> = match t.get("pids") {
-        Some(p) => p
-            .as_array()
-            .context("\"pids\" must be a list")?
-            .iter()
-            .map(|x| x.as_u64().and_then(|x| u32::try_from(x).ok()))
-            .collect::<Option<_>>()
-            .context("\"pids\" must hold process ids")?,
-        None => Vec::new(),
-    };
+    Ok(request)
+}
+
+/// A trace request as the daemon runs it, checked.
+pub fn checked(t: TraceRequest) -> Result<traces::TraceSpec> {
+    let TraceRequest {
+        pids,
+        all,
+        flight,
+        cgroup,
+        agents,
+        duration_ms,
+        name,
+        send_files: _,
+    } = t;
     if flight && (all || !pids.is_empty() || cgroup.is_some()) {
         bail!("\"flight\" writes every process the recorder holds: no \"pids\" or \"all\"");
     }
@@ -155,39 +114,50 @@ fn parse(line: &str) -> Result<Asked> {
     if !flight && selectors != 1 {
         bail!("name processes with \"pids\", \"all\" or \"cgroup\": one of the three");
     }
-    let ms = t["duration_ms"].as_u64().unwrap_or(1000);
-    let duration = Duration::from_millis(ms);
+    let duration = Duration::from_millis(duration_ms.unwrap_or(1000));
     if duration.is_zero() || duration > MAX_DURATION {
         bail!(
             "\"duration_ms\" must be from 1 to {}",
             MAX_DURATION.as_millis()
         );
     }
-    let request = Request {
+    Ok(traces::TraceSpec {
         flight,
         pids,
         cgroup,
         agents,
         duration,
-        name: stem(t["name"].as_str())?,
+        name: stem(name.as_deref())?,
         output: None,
-    };
-    Ok(Asked::Trace {
-        request,
-        send_files: t["send_files"].as_bool().unwrap_or(false),
     })
 }
 
+/// A client waiting for a trace to be written.
+pub struct PendingReply {
+    pub conn: UnixStream,
+    /// Send the files' descriptors with the answer (`rocsync trace -o`).
+    pub send_files: bool,
+}
+
+impl PendingReply {
+    pub async fn send(self, reply: &Reply) {
+        match (self.send_files, reply) {
+            (true, Reply::Written(w)) => answer_with_files(self.conn, w).await,
+            _ => answer(self.conn, reply).await,
+        }
+    }
+}
+
 /// Sends the answer and closes.
-pub async fn answer(mut conn: UnixStream, v: &Value) {
-    answer_keeping(&mut conn, v).await;
+pub async fn answer(mut conn: UnixStream, reply: &Reply) {
+    answer_keeping(&mut conn, reply).await;
 }
 
 /// Sends the answer and closes the sending side only: the client keeps the connection
 /// (a claim lasts until it closes its end).
-pub async fn answer_keeping(conn: &mut UnixStream, v: &Value) {
+pub async fn answer_keeping(conn: &mut UnixStream, reply: &Reply) {
     let _ = tokio::time::timeout(READ_TIMEOUT, async {
-        conn.write_all(format!("{v}\n").as_bytes()).await?;
+        conn.write_all(reply.line().as_bytes()).await?;
         conn.shutdown().await
     })
     .await;
@@ -195,11 +165,8 @@ pub async fn answer_keeping(conn: &mut UnixStream, v: &Value) {
 
 /// Sends the answer with a read-only descriptor of each file it names (`SCM_RIGHTS`), so
 /// a client copies them with its own rights: the daemon never writes where a client says.
-pub async fn answer_with_files(mut conn: UnixStream, v: &Value) {
-    let files: Vec<&str> = v["files"]
-        .as_array()
-        .map(|f| f.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
+async fn answer_with_files(mut conn: UnixStream, written: &Written) {
+    let files = &written.files;
     let opened: std::io::Result<Vec<std::fs::File>> = files
         .iter()
         .map(|f| {
@@ -209,16 +176,27 @@ pub async fn answer_with_files(mut conn: UnixStream, v: &Value) {
                 .open(f)
         })
         .collect();
-    let v = match opened {
-        Ok(fds) if fds.len() <= MAX_FDS => return send_with_fds(conn, v, &fds).await,
-        Ok(fds) => json!({ "error": format!(
-            "{} files are more than one answer carries ({MAX_FDS}): copy them from {}",
-            fds.len(),
-            files.first().copied().unwrap_or_default()
-        )}),
-        Err(e) => json!({ "error": format!("reopening the traces written: {e}") }),
+    let reply = match opened {
+        Ok(fds) if fds.len() <= MAX_FDS => {
+            let line = Reply::Written(Written {
+                files: files.clone(),
+                pids: written.pids.clone(),
+            })
+            .line();
+            return send_with_fds(conn, &line, &fds).await;
+        }
+        Ok(fds) => Reply::Refused {
+            error: format!(
+                "{} files are more than one answer carries ({MAX_FDS}): copy them from {}",
+                fds.len(),
+                files.first().map(String::as_str).unwrap_or_default()
+            ),
+        },
+        Err(e) => Reply::Refused {
+            error: format!("reopening the traces written: {e}"),
+        },
     };
-    answer_keeping(&mut conn, &v).await;
+    answer_keeping(&mut conn, &reply).await;
 }
 
 /// The most descriptors one message carries (the kernel's `SCM_MAX_FD` is 253).
@@ -229,9 +207,8 @@ fn no_follow() -> i32 {
     (OFlags::NOFOLLOW | OFlags::CLOEXEC).bits() as i32
 }
 
-async fn send_with_fds(mut conn: UnixStream, v: &Value, files: &[std::fs::File]) {
+async fn send_with_fds(mut conn: UnixStream, line: &str, files: &[std::fs::File]) {
     use std::{io::IoSlice, mem::MaybeUninit, os::fd::AsFd as _};
-    let line = format!("{v}\n");
     let fds: Vec<_> = files.iter().map(|f| f.as_fd()).collect();
     let mut space = vec![MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(fds.len()))];
     let sent = tokio::time::timeout(READ_TIMEOUT, async {
@@ -263,41 +240,39 @@ async fn send_with_fds(mut conn: UnixStream, v: &Value, files: &[std::fs::File])
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::agents::AgentSet;
 
-    fn trace(line: &str) -> Result<Request> {
+    fn trace(line: &str) -> Result<traces::TraceSpec> {
         match parse(line)? {
-            Asked::Trace { request, .. } => Ok(request),
+            Request::Trace(t) => checked(t),
             other => bail!("not a trace request: {other:?}"),
         }
     }
 
     #[test]
     fn claims_and_status_are_read() {
-        let Asked::Claim { name, agents } =
+        let Request::Claim(c) =
             parse(r#"{"claim":{"name":"attach pid 7","agents":"1,3"}}"#).unwrap()
         else {
             panic!("a claim");
         };
         assert_eq!(
-            (name.as_str(), agents),
+            (c.name.as_str(), c.agents),
             ("attach pid 7", AgentSet::Only([1, 3].into()))
         );
         assert!(matches!(
             parse(r#"{"claim":{"name":"run"}}"#).unwrap(),
-            Asked::Claim {
-                agents: AgentSet::All,
-                ..
-            }
+            Request::Claim(c) if c.agents == AgentSet::All
         ));
         assert!(parse(r#"{"claim":{"agents":"1"}}"#).is_err());
         assert!(parse(r#"{"claim":{"name":"a\nb"}}"#).is_err());
-        assert!(matches!(parse(r#"{"status":{}}"#).unwrap(), Asked::Status));
+        assert!(matches!(
+            parse(r#"{"status":{}}"#).unwrap(),
+            Request::Status {}
+        ));
         assert!(matches!(
             parse(r#"{"trace":{"all":true,"send_files":true}}"#).unwrap(),
-            Asked::Trace {
-                send_files: true,
-                ..
-            }
+            Request::Trace(t) if t.send_files
         ));
     }
 
@@ -312,7 +287,10 @@ mod tests {
         assert!(trace(r#"{"trace":{"flight":true}}"#).unwrap().flight);
         assert!(trace(r#"{"trace":{"flight":true,"all":true}}"#).is_err());
         let r = trace(r#"{"trace":{"cgroup":"pod-7","agents":"0,2"}}"#).unwrap();
-        assert_eq!((r.cgroup.as_deref(), r.agents), (Some("pod-7"), 0b101));
+        assert_eq!(
+            (r.cgroup.as_deref(), r.agents.mask()),
+            (Some("pod-7"), 0b101)
+        );
         assert!(trace(r#"{"trace":{"all":true,"agents":"99"}}"#).is_err());
         for bad in [
             "nope",

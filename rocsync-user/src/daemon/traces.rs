@@ -12,16 +12,22 @@ use std::{
 use anyhow::{Result, bail};
 use rocsync_common::{Decoded, decode};
 use serde_json::json;
-use tokio::{net::UnixStream, time::Instant};
+use tokio::time::Instant;
 
-use super::discovery::Tracker;
+use super::{
+    discovery::Tracker,
+    protocol::{self, Reply},
+    socket::PendingReply,
+};
 use crate::{
-    capture::{clock, environ},
+    agents::AgentSet,
+    clock,
     emit::{
         outputs::{CaptureSink, Outputs, Report},
         processes::{ProcessInfo, Written},
         raw::Header,
     },
+    environ,
     pipeline::Pipeline,
 };
 
@@ -30,17 +36,17 @@ const GRACE: Duration = Duration::from_millis(300);
 /// Longest trace a request may ask for.
 pub const MAX_DURATION: Duration = Duration::from_secs(3600);
 
-/// What a client asks for.
+/// A trace to record, as checked from a client's request (or made by the daemon: a
+/// sampled window, a dyno request).
 #[derive(Debug)]
-pub struct Request {
+pub struct TraceSpec {
     /// What the flight recorder holds, at once (no `pids`).
     pub flight: bool,
     /// Empty: every tracked process (in `cgroup`, when named).
     pub pids: Vec<u32>,
     /// Only tracked processes whose cgroup path contains this (a pod, a container).
     pub cgroup: Option<String>,
-    /// Agents (devices) to record, as a bit mask; 0 records every agent.
-    pub agents: u64,
+    pub agents: AgentSet,
     pub duration: Duration,
     /// The traces' file name stem (letters, digits, `-`, `_`).
     pub name: String,
@@ -57,10 +63,9 @@ pub fn alive(pid: u32) -> bool {
 
 /// The live tracked processes a request names: its pids (each must be tracked and
 /// alive), else every live tracked one (in its cgroup, when it names one); never none.
-pub fn matched(tracker: &Tracker, req: &Request) -> Result<Vec<u32>> {
+pub fn matched(tracker: &Tracker, req: &TraceSpec) -> Result<Vec<u32>> {
     let pids: Vec<u32> = if req.pids.is_empty() {
-        let cgroup =
-            |p: u32| std::fs::read_to_string(format!("/proc/{p}/cgroup")).unwrap_or_default();
+        let cgroup = |p: u32| crate::procfs::cgroup(p).unwrap_or_default();
         tracker
             .tracked
             .iter()
@@ -100,15 +105,14 @@ pub struct Active {
     pub pids: Vec<u32>,
     /// What each said of itself when the trace began (name, rank): its trace's.
     processes: BTreeMap<u32, ProcessInfo>,
-    /// The agents it records, as a mask; 0 records every agent.
-    pub agents: u64,
+    pub agents: AgentSet,
     pipeline: Pipeline<CaptureSink>,
     outputs: Outputs,
     /// When recording ends (then, when stopping ends).
     pub until: Instant,
     stopping: bool,
-    /// The client waiting for the files, and whether it wants their descriptors.
-    pub reply: Option<(UnixStream, bool)>,
+    /// The client waiting for the files.
+    pub reply: Option<PendingReply>,
     /// How the daemon's call probes are attached (`uprobe_multi` or `perf_event`).
     call_probe_links: &'static str,
 }
@@ -116,7 +120,7 @@ pub struct Active {
 impl Active {
     /// Opens a trace of the requested processes; `Sessions` then switches their
     /// recording on.
-    pub fn open(tracker: &Tracker, req: Request, state_dir: &Path, id: u64) -> Result<Self> {
+    pub fn open(tracker: &Tracker, req: TraceSpec, state_dir: &Path, id: u64) -> Result<Self> {
         let pids = matched(tracker, &req)?;
         let (pipeline, outputs) = open(state_dir, &req.name, id, req.output.as_deref())?;
         Ok(Self {
@@ -182,7 +186,7 @@ impl Active {
     }
 
     /// Writes the traces; returns the client's stream and what to send on it.
-    pub fn finish(self) -> (Option<(UnixStream, bool)>, serde_json::Value) {
+    pub fn finish(self) -> (Option<PendingReply>, Reply) {
         let written: Result<Vec<Written>> = self
             .pipeline
             .finish()
@@ -227,13 +231,13 @@ fn open(
 }
 
 /// The answer to a trace's client: the files written and the process each holds.
-pub fn answer(written: Result<Vec<Written>>) -> serde_json::Value {
+pub fn answer(written: Result<Vec<Written>>) -> Reply {
     match written {
-        Ok(w) => json!({
-            "files": w.iter().map(|w| &w.path).collect::<Vec<_>>(),
-            "pids": w.iter().map(|w| w.pid).collect::<Vec<_>>(),
+        Ok(w) => Reply::Written(protocol::Written {
+            files: w.iter().map(|w| w.path.display().to_string()).collect(),
+            pids: w.iter().map(|w| w.pid).collect(),
         }),
-        Err(e) => json!({ "error": format!("writing the traces: {e:#}") }),
+        Err(e) => Reply::refused(&e.context("writing the traces")),
     }
 }
 

@@ -11,7 +11,6 @@ use std::{
     sync::Arc,
 };
 
-use serde_json::Value;
 use tokio::{
     net::UnixStream,
     task::{Id, JoinSet},
@@ -19,14 +18,16 @@ use tokio::{
 
 use super::{
     flight::{self, Chunk},
+    protocol::Reply,
+    socket::PendingReply,
     traces::{self, Active},
 };
 use crate::emit::processes::ProcessInfo;
 
-/// A trace written: its client (and whether it wants the files' descriptors), its answer.
+/// A trace written: its client, if one waits, and its answer.
 pub struct Done {
-    pub client: Option<(UnixStream, bool)>,
-    pub reply: Value,
+    pub client: Option<PendingReply>,
+    pub reply: Reply,
 }
 
 #[derive(Default)]
@@ -62,7 +63,10 @@ impl Writing {
             let records = flight::records(&chunks);
             let written = traces::dump(records, &state_dir, id, processes, call_probe_links);
             Done {
-                client: Some((client, false)),
+                client: Some(PendingReply {
+                    conn: client,
+                    send_files: false,
+                }),
                 reply: traces::answer(written),
             }
         }));

@@ -1,0 +1,162 @@
+//! The daemon's unix-socket protocol, one set of types for both ends: a client
+//! (`rocsync trace`, `rocsync status`, a standalone capture's claim) writes one
+//! [`Request`] as a JSON line; the daemon answers one [`Reply`] line and closes (a claim's
+//! connection stays open: the claim lasts as long as it).
+//!
+//! - `{"trace": {"pids": [P, …] | "all": true | "cgroup": PATH | "flight": true,
+//!   "duration_ms": N, "name": S, "agents": "0,1", "send_files": true}}`, answered
+//!   `{"files": [PATH, …], "pids": [P, …]}` once written (with `send_files`, a read-only
+//!   descriptor of each file rides along), or `{"error": MESSAGE}`;
+//! - `{"claim": {"name": S, "agents": "0,1" | null}}`: a standalone capture's agents,
+//!   answered `{"claimed": S}` and held until the client closes the connection;
+//! - `{"status": {}}`: the tracked processes and the sessions running.
+
+use serde::{Deserialize, Serialize};
+
+use crate::agents::AgentSet;
+
+/// Where `rocsync daemon` listens unless told otherwise.
+pub const DEFAULT_SOCKET: &str = "/run/rocsync/rocsync.sock";
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Request {
+    Trace(TraceRequest),
+    Claim(ClaimRequest),
+    Status {},
+}
+
+/// A trace asked for; checked into the daemon's own request by `socket::checked`.
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub struct TraceRequest {
+    /// Processes to record (each must be tracked).
+    #[serde(default)]
+    pub pids: Vec<u32>,
+    /// Every tracked process.
+    #[serde(default)]
+    pub all: bool,
+    /// What the flight recorder holds, at once.
+    #[serde(default)]
+    pub flight: bool,
+    /// The tracked processes whose cgroup path contains this.
+    #[serde(default)]
+    pub cgroup: Option<String>,
+    #[serde(default)]
+    pub agents: AgentSet,
+    /// How long to record (default 1 s).
+    #[serde(default)]
+    pub duration_ms: Option<u64>,
+    /// The traces' file name stem.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Send the written files' descriptors with the answer (`rocsync trace -o`).
+    #[serde(default)]
+    pub send_files: bool,
+}
+
+/// A standalone capture's hold on its agents.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct ClaimRequest {
+    pub name: String,
+    #[serde(default)]
+    pub agents: AgentSet,
+}
+
+/// The daemon's answer. Fields are in alphabetical order: the answer's bytes are what
+/// `rocsync status --json` prints, as they were when the daemon wrote JSON maps.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Reply {
+    Refused { error: String },
+    Claimed { claimed: String },
+    Written(Written),
+    Status(Status),
+}
+
+/// The traces written: each file, and the process it holds.
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub struct Written {
+    pub files: Vec<String>,
+    pub pids: Vec<Option<u32>>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Status {
+    /// Standalone captures holding agents.
+    pub claims: Vec<String>,
+    /// dyno traces waiting for their synchronized start.
+    pub scheduled: Vec<Scheduled>,
+    /// Traces recording.
+    pub traces: Vec<Recording>,
+    pub tracked: Vec<Tracked>,
+    /// Traces and flight recorder dumps being written.
+    pub writing: Vec<String>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Tracked {
+    pub exe: String,
+    pub pid: u32,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Recording {
+    pub id: u64,
+    pub pids: Vec<u32>,
+    pub session: String,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Scheduled {
+    pub session: String,
+    pub starts_in_ms: u64,
+}
+
+impl Reply {
+    pub fn refused(e: &anyhow::Error) -> Self {
+        Reply::Refused {
+            error: format!("{e:#}"),
+        }
+    }
+
+    /// As one line on the socket.
+    pub fn line(&self) -> String {
+        let mut line = serde_json::to_string(self).expect("a reply serializes");
+        line.push('\n');
+        line
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_keep_their_wire_form() {
+        let r: Request = serde_json::from_str(r#"{"status":{}}"#).unwrap();
+        assert!(matches!(r, Request::Status {}));
+        assert_eq!(
+            serde_json::to_string(&Request::Status {}).unwrap(),
+            r#"{"status":{}}"#
+        );
+        let c = Request::Claim(ClaimRequest {
+            name: "run".into(),
+            agents: AgentSet::All,
+        });
+        assert_eq!(
+            serde_json::to_string(&c).unwrap(),
+            r#"{"claim":{"name":"run","agents":null}}"#
+        );
+    }
+
+    #[test]
+    fn replies_read_back_as_their_kind() {
+        let w: Reply = serde_json::from_str(r#"{"files":["/a"],"pids":[7]}"#).unwrap();
+        assert!(matches!(w, Reply::Written(Written { ref pids, .. }) if pids == &[Some(7)]));
+        let e: Reply = serde_json::from_str(r#"{"error":"no"}"#).unwrap();
+        assert!(matches!(e, Reply::Refused { .. }));
+        let s = r#"{"claims":[],"scheduled":[],"traces":[],"tracked":[{"exe":"/bin/x","pid":3}],"writing":[]}"#;
+        let status: Reply = serde_json::from_str(s).unwrap();
+        assert_eq!(status.line(), format!("{s}\n"));
+    }
+}
