@@ -1,4 +1,6 @@
-//! Command-line interface.
+//! The command line as typed: parsed and checked value by value, nothing more. Each
+//! command turns these into the plain settings it runs with (`commands/settings.rs`);
+//! nothing below `commands/` sees a clap type.
 
 use std::{path::PathBuf, time::Duration};
 
@@ -6,12 +8,7 @@ use clap::{Args, Parser, Subcommand};
 
 use rocsync_common::Api;
 
-use crate::{
-    agents::{AgentSet, parse_agents},
-    backend::{RUNTIMES, Runtime},
-    daemon::client::DEFAULT_SOCKET,
-    probes::{ApiChoice, ProbeOptions},
-};
+use crate::{agents::AgentSet, daemon::protocol::DEFAULT_SOCKET};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -69,8 +66,8 @@ pub struct TraceArgs {
     #[arg(long, value_name = "PATH", conflicts_with = "flight")]
     pub cgroup: Option<String>,
     /// Record only these agents (devices), e.g. 0,1
-    #[arg(long, value_name = "LIST", conflicts_with = "flight")]
-    pub agents: Option<String>,
+    #[arg(long, value_name = "LIST", conflicts_with = "flight", value_parser = AgentSet::parse)]
+    pub agents: Option<AgentSet>,
     /// What the flight recorder holds now (every process's last seconds), at once
     #[arg(long)]
     pub flight: bool,
@@ -182,7 +179,7 @@ pub struct CaptureArgs {
     pub classic_uprobes: bool,
     /// Record only these GPU agents (device ordinals, comma-separated) [default: all];
     /// calls on other devices are dropped in the kernel
-    #[arg(long, value_name = "LIST", value_parser = parse_agent_list)]
+    #[arg(long, value_name = "LIST", value_parser = AgentSet::parse)]
     pub agents: Option<AgentSet>,
     /// Functions not to probe, comma-separated: each probe costs a trap per call
     #[arg(long, value_name = "SYMBOLS", value_delimiter = ',', value_parser = parse_api)]
@@ -203,40 +200,6 @@ pub struct CaptureArgs {
     /// (refused if a daemon trace records any of them); no daemon, no claim
     #[arg(long, value_name = "PATH", default_value = DEFAULT_SOCKET)]
     pub daemon_socket: PathBuf,
-}
-
-impl CaptureArgs {
-    /// `--agents` as the kernel's bit mask (0: every agent).
-    pub fn agent_mask(&self) -> u64 {
-        match &self.agents {
-            Some(AgentSet::Only(a)) => a.iter().fold(0, |m, d| m | 1 << d),
-            _ => 0,
-        }
-    }
-
-    pub fn api_choice(&self) -> ApiChoice {
-        ApiChoice {
-            extra: self.probe.clone(),
-            skip: self.skip.clone(),
-            temporary: Vec::new(),
-        }
-    }
-
-    pub fn probe_options(&self) -> ProbeOptions {
-        ProbeOptions {
-            ring_bytes: Some(self.ring_size),
-            at_entry: self.probe_at_entry,
-            diagnostics: self.verbose,
-            classic_uprobes: self.classic_uprobes,
-        }
-    }
-    /// The runtimes to look for.
-    pub fn runtimes(&self) -> Vec<&'static Runtime> {
-        match self.backend.as_deref().and_then(Runtime::by_name) {
-            Some(r) => vec![r],
-            None => RUNTIMES.iter().collect(),
-        }
-    }
 }
 
 #[derive(Debug, Args)]
@@ -278,16 +241,6 @@ pub struct ConvertArgs {
     /// Kineto JSON trace to write (".gz" compresses) [default: RAW with .json]
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
-}
-
-fn parse_agent_list(s: &str) -> Result<AgentSet, String> {
-    let set = parse_agents(s)?;
-    match &set {
-        AgentSet::Only(a) if a.iter().any(|&d| d >= 64) => {
-            Err(format!("{s:?}: agent ordinals go from 0 to 63"))
-        }
-        _ => Ok(set),
-    }
 }
 
 /// The ring size in bytes: `8` is 8 MiB, `64K` is 64 KiB (tests force losses with it).

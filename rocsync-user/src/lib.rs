@@ -10,17 +10,21 @@ pub mod agents;
 pub mod backend;
 pub mod capture;
 pub mod cli;
+pub mod clock;
 pub mod commands;
 pub mod daemon;
 pub mod emit;
+pub mod environ;
 pub mod ingest;
 pub mod pipeline;
 pub mod preflight;
 pub mod probes;
 pub mod procfs;
 pub mod resolve;
+pub mod signals;
 pub mod stats;
 pub mod stderr;
+pub mod users;
 
 /// A diagnostic line on stderr, written off the caller's thread ([`stderr`]): a stderr
 /// nobody reads never blocks a capture or the daemon.

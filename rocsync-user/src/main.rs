@@ -2,9 +2,9 @@ use std::process::ExitCode;
 
 use clap::Parser as _;
 use rocsync::{
-    capture::Signals,
     cli::{Cli, Command},
     commands,
+    signals::Signals,
 };
 
 fn main() -> ExitCode {
@@ -36,7 +36,7 @@ fn run() -> ExitCode {
             Command::Run(a) => commands::run(a, ending_signals()?).await,
             Command::Attach(a) => commands::attach(a, ending_signals()?).await,
             Command::Convert(a) => commands::convert(a),
-            Command::Daemon(a) => rocsync::daemon::daemon(a, Signals::catch_all()?).await,
+            Command::Daemon(a) => commands::daemon(a, Signals::catch_all()?).await,
             Command::Trace(a) => commands::trace(a),
             Command::Status(a) => commands::status(a),
         }

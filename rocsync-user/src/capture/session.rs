@@ -8,22 +8,23 @@ use std::{
     time::Duration,
 };
 
-use anyhow::{Context as _, Result};
+use anyhow::Result;
 use aya::maps::{MapData, RingBuf};
 use rocsync_common::{Api, Config, Op, Switch};
-use tokio::io::{Interest, unix::AsyncFd};
+use tokio::io::unix::AsyncFd;
 
 mod libraries;
 mod suspend;
 mod targets;
 
-use super::{Signals, environ, status::Status};
+use super::{settings::CaptureSettings, status::Status};
 use crate::{
+    agents::AgentSet,
     backend::Runtime,
-    cli::CaptureArgs,
     emit::{outputs::CaptureSink, processes::ProcessInfo},
     pipeline::{Notice, Pipeline},
     probes::{ApiChoice, LibraryReport, Probes},
+    signals::Signals,
     stats::CaptureStats,
 };
 
@@ -33,8 +34,6 @@ const IN_FLIGHT_GRACE: Duration = Duration::from_millis(300);
 const DRAIN_EVERY: Duration = Duration::from_millis(10);
 /// How often missing correlation ids are looked at (two looks in a row: lost).
 const TICK_EVERY: Duration = Duration::from_millis(100);
-/// Longest time temporary `*GetDevice` probes stay attached.
-pub const LEARN_FOR: Duration = Duration::from_secs(2);
 /// Safety net for library loads the loader hook cannot see (e.g. a dropped notification).
 const RESCAN_EVERY: Duration = Duration::from_secs(1);
 
@@ -45,6 +44,17 @@ pub enum StopReason {
     TargetExited,
     /// Writing an output failed (disk full, quota).
     OutputFailed,
+}
+
+impl std::fmt::Display for StopReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            StopReason::Signal(s) => s,
+            StopReason::Duration => "duration reached",
+            StopReason::TargetExited => "target exited",
+            StopReason::OutputFailed => "writing the outputs failed",
+        })
+    }
 }
 
 pub struct Captured {
@@ -76,8 +86,7 @@ pub struct Session {
     /// The runtimes whose libraries are looked for.
     runtimes: Vec<&'static Runtime>,
     choice: ApiChoice,
-    /// Agents (devices) to record, as a bit mask; 0 records every agent.
-    agents: u64,
+    agents: AgentSet,
     targets: Vec<u32>,
     /// (device, inode) of every library file probed: one file seen through two paths
     /// must not be probed twice.
@@ -115,11 +124,11 @@ impl Session {
     /// `from_start`: the targets are traced from their first call (`run`).
     pub fn new(
         mut probes: Probes,
-        args: &CaptureArgs,
+        settings: &CaptureSettings,
         sink: CaptureSink,
         from_start: bool,
     ) -> Self {
-        let mut choice = args.api_choice();
+        let mut choice = settings.apis.clone();
         if !from_start {
             // Attached to running threads that may have chosen their device already:
             // probe the hot *GetDevice briefly, to learn it (see `learn_devices`).
@@ -130,8 +139,8 @@ impl Session {
                 .filter(|a| !choice.skip.contains(a))
                 .collect();
         }
-        let status = Status::new(!args.no_status);
-        let follow = !args.no_follow
+        let status = Status::new(settings.status_line);
+        let follow = settings.follow
             && match probes.follow_children() {
                 Ok(()) => true,
                 Err(e) => {
@@ -143,15 +152,15 @@ impl Session {
             };
         Self {
             probes,
-            runtimes: args.runtimes(),
+            runtimes: settings.runtimes.clone(),
             choice,
-            agents: args.agent_mask(),
+            agents: settings.agents.clone(),
             targets: Vec::new(),
             probed_files: HashSet::new(),
             libraries: Vec::new(),
             pipeline: Pipeline::new(sink, from_start),
             status,
-            verbose: args.verbose,
+            verbose: settings.verbose,
             learning_since: None,
             temporary_removed: false,
             output_error: None,
@@ -334,12 +343,4 @@ impl Session {
             detaching,
         })
     }
-}
-
-/// Wraps the ring buffer for readiness notification.
-pub fn async_ring(ring: RingBuf<MapData>) -> Result<AsyncFd<RingBuf<MapData>>> {
-    // SAFETY: the ring buffer owns its fd for as long as the AsyncFd that wraps it.
-    unsafe { AsyncFd::register_with_interest(ring, Interest::READABLE) }
-        .map_err(std::io::Error::from)
-        .context("registering the ring buffer with the event loop")
 }

@@ -10,10 +10,10 @@ use std::{
 use anyhow::{Context as _, Result, bail};
 use serde::Deserialize;
 
+use super::protocol::DEFAULT_SOCKET;
 use super::retention::{Retention, parse_duration, parse_size};
-use crate::cli::DaemonArgs;
+use crate::users;
 
-pub const DEFAULT_SOCKET: &str = "/run/rocsync/rocsync.sock";
 pub const DEFAULT_STATE_DIR: &str = "/var/lib/rocsync";
 pub const DEFAULT_METRICS_ADDR: &str = "127.0.0.1:9464";
 
@@ -55,8 +55,27 @@ struct File {
     users: Vec<String>,
 }
 
+/// The settings given on the command line (each `None`/empty where not given): the
+/// configuration file's name, and the values that win over the file's.
+#[derive(Clone, Debug, Default)]
+pub struct ConfigFlags {
+    pub config: Option<PathBuf>,
+    pub socket: Option<PathBuf>,
+    pub group: Option<String>,
+    pub state_dir: Option<PathBuf>,
+    pub metrics_addr: Option<String>,
+    pub filters: Filters,
+    pub dynolog_addr: Option<String>,
+    pub flight_recorder: Option<String>,
+    pub sample_window: Option<String>,
+    pub sample_every: Option<String>,
+    pub retention_max_bytes: Option<String>,
+    pub retention_max_age: Option<String>,
+}
+
+/// The settings in effect.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Config {
+pub struct DaemonConfig {
     /// Answer dynolog's `dyno gputrace` here.
     pub dynolog_addr: Option<SocketAddr>,
     /// Keep every tracked process's calls of this last span in memory.
@@ -72,9 +91,9 @@ pub struct Config {
     pub filters: Filters,
 }
 
-impl Config {
+impl DaemonConfig {
     /// The file's settings under the flags'.
-    pub fn load(args: &DaemonArgs) -> Result<Self> {
+    pub fn load(args: &ConfigFlags) -> Result<Self> {
         let file = match &args.config {
             Some(path) => parse_file(path)?,
             None => File::default(),
@@ -142,7 +161,7 @@ impl Config {
             )?,
         };
         let group = match args.group.clone().or(file.group) {
-            Some(g) => Some(group_id(&g)?),
+            Some(g) => Some(users::group_id(&g)?),
             None => None,
         };
         Ok(Self {
@@ -165,21 +184,6 @@ impl Config {
             filters,
         })
     }
-}
-
-/// A group by name or id.
-fn group_id(g: &str) -> Result<u32> {
-    if let Ok(id) = g.parse() {
-        return Ok(id);
-    }
-    let name = std::ffi::CString::new(g).context("group names hold no NUL")?;
-    // SAFETY: getgrnam with a valid C string; the result is read at once.
-    let gr = unsafe { libc::getgrnam(name.as_ptr()) };
-    if gr.is_null() {
-        bail!("no group named {g:?}");
-    }
-    // SAFETY: non-null result of getgrnam.
-    Ok(unsafe { (*gr).gr_gid })
 }
 
 fn parse_file(path: &Path) -> Result<File> {

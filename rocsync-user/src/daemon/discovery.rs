@@ -6,18 +6,19 @@
 use std::collections::{BTreeSet, HashSet};
 
 use anyhow::Result;
-use rocsync_common::{Api, Config as Target, Op};
+use rocsync_common::{Api, Config, Op};
 
 use super::config::Filters;
 use crate::{
     backend::RUNTIMES,
-    capture::launch::Identity,
     probes::{ApiChoice, Probes, ld_so, library::OpenedLibrary, maps},
+    procfs,
+    users::Identity,
 };
 
-const COUNTED: Target = Target {
+const COUNTED: Config = Config {
     metrics: 1,
-    ..Target::INACTIVE
+    ..Config::INACTIVE
 };
 
 pub struct Tracker {
@@ -63,7 +64,7 @@ impl Tracker {
         if pid == std::process::id() {
             return;
         }
-        let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else {
+        let Ok(text) = procfs::maps(pid) else {
             return; // gone, or a kernel thread
         };
         let mappings = maps::parse(&text);
@@ -85,7 +86,7 @@ impl Tracker {
             }
         }
         let maps_runtime = RUNTIMES.iter().any(|r| {
-            maps::libraries(&mappings, r.matches_library)
+            maps::libraries(&mappings, |n| r.matches_library(n))
                 .next()
                 .is_some()
         });
@@ -95,9 +96,9 @@ impl Tracker {
             return;
         }
         for r in &RUNTIMES {
-            let copies = maps::libraries(&mappings, r.matches_library)
+            let copies = maps::libraries(&mappings, |n| r.matches_library(n))
                 .map(|m| (m, false))
-                .chain(maps::libraries(&mappings, r.carried_by).map(|m| (m, true)));
+                .chain(maps::libraries(&mappings, |n| r.carried_by(n)).map(|m| (m, true)));
             for (m, carried) in copies {
                 let Ok(lib) = OpenedLibrary::of_mapping(pid, m) else {
                     continue;
@@ -127,7 +128,7 @@ impl Tracker {
         if self.tracked.contains(&pid) {
             return; // a library more, in a process already counted
         }
-        let counted = Target {
+        let counted = Config {
             capture: self.baseline,
             ..COUNTED
         };
@@ -143,7 +144,7 @@ impl Tracker {
     /// Sets what the ring gets of a tracked process: nothing (0), or its calls (of
     /// `agents`, a mask; 0 is every agent) while a trace records it.
     pub fn set_capture(&mut self, pid: u32, capture: u32, agents: u64) -> Result<()> {
-        let t = Target {
+        let t = Config {
             capture,
             agents,
             ..COUNTED
@@ -157,7 +158,7 @@ impl Tracker {
             .tracked
             .iter()
             .copied()
-            .filter(|p| !std::path::Path::new(&format!("/proc/{p}")).exists())
+            .filter(|&p| !procfs::exists(p))
             .collect();
         for pid in gone {
             self.tracked.remove(&pid);
@@ -172,7 +173,7 @@ impl Tracker {
         let exe = exe(pid);
         let name = exe.rsplit('/').next().unwrap_or_default().to_string();
         let matches_exe = |list: &[String]| list.iter().any(|e| *e == exe || *e == name);
-        let cgroup = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
+        let cgroup = procfs::cgroup(pid).unwrap_or_default();
         let in_cgroup = |list: &[String]| list.iter().any(|c| cgroup.contains(c.as_str()));
         let uid = uid(pid);
         (f.include_exe.is_empty() || matches_exe(&f.include_exe))
@@ -185,16 +186,15 @@ impl Tracker {
 
 /// The executable's path as the process sees it (inside its container).
 pub fn exe(pid: u32) -> String {
-    std::fs::read_link(format!("/proc/{pid}/exe"))
+    procfs::exe(pid)
         .map(|p| p.display().to_string())
         .unwrap_or_default()
 }
 
 /// The real uid, from /proc/PID/status.
 fn uid(pid: u32) -> Option<u32> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|l| l.starts_with("Uid:"))?;
-    line.split_whitespace().nth(1)?.parse().ok()
+    let uids = procfs::status_field(Some(pid), "Uid")?;
+    uids.split_whitespace().next()?.parse().ok()
 }
 
 /// A user entry names a uid, or a user whose uid it is.

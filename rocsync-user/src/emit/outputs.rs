@@ -13,7 +13,7 @@ use super::{
     raw::{Header, RawWriter, Trailer},
     summary,
 };
-use crate::{cli::CaptureArgs, stats::CaptureStats};
+use crate::stats::CaptureStats;
 
 /// What a capture writes into: a trace per process and, if asked for, the raw capture.
 pub type CaptureSink = Tee<ProcessTraces, RawWriter<FileStream>>;
@@ -40,13 +40,12 @@ pub struct Report {
 }
 
 impl Outputs {
-    pub fn reserve(args: &CaptureArgs) -> Result<Self> {
-        let default_name = args.output.is_none();
-        let path = args
-            .output
-            .clone()
-            .unwrap_or_else(|| PathBuf::from("rocsync.json"));
-        Self::at(path, default_name, args.raw.clone())
+    /// A capture's outputs: `trace` (`None`: named after the target once known) and the
+    /// raw capture, if asked for.
+    pub fn reserve(trace: Option<PathBuf>, raw: Option<PathBuf>) -> Result<Self> {
+        let default_name = trace.is_none();
+        let path = trace.unwrap_or_else(|| PathBuf::from("rocsync.json"));
+        Self::at(path, default_name, raw)
     }
 
     /// Outputs at explicit paths (`convert`).

@@ -33,6 +33,8 @@ use rocsync_common::{Api, Switch, drop_index};
 
 pub use self::diagnostics::Diagnostics;
 use self::{elf::Lookup, placement::Placement};
+use tokio::io::{Interest, unix::AsyncFd};
+
 use crate::{backend::Runtime, stats::KernelDrops};
 pub use job::continue_process;
 use links::Attached;
@@ -57,6 +59,20 @@ pub struct LibraryReport {
     pub missing: Vec<&'static str>,
 }
 
+impl LibraryReport {
+    fn new(
+        path: &Path,
+        probed: Vec<(Placement, Vec<&'static str>)>,
+        missing: Vec<&'static str>,
+    ) -> Self {
+        Self {
+            path: path.to_path_buf(),
+            probed,
+            missing,
+        }
+    }
+}
+
 /// Which functions a capture probes: the default set (every hooked function but the hot
 /// `*GetDevice`), plus those asked for, minus those skipped.
 #[derive(Clone, Debug, Default)]
@@ -78,6 +94,8 @@ impl ApiChoice {
 /// How probes are loaded and placed.
 /// The ring's size in the probes' object, used when `ring_bytes` is `None`.
 const DEFAULT_RING: u32 = 8 << 20;
+/// Longest time temporary `*GetDevice` probes stay attached.
+pub const LEARN_FOR: std::time::Duration = std::time::Duration::from_secs(2);
 
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ProbeOptions {
@@ -109,8 +127,9 @@ pub struct Probes {
     /// Library probes attach to every process mapping the file (children are followed),
     /// not to one pid.
     file_wide: bool,
-    /// Continues stopped targets if rocsync is killed; dropped after `release_targets`.
-    _watchdog: Option<crate::capture::watchdog::Watchdog>,
+    /// What must live as long as the probes (a capture's watchdog, which continues
+    /// stopped targets if rocsync is killed): dropped after `release_targets`.
+    kept: Vec<Box<dyn Send>>,
 }
 
 impl Probes {
@@ -163,7 +182,7 @@ impl Probes {
             slots,
         )?;
         let generation = targets::Generation::new(owned_fd(&ebpf, "TARGETS_GENERATION")?)?;
-        let mut probes = Self {
+        let probes = Self {
             diagnostics,
             ebpf,
             calls,
@@ -173,14 +192,14 @@ impl Probes {
             links: Vec::new(),
             temporary: Vec::new(),
             file_wide: false,
-            _watchdog: None,
+            kept: Vec::new(),
         };
-        probes._watchdog = Some(crate::capture::watchdog::Watchdog::spawn(
-            probes.map_fd("STOPPED")?,
-            probes.map_fd("TARGETS")?,
-            probes.map_fd("CONTINUED")?,
-        )?);
         Ok(probes)
+    }
+
+    /// Keeps `guard` until the probes are dropped (after every target is released).
+    pub fn hold(&mut self, guard: impl Send + 'static) {
+        self.kept.push(Box::new(guard));
     }
 
     /// Removes the ring buffer from the object; the event loop owns it from here on.
@@ -272,11 +291,7 @@ impl Probes {
             }
             probed.push((f.placement, f.names));
         }
-        Ok(LibraryReport {
-            path: path.to_path_buf(),
-            probed,
-            missing,
-        })
+        Ok(LibraryReport::new(path, probed, missing))
     }
 
     /// The last correlation id the call probes assigned.
@@ -322,4 +337,12 @@ fn owned_fd(ebpf: &Ebpf, name: &str) -> Result<std::os::fd::OwnedFd> {
         Some(aya::maps::Map::Array(data)) => Ok(data.fd().as_fd().try_clone_to_owned()?),
         _ => Err(anyhow!("{name}: no such array map")),
     }
+}
+
+/// Wraps the ring buffer for readiness notification.
+pub fn async_ring(ring: RingBuf<MapData>) -> Result<AsyncFd<RingBuf<MapData>>> {
+    // SAFETY: the ring buffer owns its fd for as long as the AsyncFd that wraps it.
+    unsafe { AsyncFd::register_with_interest(ring, Interest::READABLE) }
+        .map_err(std::io::Error::from)
+        .context("registering the ring buffer with the event loop")
 }

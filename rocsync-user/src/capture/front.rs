@@ -1,0 +1,143 @@
+//! The front door of every standalone capture: what `run` and `attach` share, in order —
+//! preflight, the claims (the target, the daemon's agents), the outputs reserved, the
+//! probes loaded with their watchdog, the session opened over the outputs, the loop, and
+//! at the end the outputs written and the summary printed. The commands say only what
+//! differs: launching a command, or finding a running process.
+
+use std::future::Future;
+
+use anyhow::Result;
+use aya::maps::{MapData, RingBuf};
+use serde_json::Value;
+use tokio::io::unix::AsyncFd;
+
+use super::{Captured, Session, StopReason, claim, settings::CaptureSettings, watchdog::Watchdog};
+use crate::{
+    clock,
+    daemon::remote,
+    emit::{
+        outputs::{Outputs, Report},
+        raw::Header,
+    },
+    probes::{Probes, async_ring},
+    signals::Signals,
+};
+
+pub struct Capture {
+    pub settings: CaptureSettings,
+    outputs: Outputs,
+    /// Until the session takes them.
+    probes: Option<Probes>,
+    ring: AsyncFd<RingBuf<MapData>>,
+    /// Held for the capture's life: the target's lock (`attach`), the agents' claim.
+    _target: Option<claim::Claim>,
+    _agents: Option<remote::Claim>,
+}
+
+impl Capture {
+    /// Everything before the target: `what` names the capture to a running daemon;
+    /// `target`, a running process to lock against a second capture.
+    pub fn prepare(settings: CaptureSettings, what: &str, target: Option<u32>) -> Result<Self> {
+        crate::preflight::check()?;
+        let target = target.map(claim::claim).transpose()?;
+        let agents = remote::claim_for(
+            &settings.daemon_socket,
+            &settings.agents,
+            what,
+            settings.verbose,
+        )?;
+        let outputs = Outputs::reserve(settings.output.clone(), settings.raw.clone())?;
+        let mut probes = Probes::load(settings.probes)?;
+        let ring = probes.take_ring()?;
+        // Continues whatever the probes stopped if rocsync is killed.
+        let watchdog = Watchdog::spawn(
+            probes.map_fd("STOPPED")?,
+            probes.map_fd("TARGETS")?,
+            probes.map_fd("CONTINUED")?,
+        )?;
+        probes.hold(watchdog);
+        Ok(Self {
+            settings,
+            outputs,
+            probes: Some(probes),
+            ring: async_ring(ring)?,
+            _target: target,
+            _agents: agents,
+        })
+    }
+
+    /// Opens the outputs, named after `pid`, and the session over them; `command` is the
+    /// target's, for the raw capture's header.
+    pub fn open(&mut self, pid: u32, command: Vec<String>, from_start: bool) -> Result<Session> {
+        let probes = self.probes.take().expect("one session per capture");
+        self.outputs.name_after(pid);
+        let header = Header {
+            clock_offset_ns: clock::realtime_offset_ns(),
+            start_ns: clock::monotonic_ns() as u64,
+            command,
+            from_start,
+        };
+        let sink = self.outputs.open(header)?;
+        Ok(Session::new(probes, &self.settings, sink, from_start))
+    }
+
+    /// Runs an armed session until a signal, the duration, or `target_exit`.
+    pub async fn trace(
+        &mut self,
+        session: &mut Session,
+        signals: &mut Signals,
+        duration: Option<std::time::Duration>,
+        target_exit: impl Future<Output = ()>,
+    ) -> Result<StopReason> {
+        session
+            .run(&mut self.ring, signals, duration, target_exit)
+            .await
+    }
+
+    /// Stops the session and writes the outputs and the summary; `parameters` are the
+    /// command's, for the trace's `rocsync` object.
+    pub async fn finish(self, session: Session, stop: StopReason, parameters: Value) -> Result<()> {
+        let captured = session.finish(self.ring, stop).await?;
+        write_outputs(self.outputs, captured, parameters)
+    }
+}
+
+/// Closes a live capture's outputs and prints its summary, once its probes are detached.
+fn write_outputs(outputs: Outputs, captured: Captured, mut parameters: Value) -> Result<()> {
+    let Captured {
+        error,
+        processes,
+        sink,
+        stats,
+        libraries,
+        call_probe_links,
+        detaching,
+        ..
+    } = captured;
+    parameters["call_probe_links"] = call_probe_links.into();
+    let report = Report {
+        parameters,
+        libraries: libraries
+            .iter()
+            .map(|l| l.path.display().to_string())
+            .collect(),
+        single_stepped: libraries
+            .iter()
+            .flat_map(|l| &l.probed)
+            .filter(|(p, _)| !p.emulated)
+            .map(|(p, names)| format!("{} ({})", names.join(" = "), p.probed))
+            .collect(),
+        processes,
+    };
+    let written = match error {
+        None => outputs.finish(sink, &stats, report).map(drop),
+        Some(e) => outputs.salvage(sink, &stats, e),
+    };
+    detaching.wait();
+    if libraries.is_empty() {
+        crate::say!(
+            "rocsync: warning: the target never mapped a GPU runtime library that rocsync traces"
+        );
+    }
+    written
+}

@@ -1,0 +1,32 @@
+//! A capture's settings, as `run` and `attach` use them: plain values the command line
+//! was turned into (`commands/settings.rs`), nothing of the parser.
+
+use std::path::PathBuf;
+
+use crate::{
+    agents::AgentSet,
+    backend::Runtime,
+    probes::{ApiChoice, ProbeOptions},
+};
+
+pub struct CaptureSettings {
+    /// The trace; `None`: `rocsync-<pid>-<time>.json`.
+    pub output: Option<PathBuf>,
+    /// The raw capture too (JSON Lines).
+    pub raw: Option<PathBuf>,
+    /// Each probe point, followed child and the probes' diagnostics on stderr.
+    pub verbose: bool,
+    /// The runtimes whose libraries are looked for.
+    pub runtimes: Vec<&'static Runtime>,
+    /// The agents recorded (the others' calls are dropped in the kernel, and counted).
+    pub agents: AgentSet,
+    /// The functions probed.
+    pub apis: ApiChoice,
+    pub probes: ProbeOptions,
+    /// The live status line (drawn only on a terminal).
+    pub status_line: bool,
+    /// The processes the targets start are traced too.
+    pub follow: bool,
+    /// Where a running daemon listens: the capture's agents are claimed there.
+    pub daemon_socket: PathBuf,
+}

@@ -1,0 +1,195 @@
+//! What the daemon does when its loop wakes: the probes wrote, a timer came, a trace was
+//! written, a signal. Requests are in `requests.rs`, timed starts in `scheduled.rs`.
+
+use aya::maps::{MapData, RingBuf};
+use rocsync_common::{Api, Decoded, GetDeviceMode, Op, PROCESS_EXIT, Switch, decode};
+
+use super::{
+    config::DaemonConfig, exposition, http, protocol::Reply, state::Daemon, writing::Done,
+};
+use crate::agents::ClaimId;
+
+/// Whether the loop goes on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flow {
+    Go,
+    Stop,
+}
+
+impl Daemon {
+    /// Whether call records are wanted now (a trace records, or the flight recorder).
+    pub fn wants_calls(&self) -> bool {
+        self.sessions.recording() || self.flight.is_some()
+    }
+
+    /// Reads what the probes wrote: announcements feed discovery, call records the
+    /// flight recorder and the traces in progress.
+    pub fn drain(&mut self, ring: &mut RingBuf<MapData>) {
+        // The ring first, then the calls reserved before (see `Probes::drain_calls`).
+        let calls_until = self.tracker.probes.calls_reserved();
+        self.drain_ring(ring);
+        let (flight, sessions) = (&mut self.flight, &mut self.sessions);
+        self.tracker.probes.drain_calls(calls_until, |item| {
+            if let Ok(decoded) = decode(item) {
+                if let Some(f) = flight.as_mut() {
+                    f.keep(item);
+                }
+                sessions.route(item, &decoded);
+            }
+        });
+    }
+
+    fn drain_ring(&mut self, ring: &mut RingBuf<MapData>) {
+        while let Some(item) = ring.next() {
+            match decode(&item) {
+                Ok(Decoded::LinkMap(r)) => self.tracker.look(r.pid),
+                Ok(Decoded::Process(r)) if r.event == PROCESS_EXIT => {}
+                Ok(Decoded::Process(r)) => self.tracker.look(r.pid),
+                Ok(Decoded::Wake) => {}
+                Ok(decoded) => {
+                    if let Some(f) = &mut self.flight {
+                        f.keep(&item);
+                    }
+                    self.sessions.route(&item, &decoded);
+                }
+                Err(_) => {}
+            }
+        }
+    }
+
+    /// A standalone capture ended (its claim's connection closed).
+    pub fn on_released(&mut self, claim: ClaimId) -> Flow {
+        self.sessions.release(claim);
+        Flow::Go
+    }
+
+    /// The scan's temporary `*GetDevice` probes have learnt long enough.
+    pub fn on_learned(&mut self) -> Flow {
+        self.learn_until = None;
+        if let Err(e) = self.tracker.probes.set_switch(switch(GetDeviceMode::Off)) {
+            crate::say!("rocsync daemon: warning: {e:#}");
+        }
+        // Detached in the background: unregistering uprobes takes a while.
+        drop(self.tracker.probes.detach_temporary());
+        crate::say!("rocsync daemon: *GetDevice probes removed");
+        Flow::Go
+    }
+
+    /// A sampled window is due.
+    pub fn on_sample_due(&mut self) -> Flow {
+        let (window, every) = self.config.sampling.expect("a sample time is sampling's");
+        self.next_sample = self.next_sample.map(|t| t + every);
+        self.sample(window);
+        Flow::Go
+    }
+
+    pub fn on_tick(&mut self) -> Flow {
+        self.sessions.tick();
+        Flow::Go
+    }
+
+    /// Tracked processes that exited are forgotten.
+    pub fn on_prune(&mut self) -> anyhow::Result<Flow> {
+        self.tracker.prune()?;
+        Ok(Flow::Go)
+    }
+
+    /// A trace or a flight recorder dump was written: counted, retention applied, and
+    /// its client answered. Stopping ends once the last is written.
+    pub async fn written(&mut self, done: Done) -> Flow {
+        if let Reply::Written(w) = &done.reply {
+            self.traces_written += w.files.len() as u64;
+            if let Some(newest) = w.files.first() {
+                let dir = self.config.state_dir.join("traces");
+                self.config
+                    .retention
+                    .apply(&dir, std::path::Path::new(newest));
+            }
+        }
+        if let Some(client) = done.client {
+            client.send(&done.reply).await;
+        }
+        if self.stopping && !self.sessions.recording() && self.writing.is_empty() {
+            return Flow::Stop;
+        }
+        Flow::Go
+    }
+
+    /// SIGHUP reloads the configuration; the others stop the daemon once the traces in
+    /// progress are written.
+    pub fn on_signal(&mut self, signal: &'static str) -> Flow {
+        if signal == "SIGHUP" {
+            self.reload();
+            return Flow::Go;
+        }
+        crate::say!("rocsync daemon: stopping ({signal})");
+        self.drop_scheduled();
+        if !self.sessions.recording() && self.writing.is_empty() {
+            return Flow::Stop;
+        }
+        // Finish the traces in progress (their deadlines come now) and write them, then
+        // stop.
+        self.sessions.end_all_now();
+        self.stopping = true;
+        Flow::Go
+    }
+
+    fn reload(&mut self) {
+        match DaemonConfig::load(&self.flags) {
+            Ok(c) => {
+                self.tracker.filters = c.filters.clone();
+                // The socket stays where the daemon listens.
+                self.config = DaemonConfig {
+                    socket: self.config.socket.clone(),
+                    ..c
+                };
+                crate::say!("rocsync daemon: configuration reloaded");
+            }
+            Err(e) => crate::say!("rocsync daemon: warning: keeping the configuration: {e:#}"),
+        }
+    }
+
+    /// `/metrics` and `/healthz`.
+    pub fn http_page(&self, path: &str) -> http::Response {
+        let probes = &self.tracker.probes;
+        match path {
+            "/metrics" => match (probes.metrics(), probes.drops()) {
+                (Ok(series), Ok(drops)) => (
+                    "200 OK",
+                    "text/plain; version=0.0.4; charset=utf-8",
+                    exposition::render(&exposition::Snapshot {
+                        series: &series,
+                        drops: &drops,
+                        tracked: self.tracker.tracked.len(),
+                        cpu_seconds: exposition::own_cpu_seconds(),
+                        flight_evicted: self.flight.as_ref().map(|f| f.evicted),
+                        traces_written: self.traces_written,
+                        not_started: self.not_started,
+                    }),
+                ),
+                (Err(e), _) | (_, Err(e)) => (
+                    "500 Internal Server Error",
+                    "text/plain",
+                    format!("reading the probes' maps: {e:#}\n"),
+                ),
+            },
+            "/healthz" => ("200 OK", "text/plain", "ok\n".into()),
+            _ => ("404 Not Found", "text/plain", "not found\n".into()),
+        }
+    }
+}
+
+/// The daemon's switch: calls counted, by process. Its only `*GetDevice` probes are the
+/// scan's temporary ones: while they learn, a trace (the flight recorder's, from the
+/// start) records a thread's calls until one succeeds, and none while they go.
+pub fn switch(get_device: GetDeviceMode) -> Switch {
+    let mut s = Switch {
+        by_process: 1,
+        metrics: 1,
+        ..Switch::default()
+    };
+    for &api in Api::ALL.iter().filter(|a| a.op() == Op::GetDevice) {
+        s.set_get_device(api, get_device);
+    }
+    s
+}

@@ -1,0 +1,118 @@
+//! The daemon's state: its configuration, the processes it tracks, the sessions
+//! recording, the flight recorder, what is being written, and the counts `/metrics`
+//! shows of them.
+
+use anyhow::Result;
+use tokio::{sync::mpsc::UnboundedSender, time::Instant};
+
+use super::{
+    config::{ConfigFlags, DaemonConfig},
+    discovery::{self, Tracker},
+    exposition::NotStarted,
+    flight::FlightRecorder,
+    protocol::{Recording, Scheduled, Status, Tracked},
+    sessions::Sessions,
+    traces::{Active, TraceSpec},
+    writing::Writing,
+};
+use crate::agents::ClaimId;
+
+pub struct Daemon {
+    pub config: DaemonConfig,
+    /// The command line's settings, read again with the file on SIGHUP.
+    pub flags: ConfigFlags,
+    pub tracker: Tracker,
+    pub sessions: Sessions,
+    pub flight: Option<FlightRecorder>,
+    /// Traces and flight recorder dumps being written.
+    pub writing: Writing,
+    pub traces_written: u64,
+    pub not_started: NotStarted,
+    /// SIGTERM came: traces in progress finish, then the daemon exits.
+    pub stopping: bool,
+    /// dyno's requests with a synchronized start, by start time.
+    pub scheduled: Vec<(Instant, TraceSpec)>,
+    /// When the next sampled window starts (sampling configured).
+    pub next_sample: Option<Instant>,
+    /// When the scan's temporary `*GetDevice` probes come off.
+    pub learn_until: Option<Instant>,
+    next_id: u64,
+    /// Where a held claim's connection says it closed.
+    pub released: UnboundedSender<ClaimId>,
+}
+
+impl Daemon {
+    pub fn new(
+        config: DaemonConfig,
+        flags: ConfigFlags,
+        tracker: Tracker,
+        flight: Option<FlightRecorder>,
+        released: UnboundedSender<ClaimId>,
+    ) -> Self {
+        Self {
+            config,
+            flags,
+            tracker,
+            sessions: Sessions::default(),
+            flight,
+            writing: Writing::default(),
+            traces_written: 0,
+            not_started: NotStarted::default(),
+            stopping: false,
+            scheduled: Vec::new(),
+            next_sample: None,
+            learn_until: None,
+            next_id: 1,
+            released,
+        }
+    }
+
+    pub fn take_id(&mut self) -> u64 {
+        self.next_id += 1;
+        self.next_id - 1
+    }
+
+    /// Opens and starts a trace, if its agents are free.
+    pub fn start(&mut self, spec: TraceSpec) -> Result<&mut Active> {
+        let id = self.take_id();
+        let trace = Active::open(&self.tracker, spec, &self.config.state_dir, id)?;
+        self.sessions.start(&mut self.tracker, trace)?;
+        Ok(&mut self.sessions.traces.last_mut().expect("just started").1)
+    }
+
+    /// What `rocsync status` shows.
+    pub fn status(&self) -> Status {
+        let now = Instant::now();
+        Status {
+            claims: self.sessions.held.iter().map(|(_, n)| n.clone()).collect(),
+            scheduled: self
+                .scheduled
+                .iter()
+                .map(|(at, s)| Scheduled {
+                    session: s.name.clone(),
+                    starts_in_ms: at.saturating_duration_since(now).as_millis() as u64,
+                })
+                .collect(),
+            traces: self
+                .sessions
+                .traces
+                .iter()
+                .map(|(_, t)| Recording {
+                    id: t.id,
+                    pids: t.pids.clone(),
+                    session: t.name(),
+                })
+                .collect(),
+            tracked: self
+                .tracker
+                .tracked
+                .iter()
+                .map(|&pid| Tracked {
+                    exe: discovery::exe(pid),
+                    pid,
+                })
+                .collect(),
+            writing: self.writing.names().into_iter().map(String::from).collect(),
+        }
+    }
+}
