@@ -16,12 +16,6 @@ use std::{
 use anyhow::{Context as _, Result, bail};
 
 mod bench;
-mod bench_bin;
-mod bench_breakdown;
-mod bench_daemon;
-mod bench_flight;
-mod bench_mix;
-mod bench_tree;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();

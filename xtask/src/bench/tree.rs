@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use anyhow::{Context as _, Result};
 use serde_json::{Value, json};
 
-use crate::bench_bin::bench_bin;
+use super::bin::bench_bin;
 
 const ROUNDS: usize = 3;
 const PROCESSES: &str = "8";

@@ -6,10 +6,8 @@ use std::{fmt::Write as _, process::Command};
 use anyhow::{Context as _, Result};
 use serde_json::{Value, json};
 
-use crate::{
-    bench_bin::{bench_bin, run_json},
-    root,
-};
+use super::bin::{bench_bin, run_json};
+use crate::root;
 
 /// Steps of the mix per measurement.
 const STEPS: &str = "20000";

@@ -9,10 +9,8 @@ use std::fmt::Write as _;
 use anyhow::{Context as _, Result};
 use serde_json::{Value, json};
 
-use crate::{
-    bench_bin::{Probes, quartiles},
-    root,
-};
+use super::bin::{Probes, quartiles};
+use crate::root;
 
 /// (label, bench mode, extra rocsync arguments, what it adds)
 const MODES: [(&str, &str, &[&str], &str); 12] = [

@@ -5,7 +5,7 @@
 //!   the daemon excludes that maps a library it probes for another;
 //! - the daemon itself: CPU and memory idle, and while 8 processes call at a paced rate;
 //!   the time one `/metrics` scrape takes;
-//! - a flight recorder dump under load (`bench_flight`).
+//! - a flight recorder dump under load (`flight`).
 
 use std::{
     fmt::Write as _,
@@ -19,7 +19,8 @@ use std::{
 use anyhow::{Context as _, Result, bail};
 use serde_json::{Value, json};
 
-use crate::{bench_bin::bench_bin, root};
+use super::bin::bench_bin;
+use crate::root;
 
 const ROUNDS: usize = 5;
 const CALLS: &str = "200000";
@@ -214,7 +215,7 @@ pub fn daemon() -> Result<(String, Value)> {
         std::fs::copy(rocsync_tests::sim_hip(), lib)?;
     }
     let result = measure(&dir, &counted, &counted_lib, &plain, &plain_lib).and_then(|(md, v)| {
-        let (flight_md, flight) = crate::bench_flight::flight(&dir, &counted, &counted_lib)?;
+        let (flight_md, flight) = super::flight::flight(&dir, &counted, &counted_lib)?;
         let mut v = v;
         v["flight"] = flight;
         Ok((md + &flight_md, v))

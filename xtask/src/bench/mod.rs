@@ -6,10 +6,16 @@ use std::{fmt::Write as _, path::Path, process::Command};
 use anyhow::{Context as _, Result};
 use serde_json::{Value, json};
 
-use crate::{
-    bench_bin::{Probes, bench_bin, quartiles},
-    cargo, root, run,
-};
+use crate::{cargo, root, run};
+
+mod bin;
+mod breakdown;
+mod daemon;
+mod flight;
+mod mix;
+mod tree;
+
+use bin::{Probes, bench_bin, quartiles};
 
 const ROUNDS: usize = 5;
 /// What the per-call section measures side by side with the empty pair: the capture, the
@@ -67,9 +73,9 @@ const PARTS: [(&str, &str, &str); 3] = [
 
 fn measure_part(part: &str) -> Result<(String, Value)> {
     match part {
-        "tree" => crate::bench_tree::tree(),
-        "daemon" => crate::bench_daemon::daemon(),
-        _ => crate::bench_breakdown::breakdown(ROUNDS),
+        "tree" => tree::tree(),
+        "daemon" => daemon::daemon(),
+        _ => breakdown::breakdown(ROUNDS),
     }
 }
 
@@ -231,8 +237,8 @@ pub fn bench() -> Result<()> {
         let big = bench_bin(&args)?;
         pipeline.push((churn, rates, big));
     }
-    let (mix_md, mix) = crate::bench_mix::mix(ROUNDS)?;
-    let (convert_md, convert) = crate::bench_mix::convert_memory()?;
+    let (mix_md, mix) = mix::mix(ROUNDS)?;
+    let (convert_md, convert) = mix::convert_memory()?;
     let mut md = mix_md + &convert_md;
     let mut json = json!({ "call_mix": mix, "convert": convert });
     for (part, ..) in PARTS {

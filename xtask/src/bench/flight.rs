@@ -18,10 +18,8 @@ use std::{
 use anyhow::{Context as _, Result, bail};
 use serde_json::{Value, json};
 
-use crate::{
-    bench_daemon::{Caller, Daemon, get, median},
-    root,
-};
+use super::daemon::{Caller, Daemon, get, median};
+use crate::root;
 
 const RATE: u64 = 300_000;
 /// The recorder's span, and how long the process has called when the dump is asked.
