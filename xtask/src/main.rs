@@ -16,12 +16,6 @@ use std::{
 use anyhow::{Context as _, Result, bail};
 
 mod bench;
-mod bench_bin;
-mod bench_breakdown;
-mod bench_daemon;
-mod bench_flight;
-mod bench_mix;
-mod bench_tree;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -186,7 +180,9 @@ fn test() -> Result<()> {
 }
 
 /// Runs cargo test, passing its output through, and closes with the totals over every
-/// test binary (cargo's own last line is that of whichever binary ran last).
+/// test binary (cargo's own last line is that of whichever binary ran last). A test that
+/// did not run (`#[ignore]`d) fails the run as a failed test does: the full suite runs
+/// everything or fails, as `ROCSYNC_REQUIRE_ALL` makes every skip path fail.
 fn run_tests(cmd: &mut Command) -> Result<()> {
     eprintln!("xtask: {cmd:?}");
     let mut child = cmd
@@ -195,9 +191,13 @@ fn run_tests(cmd: &mut Command) -> Result<()> {
         .spawn()
         .with_context(|| format!("starting {cmd:?}"))?;
     let (mut passed, mut failed, mut skipped) = (0u64, 0u64, 0u64);
+    let mut ignored = Vec::new();
     for line in BufReader::new(child.stdout.take().unwrap()).lines() {
         let line = line?;
         println!("{line}");
+        if let Some(name) = ignored_test(&line) {
+            ignored.push(name.to_string());
+        }
         if let Some(rest) = line.strip_prefix("test result: ") {
             let count = |word: &str| -> u64 {
                 rest.split(';')
@@ -215,5 +215,46 @@ fn run_tests(cmd: &mut Command) -> Result<()> {
     if !status.success() {
         bail!("tests failed: {status}");
     }
+    if skipped > 0 || !ignored.is_empty() {
+        let names = if ignored.is_empty() {
+            String::new()
+        } else {
+            format!(": {}", ignored.join(", "))
+        };
+        bail!(
+            "{} skipped test(s){names}; the full suite runs every test \
+             (remove the #[ignore], or make the test run)",
+            skipped.max(ignored.len() as u64)
+        );
+    }
     Ok(())
+}
+
+/// The test a libtest line reports as ignored (`test NAME ... ignored`, or
+/// `test NAME ... ignored, REASON`).
+fn ignored_test(line: &str) -> Option<&str> {
+    let (name, outcome) = line.strip_prefix("test ")?.rsplit_once(" ... ")?;
+    (outcome == "ignored" || outcome.starts_with("ignored, ")).then_some(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ignored_test;
+
+    #[test]
+    fn ignored_tests_are_named() {
+        assert_eq!(
+            ignored_test("test daemon::a_slow_one ... ignored"),
+            Some("daemon::a_slow_one")
+        );
+        assert_eq!(
+            ignored_test("test hta::edges ... ignored, needs HTA"),
+            Some("hta::edges")
+        );
+        assert_eq!(ignored_test("test daemon::ignored_twice ... ok"), None);
+        assert_eq!(
+            ignored_test("test result: ok. 1 passed; 0 failed; 2 ignored"),
+            None
+        );
+    }
 }

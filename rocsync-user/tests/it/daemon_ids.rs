@@ -1,0 +1,64 @@
+//! The probes number the calls of every process the daemon records, in one sequence; a
+//! daemon trace holds some of them. The ids of the others' calls are not its losses: a
+//! trace of one process while the flight recorder records two, a second trace after a
+//! first, and the flight recorder's own dump count nothing lost and leave no wait
+//! unresolved for a lost producer. Needs root.
+
+use std::{process::Child, time::Duration};
+
+use crate::common::{daemon::*, *};
+
+/// What a trace says it lost, and its waits unresolved for a lost producer. (It also
+/// says how the daemon's call probes attach: through multi-uprobe links where the kernel
+/// has them.)
+fn losses(file: &str) -> (u64, u64, u64) {
+    let t = read_json(std::path::Path::new(file.trim()));
+    let r = &t["rocsync"];
+    let links = rocsync::probes::LinkKind::preferred().name();
+    assert_eq!(r["parameters"]["call_probe_links"], links, "{file}");
+    (
+        r["drops"]["lost_ids"].as_u64().unwrap(),
+        r["unresolved_reasons"]["producer_lost"].as_u64().unwrap(),
+        r["waits_resolved"].as_u64().unwrap(),
+    )
+}
+
+#[test]
+fn a_daemon_trace_is_not_charged_with_other_processes_calls() {
+    let name = "a_daemon_trace_is_not_charged_with_other_processes_calls";
+    let Some((dir, exe)) = daemon_test(name) else {
+        return;
+    };
+    let (daemon, mut lines) = start_daemon(&dir, &exe, &["--flight-recorder", "30s"]);
+    // Two processes recorded by the flight recorder: their calls' ids interleave.
+    let loops: Vec<Child> = ["0", "1"]
+        .iter()
+        .map(|r| tracked_loop_with(&dir, &exe, &mut lines, 5000, &[("RANK", r)]))
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    let sock = dir.path("rocsync.sock");
+    let pid = loops[0].id().to_string();
+    for round in ["first", "second"] {
+        let file = ask_daemon(&sock, &["trace", "--pid", &pid, "--duration-ms", "400"]);
+        let (lost, producer_lost, resolved) = losses(&file);
+        assert_eq!(
+            lost, 0,
+            "{round} trace: the other process's ids are not lost"
+        );
+        assert_eq!(producer_lost, 0, "{round} trace");
+        assert!(resolved > 10, "{round} trace: {resolved} waits resolved");
+    }
+    let file = ask_daemon(&sock, &["trace", "--flight"]);
+    for f in file.lines() {
+        let (lost, producer_lost, _) = losses(f);
+        assert_eq!(
+            lost, 0,
+            "{f}: calls before the recorder's span are not lost"
+        );
+        assert_eq!(producer_lost, 0, "{f}");
+    }
+    for mut l in loops {
+        assert!(l.wait().unwrap().success());
+    }
+    stop(daemon);
+}

@@ -1,0 +1,234 @@
+//! Sessions on one node: daemon traces on disjoint agent sets record the same process
+//! together, each holding exactly its own devices' calls (by the process's own log); an
+//! overlapping request, and a standalone `rocsync attach` on a recorded agent, are refused
+//! naming the session they conflict with; `rocsync status` lists what is tracked and
+//! recording; `rocsync trace -o` writes the trace where the client says, as the client.
+//! Needs root.
+
+use std::{
+    collections::BTreeSet,
+    os::unix::fs::MetadataExt as _,
+    process::{Command, Output},
+};
+
+use crate::common::{daemon::*, *};
+use rocsync_tests::read_log;
+
+fn trace(sock: &std::path::Path, pid: u32, agents: &str, extra: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_rocsync"))
+        .args(["trace", "--duration-ms", "800", "--agents", agents, "--pid"])
+        .arg(pid.to_string())
+        .arg("--socket")
+        .arg(sock)
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
+/// What each looping thread calls.
+const SPLIT: [&str; 3] = [
+    "hipEventRecord",
+    "hipStreamWaitEvent",
+    "hipStreamSynchronize",
+];
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn traces_on_disjoint_agents_record_together_and_overlaps_are_refused() {
+    let name = "traces_on_disjoint_agents_record_together_and_overlaps_are_refused";
+    let Some((dir, exe)) = daemon_test(name) else {
+        return;
+    };
+    let (daemon, mut lines) = start_daemon(&dir, &exe, &[]);
+    let log = dir.path("loop.log");
+    // Held until tracked: the daemon learns each thread's device from its hipSetDevice.
+    let mut target = Gated::start(
+        Command::new(&exe)
+            .args(["gated", "loop", "4000", "2"])
+            .env("SCENARIO_LOG", &log),
+    );
+    let pid = target.child.id();
+    target.open_when_tracked(&mut lines);
+    target.said.wait_for("looping");
+    let sock = dir.path("rocsync.sock");
+
+    let on_0 = {
+        let sock = sock.clone();
+        std::thread::spawn(move || trace(&sock, pid, "0", &[]))
+    };
+    lines.wait_for("trace 1: recording");
+    // Agent 1 is free: a second trace of the same process records with the first; this
+    // one is written where the client says.
+    let out = dir.path("mine.json");
+    let on_1 = {
+        let (sock, out) = (sock.clone(), out.clone());
+        std::thread::spawn(move || trace(&sock, pid, "1", &["-o", out.to_str().unwrap()]))
+    };
+    lines.wait_for("trace 2: recording");
+
+    let overlap = trace(&sock, pid, "1,2", &[]);
+    assert!(!overlap.status.success());
+    let err = stderr(&overlap);
+    assert!(
+        err.contains(&format!(
+            "session \"trace 2 of pid(s) [{pid}]\" already records agents 1"
+        )),
+        "{err}"
+    );
+    // A standalone capture goes through the same registry.
+    let attach = rocsync()
+        .args([
+            "attach",
+            "--no-status",
+            "--agents",
+            "0",
+            "--duration",
+            "1",
+            "--pid",
+        ])
+        .arg(pid.to_string())
+        .arg("--daemon-socket")
+        .arg(&sock)
+        .arg("-o")
+        .arg(dir.path("attach.json"))
+        .output()
+        .unwrap();
+    assert!(!attach.status.success());
+    let err = stderr(&attach);
+    assert!(err.contains("session \"trace 1 of pid(s)"), "{err}");
+    assert!(!dir.path("attach.json").exists());
+    // An output that cannot be written is refused before anything is recorded.
+    let bad = trace(&sock, pid, "3", &["-o", "/nonexistent/dir/t.json"]);
+    assert!(!bad.status.success());
+    assert!(
+        stderr(&bad).contains("/nonexistent/dir"),
+        "{}",
+        stderr(&bad)
+    );
+    // Status lists the process and both traces.
+    let s = daemon_status(&sock);
+    assert_eq!(s["tracked"][0]["pid"], pid);
+    assert_eq!(s["traces"].as_array().unwrap().len(), 2, "{s}");
+
+    let (a, b) = (on_0.join().unwrap(), on_1.join().unwrap());
+    assert!(a.status.success(), "{}", stderr(&a));
+    assert!(b.status.success(), "{}", stderr(&b));
+    assert_eq!(
+        String::from_utf8_lossy(&b.stdout).trim(),
+        out.to_str().unwrap()
+    );
+    assert!(target.child.wait().unwrap().success());
+    // Both agents free again: an unrestricted trace would now start (the target ended).
+    stop(daemon);
+
+    // Each trace: only its device's thread's syncs and records, a contiguous run of them.
+    let logged = read_log(&log);
+    let thread_of = |d: u64| {
+        logged
+            .iter()
+            .find(|l| l.api == "hipSetDevice" && l.args[0] == d)
+            .unwrap()
+            .tid
+    };
+    let file_a = String::from_utf8_lossy(&a.stdout).trim().to_string();
+    for (file, device) in [(file_a.as_str(), 0), (out.to_str().unwrap(), 1)] {
+        let t = read_json(std::path::Path::new(file));
+        let rows = runtime_rows(&t);
+        // Once every thread is set up ("looping"), each makes only records, waits and
+        // syncs, the calls an agent set filters.
+        assert!(
+            rows.iter()
+                .all(|e| SPLIT.contains(&e["name"].as_str().unwrap())),
+            "{file}: only the loop's calls"
+        );
+        let tids: BTreeSet<u64> = rows.iter().map(|e| e["tid"].as_u64().unwrap()).collect();
+        let strays: Vec<&&serde_json::Value> = rows
+            .iter()
+            .filter(|e| e["tid"] != thread_of(device) as u64)
+            .take(3)
+            .collect();
+        assert_eq!(
+            tids,
+            [thread_of(device) as u64].into(),
+            "{file}: only device {device}'s thread; strays {strays:#?}; {}",
+            t["rocsync"]
+        );
+        let got: Vec<&str> = rows.iter().map(|e| e["name"].as_str().unwrap()).collect();
+        let mine: Vec<&str> = logged
+            .iter()
+            .filter(|l| l.tid == thread_of(device) && SPLIT.contains(&l.api.as_str()))
+            .map(|l| l.api.as_str())
+            .collect();
+        assert!(got.len() > 50, "{file}: {} rows", got.len());
+        assert!(
+            contiguous_run(&mine, &got),
+            "{file}: a contiguous run of device {device}'s calls"
+        );
+        let filtered: u64 = t["rocsync"]["filtered_by_agents"]
+            .as_object()
+            .unwrap()
+            .values()
+            .map(|v| v.as_u64().unwrap())
+            .sum();
+        assert!(
+            filtered > 0,
+            "{file}: the other device's calls are counted filtered"
+        );
+    }
+    // Written by the client, as the client (root here): a regular file of its own.
+    let meta = std::fs::symlink_metadata(&out).unwrap();
+    assert!(meta.file_type().is_file());
+    assert_eq!(meta.uid(), unsafe { libc::geteuid() });
+}
+
+#[test]
+fn sigterm_during_a_trace_finishes_and_writes_it() {
+    let name = "sigterm_during_a_trace_finishes_and_writes_it";
+    let Some((dir, exe)) = daemon_test(name) else {
+        return;
+    };
+    let (mut daemon, mut lines) = start_daemon(&dir, &exe, &[]);
+    let mut target = tracked_loop(&dir, &exe, &mut lines, 30000);
+    let pid = target.id();
+    let sock = dir.path("rocsync.sock");
+    // Asked for a minute; the daemon is told to stop half a second in.
+    let asked = std::thread::spawn(move || {
+        Command::new(env!("CARGO_BIN_EXE_rocsync"))
+            .args(["trace", "--duration-ms", "60000", "--all", "--socket"])
+            .arg(&sock)
+            .output()
+            .unwrap()
+    });
+    lines.wait_for("trace 1: recording");
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let stopped_at = std::time::Instant::now();
+    // SAFETY: signals the daemon this test started.
+    unsafe { libc::kill(daemon.id() as i32, libc::SIGTERM) };
+    let answer = asked.join().unwrap();
+    assert!(answer.status.success(), "{}", stderr(&answer));
+    assert!(daemon.wait().unwrap().success());
+    assert!(stopped_at.elapsed() < std::time::Duration::from_secs(10));
+    // The process goes on, running (not stopped).
+    assert!(
+        target.try_wait().unwrap().is_none(),
+        "the target still runs"
+    );
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let state = stat.rsplit(')').next().unwrap().split_whitespace().next();
+    assert!(matches!(state, Some("R" | "S")), "{stat}");
+    let file = String::from_utf8_lossy(&answer.stdout).trim().to_string();
+    let t = read_json(std::path::Path::new(&file));
+    let rows = t["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["cat"] == "cuda_runtime" && e["pid"] == pid)
+        .count();
+    assert!(rows > 100, "{rows} rows in half a second");
+    // SAFETY: ends the process this test started.
+    unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+    let _ = target.wait();
+}

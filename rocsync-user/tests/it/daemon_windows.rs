@@ -1,0 +1,158 @@
+//! The daemon's sampled windows, retention and flight recorder: traces the daemon writes
+//! without being asked at that moment, checked against the process's own log; a window
+//! skipped because another session records is counted in `/metrics`. Needs root.
+
+use std::time::{Duration, Instant};
+
+use crate::common::{daemon::*, *};
+use rocsync_tests::read_log;
+
+#[test]
+fn sampled_windows_are_written_and_retention_removes_the_oldest() {
+    let name = "sampled_windows_are_written_and_retention_removes_the_oldest";
+    let Some((dir, exe)) = daemon_test(name) else {
+        return;
+    };
+    let (daemon, mut lines) = start_daemon(
+        &dir,
+        &exe,
+        &[
+            "--sample-window",
+            "300ms",
+            "--sample-every",
+            "1s",
+            // Below one trace: only the newest is kept.
+            "--retention-max-bytes",
+            "1",
+        ],
+    );
+    let mut target = tracked_loop(&dir, &exe, &mut lines, 5000);
+    // The second window's trace makes retention remove the first.
+    lines.wait_for("retention removed");
+    let traces: Vec<std::path::PathBuf> = std::fs::read_dir(dir.path("state/traces"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(traces.len(), 1, "{traces:?}");
+    let file = traces[0]
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    assert!(file.starts_with("sample-"), "{file}");
+    let t = read_json(&traces[0]);
+    let rows = t["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["cat"] == "cuda_runtime" && e["pid"] == target.id())
+        .count();
+    assert!(rows > 50, "{rows} rows in a 300 ms window");
+    assert!(target.wait().unwrap().success());
+    stop(daemon);
+}
+
+#[test]
+fn sampled_windows_skipped_for_another_session_are_counted() {
+    let name = "sampled_windows_skipped_for_another_session_are_counted";
+    let Some((dir, exe, python)) = metrics_test(name) else {
+        return;
+    };
+    let (daemon, mut lines) = start_daemon(
+        &dir,
+        &exe,
+        &["--sample-window", "300ms", "--sample-every", "1s"],
+    );
+    let mut target = tracked_loop(&dir, &exe, &mut lines, 6000);
+    let pid = target.id().to_string();
+    // A 2.5 s trace on request holds every agent across at least two sample times. It is
+    // itself refused while a sampled window records: asked again until it starts.
+    let asked = Instant::now();
+    loop {
+        let out = rocsync()
+            .args(["trace", "--duration-ms", "2500", "--pid", &pid, "--socket"])
+            .arg(dir.path("rocsync.sock"))
+            .output()
+            .unwrap();
+        if out.status.success() {
+            break;
+        }
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("sample"), "refused for another reason: {err}");
+        assert!(asked.elapsed() < Duration::from_secs(20), "{err}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let m = Metrics::scrape(&python, &metrics_addr(&lines));
+    let skipped = m
+        .labelled("rocsync_traces_not_started_total", "origin", "sampled")
+        .unwrap() as usize;
+    assert!(skipped >= 1, "{skipped} windows skipped in 2.5 s");
+    assert_eq!(
+        m.labelled(
+            "rocsync_traces_not_started_total",
+            "origin",
+            "dyno_scheduled"
+        ),
+        Some(0.0)
+    );
+    // The daemon first: a window due after the process ended would not start either.
+    stop(daemon);
+    target.kill().unwrap();
+    let _ = target.wait();
+    // Each skip the daemon said is counted, and no other.
+    let said = lines
+        .all()
+        .iter()
+        .filter(|l| l.contains("sampled window skipped"))
+        .count();
+    assert_eq!(skipped, said);
+}
+
+#[test]
+fn the_flight_recorder_writes_the_last_seconds_on_request() {
+    let name = "the_flight_recorder_writes_the_last_seconds_on_request";
+    let Some((dir, exe)) = daemon_test(name) else {
+        return;
+    };
+    let (daemon, mut lines) = start_daemon(&dir, &exe, &["--flight-recorder", "1s"]);
+    let addr = metrics_addr(&lines);
+    let log = dir.path("loop-RANK5.log");
+    let mut target = tracked_loop_with(&dir, &exe, &mut lines, 4000, &[("RANK", "5")]);
+    // Ask once the kernel has counted well over a second's worth of calls.
+    let start = Instant::now();
+    while !get(&addr, "/metrics").lines().any(|l| {
+        l.starts_with("rocsync_sync_calls_total{api=\"hipEventRecord\"")
+            && l.rsplit(' ').next().and_then(|n| n.parse::<f64>().ok()) > Some(2000.0)
+    }) {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "no calls counted"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = ask_daemon(&dir.path("rocsync.sock"), &["trace", "--flight"]);
+    let file = out.trim().to_string();
+    assert!(file.contains("flight-"), "{file}");
+    assert!(target.wait().unwrap().success());
+    stop(daemon);
+    let t = read_json(std::path::Path::new(&file));
+    assert_eq!(
+        t["distributedInfo"]["rank"], 5,
+        "what the process said of itself"
+    );
+    let rows = runtime_rows(&t);
+    assert!(rows.len() > 100, "{} rows", rows.len());
+    assert!(rows.iter().all(|e| e["pid"] == target.id()));
+    // The last second (and a little: records are dropped by when they were read).
+    let ts = |e: &serde_json::Value| e["ts"].as_f64().unwrap();
+    let span = rows.iter().map(|e| ts(e)).fold(f64::MIN, f64::max)
+        - rows.iter().map(|e| ts(e)).fold(f64::MAX, f64::min);
+    assert!(span < 1_500_000.0, "{span} µs held");
+    let got: Vec<&str> = rows.iter().map(|e| e["name"].as_str().unwrap()).collect();
+    let logged = probed(&read_log(&log));
+    let apis: Vec<&str> = logged.iter().map(|l| l.api.as_str()).collect();
+    assert!(
+        contiguous_run(&apis, &got),
+        "the held calls are a contiguous run of the log"
+    );
+}

@@ -1,0 +1,175 @@
+//! Bad input gets a clear message and a non-zero exit, never a panic.
+
+use std::process::Command;
+
+use crate::common::*;
+
+fn fails_with(cmd: &mut Command, needle: &str) {
+    let out = cmd.output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{cmd:?} succeeded");
+    assert!(
+        stderr.contains(needle),
+        "{cmd:?}: expected {needle:?} in {stderr}"
+    );
+    assert!(
+        !stderr.contains("panicked") && !stderr.contains("RUST_BACKTRACE"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn attach_to_a_missing_process() {
+    fails_with(
+        rocsync().args(["attach", "--pid", "999999999"]),
+        "no process with id 999999999",
+    );
+}
+
+/// A process that has ended but is not yet reaped (a zombie: its `/proc` entry stays) is
+/// said to have exited — not "has no runtime mapped", nor waited for with `--wait`.
+#[test]
+fn attach_to_a_process_that_has_exited() {
+    let mut zombie = Command::new("true").spawn().unwrap();
+    let pid = zombie.id().to_string();
+    rocsync_tests::wait_until_zombie(zombie.id());
+    for wait in [&[][..], &["--wait"]] {
+        fails_with(
+            rocsync().args(["attach", "--pid", &pid]).args(wait),
+            &format!("process {pid} has exited"),
+        );
+    }
+    zombie.wait().unwrap();
+}
+
+#[test]
+fn unknown_flags_and_missing_commands() {
+    fails_with(rocsync().args(["attach"]), "--pid");
+    fails_with(rocsync().args(["run"]), "CMD");
+    fails_with(
+        rocsync().args(["attach", "--pid", "1", "--duration", "soon"]),
+        "not a number of seconds",
+    );
+}
+
+#[test]
+fn a_command_that_does_not_exist() {
+    fails_with(
+        rocsync().args(["run", "--", "/nonexistent/app"]),
+        "/nonexistent/app",
+    );
+}
+
+#[test]
+fn unwritable_output_fails_before_capturing() {
+    if !can_trace("unwritable_output_fails_before_capturing") {
+        return;
+    }
+    fails_with(
+        rocsync().args(["run", "--raw", "/nonexistent-dir/x.jsonl", "--", "true"]),
+        "cannot open the directory of output",
+    );
+}
+
+#[test]
+fn hip_lib_that_is_not_elf() {
+    fails_with(
+        rocsync().args(["run", "--hip-lib", "/etc/hostname", "--", "true"]),
+        "not an ELF",
+    );
+}
+
+#[test]
+fn hip_lib_without_any_hooked_symbol() {
+    if !can_trace("hip_lib_without_any_hooked_symbol") {
+        return;
+    }
+    let libc = std::fs::read_to_string("/proc/self/maps")
+        .unwrap()
+        .lines()
+        .find_map(|l| {
+            l.split_whitespace()
+                .nth(5)
+                .filter(|p| p.contains("libc.so"))
+                .map(String::from)
+        })
+        .expect("libc mapped");
+    fails_with(
+        rocsync().args(["run", "--hip-lib", &libc, "--", "true"]),
+        "exports none of the hooked libamdhip64 functions",
+    );
+}
+
+#[test]
+fn attach_to_a_process_without_hip_suggests_wait() {
+    if !can_trace("attach_to_a_process_without_hip_suggests_wait") {
+        return;
+    }
+    let mut sleeper = Command::new("sleep").arg("30").spawn().unwrap();
+    fails_with(
+        rocsync().args(["attach", "--pid", &sleeper.id().to_string()]),
+        "--wait",
+    );
+    sleeper.kill().unwrap();
+    sleeper.wait().unwrap();
+}
+
+#[test]
+fn without_privileges_says_what_is_needed() {
+    if !can_trace("without_privileges_says_what_is_needed") {
+        return;
+    }
+    // Drop to an unprivileged user: the capability check must explain itself.
+    let mut cmd = Command::new("setpriv");
+    cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(env!("CARGO_BIN_EXE_rocsync"))
+        .args(["attach", "--pid", &std::process::id().to_string()]);
+    fails_with(&mut cmd, "CAP_BPF");
+}
+
+#[test]
+fn skipping_an_unknown_function() {
+    fails_with(
+        rocsync().args(["run", "--skip", "hipFoo", "--", "true"]),
+        "\"hipFoo\" is not a hooked function",
+    );
+}
+
+#[test]
+fn a_bad_agent_list() {
+    fails_with(
+        rocsync().args(["run", "--agents", "1,gpu", "--", "true"]),
+        "\"gpu\" is not an agent ordinal",
+    );
+    fails_with(
+        rocsync().args(["run", "--agents", "64", "--", "true"]),
+        "from 0 to 63",
+    );
+}
+
+#[test]
+fn run_as_another_user_with_sigpipe_restored() {
+    if !can_trace("run_as_another_user_with_sigpipe_restored") {
+        return;
+    }
+    let out = run_ok(rocsync().args([
+        "run",
+        "--no-status",
+        "-u",
+        "nobody",
+        "--",
+        "sh",
+        "-c",
+        "id -u; id -g; yes | head -1 >/dev/null",
+    ]));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let ids: Vec<&str> = stdout.lines().collect();
+    assert_eq!(ids[0], "65534", "{stdout}");
+    // rocsync ignores SIGPIPE; the command must not inherit that (yes would complain).
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("Broken pipe"), "{stderr}");
+    fails_with(
+        rocsync().args(["run", "-u", "no-such-user-here", "--", "true"]),
+        "no user named",
+    );
+}

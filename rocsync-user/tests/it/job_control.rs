@@ -1,0 +1,234 @@
+//! What a terminal's job control does to rocsync — Ctrl-Z and `fg`, Ctrl-C, a hangup,
+//! `kill -9 %1` — never leaves a target held at a library load: rocsync suspended holds
+//! none, and the watchdog outlives rocsync's job. Needs root (eBPF).
+
+use std::{
+    os::unix::process::CommandExt as _,
+    process::Child,
+    time::{Duration, Instant},
+};
+
+use crate::common::*;
+
+/// rocsync's children (from every thread's /proc children list).
+fn children(pid: u32) -> Vec<u32> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap();
+    tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
+        .flat_map(|c| {
+            c.split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect::<Vec<u32>>()
+        })
+        .collect()
+}
+
+/// `rocsync attach --wait` on the looping target, in a process group of its own (a
+/// terminal's job), once it answers the target's stops.
+fn attach_as_a_job(target: &Target) -> Child {
+    let mut tracer = spawn_piped(attach_command(target.pid()).process_group(0));
+    drop(wait_for_line(
+        &mut tracer,
+        "waiting for process",
+        Duration::from_secs(20),
+    ));
+    tracer
+}
+
+/// What job control does to rocsync's job — Ctrl-C, Ctrl-\, Ctrl-Z, a hangup, then
+/// `kill -9 %1` — and a service manager's SIGTERM to every process of its cgroup must not
+/// end the watchdog: it continues what rocsync left stopped.
+#[test]
+fn the_watchdog_outlives_what_is_sent_to_the_job() {
+    if !can_trace("the_watchdog_outlives_what_is_sent_to_the_job") {
+        return;
+    }
+    let target = Target::start();
+    let mut tracer = attach_as_a_job(&target);
+    let rocsync = tracer.id() as i32;
+    let watchdog = children(tracer.id());
+    assert_eq!(watchdog.len(), 1, "one watchdog: {watchdog:?}");
+    // Frozen, rocsync continues nothing: the target's next library load leaves it stopped.
+    // SAFETY: signals the rocsync this test started.
+    unsafe { libc::kill(rocsync, libc::SIGSTOP) };
+    wait_until_stopped(target.pid(), "the target");
+    for sig in ENDING.into_iter().chain([libc::SIGTSTP]) {
+        // SAFETY: signals the job this test started, and rocsync's watchdog.
+        unsafe {
+            libc::kill(-rocsync, sig);
+            libc::kill(watchdog[0] as i32, sig);
+        }
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    // SAFETY: as above: the job, as `kill -9 %1` does.
+    unsafe { libc::kill(-rocsync, libc::SIGKILL) };
+    tracer.wait().unwrap();
+    assert_continued(target.pid(), "pid left stopped: the watchdog was ended");
+}
+
+/// Ctrl-Z suspends rocsync; a target in another job goes on loading libraries meanwhile
+/// and is never held (it would wait for rocsync until `fg`). Continued, rocsync holds it
+/// again, and says and records that it was suspended.
+#[test]
+fn a_suspended_rocsync_holds_no_target() {
+    if !can_trace("a_suspended_rocsync_holds_no_target") {
+        return;
+    }
+    let target = Target::start();
+    let mut tracer = attach_as_a_job(&target);
+    let rocsync = tracer.id() as i32;
+    // SAFETY: signals the job this test started, as Ctrl-Z does.
+    unsafe { libc::kill(-rocsync, libc::SIGTSTP) };
+    wait_until_stopped(tracer.id(), "rocsync");
+    // Hundreds of loads a second, none held.
+    assert_never_stopped(target.pid(), Duration::from_millis(500));
+    assert_eq!(state(tracer.id()), 'T', "still suspended");
+    // SAFETY: as above, as `fg` does.
+    unsafe { libc::kill(-rocsync, libc::SIGCONT) };
+    // Held again: frozen now (SIGSTOP is not Ctrl-Z), rocsync leaves the next load held.
+    std::thread::sleep(Duration::from_millis(200));
+    // SAFETY: as above.
+    unsafe { libc::kill(rocsync, libc::SIGSTOP) };
+    wait_until_stopped(target.pid(), "the target");
+    // SAFETY: as above.
+    unsafe {
+        libc::kill(rocsync, libc::SIGCONT);
+        libc::kill(rocsync, libc::SIGTERM);
+    }
+    let status = wait_within(&mut tracer, Duration::from_secs(20), "rocsync");
+    assert!(status.success(), "{status}");
+    assert_never_stopped(target.pid(), Duration::from_millis(300));
+    let trace = read_json(
+        &std::env::temp_dir().join(format!("rocsync-never-stopped-{}.json", target.pid())),
+    );
+    assert_eq!(
+        trace["rocsync"]["suspended"]["times"], 1,
+        "{}",
+        trace["rocsync"]
+    );
+}
+
+/// Waits until `pid` is stopped (`T`).
+fn wait_until_stopped(pid: u32, what: &str) {
+    let start = Instant::now();
+    while state(pid) != 'T' {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "{what} never stopped"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// `rocsync run -- dlopen_loop` as a terminal's job, once the command runs; with the
+/// command's pid.
+fn run_job(trace: &std::path::Path) -> (Child, u32) {
+    let mut cmd = rocsync();
+    cmd.args(["run", "--no-status", "-o"])
+        .arg(trace)
+        .arg("--")
+        .arg(rocsync_tests::dlopen_loop())
+        .process_group(0);
+    let mut tracer = spawn_piped(&mut cmd);
+    await_ready(&mut tracer);
+    let command: Vec<u32> = children(tracer.id())
+        .into_iter()
+        .filter(|&p| {
+            std::fs::read_to_string(format!("/proc/{p}/comm"))
+                .is_ok_and(|c| c.trim() == "dlopen_loop")
+        })
+        .collect();
+    let [command] = command[..] else {
+        panic!("one command under rocsync run: {command:?}");
+    };
+    (tracer, command)
+}
+
+/// Fails unless `pid` stays stopped over `over`.
+fn assert_stays_stopped(pid: u32, over: Duration, why: &str) {
+    let start = Instant::now();
+    while start.elapsed() < over {
+        assert_eq!(state(pid), 'T', "{why}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Ends a `run` job (SIGTERM, forwarded to its command) and returns its trace.
+fn end_job(mut tracer: Child, trace: &std::path::Path) -> serde_json::Value {
+    // SAFETY: signals the rocsync this test started.
+    unsafe { libc::kill(tracer.id() as i32, libc::SIGTERM) };
+    wait_within(&mut tracer, Duration::from_secs(20), "rocsync");
+    read_json(trace)
+}
+
+/// Under `run` the command is in rocsync's job: Ctrl-Z suspends both, and rocsync does
+/// not continue the command behind the shell's back; `fg` continues both.
+#[test]
+fn ctrl_z_of_a_run_job_leaves_its_command_suspended_with_it() {
+    if !can_trace("ctrl_z_of_a_run_job_leaves_its_command_suspended_with_it") {
+        return;
+    }
+    let dir = TempDir::new();
+    let trace = dir.path("trace.json");
+    let (tracer, command) = run_job(&trace);
+    let job = tracer.id() as i32;
+    // SAFETY: signals the job this test started, as Ctrl-Z does.
+    unsafe { libc::kill(-job, libc::SIGTSTP) };
+    wait_until_stopped(tracer.id(), "rocsync");
+    wait_until_stopped(command, "the command");
+    assert_stays_stopped(
+        command,
+        Duration::from_millis(300),
+        "the suspended command was continued",
+    );
+    // SAFETY: as above, as `fg` does.
+    unsafe { libc::kill(-job, libc::SIGCONT) };
+    let t = end_job(tracer, &trace);
+    assert_eq!(t["rocsync"]["suspended"]["times"], 1, "{}", t["rocsync"]);
+}
+
+/// A Ctrl-Z that reaches the command while rocsync holds it at a load is not lost when
+/// rocsync lets it go (a SIGCONT would discard the stops pending): the command stays
+/// suspended until `fg`.
+#[test]
+fn a_ctrl_z_while_held_at_a_load_still_suspends_the_command() {
+    if !can_trace("a_ctrl_z_while_held_at_a_load_still_suspends_the_command") {
+        return;
+    }
+    let dir = TempDir::new();
+    let trace = dir.path("trace.json");
+    let (tracer, command) = run_job(&trace);
+    let rocsync = tracer.id() as i32;
+    for _ in 0..3 {
+        // Frozen while rocsync waits and the command runs, not while rocsync is continuing
+        // it: a SIGSTOP is taken at a syscall's return, such as the read of the command's
+        // pending signals right before its SIGCONT, and a Ctrl-Z sent in that gap is lost
+        // (a gap of microseconds when nothing freezes rocsync).
+        let start = Instant::now();
+        while state(command) == 'T' || state(tracer.id()) != 'S' {
+            assert!(start.elapsed() < Duration::from_secs(10), "never idle");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        // SAFETY: signals the processes this test started: rocsync frozen, so the
+        // command's next load is held; the command is sent SIGTSTP there; rocsync goes on
+        // and continues it.
+        unsafe { libc::kill(rocsync, libc::SIGSTOP) };
+        wait_until_stopped(command, "the command");
+        unsafe {
+            libc::kill(command as i32, libc::SIGTSTP);
+            libc::kill(rocsync, libc::SIGCONT);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        assert_stays_stopped(
+            command,
+            Duration::from_millis(300),
+            "the command held at a load ran on after its Ctrl-Z",
+        );
+        // SAFETY: as above, as `fg` does.
+        unsafe { libc::kill(command as i32, libc::SIGCONT) };
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let t = end_job(tracer, &trace);
+    assert_eq!(t["rocsync"]["suspended"]["times"], 0, "{}", t["rocsync"]);
+}

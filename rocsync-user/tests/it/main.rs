@@ -1,0 +1,52 @@
+//! rocsync's integration tests, one test binary of topic modules (as aya's
+//! `test/integration-test`): one binary links once, where a binary per file linked ~37
+//! times. Each module is a former `tests/<topic>.rs`; its tests are `<topic>::<test>`
+//! (`cargo test -p rocsync-user --test it -- daemon_sessions::` runs one topic).
+//!
+//! Every test runs as a thread of this one process, beside the other topics' tests, so a
+//! test may change nothing process-wide (environment, working directory, signal
+//! dispositions, the umask): what differs per test goes to the processes it starts
+//! (`Command::env`, `current_dir`, `pre_exec`), and whatever a test names on the host (a
+//! scenario's copy, a daemon's socket and state, a port) is its own (`common::TempDir`,
+//! port 0).
+
+mod common;
+
+mod agent_filter;
+mod attribution;
+mod capture;
+mod carried_runtime;
+mod concurrent;
+mod convert;
+mod daemon;
+mod daemon_capabilities;
+mod daemon_clients;
+mod daemon_config;
+mod daemon_discovery;
+mod daemon_dynolog;
+mod daemon_ids;
+mod daemon_sessions;
+mod daemon_windows;
+mod daemon_writing;
+mod edges;
+mod errors;
+mod hostile;
+mod hostile_target;
+mod hsa;
+mod hsa_doorbells;
+mod hsa_links;
+mod hta;
+mod job_control;
+mod losses;
+mod never_stopped;
+mod outputs;
+mod pipeline;
+mod placement;
+mod processes;
+mod resolution;
+mod rust_driver;
+mod signals;
+mod stop;
+mod target_table;
+mod uprobe_links;
+mod wakes;

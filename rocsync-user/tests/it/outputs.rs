@@ -1,0 +1,194 @@
+//! Outputs as root: never through a link, never into a FIFO or device, owned by the sudo
+//! user. Uses `convert` (no kernel needed); ownership needs root.
+
+use std::os::unix::fs::MetadataExt as _;
+
+use crate::common::*;
+
+const RAW: &str = concat!(
+    r#"{"rocsync_raw":{"version":"0.1.0","clock_offset_ns":1700000000000000000,"command":["app"]}}"#,
+    "\n",
+    r#"{"api":"hipDeviceSynchronize","pid":9,"tid":9,"correlation":1,"enter_ns":1000,"exit_ns":2000,"ret":0,"args":{}}"#,
+    "\n"
+);
+
+fn raw_in(dir: &TempDir) -> std::path::PathBuf {
+    let raw = dir.path("c.jsonl");
+    std::fs::write(&raw, RAW).unwrap();
+    raw
+}
+
+#[test]
+fn a_symlink_to_a_fifo_is_refused_without_blocking() {
+    let dir = TempDir::new();
+    let raw = raw_in(&dir);
+    let fifo = dir.path("fifo");
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        &fifo,
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o666),
+        0,
+    )
+    .unwrap();
+    let link = dir.path("out.json");
+    std::os::unix::fs::symlink(&fifo, &link).unwrap();
+    // A blocking open of the FIFO would hang here: the test's timeout is the harness's.
+    let out = rocsync()
+        .arg("convert")
+        .arg(&raw)
+        .arg("-o")
+        .arg(&link)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("symbolic link"), "{stderr}");
+    // And the FIFO itself, named directly.
+    let out = rocsync()
+        .arg("convert")
+        .arg(&raw)
+        .arg("-o")
+        .arg(&fifo)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a regular file"));
+}
+
+#[test]
+fn dash_writes_the_trace_to_standard_output() {
+    let dir = TempDir::new();
+    let raw = raw_in(&dir);
+    let out = run_ok(rocsync().arg("convert").arg(&raw).args(["-o", "-"]));
+    let trace: serde_json::Value = serde_json::from_slice(&out.stdout).expect("a trace");
+    assert_eq!(trace["rocsync"]["calls"], 1);
+}
+
+#[test]
+fn under_sudo_outputs_belong_to_the_invoking_user() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        rocsync_tests::skip(
+            "under_sudo_outputs_belong_to_the_invoking_user",
+            "giving files to another user needs root (CI runs it as root)",
+        );
+        return;
+    }
+    let dir = TempDir::new();
+    let raw = raw_in(&dir);
+    let trace = dir.path("t.json");
+    run_ok(
+        rocsync()
+            .arg("convert")
+            .arg(&raw)
+            .arg("-o")
+            .arg(&trace)
+            .env("SUDO_UID", "65534")
+            .env("SUDO_GID", "65533"),
+    );
+    let m = std::fs::metadata(&trace).unwrap();
+    assert_eq!((m.uid(), m.gid()), (65534, 65533));
+}
+
+/// A tmpfs of `kib` KiB, unmounted on drop.
+struct SmallFs(TempDir);
+
+impl SmallFs {
+    fn new(kib: u32) -> Self {
+        let dir = TempDir::new();
+        let ok = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={kib}k"), "tmpfs"])
+            .arg(dir.0.path())
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "mounting a tmpfs");
+        SmallFs(dir)
+    }
+}
+
+impl Drop for SmallFs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg(self.0.0.path())
+            .status();
+    }
+}
+
+#[test]
+fn a_full_disk_keeps_the_raw_capture_and_the_commands_status() {
+    if !can_trace("a_full_disk_keeps_the_raw_capture_and_the_commands_status") {
+        return;
+    }
+    let full = SmallFs::new(64);
+    let dir = TempDir::new();
+    let raw = dir.path("raw.jsonl");
+    let out = rocsync()
+        .args(["run", "--no-status", "-o"])
+        .arg(full.0.path("trace.json"))
+        .arg("--raw")
+        .arg(&raw)
+        .arg("--")
+        .arg(rocsync_tests::scenario())
+        .args(["threads", "2", "2000"])
+        .env("SCENARIO_EXIT", "7")
+        .env("SCENARIO_LOG", dir.path("s.log"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(7), "the command's status: {stderr}");
+    assert!(stderr.contains("the trace was not written"), "{stderr}");
+    assert!(stderr.contains("No space left"), "{stderr}");
+    // The raw capture, on another file system, holds every call.
+    let (_, calls) = read_raw(&raw);
+    let logged = probed(&rocsync_tests::read_log(&dir.path("s.log")));
+    assert_eq!(calls.len(), logged.len());
+    // Nothing half-written is left on the full file system.
+    assert_eq!(std::fs::read_dir(full.0.0.path()).unwrap().count(), 0);
+}
+
+/// Runs `cmd` with its stderr a pipe whose reader has already left (`… 2>&1 | head`, a
+/// log stream gone): what it says there is lost, nothing else.
+fn with_closed_stderr(cmd: &mut std::process::Command) -> std::process::ExitStatus {
+    let mut child = cmd
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stderr.take());
+    child.wait().unwrap()
+}
+
+#[test]
+fn a_closed_stderr_costs_only_the_diagnostics() {
+    let dir = TempDir::new();
+    let raw = raw_in(&dir);
+    let trace = dir.path("t.json");
+    let status = with_closed_stderr(rocsync().arg("convert").arg(&raw).arg("-o").arg(&trace));
+    assert!(status.success(), "{status}");
+    assert_eq!(read_json(&trace)["rocsync"]["calls"], 1);
+}
+
+#[test]
+fn a_capture_with_a_closed_stderr_writes_its_trace_and_keeps_the_status() {
+    let name = "a_capture_with_a_closed_stderr_writes_its_trace_and_keeps_the_status";
+    if !can_trace(name) {
+        return;
+    }
+    let dir = TempDir::new();
+    let trace = dir.path("t.json");
+    let status = with_closed_stderr(
+        rocsync()
+            .args(["run", "--no-status", "-o"])
+            .arg(&trace)
+            .arg("--")
+            .arg(rocsync_tests::scenario())
+            .args(["threads", "2", "200"])
+            .env("SCENARIO_EXIT", "7")
+            .env("SCENARIO_LOG", dir.path("s.log")),
+    );
+    assert_eq!(status.code(), Some(7), "the command's status");
+    let logged = probed(&rocsync_tests::read_log(&dir.path("s.log")));
+    assert_eq!(read_json(&trace)["rocsync"]["calls"], logged.len());
+}

@@ -1,0 +1,164 @@
+//! File-wide call probes ask the target table of every call, through a cache in the
+//! kernel: each change to the table must reach the very next call, however many calls
+//! the cache answered before it.
+
+use std::{
+    io::{BufRead as _, BufReader},
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use crate::common::{TempDir, can_trace};
+use rocsync::{
+    backend::Runtime,
+    probes::{ApiChoice, Probes},
+};
+use rocsync_common::{Backend, Config, Decoded, Switch, decode};
+
+/// The entry and exit records of `pid` the probes write over `window`.
+fn records_over(probes: &mut Probes, pid: u32, window: Duration) -> (usize, usize) {
+    let (mut entries, mut exits) = (0, 0);
+    let start = Instant::now();
+    loop {
+        let until = probes.calls_reserved();
+        probes.drain_calls(until, |bytes| match decode(bytes) {
+            Ok(Decoded::Entry(e)) if e.pid == pid => entries += 1,
+            Ok(Decoded::Exit(e)) if e.pid == pid => exits += 1,
+            _ => {}
+        });
+        if start.elapsed() >= window {
+            return (entries, exits);
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Reads and drops what is in the ring: records of calls in flight at a change.
+fn settle(probes: &mut Probes, pid: u32) {
+    records_over(probes, pid, Duration::from_millis(50));
+}
+
+/// A scenario calling in a loop (`loop`), under file-wide probes of the simulated runtime
+/// switched as `switch` and no target yet; returned once it loops.
+fn looping_under(switch: Switch) -> (Probes, Looping) {
+    let mut probes = Probes::load(Default::default()).unwrap();
+    probes.set_switch(switch).unwrap();
+    probes
+        .attach_runtime(
+            Runtime::of(Backend::Hip),
+            &ApiChoice::default(),
+            &rocsync_tests::sim_hip(),
+            None,
+            false,
+        )
+        .unwrap();
+    let dir = TempDir::new();
+    let mut child = Command::new(rocsync_tests::scenario())
+        .args(["loop", "20000"])
+        .env("SCENARIO_LOG", dir.path("loop.log"))
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut said = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut said)
+        .unwrap();
+    assert_eq!(said.trim(), "looping");
+    (probes, Looping { child, _dir: dir })
+}
+
+struct Looping {
+    child: Child,
+    _dir: TempDir,
+}
+
+/// Ended by its id when the test ends, passed or not.
+impl Drop for Looping {
+    fn drop(&mut self) {
+        // SAFETY: kill(2) on the child this test started, by its id.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGKILL) };
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn file_wide_probes_follow_every_change_to_the_target_table() {
+    if !can_trace("file_wide_probes_follow_every_change_to_the_target_table") {
+        return;
+    }
+    let (mut probes, target) = looping_under(Switch {
+        capture: 1,
+        by_process: 1,
+        ..Switch::default()
+    });
+    let pid = target.child.id();
+    let window = Duration::from_millis(300);
+    let capturing = Config {
+        capture: 1,
+        ..Config::INACTIVE
+    };
+
+    // Not a target: its calls, answered by the cache from the first, write nothing.
+    assert_eq!(records_over(&mut probes, pid, window), (0, 0));
+
+    probes.set_target(pid, capturing).unwrap();
+    let (entries, exits) = records_over(&mut probes, pid, window);
+    assert!(
+        entries > 0 && exits > 0,
+        "a target: {entries} entries, {exits} exits"
+    );
+
+    // Registered, not capturing: no entry; every exit (calls entered while capturing
+    // complete).
+    probes.set_target(pid, Config::INACTIVE).unwrap();
+    settle(&mut probes, pid);
+    let (entries, exits) = records_over(&mut probes, pid, window);
+    assert!(
+        entries == 0 && exits > 0,
+        "registered: {entries} entries, {exits} exits"
+    );
+
+    probes.forget_target(pid).unwrap();
+    settle(&mut probes, pid);
+    assert_eq!(records_over(&mut probes, pid, window), (0, 0), "forgotten");
+
+    probes.set_target(pid, capturing).unwrap();
+    let (entries, _) = records_over(&mut probes, pid, window);
+    assert!(entries > 0, "a target again: no entry");
+}
+
+/// Calls the kernel has counted so far, over every series (the daemon's mode).
+fn counted(probes: &Probes) -> u64 {
+    probes.metrics().unwrap().iter().map(|(_, v)| v.calls).sum()
+}
+
+#[test]
+fn counting_probes_follow_every_change_to_the_target_table() {
+    if !can_trace("counting_probes_follow_every_change_to_the_target_table") {
+        return;
+    }
+    let (mut probes, target) = looping_under(Switch {
+        by_process: 1,
+        metrics: 1,
+        ..Switch::default()
+    });
+    let pid = target.child.id();
+    let window = Duration::from_millis(300);
+    let over = |probes: &Probes| {
+        let before = counted(probes);
+        std::thread::sleep(window);
+        counted(probes) - before
+    };
+
+    // Not tracked: its calls, answered by the cache from the first, count nothing.
+    assert_eq!(over(&probes), 0, "not tracked");
+    let tracked = Config {
+        metrics: 1,
+        ..Config::INACTIVE
+    };
+    probes.set_target(pid, tracked).unwrap();
+    assert!(over(&probes) > 0, "tracked: nothing counted");
+    probes.forget_target(pid).unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(over(&probes), 0, "forgotten");
+}

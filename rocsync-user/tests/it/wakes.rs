@@ -1,0 +1,51 @@
+//! The probes wake rocsync's reader at most once per drain: each wake is an interrupt on
+//! the calling thread's CPU, and a reader already woken is reading. Needs root (eBPF).
+
+use crate::common::*;
+
+/// "rocsync: the probes woke the reader N times in M drains" (`-v`): (N, M).
+fn wakes_and_drains(stderr: &str) -> (u64, u64) {
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("the probes woke the reader"))
+        .unwrap_or_else(|| panic!("no wake count in:\n{stderr}"));
+    let numbers: Vec<u64> = line
+        .split_whitespace()
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    match numbers[..] {
+        [wakes, drains] => (wakes, drains),
+        _ => panic!("unexpected line: {line}"),
+    }
+}
+
+#[test]
+fn a_busy_capture_wakes_its_reader_at_most_once_per_drain() {
+    if !can_trace("a_busy_capture_wakes_its_reader_at_most_once_per_drain") {
+        return;
+    }
+    let dir = TempDir::new();
+    let trace = dir.path("t.json");
+    // One thread calling flat out fills a 2 MiB ring's wake share (2 048 records) many
+    // times between two timed drains (10 ms): the probes must wake the reader.
+    let out = run_ok(
+        rocsync()
+            .args(["run", "-v", "--no-status", "--ring-size", "2", "-o"])
+            .arg(&trace)
+            .arg("--")
+            .arg(rocsync_tests::bench_calls())
+            .arg(rocsync_tests::sim_hip())
+            .args(["hipStreamSynchronize", "300000"]),
+    );
+    let (wakes, drains) = wakes_and_drains(&String::from_utf8_lossy(&out.stderr));
+    assert!(
+        wakes > 0,
+        "the probes never woke the reader ({drains} drains)"
+    );
+    // Each wake needs a drain to begin before the next; the last may find none after it.
+    // Waking at every look past the share, this capture sent thousands.
+    assert!(
+        wakes <= drains + 1,
+        "{wakes} wakes in {drains} drains: the probes woke a reader already woken"
+    );
+}
