@@ -10,7 +10,7 @@ use aya_ebpf::{
 };
 use rocsync_common::{EntryRecord, ExitRecord, RECORD_ENTRY, RECORD_EXIT, TargetState};
 
-use crate::{BPF_RB_NO_WAKEUP, EVENTS, calls::fetch_add, target_cache};
+use crate::{BPF_RB_NO_WAKEUP, EVENTS, fetch_add, target_cache};
 
 #[uprobe]
 pub fn empty_enter(_ctx: ProbeContext) -> u32 {

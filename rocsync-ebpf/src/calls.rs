@@ -3,18 +3,22 @@
 //! the call ring; userspace pairs them per thread, so the common path updates no map.
 
 use aya_ebpf::{
-    helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns, bpf_probe_read_user},
+    helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns},
     macros::map,
-    maps::{Array, HashMap, LruHashMap},
+    maps::{Array, LruHashMap},
     programs::{ProbeContext, RetProbeContext},
 };
 use aya_log_ebpf::warn;
 use rocsync_common::{
     Cookie, ENTRY_FILTERED, EXIT_OUT_READ, EntryRecord, ExitRecord, GetDeviceMode, HandleKey,
-    NO_DEVICE, OutParam, OutSlot, RECORD_ENTRY, RECORD_EXIT, TargetState, drop_index,
+    NO_DEVICE, OutSlot, RECORD_ENTRY, RECORD_EXIT, Switch, TargetState, drop_index,
 };
 
-use crate::{SWITCH, call_ring, count_drops, metrics, switched_on, target_cache};
+use crate::{
+    SWITCH, call_ring, count_drops,
+    device::{EVENT_DEVICE, device_of, read_out, track_devices},
+    fetch_add, metrics, target_cache,
+};
 
 /// The one correlation counter, so ids order calls across threads.
 #[map]
@@ -26,35 +30,10 @@ static CORRELATION: Array<u64> = Array::with_max_entries(1, 0);
 #[map]
 static OUT_SLOTS: LruHashMap<u64, OutSlot> = LruHashMap::with_max_entries(16384, 0);
 
-/// For captures restricted to some agents: each thread's current device, and the device
-/// of each stream (from its creation) and of each event (from its latest record).
-#[map]
-static THREAD_DEVICE: HashMap<u64, i32> = HashMap::with_max_entries(16384, 0);
-#[map]
-static STREAM_DEVICE: LruHashMap<HandleKey, i32> = LruHashMap::with_max_entries(65536, 0);
-#[map]
-static EVENT_DEVICE: LruHashMap<HandleKey, i32> = LruHashMap::with_max_entries(65536, 0);
-
 /// Atomically increments the shared counter and returns the new value.
 #[inline(always)]
 fn next_correlation(counter: *mut u64) -> u64 {
     fetch_add(counter) + 1
-}
-
-/// Atomically adds one to `*counter`; returns the previous value.
-#[inline(always)]
-pub(crate) fn fetch_add(counter: *mut u64) -> u64 {
-    let mut value: u64 = 1;
-    // SAFETY: `counter` is a valid, aligned u64 map slot; the instruction is one atomic
-    // read-modify-write that returns the previous value in `value`.
-    unsafe {
-        core::arch::asm!(
-            "{v} = atomic_fetch_add((u64 *)({p} + 0), {v})",
-            p = in(reg) counter,
-            v = inout(reg) value,
-        );
-    }
-    value
 }
 
 #[inline(always)]
@@ -101,6 +80,18 @@ fn get_device_mode(cookie: Cookie) -> u16 {
     SWITCH
         .get(0)
         .map_or(GetDeviceMode::Every as u16, |s| s.get_device(cookie.api()))
+}
+
+/// The capture switch, if the calls of this process are to be recorded now. Asked on
+/// every call: the target cache answers, not `TARGETS`.
+#[inline(always)]
+fn switched_on(tgid: u32) -> Option<Switch> {
+    let s = *SWITCH.get(0)?;
+    if s.capture == 0 || (s.by_process != 0 && target_cache::state(tgid) != TargetState::Capturing)
+    {
+        return None;
+    }
+    Some(s)
 }
 
 /// A call of `cookie`'s API entered.
@@ -173,33 +164,6 @@ pub fn enter(ctx: &ProbeContext, cookie: Cookie) -> u32 {
         count_drops(drop_index::ENTRY, 1);
     }
     0
-}
-
-/// The device a call applies to: its stream's, the recording stream's for an event, else
-/// the calling thread's current device (HIP's default is 0).
-#[inline(always)]
-pub(crate) fn device_of(args: &[u64; 3], cookie: Cookie, pid_tgid: u64) -> i32 {
-    // SAFETY: plain map lookups, values copied out.
-    let thread = unsafe { THREAD_DEVICE.get(pid_tgid) }.copied().unwrap_or(0);
-    let tgid = pid_tgid >> 32;
-    let (arg, map) = match (cookie.stream_arg(), cookie.event_arg()) {
-        (s, _) if s > 0 => (s - 1, &STREAM_DEVICE),
-        (_, e) if e > 0 => (e - 1, &EVENT_DEVICE),
-        _ => return thread,
-    };
-    // Constant indices only: the verifier refuses a computed offset into the context.
-    let handle = match arg {
-        0 => args[0],
-        1 => args[1],
-        _ => args[2],
-    };
-    // The null, legacy and per-thread streams are the thread's device's.
-    if handle <= 2 {
-        return thread;
-    }
-    unsafe { map.get(HandleKey { tgid, handle }) }
-        .copied()
-        .unwrap_or(thread)
 }
 
 /// A temporary `*GetDevice` probe read the thread's device: its later calls need not be
@@ -285,34 +249,4 @@ pub fn exit(ctx: &RetProbeContext, cookie: Cookie) -> u32 {
         count_drops(drop_index::EXIT, 1);
     }
     0
-}
-
-/// The out-parameter's value at return; `*SetDevice`'s "pointer" is the device itself.
-/// `None` when the target's memory could not be read.
-#[inline(always)]
-pub(crate) fn read_out(cookie: Cookie, pointer: u64) -> Option<u64> {
-    // SAFETY: target memory through the checked helper; a fault yields an error.
-    match OutParam::of_api_id(cookie.api()) {
-        OutParam::Handle => unsafe { bpf_probe_read_user(pointer as *const u64) }.ok(),
-        OutParam::Int => unsafe { bpf_probe_read_user(pointer as *const i32) }
-            .ok()
-            .map(|v| v as i64 as u64),
-        OutParam::None => Some(pointer),
-    }
-}
-
-/// Keeps the maps the agent filter attributes calls with (restricted captures only).
-#[inline(always)]
-pub(crate) fn track_devices(pid_tgid: u64, kind: u64, out: u64) {
-    if kind == Cookie::KIND_SET_DEVICE || kind == Cookie::KIND_GET_DEVICE {
-        let _ = THREAD_DEVICE.insert(pid_tgid, out as i32, 0);
-    } else if kind == Cookie::KIND_STREAM_CREATE {
-        // SAFETY: plain map lookup.
-        let d = unsafe { THREAD_DEVICE.get(pid_tgid) }.copied().unwrap_or(0);
-        let key = HandleKey {
-            tgid: pid_tgid >> 32,
-            handle: out,
-        };
-        let _ = STREAM_DEVICE.insert(key, d, 0);
-    }
 }

@@ -1,6 +1,7 @@
 //! rocsync's probes, one module per probe family: GPU runtime calls, the HSA queue write
 //! path, and the dynamic loader's link-map hook. Shared here: the ring (every record but
-//! calls', which go to the call ring), the target table and the per-kind drop counters.
+//! calls', which go to the call ring), the target table, the per-kind drop counters and
+//! the atomic counter step.
 #![no_std]
 #![no_main]
 // The correlation counter needs BPF's atomic fetch-and-add (ISA v3, kernel 5.12). The
@@ -12,6 +13,7 @@ mod bench;
 mod call_programs;
 mod call_ring;
 mod calls;
+mod device;
 mod doorbell;
 mod hsa;
 mod link_map;
@@ -23,7 +25,7 @@ use aya_ebpf::{
     macros::map,
     maps::{Array, HashMap, PerCpuArray, RingBuf},
 };
-use rocsync_common::{Config, Switch, TargetState, drop_index};
+use rocsync_common::{Config, Switch, drop_index};
 
 /// `bpf_ringbuf_submit` flags. Frequent records (doorbells) wake no one: userspace
 /// drains on a short timer.
@@ -54,6 +56,22 @@ fn count_drops(index: u32, n: u64) {
     }
 }
 
+/// Atomically adds one to `*counter`; returns the previous value.
+#[inline(always)]
+fn fetch_add(counter: *mut u64) -> u64 {
+    let mut value: u64 = 1;
+    // SAFETY: `counter` is a valid, aligned u64 map slot; the instruction is one atomic
+    // read-modify-write that returns the previous value in `value`.
+    unsafe {
+        core::arch::asm!(
+            "{v} = atomic_fetch_add((u64 *)({p} + 0), {v})",
+            p = in(reg) counter,
+            v = inout(reg) value,
+        );
+    }
+    value
+}
+
 /// The target's settings when it is being captured.
 #[inline(always)]
 fn capturing(tgid: u32) -> Option<Config> {
@@ -62,18 +80,6 @@ fn capturing(tgid: u32) -> Option<Config> {
         Some(cfg) if cfg.capture != 0 => Some(*cfg),
         _ => None,
     }
-}
-
-/// The capture switch, if the calls of this process are to be recorded now. Asked on
-/// every call: the target cache answers, not `TARGETS`.
-#[inline(always)]
-fn switched_on(tgid: u32) -> Option<Switch> {
-    let s = *SWITCH.get(0)?;
-    if s.capture == 0 || (s.by_process != 0 && target_cache::state(tgid) != TargetState::Capturing)
-    {
-        return None;
-    }
-    Some(s)
 }
 
 #[cfg(not(test))]

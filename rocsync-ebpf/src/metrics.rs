@@ -15,7 +15,7 @@ use rocsync_common::{
 
 use crate::{
     TARGETS,
-    calls::{device_of, read_out, track_devices},
+    device::{device_of, read_out, track_devices},
 };
 
 /// The series, each at its `MetricKey::slot`: an index, not a hash lookup, per call.

@@ -4,7 +4,7 @@
 use aya_ebpf::{macros::map, maps::Array};
 use rocsync_common::{CachedTarget, MMAPABLE, TARGET_CACHE_SLOTS, TargetState};
 
-use crate::{TARGETS, calls::fetch_add};
+use crate::{TARGETS, fetch_add};
 
 #[map]
 static TARGET_CACHE: Array<u64> = Array::with_max_entries(TARGET_CACHE_SLOTS, 0);

@@ -7,7 +7,11 @@ use crate::emit::{
     Sink,
     raw::{Header, RawWriter, Trailer},
 };
-use crate::ingest::{Packet, Queue};
+use crate::{
+    ingest::{Call, Packet, Queue},
+    resolve::Row,
+};
+use rocsync_common::Api;
 
 fn header() -> Header {
     Header {
@@ -144,4 +148,216 @@ fn a_hostile_trailer_is_an_error_naming_what() {
     };
     assert_eq!(t.kernel.packets_truncated, 3);
     assert_eq!(t.processes["8"]["distributedInfo"]["rank"], 1);
+}
+
+/// What the writer of afcfe7c wrote for `old_sample`: the raw format before it became serde
+/// types, kept so that old captures stay readable and the bytes written never change.
+const OLD_CAPTURE: &str = include_str!("afcfe7c.jsonl");
+
+fn call(api: Api, correlation: u64, args: [u64; 3], exit: Option<(u64, i64)>) -> Call {
+    Call {
+        api,
+        pid: 7748,
+        tid: 7749,
+        correlation,
+        enter_ns: 1_317_467_489_529 + correlation,
+        exit_ns: exit.map(|e| e.0),
+        ret: exit.map(|e| e.1),
+        args,
+        filtered: false,
+    }
+}
+
+fn row(call: Call, late: bool) -> Row {
+    Row {
+        call,
+        sync: None,
+        device: 0,
+        stream_index: None,
+        event_id: None,
+        producer: None,
+        unresolved: None,
+        barrier: None,
+        late,
+    }
+}
+
+/// Every kind of line, every flag combination and argument kind, edge values.
+fn old_sample() -> Vec<u8> {
+    let h = Header {
+        clock_offset_ns: -1_700_000_000_123_456_789,
+        start_ns: u64::MAX,
+        command: vec![
+            "./app".into(),
+            "--name=\"a b\"\\".into(),
+            "ünï\tcode".into(),
+        ],
+        from_start: false,
+    };
+    let mut w = RawWriter::new(Vec::new(), &h).unwrap();
+    let wait = call(
+        Api::HipStreamWaitEvent,
+        1,
+        [0x5678, u64::MAX, 1 << 32 | 5],
+        Some((2_000_000_000_000, 101)),
+    );
+    w.row(&row(wait, false)).unwrap();
+    let set = call(
+        Api::HipSetDevice,
+        2,
+        [u32::MAX as u64, 0, 0],
+        Some((1_317_467_489_600, -1)),
+    );
+    w.row(&row(set, false)).unwrap();
+    let prio = call(
+        Api::HipStreamCreateWithPriority,
+        3,
+        [0, 0, (-5i64) as u64],
+        Some((1_317_467_489_700, 0)),
+    );
+    w.row(&row(prio, false)).unwrap();
+    let sync = call(Api::HipDeviceSynchronize, 4, [0; 3], None);
+    w.deferred(&row(sync, false)).unwrap();
+    let filtered = Call {
+        filtered: true,
+        ..call(Api::HipEventRecordSpt, 5, [0x10, 0x2, 0], None)
+    };
+    w.deferred(&row(filtered, false)).unwrap();
+    w.row(&row(
+        Call {
+            exit_ns: Some(1_317_467_489_800),
+            ret: Some(0),
+            ..filtered
+        },
+        true,
+    ))
+    .unwrap();
+    let late = call(
+        Api::CudaEventQuery,
+        6,
+        [0xdead_beef_0000, 0, 0],
+        Some((1_317_467_489_900, 600)),
+    );
+    w.row(&row(late, true)).unwrap();
+    w.deferred(&row(late, true)).unwrap();
+    w.completed(&row(
+        Call {
+            exit_ns: Some(1_317_467_599_000),
+            ret: Some(0),
+            ..sync
+        },
+        false,
+    ))
+    .unwrap();
+    w.completed(&row(sync, false)).unwrap();
+    w.lost(12, 1).unwrap();
+    w.lost(u64::MAX - 2, 3).unwrap();
+    let q = Queue {
+        pid: 7748,
+        tid: 7748,
+        created: true,
+        discovered: false,
+        queue: 0x7f00_1234_5000,
+        agent: 0x5b1d_0a80,
+        base: 0x7f00_1234_6000,
+        doorbell: 0x7f00_dead_0000,
+        id: 0,
+        size: 64,
+        ordinal: 0,
+        ns: 1_317_467_000_000,
+    };
+    w.queue(&q).unwrap();
+    w.queue(&Queue {
+        created: false,
+        discovered: true,
+        ordinal: u32::MAX,
+        id: u64::MAX,
+        ..q
+    })
+    .unwrap();
+    let mut bytes = [0u8; 64];
+    for (i, b) in bytes.iter_mut().enumerate() {
+        *b = (i as u8).wrapping_mul(37);
+    }
+    w.packet(&Packet {
+        pid: 7748,
+        tid: 7750,
+        ordinal: 1,
+        queue: q.queue,
+        agent: q.agent,
+        index: 5,
+        ns: 1_317_467_000_100,
+        bytes,
+    })
+    .unwrap();
+    let kernel = crate::stats::KernelDrops {
+        entries: 1,
+        exits: 2,
+        library_loads: 3,
+        queues: 4,
+        packets: 5,
+        packets_truncated: 6,
+        out_params: 7,
+        packets_unread: 8,
+        get_device_unrecorded: 9,
+    };
+    let processes = serde_json::json!({
+        "7748": {"name": "app \"x\"", "distributedInfo": {"rank": 1, "world_size": 2, "backend": "nccl"}},
+        "31": {"name": "ü", "distributedInfo": null},
+    });
+    let t = Trailer {
+        kernel,
+        unpaired_entries: 10,
+        unpaired_exits: 11,
+        undecodable: 12,
+        processes,
+    };
+    w.finish(&t).unwrap()
+}
+
+#[test]
+fn the_writer_writes_what_afcfe7c_wrote() {
+    let new = String::from_utf8(old_sample()).unwrap();
+    assert_eq!(new, with_this_version(OLD_CAPTURE));
+}
+
+/// The old capture with this build's version in its header (the reader ignores it).
+fn with_this_version(old: &str) -> String {
+    let (header, rest) = old.split_once('\n').unwrap();
+    let v: serde_json::Value = serde_json::from_str(header).unwrap();
+    let old_version = format!("\"version\":{}", v["rocsync_raw"]["version"]);
+    let this = format!("\"version\":\"{}\"", env!("CARGO_PKG_VERSION"));
+    assert!(header.contains(&old_version), "{header}");
+    format!("{}\n{rest}", header.replace(&old_version, &this))
+}
+
+#[test]
+fn an_afcfe7c_capture_reads_back_and_rewrites_byte_identical() {
+    let mut r = Reader::new(OLD_CAPTURE.as_bytes()).unwrap();
+    let mut w = RawWriter::new(Vec::new(), &r.header).unwrap();
+    let mut trailer = None;
+    while let Some(item) = r.next_item().unwrap() {
+        match item {
+            Item::Call {
+                call,
+                deferred: true,
+                late,
+            } => w.deferred(&row(call, late)).unwrap(),
+            Item::Call { call, late, .. } => w.row(&row(call, late)).unwrap(),
+            Item::Completion(correlation, exit) => {
+                let mut c = call(Api::HipDeviceSynchronize, correlation, [0; 3], None);
+                exit.apply(&mut c);
+                w.completed(&row(c, false)).unwrap();
+            }
+            Item::Lost(first, count) => w.lost(first, count).unwrap(),
+            Item::Queue(q) => w.queue(&q).unwrap(),
+            Item::Packet(p) => w.packet(&p).unwrap(),
+            Item::Trailer(t) => trailer = Some(t),
+        }
+    }
+    let out = w.finish(&trailer.expect("a trailer")).unwrap();
+    assert_eq!(
+        String::from_utf8(out).unwrap(),
+        with_this_version(OLD_CAPTURE)
+    );
 }
