@@ -69,7 +69,6 @@ impl Capture {
     /// Opens the outputs, named after `pid`, and the session over them; `command` is the
     /// target's, for the raw capture's header.
     pub fn open(&mut self, pid: u32, command: Vec<String>, from_start: bool) -> Result<Session> {
-        let probes = self.probes.take().expect("one session per capture");
         self.outputs.name_after(pid);
         let header = Header {
             clock_offset_ns: clock::realtime_offset_ns(),
@@ -78,6 +77,9 @@ impl Capture {
             from_start,
         };
         let sink = self.outputs.open(header)?;
+        // Taken only now: on an error above, the probes (and their watchdog) stay with
+        // the capture until the caller has dealt with its target.
+        let probes = self.probes.take().expect("one session per capture");
         Ok(Session::new(probes, &self.settings, sink, from_start))
     }
 

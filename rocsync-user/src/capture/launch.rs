@@ -23,11 +23,11 @@ pub struct HeldChild {
 
 /// Hooks a held child's loader, and probes `hip_lib` (`run --hip-lib`) before it runs.
 pub fn hook(
-    mut session: Session,
+    session: &mut Session,
     pid: u32,
     interp: Option<PathBuf>,
     hip_lib: Option<&Path>,
-) -> Result<Session> {
+) -> Result<()> {
     if interp.is_none() && hip_lib.is_none() {
         bail!(
             "the command is statically linked, so it cannot load libamdhip64 dynamically; \
@@ -40,7 +40,7 @@ pub fn hook(
         let lib = OpenedLibrary::at(lib)?;
         session.attach_library(Runtime::of(Backend::Hip), &lib, pid, false)?;
     }
-    Ok(session)
+    Ok(())
 }
 
 /// What failed in the child before the command ran.

@@ -29,16 +29,19 @@ pub async fn run(args: RunArgs, mut signals: Signals) -> Result<i32> {
     let user = args.user.as_deref().map(Identity::of_user).transpose()?;
     let held = launch::spawn_held(&exe, &args.command, user.as_ref())?;
     let pid = held.pid;
-    let session = capture
-        .open(pid, args.command.clone(), true)
-        .and_then(|s| launch::hook(s, pid, interp, args.hip_lib.as_deref()));
-    let mut session = match session {
+    // On an error the held child goes first: it holds the watchdog's pipe (forked
+    // after it), so dropping the probes before it would wait for ever.
+    let mut session = match capture.open(pid, args.command.clone(), true) {
         Ok(s) => s,
         Err(e) => {
             held.kill();
             return Err(e);
         }
     };
+    if let Err(e) = launch::hook(&mut session, pid, interp, args.hip_lib.as_deref()) {
+        held.kill();
+        return Err(e);
+    }
     session.arm()?;
     let child = held.release()?;
     let exited = async { drop(child.exit_ready().await) };
