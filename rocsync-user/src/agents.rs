@@ -177,8 +177,10 @@ impl AgentClaims {
         Ok(())
     }
 
-    /// The session that records `agent`, if any: at most one, by the rule above.
-    pub fn owner(&self, agent: u32) -> Option<ClaimId> {
+    /// The session that records `agent`, if any: at most one, by the rule above (the
+    /// tests' view of the rule).
+    #[cfg(test)]
+    fn owner(&self, agent: u32) -> Option<ClaimId> {
         self.running
             .iter()
             .find(|s| s.agents.contains(agent))

@@ -6,25 +6,25 @@
 //! links) → [`emit`] (Kineto, raw, files, summary), counting everything in [`stats`];
 //! [`capture`] drives a live capture and [`commands`] are the subcommands.
 
-pub mod agents;
+pub(crate) mod agents;
 pub mod backend;
 pub mod capture;
 pub mod cli;
-pub mod clock;
+pub(crate) mod clock;
 pub mod commands;
-pub mod daemon;
+pub(crate) mod daemon;
 pub mod emit;
-pub mod environ;
+pub(crate) mod environ;
 pub mod ingest;
 pub mod pipeline;
-pub mod preflight;
+pub(crate) mod preflight;
 pub mod probes;
-pub mod procfs;
+pub(crate) mod procfs;
 pub mod resolve;
 pub mod signals;
 pub mod stats;
 pub mod stderr;
-pub mod users;
+pub(crate) mod users;
 
 /// A diagnostic line on stderr, written off the caller's thread ([`stderr`]): a stderr
 /// nobody reads never blocks a capture or the daemon.

@@ -3,12 +3,12 @@
 //! the ring, stop), the live status line, and the watchdog that continues targets if
 //! rocsync is killed.
 
-pub mod claim;
+pub(crate) mod claim;
 mod front;
-pub mod launch;
-pub mod session;
+pub(crate) mod launch;
+pub(crate) mod session;
 mod settings;
-pub mod status;
+pub(crate) mod status;
 pub mod watchdog;
 
 pub use front::Capture;

@@ -1,13 +1,13 @@
 //! Emit: resolved rows, queues and packets into the outputs — the Kineto trace, the raw
 //! JSON Lines capture, the files they live in, and the summary. Knows nothing of probes.
 
-pub mod files;
-pub mod json;
+pub(crate) mod files;
+pub(crate) mod json;
 pub mod kineto;
-pub mod outputs;
-pub mod processes;
+pub(crate) mod outputs;
+pub(crate) mod processes;
 pub mod raw;
-pub mod summary;
+pub(crate) mod summary;
 
 use std::io;
 

@@ -1,10 +1,10 @@
 //! Ingest: ring records decoded into domain values ([`model`]), entries paired with their
 //! exits per thread ([`pair`]), and calls put back in correlation order ([`sequence`]).
 
-pub mod aql;
+pub(crate) mod aql;
 pub mod model;
-pub mod pair;
-pub mod sequence;
+pub(crate) mod pair;
+pub(crate) mod sequence;
 
 pub use model::{Call, Packet, Queue};
 pub use sequence::{Released, Sequencer};

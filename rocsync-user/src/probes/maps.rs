@@ -1,6 +1,6 @@
 //! `/proc/PID/maps` parsing: which files a process has mapped.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// One file-backed mapping line.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -60,14 +60,6 @@ fn parse_line(line: &str) -> Option<Mapping> {
         path: PathBuf::from(path),
         deleted,
     })
-}
-
-/// The path through which this process can open a file mapped by `pid`. Going through
-/// `/proc/PID/root` reaches files inside the target's mount namespace (containers).
-pub fn host_path(pid: u32, path: &Path) -> PathBuf {
-    let mut p = crate::procfs::path(pid, "root");
-    p.push(path.strip_prefix("/").unwrap_or(path));
-    p
 }
 
 /// Distinct mapped files (by inode) whose file name matches `wanted`.
@@ -160,13 +152,5 @@ mod tests {
         assert!(!hip("libamdhip64.sox"));
         assert!(is_dynamic_loader("ld-linux-x86-64.so.2"));
         assert!(!is_dynamic_loader("ldap.so"));
-    }
-
-    #[test]
-    fn container_paths_go_through_the_target_root() {
-        assert_eq!(
-            host_path(42, Path::new("/opt/rocm/lib/libamdhip64.so")),
-            PathBuf::from("/proc/42/root/opt/rocm/lib/libamdhip64.so")
-        );
     }
 }

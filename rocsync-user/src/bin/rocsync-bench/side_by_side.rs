@@ -27,13 +27,8 @@ pub struct Batches {
 }
 
 pub fn side_by_side(mode: Mode, measured: &Measured, batches: &Batches) -> Result<()> {
-    let Measured {
-        lib,
-        symbol,
-        driver,
-        rocsync,
-        extra,
-    } = measured;
+    let (lib, symbol, driver) = (&measured.lib, &measured.symbol, &measured.driver);
+    let (rocsync, extra) = (&measured.rocsync, &measured.extra);
     // A directory of our own (created, never reused: no one else's file is opened as root).
     let dir = tempfile::Builder::new()
         .prefix("rocsync-bench-twins-")
