@@ -128,6 +128,10 @@ pub struct DaemonArgs {
     /// Check the configuration, print the settings in effect, and exit
     #[arg(long)]
     pub check: bool,
+    /// The lock that keeps one daemon per node [default: /run/rocsync/daemon.lock]
+    /// (tests run daemons side by side)
+    #[arg(long, value_name = "PATH", hide = true)]
+    pub lock: Option<PathBuf>,
 }
 
 /// Which processes the daemon counts (each flag may repeat; default: every process that

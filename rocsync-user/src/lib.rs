@@ -16,6 +16,7 @@ pub(crate) mod daemon;
 pub mod emit;
 pub(crate) mod environ;
 pub mod ingest;
+pub(crate) mod lockfile;
 pub mod pipeline;
 pub(crate) mod preflight;
 pub mod probes;

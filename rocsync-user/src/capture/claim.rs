@@ -4,21 +4,17 @@
 //! `/run/rocsync` (held with `flock`, so a rocsync that dies releases it); a second
 //! capture of the same process is refused, naming the first.
 
-use std::{
-    fs::File,
-    io::{Read as _, Seek as _, Write as _},
-    os::fd::AsFd as _,
-    path::Path,
-};
+use std::path::Path;
 
-use anyhow::{Context as _, Result, bail};
-use rustix::fs::{FlockOperation, Mode, OFlags};
+use anyhow::{Result, bail};
+
+use crate::lockfile::LockFile;
 
 /// Where claims live (root's: `/run` is root-owned).
 const DIR: &str = "/run/rocsync";
 
 /// A held claim; released when dropped (or when rocsync dies).
-pub struct Claim(#[allow(dead_code)] File);
+pub struct Claim(#[allow(dead_code)] LockFile);
 
 /// Claims `pid` for this capture, or says which rocsync holds it.
 pub fn claim(pid: u32) -> Result<Claim> {
@@ -26,42 +22,13 @@ pub fn claim(pid: u32) -> Result<Claim> {
 }
 
 fn claim_in(dir: &Path, pid: u32) -> Result<Claim> {
-    match std::fs::create_dir(dir) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-        Err(e) => return Err(e).with_context(|| format!("creating {}", dir.display())),
+    match LockFile::take(dir, &format!("pid-{pid}.lock"))? {
+        Ok(lock) => Ok(Claim(lock)),
+        Err(holder) => bail!(
+            "process {pid} is already being traced by another rocsync ({holder}); two captures of \
+             one process would release it from its library-load stops out of turn"
+        ),
     }
-    // Never through a link: the directory and the file are opened without following.
-    let dir_fd = rustix::fs::open(
-        dir,
-        OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::RDONLY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-    .with_context(|| format!("opening {}", dir.display()))?;
-    let fd = rustix::fs::openat(
-        &dir_fd,
-        format!("pid-{pid}.lock"),
-        OFlags::RDWR | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::from_raw_mode(0o644),
-    )
-    .with_context(|| format!("creating the claim on pid {pid} in {}", dir.display()))?;
-    let mut file = File::from(fd);
-    if rustix::fs::flock(file.as_fd(), FlockOperation::NonBlockingLockExclusive).is_err() {
-        let mut holder = String::new();
-        let _ = file.read_to_string(&mut holder);
-        bail!(
-            "process {pid} is already being traced by another rocsync ({}); two captures of one \
-             process would release it from its library-load stops out of turn",
-            match holder.trim() {
-                "" => "pid unknown".to_string(),
-                h => format!("pid {h}"),
-            }
-        );
-    }
-    file.set_len(0)?;
-    file.rewind()?;
-    write!(file, "{}", std::process::id())?;
-    Ok(Claim(file))
 }
 
 #[cfg(test)]

@@ -67,6 +67,7 @@ impl From<DaemonArgs> for ConfigFlags {
             sample_every: a.sample_every,
             retention_max_bytes: a.retention_max_bytes,
             retention_max_age: a.retention_max_age,
+            lock: a.lock,
         }
     }
 }

@@ -16,6 +16,9 @@ use crate::users;
 
 pub const DEFAULT_STATE_DIR: &str = "/var/lib/rocsync";
 pub const DEFAULT_METRICS_ADDR: &str = "127.0.0.1:9464";
+/// One daemon per node: two would count every call twice and record the same processes
+/// without seeing each other's sessions.
+pub const DEFAULT_LOCK: &str = "/run/rocsync/daemon.lock";
 
 /// Which processes are tracked: an empty include list includes every process.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -71,6 +74,7 @@ pub struct ConfigFlags {
     pub sample_every: Option<String>,
     pub retention_max_bytes: Option<String>,
     pub retention_max_age: Option<String>,
+    pub lock: Option<PathBuf>,
 }
 
 /// The settings in effect.
@@ -89,6 +93,8 @@ pub struct DaemonConfig {
     pub state_dir: PathBuf,
     pub metrics_addr: SocketAddr,
     pub filters: Filters,
+    /// The node's daemon lock (a flag only: a reload keeps the one taken at start).
+    pub lock: PathBuf,
 }
 
 impl DaemonConfig {
@@ -182,6 +188,7 @@ impl DaemonConfig {
                 .unwrap_or_else(|| DEFAULT_STATE_DIR.into()),
             metrics_addr,
             filters,
+            lock: args.lock.clone().unwrap_or_else(|| DEFAULT_LOCK.into()),
         })
     }
 }

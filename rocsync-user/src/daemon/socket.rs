@@ -23,9 +23,28 @@ use super::{
 const MAX_REQUEST: u64 = 16 << 10;
 const READ_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// The socket file the daemon made: removed at its end only while it is still that file
+/// (another daemon's, made after a stale lock was taken over, is left alone).
+pub struct SocketFile {
+    path: std::path::PathBuf,
+    id: (u64, u64),
+}
+
+impl SocketFile {
+    pub fn remove(&self) {
+        use std::os::unix::fs::MetadataExt as _;
+        let ours =
+            std::fs::symlink_metadata(&self.path).is_ok_and(|m| (m.dev(), m.ino()) == self.id);
+        if ours {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
 /// Listens at `path` (its directory made if missing; a stale socket replaced, anything
-/// else refused), readable and writable by root and `group`.
-pub fn listen(path: &Path, group: Option<u32>) -> Result<UnixListener> {
+/// else refused), readable and writable by root and `group`. Called with the node's
+/// daemon lock held: no live daemon listens there.
+pub fn listen(path: &Path, group: Option<u32>) -> Result<(UnixListener, SocketFile)> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     }
@@ -43,7 +62,13 @@ pub fn listen(path: &Path, group: Option<u32>) -> Result<UnixListener> {
     if let Some(gid) = group {
         std::os::unix::fs::chown(path, Some(0), Some(gid))?;
     }
-    Ok(listener)
+    let m = std::fs::symlink_metadata(path)?;
+    let id = std::os::unix::fs::MetadataExt::dev(&m);
+    let file = SocketFile {
+        path: path.to_path_buf(),
+        id: (id, std::os::unix::fs::MetadataExt::ino(&m)),
+    };
+    Ok((listener, file))
 }
 
 /// Whether the peer is root or in `group` (primary or supplementary).
