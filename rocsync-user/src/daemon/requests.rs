@@ -69,10 +69,11 @@ impl Daemon {
                     };
                     socket::answer_keeping(&mut conn, &claimed).await;
                     let released = self.released.clone();
-                    // The claim lasts as long as the capture's connection, however it ends.
+                    // The claim lasts as long as the capture's connection, however it ends;
+                    // what a client sends meanwhile is read and dropped, never kept.
                     tokio::spawn(async move {
-                        let mut rest = Vec::new();
-                        let _ = conn.read_to_end(&mut rest).await;
+                        let mut scratch = [0u8; 4096];
+                        while matches!(conn.read(&mut scratch).await, Ok(n) if n > 0) {}
                         let _ = released.send(id);
                     });
                 }
