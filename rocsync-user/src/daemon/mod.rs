@@ -42,6 +42,7 @@ use tokio::{
 
 use crate::{
     agents::ClaimId,
+    lockfile::LockFile,
     probes::{LEARN_FOR, ProbeOptions, Probes, async_ring},
     signals::Signals,
 };
@@ -80,6 +81,9 @@ struct Io {
     ring: AsyncFd<RingBuf<MapData>>,
     metrics: TcpListener,
     requests: UnixListener,
+    socket_file: socket::SocketFile,
+    /// One daemon per node, for as long as this one runs.
+    _lock: LockFile,
     dyno: Option<TcpListener>,
     readers: Readers,
     incoming: UnboundedReceiver<Incoming>,
@@ -89,11 +93,68 @@ struct Io {
     prune: Interval,
     tick: Interval,
     poll: Interval,
+    /// Listeners paused after a failed accept, until when.
+    paused: [Option<Instant>; 3],
+    /// Accepts failed in a row, per listener: said at the first and when it recovers,
+    /// not ten times a second.
+    failed: [u64; 3],
+}
+
+/// The listeners, as `Io::paused` indexes them.
+const METRICS: usize = 0;
+const REQUESTS: usize = 1;
+const DYNO: usize = 2;
+/// How long a listener rests after a failed accept: out of descriptors, the connection
+/// stays queued and accept fails again at once, so retrying in the loop would spin.
+const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
+
+impl Io {
+    fn accepting(&self, listener: usize) -> bool {
+        self.paused[listener].is_none()
+    }
+
+    /// The connection, or the listener paused.
+    fn accepted<C>(&mut self, listener: usize, conn: std::io::Result<C>) -> Option<C> {
+        let failed = std::mem::take(&mut self.failed[listener]);
+        match conn {
+            Ok(c) => {
+                if failed > 0 {
+                    crate::say!(
+                        "rocsync daemon: accepting connections again ({failed} accepts failed)"
+                    );
+                }
+                Some(c)
+            }
+            Err(e) => {
+                if failed == 0 {
+                    crate::say!(
+                        "rocsync daemon: warning: cannot accept connections ({e}); retrying every {ACCEPT_PAUSE:?}"
+                    );
+                }
+                self.failed[listener] = failed + 1;
+                self.paused[listener] = Some(Instant::now() + ACCEPT_PAUSE);
+                None
+            }
+        }
+    }
+
+    /// When the first paused listener resumes.
+    fn resumes_at(&self) -> Option<Instant> {
+        self.paused.iter().flatten().min().copied()
+    }
+
+    fn resume(&mut self) {
+        let now = Instant::now();
+        for p in &mut self.paused {
+            *p = p.filter(|&at| at > now);
+        }
+    }
 }
 
 /// Loads the probes, listens, and scans the running processes.
 async fn start(config: DaemonConfig, flags: ConfigFlags, signals: Signals) -> Result<(Daemon, Io)> {
     crate::preflight::check()?;
+    let lock = node_lock(&config.lock)?;
     make_private_dir(&config.state_dir)?;
     let mut probes = Probes::load(ProbeOptions::default())?;
     probes.discover_system_wide()?;
@@ -103,7 +164,7 @@ async fn start(config: DaemonConfig, flags: ConfigFlags, signals: Signals) -> Re
     let metrics = TcpListener::bind(config.metrics_addr)
         .await
         .with_context(|| format!("cannot listen on {}", config.metrics_addr))?;
-    let requests = socket::listen(&config.socket, config.group)?;
+    let (requests, socket_file) = socket::listen(&config.socket, config.group)?;
     let dyno = match config.dynolog_addr {
         Some(a) => {
             let l = TcpListener::bind(a)
@@ -156,6 +217,8 @@ async fn start(config: DaemonConfig, flags: ConfigFlags, signals: Signals) -> Re
         ring,
         metrics,
         requests,
+        socket_file,
+        _lock: lock,
         dyno,
         readers,
         incoming,
@@ -164,6 +227,8 @@ async fn start(config: DaemonConfig, flags: ConfigFlags, signals: Signals) -> Re
         prune: tokio::time::interval(PRUNE_EVERY),
         tick: tokio::time::interval(TICK_EVERY),
         poll: tokio::time::interval(DRAIN_EVERY),
+        paused: [None; 3],
+        failed: [0; 3],
     };
     Ok((d, io))
 }
@@ -172,6 +237,8 @@ async fn start(config: DaemonConfig, flags: ConfigFlags, signals: Signals) -> Re
 async fn serve(mut d: Daemon, mut io: Io) -> Result<()> {
     loop {
         let deadline = d.sessions.next_deadline();
+        let resumes_at = io.resumes_at();
+        let accepting = [METRICS, REQUESTS, DYNO].map(|l| io.accepting(l));
         let flow = tokio::select! {
             guard = io.ring.readable_mut() => {
                 let mut guard = guard?;
@@ -185,22 +252,26 @@ async fn serve(mut d: Daemon, mut io: Io) -> Result<()> {
                 Flow::Go
             }
             // Connections are read elsewhere (`readers`); what they asked comes here whole.
-            conn = io.metrics.accept() => {
-                if let Ok((conn, _)) = conn {
+            conn = io.metrics.accept(), if accepting[METRICS] => {
+                if let Some((conn, _)) = io.accepted(METRICS, conn) {
                     io.readers.http(conn);
                 }
                 Flow::Go
             }
-            conn = io.requests.accept(), if !d.stopping => {
-                if let Ok((conn, _)) = conn {
+            conn = io.requests.accept(), if !d.stopping && accepting[REQUESTS] => {
+                if let Some((conn, _)) = io.accepted(REQUESTS, conn) {
                     io.readers.request(conn, d.config.group);
                 }
                 Flow::Go
             }
-            conn = accept(&io.dyno), if !d.stopping => {
-                if let Ok(conn) = conn {
+            conn = accept(&io.dyno), if !d.stopping && accepting[DYNO] => {
+                if let Some(conn) = io.accepted(DYNO, conn) {
                     io.readers.dynolog(conn);
                 }
+                Flow::Go
+            }
+            _ = sleep_until(resumes_at), if resumes_at.is_some() => {
+                io.resume();
                 Flow::Go
             }
             Some(asked) = io.incoming.recv() => d.on_incoming(asked).await,
@@ -230,7 +301,7 @@ async fn serve(mut d: Daemon, mut io: Io) -> Result<()> {
     }
     // Counting stops at once; the probes detach in the background while we exit.
     d.tracker.probes.set_switch(Switch::default())?;
-    let _ = std::fs::remove_file(&d.config.socket);
+    io.socket_file.remove();
     Ok(())
 }
 
@@ -256,6 +327,21 @@ fn random_fraction() -> f64 {
         .build_hasher()
         .finish();
     (h >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// Takes the node's daemon lock, or says which daemon holds it.
+fn node_lock(path: &std::path::Path) -> Result<LockFile> {
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        anyhow::bail!("{}: the daemon's lock is a file's path", path.display());
+    };
+    match LockFile::take(dir, &name.to_string_lossy())? {
+        Ok(lock) => Ok(lock),
+        Err(holder) => anyhow::bail!(
+            "another rocsync daemon runs on this node ({holder}, holding {}): one daemon per node \
+             counts every process once; stop it first, or ask it (`rocsync status`)",
+            path.display()
+        ),
+    }
 }
 
 /// Creates the state directory (mode 0700) if missing; refuses a link or a non-directory.
