@@ -202,7 +202,8 @@ impl Drop for Daemon {
     }
 }
 
-/// A daemon counting only `exe`, with its socket and state in `dir`, not started.
+/// A daemon counting only `exe`, with its socket, state and node lock in `dir` (tests
+/// run daemons side by side; `extra` may name another lock), not started.
 pub fn daemon_command(dir: &TempDir, exe: &std::path::Path, extra: &[&str]) -> Command {
     let mut cmd = rocsync();
     cmd.args(["daemon", "--metrics-addr", "127.0.0.1:0", "--state-dir"])
@@ -212,6 +213,9 @@ pub fn daemon_command(dir: &TempDir, exe: &std::path::Path, extra: &[&str]) -> C
         .arg("--include-exe")
         .arg(exe)
         .args(extra);
+    if !extra.contains(&"--lock") {
+        cmd.arg("--lock").arg(dir.path("daemon.lock"));
+    }
     cmd
 }
 

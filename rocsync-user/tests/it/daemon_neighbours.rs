@@ -1,0 +1,197 @@
+//! The daemon next to others on its node: one daemon per node, a socket removed only by
+//! the daemon that made it, a claim connection that cannot grow the daemon's memory, and
+//! listeners that rest, not spin, when the daemon is out of descriptors. Needs root.
+
+use std::{
+    io::{BufRead as _, BufReader, Write as _},
+    os::unix::net::{UnixListener, UnixStream},
+    time::{Duration, Instant},
+};
+
+use crate::common::{TempDir, daemon::*};
+
+/// A `Name:` field of `/proc/PID/status`, in KiB.
+fn status_kib(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .unwrap();
+    line.split_whitespace().next().unwrap().parse().unwrap()
+}
+
+/// User and system CPU time of `pid`, in clock ticks.
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .unwrap()
+        .1
+        .split_whitespace()
+        .collect();
+    fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+}
+
+/// What a daemon that should refuse to start said, once it exited (killed, and the test
+/// failed, if it ran on).
+fn exits(mut cmd: std::process::Command) -> std::process::Output {
+    let mut child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > Duration::from_secs(20) {
+            let _ = child.kill();
+            panic!("a second daemon started: {:?}", child.wait_with_output());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !done() {
+        assert!(start.elapsed() < Duration::from_secs(30), "{what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_second_daemon_is_refused_and_the_first_keeps_answering() {
+    let Some((dir, exe)) = daemon_test("a_second_daemon_is_refused_and_the_first_keeps_answering")
+    else {
+        return;
+    };
+    let (first, _lines) = start_daemon(&dir, &exe, &[]);
+    // Another socket and state directory, the same node lock.
+    let other = TempDir::new();
+    let lock = dir.path("daemon.lock");
+    let second = exits(daemon_command(
+        &other,
+        &exe,
+        &["--lock", lock.to_str().unwrap()],
+    ));
+    let said = String::from_utf8_lossy(&second.stderr);
+    assert!(!second.status.success(), "{said}");
+    assert!(
+        said.contains(&format!(
+            "another rocsync daemon runs on this node (pid {}",
+            first.id()
+        )),
+        "{said}"
+    );
+    assert!(
+        !other.path("rocsync.sock").exists(),
+        "the second listened anyway"
+    );
+    // Nor may a second take over the first's socket.
+    let mut third = daemon_command(&other, &exe, &["--lock", lock.to_str().unwrap()]);
+    third.args(["--socket", dir.path("rocsync.sock").to_str().unwrap()]);
+    let third = exits(third);
+    assert!(!third.status.success());
+    assert!(ask_daemon(&dir.path("rocsync.sock"), &["status"]).contains("tracked processes: "));
+    stop(first);
+}
+
+#[test]
+fn a_daemon_removes_only_the_socket_it_made() {
+    let Some((dir, exe)) = daemon_test("a_daemon_removes_only_the_socket_it_made") else {
+        return;
+    };
+    let (daemon, _lines) = start_daemon(&dir, &exe, &[]);
+    let sock = dir.path("rocsync.sock");
+    std::fs::rename(&sock, dir.path("moved.sock")).unwrap();
+    let someone_elses = UnixListener::bind(&sock).unwrap();
+    stop(daemon);
+    assert!(sock.exists(), "the daemon removed a socket it did not make");
+    UnixStream::connect(&sock).unwrap();
+    drop(someone_elses);
+}
+
+#[test]
+fn what_follows_a_claim_is_read_and_dropped() {
+    let Some((dir, exe)) = daemon_test("what_follows_a_claim_is_read_and_dropped") else {
+        return;
+    };
+    let (daemon, _lines) = start_daemon(&dir, &exe, &[]);
+    let sock = dir.path("rocsync.sock");
+    let mut conn = UnixStream::connect(&sock).unwrap();
+    conn.write_all(b"{\"claim\":{\"name\":\"flood\",\"agents\":null}}\n")
+        .unwrap();
+    let mut answer = String::new();
+    BufReader::new(&conn).read_line(&mut answer).unwrap();
+    assert!(answer.contains("claimed"), "{answer}");
+    let peak = status_kib(daemon.id(), "VmHWM");
+    let chunk = vec![b'x'; 1 << 20];
+    for _ in 0..256 {
+        conn.write_all(&chunk).unwrap();
+    }
+    conn.shutdown(std::net::Shutdown::Write).unwrap();
+    // Released once the daemon read to the end of what was sent.
+    wait_until("the claim released", || {
+        daemon_status(&sock)["claims"]
+            .as_array()
+            .is_some_and(|c| c.is_empty())
+    });
+    let grew = status_kib(daemon.id(), "VmHWM").saturating_sub(peak);
+    assert!(
+        grew < 64 << 10,
+        "256 MiB after a claim grew the daemon's peak memory by {grew} KiB"
+    );
+    stop(daemon);
+}
+
+#[test]
+fn a_listener_out_of_descriptors_rests_instead_of_spinning() {
+    let Some((dir, exe)) = daemon_test("a_listener_out_of_descriptors_rests_instead_of_spinning")
+    else {
+        return;
+    };
+    let (daemon, mut lines) = start_daemon(&dir, &exe, &[]);
+    let pid = daemon.id();
+    let open = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .count() as u64;
+    // The soft limit only: raising a hard limit back needs CAP_SYS_RESOURCE.
+    let limit = |soft: Option<u64>| -> u64 {
+        let mut old = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: prlimit on the daemon this test started, with valid pointers.
+        let rc =
+            unsafe { libc::prlimit(pid as i32, libc::RLIMIT_NOFILE, std::ptr::null(), &mut old) };
+        assert_eq!(rc, 0, "{}", std::io::Error::last_os_error());
+        if let Some(soft) = soft {
+            let new = libc::rlimit {
+                rlim_cur: soft,
+                rlim_max: old.rlim_max,
+            };
+            // SAFETY: as above.
+            let rc = unsafe {
+                libc::prlimit(pid as i32, libc::RLIMIT_NOFILE, &new, std::ptr::null_mut())
+            };
+            assert_eq!(rc, 0, "{}", std::io::Error::last_os_error());
+        }
+        old.rlim_cur
+    };
+    let soft = limit(None);
+    limit(Some(open + 2));
+    // Connections that send nothing: the first take the last descriptors, the rest wait
+    // in the backlog, and accepting them fails until some close.
+    let sock = dir.path("rocsync.sock");
+    let _idle: Vec<UnixStream> = (0..16)
+        .map(|_| UnixStream::connect(&sock).unwrap())
+        .collect();
+    lines.wait_for("cannot accept connections");
+    let before = cpu_ticks(pid);
+    std::thread::sleep(Duration::from_secs(2));
+    let used = cpu_ticks(pid) - before;
+    // A loop retrying accept at once burns the whole 2 s (200 ticks at 100 Hz).
+    assert!(used < 50, "the daemon used {used} ticks in 2 s");
+    limit(Some(soft));
+    stop(daemon);
+}
