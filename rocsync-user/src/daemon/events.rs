@@ -5,7 +5,8 @@ use aya::maps::{MapData, RingBuf};
 use rocsync_common::{Api, Decoded, GetDeviceMode, Op, PROCESS_EXIT, Switch, decode};
 
 use super::{
-    config::DaemonConfig, exposition, http, protocol::Reply, state::Daemon, writing::Done,
+    config::DaemonConfig, exposition, http, protocol::Reply, state::Daemon, statedir, untrusted,
+    writing::Done,
 };
 use crate::agents::ClaimId;
 
@@ -94,17 +95,30 @@ impl Daemon {
         Ok(Flow::Go)
     }
 
-    /// A trace or a flight recorder dump was written: counted, retention applied, and
-    /// its client answered. Stopping ends once the last is written.
+    /// A trace or a flight recorder dump was written (or failed: said here, whether or
+    /// not a client waits): counted, retention applied, and its client answered.
+    /// Stopping ends once the last is written.
     pub async fn written(&mut self, done: Done) -> Flow {
-        if let Reply::Written(w) = &done.reply {
-            self.traces_written += w.files.len() as u64;
-            if let Some(newest) = w.files.first() {
-                let dir = self.config.state_dir.join("traces");
-                self.config
-                    .retention
-                    .apply(&dir, std::path::Path::new(newest));
+        match &done.reply {
+            Reply::Written(w) => {
+                self.traces_written += w.files.len() as u64;
+                if let Some(newest) = w.files.first() {
+                    let newest = std::path::Path::new(newest);
+                    statedir::apply_retention(
+                        &self.config.retention,
+                        &self.config.state_dir,
+                        newest,
+                    );
+                }
             }
+            Reply::Refused { error } => {
+                crate::say!(
+                    "rocsync daemon: error: {}: {}",
+                    done.name,
+                    untrusted::shown(error)
+                );
+            }
+            _ => {}
         }
         if let Some(client) = done.client {
             client.send(&done.reply).await;

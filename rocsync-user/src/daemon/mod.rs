@@ -25,7 +25,9 @@ mod scheduled;
 mod sessions;
 mod socket;
 mod state;
+mod statedir;
 mod traces;
+mod untrusted;
 mod writing;
 
 use std::time::Duration;
@@ -94,7 +96,7 @@ struct Io {
 /// Loads the probes, listens, and scans the running processes.
 async fn start(config: DaemonConfig, flags: ConfigFlags, signals: Signals) -> Result<(Daemon, Io)> {
     crate::preflight::check()?;
-    make_private_dir(&config.state_dir)?;
+    statedir::make(&config.state_dir)?;
     let mut probes = Probes::load(ProbeOptions::default())?;
     probes.discover_system_wide()?;
     let ring = async_ring(probes.take_ring()?)?;
@@ -256,18 +258,4 @@ fn random_fraction() -> f64 {
         .build_hasher()
         .finish();
     (h >> 11) as f64 / (1u64 << 53) as f64
-}
-
-/// Creates the state directory (mode 0700) if missing; refuses a link or a non-directory.
-fn make_private_dir(dir: &std::path::Path) -> Result<()> {
-    use std::os::unix::fs::DirBuilderExt as _;
-    match std::fs::symlink_metadata(dir) {
-        Ok(m) if m.is_dir() => Ok(()),
-        Ok(_) => anyhow::bail!("state directory {} is not a directory", dir.display()),
-        Err(_) => std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .with_context(|| format!("cannot create the state directory {}", dir.display())),
-    }
 }

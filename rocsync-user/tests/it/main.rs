@@ -23,6 +23,7 @@ mod daemon_capabilities;
 mod daemon_clients;
 mod daemon_config;
 mod daemon_discovery;
+mod daemon_dyno_hostile;
 mod daemon_dynolog;
 mod daemon_ids;
 mod daemon_sessions;
