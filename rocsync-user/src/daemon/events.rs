@@ -5,8 +5,8 @@ use aya::maps::{MapData, RingBuf};
 use rocsync_common::{Api, Decoded, GetDeviceMode, Op, PROCESS_EXIT, Switch, decode};
 
 use super::{
-    config::DaemonConfig, exposition, http, protocol::Reply, state::Daemon, statedir, untrusted,
-    writing::Done,
+    config::DaemonConfig, exposition, first_sample, http, protocol::Reply, state::Daemon, statedir,
+    untrusted, writing::Done,
 };
 use crate::agents::ClaimId;
 
@@ -78,7 +78,11 @@ impl Daemon {
 
     /// A sampled window is due.
     pub fn on_sample_due(&mut self) -> Flow {
-        let (window, every) = self.config.sampling.expect("a sample time is sampling's");
+        // A reload clears the schedule with sampling; never trust that here.
+        let Some((window, every)) = self.config.sampling else {
+            self.next_sample = None;
+            return Flow::Go;
+        };
         self.next_sample = self.next_sample.map(|t| t + every);
         self.sample(window);
         Flow::Go
@@ -148,19 +152,34 @@ impl Daemon {
         Flow::Go
     }
 
+    /// A new configuration, checked whole before it replaces the one in effect (a bad
+    /// one is said and the old kept): the state directory made as at start, and the
+    /// sampling schedule follows the sampling now configured.
     fn reload(&mut self) {
-        match DaemonConfig::load(&self.flags) {
-            Ok(c) => {
-                self.tracker.filters = c.filters.clone();
-                // The socket stays where the daemon listens.
-                self.config = DaemonConfig {
-                    socket: self.config.socket.clone(),
-                    ..c
-                };
-                crate::say!("rocsync daemon: configuration reloaded");
+        let checked = DaemonConfig::load(&self.flags).and_then(|c| {
+            statedir::make(&c.state_dir)?;
+            Ok(c)
+        });
+        let c = match checked {
+            Ok(c) => c,
+            Err(e) => {
+                let e = format!("{e:#}");
+                return crate::say!(
+                    "rocsync daemon: warning: keeping the configuration: {}",
+                    untrusted::shown(&e)
+                );
             }
-            Err(e) => crate::say!("rocsync daemon: warning: keeping the configuration: {e:#}"),
+        };
+        if c.sampling != self.config.sampling {
+            self.next_sample = c.sampling.map(|(_, every)| first_sample(every));
         }
+        self.tracker.filters = c.filters.clone();
+        // The socket stays where the daemon listens.
+        self.config = DaemonConfig {
+            socket: self.config.socket.clone(),
+            ..c
+        };
+        crate::say!("rocsync daemon: configuration reloaded");
     }
 
     /// `/metrics` and `/healthz`.

@@ -136,10 +136,7 @@ async fn start(config: DaemonConfig, flags: ConfigFlags, signals: Signals) -> Re
         "rocsync daemon: tracking {} process(es); SIGHUP reloads, SIGTERM stops",
         tracker.tracked.len()
     );
-    // The first sampled window at a random point of the period, so a fleet's nodes spread.
-    let next_sample = config
-        .sampling
-        .map(|(_, every)| Instant::now() + every.mul_f64(random_fraction()));
+    let next_sample = config.sampling.map(|(_, every)| first_sample(every));
     // The temporary *GetDevice probes of the scan, removed after a while (they trap
     // every call of a hot function).
     let learn_until = tracker.probes.has_temporary().then(|| {
@@ -249,6 +246,12 @@ async fn sleep_until(deadline: Option<Instant>) {
         Some(d) => tokio::time::sleep_until(d).await,
         None => std::future::pending().await,
     }
+}
+
+/// The first sampled window of a schedule `every` long: at a random point of the
+/// period, so a fleet's nodes spread.
+fn first_sample(every: Duration) -> Instant {
+    Instant::now() + every.mul_f64(random_fraction())
 }
 
 /// A number in [0, 1) that differs between runs (std's hasher keys are random).

@@ -26,6 +26,7 @@ mod daemon_discovery;
 mod daemon_dyno_hostile;
 mod daemon_dynolog;
 mod daemon_ids;
+mod daemon_reload;
 mod daemon_sessions;
 mod daemon_windows;
 mod daemon_writing;
