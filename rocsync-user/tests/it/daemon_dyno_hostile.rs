@@ -39,6 +39,9 @@ fn dyno_daemon(name: &str, ms: u32, extra: &[&str]) -> Option<Dyno> {
         .to_string();
     let target = tracked_loop(&dir, &exe, &mut lines, ms);
     let pid = target.id();
+    // The daemon makes it; made here too, the tests fail for their own reason on a
+    // daemon that does not.
+    std::fs::create_dir_all(dir.path("state/dyno")).unwrap();
     Some(Dyno {
         dir,
         daemon,
