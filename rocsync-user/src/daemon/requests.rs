@@ -182,7 +182,8 @@ impl Daemon {
 }
 
 async fn refuse(conn: UnixStream, e: &anyhow::Error) {
-    let e_shown = untrusted::shown(&format!("{e:#}"));
-    crate::say!("rocsync daemon: request refused: {e_shown}");
+    // Errors may quote the request (serde names an unknown variant as sent).
+    let said = untrusted::shown(&format!("{e:#}"));
+    crate::say!("rocsync daemon: request refused: {said}");
     socket::answer(conn, &Reply::refused(e)).await;
 }

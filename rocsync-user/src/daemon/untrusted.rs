@@ -62,6 +62,9 @@ impl fmt::Display for Peer {
 impl Peer {
     /// The peer of a connection from `peer` to `local`.
     pub fn of(peer: SocketAddr, local: SocketAddr) -> Self {
+        // A listener on `[::]` sees IPv4 peers as `::ffff:a.b.c.d`; their sockets are
+        // IPv4 ones.
+        let (peer, local) = (canonical(peer), canonical(local));
         if peer.ip().is_loopback()
             && let Some(uid) = socket_uid(peer, local)
         {
@@ -69,6 +72,10 @@ impl Peer {
         }
         Peer::Addr(peer.ip())
     }
+}
+
+fn canonical(a: SocketAddr) -> SocketAddr {
+    SocketAddr::new(a.ip().to_canonical(), a.port())
 }
 
 /// The uid owning the local socket bound at `peer` and connected to `local`, from
@@ -134,5 +141,12 @@ mod tests {
         let uid = rustix::process::getuid().as_raw();
         assert_eq!(Peer::of(peer, s.local_addr().unwrap()), Peer::Uid(uid));
         drop(c);
+        let Ok(l) = std::net::TcpListener::bind("[::]:0") else {
+            return; // no IPv6 here
+        };
+        let port = l.local_addr().unwrap().port();
+        let _c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let (s, peer) = l.accept().unwrap();
+        assert_eq!(Peer::of(peer, s.local_addr().unwrap()), Peer::Uid(uid));
     }
 }
