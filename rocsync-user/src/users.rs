@@ -40,6 +40,18 @@ impl Identity {
     }
 }
 
+/// A user by name or uid: the uid. A name no lookup knows is refused (a filter on it
+/// would silently match no process).
+pub fn user_id(u: &str) -> Result<u32> {
+    if let Ok(id) = u.parse() {
+        return Ok(id);
+    }
+    match Identity::of_user(u) {
+        Ok(id) => Ok(id.uid),
+        Err(_) => bail!("no user named {u:?}"),
+    }
+}
+
 /// A group by name or id.
 pub fn group_id(g: &str) -> Result<u32> {
     if let Ok(id) = g.parse() {

@@ -166,6 +166,9 @@ impl DaemonConfig {
                 pick(&args.retention_max_age, file.retention_max_age),
             )?,
         };
+        for u in &filters.users {
+            users::user_id(u).context("users")?;
+        }
         let group = match args.group.clone().or(file.group) {
             Some(g) => Some(users::group_id(&g)?),
             None => None,

@@ -8,7 +8,7 @@ use std::collections::{BTreeSet, HashSet};
 use anyhow::Result;
 use rocsync_common::{Api, Config, Op};
 
-use super::config::Filters;
+use super::{config::Filters, untrusted};
 use crate::{
     backend::RUNTIMES,
     probes::{ApiChoice, Probes, ld_so, library::OpenedLibrary, maps},
@@ -116,7 +116,10 @@ impl Tracker {
                         .probes
                         .attach_runtime(r, &choice, &lib.path(), Some(pid), carried)
                     {
-                        Ok(_) => crate::say!("rocsync daemon: probing {}", lib.shown.display()),
+                        Ok(_) => crate::say!(
+                            "rocsync daemon: probing {}",
+                            untrusted::shown(&lib.shown.to_string_lossy())
+                        ),
                         Err(e) => {
                             self.probed.remove(&(lib.dev, lib.ino));
                             crate::say!("rocsync daemon: warning: {e:#}");
@@ -135,7 +138,11 @@ impl Tracker {
         match self.probes.set_target(pid, counted) {
             Ok(()) => {
                 self.tracked.insert(pid);
-                crate::say!("rocsync daemon: tracking pid {pid} ({})", exe(pid));
+                // Any user names their executables: escaped.
+                crate::say!(
+                    "rocsync daemon: tracking pid {pid} ({})",
+                    untrusted::shown(&exe(pid))
+                );
             }
             Err(e) => crate::say!("rocsync daemon: warning: pid {pid}: {e:#}"),
         }

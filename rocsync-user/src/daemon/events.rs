@@ -5,7 +5,8 @@ use aya::maps::{MapData, RingBuf};
 use rocsync_common::{Api, Decoded, GetDeviceMode, Op, PROCESS_EXIT, Switch, decode};
 
 use super::{
-    config::DaemonConfig, exposition, http, protocol::Reply, state::Daemon, writing::Done,
+    config::DaemonConfig, exposition, first_sample, http, protocol::Reply, state::Daemon, statedir,
+    untrusted, writing::Done,
 };
 use crate::agents::ClaimId;
 
@@ -77,7 +78,11 @@ impl Daemon {
 
     /// A sampled window is due.
     pub fn on_sample_due(&mut self) -> Flow {
-        let (window, every) = self.config.sampling.expect("a sample time is sampling's");
+        // A reload clears the schedule with sampling; never trust that here.
+        let Some((window, every)) = self.config.sampling else {
+            self.next_sample = None;
+            return Flow::Go;
+        };
         self.next_sample = self.next_sample.map(|t| t + every);
         self.sample(window);
         Flow::Go
@@ -94,17 +99,30 @@ impl Daemon {
         Ok(Flow::Go)
     }
 
-    /// A trace or a flight recorder dump was written: counted, retention applied, and
-    /// its client answered. Stopping ends once the last is written.
+    /// A trace or a flight recorder dump was written (or failed: said here, whether or
+    /// not a client waits): counted, retention applied, and its client answered.
+    /// Stopping ends once the last is written.
     pub async fn written(&mut self, done: Done) -> Flow {
-        if let Reply::Written(w) = &done.reply {
-            self.traces_written += w.files.len() as u64;
-            if let Some(newest) = w.files.first() {
-                let dir = self.config.state_dir.join("traces");
-                self.config
-                    .retention
-                    .apply(&dir, std::path::Path::new(newest));
+        match &done.reply {
+            Reply::Written(w) => {
+                self.traces_written += w.files.len() as u64;
+                if let Some(newest) = w.files.first() {
+                    let newest = std::path::Path::new(newest);
+                    statedir::apply_retention(
+                        &self.config.retention,
+                        &self.config.state_dir,
+                        newest,
+                    );
+                }
             }
+            Reply::Refused { error } => {
+                crate::say!(
+                    "rocsync daemon: error: {}: {}",
+                    done.name,
+                    untrusted::shown(error)
+                );
+            }
+            _ => {}
         }
         if let Some(client) = done.client {
             client.send(&done.reply).await;
@@ -134,19 +152,34 @@ impl Daemon {
         Flow::Go
     }
 
+    /// A new configuration, checked whole before it replaces the one in effect (a bad
+    /// one is said and the old kept): the state directory made as at start, and the
+    /// sampling schedule follows the sampling now configured.
     fn reload(&mut self) {
-        match DaemonConfig::load(&self.flags) {
-            Ok(c) => {
-                self.tracker.filters = c.filters.clone();
-                // The socket stays where the daemon listens.
-                self.config = DaemonConfig {
-                    socket: self.config.socket.clone(),
-                    ..c
-                };
-                crate::say!("rocsync daemon: configuration reloaded");
+        let checked = DaemonConfig::load(&self.flags).and_then(|c| {
+            statedir::make(&c.state_dir)?;
+            Ok(c)
+        });
+        let c = match checked {
+            Ok(c) => c,
+            Err(e) => {
+                let e = format!("{e:#}");
+                return crate::say!(
+                    "rocsync daemon: warning: keeping the configuration: {}",
+                    untrusted::shown(&e)
+                );
             }
-            Err(e) => crate::say!("rocsync daemon: warning: keeping the configuration: {e:#}"),
+        };
+        if c.sampling != self.config.sampling {
+            self.next_sample = c.sampling.map(|(_, every)| first_sample(every));
         }
+        self.tracker.filters = c.filters.clone();
+        // The socket stays where the daemon listens.
+        self.config = DaemonConfig {
+            socket: self.config.socket.clone(),
+            ..c
+        };
+        crate::say!("rocsync daemon: configuration reloaded");
     }
 
     /// `/metrics` and `/healthz`.

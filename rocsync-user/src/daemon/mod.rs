@@ -25,7 +25,9 @@ mod scheduled;
 mod sessions;
 mod socket;
 mod state;
+mod statedir;
 mod traces;
+mod untrusted;
 mod writing;
 
 use std::time::Duration;
@@ -155,7 +157,7 @@ impl Io {
 async fn start(config: DaemonConfig, flags: ConfigFlags, signals: Signals) -> Result<(Daemon, Io)> {
     crate::preflight::check()?;
     let lock = node_lock(&config.lock)?;
-    make_private_dir(&config.state_dir)?;
+    statedir::make(&config.state_dir)?;
     let mut probes = Probes::load(ProbeOptions::default())?;
     probes.discover_system_wide()?;
     let ring = async_ring(probes.take_ring()?)?;
@@ -195,10 +197,7 @@ async fn start(config: DaemonConfig, flags: ConfigFlags, signals: Signals) -> Re
         "rocsync daemon: tracking {} process(es); SIGHUP reloads, SIGTERM stops",
         tracker.tracked.len()
     );
-    // The first sampled window at a random point of the period, so a fleet's nodes spread.
-    let next_sample = config
-        .sampling
-        .map(|(_, every)| Instant::now() + every.mul_f64(random_fraction()));
+    let next_sample = config.sampling.map(|(_, every)| first_sample(every));
     // The temporary *GetDevice probes of the scan, removed after a while (they trap
     // every call of a hot function).
     let learn_until = tracker.probes.has_temporary().then(|| {
@@ -320,6 +319,12 @@ async fn sleep_until(deadline: Option<Instant>) {
     }
 }
 
+/// The first sampled window of a schedule `every` long: at a random point of the
+/// period, so a fleet's nodes spread.
+fn first_sample(every: Duration) -> Instant {
+    Instant::now() + every.mul_f64(random_fraction())
+}
+
 /// A number in [0, 1) that differs between runs (std's hasher keys are random).
 fn random_fraction() -> f64 {
     use std::hash::{BuildHasher as _, Hasher as _};
@@ -341,19 +346,5 @@ fn node_lock(path: &std::path::Path) -> Result<LockFile> {
              counts every process once; stop it first, or ask it (`rocsync status`)",
             path.display()
         ),
-    }
-}
-
-/// Creates the state directory (mode 0700) if missing; refuses a link or a non-directory.
-fn make_private_dir(dir: &std::path::Path) -> Result<()> {
-    use std::os::unix::fs::DirBuilderExt as _;
-    match std::fs::symlink_metadata(dir) {
-        Ok(m) if m.is_dir() => Ok(()),
-        Ok(_) => anyhow::bail!("state directory {} is not a directory", dir.display()),
-        Err(_) => std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .with_context(|| format!("cannot create the state directory {}", dir.display())),
     }
 }

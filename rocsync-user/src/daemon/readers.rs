@@ -22,6 +22,7 @@ use super::{
     dynolog, http,
     protocol::{Reply, Request},
     socket,
+    untrusted::Peer,
 };
 
 /// Requests being read at once, per listener.
@@ -33,8 +34,8 @@ pub enum Incoming {
     Http(String, oneshot::Sender<http::Response>),
     /// A request on the unix socket, from a peer allowed to ask.
     Request(UnixStream, Result<Request>),
-    /// A dynolog message.
-    Dynolog(TcpStream, Result<Value>),
+    /// A dynolog message, and who sent it.
+    Dynolog(TcpStream, Result<Value>, Peer),
 }
 
 pub struct Readers {
@@ -108,9 +109,13 @@ impl Readers {
         };
         let to_loop = self.to_loop.clone();
         tokio::spawn(async move {
+            let (Ok(from), Ok(to)) = (conn.peer_addr(), conn.local_addr()) else {
+                return;
+            };
+            let peer = Peer::of(from, to);
             let asked = dynolog::read(&mut conn).await;
             drop(permit);
-            let _ = to_loop.send(Incoming::Dynolog(conn, asked));
+            let _ = to_loop.send(Incoming::Dynolog(conn, asked, peer));
         });
     }
 

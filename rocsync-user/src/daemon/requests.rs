@@ -16,6 +16,7 @@ use super::{
     socket::{self, PendingReply},
     state::Daemon,
     traces::{self, TraceSpec},
+    untrusted::{self, Peer},
 };
 use crate::agents::ClaimError;
 
@@ -34,7 +35,7 @@ impl Daemon {
                 let _ = answer.send(self.http_page(&path));
             }
             Incoming::Request(conn, asked) => self.on_request(conn, asked).await,
-            Incoming::Dynolog(conn, asked) => self.on_dynolog(conn, asked).await,
+            Incoming::Dynolog(conn, asked, peer) => self.on_dynolog(conn, asked, peer).await,
         }
         Flow::Go
     }
@@ -114,50 +115,76 @@ impl Daemon {
         }
     }
 
-    /// A dynolog request read: `dyno gputrace`.
-    async fn on_dynolog(&mut self, mut conn: TcpStream, asked: Result<Value>) {
-        let asked = asked
-            .and_then(|v| dynolog::parse(&v, &self.config.state_dir))
-            .and_then(|d| {
-                anyhow::ensure!(!self.stopping, "the daemon is stopping");
-                Ok(d)
-            });
-        let reply = match asked {
-            Err(e) => dynolog::answer(&[], false, Some(format!("{e:#}"))),
-            Ok(d) => {
-                let name = d
-                    .log_file
-                    .file_stem()
-                    .map_or("trace".into(), |s| s.to_string_lossy().into_owned());
-                let spec = TraceSpec {
-                    flight: false,
-                    pids: d.pids,
-                    cgroup: None,
-                    agents: Default::default(),
-                    duration: d.duration,
-                    name,
-                    output: Some(d.log_file),
-                };
-                let ahead = d
-                    .start
-                    .and_then(|t| t.duration_since(std::time::SystemTime::now()).ok());
-                match ahead {
-                    Some(ahead) => self.schedule(spec, ahead),
-                    None => match self.start(spec) {
-                        Ok(t) => dynolog::answer(&t.pids, false, None),
-                        Err(e) if e.downcast_ref::<ClaimError>().is_some() => {
-                            dynolog::answer(&[], true, None)
-                        }
-                        Err(e) => dynolog::answer(&[], false, Some(format!("{e:#}"))),
-                    },
-                }
+    /// A dynolog request read (`dyno gputrace`): answered with the processes triggered,
+    /// busy, or what is wrong — said in the log too.
+    async fn on_dynolog(&mut self, mut conn: TcpStream, asked: Result<Value>, peer: Peer) {
+        let reply = match asked.and_then(|v| self.dyno_request(&v, peer)) {
+            Ok(pids) => dynolog::answer(&pids, false, None),
+            Err(e) => {
+                // Busy (another session records the agents) is dyno's own answer.
+                let busy = e.downcast_ref::<ClaimError>().is_some();
+                let e = format!("{e:#}");
+                crate::say!(
+                    "rocsync daemon: dyno request from {peer} refused: {}",
+                    untrusted::shown(&e)
+                );
+                dynolog::answer(&[], busy, (!busy).then_some(e))
             }
         };
         dynolog::write(&mut conn, &reply).await;
     }
+
+    /// Starts or schedules what dyno asked; the processes it names.
+    fn dyno_request(&mut self, v: &Value, peer: Peer) -> Result<Vec<u32>> {
+        let d = dynolog::parse(v, &self.config.state_dir)?;
+        anyhow::ensure!(!self.stopping, "the daemon is stopping");
+        let name = d
+            .log_file
+            .file_stem()
+            .map_or("trace".into(), |s| s.to_string_lossy().into_owned());
+        let spec = TraceSpec {
+            flight: false,
+            pids: d.pids,
+            cgroup: None,
+            agents: Default::default(),
+            duration: d.duration,
+            name,
+            output: Some(d.log_file.clone()),
+        };
+        // Names no trace of another request, waiting, recording or already written.
+        if self.dyno_log_file_taken(&d.log_file) {
+            anyhow::bail!(
+                "log file {} is an earlier request's, still recording or waiting: name another",
+                d.log_file.display()
+            );
+        }
+        dynolog::names_free(&d.log_file, &traces::matched(&self.tracker, &spec)?)?;
+        let ahead = d
+            .start
+            .and_then(|t| t.duration_since(std::time::SystemTime::now()).ok());
+        match ahead {
+            Some(ahead) => self.schedule(spec, ahead, peer),
+            None => Ok(self.start(spec)?.pids.clone()),
+        }
+    }
+
+    /// Whether a dyno request waiting or recording writes to `log`.
+    fn dyno_log_file_taken(&self, log: &std::path::Path) -> bool {
+        let log = Some(log);
+        self.scheduled
+            .iter()
+            .any(|w| w.spec.output.as_deref() == log)
+            || self
+                .sessions
+                .traces
+                .iter()
+                .any(|(_, t)| t.output.as_deref() == log)
+    }
 }
 
 async fn refuse(conn: UnixStream, e: &anyhow::Error) {
-    crate::say!("rocsync daemon: request refused: {e:#}");
+    // Errors may quote the request (serde names an unknown variant as sent).
+    let said = untrusted::shown(&format!("{e:#}"));
+    crate::say!("rocsync daemon: request refused: {said}");
     socket::answer(conn, &Reply::refused(e)).await;
 }

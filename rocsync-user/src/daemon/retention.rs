@@ -1,5 +1,6 @@
 //! The state directory's traces are kept within a total size and an age, oldest removed
-//! first (traces asked for and sampled alike); the trace just written is always kept.
+//! first (traces asked for, sampled and dyno's alike, as one budget); the trace just
+//! written is always kept.
 
 use std::{
     path::{Path, PathBuf},
@@ -38,10 +39,11 @@ impl Retention {
         gone
     }
 
-    /// Applies the limits to the trace files in `dir`.
-    pub fn apply(&self, dir: &Path, keep: &Path) {
-        let files: Vec<Entry> = std::fs::read_dir(dir)
-            .into_iter()
+    /// Applies the limits to the trace files in `dirs`, together.
+    pub fn apply(&self, dirs: &[PathBuf], keep: &Path) {
+        let files: Vec<Entry> = dirs
+            .iter()
+            .flat_map(std::fs::read_dir)
             .flatten()
             .flatten()
             .filter_map(|e| {

@@ -3,48 +3,77 @@
 
 use std::time::Duration;
 
-use anyhow::Result;
-use serde_json::Value;
+use anyhow::{Result, bail};
 use tokio::time::Instant;
 
 use super::{
-    dynolog,
     state::Daemon,
     traces::{self, TraceSpec},
+    untrusted::{self, Peer},
 };
 
+/// dyno requests waiting for their start, per peer and in all: each holds its pids and
+/// a timer for up to an hour, and any local user may send them.
+pub const MAX_WAITING_PER_PEER: usize = 8;
+pub const MAX_WAITING: usize = 64;
+
+/// A dyno request waiting for its synchronized start.
+pub struct Waiting {
+    pub at: Instant,
+    pub spec: TraceSpec,
+    /// Who asked, for the limits.
+    pub peer: Peer,
+}
+
+/// Whether `peer` may add a request to those `waiting`.
+fn admit(waiting: &[Waiting], peer: Peer) -> Result<()> {
+    let of_peer = waiting.iter().filter(|w| w.peer == peer).count();
+    if of_peer >= MAX_WAITING_PER_PEER {
+        bail!(
+            "{peer} has {of_peer} dyno traces waiting for their start (at most \
+             {MAX_WAITING_PER_PEER}): ask again once one has started"
+        );
+    }
+    if waiting.len() >= MAX_WAITING {
+        bail!(
+            "{} dyno traces wait for their start (at most {MAX_WAITING}): ask again once one \
+             has started",
+            waiting.len()
+        );
+    }
+    Ok(())
+}
+
 impl Daemon {
-    /// A request for later: answered with the processes it names now, started when due.
-    pub fn schedule(&mut self, spec: TraceSpec, ahead: Duration) -> Value {
-        match traces::matched(&self.tracker, &spec) {
-            Err(e) => dynolog::answer(&[], false, Some(format!("{e:#}"))),
-            Ok(pids) => {
-                crate::say!(
-                    "rocsync daemon: dyno trace {:?} of pid(s) {pids:?} starts in {} ms",
-                    spec.name,
-                    ahead.as_millis()
-                );
-                self.scheduled.push((Instant::now() + ahead, spec));
-                self.scheduled.sort_by_key(|(at, _)| *at);
-                dynolog::answer(&pids, false, None)
-            }
-        }
+    /// A request for later, from `peer`: answered with the processes it names now,
+    /// started when due.
+    pub fn schedule(&mut self, spec: TraceSpec, ahead: Duration, peer: Peer) -> Result<Vec<u32>> {
+        admit(&self.scheduled, peer)?;
+        let pids = traces::matched(&self.tracker, &spec)?;
+        crate::say!(
+            "rocsync daemon: dyno trace {:?} of pid(s) {} from {peer} starts in {} ms",
+            spec.name,
+            untrusted::pids_shown(&pids),
+            ahead.as_millis()
+        );
+        let at = Instant::now() + ahead;
+        let i = self.scheduled.partition_point(|w| w.at <= at);
+        self.scheduled.insert(i, Waiting { at, spec, peer });
+        Ok(pids)
     }
 
     /// When the next scheduled trace starts.
     pub fn next_scheduled(&self) -> Option<Instant> {
-        self.scheduled.first().map(|(at, _)| *at)
+        self.scheduled.first().map(|w| w.at)
     }
 
     /// Starts the scheduled traces whose time came; one that cannot start (its processes
     /// gone, its agents recorded by another session) is said, not retried.
     pub fn start_scheduled(&mut self) {
-        let due = self
-            .scheduled
-            .partition_point(|(at, _)| *at <= Instant::now());
-        for (_, spec) in self.scheduled.drain(..due).collect::<Vec<_>>() {
-            let name = spec.name.clone();
-            if let Err(e) = self.start(spec) {
+        let due = self.scheduled.partition_point(|w| w.at <= Instant::now());
+        for w in self.scheduled.drain(..due).collect::<Vec<_>>() {
+            let name = w.spec.name.clone();
+            if let Err(e) = self.start(w.spec) {
                 self.not_started.scheduled += 1;
                 crate::say!("rocsync daemon: scheduled dyno trace {name:?} not started: {e:#}");
             }
@@ -53,11 +82,11 @@ impl Daemon {
 
     /// Stopping: scheduled traces will not start.
     pub fn drop_scheduled(&mut self) {
-        for (_, spec) in self.scheduled.drain(..) {
+        for w in self.scheduled.drain(..) {
             self.not_started.scheduled += 1;
             crate::say!(
                 "rocsync daemon: scheduled dyno trace {:?} not started: the daemon is stopping",
-                spec.name
+                w.spec.name
             );
         }
     }
@@ -89,5 +118,49 @@ impl Daemon {
             self.writing.trace(trace);
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_waiting_are_bounded_per_peer_and_in_all() {
+        let spec = || TraceSpec {
+            flight: false,
+            pids: vec![1],
+            cgroup: None,
+            agents: Default::default(),
+            duration: Duration::from_millis(1),
+            name: "t".into(),
+            output: None,
+        };
+        let at = Instant::now();
+        let mut waiting = Vec::new();
+        let nobody = Peer::Uid(65534);
+        for _ in 0..MAX_WAITING_PER_PEER {
+            admit(&waiting, nobody).unwrap();
+            waiting.push(Waiting {
+                at,
+                spec: spec(),
+                peer: nobody,
+            });
+        }
+        let e = admit(&waiting, nobody).unwrap_err().to_string();
+        assert!(e.contains("uid 65534 has 8 dyno traces waiting"), "{e}");
+        let mut uid = 0;
+        while waiting.len() < MAX_WAITING {
+            let peer = Peer::Uid(uid);
+            admit(&waiting, peer).unwrap();
+            waiting.push(Waiting {
+                at,
+                spec: spec(),
+                peer,
+            });
+            uid += 1;
+        }
+        let e = admit(&waiting, Peer::Uid(4242)).unwrap_err().to_string();
+        assert!(e.contains("64 dyno traces wait"), "{e}");
     }
 }

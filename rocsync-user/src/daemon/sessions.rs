@@ -16,7 +16,7 @@ use rocsync_common::{
 };
 use tokio::time::Instant;
 
-use super::{discovery::Tracker, traces::Active};
+use super::{discovery::Tracker, traces::Active, untrusted};
 use crate::agents::{AgentClaims, AgentSet, ClaimError, ClaimId};
 
 #[derive(Default)]
@@ -38,8 +38,9 @@ impl Sessions {
         trace.begin_after(self.last_read);
         let pids = trace.pids.clone();
         crate::say!(
-            "rocsync daemon: trace {}: recording pid(s) {pids:?} ({}) until {:?} from now",
+            "rocsync daemon: trace {}: recording pid(s) {} ({}) until {:?} from now",
             trace.id,
+            untrusted::pids_shown(&pids),
             trace.agents,
             trace.until - Instant::now()
         );
@@ -50,7 +51,10 @@ impl Sessions {
     /// A standalone capture's claim.
     pub fn hold(&mut self, name: String, agents: AgentSet) -> Result<ClaimId, ClaimError> {
         let id = self.claims.start(&name, agents)?;
-        crate::say!("rocsync daemon: {name} holds its agents");
+        crate::say!(
+            "rocsync daemon: {} holds its agents",
+            untrusted::shown(&name)
+        );
         self.held.push((id, name));
         Ok(id)
     }

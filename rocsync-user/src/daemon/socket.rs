@@ -17,7 +17,7 @@ use tokio::{
 
 use super::{
     protocol::{Reply, Request, TraceRequest, Written},
-    traces::{self, MAX_DURATION, stem},
+    traces::{self, MAX_DURATION, MAX_PIDS, stem},
 };
 
 const MAX_REQUEST: u64 = 16 << 10;
@@ -138,6 +138,9 @@ pub fn checked(t: TraceRequest) -> Result<traces::TraceSpec> {
         usize::from(!pids.is_empty()) + usize::from(all) + usize::from(cgroup.is_some());
     if !flight && selectors != 1 {
         bail!("name processes with \"pids\", \"all\" or \"cgroup\": one of the three");
+    }
+    if pids.len() > MAX_PIDS {
+        bail!("{} pids: a request names at most {MAX_PIDS}", pids.len());
     }
     let duration = Duration::from_millis(duration_ms.unwrap_or(1000));
     if duration.is_zero() || duration > MAX_DURATION {

@@ -11,6 +11,7 @@ use super::{
     exposition::NotStarted,
     flight::FlightRecorder,
     protocol::{Recording, Scheduled, Status, Tracked},
+    scheduled::Waiting,
     sessions::Sessions,
     traces::{Active, TraceSpec},
     writing::Writing,
@@ -31,7 +32,7 @@ pub struct Daemon {
     /// SIGTERM came: traces in progress finish, then the daemon exits.
     pub stopping: bool,
     /// dyno's requests with a synchronized start, by start time.
-    pub scheduled: Vec<(Instant, TraceSpec)>,
+    pub scheduled: Vec<Waiting>,
     /// When the next sampled window starts (sampling configured).
     pub next_sample: Option<Instant>,
     /// When the scan's temporary `*GetDevice` probes come off.
@@ -88,9 +89,9 @@ impl Daemon {
             scheduled: self
                 .scheduled
                 .iter()
-                .map(|(at, s)| Scheduled {
-                    session: s.name.clone(),
-                    starts_in_ms: at.saturating_duration_since(now).as_millis() as u64,
+                .map(|w| Scheduled {
+                    session: w.spec.name.clone(),
+                    starts_in_ms: w.at.saturating_duration_since(now).as_millis() as u64,
                 })
                 .collect(),
             traces: self

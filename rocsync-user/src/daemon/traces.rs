@@ -18,6 +18,8 @@ use super::{
     discovery::Tracker,
     protocol::{self, Reply},
     socket::PendingReply,
+    statedir,
+    untrusted::pids_shown,
 };
 use crate::{
     agents::AgentSet,
@@ -35,6 +37,8 @@ use crate::{
 const GRACE: Duration = Duration::from_millis(300);
 /// Longest trace a request may ask for.
 pub const MAX_DURATION: Duration = Duration::from_secs(3600);
+/// Pids one request may name (a node's ranks are far fewer).
+pub const MAX_PIDS: usize = 1024;
 
 /// A trace to record, as checked from a client's request (or made by the daemon: a
 /// sampled window, a dyno request).
@@ -50,8 +54,8 @@ pub struct TraceSpec {
     pub duration: Duration,
     /// The traces' file name stem (letters, digits, `-`, `_`).
     pub name: String,
-    /// Where to write instead (dynolog's log file, confined to the state directory):
-    /// always `<stem>_<pid>.json`.
+    /// Where to write instead (dyno's log file, in the state directory's `dyno/`):
+    /// always `<stem>_<pid>.json`, never replacing a file.
     pub output: Option<PathBuf>,
 }
 
@@ -115,6 +119,8 @@ pub struct Active {
     pub reply: Option<PendingReply>,
     /// How the daemon's call probes are attached (`uprobe_multi` or `perf_event`).
     call_probe_links: &'static str,
+    /// dyno's log file, whose name no other request may take meanwhile.
+    pub output: Option<PathBuf>,
 }
 
 impl Active {
@@ -123,6 +129,7 @@ impl Active {
     pub fn open(tracker: &Tracker, req: TraceSpec, state_dir: &Path, id: u64) -> Result<Self> {
         let pids = matched(tracker, &req)?;
         let (pipeline, outputs) = open(state_dir, &req.name, id, req.output.as_deref())?;
+        let output = req.output;
         Ok(Self {
             id,
             processes: identities(pids.iter().copied()),
@@ -134,12 +141,13 @@ impl Active {
             stopping: false,
             reply: None,
             call_probe_links: tracker.probes.link_kind().name(),
+            output,
         })
     }
 
     /// The name other sessions see it by.
     pub fn name(&self) -> String {
-        format!("trace {} of pid(s) {:?}", self.id, self.pids)
+        format!("trace {} of pid(s) {}", self.id, pids_shown(&self.pids))
     }
 
     /// Numbers its calls after `last_read`, the highest id the daemon has read: the
@@ -214,10 +222,15 @@ fn open(
     id: u64,
     output: Option<&Path>,
 ) -> Result<(Pipeline<CaptureSink>, Outputs)> {
-    let dir = state_dir.join("traces");
-    std::fs::create_dir_all(&dir)?;
-    let path = output.map_or_else(|| dir.join(format!("{name}-{id}.json")), Path::to_path_buf);
-    let mut outputs = Outputs::at(path, false, None)?;
+    // Made again should anyone have removed them, by the rules of the start.
+    statedir::make(state_dir)?;
+    let mut outputs = match output {
+        Some(dyno) => Outputs::never_replacing(dyno.to_path_buf())?,
+        None => {
+            let path = statedir::traces(state_dir).join(format!("{name}-{id}.json"));
+            Outputs::at(path, false, None)?
+        }
+    };
     let header = Header {
         clock_offset_ns: clock::realtime_offset_ns(),
         start_ns: clock::monotonic_ns() as u64,

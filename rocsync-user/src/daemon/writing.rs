@@ -24,8 +24,9 @@ use super::{
 };
 use crate::emit::processes::ProcessInfo;
 
-/// A trace written: its client, if one waits, and its answer.
+/// A trace written: what it is, its client, if one waits, and its answer.
 pub struct Done {
+    pub name: String,
     pub client: Option<PendingReply>,
     pub reply: Reply,
 }
@@ -42,9 +43,14 @@ impl Writing {
     /// Finishes `trace` and writes its files.
     pub fn trace(&mut self, trace: Active) {
         let name = trace.name();
+        let done_name = name.clone();
         let job = self.jobs.spawn_blocking(trimmed(move || {
             let (client, reply) = trace.finish();
-            Done { client, reply }
+            Done {
+                name: done_name,
+                client,
+                reply,
+            }
         }));
         self.names.insert(job.id(), (name, false));
     }
@@ -59,10 +65,13 @@ impl Writing {
         client: UnixStream,
         call_probe_links: &'static str,
     ) {
+        let name = format!("flight recorder dump {id}");
+        let done_name = name.clone();
         let job = self.jobs.spawn_blocking(trimmed(move || {
             let records = flight::records(&chunks);
             let written = traces::dump(records, &state_dir, id, processes, call_probe_links);
             Done {
+                name: done_name,
                 client: Some(PendingReply {
                     conn: client,
                     send_files: false,
@@ -70,7 +79,6 @@ impl Writing {
                 reply: traces::answer(written),
             }
         }));
-        let name = format!("flight recorder dump {id}");
         self.names.insert(job.id(), (name, true));
     }
 

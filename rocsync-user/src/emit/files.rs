@@ -18,11 +18,14 @@ use std::{
 };
 
 use anyhow::{Context as _, Result, bail};
-use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, RenameFlags};
 
 pub struct PendingFile {
     path: PathBuf,
     target: Target,
+    /// Refuse a final name that exists, whatever it is, and never rename over one (a
+    /// name a peer chose must not replace anyone's file).
+    never_replace: bool,
 }
 
 enum Target {
@@ -41,10 +44,22 @@ enum Target {
 impl PendingFile {
     /// Reserves `path`: creates the temporary file beside it.
     pub fn create(path: &Path) -> Result<Self> {
+        Self::reserve(path, false)
+    }
+
+    /// Reserves `path` as [`create`](Self::create) does, but as `O_EXCL` would: a final
+    /// name that exists is refused, now and when the file is moved there; so are its
+    /// siblings'.
+    pub fn create_new(path: &Path) -> Result<Self> {
+        Self::reserve(path, true)
+    }
+
+    fn reserve(path: &Path, never_replace: bool) -> Result<Self> {
         if path.as_os_str() == "-" {
             return Ok(Self {
                 path: path.to_path_buf(),
                 target: Target::Stdout,
+                never_replace: false,
             });
         }
         path.file_name()
@@ -59,13 +74,16 @@ impl PendingFile {
             Mode::empty(),
         )
         .with_context(|| format!("cannot open the directory of output {}", path.display()))?;
-        Self::in_dir(dir, path.to_path_buf())
+        Self::in_dir(dir, path.to_path_buf(), never_replace)
     }
 
     /// Creates the temporary file for `path` in `dir`, the directory `path` names.
-    fn in_dir(dir: OwnedFd, path: PathBuf) -> Result<Self> {
+    fn in_dir(dir: OwnedFd, path: PathBuf, never_replace: bool) -> Result<Self> {
         let name = path.file_name().context("output path names no file")?;
-        check_final(&dir, name.as_bytes(), &path)?;
+        match never_replace {
+            true => check_absent(&dir, name.as_bytes(), &path)?,
+            false => check_final(&dir, name.as_bytes(), &path)?,
+        }
         let tmp = OsString::from(format!(
             ".{}.rocsync-{}-{:x}.tmp",
             name.to_string_lossy(),
@@ -98,6 +116,7 @@ impl PendingFile {
                 file,
                 persisted: false,
             },
+            never_replace,
         })
     }
 
@@ -114,8 +133,9 @@ impl PendingFile {
             Target::Stdout => Ok(Self {
                 path,
                 target: Target::Stdout,
+                never_replace: false,
             }),
-            Target::Atomic { dir, .. } => Self::in_dir(dir.try_clone()?, path),
+            Target::Atomic { dir, .. } => Self::in_dir(dir.try_clone()?, path, self.never_replace),
         }
     }
 
@@ -161,7 +181,13 @@ impl PendingFile {
             file.sync_all()
                 .with_context(|| format!("writing {}", self.path.display()))?;
             rustix::fs::fchmod(&*file, Mode::from_raw_mode(0o666 & !umask()))?;
-            rustix::fs::renameat(&*dir, tmp.as_os_str(), &*dir, name)
+            let flags = if self.never_replace {
+                check_absent(dir, name.as_bytes(), &self.path)?;
+                RenameFlags::NOREPLACE
+            } else {
+                RenameFlags::empty()
+            };
+            rustix::fs::renameat_with(&*dir, tmp.as_os_str(), &*dir, name, flags)
                 .with_context(|| format!("renaming into {}", self.path.display()))?;
             let _ = rustix::fs::fsync(&*dir);
             *persisted = true;
@@ -206,6 +232,20 @@ fn check_final(dir: &impl AsFd, name: &[u8], path: &Path) -> Result<()> {
             ),
         },
     }
+}
+
+/// Nothing of any kind at the final name (checked before the rename says `EEXIST`, to
+/// say what is there).
+fn check_absent(dir: &impl AsFd, name: &[u8], path: &Path) -> Result<()> {
+    check_final(dir, name, path)?;
+    let name = std::ffi::OsStr::from_bytes(name);
+    if rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW).is_ok() {
+        bail!(
+            "output {} exists: it is never replaced (name another file)",
+            path.display()
+        );
+    }
+    Ok(())
 }
 
 /// `SUDO_UID`/`SUDO_GID` when running as root under sudo.
@@ -335,5 +375,26 @@ mod tests {
         assert!(f.persist().is_err());
         assert_eq!(std::fs::read(&victim).unwrap(), b"keep");
         assert_eq!(std::fs::metadata(&victim).unwrap().nlink(), 1);
+    }
+
+    #[test]
+    fn a_new_file_never_replaces_one_there_before_or_after() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.json");
+        std::fs::write(&path, b"keep").unwrap();
+        let err = PendingFile::create_new(&path).err().expect("refused");
+        assert!(err.to_string().contains("exists"), "{err}");
+        let other = dir.path().join("u.json");
+        let f = PendingFile::create_new(&other).unwrap();
+        assert!(
+            f.sibling("t.json").is_err(),
+            "a sibling of a new file is new too"
+        );
+        // One that appears meanwhile stays.
+        std::fs::write(&other, b"first").unwrap();
+        let inode = std::fs::metadata(&other).unwrap().ino();
+        assert!(f.persist().is_err());
+        assert_eq!(std::fs::read(&other).unwrap(), b"first");
+        assert_eq!(std::fs::metadata(&other).unwrap().ino(), inode);
     }
 }

@@ -58,6 +58,17 @@ impl Outputs {
         })
     }
 
+    /// A trace at `trace` (and its per-process siblings) that replaces no file: one
+    /// there already is refused (the daemon's dyno traces, named by a peer).
+    pub fn never_replacing(trace: PathBuf) -> Result<Self> {
+        Ok(Self {
+            trace: Some(PendingFile::create_new(&trace)?),
+            default_name: false,
+            raw: None,
+            header: Header::default(),
+        })
+    }
+
     /// Names the default trace file after the target: `rocsync-<pid>-<time>.json`.
     pub fn name_after(&mut self, pid: u32) {
         if self.default_name

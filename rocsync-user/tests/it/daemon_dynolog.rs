@@ -49,7 +49,6 @@ fn looping(name: &str, ms: u32) -> Option<Looping> {
         .to_string();
     let target = tracked_loop(&dir, &exe, &mut lines, ms);
     let pid = target.id();
-    std::fs::create_dir(dir.path("state/dyno")).unwrap();
     Some(Looping {
         dir,
         daemon,

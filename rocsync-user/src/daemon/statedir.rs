@@ -1,0 +1,73 @@
+//! The state directory: private to root (0700), with `traces/` (traces asked for on the
+//! socket, sampled windows, flight recorder dumps) and `dyno/` (dynolog's traces, apart,
+//! so that no dyno request can name another request's trace). Made by the same rules at
+//! start and at a reload that moves it; retention covers both.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context as _, Result, bail};
+
+use super::retention::Retention;
+
+/// Where traces asked for on the socket, sampled windows and dumps go.
+pub fn traces(state_dir: &Path) -> PathBuf {
+    state_dir.join("traces")
+}
+
+/// Where dyno's traces go.
+pub fn dyno(state_dir: &Path) -> PathBuf {
+    state_dir.join("dyno")
+}
+
+/// Makes the state directory and its two (0700 each, where missing); refuses a link or
+/// a non-directory at any of them.
+pub fn make(state_dir: &Path) -> Result<()> {
+    for dir in [state_dir.to_path_buf(), traces(state_dir), dyno(state_dir)] {
+        make_private_dir(&dir)?;
+    }
+    Ok(())
+}
+
+/// Applies `retention` to everything the daemon wrote there, as one budget, sparing
+/// `keep` (the file just written).
+pub fn apply_retention(retention: &Retention, state_dir: &Path, keep: &Path) {
+    retention.apply(&[traces(state_dir), dyno(state_dir)], keep);
+}
+
+/// Creates `dir` (mode 0700) if missing; refuses a link or a non-directory.
+fn make_private_dir(dir: &Path) -> Result<()> {
+    use std::os::unix::fs::DirBuilderExt as _;
+    match std::fs::symlink_metadata(dir) {
+        Ok(m) if m.is_dir() => Ok(()),
+        Ok(_) => bail!(
+            "state directory {} is not a directory (nor may it be a link)",
+            dir.display()
+        ),
+        Err(_) => std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .with_context(|| format!("cannot create the state directory {}", dir.display())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt as _;
+
+    #[test]
+    fn made_private_with_its_two_and_a_file_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("a/state");
+        make(&state).unwrap();
+        for d in [&state, &traces(&state), &dyno(&state)] {
+            let mode = std::fs::metadata(d).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o700, "{}", d.display());
+        }
+        let file = dir.path().join("file");
+        std::fs::write(&file, "").unwrap();
+        let e = make(&file).unwrap_err().to_string();
+        assert!(e.contains("not a directory"), "{e}");
+    }
+}
