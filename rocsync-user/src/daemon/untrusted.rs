@@ -44,7 +44,7 @@ pub fn pids_shown(pids: &[u32]) -> String {
 
 /// Who sent a dynolog request, for its limits: a local peer by the uid owning its socket
 /// (everyone on the node connects from 127.0.0.1), another by its address.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Peer {
     Uid(u32),
     Addr(IpAddr),
