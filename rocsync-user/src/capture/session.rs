@@ -114,6 +114,9 @@ pub struct Session {
     /// Loader stops are armed (see `arm`), except for these foreground jobs.
     armed: bool,
     not_stopped: HashSet<u32>,
+    /// One rocsync per process: the claims on the targets this session reached by
+    /// launching or following them (`attach`'s own target is the capture's).
+    claims: Vec<super::claim::Claim>,
     /// Stopped by Ctrl-Z: the loader probe holds no target (see `suspend`).
     suspended: bool,
     temporary_detaching: Option<std::thread::JoinHandle<()>>,
@@ -170,9 +173,16 @@ impl Session {
             visible: BTreeMap::new(),
             armed: false,
             not_stopped: HashSet::new(),
+            claims: Vec::new(),
             suspended: false,
             temporary_detaching: None,
         }
+    }
+
+    /// Claims `pid` for this capture (one rocsync per process), or says who holds it.
+    pub fn claim(&mut self, pid: u32) -> Result<()> {
+        self.claims.push(super::claim::claim(pid)?);
+        Ok(())
     }
 
     fn say(&self, line: &str) {
@@ -194,6 +204,12 @@ impl Session {
                 }
             }
             Notice::Forked { parent, child } => {
+                // The kernel follows it already; another rocsync reaching it later by
+                // `attach` is refused. (A claim taken first is another capture's child:
+                // said, since both now follow it.)
+                if let Err(e) = self.claim(child) {
+                    self.say(&format!("rocsync: warning: {e:#}"));
+                }
                 if !self.targets.contains(&child) {
                     self.targets.push(child);
                     if self.verbose {

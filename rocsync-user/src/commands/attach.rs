@@ -6,7 +6,6 @@ use serde_json::json;
 use crate::{
     capture::{Capture, launch},
     cli::AttachArgs,
-    probes::{ld_so, maps},
     procfs,
     signals::Signals,
 };
@@ -25,26 +24,7 @@ pub async fn attach(args: AttachArgs, mut signals: Signals) -> Result<i32> {
     let exit = launch::pidfd(pid)?;
     let exited = async { drop(exit.readable().await) };
     let mut session = capture.open(pid, procfs::cmdline(pid), false)?;
-    let text =
-        procfs::maps(pid).map_err(|e| anyhow::anyhow!("cannot read /proc/{pid}/maps: {e}"))?;
-    // Hook the loader before the scan, so a library loaded in between is not missed.
-    session.add_target(pid, ld_so::of_process(pid, &maps::parse(&text)))?;
-    let mut tree = vec![pid];
-    // The processes it started already (a launcher's ranks); later ones the kernel adds.
-    if capture.settings.follow {
-        for child in procfs::descendants(pid) {
-            let Ok(text) = procfs::maps(child) else {
-                continue; // gone already
-            };
-            session.add_target(child, ld_so::of_process(child, &maps::parse(&text)))?;
-            tree.push(child);
-        }
-    }
-    let mut mapped = 0;
-    for p in tree {
-        mapped += session.scan(p)?;
-    }
-    if mapped == 0 {
+    if session.add_running(pid, capture.settings.follow)? == 0 {
         let mut wanted: Vec<&str> = capture
             .settings
             .runtimes

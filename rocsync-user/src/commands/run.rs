@@ -38,7 +38,10 @@ pub async fn run(args: RunArgs, mut signals: Signals) -> Result<i32> {
             return Err(e);
         }
     };
-    if let Err(e) = launch::hook(&mut session, pid, interp, args.hip_lib.as_deref()) {
+    let hooked = session
+        .claim(pid)
+        .and_then(|()| launch::hook(&mut session, pid, interp, args.hip_lib.as_deref()));
+    if let Err(e) = hooked {
         held.kill();
         return Err(e);
     }

@@ -1,11 +1,15 @@
 //! A session's targets: what each says of itself (name, rank, visible devices) and the
 //! settings the kernel keeps for it, armed for loader stops once the loop runs.
 
-use anyhow::Result;
+use anyhow::{Context as _, Result};
 use rocsync_common::{Config, HIDDEN_AGENT};
 
 use super::{RESCAN_EVERY, Session};
-use crate::{environ, procfs::Stat};
+use crate::{
+    environ,
+    probes::{ld_so, maps},
+    procfs::{self, Stat},
+};
 
 impl Session {
     /// Reads what `pid` says of itself (name, rank), keeping the last reading when it is
@@ -26,6 +30,30 @@ impl Session {
                 self.say(&format!("rocsync: warning: pid {pid}: {e:#}"));
             }
         }
+    }
+
+    /// Adds a running process and, when `follow`, the processes it started already (a
+    /// launcher's ranks; later ones the kernel adds), each claimed; returns how many
+    /// runtime libraries they map.
+    pub fn add_running(&mut self, pid: u32, follow: bool) -> Result<usize> {
+        let text = procfs::maps(pid).with_context(|| format!("cannot read /proc/{pid}/maps"))?;
+        // Hook the loader before the scan, so a library loaded in between is not missed.
+        self.add_target(pid, ld_so::of_process(pid, &maps::parse(&text)))?;
+        let mut tree = vec![pid];
+        for child in procfs::descendants(pid).into_iter().filter(|_| follow) {
+            let Ok(text) = procfs::maps(child) else {
+                continue; // gone already
+            };
+            self.claim(child)
+                .context("--no-follow traces the process alone")?;
+            self.add_target(child, ld_so::of_process(child, &maps::parse(&text)))?;
+            tree.push(child);
+        }
+        let mut mapped = 0;
+        for p in tree {
+            mapped += self.scan(p)?;
+        }
+        Ok(mapped)
     }
 
     /// A child its parent forked: the parent's name, rank and visible devices (a fork
