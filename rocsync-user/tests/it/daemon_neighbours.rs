@@ -195,3 +195,73 @@ fn a_listener_out_of_descriptors_rests_instead_of_spinning() {
     limit(Some(soft));
     stop(daemon);
 }
+
+/// `n` connections to `target` (`ADDR:PORT`, or a unix socket's path) held idle by a
+/// process of nobody's, until it is dropped; returned once they are made.
+struct IdleAsNobody(std::process::Child);
+
+impl IdleAsNobody {
+    fn hold(target: &str, n: usize) -> Self {
+        const HOLD: &str = r#"
+import socket, sys
+target, n = sys.argv[1], int(sys.argv[2])
+held = []
+for _ in range(n):
+    if target.startswith('/'):
+        s = socket.socket(socket.AF_UNIX)
+        s.connect(target)
+    else:
+        host, port = target.rsplit(':', 1)
+        s = socket.create_connection((host, int(port)))
+    held.append(s)
+print('holding', flush=True)
+sys.stdin.read()
+"#;
+        let mut child = std::process::Command::new("setpriv")
+            .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"])
+            // Debian's (scripts/setup installs it): nobody cannot run root's pyenv.
+            .args(["/usr/bin/python3", "-c", HOLD, target, &n.to_string()])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut said = String::new();
+        BufReader::new(child.stdout.as_mut().unwrap())
+            .read_line(&mut said)
+            .unwrap();
+        assert_eq!(said.trim(), "holding");
+        Self(child)
+    }
+}
+
+impl Drop for IdleAsNobody {
+    fn drop(&mut self) {
+        drop(self.0.stdin.take());
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn one_users_idle_connections_take_no_one_elses_slots() {
+    let Some((dir, exe)) = daemon_test("one_users_idle_connections_take_no_one_elses_slots") else {
+        return;
+    };
+    // nobody may use the socket (nogroup), so it can stall it too; it may reach it.
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(dir.0.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
+    let (daemon, lines) = start_daemon(&dir, &exe, &["--group", "nogroup"]);
+    let metrics = metrics_addr(&lines);
+    let sock = dir.path("rocsync.sock");
+    // As many idle connections as a listener reads at once, on each listener.
+    let _scrapes = IdleAsNobody::hold(&metrics, 64);
+    let _requests = IdleAsNobody::hold(sock.to_str().unwrap(), 64);
+    for _ in 0..10 {
+        let health = get(&metrics, "/healthz");
+        assert!(
+            health.ends_with("ok\n"),
+            "a scrape was turned away: {health:?}"
+        );
+    }
+    assert!(ask_daemon(&sock, &["status"]).contains("tracked processes: "));
+    stop(daemon);
+}

@@ -22,7 +22,9 @@ fn configured_daemon(dir: &TempDir, exe: &Path, config: &str) -> (Daemon, Lines)
         .arg("--socket")
         .arg(dir.path("rocsync.sock"))
         .arg("--include-exe")
-        .arg(exe);
+        .arg(exe)
+        .arg("--lock")
+        .arg(dir.path("daemon.lock"));
     let mut daemon = Daemon(spawn_piped(&mut cmd));
     let mut lines = Lines::of(daemon.stderr.take().unwrap());
     lines.wait_for("SIGTERM stops");
