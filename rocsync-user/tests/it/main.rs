@@ -25,6 +25,7 @@ mod daemon_config;
 mod daemon_discovery;
 mod daemon_dynolog;
 mod daemon_ids;
+mod daemon_outputs;
 mod daemon_sessions;
 mod daemon_windows;
 mod daemon_writing;
