@@ -328,7 +328,9 @@ mod tests {
         // From hip_runtime_api.h (CUDA's are the same): each op's captured arguments,
         // written here rather than derived from `arg_names`, with where the event and the
         // stream are.
-        let prototypes: [(Op, &[&str], Option<usize>, Option<usize>); 14] = [
+        // (op, argument names, event position, stream position)
+        type Prototype = (Op, &'static [&'static str], Option<usize>, Option<usize>);
+        let prototypes: [Prototype; 14] = [
             (Op::EventRecord, &["event", "stream"], Some(0), Some(1)),
             (
                 Op::EventRecordWithFlags,
