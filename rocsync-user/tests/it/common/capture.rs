@@ -26,18 +26,10 @@ pub fn can_trace(test: &str) -> bool {
     true
 }
 
-/// Runs `rocsync ARGS`, a standalone capture (`run`, `attach`) told to claim its agents
-/// at a socket nothing listens on (unless the test names one): a daemon running on the
-/// host never answers a test's capture.
-const STANDALONE: &str = r#"bin=$1; shift
-case "$1" in run|attach)
-  for a; do [ "$a" = -- ] && break; [ "$a" = --daemon-socket ] && exec "$bin" "$@"; done
-  sub=$1; shift; exec "$bin" "$sub" --daemon-socket "$(pwd -P)/none.sock" "$@";;
-esac
-exec "$bin" "$@""#;
-
 /// The rocsync binary, run in a scratch directory: a capture without `-o` writes its
-/// default-named trace into the working directory (and claims no agents: `STANDALONE`).
+/// default-named trace into the working directory. A standalone capture (`run`,
+/// `attach`) claims its agents at a socket nothing listens on, unless the test names one:
+/// a daemon running on the host never answers it (`rocsync_tests::standalone`).
 pub fn rocsync() -> Command {
     static CWD: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     let cwd = CWD.get_or_init(|| {
@@ -47,8 +39,9 @@ pub fn rocsync() -> Command {
             .unwrap()
             .keep()
     });
-    let mut cmd = Command::new("/bin/sh");
-    cmd.args(["-c", STANDALONE, "rocsync", env!("CARGO_BIN_EXE_rocsync")])
+    let mut cmd = Command::new(rocsync_tests::standalone());
+    cmd.arg(env!("CARGO_BIN_EXE_rocsync"))
+        .arg(cwd.join("none.sock"))
         .current_dir(cwd);
     with_signals(&mut cmd, &[]);
     cmd
