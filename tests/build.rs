@@ -103,6 +103,7 @@ fn main() {
     );
     gcc(&out.join("mix"), &c.join("mix.c"), &["-ldl"]);
     gcc::<&str>(&out.join("launcher"), &c.join("launcher.c"), &[]);
+    gcc::<&str>(&out.join("standalone"), &c.join("standalone.c"), &[]);
     gcc(
         &out.join("dlopen_loop"),
         &c.join("dlopen_loop.c"),

@@ -81,14 +81,52 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_api_belongs_to_exactly_one_table() {
-        let n: usize = RUNTIMES.iter().map(|r| r.apis().count()).sum();
-        assert_eq!(n, Api::ALL.len());
-        assert!(
-            Runtime::of(Backend::Cuda)
+    fn each_runtime_hooks_the_functions_of_its_headers() {
+        // Written from hip_runtime_api.h and cuda_runtime_api.h, not from `Api`.
+        let sync = [
+            "EventRecord",
+            "EventRecordWithFlags",
+            "StreamWaitEvent",
+            "EventSynchronize",
+            "EventQuery",
+            "StreamSynchronize",
+            "DeviceSynchronize",
+            "EventDestroy",
+            "SetDevice",
+            "GetDevice",
+            "StreamCreate",
+            "StreamCreateWithFlags",
+            "StreamCreateWithPriority",
+            "StreamDestroy",
+        ];
+        let per_thread = |suffix: &str, names: &[&str]| -> Vec<String> {
+            names.iter().map(|n| format!("{n}{suffix}")).collect()
+        };
+        let hip = ["EventRecord", "StreamWaitEvent", "StreamSynchronize"];
+        let cuda = [
+            "EventRecord",
+            "EventRecordWithFlags",
+            "StreamWaitEvent",
+            "StreamSynchronize",
+        ];
+        for (backend, prefix, suffix, spt) in [
+            (Backend::Hip, "hip", "_spt", &hip[..]),
+            (Backend::Cuda, "cuda", "_ptsz", &cuda[..]),
+        ] {
+            let mut want: Vec<String> = sync
+                .iter()
+                .map(|n| n.to_string())
+                .chain(per_thread(suffix, spt))
+                .map(|n| format!("{prefix}{n}"))
+                .collect();
+            want.sort();
+            let mut got: Vec<String> = Runtime::of(backend)
                 .apis()
-                .any(|a| a.symbol() == "cudaEventRecordWithFlags")
-        );
+                .map(|a| a.symbol().to_string())
+                .collect();
+            got.sort();
+            assert_eq!(got, want, "{backend:?}");
+        }
         assert!(Runtime::of(Backend::Cuda).matches_library("libcudart.so.13"));
         assert!(!Runtime::of(Backend::Hip).matches_library("libcudart.so.13"));
         assert!(Runtime::of(Backend::Cuda).carried_by("libnccl.so.2"));

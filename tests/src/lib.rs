@@ -30,6 +30,11 @@ pub fn prologues_hip() -> PathBuf {
     Path::new(OUT).join("prologues/libamdhip64.so")
 }
 
+/// Execs rocsync with a daemon socket of the test's for `run`/`attach` (`c/standalone.c`).
+pub fn standalone() -> PathBuf {
+    Path::new(OUT).join("standalone")
+}
+
 /// A process that loads and unloads a non-GPU library in a loop (never-stopped tests).
 pub fn dlopen_loop() -> PathBuf {
     Path::new(OUT).join("dlopen_loop")

@@ -193,8 +193,8 @@ fn agents_attributes_by_stream_recording_stream_and_thread() {
     let main_tid = logged[0].tid;
     let kept: Vec<(bool, String)> = calls
         .iter()
-        .filter(|c| !matches!(c.api.symbol(), "hipSetDevice" | "hipStreamCreate"))
-        .map(|c| (c.tid == main_tid, c.api.symbol().to_string()))
+        .filter(|c| !matches!(c.api.as_str(), "hipSetDevice" | "hipStreamCreate"))
+        .map(|c| (c.tid == main_tid, c.api.to_string()))
         .collect();
     // By the scenario's own layout (tests/c/scenario.c, `agents`): device 0's record and
     // the device-1 thread's calls on device 0's stream and event are dropped; its own

@@ -124,7 +124,7 @@ fn attach_wait_catches_a_library_loaded_later() {
     assert!(tracer.wait().unwrap().success());
     let (_, mut calls) = read_raw(&raw);
     // attach probes hipGetDevice for a while to learn devices; the default set does not.
-    calls.retain(|c| c.api.symbol() != "hipGetDevice");
+    calls.retain(|c| c.api != "hipGetDevice");
     assert_same_calls(&read_log(&log), calls);
 }
 
@@ -283,11 +283,11 @@ fn event_queries_and_nested_runtime_calls_are_traced_end_to_end() {
     // The scenario logs the call it made; the runtime made the inner one itself.
     let (inner, made): (Vec<_>, Vec<_>) = calls
         .into_iter()
-        .partition(|c| c.api.symbol() == "hipStreamSynchronize");
+        .partition(|c| c.api == "hipStreamSynchronize");
     assert_same_calls(&logged, made.clone());
     let outer = made
         .iter()
-        .find(|c| c.api.symbol() == "hipStreamSynchronize_spt")
+        .find(|c| c.api == "hipStreamSynchronize_spt")
         .expect("the outer call");
     assert_eq!(inner.len(), 1, "{inner:?}");
     let inner = &inner[0];
@@ -330,7 +330,7 @@ fn timestamps_fall_within_the_scenarios_own_clock_readings() {
     let trace = dir.path("t.json");
     let flags = ["-o", trace.to_str().unwrap()];
     let (logged, calls, _) = traced_run(&dir, &flags, &scenario(), &["basic"]);
-    let by_corr: std::collections::BTreeMap<u64, &rocsync::ingest::Call> =
+    let by_corr: std::collections::BTreeMap<u64, &RawCall> =
         calls.iter().map(|c| (c.correlation, c)).collect();
     let corr = seq_to_correlation(&logged, &calls);
     let t = read_json(&trace);

@@ -1,12 +1,12 @@
 //! NCCL links the CUDA runtime statically: its event records and stream waits never reach
 //! libcudart (on a 2-GPU DDP job, two per all-reduce were missing). rocsync probes that
 //! copy too, through the library's local symbols. A collective library built that way is
-//! traced end to end. Needs root.
+//! traced end to end, against the library's own log of its calls. Needs root.
 
 use std::collections::BTreeMap;
 
 use crate::common::*;
-use rocsync_tests::nccl_user;
+use rocsync_tests::{nccl_user, read_log};
 
 #[test]
 fn a_runtime_carried_statically_by_a_collective_library_is_traced() {
@@ -14,7 +14,7 @@ fn a_runtime_carried_statically_by_a_collective_library_is_traced() {
         return;
     }
     let dir = TempDir::new();
-    let (out, raw) = (dir.path("t.json"), dir.path("r.jsonl"));
+    let (out, raw, log) = (dir.path("t.json"), dir.path("r.jsonl"), dir.path("s.log"));
     let rounds = 7;
     let run = run_ok(
         rocsync()
@@ -24,38 +24,46 @@ fn a_runtime_carried_statically_by_a_collective_library_is_traced() {
             .arg(&raw)
             .arg("--")
             .arg(nccl_user())
-            .arg(rounds.to_string()),
+            .arg(rounds.to_string())
+            .env("SCENARIO_LOG", &log)
+            // An MPI launcher's names, and no torchrun ones to take first.
+            .env_remove("RANK")
+            .env_remove("WORLD_SIZE")
+            .env_remove("LOCAL_RANK")
+            .env("OMPI_COMM_WORLD_RANK", "3")
+            .env("OMPI_COMM_WORLD_SIZE", "4")
+            .env("SLURM_LOCALID", "1"),
     );
     let stderr = String::from_utf8_lossy(&run.stderr);
     assert!(
         stderr.contains("libnccl.so.2") && stderr.contains("it carries (linked statically)"),
         "{stderr}"
     );
-    let (_, mut calls) = read_raw(&raw);
-    calls.sort_by_key(|c| c.correlation);
-    let count = |api: &str| calls.iter().filter(|c| c.api.symbol() == api).count();
-    // Per round two records and two waits; around them two streams made and destroyed.
-    assert_eq!(count("cudaEventRecord"), 2 * rounds);
-    assert_eq!(count("cudaStreamWaitEvent"), 2 * rounds);
+    let logged = read_log(&log);
+    // Per round two records and two waits; around them two streams made and destroyed,
+    // a synchronize and two event destroys.
+    assert_eq!(logged.len(), 4 * rounds + 7, "{logged:#?}");
+    assert!(logged.iter().all(|l| l.ret == 0));
+    let (_, calls) = read_raw(&raw);
+    assert_same_calls(&logged, calls);
+    // Each wait resolves to the record the library's log says it waited on.
+    let trace = read_json(&out);
+    let corr = assert_rows_match_log(&trace, None, &logged);
+    let want: BTreeMap<u64, i64> = expected_edges(&logged)
+        .into_iter()
+        .map(|(w, r)| (corr[&w], r.map_or(-1, |r| corr[&r] as i64)))
+        .collect();
+    assert_eq!(want.len(), 2 * rounds);
+    assert_eq!(trace_edges(&trace), want);
+    // Who the process said it was, by the environment it was given and the collective
+    // library it mapped.
     assert_eq!(
-        (count("cudaStreamCreate"), count("cudaStreamDestroy")),
-        (2, 2)
+        trace["distributedInfo"],
+        serde_json::json!({
+            "rank": 3, "rank_from": "OMPI_COMM_WORLD_RANK",
+            "world_size": 4, "world_size_from": "OMPI_COMM_WORLD_SIZE",
+            "local_rank": 1, "local_rank_from": "SLURM_LOCALID",
+            "backend": "nccl",
+        })
     );
-    assert!(calls.iter().all(|c| c.ret == Some(0)));
-    // Each wait resolves to the latest record of its event before it (derived here from
-    // the captured calls, in correlation order).
-    let mut last = BTreeMap::new();
-    let mut want = BTreeMap::new();
-    for c in &calls {
-        match c.api.symbol() {
-            "cudaEventRecord" => {
-                last.insert(c.args[0], c.correlation);
-            }
-            "cudaStreamWaitEvent" => {
-                want.insert(c.correlation, last[&c.args[1]] as i64);
-            }
-            _ => {}
-        }
-    }
-    assert_eq!(trace_edges(&read_json(&out)), want);
 }

@@ -7,12 +7,27 @@ use std::time::{Duration, Instant};
 use crate::common::{daemon::*, *};
 use rocsync_tests::read_log;
 
+/// Retention by size, judged on the filesystem: traces planted with known sizes and ages
+/// go oldest first, the directory's traces end within the limit (or only the newest is
+/// left), and what is not a trace stays.
 #[test]
 fn sampled_windows_are_written_and_retention_removes_the_oldest() {
     let name = "sampled_windows_are_written_and_retention_removes_the_oldest";
     let Some((dir, exe)) = daemon_test(name) else {
         return;
     };
+    let traces = dir.path("state/traces");
+    std::fs::create_dir_all(&traces).unwrap();
+    let now = std::time::SystemTime::now();
+    // (name, MiB, hours old): the oldest is not the largest.
+    let planted = [("a.json", 2, 3), ("b.json", 6, 2), ("c.json", 1, 1)];
+    for (file, mib, hours) in planted {
+        let f = std::fs::File::create(traces.join(file)).unwrap();
+        f.set_len(mib << 20).unwrap();
+        f.set_modified(now - Duration::from_secs(hours * 3600))
+            .unwrap();
+    }
+    std::fs::write(traces.join("notes.txt"), "not a trace").unwrap();
     let (daemon, mut lines) = start_daemon(
         &dir,
         &exe,
@@ -21,35 +36,64 @@ fn sampled_windows_are_written_and_retention_removes_the_oldest() {
             "300ms",
             "--sample-every",
             "1s",
-            // Below one trace: only the newest is kept.
             "--retention-max-bytes",
-            "1",
+            "8M",
         ],
     );
     let mut target = tracked_loop(&dir, &exe, &mut lines, 5000);
-    // The second window's trace makes retention remove the first.
+    // 9 MiB planted: the first window's trace takes the total past 8 MiB.
     lines.wait_for("retention removed");
-    let traces: Vec<std::path::PathBuf> = std::fs::read_dir(dir.path("state/traces"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    assert_eq!(traces.len(), 1, "{traces:?}");
-    let file = traces[0]
-        .file_name()
-        .unwrap()
-        .to_string_lossy()
-        .into_owned();
-    assert!(file.starts_with("sample-"), "{file}");
-    let t = read_json(&traces[0]);
-    let rows = t["traceEvents"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|e| e["cat"] == "cuda_runtime" && e["pid"] == target.id())
-        .count();
-    assert!(rows > 50, "{rows} rows in a 300 ms window");
     assert!(target.wait().unwrap().success());
     stop(daemon);
+    let removed: Vec<String> = lines
+        .all()
+        .iter()
+        .filter_map(|l| l.split("retention removed ").nth(1))
+        .map(|p| p.rsplit('/').next().unwrap().to_string())
+        .collect();
+    // Oldest first: a.json, then b.json, then (once all planted are gone) samples.
+    let order = |f: &str| removed.iter().position(|r| r == f);
+    assert_eq!(order("a.json"), Some(0), "{removed:?}");
+    if let Some(b) = order("b.json") {
+        assert_eq!(b, 1, "{removed:?}");
+    }
+    let left: Vec<(String, u64)> = std::fs::read_dir(&traces)
+        .unwrap()
+        .map(|e| e.unwrap())
+        .map(|e| {
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                e.metadata().unwrap().len(),
+            )
+        })
+        .collect();
+    let json: Vec<&(String, u64)> = left.iter().filter(|(n, _)| n.ends_with(".json")).collect();
+    let total: u64 = json.iter().map(|(_, n)| n).sum();
+    assert!(total <= 8 << 20 || json.len() == 1, "{left:?}");
+    assert!(left.iter().any(|(n, _)| n == "notes.txt"), "{left:?}");
+    // Every removal the daemon said is gone from the directory, and nothing else is.
+    for (file, _, _) in planted {
+        assert_eq!(
+            json.iter().any(|(n, _)| n == file),
+            order(file).is_none(),
+            "{file}"
+        );
+    }
+    // Each window left that caught the loop: an unbroken run of its calls, each as its
+    // log says.
+    let log = read_log(&dir.path("loop.log"));
+    let mut checked = 0;
+    for (n, _) in json.iter().filter(|(n, _)| n.starts_with("sample-")) {
+        let t = read_json(&traces.join(n));
+        if call_rows(&t)
+            .iter()
+            .any(|r| r.pid == u64::from(target.id()))
+        {
+            assert_window_of_log(&t, target.id(), &log);
+            checked += 1;
+        }
+    }
+    assert!(checked > 0, "no window of the loop left: {left:?}");
 }
 
 #[test]
@@ -140,19 +184,12 @@ fn the_flight_recorder_writes_the_last_seconds_on_request() {
         t["distributedInfo"]["rank"], 5,
         "what the process said of itself"
     );
-    let rows = runtime_rows(&t);
-    assert!(rows.len() > 100, "{} rows", rows.len());
-    assert!(rows.iter().all(|e| e["pid"] == target.id()));
-    // The last second (and a little: records are dropped by when they were read).
-    let ts = |e: &serde_json::Value| e["ts"].as_f64().unwrap();
-    let span = rows.iter().map(|e| ts(e)).fold(f64::MIN, f64::max)
-        - rows.iter().map(|e| ts(e)).fold(f64::MAX, f64::min);
-    assert!(span < 1_500_000.0, "{span} µs held");
-    let got: Vec<&str> = rows.iter().map(|e| e["name"].as_str().unwrap()).collect();
-    let logged = probed(&read_log(&log));
-    let apis: Vec<&str> = logged.iter().map(|l| l.api.as_str()).collect();
-    assert!(
-        contiguous_run(&apis, &got),
-        "the held calls are a contiguous run of the log"
-    );
+    // The last second (and a little: records are dropped by when they were read), an
+    // unbroken run of the log's calls.
+    let window = assert_window_of_log(&t, target.id(), &read_log(&log));
+    let logged = read_log(&log);
+    let at = |seq: u64| logged.iter().find(|l| l.seq == seq).unwrap().before_ns;
+    let (first, last) = (window.seqs.first().unwrap(), window.seqs.last().unwrap());
+    let span = at(*last) - at(*first);
+    assert!(span < 1_500_000_000, "{span} ns held");
 }

@@ -114,7 +114,7 @@ fn a_flight_dump_is_written_while_the_daemon_goes_on() {
         .collect();
     // The loop's warm-up calls come first (1000), then CALLS: each in the dump, or (the
     // daemon's reader fell behind in a loaded moment) counted lost in it.
-    let links = rocsync::probes::LinkKind::preferred().name();
+    let links = apis::expected_call_probe_links();
     assert_eq!(t.rocsync["parameters"]["call_probe_links"], links);
     let drops = &t.rocsync["drops"];
     let lost = drops["lost_ids"].as_u64().unwrap();

@@ -13,7 +13,7 @@ fn traced(
     output: &str,
 ) -> (
     Vec<rocsync_tests::LoggedCall>,
-    Vec<rocsync::ingest::Call>,
+    Vec<RawCall>,
     std::path::PathBuf,
 ) {
     let log = dir.path("scenario.log");
@@ -37,11 +37,11 @@ fn traced(
 
 fn assert_edges_match_log(
     logged: &[rocsync_tests::LoggedCall],
-    calls: &[rocsync::ingest::Call],
+    calls: &[RawCall],
     trace: &serde_json::Value,
 ) {
     assert_same_calls(logged, calls.to_vec());
-    let corr = seq_to_correlation(logged, calls);
+    let corr = assert_rows_match_log(trace, None, logged);
     let want: BTreeMap<u64, i64> = expected_edges(logged)
         .into_iter()
         .map(|(w, r)| (corr[&w], r.map_or(-1, |r| corr[&r] as i64)))

@@ -10,7 +10,7 @@ use crate::common::{
 };
 use proptest::prelude::*;
 use rocsync::{emit::raw::Reader, pipeline::Pipeline};
-use rocsync_common::{Api, EntryRecord, ExitRecord, RECORD_ENTRY, RECORD_EXIT, decode};
+use rocsync_common::{Api, Decoded, EntryRecord, ExitRecord, RECORD_ENTRY, RECORD_EXIT, decode};
 
 fn bytes<T>(v: &T) -> Vec<u8> {
     // SAFETY: reading the bytes of a plain record.
@@ -56,7 +56,25 @@ fn record() -> impl Strategy<Value = Vec<u8>> {
 proptest! {
     #[test]
     fn the_decoder_takes_any_bytes(b in prop::collection::vec(any::<u8>(), 0..200)) {
-        let _ = decode(&b);
+        // Never a panic; a record only of a kind the probes write.
+        if decode(&b).is_ok() {
+            let kind = u32::from_ne_bytes(b[..4].try_into().unwrap());
+            prop_assert!((1..=7).contains(&kind), "kind {kind} decoded");
+        }
+    }
+
+    #[test]
+    fn the_decoder_reads_back_what_the_probes_write(r in record()) {
+        let back = match decode(&r) {
+            Ok(Decoded::Entry(e)) => bytes(&e),
+            Ok(Decoded::Exit(x)) => bytes(&x),
+            other => return Err(TestCaseError::fail(format!("{other:?}"))),
+        };
+        prop_assert_eq!(back, r.clone());
+        // A record cut short is refused, never read past its end.
+        for n in [0, 3, r.len() / 2, r.len() - 1] {
+            prop_assert!(decode(&r[..n]).is_err(), "{n} of {} bytes", r.len());
+        }
     }
 
     #[test]
@@ -72,7 +90,14 @@ proptest! {
             }
         }
         let t = finish(p);
-        prop_assert!(t["traceEvents"].is_array());
+        // Each row one of the calls entered (their correlations are below 64), each call
+        // at most once, none ending before it began.
+        let entries = records.iter().filter(|r| r[..4] == RECORD_ENTRY.to_ne_bytes()).count();
+        let rows = common::call_rows(&t);
+        prop_assert!(rows.len() <= entries, "{} rows of {} entries", rows.len(), entries);
+        prop_assert!(rows.iter().all(|r| r.correlation < 64));
+        let events = t["traceEvents"].as_array().unwrap();
+        prop_assert!(events.iter().filter(|e| e["ph"] == "X").all(|e| e["dur"].as_f64().unwrap() >= 0.0));
     }
 
     #[test]
@@ -96,7 +121,14 @@ proptest! {
             p.replay(item);
         }
         let t = finish(p);
-        prop_assert!(t["traceEvents"].is_array());
+        // At most a row per call line; the one well-formed call line has its fields.
+        let calls = lines.iter().filter(|l| l.starts_with("{\"api\"")).count();
+        let rows = common::call_rows(&t);
+        prop_assert!(rows.len() <= calls, "{} rows of {} call lines", rows.len(), calls);
+        for r in &rows {
+            prop_assert_eq!((r.name.as_str(), r.pid, r.ret), ("hipEventRecord", 1, Some(i64::MIN)));
+            prop_assert_eq!(r.handles.clone(), vec![("event".into(), u64::MAX), ("stream".into(), 0)]);
+        }
     }
 }
 

@@ -60,7 +60,8 @@ fn the_watchdog_outlives_what_is_sent_to_the_job() {
             libc::kill(watchdog[0] as i32, sig);
         }
     }
-    std::thread::sleep(Duration::from_millis(100));
+    // Each signal taken by the watchdog (none left pending) before the job is killed.
+    wait_until_no_signal_pending(watchdog[0]);
     // SAFETY: as above: the job, as `kill -9 %1` does.
     unsafe { libc::kill(-rocsync, libc::SIGKILL) };
     tracer.wait().unwrap();
@@ -118,6 +119,21 @@ fn wait_until_stopped(pid: u32, what: &str) {
             "{what} never stopped"
         );
         std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Waits until `pid` has no signal pending (`SigPnd`, `ShdPnd` in /proc/PID/status).
+fn wait_until_no_signal_pending(pid: u32) {
+    let start = Instant::now();
+    while ["SigPnd:", "ShdPnd:"]
+        .iter()
+        .any(|f| !process_signal_mask(pid, f).is_empty())
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "signals left pending"
+        );
+        std::thread::sleep(Duration::from_millis(1));
     }
 }
 
@@ -219,7 +235,9 @@ fn a_ctrl_z_while_held_at_a_load_still_suspends_the_command() {
             libc::kill(command as i32, libc::SIGTSTP);
             libc::kill(rocsync, libc::SIGCONT);
         }
-        std::thread::sleep(Duration::from_millis(100));
+        while state(rocsync as u32) == 'T' {
+            std::thread::sleep(Duration::from_millis(1));
+        }
         assert_stays_stopped(
             command,
             Duration::from_millis(300),
@@ -227,7 +245,6 @@ fn a_ctrl_z_while_held_at_a_load_still_suspends_the_command() {
         );
         // SAFETY: as above, as `fg` does.
         unsafe { libc::kill(command as i32, libc::SIGCONT) };
-        std::thread::sleep(Duration::from_millis(50));
     }
     let t = end_job(tracer, &trace);
     assert_eq!(t["rocsync"]["suspended"]["times"], 0, "{}", t["rocsync"]);

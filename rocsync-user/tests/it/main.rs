@@ -27,6 +27,7 @@ mod daemon_dyno_hostile;
 mod daemon_dynolog;
 mod daemon_ids;
 mod daemon_neighbours;
+mod daemon_outputs;
 mod daemon_reload;
 mod daemon_sessions;
 mod daemon_windows;

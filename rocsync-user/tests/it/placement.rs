@@ -50,7 +50,7 @@ fn probes_move_past_single_stepped_instructions_only_when_safe() {
     assert!(
         calls
             .iter()
-            .all(|c| c.api.symbol() == "hipStreamSynchronize" && c.args[0] == 0 && c.ok()),
+            .all(|c| c.api == "hipStreamSynchronize" && c.args[0] == 0 && c.ok()),
         "{:?}",
         calls.iter().find(|c| !c.ok())
     );

@@ -308,10 +308,10 @@ fn model(calls: &[Call]) -> BTreeMap<(u32, u64), i64> {
         let (kind, event) = event_of(c);
         let key = (c.pid, event);
         match kind {
-            Kind::Record if c.ok() => {
+            Kind::Record if c.ret == Some(0) => {
                 latest.insert(key, c.correlation);
             }
-            Kind::Destroy if c.ok() => {
+            Kind::Destroy if c.ret == Some(0) => {
                 latest.remove(&key);
             }
             // A failed wait is still a wait.

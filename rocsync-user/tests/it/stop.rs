@@ -58,7 +58,7 @@ fn target_killed_mid_call_reports_the_call_in_flight() {
     target.wait().unwrap();
     assert!(tracer.wait().unwrap().success());
     let (_, calls) = read_raw(&raw);
-    let names: Vec<_> = calls.iter().map(|c| c.api.symbol()).collect();
+    let names: Vec<_> = calls.iter().map(|c| c.api.as_str()).collect();
     assert_eq!(names, ["hipStreamCreate", "hipStreamSynchronize"]);
     let (create, sync) = (&calls[0], &calls[1]);
     assert_eq!(create.ret, Some(0));
@@ -94,7 +94,7 @@ fn a_duration_stop_keeps_the_blocked_call_in_flight() {
     wait_until_blocked(&mut target);
     assert!(tracer.wait().unwrap().success());
     let (_, calls) = read_raw(&raw);
-    let names: Vec<_> = calls.iter().map(|c| c.api.symbol()).collect();
+    let names: Vec<_> = calls.iter().map(|c| c.api.as_str()).collect();
     assert_eq!(names, ["hipStreamCreate", "hipStreamSynchronize"]);
     assert_eq!(
         (calls[1].exit_ns, calls[1].ret),
@@ -134,6 +134,6 @@ fn run_forwards_sigterm_and_keeps_the_blocked_call() {
     );
     let (_, calls) = read_raw(&raw);
     let last = calls.last().expect("calls");
-    assert_eq!(last.api.symbol(), "hipStreamSynchronize");
+    assert_eq!(last.api, "hipStreamSynchronize");
     assert_eq!((last.exit_ns, last.ret), (None, None));
 }

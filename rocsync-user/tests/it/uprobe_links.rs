@@ -81,7 +81,7 @@ fn call_probes_are_multi_uprobe_links_and_miss_nothing() {
     if !can_trace(name) {
         return;
     }
-    if rocsync::probes::LinkKind::preferred() != rocsync::probes::LinkKind::Multi {
+    if apis::expected_call_probe_links() != "uprobe_multi" {
         rocsync_tests::skip(name, "this kernel has no multi-uprobe links (Linux < 6.6)");
         return;
     }

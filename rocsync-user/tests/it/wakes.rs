@@ -37,6 +37,15 @@ fn a_busy_capture_wakes_its_reader_at_most_once_per_drain() {
             .arg(rocsync_tests::sim_hip())
             .args(["hipStreamSynchronize", "300000"]),
     );
+    // Every call the loop made (its 1 000 warm-up calls, then as many as its command line
+    // says): a row, or counted lost.
+    let t = read_json(&trace);
+    let rows = call_rows(&t)
+        .iter()
+        .filter(|r| r.name == "hipStreamSynchronize")
+        .count() as u64;
+    let lost = t["rocsync"]["drops"]["lost_ids"].as_u64().unwrap();
+    assert_eq!(rows + lost, 301_000, "{rows} rows, {lost} lost");
     let (wakes, drains) = wakes_and_drains(&String::from_utf8_lossy(&out.stderr));
     assert!(
         wakes > 0,

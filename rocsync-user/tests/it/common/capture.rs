@@ -9,14 +9,9 @@ use std::{
     time::{Duration, Instant},
 };
 
-use rocsync::{
-    emit::raw,
-    ingest::{
-        Call,
-        model::{ArgKind, arg_kind},
-    },
-};
 use rocsync_tests::LoggedCall;
+
+use super::{apis::traced_by_default, raw::RawCall};
 
 /// Root-only tests call this first; it prints why a test is skipped.
 pub fn can_trace(test: &str) -> bool {
@@ -32,7 +27,9 @@ pub fn can_trace(test: &str) -> bool {
 }
 
 /// The rocsync binary, run in a scratch directory: a capture without `-o` writes its
-/// default-named trace into the working directory.
+/// default-named trace into the working directory. A standalone capture (`run`,
+/// `attach`) claims its agents at a socket nothing listens on, unless the test names one:
+/// a daemon running on the host never answers it (`rocsync_tests::standalone`).
 pub fn rocsync() -> Command {
     static CWD: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     let cwd = CWD.get_or_init(|| {
@@ -42,8 +39,10 @@ pub fn rocsync() -> Command {
             .unwrap()
             .keep()
     });
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rocsync"));
-    cmd.current_dir(cwd);
+    let mut cmd = Command::new(rocsync_tests::standalone());
+    cmd.arg(env!("CARGO_BIN_EXE_rocsync"))
+        .arg(cwd.join("none.sock"))
+        .current_dir(cwd);
     with_signals(&mut cmd, &[]);
     cmd
 }
@@ -118,27 +117,10 @@ pub fn run_ok(cmd: &mut Command) -> Output {
     out
 }
 
-pub fn read_raw(path: &Path) -> (raw::Header, Vec<Call>) {
-    let f = std::fs::File::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    raw::read_calls(BufReader::new(f)).expect("valid raw capture")
-}
-
-/// A call reduced to what the scenario can know: thread, API, arguments, return code.
-/// Integer arguments are compared as the C `int`/`unsigned` they are.
-pub fn key(c: &Call) -> (u32, String, [u64; 3], i64) {
-    let mut args = [0u64; 3];
-    for (i, name) in c.api.arg_names().iter().enumerate() {
-        args[i] = match arg_kind(name) {
-            ArgKind::Handle => c.args[i],
-            _ => c.args[i] & 0xffff_ffff,
-        };
-    }
-    (
-        c.tid,
-        c.api.symbol().to_string(),
-        args,
-        c.ret.expect("call returned"),
-    )
+/// A call reduced to what the scenario can know: thread, API, arguments (integers as the
+/// C `int`/`unsigned` they are), return code.
+pub fn key(c: &RawCall) -> (u32, String, [u64; 3], i64) {
+    (c.tid, c.api.clone(), c.args, c.ret.expect("call returned"))
 }
 
 pub fn logged_key(l: &LoggedCall) -> (u32, String, [u64; 3], i64) {
@@ -159,7 +141,7 @@ pub fn by_thread<T, K: Ord>(
 
 /// Asserts the capture holds exactly the scenario's calls, each once, in each thread's
 /// order.
-pub fn assert_same_calls(logged: &[LoggedCall], mut captured: Vec<Call>) {
+pub fn assert_same_calls(logged: &[LoggedCall], mut captured: Vec<RawCall>) {
     captured.sort_by_key(|c| c.correlation);
     let mut logged = probed(logged);
     logged.sort_by_key(|l| l.seq);
@@ -187,12 +169,7 @@ pub fn assert_same_calls(logged: &[LoggedCall], mut captured: Vec<Call>) {
 pub fn probed(logged: &[LoggedCall]) -> Vec<LoggedCall> {
     logged
         .iter()
-        .filter(|l| {
-            rocsync_common::Api::ALL
-                .iter()
-                .find(|a| a.symbol() == l.api)
-                .is_some_and(|a| a.probed_by_default())
-        })
+        .filter(|l| traced_by_default(&l.api))
         .cloned()
         .collect()
 }
@@ -263,7 +240,7 @@ pub fn spawn_piped(cmd: &mut Command) -> Child {
 
 /// Maps each logged call (by seq) to the captured call's correlation, aligning each
 /// thread's calls in order (assert_same_calls checks they agree).
-pub fn seq_to_correlation(logged: &[LoggedCall], captured: &[Call]) -> BTreeMap<u64, u64> {
+pub fn seq_to_correlation(logged: &[LoggedCall], captured: &[RawCall]) -> BTreeMap<u64, u64> {
     let mut captured = captured.to_vec();
     captured.sort_by_key(|c| c.correlation);
     let mut logged = probed(logged);

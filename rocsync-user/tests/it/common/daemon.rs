@@ -292,3 +292,29 @@ pub fn stop(mut daemon: Daemon) {
     unsafe { libc::kill(daemon.id() as i32, libc::SIGTERM) };
     assert!(daemon.wait().unwrap().success());
 }
+
+/// The kernel's count of `api` calls so far (`rocsync_sync_calls_total`, every device).
+pub fn calls_counted(addr: &str, api: &str) -> u64 {
+    let prefix = format!("rocsync_sync_calls_total{{api=\"{api}\"");
+    get(addr, "/metrics")
+        .lines()
+        .filter(|l| l.starts_with(&prefix))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum::<f64>() as u64
+}
+
+/// Waits (at most 20 s) until `more` calls of `api` are counted past `from`; the count.
+pub fn wait_for_calls(addr: &str, api: &str, from: u64, more: u64) -> u64 {
+    let start = std::time::Instant::now();
+    loop {
+        let n = calls_counted(addr, api);
+        if n >= from + more {
+            return n;
+        }
+        assert!(
+            start.elapsed().as_secs() < 20,
+            "{api}: {n} calls counted, {from} + {more} awaited"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}

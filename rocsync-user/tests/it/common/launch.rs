@@ -8,13 +8,9 @@ use std::{
 
 use rocsync_tests::{read_log, sim_hip};
 
-use super::capture::*;
+use super::{capture::*, raw::*};
 
-pub type Traced = (
-    Vec<rocsync_tests::LoggedCall>,
-    Vec<rocsync::ingest::Call>,
-    String,
-);
+pub type Traced = (Vec<rocsync_tests::LoggedCall>, Vec<RawCall>, String);
 
 pub fn run_scenario(dir: &TempDir, program: &std::path::Path, args: &[&str]) -> Traced {
     traced_run(dir, &[], program, args)

@@ -1,12 +1,19 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code, unused_imports)]
 
+pub mod apis;
 mod capture;
 pub mod daemon;
 mod held;
 mod launch;
 pub mod pipeline;
+mod raw;
+mod rows;
+mod window;
 
 pub use capture::*;
 pub use held::*;
 pub use launch::*;
+pub use raw::*;
+pub use rows::*;
+pub use window::*;
