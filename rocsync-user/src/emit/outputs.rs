@@ -153,6 +153,9 @@ impl Outputs {
             }
             lines.push(line);
         }
+        if raw_error.is_some() {
+            lines.push("(the trace holds the whole capture: nothing was lost from it)".into());
+        }
         crate::say!("{}", summary::render(stats, &lines).trim_end());
         match raw_error {
             Some(e) => Err(e),

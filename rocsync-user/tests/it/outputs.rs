@@ -176,7 +176,9 @@ fn a_full_raw_disk_loses_nothing_of_the_trace() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(7), "the command's status: {stderr}");
     assert!(
-        stderr.contains("lost from the raw capture") && stderr.contains("No space left"),
+        stderr.contains("lost from the raw capture")
+            && stderr.contains("No space left")
+            && stderr.contains("the trace holds the whole capture"),
         "{stderr}"
     );
     let logged = probed(&rocsync_tests::read_log(&dir.path("s.log")));
