@@ -25,6 +25,7 @@ pub mod resolve;
 pub mod signals;
 pub mod stats;
 pub mod stderr;
+pub mod stdio;
 pub(crate) mod users;
 
 /// A diagnostic line on stderr, written off the caller's thread ([`stderr`]): a stderr

@@ -7,6 +7,11 @@ use rocsync::{
     signals::Signals,
 };
 
+/// Sees standard output before Rust's runtime replaces a closed one with /dev/null.
+#[used]
+#[unsafe(link_section = ".init_array")]
+static STDIO_AT_LOAD: extern "C" fn() = rocsync::stdio::check_at_load;
+
 fn main() -> ExitCode {
     let code = run();
     // What was said is written before rocsync ends (every target continued by now).

@@ -35,6 +35,10 @@ pub enum Notice {
     Exited { pid: u32 },
 }
 
+/// Calls a replay holds out of order at most. A capture's own raw file holds none (it is
+/// written in order, its gaps marked lost); a hand-made one may be shuffled within this.
+pub const REPLAY_WINDOW: usize = 4096;
+
 pub struct Pipeline<S: Sink> {
     pairing: Pairing,
     sequencer: Sequencer,
@@ -189,7 +193,9 @@ impl<S: Sink> Pipeline<S> {
     }
 
     /// An item of a raw capture. Calls go through the sequencer again: a capture's own
-    /// file is already in order (nothing is held), a hand-written one may not be.
+    /// file is already in order (nothing is held), a hand-written one may not be. Past
+    /// [`REPLAY_WINDOW`] calls waiting, the id they wait for is declared lost: a file has
+    /// no ticks, so memory is bounded by that window, not by the file.
     pub fn replay(&mut self, item: Item) {
         let mut out = Vec::new();
         match item {
@@ -211,6 +217,9 @@ impl<S: Sink> Pipeline<S> {
                 self.stats.unpaired_exits += t.unpaired_exits;
                 self.stats.undecodable += t.undecodable;
             }
+        }
+        if self.sequencer.pending() > REPLAY_WINDOW {
+            self.sequencer.give_up_head(&mut |r| out.push(r));
         }
         self.release(out);
     }

@@ -75,6 +75,9 @@ pub struct CaptureStats {
     /// Threads whose current device is known: (pid, tid) → (device, learned from a
     /// `*GetDevice` call rather than `*SetDevice`).
     pub thread_devices: BTreeMap<(u32, u32), (i32, bool)>,
+    /// A converted raw capture had no trailer (cut short): where it ended. What followed,
+    /// and the losses the trailer counts, are unknown.
+    pub truncated: Option<String>,
 }
 
 impl CaptureStats {
@@ -158,7 +161,7 @@ impl CaptureStats {
             .into_iter()
             .map(|(k, v)| (k.to_string(), v.into()))
             .collect();
-        json!({
+        let mut v = json!({
             "calls": self.calls(),
             "calls_per_api": self.per_api.iter()
                 .map(|(k, n)| (k.to_string(), json!({
@@ -181,7 +184,11 @@ impl CaptureStats {
             "packets": self.packets,
             "suspended": { "times": self.suspensions, "ms": self.suspended_ms },
             "drops": drops,
-        })
+        });
+        if let Some(t) = &self.truncated {
+            v["truncated"] = t.as_str().into();
+        }
+        v
     }
 
     /// Records lost in any way (what the closing warning names).

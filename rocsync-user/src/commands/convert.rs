@@ -17,13 +17,14 @@ use crate::{
     pipeline::Pipeline,
 };
 
+/// The exit status when the trace is written but the raw capture had no trailer (as
+/// gzip's warning status): what it holds is converted, and a script still sees it is not
+/// the whole capture.
+pub const TRUNCATED: i32 = 2;
+
 pub fn convert(args: ConvertArgs) -> Result<i32> {
-    let file =
-        File::open(&args.raw).with_context(|| format!("cannot open {}", args.raw.display()))?;
+    let file = open_regular(&args.raw)?;
     let meta = file.metadata()?;
-    if !meta.is_file() {
-        bail!("{} is not a regular file", args.raw.display());
-    }
     let out = args
         .output
         .clone()
@@ -37,10 +38,12 @@ pub fn convert(args: ConvertArgs) -> Result<i32> {
     let header = reader.header.clone();
     let mut pipeline = Pipeline::new(outputs.open(header.clone())?, header.from_start);
     let mut processes = BTreeMap::new();
+    let mut trailer = false;
     while let Some(item) = reader
         .next_item()
         .with_context(|| format!("reading {}", args.raw.display()))?
     {
+        trailer |= matches!(item, Item::Trailer(_));
         if let Item::Trailer(t) = &item
             && let Some(p) = t.processes.as_object()
         {
@@ -54,6 +57,12 @@ pub fn convert(args: ConvertArgs) -> Result<i32> {
             return Err(anyhow::Error::from(e).context("writing the trace"));
         }
     }
+    if !trailer {
+        pipeline.stats.truncated = Some(match reader.cut_at() {
+            Some(n) => format!("the raw capture ends inside line {n}, with no trailer"),
+            None => "the raw capture ends with no trailer".into(),
+        });
+    }
     let (sink, stats) = pipeline.finish().context("writing the trace")?;
     let report = Report {
         parameters: json!({ "mode": "convert", "raw": args.raw }),
@@ -62,7 +71,32 @@ pub fn convert(args: ConvertArgs) -> Result<i32> {
         processes,
     };
     outputs.finish(sink, &stats, report)?;
+    if stats.truncated.is_some() {
+        crate::say!(
+            "rocsync: warning: {} was truncated; the trace holds what it has",
+            args.raw.display()
+        );
+        return Ok(TRUNCATED);
+    }
     Ok(0)
+}
+
+/// Opens `path` for reading without blocking on what is not a regular file (a FIFO
+/// with no writer would hang `open`), then refuses anything else.
+fn open_regular(path: &std::path::Path) -> Result<File> {
+    use rustix::fs::{Mode, OFlags};
+    let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
+    let fd = rustix::fs::open(path, flags, Mode::empty())
+        .with_context(|| format!("cannot open {}", path.display()))?;
+    let st = rustix::fs::fstat(&fd)?;
+    if rustix::fs::FileType::from_raw_mode(st.st_mode) != rustix::fs::FileType::RegularFile {
+        bail!(
+            "{} is not a regular file (a FIFO, device or directory): convert reads a raw capture file",
+            path.display()
+        );
+    }
+    rustix::fs::fcntl_setfl(&fd, OFlags::empty())?;
+    Ok(File::from(fd))
 }
 
 /// Whether `path` names the file `meta` describes (a different spelling included).

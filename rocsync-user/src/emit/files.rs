@@ -7,6 +7,8 @@
 //! name that is a symbolic link or not a regular file is refused; `-` is standard output.
 //! Under `sudo`, outputs belong to the invoking user (`SUDO_UID`/`SUDO_GID`), and their
 //! mode follows the umask, as any file the user creates.
+//! A temporary is `flock`ed while written; those a killed rocsync left are removed by the
+//! next one that writes into the directory ([`super::stale`]).
 
 use std::{
     ffi::OsString,
@@ -56,6 +58,11 @@ impl PendingFile {
 
     fn reserve(path: &Path, never_replace: bool) -> Result<Self> {
         if path.as_os_str() == "-" {
+            if crate::stdio::stdout_unwritable() {
+                bail!(
+                    "standard output is closed (or not open for writing): -o - would write nothing; name a file"
+                );
+            }
             return Ok(Self {
                 path: path.to_path_buf(),
                 target: Target::Stdout,
@@ -74,6 +81,7 @@ impl PendingFile {
             Mode::empty(),
         )
         .with_context(|| format!("cannot open the directory of output {}", path.display()))?;
+        super::stale::sweep(&dir);
         Self::in_dir(dir, path.to_path_buf(), never_replace)
     }
 
@@ -93,7 +101,7 @@ impl PendingFile {
         let fd = rustix::fs::openat(
             &dir,
             tmp.as_os_str(),
-            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            OFlags::RDWR | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
             Mode::from_raw_mode(0o600),
         )
         .with_context(|| {
@@ -102,6 +110,7 @@ impl PendingFile {
                 path.display()
             )
         })?;
+        super::stale::hold(&fd);
         let file = File::from(fd);
         if let Some((uid, gid)) = invoking_user() {
             rustix::fs::fchown(&file, Some(uid), Some(gid)).with_context(|| {
@@ -165,6 +174,18 @@ impl PendingFile {
         })
     }
 
+    /// After a write error: drops a last line left cut, so what is kept ends at a line's
+    /// end. A compressed stream cannot be cut at a line: it stays as written.
+    pub fn cut_to_last_line(&self) -> std::io::Result<()> {
+        match &self.target {
+            _ if self.path.extension().is_some_and(|e| e == "gz") => Err(std::io::Error::other(
+                "a compressed stream cannot be cut at a line",
+            )),
+            Target::Atomic { file, .. } => cut_to_last_line(file),
+            Target::Stdout => Ok(()),
+        }
+    }
+
     /// Moves the complete file into place: fsync, the mode from the umask, then a rename
     /// within the directory (which replaces whatever is at the final name, never follows
     /// it).
@@ -208,6 +229,24 @@ impl Drop for PendingFile {
             let _ = rustix::fs::unlinkat(dir, tmp.as_os_str(), AtFlags::empty());
         }
     }
+}
+
+/// Truncates `file` after its last newline (to nothing if it has none), reading back from
+/// the end a block at a time.
+fn cut_to_last_line(file: &File) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt as _;
+    let mut end = file.metadata()?.len();
+    let mut block = vec![0u8; 64 << 10];
+    while end > 0 {
+        let start = end.saturating_sub(block.len() as u64);
+        let chunk = &mut block[..(end - start) as usize];
+        file.read_exact_at(chunk, start)?;
+        if let Some(i) = chunk.iter().rposition(|&b| b == b'\n') {
+            return file.set_len(start + i as u64 + 1);
+        }
+        end = start;
+    }
+    file.set_len(0)
 }
 
 /// The final name may be absent or a regular file; never a link, a FIFO, a device or a
@@ -308,93 +347,5 @@ impl Write for FileStream {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
-
-    use rustix::fs::CWD;
-
-    use super::*;
-
-    #[test]
-    fn files_appear_only_when_complete_with_the_umask_mode() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("t.json");
-        let f = PendingFile::create(&path).unwrap();
-        assert!(!path.exists());
-        let mut w = f.stream().unwrap();
-        w.write_all(b"{}").unwrap();
-        w.close().unwrap();
-        f.persist().unwrap();
-        assert_eq!(std::fs::read(&path).unwrap(), b"{}");
-        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
-        assert_eq!(mode, 0o666 & !umask());
-        assert_eq!(
-            std::fs::read_dir(dir.path()).unwrap().count(),
-            1,
-            "no temporary left"
-        );
-    }
-
-    #[test]
-    fn an_abandoned_output_leaves_nothing() {
-        let dir = tempfile::tempdir().unwrap();
-        drop(PendingFile::create(&dir.path().join("t.json")).unwrap());
-        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
-    }
-
-    #[test]
-    fn links_fifos_devices_and_directories_are_refused() {
-        let dir = tempfile::tempdir().unwrap();
-        let target = dir.path().join("victim");
-        std::fs::write(&target, b"keep").unwrap();
-        let link = dir.path().join("link.json");
-        std::os::unix::fs::symlink(&target, &link).unwrap();
-        let fifo = dir.path().join("fifo.json");
-        rustix::fs::mknodat(CWD, &fifo, FileType::Fifo, Mode::from_raw_mode(0o600), 0).unwrap();
-        for (p, word) in [
-            (link.as_path(), "symbolic link"),
-            (fifo.as_path(), "not a regular file"),
-            (Path::new("/dev/null"), "not a regular file"),
-            (dir.path(), "directory"),
-        ] {
-            let err = format!("{:#}", PendingFile::create(p).err().expect("refused"));
-            assert!(err.contains(word), "{p:?}: {err}");
-        }
-        assert_eq!(std::fs::read(&target).unwrap(), b"keep");
-    }
-
-    #[test]
-    fn a_link_swapped_in_before_the_rename_is_replaced_not_followed() {
-        let dir = tempfile::tempdir().unwrap();
-        let victim = dir.path().join("victim");
-        std::fs::write(&victim, b"keep").unwrap();
-        let path = dir.path().join("t.json");
-        let f = PendingFile::create(&path).unwrap();
-        std::os::unix::fs::symlink(&victim, &path).unwrap();
-        // The swap is caught at persist: refused, the victim untouched.
-        assert!(f.persist().is_err());
-        assert_eq!(std::fs::read(&victim).unwrap(), b"keep");
-        assert_eq!(std::fs::metadata(&victim).unwrap().nlink(), 1);
-    }
-
-    #[test]
-    fn a_new_file_never_replaces_one_there_before_or_after() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("t.json");
-        std::fs::write(&path, b"keep").unwrap();
-        let err = PendingFile::create_new(&path).err().expect("refused");
-        assert!(err.to_string().contains("exists"), "{err}");
-        let other = dir.path().join("u.json");
-        let f = PendingFile::create_new(&other).unwrap();
-        assert!(
-            f.sibling("t.json").is_err(),
-            "a sibling of a new file is new too"
-        );
-        // One that appears meanwhile stays.
-        std::fs::write(&other, b"first").unwrap();
-        let inode = std::fs::metadata(&other).unwrap().ino();
-        assert!(f.persist().is_err());
-        assert_eq!(std::fs::read(&other).unwrap(), b"first");
-        assert_eq!(std::fs::metadata(&other).unwrap().ino(), inode);
-    }
-}
+#[path = "files_tests.rs"]
+mod tests;

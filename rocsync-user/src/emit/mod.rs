@@ -7,6 +7,7 @@ pub mod kineto;
 pub(crate) mod outputs;
 pub(crate) mod processes;
 pub mod raw;
+pub(crate) mod stale;
 pub(crate) mod summary;
 
 use std::io;
@@ -30,14 +31,15 @@ pub trait Sink {
     fn packet(&mut self, p: &Packet) -> io::Result<()>;
 }
 
-/// Both outputs of a capture: the trace and, if asked for, the raw capture. When the
-/// trace cannot be written (a full disk) while a raw capture is, the capture goes on into
-/// the raw capture alone, which `rocsync convert` turns into the trace later; the trace's
-/// error is said at the end.
+/// Both outputs of a capture: the trace and, if asked for, the raw capture. Each goes on
+/// when the other fails (a full disk under one of them): whatever is still written holds
+/// the whole capture, and each error is said at the end. The capture stops only when
+/// nothing is written any more.
 pub struct Tee<A, B> {
     trace: A,
     raw: Option<B>,
     trace_error: Option<io::Error>,
+    raw_error: Option<io::Error>,
 }
 
 impl<A, B> Tee<A, B> {
@@ -46,6 +48,7 @@ impl<A, B> Tee<A, B> {
             trace,
             raw,
             trace_error: None,
+            raw_error: None,
         }
     }
 
@@ -53,31 +56,50 @@ impl<A, B> Tee<A, B> {
         &mut self.trace
     }
 
+    /// The error that stopped the raw capture, if any: it holds what came before, its
+    /// last line possibly cut.
+    pub fn take_raw_error(&mut self) -> Option<io::Error> {
+        self.raw_error.take()
+    }
+
     /// The trace's sink, the raw capture's, and the error that stopped the trace, if any.
     pub fn into_parts(self) -> (A, Option<B>, Option<io::Error>) {
         (self.trace, self.raw, self.trace_error)
     }
 
-    /// The raw capture first: it is the one kept when the trace fails.
     fn both(
         &mut self,
         raw: impl FnOnce(&mut B) -> io::Result<()>,
         trace: impl FnOnce(&mut A) -> io::Result<()>,
     ) -> io::Result<()> {
-        if let Some(b) = &mut self.raw {
-            raw(b)?;
+        let mut failed = None;
+        if let Some(b) = &mut self.raw
+            && self.raw_error.is_none()
+            && let Err(e) = raw(b)
+        {
+            failed = Some(copy(&e));
+            self.raw_error = Some(e);
         }
-        if self.trace_error.is_some() {
-            return Ok(());
-        }
-        match trace(&mut self.trace) {
-            Err(e) if self.raw.is_some() => {
-                self.trace_error = Some(e);
-                Ok(())
+        if self.trace_error.is_none()
+            && let Err(e) = trace(&mut self.trace)
+        {
+            if self.raw.is_none() {
+                return Err(e);
             }
-            r => r,
+            failed = Some(copy(&e));
+            self.trace_error = Some(e);
+        }
+        // Stopped only when neither output takes anything any more.
+        match failed {
+            Some(e) if self.trace_error.is_some() && self.raw_error.is_some() => Err(e),
+            _ => Ok(()),
         }
     }
+}
+
+/// An I/O error said twice (kept for the end, and returned to stop the capture).
+fn copy(e: &io::Error) -> io::Error {
+    io::Error::new(e.kind(), e.to_string())
 }
 
 impl<A: Sink, B: Sink> Sink for Tee<A, B> {
@@ -171,9 +193,29 @@ mod tests {
     }
 
     #[test]
-    fn a_failed_raw_capture_stops_the_capture() {
+    fn a_failed_raw_capture_leaves_the_trace_going() {
         let mut tee = Tee::new(Counting::default(), Some(failing_trace()));
+        for i in 0..4 {
+            tee.lost(i, 1).unwrap();
+        }
+        let error = tee.take_raw_error();
+        let (trace, raw, trace_error) = tee.into_parts();
+        assert_eq!(trace.seen, 4, "the trace took everything");
+        assert_eq!(
+            raw.unwrap().seen,
+            2,
+            "the raw capture is left alone once it failed"
+        );
+        assert_eq!(error.unwrap().to_string(), "no space left");
+        assert!(trace_error.is_none());
+    }
+
+    #[test]
+    fn the_capture_stops_when_both_outputs_failed() {
+        let mut tee = Tee::new(failing_trace(), Some(failing_trace()));
         tee.lost(0, 1).unwrap();
         assert!(tee.lost(1, 1).is_err());
+        assert!(tee.take_raw_error().is_some());
+        assert!(tee.into_parts().2.is_some());
     }
 }

@@ -91,13 +91,15 @@ impl Outputs {
     }
 
     /// Closes the outputs, moves them into place and prints the summary. Returns the
-    /// traces written.
+    /// traces written. One output failing loses nothing of the other: both are kept and
+    /// what each lost is said (an error is returned once all is written).
     pub fn finish(
         self,
-        sink: CaptureSink,
+        mut sink: CaptureSink,
         stats: &CaptureStats,
         report: Report,
     ) -> Result<Vec<Written>> {
+        let raw_error = sink.take_raw_error();
         let (traces, raw, trace_error) = sink.into_parts();
         let mut lines = Vec::new();
         let processes: serde_json::Map<String, Value> = report
@@ -105,19 +107,16 @@ impl Outputs {
             .iter()
             .map(|(pid, i)| (pid.to_string(), i.to_json()))
             .collect();
-        if let (Some(f), Some(w)) = (self.raw, raw) {
-            let trailer = Trailer {
-                kernel: stats.kernel.clone(),
-                unpaired_entries: stats.unpaired_entries,
-                unpaired_exits: stats.unpaired_exits,
-                undecodable: stats.undecodable,
-                processes: Value::Object(processes),
-            };
-            w.finish(&trailer)
-                .and_then(FileStream::close)
-                .context("writing the raw capture")?;
-            lines.push(format!("raw capture: {}", f.persist()?.display()));
-        }
+        let trailer = Trailer {
+            kernel: stats.kernel.clone(),
+            unpaired_entries: stats.unpaired_entries,
+            unpaired_exits: stats.unpaired_exits,
+            undecodable: stats.undecodable,
+            processes: Value::Object(processes),
+        };
+        let raw_error = self
+            .raw
+            .and_then(|f| close_raw(f, raw, raw_error, &trailer, &mut lines));
         // The trace failed while the raw capture went on: it holds the whole capture.
         if let Some(e) = trace_error {
             drop(traces);
@@ -137,6 +136,10 @@ impl Outputs {
             "agent_numbering": "GPU agents in the order the runtime enumerated them (hsa_agent_get_info DEVICE); agents not enumerated while attached, in the order of their first HSA queue",
         });
         merge(&mut rocsync, stats.to_json());
+        if let Some(e) = &raw_error {
+            // The trace is whole; the raw capture beside it is not.
+            rocsync["raw_capture_error"] = format!("{e:#}").into();
+        }
         let command = command_name(&self.header);
         let written = traces.finish(&report.processes, command, rocsync)?;
         for w in &written {
@@ -150,42 +153,91 @@ impl Outputs {
             }
             lines.push(line);
         }
+        if raw_error.is_some() {
+            lines.push("(the trace holds the whole capture: nothing was lost from it)".into());
+        }
         crate::say!("{}", summary::render(stats, &lines).trim_end());
-        Ok(written)
+        match raw_error {
+            Some(e) => Err(e),
+            None => Ok(written),
+        }
     }
-}
 
-impl Outputs {
-    /// After an output error: the trace, cut short, is not kept; the raw capture, if asked
-    /// for, is flushed as far as it goes and kept (every line in it is complete but
-    /// possibly the last). Says what was captured and what was lost.
+    /// After an output error that stopped the capture (every output failed, or the trace
+    /// with no raw capture): the trace, cut short, is not kept; the raw capture, if asked
+    /// for, is kept as far as its last complete line. Says what was captured and lost.
     pub fn salvage(
         self,
-        sink: CaptureSink,
+        mut sink: CaptureSink,
         stats: &CaptureStats,
         error: std::io::Error,
     ) -> Result<()> {
-        let (traces, raw, _) = sink.into_parts();
+        let raw_error = sink.take_raw_error();
+        let (traces, raw, trace_error) = sink.into_parts();
         drop(traces);
-        let mut lines = vec![format!("the trace was not written: {error}")];
-        if let (Some(f), Some(w)) = (self.raw, raw) {
-            let flushed = w.finish(&Trailer::default()).and_then(FileStream::close);
-            match f.persist() {
-                Ok(p) => lines.push(format!(
-                    "raw capture kept{}: {}",
-                    if flushed.is_ok() {
-                        ""
-                    } else {
-                        " (its last line may be cut)"
-                    },
-                    p.display()
-                )),
-                Err(e) => lines.push(format!("the raw capture was not kept either: {e:#}")),
-            }
+        let mut lines = vec![format!(
+            "the trace was not written: {}",
+            trace_error.as_ref().unwrap_or(&error)
+        )];
+        if let Some(f) = self.raw {
+            // Whatever stopped it: no trailer is written after a gap.
+            let e =
+                raw_error.unwrap_or_else(|| std::io::Error::new(error.kind(), error.to_string()));
+            close_raw(f, raw, Some(e), &Trailer::default(), &mut lines);
         }
         crate::say!("{}", summary::render(stats, &lines).trim_end());
         Err(anyhow::Error::from(error).context("writing the outputs"))
     }
+}
+
+/// Ends the raw capture: with its trailer when it never failed, else cut back to its last
+/// complete line (`rocsync convert` then reports it truncated). Adds what became of it to
+/// `lines`; returns its error, if it failed.
+fn close_raw(
+    f: PendingFile,
+    w: Option<RawWriter<FileStream>>,
+    failed: Option<std::io::Error>,
+    trailer: &Trailer,
+    lines: &mut Vec<String>,
+) -> Option<anyhow::Error> {
+    let failed = match (failed, w) {
+        (None, Some(w)) => w.finish(trailer).and_then(FileStream::close).err(),
+        (e, w) => {
+            // What is still buffered follows what was written, so it may go too.
+            drop(w);
+            e
+        }
+    };
+    let Some(e) = failed else {
+        return match f.persist() {
+            Ok(p) => {
+                lines.push(format!("raw capture: {}", p.display()));
+                None
+            }
+            Err(e) => {
+                lines.push(format!("the raw capture was not kept: {e:#}"));
+                Some(e.context("writing the raw capture"))
+            }
+        };
+    };
+    let cut = f.cut_to_last_line();
+    let kept = f.persist();
+    lines.insert(
+        0,
+        format!("lost from the raw capture: all after the error ({e}), and its trailer"),
+    );
+    match (kept, cut) {
+        (Ok(p), Ok(())) => lines.push(format!(
+            "raw capture kept up to its last complete line: {}",
+            p.display()
+        )),
+        (Ok(p), Err(c)) => lines.push(format!(
+            "raw capture kept, its last line possibly cut ({c}): {}",
+            p.display()
+        )),
+        (Err(k), _) => lines.push(format!("the raw capture was not kept either: {k:#}")),
+    }
+    Some(anyhow::Error::from(e).context("writing the raw capture"))
 }
 
 fn merge(into: &mut Value, from: Value) {

@@ -63,10 +63,18 @@ pub fn render(stats: &CaptureStats, outputs: &[String]) -> String {
         .filter(|(_, n)| *n > 0)
         .map(|(k, n)| format!("{k} {n}"))
         .collect();
-    if lost.is_empty() {
-        let _ = writeln!(s, "  lost: nothing");
-    } else {
-        let _ = writeln!(s, "  lost: {}", lost.join(", "));
+    match (&stats.truncated, lost.is_empty()) {
+        (None, true) => _ = writeln!(s, "  lost: nothing"),
+        (None, false) => _ = writeln!(s, "  lost: {}", lost.join(", ")),
+        (Some(_), true) => _ = writeln!(s, "  lost: nothing counted (but see below)"),
+        (Some(_), false) => _ = writeln!(s, "  lost: {} (and see below)", lost.join(", ")),
+    }
+    if let Some(t) = &stats.truncated {
+        let _ = writeln!(
+            s,
+            "  truncated: {t}: the capture was cut short; what followed, and the losses its \
+             trailer counts, are unknown"
+        );
     }
     for line in outputs {
         let _ = writeln!(s, "  {line}");

@@ -122,9 +122,29 @@ impl Sequencer {
     }
 
     /// Calls waiting for an earlier id, or in flight at the watermark.
-    #[cfg(test)]
-    fn pending(&self) -> usize {
+    pub fn pending(&self) -> usize {
         self.pending.len()
+    }
+
+    /// Moves the order past its head: ids missing before the first call waiting are
+    /// lost, and a call in flight there is released deferred. For the end, and for a
+    /// replay holding too many calls (an id that never comes, in a file with no ticks).
+    pub fn give_up_head(&mut self, out: &mut impl FnMut(Released)) {
+        let Some(first) = self.first_waiting() else {
+            return;
+        };
+        if self.next < first {
+            out(Released::Lost(self.next, first - self.next));
+            self.next = first;
+        }
+        self.release_with(true, out);
+        if let Some((c, _)) = self.pending.remove(&self.next) {
+            // A state-changing call still in flight.
+            self.deferred.insert(self.next);
+            out(Released::Deferred(c));
+            self.next += 1;
+            self.release(out);
+        }
     }
 
     /// A call entered (from its entry record), or a complete call (replay).
@@ -248,18 +268,8 @@ impl Sequencer {
     /// assigned when known; calls still in flight are released deferred (never
     /// completed).
     pub fn finish(&mut self, out: &mut impl FnMut(Released)) {
-        while let Some(corr) = self.first_waiting() {
-            if self.next < corr {
-                out(Released::Lost(self.next, corr - self.next));
-                self.next = corr;
-            }
-            self.release_with(true, out);
-            if let Some((c, _)) = self.pending.remove(&self.next) {
-                // A state-changing call still in flight at the end.
-                self.deferred.insert(self.next);
-                out(Released::Deferred(c));
-                self.next += 1;
-            }
+        while self.first_waiting().is_some() {
+            self.give_up_head(out);
         }
         if let Some(last) = self.last_assigned
             && self.next <= last

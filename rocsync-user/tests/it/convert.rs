@@ -5,13 +5,14 @@ use crate::common::*;
 const HEADER: &str = r#"{"rocsync_raw":{"version":"0.1.0","clock_offset_ns":1700000000000000000,"command":["app"],"drops":0}}"#;
 const RECORD: &str = r#"{"api":"hipEventRecord","pid":9,"tid":9,"correlation":1,"enter_ns":1000,"exit_ns":2000,"ret":0,"args":{"event":"0x10","stream":"0x20"}}"#;
 const WAIT: &str = r#"{"api":"hipStreamWaitEvent","pid":9,"tid":10,"correlation":2,"enter_ns":3000,"exit_ns":4000,"ret":0,"args":{"stream":"0x30","event":"0x10","flags":0}}"#;
+const TRAILER: &str = r#"{"rocsync_raw_end":{}}"#;
 
 #[test]
 fn converts_a_raw_capture_into_a_resolved_trace() {
     let dir = TempDir::new();
     let raw = dir.path("c.jsonl");
     // Lines out of order: resolution sorts by correlation.
-    std::fs::write(&raw, format!("{HEADER}\n{WAIT}\n{RECORD}\n")).unwrap();
+    std::fs::write(&raw, format!("{HEADER}\n{WAIT}\n{RECORD}\n{TRAILER}\n")).unwrap();
     run_ok(rocsync().arg("convert").arg(&raw));
     let trace = read_json(&dir.path("c.json"));
     assert_eq!(
@@ -68,4 +69,144 @@ fn a_hostile_trailer_is_a_clear_error_not_a_panic() {
         "{stderr}"
     );
     assert!(!dir.path("t.json").exists(), "nothing half-written");
+}
+
+/// A raw capture cut short (rocsync killed, its disk full) has no trailer: what it holds
+/// is converted, and the trace, the summary and the exit status say it was truncated.
+#[test]
+fn a_raw_capture_without_its_trailer_is_reported_truncated() {
+    let dir = TempDir::new();
+    for (name, text, line) in [
+        ("whole.jsonl", format!("{HEADER}\n{RECORD}\n{WAIT}\n"), None),
+        (
+            "cut.jsonl",
+            format!("{HEADER}\n{RECORD}\n{WAIT}\n{{\"api\":\"hip"),
+            Some(4),
+        ),
+    ] {
+        let raw = dir.path(name);
+        std::fs::write(&raw, text).unwrap();
+        let out = rocsync().arg("convert").arg(&raw).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{name}: {stderr}");
+        assert!(
+            stderr.contains("truncated: the raw capture ends"),
+            "{stderr}"
+        );
+        assert!(!stderr.contains("lost: nothing\n"), "{stderr}");
+        let trace = read_json(&raw.with_extension("json"));
+        assert_eq!(
+            trace["rocsync"]["calls"], 2,
+            "{name}: every complete line is kept"
+        );
+        let said = trace["rocsync"]["truncated"]
+            .as_str()
+            .expect("said in the trace");
+        if let Some(n) = line {
+            assert!(said.contains(&format!("inside line {n}")), "{said}");
+        }
+    }
+    // With its trailer: whole, as before.
+    let raw = dir.path("done.jsonl");
+    std::fs::write(&raw, format!("{HEADER}\n{RECORD}\n{TRAILER}\n")).unwrap();
+    run_ok(rocsync().arg("convert").arg(&raw));
+    assert!(
+        read_json(&dir.path("done.json"))["rocsync"]
+            .get("truncated")
+            .is_none()
+    );
+}
+
+/// A FIFO as the input used to hang in `open` (no writer ever comes).
+#[test]
+fn a_fifo_as_input_is_refused_without_blocking() {
+    let dir = TempDir::new();
+    let fifo = dir.path("in.jsonl");
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        &fifo,
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o600),
+        0,
+    )
+    .unwrap();
+    let mut child = rocsync()
+        .arg("convert")
+        .arg(&fifo)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let status = wait_within(&mut child, std::time::Duration::from_secs(60), "convert");
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("not a regular file"), "{stderr}");
+}
+
+/// Writes a raw capture of `calls` quick calls from correlation id `first`, with its
+/// trailer.
+fn big_raw(path: &std::path::Path, first: u64, calls: u64) {
+    use std::io::Write as _;
+    let mut w = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
+    writeln!(w, "{HEADER}").unwrap();
+    for c in first..first + calls {
+        writeln!(
+            w,
+            r#"{{"api":"hipDeviceSynchronize","pid":9,"tid":9,"correlation":{c},"enter_ns":{},"exit_ns":{},"ret":0,"args":{{}}}}"#,
+            c * 10,
+            c * 10 + 5
+        )
+        .unwrap();
+    }
+    writeln!(w, "{TRAILER}").unwrap();
+}
+
+/// Peak RSS (KiB: VmHWM, as `wait4` reports it) of `rocsync convert raw -o out`.
+#[allow(clippy::zombie_processes, reason = "reaped by wait4, for its rusage")]
+fn convert_peak_kib(raw: &std::path::Path, out: &std::path::Path) -> (i64, String) {
+    let mut child = rocsync()
+        .arg("convert")
+        .arg(raw)
+        .arg("-o")
+        .arg(out)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = String::new();
+    let mut pipe = child.stderr.take().unwrap();
+    std::io::Read::read_to_string(&mut pipe, &mut stderr).unwrap();
+    let mut status = 0;
+    // SAFETY: rusage is plain data; the child is ours and not yet reaped.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let pid = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
+    assert_eq!(pid, child.id() as i32);
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "{stderr}"
+    );
+    (usage.ru_maxrss, stderr)
+}
+
+/// Correlation id 1 missing: every call used to wait for it (864 MB for 3 M calls). The
+/// id is declared lost once a bound of calls waits, so memory stays that of live state.
+#[test]
+fn a_missing_first_id_is_lost_not_waited_for() {
+    const CALLS: u64 = 1_000_000;
+    let dir = TempDir::new();
+    let (from1, from2) = (dir.path("from1.jsonl"), dir.path("from2.jsonl"));
+    big_raw(&from1, 1, CALLS);
+    big_raw(&from2, 2, CALLS);
+    let (whole, _) = convert_peak_kib(&from1, &dir.path("from1.json.gz"));
+    let (missing, stderr) = convert_peak_kib(&from2, &dir.path("from2.json.gz"));
+    assert!(
+        missing < 2 * whole,
+        "peak RSS {missing} KiB without id 1, {whole} KiB with it"
+    );
+    assert!(stderr.contains("lost: lost_ids 1"), "{stderr}");
+    let trace: serde_json::Value = serde_json::from_reader(flate2::read::GzDecoder::new(
+        std::fs::File::open(dir.path("from2.json.gz")).unwrap(),
+    ))
+    .unwrap();
+    assert_eq!(trace["rocsync"]["drops"]["lost_ids"], 1);
+    assert_eq!(trace["rocsync"]["calls"], CALLS);
 }

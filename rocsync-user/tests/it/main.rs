@@ -52,5 +52,6 @@ mod rust_driver;
 mod signals;
 mod stop;
 mod target_table;
+mod temporaries;
 mod uprobe_links;
 mod wakes;

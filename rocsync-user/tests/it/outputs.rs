@@ -9,6 +9,8 @@ const RAW: &str = concat!(
     r#"{"rocsync_raw":{"version":"0.1.0","clock_offset_ns":1700000000000000000,"command":["app"]}}"#,
     "\n",
     r#"{"api":"hipDeviceSynchronize","pid":9,"tid":9,"correlation":1,"enter_ns":1000,"exit_ns":2000,"ret":0,"args":{}}"#,
+    "\n",
+    r#"{"rocsync_raw_end":{}}"#,
     "\n"
 );
 
@@ -146,6 +148,93 @@ fn a_full_disk_keeps_the_raw_capture_and_the_commands_status() {
     assert_eq!(calls.len(), logged.len());
     // Nothing half-written is left on the full file system.
     assert_eq!(std::fs::read_dir(full.0.0.path()).unwrap().count(), 0);
+}
+
+/// The raw capture's disk fills: the trace, on a healthy disk, used to be thrown away too
+/// while the summary said "lost: nothing". Now the trace holds every call and says the
+/// raw capture was cut; the raw capture is kept up to its last complete line.
+#[test]
+fn a_full_raw_disk_loses_nothing_of_the_trace() {
+    if !can_trace("a_full_raw_disk_loses_nothing_of_the_trace") {
+        return;
+    }
+    let full = SmallFs::new(64);
+    let dir = TempDir::new();
+    let (trace, raw) = (dir.path("trace.json"), full.0.path("raw.jsonl"));
+    let out = rocsync()
+        .args(["run", "--no-status", "-o"])
+        .arg(&trace)
+        .arg("--raw")
+        .arg(&raw)
+        .arg("--")
+        .arg(rocsync_tests::scenario())
+        .args(["threads", "2", "2000"])
+        .env("SCENARIO_EXIT", "7")
+        .env("SCENARIO_LOG", dir.path("s.log"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(7), "the command's status: {stderr}");
+    assert!(
+        stderr.contains("lost from the raw capture")
+            && stderr.contains("No space left")
+            && stderr.contains("the trace holds the whole capture"),
+        "{stderr}"
+    );
+    let logged = probed(&rocsync_tests::read_log(&dir.path("s.log")));
+    let t = read_json(&trace);
+    assert_eq!(
+        t["rocsync"]["calls"],
+        logged.len(),
+        "the trace holds every call"
+    );
+    let said = t["rocsync"]["raw_capture_error"]
+        .as_str()
+        .expect("said in the trace");
+    assert!(said.contains("No space left"), "{said}");
+    // Kept, ending at a line's end: convert takes what it holds and calls it truncated.
+    let kept = std::fs::read(&raw).expect("the raw capture is kept");
+    assert_eq!(kept.last(), Some(&b'\n'), "no cut line");
+    let converted = rocsync()
+        .arg("convert")
+        .arg(&raw)
+        .arg("-o")
+        .arg(dir.path("c.json"))
+        .output()
+        .unwrap();
+    assert_eq!(
+        converted.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&converted.stderr)
+    );
+}
+
+/// `-o -` with standard output closed printed `trace: -` and wrote nothing.
+#[test]
+fn dash_with_standard_output_closed_is_an_error() {
+    use std::os::unix::process::CommandExt as _;
+    let dir = TempDir::new();
+    let raw = raw_in(&dir);
+    let mut cmd = rocsync();
+    cmd.arg("convert").arg(&raw).args(["-o", "-"]);
+    // SAFETY: close(2) is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::close(1);
+            Ok(())
+        });
+    }
+    let out = cmd.stderr(std::process::Stdio::piped()).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("standard output is closed"), "{stderr}");
+    assert!(!stderr.contains("trace: -"), "{stderr}");
+    assert_eq!(
+        std::fs::read(&raw).unwrap(),
+        RAW.as_bytes(),
+        "the input untouched"
+    );
 }
 
 /// Runs `cmd` with its stderr a pipe whose reader has already left (`… 2>&1 | head`, a

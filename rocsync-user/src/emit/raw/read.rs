@@ -44,6 +44,8 @@ pub struct Reader<R: BufRead> {
     line: Vec<u8>,
     n: usize,
     pub header: Header,
+    /// The file ended inside a line that does not parse: cut short there.
+    cut: bool,
 }
 
 impl<R: BufRead> Reader<R> {
@@ -54,6 +56,7 @@ impl<R: BufRead> Reader<R> {
             line: Vec::new(),
             n: 0,
             header: Header::default(),
+            cut: false,
         };
         let mut v = r.next_value()?.ok_or_else(|| anyhow!("empty file"))?;
         let h = take(&mut v, HEADER).ok_or_else(|| anyhow!("line 1: no rocsync_raw header"))?;
@@ -85,10 +88,21 @@ impl<R: BufRead> Reader<R> {
             if self.line.iter().all(u8::is_ascii_whitespace) {
                 continue;
             }
-            let v = serde_json::from_slice(&self.line)
-                .with_context(|| format!("line {n}: not valid JSON"))?;
-            return Ok(Some(v));
+            let v = serde_json::from_slice(&self.line);
+            // A capture cut short (killed, its disk full) may end inside a line: the end.
+            if v.is_err() && self.line.last() != Some(&b'\n') && n > 1 {
+                self.cut = true;
+                return Ok(None);
+            }
+            return v
+                .map(Some)
+                .with_context(|| format!("line {n}: not valid JSON"));
         }
+    }
+
+    /// The line the file ended in the middle of, if it did (after `None`).
+    pub fn cut_at(&self) -> Option<usize> {
+        self.cut.then_some(self.n)
     }
 
     /// The next item, `None` at the end. Every malformed line is an error naming it.

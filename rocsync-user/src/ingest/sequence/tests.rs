@@ -172,3 +172,19 @@ fn ids_before_the_start_are_not_lost() {
     s.finish(&mut |r| got.push(r));
     assert_eq!(names(&got), ["101"]);
 }
+
+#[test]
+fn giving_up_the_head_loses_the_missing_id_and_releases_the_rest() {
+    let mut s = Sequencer::new();
+    let mut got = Vec::new();
+    for c in [3, 4] {
+        s.entered(call(c, Api::HipEventRecord, true), &mut |r| got.push(r));
+    }
+    assert!(got.is_empty(), "waiting for 1 and 2");
+    s.give_up_head(&mut |r| got.push(r));
+    assert_eq!(names(&got), ["1lost2", "3", "4"]);
+    assert_eq!(s.pending(), 0);
+    // Arriving after all, they are late.
+    s.entered(call(1, Api::HipEventRecord, true), &mut |r| got.push(r));
+    assert_eq!(names(&got[3..]), ["1late"]);
+}
