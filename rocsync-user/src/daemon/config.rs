@@ -31,6 +31,9 @@ pub struct Filters {
     pub exclude_cgroup: Vec<String>,
     /// Users, by name or uid.
     pub users: Vec<String>,
+    /// Most library files probed for one user's processes (`None`: the default,
+    /// [`super::files::MAX_FILES_PER_USER`]).
+    pub max_files_per_user: Option<usize>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -56,6 +59,7 @@ struct File {
     exclude_cgroup: Vec<String>,
     #[serde(default)]
     users: Vec<String>,
+    max_files_per_user: Option<usize>,
 }
 
 /// The settings given on the command line (each `None`/empty where not given): the
@@ -118,6 +122,7 @@ impl DaemonConfig {
             include_cgroup: file.include_cgroup,
             exclude_cgroup: file.exclude_cgroup,
             users: file.users,
+            max_files_per_user: file.max_files_per_user,
         };
         let flags = &args.filters;
         for (from, into) in [
