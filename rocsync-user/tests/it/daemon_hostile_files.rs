@@ -21,7 +21,7 @@ struct Neighbour {
 }
 
 impl Neighbour {
-    fn start(program: &Path, files: &[PathBuf]) -> Self {
+    fn start(program: &Path, files: &[&Path]) -> Self {
         let mut child = Command::new("setpriv")
             .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"])
             .arg(program)
@@ -121,7 +121,7 @@ fn a_huge_sparse_runtime_is_read_only_as_far_as_its_headers_and_once() {
     let pid = daemon.id();
     let before = status_kib(pid, "VmHWM:");
 
-    let mut a = Neighbour::start(&program, &[huge.clone()]);
+    let mut a = Neighbour::start(&program, &[&huge]);
     a.load();
     let unusable = "rocsync_files_refused_total{reason=\"unusable\"}";
     until(20, "the sparse file was never refused", || {
@@ -137,8 +137,7 @@ fn a_huge_sparse_runtime_is_read_only_as_far_as_its_headers_and_once() {
     // Two more looks at it: a load in the same process, and a second process that maps it
     // beside a real copy (whose probing says the daemon has looked).
     a.load();
-    let b = Neighbour::start(&program, &[huge.clone(), real.clone()]);
-    let mut b = b;
+    let mut b = Neighbour::start(&program, &[&huge, &real]);
     b.load();
     lines.wait_for(&format!("probing {}", real.display()));
     assert_eq!(metric(&addr, unusable), 1.0);
@@ -185,7 +184,10 @@ fn copies_of_a_runtime_are_released_with_their_processes_and_capped_per_user() {
     assert!(root_files >= 1.0);
     let (fds, links) = fds_and_links(pid);
 
-    let mut n = Neighbour::start(&program, &copies);
+    let mut n = Neighbour::start(
+        &program,
+        &copies.iter().map(PathBuf::as_path).collect::<Vec<_>>(),
+    );
     n.load();
     let capped = "rocsync_files_refused_total{reason=\"per_user_limit\"}";
     until(20, "no copy was refused for nobody's cap", || {
