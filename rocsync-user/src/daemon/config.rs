@@ -171,6 +171,9 @@ impl DaemonConfig {
                 pick(&args.retention_max_age, file.retention_max_age),
             )?,
         };
+        if filters.max_files_per_user == Some(0) {
+            bail!("max_files_per_user must be at least 1 (a user's job maps a runtime or two)");
+        }
         for u in &filters.users {
             users::user_id(u).context("users")?;
         }
@@ -227,6 +230,8 @@ mod tests {
         .unwrap();
         assert_eq!(f.metrics_addr.as_deref(), Some("0.0.0.0:9000"));
         assert_eq!(f.include_exe, vec!["python3"]);
+        let f: File = toml::from_str("max_files_per_user = 3\n").unwrap();
+        assert_eq!(f.max_files_per_user, Some(3));
         let e = toml::from_str::<File>("metric_addr = \"x\"").unwrap_err();
         assert!(e.to_string().contains("unknown field"), "{e}");
     }
