@@ -212,8 +212,9 @@ impl Tracker {
         }
         // A file's probes go with the last process it was probed for; detached in the
         // background (each unregistration waits for the kernel).
-        for links in self.files.unmapped(procfs::exists) {
-            drop(self.probes.release(links));
+        let released = self.files.unmapped(procfs::exists);
+        if !released.is_empty() {
+            drop(self.probes.release(released));
         }
         Ok(())
     }

@@ -140,9 +140,10 @@ impl Probes {
         LinkGroup(self.links.split_off(mark.0.min(self.links.len())))
     }
 
-    /// Detaches a group of links in the background.
-    pub fn release(&mut self, group: LinkGroup) -> std::thread::JoinHandle<()> {
-        self.detach_links(group.0)
+    /// Detaches groups of links on one background thread (however many files a prune
+    /// releases at once).
+    pub fn release(&mut self, groups: Vec<LinkGroup>) -> std::thread::JoinHandle<()> {
+        self.detach_links(groups.into_iter().flat_map(|g| g.0).collect())
     }
 
     /// How the call probes are attached.
