@@ -109,6 +109,7 @@ fn main() {
         &c.join("dlopen_loop.c"),
         &["-ldl"],
     );
+    gcc(&out.join("map_wait"), &c.join("map_wait.c"), &["-ldl"]);
     gcc(
         &out.join("bench_calls"),
         &c.join("bench_calls.c"),

@@ -40,6 +40,12 @@ pub fn dlopen_loop() -> PathBuf {
     Path::new(OUT).join("dlopen_loop")
 }
 
+/// Maps the files it is given and waits, loading a library at each line of stdin
+/// (`map_wait FILE...`): a neighbour mapping copies of a runtime.
+pub fn map_wait() -> PathBuf {
+    Path::new(OUT).join("map_wait")
+}
+
 /// A launcher that makes no GPU call: `launcher DIR PROG ARGS [-- PROG ARGS]...` starts
 /// each worker by fork+exec with RANK/WORLD_SIZE/LOCAL_RANK and `SCENARIO_LOG=DIR/rank<i>.log`.
 pub fn launcher() -> PathBuf {

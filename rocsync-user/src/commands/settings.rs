@@ -48,6 +48,7 @@ impl From<FilterArgs> for Filters {
             include_cgroup: f.include_cgroup,
             exclude_cgroup: f.exclude_cgroup,
             users: f.users,
+            max_files_per_user: None,
         }
     }
 }

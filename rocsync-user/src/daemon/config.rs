@@ -31,6 +31,9 @@ pub struct Filters {
     pub exclude_cgroup: Vec<String>,
     /// Users, by name or uid.
     pub users: Vec<String>,
+    /// Most library files probed for one user's processes (`None`: the default,
+    /// [`super::files::MAX_FILES_PER_USER`]).
+    pub max_files_per_user: Option<usize>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -56,6 +59,7 @@ struct File {
     exclude_cgroup: Vec<String>,
     #[serde(default)]
     users: Vec<String>,
+    max_files_per_user: Option<usize>,
 }
 
 /// The settings given on the command line (each `None`/empty where not given): the
@@ -118,6 +122,7 @@ impl DaemonConfig {
             include_cgroup: file.include_cgroup,
             exclude_cgroup: file.exclude_cgroup,
             users: file.users,
+            max_files_per_user: file.max_files_per_user,
         };
         let flags = &args.filters;
         for (from, into) in [
@@ -166,6 +171,9 @@ impl DaemonConfig {
                 pick(&args.retention_max_age, file.retention_max_age),
             )?,
         };
+        if filters.max_files_per_user == Some(0) {
+            bail!("max_files_per_user must be at least 1 (a user's job maps a runtime or two)");
+        }
         for u in &filters.users {
             users::user_id(u).context("users")?;
         }
@@ -222,6 +230,8 @@ mod tests {
         .unwrap();
         assert_eq!(f.metrics_addr.as_deref(), Some("0.0.0.0:9000"));
         assert_eq!(f.include_exe, vec!["python3"]);
+        let f: File = toml::from_str("max_files_per_user = 3\n").unwrap();
+        assert_eq!(f.max_files_per_user, Some(3));
         let e = toml::from_str::<File>("metric_addr = \"x\"").unwrap_err();
         assert!(e.to_string().contains("unknown field"), "{e}");
     }

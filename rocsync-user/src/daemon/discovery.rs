@@ -5,13 +5,15 @@
 
 use std::collections::{BTreeSet, HashSet};
 
+use super::files::{FileId, Files, MAX_FILES_PER_USER};
+
 use anyhow::Result;
 use rocsync_common::{Api, Config, Op};
 
 use super::{config::Filters, untrusted};
 use crate::{
-    backend::RUNTIMES,
-    probes::{ApiChoice, Probes, ld_so, library::OpenedLibrary, maps},
+    backend::{RUNTIMES, Runtime},
+    probes::{ApiChoice, Probes, elf::SymbolError, ld_so, library::OpenedLibrary, maps},
     procfs,
     users::Identity,
 };
@@ -28,8 +30,10 @@ pub struct Tracker {
     pub baseline: u32,
     pub filters: Filters,
     pub tracked: BTreeSet<u32>,
-    /// (device, inode) of every file probed.
+    /// (device, inode) of every loader probed.
     probed: HashSet<(u64, u64)>,
+    /// The runtime files probed, and those refused.
+    pub files: Files,
     /// During the scan at start: probe `*GetDevice` too, for a while, to learn the devices
     /// of threads that chose theirs before the daemon ran.
     learning: bool,
@@ -43,6 +47,7 @@ impl Tracker {
             filters,
             tracked: BTreeSet::new(),
             probed: HashSet::new(),
+            files: Files::default(),
             learning: false,
         }
     }
@@ -100,31 +105,8 @@ impl Tracker {
                 .map(|m| (m, false))
                 .chain(maps::libraries(&mappings, |n| r.carried_by(n)).map(|m| (m, true)));
             for (m, carried) in copies {
-                let Ok(lib) = OpenedLibrary::of_mapping(pid, m) else {
-                    continue;
-                };
-                if self.probed.insert((lib.dev, lib.ino)) {
-                    let mut choice = ApiChoice::default();
-                    if self.learning {
-                        choice.temporary = Api::ALL
-                            .iter()
-                            .copied()
-                            .filter(|a| a.op() == Op::GetDevice)
-                            .collect();
-                    }
-                    match self
-                        .probes
-                        .attach_runtime(r, &choice, &lib.path(), Some(pid), carried)
-                    {
-                        Ok(_) => crate::say!(
-                            "rocsync daemon: probing {}",
-                            untrusted::shown(&lib.shown.to_string_lossy())
-                        ),
-                        Err(e) => {
-                            self.probed.remove(&(lib.dev, lib.ino));
-                            crate::say!("rocsync daemon: warning: {e:#}");
-                        }
-                    }
+                if let Ok(lib) = OpenedLibrary::of_mapping(pid, m) {
+                    self.probe_file(r, &lib, pid, carried);
                 }
             }
         }
@@ -145,6 +127,63 @@ impl Tracker {
                 );
             }
             Err(e) => crate::say!("rocsync daemon: warning: pid {pid}: {e:#}"),
+        }
+    }
+
+    /// Probes one runtime file `pid` maps, unless it is probed already, was found
+    /// unusable, or its user has as many files probed as allowed.
+    fn probe_file(&mut self, r: &Runtime, lib: &OpenedLibrary, pid: u32, carried: bool) {
+        if self.files.serves(lib, pid) {
+            return;
+        }
+        let id = FileId::of(lib);
+        if self.files.is_unusable(&id) {
+            return; // read once already: never again while it is the same file
+        }
+        // A process whose uid is unreadable has just gone.
+        let Some(owner) = uid(pid) else { return };
+        let cap = self
+            .filters
+            .max_files_per_user
+            .unwrap_or(MAX_FILES_PER_USER);
+        let shown = || untrusted::shown(&lib.shown.to_string_lossy());
+        match self.files.admit(owner, id, cap) {
+            (true, _) => {}
+            (false, first) => {
+                if first {
+                    crate::say!(
+                        "rocsync daemon: warning: {} (pid {pid}) not probed: uid {owner} has {cap} files probed already",
+                        shown()
+                    );
+                }
+                return;
+            }
+        }
+        let mut choice = ApiChoice::default();
+        if self.learning {
+            choice.temporary = Api::ALL
+                .iter()
+                .copied()
+                .filter(|a| a.op() == Op::GetDevice)
+                .collect();
+        }
+        let mark = self.probes.links_mark();
+        match self
+            .probes
+            .attach_runtime(r, &choice, &lib.path(), Some(pid), carried)
+        {
+            Ok(_) => {
+                let links = self.probes.take_links(mark);
+                self.files.add(lib, owner, pid, links);
+                crate::say!("rocsync daemon: probing {}", shown());
+            }
+            // What is wrong with the file itself is remembered; a refusal of the kernel
+            // (attaching) is tried again at the next process that maps it.
+            Err(e) if is_unusable(&e) => {
+                self.files.unusable(id);
+                crate::say!("rocsync daemon: warning: {} not probed: {e:#}", shown());
+            }
+            Err(e) => crate::say!("rocsync daemon: warning: {e:#}"),
         }
     }
 
@@ -171,6 +210,12 @@ impl Tracker {
             self.tracked.remove(&pid);
             self.probes.forget_target(pid)?;
         }
+        // A file's probes go with the last process it was probed for; detached in the
+        // background (each unregistration waits for the kernel).
+        let released = self.files.unmapped(procfs::exists);
+        if !released.is_empty() {
+            drop(self.probes.release(released));
+        }
         Ok(())
     }
 
@@ -189,6 +234,15 @@ impl Tracker {
             && !in_cgroup(&f.exclude_cgroup)
             && (f.users.is_empty() || uid.is_some_and(|u| user_matches(&f.users, u)))
     }
+}
+
+/// Whether attaching failed for the file's content, not for a passing reason (a read
+/// error, descriptors short, a kernel refusal), which the next look tries again.
+fn is_unusable(e: &anyhow::Error) -> bool {
+    matches!(
+        e.downcast_ref::<SymbolError>(),
+        Some(SymbolError::NotElf { .. } | SymbolError::NoneHooked(_))
+    )
 }
 
 /// The executable's path as the process sees it (inside its container).

@@ -198,6 +198,8 @@ impl Daemon {
                         flight_evicted: self.flight.as_ref().map(|f| f.evicted),
                         traces_written: self.traces_written,
                         not_started: self.not_started,
+                        files_probed: self.tracker.files.count(),
+                        files_refused: self.tracker.files.refused,
                     }),
                 ),
                 (Err(e), _) | (_, Err(e)) => (

@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 
 use rocsync_common::{Api, MetricKey, MetricValue, OTHER_DEVICE, WAIT_BUCKETS};
 
+use super::files::Refused;
 use crate::stats::KernelDrops;
 
 /// What one scrape shows.
@@ -18,6 +19,9 @@ pub struct Snapshot<'a> {
     /// Trace files written (on request, sampled, flight recorder, dynolog).
     pub traces_written: u64,
     pub not_started: NotStarted,
+    /// Runtime library files probed now, and those refused.
+    pub files_probed: usize,
+    pub files_refused: Refused,
 }
 
 /// Traces the daemon was due to start on its own and could not: nobody else would know.
@@ -153,6 +157,28 @@ pub fn render(s: &Snapshot<'_>) -> String {
     let _ = writeln!(out, "rocsync_tracked_processes {}", s.tracked);
     header(
         &mut out,
+        "rocsync_probed_files",
+        "gauge",
+        "Runtime library files probed now (released when no process they serve lives).",
+    );
+    let _ = writeln!(out, "rocsync_probed_files {}", s.files_probed);
+    header(
+        &mut out,
+        "rocsync_files_refused_total",
+        "counter",
+        "Runtime library files not probed, by reason: unusable (not a runtime, or past the bounds of what is read), per_user_limit (their user's cap).",
+    );
+    for (reason, n) in [
+        ("unusable", s.files_refused.unusable),
+        ("per_user_limit", s.files_refused.per_user_limit),
+    ] {
+        let _ = writeln!(
+            out,
+            "rocsync_files_refused_total{{reason=\"{reason}\"}} {n}"
+        );
+    }
+    header(
+        &mut out,
         "rocsync_traces_written_total",
         "counter",
         "Trace files the daemon wrote (on request, sampled, flight recorder, dynolog).",
@@ -226,6 +252,11 @@ mod tests {
                 sampled: 3,
                 scheduled: 4,
             },
+            files_probed: 2,
+            files_refused: Refused {
+                unusable: 1,
+                per_user_limit: 5,
+            },
         });
         let l = "api=\"hipStreamSynchronize\",device=\"1\"";
         assert!(text.contains(&format!(
@@ -239,6 +270,8 @@ mod tests {
         )));
         assert!(text.contains(&format!("rocsync_sync_wait_seconds_count{{{l}}} 3")));
         assert!(text.contains("rocsync_traces_written_total 2"));
+        assert!(text.contains("rocsync_probed_files 2"));
+        assert!(text.contains("rocsync_files_refused_total{reason=\"per_user_limit\"} 5"));
         assert!(text.contains("rocsync_traces_not_started_total{origin=\"sampled\"} 3"));
         assert!(text.contains("rocsync_traces_not_started_total{origin=\"dyno_scheduled\"} 4"));
     }

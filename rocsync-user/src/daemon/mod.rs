@@ -14,6 +14,7 @@ mod discovery;
 mod dynolog;
 mod events;
 mod exposition;
+mod files;
 mod flight;
 mod http;
 pub mod protocol;

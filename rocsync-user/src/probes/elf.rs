@@ -1,10 +1,18 @@
 //! ELF symbol lookup: where, in a library file, each hooked function starts.
 
-use std::{collections::BTreeMap, path::Path};
+use std::{
+    collections::{BTreeMap, HashMap},
+    fs::File,
+    os::unix::fs::FileExt as _,
+    path::Path,
+};
 
-use object::{Object, ObjectSegment, ObjectSymbol};
+use object::{Object, ObjectSegment, ObjectSymbol, ReadRef};
 
-use super::placement::{self, Placement};
+use super::{
+    elf_read::Sparse,
+    placement::{self, Placement},
+};
 
 #[derive(Debug, thiserror::Error)]
 pub enum SymbolError {
@@ -15,6 +23,9 @@ pub enum SymbolError {
     },
     #[error("{path} is not an ELF shared library: {reason}")]
     NotElf { path: String, reason: String },
+    /// A valid library without any of the functions asked for.
+    #[error("{0}")]
+    NoneHooked(String),
 }
 
 /// A function's uprobe location: the file offset of its first instruction.
@@ -36,33 +47,90 @@ pub struct Lookup<'n> {
     pub missing: Vec<&'n str>,
 }
 
-/// Reads `path` and resolves `names` against its dynamic symbols (then its static ones, for
-/// unstripped builds). Version suffixes (`@@hip_4.2`) are not part of a name.
+/// Reads `path`'s headers and symbol tables (bounded: [`elf_read`](super::elf_read)) and
+/// resolves `names` against its dynamic symbols (then its static ones, for unstripped
+/// builds). Version suffixes (`@@hip_4.2`) are not part of a name.
 pub fn lookup<'n>(path: &Path, names: &[&'n str]) -> Result<Lookup<'n>, SymbolError> {
-    let data = std::fs::read(path).map_err(|source| SymbolError::Read {
-        path: path.display().to_string(),
-        source,
-    })?;
-    lookup_bytes(&data, names).map_err(|reason| SymbolError::NotElf {
-        path: path.display().to_string(),
-        reason,
-    })
+    let (file, sparse) = open(path)?;
+    let code = |offset: u64, len: usize| read_code(&file, offset, len);
+    resolve(&sparse, names, code).map_err(|reason| not_elf(path, reason))
 }
 
 pub fn lookup_bytes<'n>(data: &[u8], names: &[&'n str]) -> Result<Lookup<'n>, String> {
+    let code = |offset: u64, len: usize| {
+        let code = data.get(offset as usize..).unwrap_or_default();
+        code[..code.len().min(len)].to_vec()
+    };
+    resolve(data, names, code)
+}
+
+fn open(path: &Path) -> Result<(File, Sparse), SymbolError> {
+    let file = File::open(path).map_err(|source| SymbolError::Read {
+        path: path.display().to_string(),
+        source,
+    })?;
+    let sparse = Sparse::read(&file).map_err(|reason| not_elf(path, reason))?;
+    Ok((file, sparse))
+}
+
+fn not_elf(path: &Path, reason: String) -> SymbolError {
+    SymbolError::NotElf {
+        path: path.display().to_string(),
+        reason,
+    }
+}
+
+/// Up to `len` bytes of code at `offset` (fewer at the file's end).
+fn read_code(file: &File, offset: u64, len: usize) -> Vec<u8> {
+    let mut buf = vec![0; len];
+    let mut got = 0;
+    while got < len {
+        match file.read_at(&mut buf[got..], offset + got as u64) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => got += n,
+        }
+    }
+    buf.truncate(got);
+    buf
+}
+
+/// The first definition of each of `names`, dynamic symbols first: one pass over the
+/// tables, however many names (a hostile table may hold millions of symbols).
+fn definitions<'d, 'n, R: ReadRef<'d>>(
+    file: &object::File<'d, R>,
+    names: &[&'n str],
+) -> HashMap<&'n str, (u64, u64)> {
+    let wanted: HashMap<&str, &'n str> = names.iter().map(|&n| (n, n)).collect();
+    let mut first = HashMap::new();
+    for s in file.dynamic_symbols().chain(file.symbols()) {
+        if !s.is_definition() {
+            continue;
+        }
+        if let Some(&name) = s.name().ok().and_then(|n| wanted.get(n)) {
+            first.entry(name).or_insert((s.address(), s.size()));
+        }
+    }
+    first
+}
+
+fn resolve<'d, 'n, R: ReadRef<'d>>(
+    data: R,
+    names: &[&'n str],
+    code: impl Fn(u64, usize) -> Vec<u8>,
+) -> Result<Lookup<'n>, String> {
     let file = object::File::parse(data).map_err(|e| e.to_string())?;
     if !matches!(file.format(), object::BinaryFormat::Elf) {
         return Err(format!("{:?} file, not ELF", file.format()));
     }
+    let defined = definitions(&file, names);
     // File offset → (names, function size in bytes, 0 when unknown).
     let mut by_address: BTreeMap<u64, (Vec<&'n str>, u64)> = BTreeMap::new();
     let mut missing = Vec::new();
     for &name in names {
-        let symbol = file
-            .dynamic_symbols()
-            .chain(file.symbols())
-            .find(|s| s.is_definition() && s.name() == Ok(name));
-        match symbol.and_then(|s| Some((file_offset(&file, s.address())?, s.size()))) {
+        let at = defined
+            .get(name)
+            .and_then(|&(address, size)| Some((file_offset(&file, address)?, size)));
+        match at {
             Some((offset, size)) => {
                 let e = by_address.entry(offset).or_default();
                 e.0.push(name);
@@ -74,16 +142,15 @@ pub fn lookup_bytes<'n>(data: &[u8], names: &[&'n str]) -> Result<Lookup<'n>, St
     let found = by_address
         .into_iter()
         .map(|(offset, (names, size))| {
-            let code = data.get(offset as usize..).unwrap_or_default();
             // The whole function when its size is known (capped: only its branches into
             // the first instructions matter), else enough for a few instructions.
             let whole = size > 0 && size <= MAX_FUNCTION;
             let len = if whole { size as usize } else { 32 };
-            let code = &code[..code.len().min(len)];
+            let code = code(offset, len);
             Function {
                 names,
                 offset,
-                placement: placement::place(code, offset, whole && code.len() == len),
+                placement: placement::place(&code, offset, whole && code.len() == len),
             }
         })
         .collect();
@@ -92,19 +159,9 @@ pub fn lookup_bytes<'n>(data: &[u8], names: &[&'n str]) -> Result<Lookup<'n>, St
 
 /// The virtual address (`st_value`) of a defined symbol, dynamic or static.
 pub fn address_of(path: &Path, name: &str) -> Result<Option<u64>, SymbolError> {
-    let data = std::fs::read(path).map_err(|source| SymbolError::Read {
-        path: path.display().to_string(),
-        source,
-    })?;
-    let file = object::File::parse(&*data).map_err(|e| SymbolError::NotElf {
-        path: path.display().to_string(),
-        reason: e.to_string(),
-    })?;
-    Ok(file
-        .dynamic_symbols()
-        .chain(file.symbols())
-        .find(|s| s.is_definition() && s.name() == Ok(name))
-        .map(|s| s.address()))
+    let (_, sparse) = open(path)?;
+    let file = object::File::parse(&sparse).map_err(|e| not_elf(path, e.to_string()))?;
+    Ok(definitions(&file, &[name]).get(name).map(|d| d.0))
 }
 
 /// Functions larger than this are probed without moving past single-stepped instructions
@@ -112,7 +169,7 @@ pub fn address_of(path: &Path, name: &str) -> Result<Option<u64>, SymbolError> {
 const MAX_FUNCTION: u64 = 64 << 10;
 
 /// Virtual address → file offset through the loadable segment that contains it.
-fn file_offset(file: &object::File<'_>, address: u64) -> Option<u64> {
+fn file_offset<'d, R: ReadRef<'d>>(file: &object::File<'d, R>, address: u64) -> Option<u64> {
     file.segments().find_map(|seg| {
         let (file_start, file_size) = seg.file_range();
         let start = seg.address();

@@ -26,6 +26,10 @@ pub struct OpenedLibrary {
     pub shown: PathBuf,
     pub dev: u64,
     pub ino: u64,
+    /// Size and modification time (ns): with device and inode, what a file is remembered
+    /// by (a file rewritten in place is another file).
+    pub size: u64,
+    pub mtime_ns: i128,
 }
 
 impl OpenedLibrary {
@@ -69,6 +73,8 @@ impl OpenedLibrary {
             shown: shown.to_path_buf(),
             dev: meta.dev(),
             ino: meta.ino(),
+            size: meta.len(),
+            mtime_ns: i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec()),
         })
     }
 

@@ -10,6 +10,13 @@ use aya::programs::uprobe::{UProbeAttachPoint, UProbeLinkId};
 
 use super::{Probes, uprobe};
 
+/// A position in the list of links ([`Probes::links_mark`]).
+#[derive(Clone, Copy, Debug)]
+pub struct LinkMark(usize);
+
+/// The links of one library file, owned by whoever decides when that file is done with.
+pub struct LinkGroup(Vec<Attached>);
+
 /// How the call probes are attached.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LinkKind {
@@ -120,6 +127,23 @@ impl Probes {
         } else {
             self.links.push(link);
         }
+    }
+
+    /// Where the links attached from now on will start: see [`Self::take_links`].
+    pub fn links_mark(&self) -> LinkMark {
+        LinkMark(self.links.len())
+    }
+
+    /// The (non-temporary) links attached since `mark`, handed to the caller, who
+    /// releases them with [`Self::release`] when their file is no longer mapped.
+    pub fn take_links(&mut self, mark: LinkMark) -> LinkGroup {
+        LinkGroup(self.links.split_off(mark.0.min(self.links.len())))
+    }
+
+    /// Detaches groups of links on one background thread (however many files a prune
+    /// releases at once).
+    pub fn release(&mut self, groups: Vec<LinkGroup>) -> std::thread::JoinHandle<()> {
+        self.detach_links(groups.into_iter().flat_map(|g| g.0).collect())
     }
 
     /// How the call probes are attached.

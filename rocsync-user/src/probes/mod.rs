@@ -8,6 +8,7 @@ mod call_ring;
 mod daemon;
 mod diagnostics;
 pub mod elf;
+mod elf_read;
 mod hsa;
 mod job;
 pub(crate) mod ld_so;
@@ -38,7 +39,7 @@ use tokio::io::{Interest, unix::AsyncFd};
 use crate::{backend::Runtime, stats::KernelDrops};
 pub use job::continue_process;
 use links::Attached;
-pub use links::LinkKind;
+pub use links::{LinkGroup, LinkKind, LinkMark};
 pub use multi::MultiPrograms;
 pub use stops::SETTLE;
 
@@ -260,13 +261,14 @@ impl Probes {
             });
         }
         if found.is_empty() {
-            return Err(anyhow!(
+            return Err(elf::SymbolError::NoneHooked(format!(
                 "{} exports none of the hooked {} functions ({}): is it really {}?",
                 path.display(),
                 runtime.library,
                 names.join(", "),
                 runtime.library
-            ));
+            ))
+            .into());
         }
         let mark = (self.links.len(), self.temporary.len());
         let mut probed = Vec::new();

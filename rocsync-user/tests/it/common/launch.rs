@@ -117,6 +117,14 @@ impl Lines {
         }
     }
 
+    /// Takes the lines written so far, without waiting.
+    pub fn drain(&mut self) -> &[String] {
+        while let Ok(line) = self.0.try_recv() {
+            self.1.push(line);
+        }
+        &self.1
+    }
+
     /// Every line, once the pipe closes.
     pub fn all(mut self) -> Vec<String> {
         while let Ok(line) = self.0.recv() {

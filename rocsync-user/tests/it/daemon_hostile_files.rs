@@ -1,0 +1,216 @@
+//! Files an unprivileged user maps cannot starve the daemon: a 1 GiB sparse file named
+//! like the runtime is read only as far as its headers, and once; copies of a real
+//! runtime lose their probes (links, descriptors) when their processes end, and each
+//! user has a cap of files probed that never touches another user's. The neighbour runs
+//! as `nobody` (`setpriv`); needs root.
+
+use std::{
+    io::{BufRead as _, BufReader, Write as _},
+    os::unix::fs::PermissionsExt as _,
+    path::{Path, PathBuf},
+    process::{Child, ChildStdout, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use crate::common::{daemon::*, *};
+
+/// `map_wait FILES…` as nobody, once it has mapped them.
+struct Neighbour {
+    child: Child,
+    out: BufReader<ChildStdout>,
+}
+
+impl Neighbour {
+    fn start(program: &Path, files: &[&Path]) -> Self {
+        let mut child = Command::new("setpriv")
+            .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"])
+            .arg(program)
+            .args(files)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let out = BufReader::new(child.stdout.take().unwrap());
+        let mut n = Self { child, out };
+        n.expect("mapped");
+        n
+    }
+
+    fn expect(&mut self, word: &str) {
+        let mut line = String::new();
+        self.out.read_line(&mut line).unwrap();
+        assert_eq!(line.trim(), word);
+    }
+
+    /// A library load (a link-map change the daemon looks at), done.
+    fn load(&mut self) {
+        writeln!(self.child.stdin.as_mut().unwrap()).unwrap();
+        self.expect("loaded");
+    }
+
+    fn end(mut self) {
+        drop(self.child.stdin.take());
+        assert!(self.child.wait().unwrap().success());
+    }
+}
+
+/// A directory nobody can enter, with `map_wait` in it (the daemon's filter names it).
+fn open_dir(dir: &TempDir) -> PathBuf {
+    std::fs::set_permissions(dir.path(""), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let program = dir.path("map_wait");
+    std::fs::copy(rocsync_tests::map_wait(), &program).unwrap();
+    program
+}
+
+/// One sample of the daemon's `/metrics`, read from its text (0 when absent).
+fn metric(addr: &str, series: &str) -> f64 {
+    get(addr, "/metrics")
+        .lines()
+        .filter(|l| l.starts_with(series) && l[series.len()..].starts_with([' ', '{']))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+fn status_kib(pid: u32, field: &str) -> u64 {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = text.lines().find(|l| l.starts_with(field)).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// The daemon's descriptors, and among them its BPF links (their fdinfo has a link id).
+fn fds_and_links(pid: u32) -> (usize, usize) {
+    let (mut fds, mut links) = (0, 0);
+    for e in std::fs::read_dir(format!("/proc/{pid}/fdinfo"))
+        .unwrap()
+        .flatten()
+    {
+        fds += 1;
+        let info = std::fs::read_to_string(e.path()).unwrap_or_default();
+        links += usize::from(info.contains("link_id:"));
+    }
+    (fds, links)
+}
+
+/// Polls `ok` until it holds, or panics after `secs` with `what`.
+fn until(secs: u64, what: &str, mut ok: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while !ok() {
+        assert!(Instant::now() < deadline, "{what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_huge_sparse_runtime_is_read_only_as_far_as_its_headers_and_once() {
+    let name = "a_huge_sparse_runtime_is_read_only_as_far_as_its_headers_and_once";
+    let Some((dir, _)) = daemon_test(name) else {
+        return;
+    };
+    let program = open_dir(&dir);
+    std::fs::create_dir(dir.path("huge")).unwrap();
+    let huge = dir.path("huge/libamdhip64.so");
+    std::fs::File::create(&huge)
+        .unwrap()
+        .set_len(1 << 30)
+        .unwrap();
+    std::fs::create_dir(dir.path("real")).unwrap();
+    let real = dir.path("real/libamdhip64.so");
+    std::fs::copy(rocsync_tests::sim_hip(), &real).unwrap();
+    let (daemon, mut lines) = start_daemon(&dir, &program, &[]);
+    let addr = metrics_addr(&lines);
+    let pid = daemon.id();
+    let before = status_kib(pid, "VmHWM:");
+
+    let mut a = Neighbour::start(&program, &[&huge]);
+    a.load();
+    let unusable = "rocsync_files_refused_total{reason=\"unusable\"}";
+    until(20, "the sparse file was never refused", || {
+        let t = Instant::now();
+        assert!(get(&addr, "/healthz").contains("ok"));
+        assert!(
+            t.elapsed() < Duration::from_secs(2),
+            "/healthz took {:?}",
+            t.elapsed()
+        );
+        metric(&addr, unusable) == 1.0
+    });
+    // Two more looks at it: a load in the same process, and a second process that maps it
+    // beside a real copy (whose probing says the daemon has looked).
+    a.load();
+    let mut b = Neighbour::start(&program, &[&huge, &real]);
+    b.load();
+    lines.wait_for(&format!("probing {}", real.display()));
+    assert_eq!(metric(&addr, unusable), 1.0);
+    let grew = status_kib(pid, "VmHWM:").saturating_sub(before);
+    assert!(grew < 32 << 10, "the daemon's peak RSS grew by {grew} KiB");
+    let said = lines
+        .drain()
+        .iter()
+        .filter(|l| l.contains("huge/libamdhip64.so"))
+        .count();
+    assert_eq!(said, 1, "{:#?}", lines.1);
+    a.end();
+    b.end();
+    stop(daemon);
+}
+
+#[test]
+fn copies_of_a_runtime_are_released_with_their_processes_and_capped_per_user() {
+    let name = "copies_of_a_runtime_are_released_with_their_processes_and_capped_per_user";
+    let Some((dir, scenario)) = daemon_test(name) else {
+        return;
+    };
+    let program = open_dir(&dir);
+    let config = dir.path("rocsync.toml");
+    std::fs::write(&config, "max_files_per_user = 3\n").unwrap();
+    let copies: Vec<PathBuf> = (0..8)
+        .map(|i| {
+            let d = dir.path(&format!("copy{i}"));
+            std::fs::create_dir(&d).unwrap();
+            let lib = d.join("libamdhip64.so");
+            std::fs::copy(rocsync_tests::sim_hip(), &lib).unwrap();
+            lib
+        })
+        .collect();
+    let include = format!("--include-exe={}", program.display());
+    let config_arg = format!("--config={}", config.display());
+    let (daemon, mut lines) = start_daemon(&dir, &scenario, &[&include, &config_arg]);
+    let addr = metrics_addr(&lines);
+    let pid = daemon.id();
+    // Root's own process, counted throughout.
+    let mut root = tracked_loop(&dir, &scenario, &mut lines, 8000);
+    let probed = |addr: &str| metric(addr, "rocsync_probed_files");
+    let root_files = probed(&addr);
+    assert!(root_files >= 1.0);
+    let (fds, links) = fds_and_links(pid);
+
+    let mut n = Neighbour::start(
+        &program,
+        &copies.iter().map(PathBuf::as_path).collect::<Vec<_>>(),
+    );
+    n.load();
+    let capped = "rocsync_files_refused_total{reason=\"per_user_limit\"}";
+    until(20, "no copy was refused for nobody's cap", || {
+        metric(&addr, capped) == 5.0
+    });
+    assert_eq!(probed(&addr), root_files + 3.0);
+    let during = fds_and_links(pid);
+    assert!(
+        during.1 > links,
+        "nobody's copies were not probed: {during:?}"
+    );
+    // nobody's cap is not root's: root's process is still counted.
+    let calls = |addr: &str| metric(addr, "rocsync_sync_calls_total");
+    let now = calls(&addr);
+    until(20, "root's calls stopped being counted", || {
+        calls(&addr) > now
+    });
+
+    n.end();
+    until(60, "nobody's copies kept their probes", || {
+        let (f, l) = fds_and_links(pid);
+        f <= fds && l <= links && probed(&addr) <= root_files
+    });
+    assert!(root.wait().unwrap().success());
+    stop(daemon);
+}
