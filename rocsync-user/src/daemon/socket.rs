@@ -16,7 +16,7 @@ use tokio::{
 };
 
 use super::{
-    protocol::{Reply, Request, TraceRequest, Written},
+    protocol::{Reply, Request, TraceRequest},
     traces::{self, MAX_DURATION, MAX_PIDS, stem},
 };
 
@@ -170,7 +170,7 @@ pub struct PendingReply {
 impl PendingReply {
     pub async fn send(self, reply: &Reply) {
         match (self.send_files, reply) {
-            (true, Reply::Written(w)) => answer_with_files(self.conn, w).await,
+            (true, Reply::Written(w)) => answer_with_files(self.conn, reply, &w.files).await,
             _ => answer(self.conn, reply).await,
         }
     }
@@ -193,8 +193,7 @@ pub async fn answer_keeping(conn: &mut UnixStream, reply: &Reply) {
 
 /// Sends the answer with a read-only descriptor of each file it names (`SCM_RIGHTS`), so
 /// a client copies them with its own rights: the daemon never writes where a client says.
-async fn answer_with_files(mut conn: UnixStream, written: &Written) {
-    let files = &written.files;
+async fn answer_with_files(mut conn: UnixStream, reply: &Reply, files: &[String]) {
     let opened: std::io::Result<Vec<std::fs::File>> = files
         .iter()
         .map(|f| {
@@ -206,12 +205,7 @@ async fn answer_with_files(mut conn: UnixStream, written: &Written) {
         .collect();
     let reply = match opened {
         Ok(fds) if fds.len() <= MAX_FDS => {
-            let line = Reply::Written(Written {
-                files: files.clone(),
-                pids: written.pids.clone(),
-            })
-            .line();
-            return send_with_fds(conn, &line, &fds).await;
+            return send_with_fds(conn, &reply.line(), &fds).await;
         }
         Ok(fds) => Reply::Refused {
             error: format!(
