@@ -172,12 +172,6 @@ fn test() -> Result<()> {
         "--workspace",
         "--exclude",
         "rocsync-ebpf",
-        "--",
-        // Most integration tests wait on processes (daemons, scenarios, probes
-        // detaching), not on the CPU: 4 threads on 2 cores ran the suite in 133-135 s
-        // against 207 s with the default 2.
-        "--test-threads",
-        "4",
     ])
     .env("ROCSYNC_HTA_PYTHON", python)
     // Every skip path fails instead of skipping.
