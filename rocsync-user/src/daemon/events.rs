@@ -26,8 +26,20 @@ impl Daemon {
     /// Reads what the probes wrote: announcements feed discovery, call records the
     /// flight recorder and the traces in progress.
     pub fn drain(&mut self, ring: &mut RingBuf<MapData>) {
+        let until = self.tracker.probes.calls_reserved();
+        self.drain_until(ring, until);
+    }
+
+    /// Reads everything the probes wrote before now, however much (a drain reads at most
+    /// a ring's worth): what a flight recorder dump asked now must hold.
+    pub fn catch_up(&mut self, ring: &mut RingBuf<MapData>) {
+        let until = self.tracker.probes.calls_reserved();
+        while self.drain_until(ring, until) > 0 {}
+    }
+
+    /// Returns how many call records were read.
+    fn drain_until(&mut self, ring: &mut RingBuf<MapData>, calls_until: u64) -> usize {
         // The ring first, then the calls reserved before (see `Probes::drain_calls`).
-        let calls_until = self.tracker.probes.calls_reserved();
         self.drain_ring(ring);
         let (flight, sessions) = (&mut self.flight, &mut self.sessions);
         self.tracker.probes.drain_calls(calls_until, |item| {
@@ -37,7 +49,7 @@ impl Daemon {
                 }
                 sessions.route(item, &decoded);
             }
-        });
+        })
     }
 
     fn drain_ring(&mut self, ring: &mut RingBuf<MapData>) {

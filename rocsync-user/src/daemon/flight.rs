@@ -118,6 +118,13 @@ impl FlightRecorder {
     }
 }
 
+/// What a dump writes: the recorder's chunks, and the last correlation id the probes had
+/// given when it was asked (ids after the last record read are lost, not unmade).
+pub struct Held {
+    pub chunks: Vec<Arc<Chunk>>,
+    pub assigned: Option<u64>,
+}
+
 /// The records of `chunks`, oldest first.
 pub fn records(chunks: &[Arc<Chunk>]) -> impl Iterator<Item = &[u8]> + Clone {
     chunks.iter().flat_map(|c| c.records())

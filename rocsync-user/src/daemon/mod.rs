@@ -274,7 +274,7 @@ async fn serve(mut d: Daemon, mut io: Io) -> Result<()> {
                 io.resume();
                 Flow::Go
             }
-            Some(asked) = io.incoming.recv() => d.on_incoming(asked).await,
+            Some(asked) = io.incoming.recv() => d.on_incoming(asked, io.ring.get_mut()).await,
             Some(claim) = io.released.recv() => d.on_released(claim),
             _ = sleep_until(d.learn_until), if d.learn_until.is_some() => d.on_learned(),
             _ = sleep_until(d.next_scheduled()), if !d.stopping => {

@@ -2,6 +2,7 @@
 //! unix socket, scrapes of `/metrics`, and dynolog's requests.
 
 use anyhow::{Result, anyhow};
+use aya::maps::{MapData, RingBuf};
 use serde_json::Value;
 use tokio::{
     io::AsyncReadExt as _,
@@ -11,6 +12,7 @@ use tokio::{
 use super::{
     dynolog,
     events::Flow,
+    flight,
     protocol::{ClaimRequest, Reply, Request},
     readers::Incoming,
     socket::{self, PendingReply},
@@ -28,20 +30,26 @@ enum Asked {
 }
 
 impl Daemon {
-    /// A request its reader read whole.
-    pub async fn on_incoming(&mut self, asked: Incoming) -> Flow {
+    /// A request its reader read whole; `ring`: the probes' ring, read up to now before a
+    /// flight recorder dump.
+    pub async fn on_incoming(&mut self, asked: Incoming, ring: &mut RingBuf<MapData>) -> Flow {
         match asked {
             Incoming::Http(path, answer) => {
                 let _ = answer.send(self.http_page(&path));
             }
-            Incoming::Request(conn, asked) => self.on_request(conn, asked).await,
+            Incoming::Request(conn, asked) => self.on_request(conn, asked, ring).await,
             Incoming::Dynolog(conn, asked, peer) => self.on_dynolog(conn, asked, peer).await,
         }
         Flow::Go
     }
 
     /// A request read on the unix socket (its peer already checked).
-    async fn on_request(&mut self, mut conn: UnixStream, asked: Result<Request>) {
+    async fn on_request(
+        &mut self,
+        mut conn: UnixStream,
+        asked: Result<Request>,
+        ring: &mut RingBuf<MapData>,
+    ) {
         let asked = match asked {
             Ok(Request::Status {}) => {
                 let status = Reply::Status(self.status());
@@ -80,7 +88,7 @@ impl Daemon {
                 }
                 Err(e) => refuse(conn, &e.into()).await,
             },
-            Asked::Trace(spec, _) if spec.flight => self.dump_flight(conn).await,
+            Asked::Trace(spec, _) if spec.flight => self.dump_flight(conn, ring).await,
             Asked::Trace(spec, send_files) => match self.start(spec) {
                 Ok(trace) => trace.reply = Some(PendingReply { conn, send_files }),
                 Err(e) => refuse(conn, &e).await,
@@ -88,10 +96,11 @@ impl Daemon {
         }
     }
 
-    /// Writes what the flight recorder holds, off the loop.
-    async fn dump_flight(&mut self, conn: UnixStream) {
+    /// Writes what the flight recorder holds, off the loop: every call made before the
+    /// request, or counted lost.
+    async fn dump_flight(&mut self, conn: UnixStream, ring: &mut RingBuf<MapData>) {
         let id = self.take_id();
-        match &mut self.flight {
+        match &self.flight {
             None => {
                 let e = anyhow!(
                     "the flight recorder is off: start the daemon with --flight-recorder 10s"
@@ -105,12 +114,23 @@ impl Daemon {
                 );
                 refuse(conn, &e).await;
             }
-            Some(f) => {
+            Some(_) => {
+                // The counter first: ids given before it are in the records read next,
+                // or lost (a call that took its id and has yet to reserve its record in
+                // this instant is counted lost rather than missed).
+                let assigned = self.tracker.probes.correlations_assigned().ok();
+                // The reader may be behind (a loaded moment): the dump holds what was
+                // made up to the request, not what happened to be read.
+                self.catch_up(ring);
                 let processes = traces::identities(self.tracker.tracked.iter().copied());
                 let dir = self.config.state_dir.clone();
                 let links = self.tracker.probes.link_kind().name();
-                self.writing
-                    .flight(f.chunks(), dir, id, processes, conn, links);
+                let Some(f) = &mut self.flight else { return };
+                let held = flight::Held {
+                    chunks: f.chunks(),
+                    assigned,
+                };
+                self.writing.flight(held, dir, id, processes, conn, links);
             }
         }
     }

@@ -264,9 +264,10 @@ pub fn identities(pids: impl IntoIterator<Item = u32>) -> BTreeMap<u32, ProcessI
 
 /// Writes what the flight recorder holds (every process's last seconds) as traces;
 /// `processes`: what the processes it may hold said of themselves; `call_probe_links`:
-/// how the call probes are attached.
+/// how the call probes are attached; `assigned`: the last id the probes had given.
 pub fn dump<'a>(
     records: impl Iterator<Item = &'a [u8]> + Clone,
+    assigned: Option<u64>,
     state_dir: &Path,
     id: u64,
     processes: BTreeMap<u32, ProcessInfo>,
@@ -278,7 +279,13 @@ pub fn dump<'a>(
         Ok(Decoded::Entry(e)) => Some(e.correlation),
         _ => None,
     });
-    pipeline.start_at(first.min().unwrap_or(1));
+    let first = first.min();
+    pipeline.start_at(first.or(assigned.map(|a| a + 1)).unwrap_or(1));
+    // Ids after the last record read were given, so lost (the ring was full, or the
+    // records never came): counted, never silently missing from the end.
+    if let (Some(first), Some(last)) = (first, assigned) {
+        pipeline.assigned_up_to(last.max(first - 1));
+    }
     for r in records {
         let _ = pipeline.record(r);
     }

@@ -8,7 +8,6 @@
 use std::{
     collections::{BTreeMap, HashMap},
     path::PathBuf,
-    sync::Arc,
 };
 
 use tokio::{
@@ -17,7 +16,7 @@ use tokio::{
 };
 
 use super::{
-    flight::{self, Chunk},
+    flight::{self, Held},
     protocol::Reply,
     socket::PendingReply,
     traces::{self, Active},
@@ -58,7 +57,7 @@ impl Writing {
     /// Writes what the flight recorder held when asked.
     pub fn flight(
         &mut self,
-        chunks: Vec<Arc<Chunk>>,
+        held: Held,
         state_dir: PathBuf,
         id: u64,
         processes: BTreeMap<u32, ProcessInfo>,
@@ -68,8 +67,15 @@ impl Writing {
         let name = format!("flight recorder dump {id}");
         let done_name = name.clone();
         let job = self.jobs.spawn_blocking(trimmed(move || {
-            let records = flight::records(&chunks);
-            let written = traces::dump(records, &state_dir, id, processes, call_probe_links);
+            let records = flight::records(&held.chunks);
+            let written = traces::dump(
+                records,
+                held.assigned,
+                &state_dir,
+                id,
+                processes,
+                call_probe_links,
+            );
             Done {
                 name: done_name,
                 client: Some(PendingReply {

@@ -3,7 +3,7 @@
 //! time), and the dump, once written, holds every call. Needs root.
 
 use std::{
-    io::{BufRead as _, BufReader, Write as _},
+    io::BufReader,
     process::{Command, Stdio},
     time::{Duration, Instant},
 };
@@ -40,21 +40,9 @@ fn a_flight_dump_is_written_while_the_daemon_goes_on() {
     let exe = own_bench_calls(&dir);
     let (daemon, mut lines) = start_daemon(&dir, &exe, &["--flight-recorder", "10m"]);
     let addr = metrics_addr(&lines);
-    let mut target = Command::new(&exe)
-        .arg(rocsync_tests::sim_hip())
-        .args(["hipStreamSynchronize", &CALLS.to_string(), "1", RATE])
-        .env("BENCH_GATE", "1")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut said = BufReader::new(target.stdout.take().unwrap());
-    let mut line = String::new();
-    said.read_line(&mut line).unwrap();
-    assert_eq!(line.trim(), "loaded");
-    lines.wait_for(&format!("tracking pid {}", target.id()));
-    writeln!(target.stdin.take().unwrap(), "go").unwrap();
-    assert!(target.wait().unwrap().success());
+    let mut target = gated_calls(&exe, CALLS);
+    target.open_when_tracked(&mut lines);
+    assert!(target.child.wait().unwrap().success());
 
     let sock = dir.path("rocsync.sock");
     let mut first = rocsync()
@@ -105,26 +93,84 @@ fn a_flight_dump_is_written_while_the_daemon_goes_on() {
     );
     let file = String::from_utf8(first.stdout).unwrap().trim().to_string();
     stop(daemon);
-    let t: Trace = serde_json::from_reader(BufReader::new(std::fs::File::open(&file).unwrap()))
+    let (calls, lost) = calls_in(&file);
+    assert_eq!(
+        calls + lost,
+        u64::from(CALLS) + WARM_UP,
+        "every call of the loop, or counted lost"
+    );
+}
+
+/// A dump asked while the daemon's reader is behind holds every call made before it, and
+/// counts those the full ring lost — the last ones too, after which no later call shows
+/// the gap.
+#[test]
+fn a_flight_dump_counts_the_calls_a_stalled_reader_lost() {
+    let name = "a_flight_dump_counts_the_calls_a_stalled_reader_lost";
+    let Some((dir, _)) = daemon_test(name) else {
+        return;
+    };
+    let exe = own_bench_calls(&dir);
+    let (daemon, mut lines) = start_daemon(&dir, &exe, &["--flight-recorder", "10m"]);
+    let mut target = gated_calls(&exe, STALLED_CALLS);
+    lines.wait_for(&format!("tracking pid {}", target.child.id()));
+    // The reader stopped, the loop runs: the call ring fills, and its last calls are lost.
+    // SAFETY: signals the daemon this test started.
+    unsafe { libc::kill(daemon.id() as i32, libc::SIGSTOP) };
+    target.open();
+    let done = target.child.wait();
+    // SAFETY: as above.
+    unsafe { libc::kill(daemon.id() as i32, libc::SIGCONT) };
+    assert!(done.unwrap().success());
+    let sock = dir.path("rocsync.sock");
+    let out = rocsync()
+        .args(["trace", "--flight", "--socket"])
+        .arg(&sock)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    stop(daemon);
+    let (calls, lost) = calls_in(String::from_utf8(out.stdout).unwrap().trim());
+    assert!(lost > 0, "the ring ({calls} calls read) cannot hold the loop");
+    assert_eq!(
+        calls + lost,
+        u64::from(STALLED_CALLS) + WARM_UP,
+        "every call of the loop, or counted lost"
+    );
+}
+
+/// The bench loop's calls before the counted ones.
+const WARM_UP: u64 = 1000;
+/// More calls than the daemon's call ring holds (2 records each).
+const STALLED_CALLS: u32 = 200_000;
+
+/// A `bench_calls` loop of `calls` (paced at `RATE`), loaded and held at its gate.
+fn gated_calls(exe: &std::path::Path, calls: u32) -> Gated {
+    Gated::start_at(
+        Command::new(exe)
+            .arg(rocsync_tests::sim_hip())
+            .args(["hipStreamSynchronize", &calls.to_string(), "1", RATE])
+            .env("BENCH_GATE", "1"),
+        "loaded",
+    )
+}
+
+/// The `hipStreamSynchronize` rows of a dump (all its call rows must be), and the ids
+/// it counts lost.
+fn calls_in(file: &str) -> (u64, u64) {
+    let t: Trace = serde_json::from_reader(BufReader::new(std::fs::File::open(file).unwrap()))
         .expect("valid JSON");
     let rows: Vec<&Event> = t
         .events
         .iter()
         .filter(|e| e.cat.as_deref() == Some("cuda_runtime"))
         .collect();
-    // The loop's warm-up calls come first (1000), then CALLS: each in the dump, or (the
-    // daemon's reader fell behind in a loaded moment) counted lost in it.
     let links = apis::expected_call_probe_links();
     assert_eq!(t.rocsync["parameters"]["call_probe_links"], links);
-    let drops = &t.rocsync["drops"];
-    let lost = drops["lost_ids"].as_u64().unwrap();
-    assert_eq!(
-        rows.len() as u64 + lost,
-        u64::from(CALLS) + 1000,
-        "every call of the loop, or counted lost; the dump's drops: {drops}"
-    );
     assert!(
         rows.iter()
             .all(|e| e.name.as_deref() == Some("hipStreamSynchronize"))
     );
+    let lost = t.rocsync["drops"]["lost_ids"].as_u64().unwrap();
+    (rows.len() as u64, lost)
 }
