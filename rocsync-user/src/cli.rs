@@ -125,6 +125,10 @@ pub struct DaemonArgs {
     /// Remove traces older than this (e.g. 7d)
     #[arg(long, value_name = "DURATION")]
     pub retention_max_age: Option<String>,
+    /// Learn the devices of processes running at start from *GetDevice for this long
+    /// [default: 100ms]; each call traps meanwhile. 0 or off: never
+    #[arg(long, value_name = "DURATION")]
+    pub learn_devices: Option<String>,
     /// Check the configuration, print the settings in effect, and exit
     #[arg(long)]
     pub check: bool,
@@ -192,6 +196,12 @@ pub struct CaptureArgs {
     /// cudaGetDevice are hot and not probed by default)
     #[arg(long, value_name = "SYMBOLS", value_delimiter = ',', value_parser = parse_api)]
     pub probe: Vec<Api>,
+    /// Learn the devices running threads chose before the attach from *GetDevice, for at
+    /// most this long (each call traps meanwhile; a thread that calls none in it has
+    /// its device unknown until it sets one). 0 or off: never
+    #[arg(long, value_name = "DURATION", default_value = "100ms",
+          value_parser = crate::units::parse_learning)]
+    pub learn_devices: Duration,
     /// No live status line (it is shown only when stderr is a terminal)
     #[arg(long)]
     pub no_status: bool,

@@ -26,6 +26,7 @@ pub mod signals;
 pub mod stats;
 pub mod stderr;
 pub mod stdio;
+pub(crate) mod units;
 pub(crate) mod users;
 
 /// A diagnostic line on stderr, written off the caller's thread ([`stderr`]): a stderr

@@ -95,6 +95,8 @@ pub struct Session {
     pipeline: Pipeline<CaptureSink>,
     status: Status,
     verbose: bool,
+    /// Longest time the temporary `*GetDevice` probes stay.
+    learn_for: std::time::Duration,
     /// When the temporary `*GetDevice` probes were first checked.
     learning_since: Option<std::time::Instant>,
     /// Their removal has begun: their calls are no longer recorded
@@ -132,7 +134,7 @@ impl Session {
         from_start: bool,
     ) -> Self {
         let mut choice = settings.apis.clone();
-        if !from_start {
+        if !from_start && !settings.learn_devices.is_zero() {
             // Attached to running threads that may have chosen their device already:
             // probe the hot *GetDevice briefly, to learn it (see `learn_devices`).
             choice.temporary = Api::ALL
@@ -164,6 +166,7 @@ impl Session {
             pipeline: Pipeline::new(sink, from_start),
             status,
             verbose: settings.verbose,
+            learn_for: settings.learn_devices,
             learning_since: None,
             temporary_removed: false,
             output_error: None,

@@ -23,6 +23,8 @@ pub struct CaptureSettings {
     /// The functions probed.
     pub apis: ApiChoice,
     pub probes: ProbeOptions,
+    /// How long an attach learns running threads' devices (zero: not at all).
+    pub learn_devices: std::time::Duration,
     /// The live status line (drawn only on a terminal).
     pub status_line: bool,
     /// The processes the targets start are traced too.

@@ -58,6 +58,7 @@ pub async fn attach(args: AttachArgs, mut signals: Signals) -> Result<i32> {
         "duration_s": args.duration.map(|d| d.as_secs_f64()),
         "wait": args.wait,
         "agents": capture.settings.agents.to_json(),
+        "learn_devices_ms": capture.settings.learn_devices.as_millis() as u64,
     });
     capture.finish(session, stop, params).await?;
     Ok(0)

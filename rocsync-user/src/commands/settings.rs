@@ -33,6 +33,7 @@ impl From<CaptureArgs> for CaptureSettings {
                 diagnostics: a.verbose,
                 classic_uprobes: a.classic_uprobes,
             },
+            learn_devices: a.learn_devices,
             status_line: !a.no_status,
             follow: !a.no_follow,
             daemon_socket: a.daemon_socket,
@@ -68,6 +69,7 @@ impl From<DaemonArgs> for ConfigFlags {
             sample_every: a.sample_every,
             retention_max_bytes: a.retention_max_bytes,
             retention_max_age: a.retention_max_age,
+            learn_devices: a.learn_devices,
             lock: a.lock,
         }
     }

@@ -11,7 +11,8 @@ use anyhow::{Context as _, Result, bail};
 use serde::Deserialize;
 
 use super::protocol::DEFAULT_SOCKET;
-use super::retention::{Retention, parse_duration, parse_size};
+use super::retention::Retention;
+use crate::units::{parse_duration, parse_learning, parse_size};
 use crate::users;
 
 pub const DEFAULT_STATE_DIR: &str = "/var/lib/rocsync";
@@ -40,6 +41,7 @@ pub struct Filters {
 #[serde(deny_unknown_fields)]
 struct File {
     dynolog_addr: Option<String>,
+    learn_devices: Option<String>,
     flight_recorder: Option<String>,
     sample_window: Option<String>,
     sample_every: Option<String>,
@@ -78,6 +80,7 @@ pub struct ConfigFlags {
     pub sample_every: Option<String>,
     pub retention_max_bytes: Option<String>,
     pub retention_max_age: Option<String>,
+    pub learn_devices: Option<String>,
     pub lock: Option<PathBuf>,
 }
 
@@ -97,6 +100,8 @@ pub struct DaemonConfig {
     pub state_dir: PathBuf,
     pub metrics_addr: SocketAddr,
     pub filters: Filters,
+    /// How long processes found at start have their threads' devices learnt (zero: not).
+    pub learn_devices: Duration,
     /// The node's daemon lock (a flag only: a reload keeps the one taken at start).
     pub lock: PathBuf,
 }
@@ -171,6 +176,10 @@ impl DaemonConfig {
                 pick(&args.retention_max_age, file.retention_max_age),
             )?,
         };
+        let learn_devices = pick(&args.learn_devices, file.learn_devices)
+            .map(|v| parse_learning(&v).map_err(|e| anyhow::anyhow!("learn_devices: {e}")))
+            .transpose()?
+            .unwrap_or(crate::probes::LEARN_DEVICES);
         if filters.max_files_per_user == Some(0) {
             bail!("max_files_per_user must be at least 1 (a user's job maps a runtime or two)");
         }
@@ -183,6 +192,7 @@ impl DaemonConfig {
         };
         Ok(Self {
             dynolog_addr,
+            learn_devices,
             flight_recorder,
             sampling,
             retention,
@@ -234,5 +244,21 @@ mod tests {
         assert_eq!(f.max_files_per_user, Some(3));
         let e = toml::from_str::<File>("metric_addr = \"x\"").unwrap_err();
         assert!(e.to_string().contains("unknown field"), "{e}");
+    }
+
+    #[test]
+    fn the_learning_window_is_100ms_unless_set_and_off_turns_it_off() {
+        let load = |flag: Option<&str>| {
+            let flags = ConfigFlags {
+                learn_devices: flag.map(str::to_string),
+                ..ConfigFlags::default()
+            };
+            DaemonConfig::load(&flags).map(|c| c.learn_devices)
+        };
+        assert_eq!(load(None).unwrap(), Duration::from_millis(100));
+        assert_eq!(load(Some("2s")).unwrap(), Duration::from_secs(2));
+        assert_eq!(load(Some("off")).unwrap(), Duration::ZERO);
+        let e = load(Some("soon")).unwrap_err().to_string();
+        assert!(e.starts_with("learn_devices: "), "{e}");
     }
 }

@@ -54,9 +54,9 @@ impl Tracker {
 
     /// Looks at every process now. Processes running already may have threads on a
     /// device they chose before: `*GetDevice` is probed too (temporarily), so their
-    /// device is learnt at their next call of it.
-    pub fn scan_all(&mut self) {
-        self.learning = true;
+    /// device is learnt at their next call of it (unless `learn` is false).
+    pub fn scan_all(&mut self, learn: bool) {
+        self.learning = learn;
         for pid in crate::procfs::pids() {
             self.look(pid);
         }

@@ -46,7 +46,7 @@ use tokio::{
 use crate::{
     agents::ClaimId,
     lockfile::LockFile,
-    probes::{LEARN_FOR, ProbeOptions, Probes, async_ring},
+    probes::{ProbeOptions, Probes, async_ring},
     signals::Signals,
 };
 use config::{ConfigFlags, DaemonConfig};
@@ -193,7 +193,8 @@ async fn start(config: DaemonConfig, flags: ConfigFlags, signals: Signals) -> Re
         0
     };
     let mut tracker = Tracker::new(probes, config.filters.clone(), baseline);
-    tracker.scan_all();
+    let learn_for = config.learn_devices;
+    tracker.scan_all(!learn_for.is_zero());
     crate::say!(
         "rocsync daemon: tracking {} process(es); SIGHUP reloads, SIGTERM stops",
         tracker.tracked.len()
@@ -204,9 +205,9 @@ async fn start(config: DaemonConfig, flags: ConfigFlags, signals: Signals) -> Re
     let learn_until = tracker.probes.has_temporary().then(|| {
         crate::say!(
             "rocsync daemon: learning running threads' devices from *GetDevice for {:?}",
-            LEARN_FOR
+            learn_for
         );
-        Instant::now() + LEARN_FOR
+        Instant::now() + learn_for
     });
     let (released_tx, released) = tokio::sync::mpsc::unbounded_channel();
     let (readers, incoming) = Readers::new();

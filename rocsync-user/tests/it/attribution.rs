@@ -89,6 +89,63 @@ fn attach_learns_devices_chosen_before_it_then_stops_probing_get_device() {
     );
 }
 
+/// The temporary probes go at their bound (100 ms by default) though a thread calls no
+/// `*GetDevice` in it (held at its gate until they are gone): it is not learned, and its
+/// calls cost no trap. `--learn-devices off` probes none at all.
+#[test]
+fn the_learning_window_ends_at_its_bound_or_never_opens() {
+    if !can_trace("the_learning_window_ends_at_its_bound_or_never_opens") {
+        return;
+    }
+    let off: &[&str] = &["--learn-devices", "off"];
+    for (flags, ms) in [(&[][..], 100), (off, 0)] {
+        let window = flags.join(" ");
+        let dir = TempDir::new();
+        let trace = dir.path("t.json");
+        let (mut target, mut tracer, mut err) = attach_at_gate_with(
+            Command::new(scenario())
+                .arg("gated_device")
+                .env("SCENARIO_LOG", dir.path("s.log"))
+                .env("SCENARIO_HIP", sim_hip()),
+            "ready",
+            &trace,
+            flags,
+        );
+        if ms > 0 {
+            err.wait_for("its probes are removed");
+        }
+        target.open();
+        target.said.wait_for("called");
+        target.open();
+        assert!(target.child.wait().unwrap().success());
+        assert!(tracer.wait().unwrap().success(), "{:#?}", err.1);
+        let t = read_json(&trace);
+        assert_eq!(t["rocsync"]["parameters"]["learn_devices_ms"], ms);
+        assert_eq!(
+            t["rocsync"]["devices_learned_from_get_device"],
+            serde_json::json!([]),
+            "{window}"
+        );
+        assert!(
+            t["rocsync"]["calls_per_api"]["hipGetDevice"].is_null(),
+            "{window}: {}",
+            t["rocsync"]["calls_per_api"]
+        );
+        // The syncs are traced, on no device the capture could know.
+        let syncs: Vec<&serde_json::Value> = t["traceEvents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["cat"] == "cuda_sync")
+            .collect();
+        assert_eq!(syncs.len(), 3, "{window}: {syncs:#?}");
+        assert!(
+            syncs.iter().all(|e| e["args"]["device"] != 1),
+            "{window}: {syncs:#?}"
+        );
+    }
+}
+
 /// While the temporary probes learn, a thread's calls are recorded until one succeeds (its
 /// device is then known); the later ones are counted, not recorded, and none is lost.
 #[test]
@@ -164,12 +221,22 @@ fn attach_through_removal(env: &[(&str, &str)], threads: &str) -> serde_json::Va
 /// `rocsync attach` tracing a target held at its gate, writing `trace`; the gate stays
 /// closed. `word`: what the target says at its gate.
 fn attach_at_gate(cmd: &mut Command, word: &str, trace: &Path) -> (Gated, Child, Lines) {
+    attach_at_gate_with(cmd, word, trace, &[])
+}
+
+fn attach_at_gate_with(
+    cmd: &mut Command,
+    word: &str,
+    trace: &Path,
+    flags: &[&str],
+) -> (Gated, Child, Lines) {
     let target = Gated::start_at(cmd, word);
     let mut tracer = spawn_piped(
         rocsync()
             .args(["attach", "-o"])
             .arg(trace)
-            .args(["--pid", &target.child.id().to_string()]),
+            .args(["--pid", &target.child.id().to_string()])
+            .args(flags),
     );
     let mut err = Lines::of(tracer.stderr.take().unwrap());
     err.wait_for("tracing pid");

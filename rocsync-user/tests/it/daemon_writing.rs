@@ -128,10 +128,17 @@ fn a_flight_dump_counts_the_calls_a_stalled_reader_lost() {
         .arg(&sock)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     stop(daemon);
     let (calls, lost) = calls_in(String::from_utf8(out.stdout).unwrap().trim());
-    assert!(lost > 0, "the ring ({calls} calls read) cannot hold the loop");
+    assert!(
+        lost > 0,
+        "the ring ({calls} calls read) cannot hold the loop"
+    );
     assert_eq!(
         calls + lost,
         u64::from(STALLED_CALLS) + WARM_UP,

@@ -5,7 +5,6 @@ use anyhow::Result;
 use rocsync_common::{GetDeviceMode, Switch};
 
 use super::Session;
-use crate::probes::LEARN_FOR;
 use crate::{
     backend::Runtime,
     probes::{LibraryReport, ld_so, library::OpenedLibrary, maps},
@@ -245,7 +244,7 @@ impl Session {
     }
 
     /// While temporary `*GetDevice` probes are attached: removes them once every live
-    /// thread of the targets has a known device, or after [`LEARN_FOR`].
+    /// thread of the targets has a known device, or after `--learn-devices`.
     pub(super) fn learn_devices(&mut self) {
         if let Some(t) = self.temporary_detaching.take_if(|t| t.is_finished()) {
             let _ = t.join();
@@ -273,7 +272,7 @@ impl Session {
                 .iter()
                 .all(|&tid| known.contains_key(&(pid, tid)))
         });
-        if all_known || since.elapsed() >= LEARN_FOR {
+        if all_known || since.elapsed() >= self.learn_for {
             // Their entries go before their returns: from here on their calls are not
             // recorded, so that a return still probed is not counted as a lost entry.
             self.temporary_removed = true;
