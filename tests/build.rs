@@ -101,7 +101,7 @@ fn main() {
         &c.join("prologues.S"),
         &[],
     );
-    gcc(&out.join("mix"), &c.join("mix.c"), &["-ldl"]);
+    gcc(&out.join("mix"), &c.join("mix.c"), &["-ldl", "-pthread"]);
     gcc::<&str>(&out.join("launcher"), &c.join("launcher.c"), &[]);
     gcc::<&str>(&out.join("standalone"), &c.join("standalone.c"), &[]);
     gcc(

@@ -5,6 +5,7 @@
 //! `cargo xtask bench-tree`      — the process-tree measurement alone (bench/process-tree.md).
 //! `cargo xtask bench-daemon`    — the daemon's costs alone (bench/daemon.md).
 //! `cargo xtask bench-breakdown` — where a captured call's cost goes (bench/breakdown.md).
+//! `cargo xtask bench-learning`  — the `*GetDevice` learning window's cost (bench/learning.md).
 //! `cargo xtask setup`           — only the set-up (scripts/setup).
 
 use std::{
@@ -24,12 +25,12 @@ fn main() {
         Some("test") => test(),
         Some("setup") => setup(),
         Some("bench") => bench::bench(),
-        Some(part @ ("bench-tree" | "bench-daemon" | "bench-breakdown")) => {
+        Some(part @ ("bench-tree" | "bench-daemon" | "bench-breakdown" | "bench-learning")) => {
             bench::bench_part(&part["bench-".len()..])
         }
         _ => {
             eprintln!(
-                "usage: cargo xtask <demo [OUTPUT]|test|bench|bench-tree|bench-daemon|bench-breakdown|setup>"
+                "usage: cargo xtask <demo [OUTPUT]|test|bench|bench-tree|bench-daemon|bench-breakdown|bench-learning|setup>"
             );
             std::process::exit(2);
         }

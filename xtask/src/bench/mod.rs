@@ -12,6 +12,7 @@ mod bin;
 mod breakdown;
 mod daemon;
 mod flight;
+mod learning;
 mod mix;
 mod tree;
 
@@ -65,16 +66,18 @@ fn build() -> Result<()> {
 
 /// The measurements that also run alone (`cargo xtask bench-<part>`), each into its own
 /// file in bench/: (part, file, title).
-const PARTS: [(&str, &str, &str); 3] = [
+const PARTS: [(&str, &str, &str); 4] = [
     ("tree", "process-tree.md", "following processes"),
     ("daemon", "daemon.md", "the daemon"),
     ("breakdown", "breakdown.md", "where a call's cost goes"),
+    ("learning", "learning.md", "the *GetDevice learning window"),
 ];
 
 fn measure_part(part: &str) -> Result<(String, Value)> {
     match part {
         "tree" => tree::tree(),
         "daemon" => daemon::daemon(),
+        "learning" => learning::learning(ROUNDS),
         _ => breakdown::breakdown(ROUNDS),
     }
 }
