@@ -8,6 +8,7 @@ mod api;
 mod call_ring;
 mod metrics;
 mod record;
+mod release;
 mod settings;
 mod target_cache;
 
@@ -24,6 +25,10 @@ pub use record::{
     QUEUE_DISCOVERED, QueueCreate, QueueInfo, QueueRecord, RECORD_ENTRY, RECORD_EXIT,
     RECORD_LINK_MAP, RECORD_PACKET, RECORD_PROCESS, RECORD_QUEUE, RECORD_WAKE, TaskLayout,
     UNKNOWN_AGENT, WakeRecord, drop_index,
+};
+pub use release::{
+    KFUNC_SEND_SIGNAL_TASK, KFUNC_TASK_FROM_PID, KFUNC_TASK_RELEASE, KFUNCS, RELEASE_GONE,
+    RELEASE_HOLDER, RELEASE_SLOTS,
 };
 pub use settings::{Config, GetDeviceMode, HIDDEN_AGENT, Switch, TRACE_RECORDING, TRACE_STOPPING};
 pub use target_cache::{CachedTarget, TARGET_CACHE_SLOTS, TargetState};

@@ -14,9 +14,10 @@ use aya_ebpf::{
 };
 use rocsync_common::{LinkMapRecord, NO_R_DEBUG, RECORD_LINK_MAP, drop_index};
 
-use crate::{BPF_RB_FORCE_WAKEUP, EVENTS, SWITCH, TARGETS, count_drops};
+use crate::{BPF_RB_FORCE_WAKEUP, EVENTS, SWITCH, TARGETS, count_drops, release::holder_gone};
 
 const SIGSTOP: u32 = 19;
+const SIGCONT: u32 = 18;
 /// `r_debug.r_state` values (link.h).
 const RT_CONSISTENT: u32 = 0;
 const RT_DELETE: u32 = 2;
@@ -25,12 +26,12 @@ const R_STATE_OFFSET: u64 = 24;
 
 /// The latest stop of each process this capture stopped (tgid → stop time), written only
 /// here. Userspace writes the stop time it continued into CONTINUED, only there; a process
-/// whose latest stop is not the one continued is still stopped — so rocsync's exit paths
-/// and its watchdog know what to continue whenever rocsync dies.
+/// whose latest stop is not the one continued is still stopped — so rocsync's exit paths,
+/// its exit program (`release`) and its watchdog know what to continue whenever it dies.
 #[map]
-static STOPPED: HashMap<u32, u64> = HashMap::with_max_entries(1024, 0);
+pub(crate) static STOPPED: HashMap<u32, u64> = HashMap::with_max_entries(1024, 0);
 #[map]
-static CONTINUED: HashMap<u32, u64> = HashMap::with_max_entries(1024, 0);
+pub(crate) static CONTINUED: HashMap<u32, u64> = HashMap::with_max_entries(1024, 0);
 
 /// Each target's previous `r_state`, to tell a change that added objects from a dlclose.
 #[map]
@@ -80,7 +81,8 @@ pub fn link_map_changed(ctx: ProbeContext) -> u32 {
     }
     // rocsync is suspended (Ctrl-Z): held now, the target would wait for it; it scans
     // what this added once it resumes.
-    if SWITCH.get(0).is_some_and(|s| s.stops_off != 0) {
+    // So is one whose rocsync is exiting (`release`).
+    if SWITCH.get(0).is_some_and(|s| s.stops_off != 0) || holder_gone() {
         announce(pid_tgid, 0, 0);
         return 0;
     }
@@ -100,7 +102,14 @@ pub fn link_map_changed(ctx: ProbeContext) -> u32 {
     };
     let _ = STOPPED.insert(tgid, ns, 0);
     // SAFETY: signals the current process; SIGSTOP takes effect on return to user mode.
-    let stopped = unsafe { bpf_send_signal(SIGSTOP) } == 0;
+    let mut stopped = unsafe { bpf_send_signal(SIGSTOP) } == 0;
+    // rocsync began to exit since the check above, and its exit may have read STOPPED
+    // before this stop was listed: undo the stop (see `holder_gone`).
+    if stopped && holder_gone() {
+        // SAFETY: as above; a SIGCONT discards the SIGSTOP still pending.
+        unsafe { bpf_send_signal(SIGCONT) };
+        stopped = false;
+    }
     if !stopped {
         // Not stopped: mark it continued.
         let _ = CONTINUED.insert(tgid, ns, 0);

@@ -18,6 +18,7 @@ mod doorbell;
 mod hsa;
 mod link_map;
 mod metrics;
+mod release;
 mod target_cache;
 mod tree;
 
@@ -59,7 +60,14 @@ fn count_drops(index: u32, n: u64) {
 /// Atomically adds one to `*counter`; returns the previous value.
 #[inline(always)]
 fn fetch_add(counter: *mut u64) -> u64 {
-    let mut value: u64 = 1;
+    fetch_add_by(counter, 1)
+}
+
+/// Atomically adds `n` to `*counter`; returns the previous value. A full barrier (BPF's
+/// fetching atomics are fully ordered), even for `n` = 0.
+#[inline(always)]
+fn fetch_add_by(counter: *mut u64, n: u64) -> u64 {
+    let mut value: u64 = n;
     // SAFETY: `counter` is a valid, aligned u64 map slot; the instruction is one atomic
     // read-modify-write that returns the previous value in `value`.
     unsafe {

@@ -49,13 +49,17 @@ impl Capture {
         let outputs = Outputs::reserve(settings.output.clone(), settings.raw.clone())?;
         let mut probes = Probes::load(settings.probes)?;
         let ring = probes.take_ring()?;
-        // Continues whatever the probes stopped if rocsync is killed.
-        let watchdog = Watchdog::spawn(
-            probes.map_fd("STOPPED")?,
-            probes.map_fd("TARGETS")?,
-            probes.map_fd("CONTINUED")?,
-        )?;
-        probes.hold(watchdog);
+        // Continues whatever the probes stopped if rocsync is killed, where the kernel
+        // does not do it at rocsync's exit (no BTF, no `bpf_send_signal_task`): the
+        // watchdog dies with rocsync when its whole cgroup is killed.
+        if !probes.releases_at_exit() {
+            let watchdog = Watchdog::spawn(
+                probes.map_fd("STOPPED")?,
+                probes.map_fd("TARGETS")?,
+                probes.map_fd("CONTINUED")?,
+            )?;
+            probes.hold(watchdog);
+        }
         Ok(Self {
             settings,
             outputs,

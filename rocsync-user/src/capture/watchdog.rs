@@ -1,9 +1,12 @@
 //! The watchdog: a small process that outlives rocsync and continues every target a probe
-//! stopped if rocsync dies without doing so (SIGKILL, the OOM killer). It holds only the
-//! target table, the map of stopped processes and the read end of a pipe rocsync never
-//! writes: end-of-file means rocsync is gone. Holding no probe link, it keeps no probe
-//! attached — but the probes outlive rocsync for a moment while the kernel unregisters
-//! them, so it first turns every target's stops off, then continues what is stopped.
+//! stopped if rocsync dies without doing so (SIGKILL, the OOM killer) — only where the
+//! kernel cannot do it at rocsync's exit (`probes::release`: no BTF, or no
+//! `bpf_send_signal_task` before Linux 6.13); a SIGKILL of rocsync's whole cgroup kills
+//! the watchdog too. It holds only the target table, the map of stopped processes and the
+//! read end of a pipe rocsync never writes: end-of-file means rocsync is gone. Holding no
+//! probe link, it keeps no probe attached — but the probes outlive rocsync for a moment
+//! while the kernel unregisters them, so it first turns every target's stops off, then
+//! continues what is stopped.
 
 use std::{
     io::Read as _,

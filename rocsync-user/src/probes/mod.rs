@@ -18,6 +18,7 @@ pub mod mapped;
 pub(crate) mod maps;
 mod multi;
 pub(crate) mod placement;
+mod release;
 mod stops;
 mod targets;
 mod tree;
@@ -50,6 +51,9 @@ const QUEUE_DESTROY: &str = "queue_destroy";
 const DOORBELL: &str = "doorbell";
 const AGENT_INFO_ENTER: &str = "agent_info_enter";
 const AGENT_INFO_EXIT: &str = "agent_info_exit";
+/// Set: targets are released by the watchdog process, as on kernels without the kfuncs
+/// the release at exit needs (`release`), even where the kernel has them.
+const WATCHDOG_ENV: &str = "ROCSYNC_WATCHDOG";
 /// What attaching to one library file found.
 #[derive(Debug)]
 pub struct LibraryReport {
@@ -131,6 +135,8 @@ pub struct Probes {
     /// Library probes attach to every process mapping the file (children are followed),
     /// not to one pid.
     file_wide: bool,
+    /// The kernel continues what the probes stopped when this process exits, however.
+    releases_at_exit: bool,
     /// What must live as long as the probes (a capture's watchdog, which continues
     /// stopped targets if rocsync is killed): dropped after `release_targets`.
     kept: Vec<Box<dyn Send>>,
@@ -148,7 +154,17 @@ impl Probes {
         loader.map_max_entries("CALL_RING", slots);
         loader.override_global("CALL_SLOTS", &slots, true);
         diagnostics::set_level(&mut loader, options.diagnostics);
-        let mut ebpf = loader.load(crate::PROBES).map_err(|e| {
+        // The release at rocsync's exit needs the kernel's kfuncs linked into the object.
+        // `ROCSYNC_WATCHDOG` set takes the path of kernels without them (for its tests).
+        let btf = std::env::var_os(WATCHDOG_ENV)
+            .is_none()
+            .then(|| aya::Btf::from_sys_fs().ok())
+            .flatten();
+        let linked = btf
+            .as_ref()
+            .and_then(|btf| release::link_kfuncs(crate::PROBES, btf).ok());
+        let object = linked.as_ref().map_or(crate::PROBES, |l| l.bytes());
+        let mut ebpf = loader.load(object).map_err(|e| {
             anyhow!("the kernel refused rocsync's eBPF programs: {e}")
                 .context("loading probes (needs Linux ≥ 5.15 with BPF ring buffers and uprobes)")
         })?;
@@ -179,6 +195,14 @@ impl Probes {
                 .load()
                 .with_context(|| format!("loading program {name}"))?;
         }
+        // Where the kernel can continue what is stopped when this process exits, it
+        // does; elsewhere a capture keeps its watchdog process (see `release`).
+        let releases_at_exit = match (&btf, &linked) {
+            (Some(btf), Some(_)) => release::attach(&mut ebpf, btf)
+                .map_err(|e| crate::say!("rocsync: warning: no release of targets at exit: {e:#}"))
+                .is_ok(),
+            _ => false,
+        };
         let diagnostics = Diagnostics::init(&mut ebpf, options.diagnostics);
         let calls = call_ring::CallRing::new(
             owned_fd(&ebpf, "CALL_RING")?,
@@ -196,9 +220,16 @@ impl Probes {
             links: Vec::new(),
             temporary: Vec::new(),
             file_wide: false,
+            releases_at_exit,
             kept: Vec::new(),
         };
         Ok(probes)
+    }
+
+    /// Whether the kernel continues what the probes stopped when this process exits,
+    /// however (a SIGKILL of its whole cgroup included): then no watchdog is needed.
+    pub fn releases_at_exit(&self) -> bool {
+        self.releases_at_exit
     }
 
     /// Keeps `guard` until the probes are dropped (after every target is released).

@@ -1,5 +1,6 @@
 //! The targets the loader probe stops: continued by rocsync once it has probed what they
-//! mapped, and on every exit path; the watchdog reads the same map if rocsync is killed.
+//! mapped, and on every exit path; if rocsync is killed, the kernel's exit program
+//! (`release`) or, where the kernel lacks it, the watchdog reads the same maps.
 
 use anyhow::{Context as _, Result};
 use aya::maps::HashMap;

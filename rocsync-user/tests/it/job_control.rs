@@ -27,7 +27,11 @@ fn children(pid: u32) -> Vec<u32> {
 /// `rocsync attach --wait` on the looping target, in a process group of its own (a
 /// terminal's job), once it answers the target's stops.
 fn attach_as_a_job(target: &Target) -> Child {
-    let mut tracer = spawn_piped(attach_command(target.pid()).process_group(0));
+    attach_as_a_job_with(attach_command(target.pid()))
+}
+
+fn attach_as_a_job_with(mut cmd: std::process::Command) -> Child {
+    let mut tracer = spawn_piped(cmd.process_group(0));
     drop(wait_for_line(
         &mut tracer,
         "waiting for process",
@@ -45,7 +49,11 @@ fn the_watchdog_outlives_what_is_sent_to_the_job() {
         return;
     }
     let target = Target::start();
-    let mut tracer = attach_as_a_job(&target);
+    // The watchdog is the path of kernels without the release at rocsync's exit
+    // (`probes::release`): taken here on any kernel.
+    let mut cmd = attach_command(target.pid());
+    cmd.env("ROCSYNC_WATCHDOG", "1");
+    let mut tracer = attach_as_a_job_with(cmd);
     let rocsync = tracer.id() as i32;
     let watchdog = children(tracer.id());
     assert_eq!(watchdog.len(), 1, "one watchdog: {watchdog:?}");

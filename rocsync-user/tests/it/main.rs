@@ -16,6 +16,7 @@ mod agent_filter;
 mod attribution;
 mod capture;
 mod carried_runtime;
+mod cgroup_kill;
 mod concurrent;
 mod convert;
 mod daemon;

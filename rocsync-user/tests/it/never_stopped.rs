@@ -1,8 +1,9 @@
 //! The target is never left stopped: not by a failed attach, not by a signal before the
-//! event loop runs, not by rocsync dying by SIGKILL while a stop is pending (the watchdog
-//! continues it), not by a stderr nobody reads. The target loads and unloads a library in
-//! a loop, so rocsync's loader probe stops it hundreds of times a second (`job_control.rs`:
-//! what a terminal's job control does). Needs root (eBPF).
+//! event loop runs, not by rocsync dying by SIGKILL while a stop is pending (its exit
+//! program, or the watchdog, continues it), not by a stderr nobody reads. The target
+//! loads and unloads a library in a loop, so rocsync's loader probe stops it hundreds of
+//! times a second (`job_control.rs`: what a terminal's job control does; `cgroup_kill.rs`:
+//! a SIGKILL of rocsync's whole cgroup). Needs root (eBPF).
 
 use std::{
     io::{BufRead as _, BufReader, Write as _},
@@ -36,14 +37,20 @@ fn sigkill_of_rocsync_with_a_stop_pending_never_leaves_the_target_stopped() {
     }
     let target = Target::start();
     for i in 0..12u64 {
-        let mut tracer = attach_waiting(target.pid());
+        // Every other time through the watchdog, the path of kernels without the release
+        // at rocsync's exit (`probes::release`).
+        let mut cmd = attach_command(target.pid());
+        if i % 2 == 1 {
+            cmd.env("ROCSYNC_WATCHDOG", "1");
+        }
+        let mut tracer = spawn_piped(&mut cmd);
         let lines = wait_for_line(&mut tracer, "waiting for process", Duration::from_secs(20));
         drop(lines);
         // Let it answer stops for a while, then kill it at a varying point.
         std::thread::sleep(Duration::from_millis(20 + (i * 37) % 90));
         tracer.kill().unwrap();
         tracer.wait().unwrap();
-        // The watchdog continues it within moments of rocsync's death.
+        // The kernel (or the watchdog) continues it within moments of rocsync's death.
         assert_continued(target.pid(), "pid left stopped");
     }
 }
