@@ -14,7 +14,7 @@ use std::io;
 use rocsync_common::{
     Api, Decoded, EXIT_OUT_READ, EntryRecord, ExitRecord, OutParam, PROCESS_FORK, decode,
 };
-use rustc_hash::FxHashMap as HashMap;
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use crate::{
     emit::{Sink, raw::Item},
@@ -46,6 +46,9 @@ pub struct Pipeline<S: Sink> {
     barriers: Barriers,
     /// Rows released in flight, until their call returns.
     deferred: HashMap<u64, Row>,
+    /// The queues whose record came (created, or found at a first doorbell): a packet of
+    /// another has no track to go on, and is counted instead.
+    queues: HashSet<u64>,
     sink: S,
     pub stats: CaptureStats,
     /// The first output error; the capture stops on it, keeping what was written.
@@ -64,6 +67,7 @@ impl<S: Sink> Pipeline<S> {
             resolver: Resolver::new(from_start),
             barriers: Barriers::default(),
             deferred: HashMap::default(),
+            queues: HashSet::default(),
             sink,
             stats: CaptureStats::default(),
             error: None,
@@ -157,11 +161,18 @@ impl<S: Sink> Pipeline<S> {
         if q.discovered {
             self.stats.queues_discovered += 1;
         }
+        if q.created || q.discovered {
+            self.queues.insert(q.queue);
+        }
         let r = self.sink.queue(q);
         self.keep_first(r);
     }
 
     pub fn packet(&mut self, p: &Packet) {
+        if !self.queues.contains(&p.queue) {
+            self.stats.packets_unknown_queue += 1;
+            return;
+        }
         let kind = crate::ingest::aql::decode(&p.bytes).kind.name();
         *self.stats.packets.entry(kind).or_default() += 1;
         self.barriers.packet(p);

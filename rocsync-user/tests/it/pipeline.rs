@@ -145,6 +145,54 @@ fn a_record_filtered_by_agents_is_a_tombstone() {
     assert_eq!(stats.calls(), 2, "the filtered call is not written");
 }
 
+/// A packet of a queue whose record never came (made before the capture, not found at a
+/// doorbell) has no track: counted, not silently left out; one of a known queue is
+/// written and counted by kind.
+#[test]
+fn a_packet_of_an_unknown_queue_is_counted() {
+    let mut p: Pipeline<TestSink> = Pipeline::new(writer(), true);
+    let queue = rocsync::ingest::Queue {
+        pid: PID,
+        tid: 9,
+        created: true,
+        discovered: false,
+        queue: 0x7000,
+        agent: 0x100,
+        base: 0x8000,
+        doorbell: 0x9000,
+        id: 1,
+        size: 64,
+        ordinal: 0,
+        ns: 1_000,
+    };
+    p.queue(&queue);
+    let mut bytes = [0u8; 64];
+    bytes[0] = 3; // HSA_PACKET_TYPE_BARRIER_AND
+    let packet = |queue| rocsync::ingest::Packet {
+        pid: PID,
+        tid: 9,
+        ordinal: 0,
+        queue,
+        agent: 0x100,
+        index: 0,
+        ns: 2_000,
+        bytes,
+    };
+    p.packet(&packet(0x7000));
+    p.packet(&packet(0x6000));
+    let t = finish(p);
+    assert_eq!(t["rocsync"]["packets"]["barrier_and"], 1);
+    let rows: Vec<_> = t["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["cat"] == "hsa_packet")
+        .collect();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0]["args"]["queue"], "0x7000");
+    assert_eq!(t["rocsync"]["drops"]["packets_unknown_queue"], 1);
+}
+
 /// Another agent's synchronize, blocked when a tick passes it over (released in flight),
 /// stays out of the trace when it returns and when it never does; both are counted
 /// filtered. (It used to be written on its return: a stray of another device's thread in
