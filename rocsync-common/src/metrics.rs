@@ -75,6 +75,60 @@ pub struct PendingCall {
     pub arg0: u64,
 }
 
+/// AQL packets counted (daemon mode), per agent and packet type: an index per packet, as
+/// for calls. Agents 0..[`METRIC_DEVICES`] have their own series; beyond them they share
+/// "other", and a queue found at its first doorbell (its agent unread) is "unknown".
+pub const AQL_TYPES: u32 = 8;
+const AQL_OTHER: u32 = METRIC_DEVICES as u32;
+const AQL_UNKNOWN: u32 = METRIC_DEVICES as u32 + 1;
+pub const AQL_SLOTS: u32 = (METRIC_DEVICES as u32 + 2) * AQL_TYPES;
+
+/// The agent of an AQL series.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum AqlAgent {
+    Ordinal(u32),
+    Other,
+    Unknown,
+}
+
+/// The slot of a packet of `packet_type` (its header's low byte) on the queue's agent
+/// `ordinal` ([`crate::UNKNOWN_AGENT`] where unread).
+#[inline(always)]
+pub fn aql_slot(ordinal: u64, packet_type: u8) -> u32 {
+    let agent = if ordinal < METRIC_DEVICES as u64 {
+        ordinal as u32
+    } else if ordinal == crate::UNKNOWN_AGENT as u64 {
+        AQL_UNKNOWN
+    } else {
+        AQL_OTHER
+    };
+    let t = if (packet_type as u32) < AQL_TYPES - 1 {
+        packet_type as u32
+    } else {
+        AQL_TYPES - 1
+    };
+    agent * AQL_TYPES + t
+}
+
+/// The agent and packet kind (as `rocsync_aql_packets_total`'s `kind` label) of a slot.
+pub fn aql_series(slot: u32) -> (AqlAgent, &'static str) {
+    let agent = match slot / AQL_TYPES {
+        AQL_OTHER => AqlAgent::Other,
+        AQL_UNKNOWN => AqlAgent::Unknown,
+        o => AqlAgent::Ordinal(o),
+    };
+    // HSA_PACKET_TYPE_* (hsa.h); barriers apart, as the waits' producers are.
+    let kind = match slot % AQL_TYPES {
+        0 => "vendor_specific",
+        2 => "kernel_dispatch",
+        3 => "barrier_and",
+        4 => "agent_dispatch",
+        5 => "barrier_or",
+        _ => "other",
+    };
+    (agent, kind)
+}
+
 #[cfg(feature = "user")]
 mod pod {
     // SAFETY: plain `#[repr(C)]` data with explicit padding and no invalid bit patterns.
@@ -100,5 +154,19 @@ mod tests {
             assert_eq!(MetricKey::of_slot(other).device, OTHER_DEVICE);
         }
         assert_eq!(MetricKey::slot(METRIC_APIS, 0), None);
+    }
+
+    #[test]
+    fn aql_slots_name_their_agent_and_kind() {
+        let s = aql_slot(3, 3);
+        assert!(s < AQL_SLOTS);
+        assert_eq!(aql_series(s), (AqlAgent::Ordinal(3), "barrier_and"));
+        assert_eq!(aql_series(aql_slot(0, 2)).1, "kernel_dispatch");
+        assert_eq!(aql_series(aql_slot(0, 5)).1, "barrier_or");
+        assert_eq!(aql_series(aql_slot(0, 200)).1, "other");
+        assert_eq!(aql_series(aql_slot(40, 2)).0, AqlAgent::Other);
+        let unknown = aql_slot(crate::UNKNOWN_AGENT as u64, 0);
+        assert!(unknown < AQL_SLOTS);
+        assert_eq!(aql_series(unknown), (AqlAgent::Unknown, "vendor_specific"));
     }
 }

@@ -14,8 +14,10 @@ use rocsync_common::{
 };
 
 use crate::{
-    BPF_RB_NO_WAKEUP, EVENTS, capturing, count_drops,
+    BPF_RB_NO_WAKEUP, EVENTS, count_drops,
     hsa::{DOORBELLS, emit_queue},
+    metrics::count_packet,
+    observed,
 };
 
 /// `amd_signal_t` (amd_hsa_signal.h): `kind` at 0 (doorbells are -1, legacy ones -2),
@@ -24,7 +26,7 @@ const AMD_SIGNAL_QUEUE_PTR: u64 = 48;
 const AMD_SIGNAL_KIND_DOORBELL: i64 = -1;
 const AMD_SIGNAL_KIND_LEGACY_DOORBELL: i64 = -2;
 
-/// A store to a signal not known as a doorbell, in a traced process: if the signal is a
+/// A store to a signal not known as a doorbell, in a traced or counted process: if the signal is a
 /// hardware queue's doorbell (a queue created before the capture), learn the queue there,
 /// once, reading from the oldest packet not yet consumed.
 #[inline(always)]
@@ -34,7 +36,7 @@ fn discover(
     key: HandleKey,
     value: u64,
 ) -> Option<*mut QueueInfo> {
-    capturing((pid_tgid >> 32) as u32)?;
+    observed((pid_tgid >> 32) as u32)?;
     // SAFETY: target memory through the checked helper.
     let kind = unsafe { bpf_probe_read_user(key.handle as *const i64) }.ok()?;
     if kind != AMD_SIGNAL_KIND_DOORBELL && kind != AMD_SIGNAL_KIND_LEGACY_DOORBELL {
@@ -84,7 +86,9 @@ const PACKET_TYPE_INVALID: u8 = 1;
 /// `hsa_signal_store_*(signal, value)`: on a known doorbell, `value` is the write index of
 /// the last packet published. Every packet since the last one read is read from the ring
 /// (bounded; the excess is counted as truncated), up to the highest index any doorbell
-/// announced: with several producers, doorbells may ring out of order.
+/// announced: with several producers, doorbells may ring out of order. Where nothing
+/// records them (the daemon counting, an agent filtered out), their types are counted
+/// when the process is counted, and nothing else is read.
 #[uprobe]
 pub fn doorbell(ctx: ProbeContext) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
@@ -101,7 +105,7 @@ pub fn doorbell(ctx: ProbeContext) -> u32 {
             None => return 0,
         },
     };
-    let Some(cfg) = capturing((pid_tgid >> 32) as u32) else {
+    let Some(cfg) = observed((pid_tgid >> 32) as u32) else {
         return 0;
     };
     let agents = cfg.agents;
@@ -122,12 +126,6 @@ pub fn doorbell(ctx: ProbeContext) -> u32 {
         return 0;
     }
     let first = q.last.wrapping_add(1);
-    // A filtered agent's packets cost the lookup and nothing more.
-    if agents != 0 && (q.ordinal >= 64 || agents & (1u64 << q.ordinal) == 0) {
-        // SAFETY: as above.
-        unsafe { (*info).last = rung };
-        return 0;
-    }
     if q.size == 0 || q.size & (q.size - 1) != 0 {
         warn!(
             &ctx,
@@ -137,9 +135,25 @@ pub fn doorbell(ctx: ProbeContext) -> u32 {
         unsafe { (*info).last = rung };
         return 0;
     }
+    let counted = cfg.metrics != 0;
+    // A filtered agent's packets cost the lookup (and their count) and nothing more.
+    let filtered = agents != 0 && (q.ordinal >= 64 || agents & (1u64 << q.ordinal) == 0);
+    if cfg.capture == 0 || filtered {
+        let (last, stalled) = if counted {
+            count_packets(&q, first, rung)
+        } else {
+            (rung, u64::MAX)
+        };
+        // SAFETY: as above.
+        unsafe {
+            (*info).last = last;
+            (*info).stalled = stalled;
+        }
+        return 0;
+    }
     // SAFETY: helper without preconditions.
     let ns = unsafe { bpf_ktime_get_ns() };
-    let (last, stalled) = read_packets(&ctx, pid_tgid, &q, first, rung, ns);
+    let (last, stalled) = read_packets(&ctx, pid_tgid, &q, first, rung, ns, counted);
     // SAFETY: as above.
     unsafe {
         (*info).last = last;
@@ -162,6 +176,7 @@ fn read_packets(
     first: u64,
     rung: u64,
     ns: u64,
+    counted: bool,
 ) -> (u64, u64) {
     for i in 0..MAX_PACKETS_PER_DOORBELL {
         let index = first + i;
@@ -196,6 +211,9 @@ fn read_packets(
             count_drops(drop_index::PACKET_UNREAD, 1);
             continue;
         }
+        if counted {
+            count_packet(q.ordinal, packet[0]);
+        }
         let Some(mut slot) = EVENTS.reserve::<PacketRecord>(0) else {
             count_drops(drop_index::PACKET, 1);
             continue;
@@ -214,6 +232,41 @@ fn read_packets(
             packet,
         });
         slot.submit(BPF_RB_NO_WAKEUP);
+    }
+    let published = rung - first + 1;
+    if published > MAX_PACKETS_PER_DOORBELL {
+        count_drops(drop_index::TRUNCATED, published - MAX_PACKETS_PER_DOORBELL);
+    }
+    (rung, u64::MAX)
+}
+
+/// Counts the types of packets `first..=rung` (at most [`MAX_PACKETS_PER_DOORBELL`]),
+/// reading each one's header only; stops, as [`read_packets`] does, at a slot not yet
+/// written. Returns the index up to which every packet was counted, and the unwritten
+/// slot it stopped at, if any.
+#[inline(always)]
+fn count_packets(q: &QueueInfo, first: u64, rung: u64) -> (u64, u64) {
+    for i in 0..MAX_PACKETS_PER_DOORBELL {
+        let index = first + i;
+        if index > rung {
+            return (rung, u64::MAX);
+        }
+        let at = q.base + (index & (q.size - 1)) * 64;
+        // SAFETY: target memory through the checked helper.
+        let Ok(header) = (unsafe { bpf_probe_read_user(at as *const u8) }) else {
+            return (rung, u64::MAX);
+        };
+        if header == PACKET_TYPE_INVALID {
+            let read_at = q.queue + AMD_QUEUE_READ_INDEX;
+            // SAFETY: as above.
+            let read = unsafe { bpf_probe_read_user(read_at as *const u64) }.unwrap_or(0);
+            if read <= index {
+                return (index.wrapping_sub(1), index);
+            }
+            count_drops(drop_index::PACKET_UNREAD, 1);
+            continue;
+        }
+        count_packet(q.ordinal, header);
     }
     let published = rung - first + 1;
     if published > MAX_PACKETS_PER_DOORBELL {

@@ -13,7 +13,7 @@ use rocsync_common::{
     QueueRecord, RECORD_QUEUE, drop_index,
 };
 
-use crate::{BPF_RB_FORCE_WAKEUP, EVENTS, capturing, count_drops};
+use crate::{BPF_RB_FORCE_WAKEUP, EVENTS, count_drops, observed};
 
 /// `hsa_queue_create` calls in flight, by `pid_tgid`.
 #[map]
@@ -54,7 +54,7 @@ fn agent_ordinal(tgid: u64, agent: u64) -> u32 {
 pub fn agent_info_enter(ctx: ProbeContext) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
     let attribute = ctx.arg::<u64>(1).unwrap_or(0) & 0xffff_ffff;
-    if attribute != HSA_AGENT_INFO_DEVICE || capturing((pid_tgid >> 32) as u32).is_none() {
+    if attribute != HSA_AGENT_INFO_DEVICE || observed((pid_tgid >> 32) as u32).is_none() {
         return 0;
     }
     let q = AgentQuery {
@@ -91,7 +91,7 @@ pub(crate) static DOORBELLS: HashMap<HandleKey, QueueInfo> = HashMap::with_max_e
 #[uprobe]
 pub fn queue_create_enter(ctx: ProbeContext) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
-    if capturing((pid_tgid >> 32) as u32).is_none() {
+    if observed((pid_tgid >> 32) as u32).is_none() {
         return 0;
     }
     // SAFETY: the context is the probe's pt_regs; the stack slot is read with the checked
@@ -131,7 +131,7 @@ pub fn queue_create_exit(ctx: RetProbeContext) -> u32 {
     // Numbered as the process's HIP device when its visible devices reorder agents.
     let ordinal = agent_ordinal(pid_tgid >> 32, c.agent);
     let ordinal =
-        capturing((pid_tgid >> 32) as u32).map_or(ordinal, |cfg| cfg.device_of_agent(ordinal));
+        observed((pid_tgid >> 32) as u32).map_or(ordinal, |cfg| cfg.device_of_agent(ordinal));
     let info = QueueInfo {
         queue,
         agent: c.agent,

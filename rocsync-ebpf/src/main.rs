@@ -80,12 +80,13 @@ fn fetch_add_by(counter: *mut u64, n: u64) -> u64 {
     value
 }
 
-/// The target's settings when it is being captured.
+/// The target's settings when a capture records it or the daemon counts it: the HSA
+/// write path follows its queues either way (a trace may begin at any time).
 #[inline(always)]
-fn capturing(tgid: u32) -> Option<Config> {
+fn observed(tgid: u32) -> Option<Config> {
     // SAFETY: plain map lookup, copied out.
     match unsafe { TARGETS.get(tgid) } {
-        Some(cfg) if cfg.capture != 0 => Some(*cfg),
+        Some(cfg) if cfg.capture != 0 || cfg.metrics != 0 => Some(*cfg),
         _ => None,
     }
 }

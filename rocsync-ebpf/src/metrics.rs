@@ -9,8 +9,8 @@ use aya_ebpf::{
     maps::{LruHashMap, PerCpuArray},
 };
 use rocsync_common::{
-    Cookie, HandleKey, METRIC_SLOTS, MetricKey, MetricValue, NO_DEVICE, OutParam, PendingCall,
-    Switch, TRACE_RECORDING, TRACE_STOPPING, WAIT_BUCKETS,
+    AQL_SLOTS, Cookie, HandleKey, METRIC_SLOTS, MetricKey, MetricValue, NO_DEVICE, OutParam,
+    PendingCall, Switch, TRACE_RECORDING, TRACE_STOPPING, WAIT_BUCKETS, aql_slot,
 };
 
 use crate::{
@@ -27,6 +27,20 @@ static PENDING: LruHashMap<u64, PendingCall> = LruHashMap::with_max_entries(1638
 /// The stream each event was last recorded on, to count cross-stream waits.
 #[map]
 static EVENT_STREAM: LruHashMap<HandleKey, u64> = LruHashMap::with_max_entries(65536, 0);
+
+/// AQL packets published by counted processes, per agent and type
+/// (`rocsync_common::aql_slot`).
+#[map]
+static AQL_PACKETS: PerCpuArray<u64> = PerCpuArray::with_max_entries(AQL_SLOTS, 0);
+
+/// One packet of type `header` (its low byte) on the queue's agent `ordinal`.
+#[inline(always)]
+pub fn count_packet(ordinal: u64, header: u8) {
+    if let Some(c) = AQL_PACKETS.get_ptr_mut(aql_slot(ordinal, header)) {
+        // SAFETY: per-CPU slot, no concurrent writer on this CPU while the program runs.
+        unsafe { *c += 1 };
+    }
+}
 
 /// This CPU's counters of one API on one device.
 #[inline(always)]

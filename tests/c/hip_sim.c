@@ -164,6 +164,18 @@ static uint64_t new_signal(void) {
   return sig.handle;
 }
 
+/* With $HIP_SIM_KERNEL_COUNT set, the number of kernel dispatch packets published is
+ * written there at exit (tests count them against the daemon's metrics). */
+static unsigned long n_kernels;
+
+static void write_kernel_count(void) {
+  const char *path = getenv("HIP_SIM_KERNEL_COUNT");
+  FILE *f = path ? fopen(path, "w") : NULL;
+  if (!f) return;
+  fprintf(f, "%lu\n", n_kernels);
+  fclose(f);
+}
+
 static void submit_kernel(struct ihipStream_t *s, unsigned work_us) {
   hsa_kernel_dispatch_packet_t k;
   memset(&k, 0, sizeof k);
@@ -172,7 +184,8 @@ static void submit_kernel(struct ihipStream_t *s, unsigned work_us) {
   k.grid_size_x = work_us * 1024; k.grid_size_y = 1; k.grid_size_z = 1;
   k.kernel_object = 0x51000;
   k.completion_signal.handle = new_signal();
-  submit(s, &k, HSA_PACKET_TYPE_KERNEL_DISPATCH | 1 << 8);
+  if (submit(s, &k, HSA_PACKET_TYPE_KERNEL_DISPATCH | 1 << 8) != UINT64_MAX && n_kernels++ == 0)
+    atexit(write_kernel_count);
 }
 
 /* A barrier waiting on `dep` (0: none); returns its completion signal. A barrier-AND, or

@@ -106,8 +106,14 @@ impl Tracker {
                 .chain(maps::libraries(&mappings, |n| r.carried_by(n)).map(|m| (m, true)));
             for (m, carried) in copies {
                 if let Ok(lib) = OpenedLibrary::of_mapping(pid, m) {
-                    self.probe_file(r, &lib, pid, carried);
+                    self.probe_file(Probed::Runtime(r, carried), &lib, pid);
                 }
+            }
+        }
+        // The HSA write path: queues, doorbells and packets (counted; recorded by traces).
+        for m in maps::libraries(&mappings, maps::is_hsa_runtime) {
+            if let Ok(lib) = OpenedLibrary::of_mapping(pid, m) {
+                self.probe_file(Probed::Hsa, &lib, pid);
             }
         }
         if self.tracked.contains(&pid) {
@@ -132,7 +138,7 @@ impl Tracker {
 
     /// Probes one runtime file `pid` maps, unless it is probed already, was found
     /// unusable, or its user has as many files probed as allowed.
-    fn probe_file(&mut self, r: &Runtime, lib: &OpenedLibrary, pid: u32, carried: bool) {
+    fn probe_file(&mut self, what: Probed<'_>, lib: &OpenedLibrary, pid: u32) {
         if self.files.serves(lib, pid) {
             return;
         }
@@ -159,23 +165,32 @@ impl Tracker {
                 return;
             }
         }
-        let mut choice = ApiChoice::default();
-        if self.learning {
-            choice.temporary = Api::ALL
-                .iter()
-                .copied()
-                .filter(|a| a.op() == Op::GetDevice)
-                .collect();
-        }
         let mark = self.probes.links_mark();
-        match self
-            .probes
-            .attach_runtime(r, &choice, &lib.path(), Some(pid), carried)
-        {
+        let attached = match what {
+            Probed::Runtime(r, carried) => {
+                let mut choice = ApiChoice::default();
+                if self.learning {
+                    choice.temporary = Api::ALL
+                        .iter()
+                        .copied()
+                        .filter(|a| a.op() == Op::GetDevice)
+                        .collect();
+                }
+                self.probes
+                    .attach_runtime(r, &choice, &lib.path(), Some(pid), carried)
+            }
+            Probed::Hsa => self.probes.attach_hsa(&lib.path(), pid),
+        };
+        match attached {
             Ok(_) => {
                 let links = self.probes.take_links(mark);
                 self.files.add(lib, owner, pid, links);
-                crate::say!("rocsync daemon: probing {}", shown());
+                let hsa = if matches!(what, Probed::Hsa) {
+                    " (HSA queues and doorbells)"
+                } else {
+                    ""
+                };
+                crate::say!("rocsync daemon: probing {}{hsa}", shown());
             }
             // What is wrong with the file itself is remembered; a refusal of the kernel
             // (attaching) is tried again at the next process that maps it.
@@ -238,6 +253,15 @@ impl Tracker {
 
 /// Whether attaching failed for the file's content, not for a passing reason (a read
 /// error, descriptors short, a kernel refusal), which the next look tries again.
+/// What a probed file is to the daemon.
+#[derive(Clone, Copy)]
+enum Probed<'a> {
+    /// A GPU runtime, and whether it is a copy carried inside another library.
+    Runtime(&'a Runtime, bool),
+    /// `libhsa-runtime64`: its queue write path.
+    Hsa,
+}
+
 fn is_unusable(e: &anyhow::Error) -> bool {
     matches!(
         e.downcast_ref::<SymbolError>(),

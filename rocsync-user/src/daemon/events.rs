@@ -108,6 +108,7 @@ impl Daemon {
     /// Tracked processes that exited are forgotten.
     pub fn on_prune(&mut self) -> anyhow::Result<Flow> {
         self.tracker.prune()?;
+        self.sessions.queues.retain_processes(crate::procfs::exists);
         Ok(Flow::Go)
     }
 
@@ -198,12 +199,13 @@ impl Daemon {
     pub fn http_page(&self, path: &str) -> http::Response {
         let probes = &self.tracker.probes;
         match path {
-            "/metrics" => match (probes.metrics(), probes.drops()) {
-                (Ok(series), Ok(drops)) => (
+            "/metrics" => match (probes.metrics(), probes.drops(), probes.aql_packets()) {
+                (Ok(series), Ok(drops), Ok(packets)) => (
                     "200 OK",
                     "text/plain; version=0.0.4; charset=utf-8",
                     exposition::render(&exposition::Snapshot {
                         series: &series,
+                        packets: &packets,
                         drops: &drops,
                         tracked: self.tracker.tracked.len(),
                         cpu_seconds: exposition::own_cpu_seconds(),
@@ -214,7 +216,7 @@ impl Daemon {
                         files_refused: self.tracker.files.refused,
                     }),
                 ),
-                (Err(e), _) | (_, Err(e)) => (
+                (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => (
                     "500 Internal Server Error",
                     "text/plain",
                     format!("reading the probes' maps: {e:#}\n"),

@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use rocsync_common::{Api, MetricKey, MetricValue, OTHER_DEVICE, WAIT_BUCKETS};
+use rocsync_common::{Api, AqlAgent, MetricKey, MetricValue, OTHER_DEVICE, WAIT_BUCKETS};
 
 use super::files::Refused;
 use crate::stats::KernelDrops;
@@ -11,6 +11,8 @@ use crate::stats::KernelDrops;
 /// What one scrape shows.
 pub struct Snapshot<'a> {
     pub series: &'a [(MetricKey, MetricValue)],
+    /// AQL packets published, per agent and kind.
+    pub packets: &'a [(AqlAgent, &'static str, u64)],
     pub drops: &'a KernelDrops,
     pub tracked: usize,
     pub cpu_seconds: f64,
@@ -119,6 +121,24 @@ pub fn render(s: &Snapshot<'_>) -> String {
             v.wait_ns as f64 / 1e9
         );
         let _ = writeln!(out, "rocsync_sync_wait_seconds_count{{{l}}} {}", v.timed);
+    }
+    header(
+        &mut out,
+        "rocsync_aql_packets_total",
+        "counter",
+        "AQL packets the tracked processes published, by HSA agent (its ordinal; unknown \
+         for a queue found at its first doorbell) and packet kind.",
+    );
+    for (agent, kind, n) in s.packets {
+        let device = match agent {
+            AqlAgent::Ordinal(o) => o.to_string(),
+            AqlAgent::Other => "other".into(),
+            AqlAgent::Unknown => "unknown".into(),
+        };
+        let _ = writeln!(
+            out,
+            "rocsync_aql_packets_total{{device=\"{device}\",kind=\"{kind}\"}} {n}"
+        );
     }
     header(
         &mut out,
@@ -243,6 +263,10 @@ mod tests {
         };
         let text = render(&Snapshot {
             series: &[(key, v)],
+            packets: &[
+                (AqlAgent::Ordinal(1), "barrier_and", 7),
+                (AqlAgent::Unknown, "kernel_dispatch", 2),
+            ],
             drops: &KernelDrops::default(),
             tracked: 1,
             cpu_seconds: 0.5,
@@ -269,6 +293,12 @@ mod tests {
             "rocsync_sync_wait_seconds_bucket{{{l},le=\"+Inf\"}} 3"
         )));
         assert!(text.contains(&format!("rocsync_sync_wait_seconds_count{{{l}}} 3")));
+        assert!(text.contains("rocsync_aql_packets_total{device=\"1\",kind=\"barrier_and\"} 7"));
+        assert!(
+            text.contains(
+                "rocsync_aql_packets_total{device=\"unknown\",kind=\"kernel_dispatch\"} 2"
+            )
+        );
         assert!(text.contains("rocsync_traces_written_total 2"));
         assert!(text.contains("rocsync_probed_files 2"));
         assert!(text.contains("rocsync_files_refused_total{reason=\"per_user_limit\"} 5"));

@@ -123,6 +123,8 @@ impl FlightRecorder {
 pub struct Held {
     pub chunks: Vec<Arc<Chunk>>,
     pub assigned: Option<u64>,
+    /// The records of live HSA queues made before the window (their packets need them).
+    pub queues: Vec<Vec<u8>>,
 }
 
 /// The records of `chunks`, oldest first.

@@ -18,6 +18,7 @@ mod files;
 mod flight;
 mod http;
 pub mod protocol;
+mod queues;
 mod readers;
 pub mod remote;
 mod requests;

@@ -126,9 +126,12 @@ impl Daemon {
                 let dir = self.config.state_dir.clone();
                 let links = self.tracker.probes.link_kind().name();
                 let Some(f) = &mut self.flight else { return };
+                let chunks = f.chunks();
+                let queues = self.sessions.queues.missing_from(flight::records(&chunks));
                 let held = flight::Held {
-                    chunks: f.chunks(),
+                    chunks,
                     assigned,
+                    queues,
                 };
                 self.writing.flight(held, dir, id, processes, conn, links);
             }

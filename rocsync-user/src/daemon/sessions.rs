@@ -16,7 +16,7 @@ use rocsync_common::{
 };
 use tokio::time::Instant;
 
-use super::{discovery::Tracker, traces::Active, untrusted};
+use super::{discovery::Tracker, queues::LiveQueues, traces::Active, untrusted};
 use crate::agents::{AgentClaims, AgentSet, ClaimError, ClaimId};
 
 #[derive(Default)]
@@ -28,6 +28,8 @@ pub struct Sessions {
     pub held: Vec<(ClaimId, String)>,
     /// The highest call id read so far: a trace starting now numbers its calls after it.
     last_read: u64,
+    /// The tracked processes' HSA queues now: a trace gets those of its processes first.
+    pub queues: LiveQueues,
 }
 
 impl Sessions {
@@ -36,7 +38,11 @@ impl Sessions {
     pub fn start(&mut self, tracker: &mut Tracker, mut trace: Active) -> Result<()> {
         let claim = self.claims.start(&trace.name(), trace.agents.clone())?;
         trace.begin_after(self.last_read);
+        // Its processes' queues made before it: their packets are placed by them.
         let pids = trace.pids.clone();
+        for q in self.queues.of(&pids) {
+            trace.record(q);
+        }
         crate::say!(
             "rocsync daemon: trace {}: recording pid(s) {} ({}) until {:?} from now",
             trace.id,
@@ -119,7 +125,10 @@ impl Sessions {
         let pid = match decoded {
             Decoded::Entry(r) => r.pid,
             Decoded::Exit(r) => r.pid,
-            Decoded::Queue(r) => r.pid,
+            Decoded::Queue(r) => {
+                self.queues.note(bytes, r);
+                r.pid
+            }
             Decoded::Packet(r) => r.pid,
             _ => return,
         };

@@ -68,8 +68,9 @@ impl Writing {
         let done_name = name.clone();
         let job = self.jobs.spawn_blocking(trimmed(move || {
             let records = flight::records(&held.chunks);
+            let queues = held.queues.iter().map(Vec::as_slice);
             let written = traces::dump(
-                records,
+                queues.chain(records),
                 held.assigned,
                 &state_dir,
                 id,

@@ -3,7 +3,9 @@
 
 use anyhow::{Context as _, Result};
 use aya::{maps::PerCpuArray, programs::RawTracePoint};
-use rocsync_common::{METRIC_SLOTS, MetricKey, MetricValue, WAIT_BUCKETS};
+use rocsync_common::{
+    AQL_SLOTS, AqlAgent, METRIC_SLOTS, MetricKey, MetricValue, WAIT_BUCKETS, aql_series,
+};
 
 use super::Probes;
 
@@ -48,6 +50,26 @@ impl Probes {
             }
         }
         out.sort_by_key(|(k, _)| *k);
+        Ok(out)
+    }
+
+    /// AQL packets counted, per agent and kind, summed over CPUs (series at zero left
+    /// out).
+    pub fn aql_packets(&self) -> Result<Vec<(AqlAgent, &'static str, u64)>> {
+        let map: PerCpuArray<_, u64> = PerCpuArray::try_from(
+            self.ebpf
+                .map("AQL_PACKETS")
+                .context("AQL_PACKETS map missing")?,
+        )?;
+        let mut out = Vec::new();
+        for slot in 0..AQL_SLOTS {
+            let n: u64 = map.get(&slot, 0)?.iter().sum();
+            if n > 0 {
+                let (agent, kind) = aql_series(slot);
+                out.push((agent, kind, n));
+            }
+        }
+        out.sort();
         Ok(out)
     }
 }

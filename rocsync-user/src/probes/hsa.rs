@@ -3,12 +3,12 @@
 
 use std::path::Path;
 
-use anyhow::{Result, anyhow};
+use anyhow::Result;
 
 use super::{
     AGENT_INFO_ENTER, AGENT_INFO_EXIT, DOORBELL, LibraryReport, Probes, QUEUE_CREATE_ENTER,
     QUEUE_CREATE_EXIT, QUEUE_DESTROY,
-    elf::{self, Lookup},
+    elf::{self, Lookup, SymbolError},
 };
 
 /// The HSA write path: program per symbol (entry and return programs of one function).
@@ -27,10 +27,11 @@ impl Probes {
         let names: Vec<&'static str> = HSA_PROBES.iter().map(|(n, _)| *n).collect();
         let Lookup { found, missing } = elf::lookup(path, &names)?;
         if !found.iter().any(|f| f.names.contains(&"hsa_queue_create")) {
-            return Err(anyhow!(
+            return Err(SymbolError::NoneHooked(format!(
                 "{} does not export hsa_queue_create: is it really libhsa-runtime64?",
                 path.display()
-            ));
+            ))
+            .into());
         }
         let mark = (self.links.len(), self.temporary.len());
         let mut probed = Vec::new();

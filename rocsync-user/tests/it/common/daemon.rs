@@ -164,6 +164,11 @@ pub fn own_copy(dir: &TempDir) -> PathBuf {
     own_copy_of(dir, &rocsync_tests::scenario(), "scenario")
 }
 
+/// The dlopen scenario program under a path of this test's own, as [`own_copy`].
+pub fn own_copy_dlopen(dir: &TempDir) -> PathBuf {
+    own_copy_of(dir, &rocsync_tests::scenario_dlopen(), "scenario_dlopen")
+}
+
 /// The call loop (`bench_calls`) under a path of this test's own, as [`own_copy`].
 pub fn own_bench_calls(dir: &TempDir) -> PathBuf {
     own_copy_of(dir, &rocsync_tests::bench_calls(), "bench_calls")

@@ -117,6 +117,17 @@ impl Lines {
         }
     }
 
+    /// Waits until each of `needles` is in a line seen so far, in whatever order.
+    pub fn wait_for_all(&mut self, needles: &[&str]) {
+        while !needles.iter().all(|n| self.1.iter().any(|l| l.contains(n))) {
+            let line = self
+                .0
+                .recv_timeout(Duration::from_secs(20))
+                .unwrap_or_else(|_| panic!("not all of {needles:?}; saw {:#?}", self.1));
+            self.1.push(line);
+        }
+    }
+
     /// Takes the lines written so far, without waiting.
     pub fn drain(&mut self) -> &[String] {
         while let Ok(line) = self.0.try_recv() {
