@@ -216,6 +216,8 @@ fn stopping_mid_run_keeps_every_packet_published_before_the_stop() {
     let dir = TempDir::new();
     let log = dir.path("packets.log");
     let out = dir.path("trace.json");
+    // Held at its gate after 1000 of its 3000 iterations, its log flushed: the stop
+    // comes mid-run, every packet before it published and logged.
     let mut tracer = spawn_piped(
         rocsync()
             .args(["run", "-o"])
@@ -223,18 +225,18 @@ fn stopping_mid_run_keeps_every_packet_published_before_the_stop() {
             .arg("--")
             .arg(hsa_scenario())
             .args(["3000", "64"])
-            .env("SCENARIO_LOG", &log),
+            .env("SCENARIO_LOG", &log)
+            .env("SCENARIO_GATE", "1000"),
     );
-    wait_for_line(
-        &mut tracer,
-        "HSA queues and doorbells",
-        std::time::Duration::from_secs(20),
-    );
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    let mut gate = tracer.stdin.take().unwrap();
+    Lines::of(tracer.stdout.take().unwrap()).wait_for("ready");
+    let logged = std::fs::read_to_string(&log).unwrap().lines().count();
     // SAFETY: signals the tracer this test started.
     unsafe { libc::kill(tracer.id() as i32, libc::SIGINT) };
+    // Once the trace is written, the scenario runs on to its end (run waits for it).
+    Lines::of(tracer.stderr.take().unwrap()).wait_for("trace: ");
+    std::io::Write::write_all(&mut gate, b"go\n").unwrap();
     assert!(tracer.wait().unwrap().success());
-    let logged = std::fs::read_to_string(&log).unwrap().lines().count();
     let trace = read_json(&out);
     let mut per_queue: BTreeMap<String, Vec<u64>> = BTreeMap::new();
     for e in trace["traceEvents"]
@@ -249,7 +251,11 @@ fn stopping_mid_run_keeps_every_packet_published_before_the_stop() {
             .push(e["args"]["write_index"].as_u64().unwrap());
     }
     let captured: usize = per_queue.values().map(Vec::len).sum();
-    assert!(captured > 0 && captured < logged, "{captured} of {logged}");
+    assert!(
+        logged > 3000,
+        "1000 iterations of three or four packets: {logged}"
+    );
+    assert_eq!(captured, logged, "every packet published before the stop");
     // Every queue's packets up to the stop, with no gap.
     for (queue, mut idx) in per_queue {
         idx.sort();
