@@ -45,41 +45,46 @@ fn a_flight_dump_is_written_while_the_daemon_goes_on() {
     assert!(target.child.wait().unwrap().success());
 
     let sock = dir.path("rocsync.sock");
-    let mut first = rocsync()
-        .args(["trace", "--flight", "--socket"])
-        .arg(&sock)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // The dump has begun once its file exists.
     let traces = dir.path("state/traces");
-    let start = Instant::now();
-    while !std::fs::read_dir(&traces).is_ok_and(|mut d| d.next().is_some()) {
-        assert!(start.elapsed() < Duration::from_secs(30), "no dump begun");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    // While it is written: a scrape is answered, the status says it, a second dump is
-    // refused.
-    assert!(get(&addr, "/healthz").starts_with("HTTP/1.1 200"));
-    let status = daemon_status(&sock);
-    assert!(
-        status["writing"][0]
+    let written = || std::fs::read_dir(&traces).map_or(0, Iterator::count);
+    // A dump is observed in progress when the status lists it and a second request is
+    // refused for it. One that was written before the test could look (a fast disk, a
+    // descheduled test thread) proves nothing either way: asked again, a few times.
+    let mut attempts = 0;
+    let (first, refusal) = loop {
+        attempts += 1;
+        assert!(attempts <= 5, "no dump was ever seen in progress");
+        let before = written();
+        let first = rocsync()
+            .args(["trace", "--flight", "--socket"])
+            .arg(&sock)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The dump has begun once its file exists.
+        let start = Instant::now();
+        while written() == before {
+            assert!(start.elapsed() < Duration::from_secs(30), "no dump begun");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        // While it is written: a scrape is answered, the status says it, a second dump
+        // is refused.
+        assert!(get(&addr, "/healthz").starts_with("HTTP/1.1 200"));
+        let status = daemon_status(&sock);
+        let second = rocsync()
+            .args(["trace", "--flight", "--socket"])
+            .arg(&sock)
+            .output()
+            .unwrap();
+        let listed = status["writing"][0]
             .as_str()
-            .is_some_and(|n| n.starts_with("flight recorder dump")),
-        "{status}"
-    );
-    let second = rocsync()
-        .args(["trace", "--flight", "--socket"])
-        .arg(&sock)
-        .output()
-        .unwrap();
-    assert!(
-        first.try_wait().unwrap().is_none(),
-        "the dump was still being written: the scrape and the second request were answered meanwhile"
-    );
-    let refusal = String::from_utf8_lossy(&second.stderr);
-    assert!(!second.status.success());
+            .is_some_and(|n| n.starts_with("flight recorder dump"));
+        if listed && !second.status.success() {
+            break (first, String::from_utf8_lossy(&second.stderr).to_string());
+        }
+        assert!(first.wait_with_output().unwrap().status.success());
+    };
     assert!(
         refusal.contains("being written for an earlier request"),
         "{refusal}"
