@@ -187,9 +187,27 @@ impl Daemon {
             self.next_sample = c.sampling.map(|(_, every)| first_sample(every));
         }
         self.tracker.filters = c.filters.clone();
-        // The socket stays where the daemon listens.
+        // What was set up at start stays as it is (listeners, the flight recorder, the
+        // socket's group, the learning done): said, never pretended.
+        let old = &self.config;
+        let at_start = [
+            ("socket", old.socket != c.socket),
+            ("metrics_addr", old.metrics_addr != c.metrics_addr),
+            ("dynolog_addr", old.dynolog_addr != c.dynolog_addr),
+            ("flight_recorder", old.flight_recorder != c.flight_recorder),
+            ("group", old.group != c.group),
+            ("learn_devices", old.learn_devices != c.learn_devices),
+        ];
+        for (key, _) in at_start.iter().filter(|(_, changed)| *changed) {
+            crate::say!("rocsync daemon: warning: {key} changed: it takes effect at restart");
+        }
         self.config = DaemonConfig {
-            socket: self.config.socket.clone(),
+            socket: old.socket.clone(),
+            metrics_addr: old.metrics_addr,
+            dynolog_addr: old.dynolog_addr,
+            flight_recorder: old.flight_recorder,
+            group: old.group,
+            learn_devices: old.learn_devices,
             ..c
         };
         crate::say!("rocsync daemon: configuration reloaded");

@@ -219,3 +219,50 @@ fn a_reload_naming_an_unknown_user_keeps_the_configuration() {
     assert!(target.wait().unwrap().success());
     stop(daemon);
 }
+
+/// What is set up at start (the listeners, the flight recorder) is not pretended changed
+/// by a reload: each changed key is said to take effect at restart, and the daemon goes
+/// on as it was — still answering on its metrics address, the flight recorder still off.
+#[test]
+fn a_reload_says_what_takes_effect_only_at_restart() {
+    let name = "a_reload_says_what_takes_effect_only_at_restart";
+    let Some((dir, exe)) = daemon_test(name) else {
+        return;
+    };
+    let state = state_dir(&dir, "state");
+    let (daemon, mut lines) = configured_daemon(&dir, &exe, &state);
+    let addr = metrics_addr(&lines);
+    let changed = format!(
+        "{state}metrics_addr = \"127.0.0.1:1\"\ndynolog_addr = \"127.0.0.1:1\"\nflight_recorder = \"10s\"\nlearn_devices = \"off\"\n"
+    );
+    reload(
+        &dir,
+        &daemon,
+        &mut lines,
+        &changed,
+        "configuration reloaded",
+    );
+    for key in ["dynolog_addr", "flight_recorder", "learn_devices"] {
+        assert!(
+            lines
+                .1
+                .iter()
+                .any(|l| l.contains(&format!("{key} changed: it takes effect at restart"))),
+            "{key}: {:#?}",
+            lines.1
+        );
+    }
+    // The flag's metrics address wins over the file's: not changed, not named.
+    assert!(
+        !lines.1.iter().any(|l| l.contains("metrics_addr changed")),
+        "only what changed is named"
+    );
+    assert!(get(&addr, "/healthz").starts_with("HTTP/1.1 200"));
+    let flight = rocsync()
+        .args(["trace", "--flight", "--socket"])
+        .arg(dir.path("rocsync.sock"))
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&flight.stderr).contains("flight recorder is off"));
+    stop(daemon);
+}
