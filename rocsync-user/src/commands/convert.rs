@@ -2,7 +2,11 @@
 //! emit stages as the live capture, streaming (memory bounded by live state, not by the
 //! file's size).
 
-use std::{collections::BTreeMap, fs::File, io::BufReader};
+use std::{
+    collections::BTreeMap,
+    fs::File,
+    io::{BufRead, BufReader},
+};
 
 use anyhow::{Context as _, Result, bail};
 use serde_json::json;
@@ -22,17 +26,38 @@ use crate::{
 /// the whole capture.
 pub const TRUNCATED: i32 = 2;
 
+/// The raw capture as written: `--raw FILE.gz` compresses it, so a gzip stream (by its
+/// magic, whatever the name) is read through a decoder.
+fn decompressed(file: File) -> Result<Box<dyn BufRead>> {
+    let mut input = BufReader::new(file);
+    let gzip = input
+        .fill_buf()
+        .context("reading the raw capture")?
+        .starts_with(&[0x1f, 0x8b]);
+    Ok(if gzip {
+        Box::new(BufReader::new(flate2::bufread::MultiGzDecoder::new(input)))
+    } else {
+        Box::new(input)
+    })
+}
+
 pub fn convert(args: ConvertArgs) -> Result<i32> {
     let file = open_regular(&args.raw)?;
     let meta = file.metadata()?;
-    let out = args
-        .output
-        .clone()
-        .unwrap_or_else(|| args.raw.with_extension("json"));
+    let out = args.output.clone().unwrap_or_else(|| {
+        // r.jsonl → r.json, and r.jsonl.gz → r.json too.
+        let raw = &args.raw;
+        let plain = if raw.extension().is_some_and(|e| e == "gz") {
+            raw.with_extension("")
+        } else {
+            raw.clone()
+        };
+        plain.with_extension("json")
+    });
     if same_file(&out, &meta) {
         bail!("the output would overwrite the raw capture: name another with -o");
     }
-    let mut reader = Reader::new(BufReader::new(file))
+    let mut reader = Reader::new(decompressed(file)?)
         .with_context(|| format!("{} is not a rocsync raw capture", args.raw.display()))?;
     let mut outputs = Outputs::at(out, false, None)?;
     let header = reader.header.clone();

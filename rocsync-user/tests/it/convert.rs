@@ -23,6 +23,44 @@ fn converts_a_raw_capture_into_a_resolved_trace() {
     assert!(trace["baseTimeNanoseconds"].as_i64().unwrap() <= 1_700_000_000_000_001_000);
 }
 
+/// `--raw FILE.gz` writes the raw capture compressed; convert reads it back (by its gzip
+/// magic) into the trace the capture wrote, next to it as `FILE.json` by default.
+#[test]
+fn a_compressed_raw_capture_converts_into_the_live_trace() {
+    if !can_trace("a_compressed_raw_capture_converts_into_the_live_trace") {
+        return;
+    }
+    let dir = TempDir::new();
+    let (live, raw) = (dir.path("live.json"), dir.path("r.jsonl.gz"));
+    run_ok(
+        rocsync()
+            .args(["run", "--no-status", "-o"])
+            .arg(&live)
+            .arg("--raw")
+            .arg(&raw)
+            .arg("--")
+            .arg(rocsync_tests::scenario())
+            .args(["cross", "10"])
+            .env("SCENARIO_LOG", dir.path("s.log")),
+    );
+    let magic = std::fs::read(&raw).unwrap();
+    assert_eq!(&magic[..2], &[0x1f, 0x8b], "written compressed");
+    run_ok(rocsync().arg("convert").arg(&raw));
+    let (live, converted) = (read_json(&live), read_json(&dir.path("r.json")));
+    assert!(!trace_edges(&live).is_empty());
+    assert_eq!(trace_edges(&converted), trace_edges(&live));
+    let rows = |t: &serde_json::Value| {
+        t["traceEvents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["cat"] == "cuda_runtime")
+            .count()
+    };
+    assert_eq!(rows(&converted), rows(&live));
+    assert_eq!(converted["rocsync"]["drops"], live["rocsync"]["drops"]);
+}
+
 #[test]
 fn a_malformed_line_names_its_number_and_writes_nothing() {
     let dir = TempDir::new();
