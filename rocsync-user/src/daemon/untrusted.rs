@@ -86,13 +86,19 @@ fn socket_uid(peer: SocketAddr, local: SocketAddr) -> Option<u32> {
         (SocketAddr::V6(p), SocketAddr::V6(l)) => ("/proc/net/tcp6", hex_v6(p), hex_v6(l)),
         _ => return None,
     };
-    let text = std::fs::read_to_string(table).ok()?;
-    // sl local_address rem_address st tx:rx tr:when retrnsmt uid …
-    text.lines().skip(1).find_map(|line| {
-        let f: Vec<&str> = line.split_whitespace().collect();
-        (f.len() > 7 && f[1] == peer_hex && f[2] == local_hex)
-            .then(|| f[7].parse().ok())
-            .flatten()
+    // The table is read a page at a time and sockets come and go meanwhile, so a row can
+    // be passed over (seen in CI: a root scrape taken for the address's peer, whose slots
+    // another user's idle connections held, and closed). The row exists for as long as
+    // the connection does: read again before giving up.
+    (0..3).find_map(|_| {
+        let text = std::fs::read_to_string(table).ok()?;
+        // sl local_address rem_address st tx:rx tr:when retrnsmt uid …
+        text.lines().skip(1).find_map(|line| {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            (f.len() > 7 && f[1] == peer_hex && f[2] == local_hex)
+                .then(|| f[7].parse().ok())
+                .flatten()
+        })
     })
 }
 
