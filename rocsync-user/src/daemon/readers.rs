@@ -5,7 +5,9 @@
 //! [`MAX_READING`] requests at once (so scrapers, whom any local user can be, cannot take
 //! the slots of those allowed to ask for traces), and at most [`PER_PEER`] of one peer (so
 //! one user's idle connections cannot take everyone's); connections past that are closed
-//! unread.
+//! unread. A connection's peer share is checked before it takes a reading slot, so a
+//! burst of one user's connections never holds the slots of the others, even for the
+//! moment it takes to turn the excess away.
 
 use std::{
     collections::HashMap,
@@ -32,6 +34,11 @@ use super::{
 
 /// Requests being read at once, per listener.
 const MAX_READING: usize = 64;
+/// TCP peers being identified at once (each reads the kernel's socket table), and how
+/// long a connection waits for its turn: a burst of one user's connections delays the
+/// others' by that much at most, and takes none of their reading slots.
+const MAX_IDENTIFYING: usize = 64;
+const IDENTIFY_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 /// Requests of one peer (a uid on this node, an address off it) being read at once, per
 /// listener.
 const PER_PEER: usize = 8;
@@ -67,8 +74,10 @@ impl Drop for PeerSlot {
     }
 }
 
-/// Who is at the other end of a TCP connection.
-fn tcp_peer(conn: &TcpStream) -> Option<Peer> {
+/// Who is at the other end of a TCP connection, once it is its turn to be looked up.
+async fn tcp_peer(identifying: &Arc<Semaphore>, conn: &TcpStream) -> Option<Peer> {
+    let turn = identifying.clone().acquire_owned();
+    let _turn = tokio::time::timeout(IDENTIFY_WAIT, turn).await.ok()?.ok()?;
     Some(Peer::of(conn.peer_addr().ok()?, conn.local_addr().ok()?))
 }
 
@@ -88,6 +97,7 @@ pub struct Readers {
     reading: [Arc<Semaphore>; 3],
     /// Each peer's share of them.
     peers: [Arc<PeerSlots>; 3],
+    identifying: Arc<Semaphore>,
 }
 
 const HTTP: usize = 0;
@@ -105,19 +115,25 @@ impl Readers {
                 to_loop,
                 reading,
                 peers,
+                identifying: Arc::new(Semaphore::new(MAX_IDENTIFYING)),
             },
             incoming,
         )
     }
 
-    /// A scraper's connection.
+    /// A scraper's connection. Its peer's share is checked before a reading slot is
+    /// taken: connections past one peer's share never hold anyone else's slot.
     pub fn http(&self, mut conn: TcpStream) {
-        let Some(permit) = self.permit(HTTP) else {
-            return;
-        };
         let (to_loop, peers) = (self.to_loop.clone(), self.peers[HTTP].clone());
+        let (reading, identifying) = (self.reading[HTTP].clone(), self.identifying.clone());
         tokio::spawn(async move {
-            let Some(_slot) = tcp_peer(&conn).and_then(|p| peers.take(p)) else {
+            let Some(peer) = tcp_peer(&identifying, &conn).await else {
+                return;
+            };
+            let Some(_slot) = peers.take(peer) else {
+                return;
+            };
+            let Ok(permit) = reading.try_acquire_owned() else {
                 return;
             };
             let response = match http::read(&mut conn).await {
@@ -142,15 +158,20 @@ impl Readers {
 
     /// A connection on the unix socket; peers outside root and `group` are refused here.
     pub fn request(&self, mut conn: UnixStream, group: Option<u32>) {
+        // The peer's credentials come with the connection: its share is checked first.
+        let uid = rustix::net::sockopt::socket_peercred(&conn).map(|c| c.uid.as_raw());
+        let Some(slot) = uid
+            .ok()
+            .and_then(|u| self.peers[REQUEST].take(Peer::Uid(u)))
+        else {
+            return;
+        };
         let Some(permit) = self.permit(REQUEST) else {
             return;
         };
-        let (to_loop, peers) = (self.to_loop.clone(), self.peers[REQUEST].clone());
+        let to_loop = self.to_loop.clone();
         tokio::spawn(async move {
-            let uid = rustix::net::sockopt::socket_peercred(&conn).map(|c| c.uid.as_raw());
-            let Some(_slot) = uid.ok().and_then(|u| peers.take(Peer::Uid(u))) else {
-                return;
-            };
+            let _slot = slot;
             if !socket::allowed(&conn, group) {
                 let e = Reply::Refused {
                     error: "permission denied: root or the daemon's group only".into(),
@@ -165,15 +186,16 @@ impl Readers {
 
     /// A connection from dyno.
     pub fn dynolog(&self, mut conn: TcpStream) {
-        let Some(permit) = self.permit(DYNOLOG) else {
-            return;
-        };
         let (to_loop, peers) = (self.to_loop.clone(), self.peers[DYNOLOG].clone());
+        let (reading, identifying) = (self.reading[DYNOLOG].clone(), self.identifying.clone());
         tokio::spawn(async move {
-            let Some(peer) = tcp_peer(&conn) else {
+            let Some(peer) = tcp_peer(&identifying, &conn).await else {
                 return;
             };
             let Some(_slot) = peers.take(peer) else {
+                return;
+            };
+            let Ok(permit) = reading.try_acquire_owned() else {
                 return;
             };
             let asked = dynolog::read(&mut conn).await;
