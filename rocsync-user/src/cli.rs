@@ -13,7 +13,7 @@ use crate::{agents::AgentSet, daemon::protocol::DEFAULT_SOCKET};
 #[derive(Debug, Parser)]
 #[command(
     name = "rocsync",
-    version,
+    version = crate::VERSION,
     about = "Trace GPU synchronisation (event record, stream wait, synchronize) in unmodified HIP and CUDA processes",
     propagate_version = true
 )]
