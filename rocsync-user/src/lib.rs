@@ -13,6 +13,7 @@ pub mod cli;
 pub(crate) mod clock;
 pub mod commands;
 pub(crate) mod daemon;
+pub mod doctor;
 pub mod emit;
 pub(crate) mod environ;
 pub mod ingest;
