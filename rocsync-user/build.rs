@@ -2,9 +2,7 @@
 //! the commit built and the object's hash for `rocsync --version`.
 use anyhow::{Context as _, anyhow};
 use aya_build::{Package, Toolchain};
-
-#[path = "build/sha256.rs"]
-mod sha256;
+use sha2::Digest as _;
 
 fn main() -> anyhow::Result<()> {
     if std::process::Command::new("bpf-linker")
@@ -45,7 +43,9 @@ fn main() -> anyhow::Result<()> {
     strip_debug_info()?;
     let object = std::fs::read(std::path::Path::new(&std::env::var("OUT_DIR")?).join("rocsync"))?;
     // A prefix of the object's SHA-256: `sha256sum` of the object says the same.
-    let id = &sha256::hex(&sha256::digest(&object))[..16];
+    let digest = sha2::Sha256::digest(&object);
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    let id = &hex[..16];
     println!("cargo:rustc-env=ROCSYNC_PROBES_ID={id}");
     println!("cargo:rustc-env=ROCSYNC_COMMIT={}", git_commit());
     Ok(())

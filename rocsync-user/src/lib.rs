@@ -30,11 +30,6 @@ pub mod stdio;
 pub(crate) mod units;
 pub(crate) mod users;
 
-/// The build script's SHA-256 (the build id below), compiled here for its tests.
-#[cfg(test)]
-#[path = "../build/sha256.rs"]
-mod sha256;
-
 /// `rocsync --version`: the release, the commit built (`git rev-parse --short HEAD`,
 /// `-dirty` with changes, "unknown" outside a git checkout), and the build id of the
 /// embedded eBPF object: the first 16 hex digits of its SHA-256, taken at build time.
