@@ -13,7 +13,7 @@ use crate::{agents::AgentSet, daemon::protocol::DEFAULT_SOCKET};
 #[derive(Debug, Parser)]
 #[command(
     name = "rocsync",
-    version,
+    version = crate::VERSION,
     about = "Trace GPU synchronisation (event record, stream wait, synchronize) in unmodified HIP and CUDA processes",
     propagate_version = true
 )]
@@ -37,6 +37,16 @@ pub enum Command {
     Trace(TraceArgs),
     /// What the running daemon tracks, and the sessions recording.
     Status(StatusArgs),
+    /// What this machine allows: kernel features, capabilities, GPU runtimes (each tried
+    /// with a real attach); exits 1 when something needed is missing.
+    Doctor(DoctorArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// Print the checks as JSON
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

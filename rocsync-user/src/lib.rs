@@ -13,6 +13,7 @@ pub mod cli;
 pub(crate) mod clock;
 pub mod commands;
 pub(crate) mod daemon;
+pub mod doctor;
 pub mod emit;
 pub(crate) mod environ;
 pub mod ingest;
@@ -28,6 +29,18 @@ pub mod stderr;
 pub mod stdio;
 pub(crate) mod units;
 pub(crate) mod users;
+
+/// `rocsync --version`: the release, the commit built (`git rev-parse --short HEAD`,
+/// `-dirty` with changes, "unknown" outside a git checkout), and the build id of the
+/// embedded eBPF object: the first 16 hex digits of its SHA-256, taken at build time.
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("ROCSYNC_COMMIT"),
+    ", eBPF object sha256:",
+    env!("ROCSYNC_PROBES_ID"),
+    ")"
+);
 
 /// A diagnostic line on stderr, written off the caller's thread ([`stderr`]): a stderr
 /// nobody reads never blocks a capture or the daemon.

@@ -44,6 +44,7 @@ fn run() -> ExitCode {
             Command::Daemon(a) => commands::daemon(a, Signals::catch_all()?).await,
             Command::Trace(a) => commands::trace(a),
             Command::Status(a) => commands::status(a),
+            Command::Doctor(a) => commands::doctor(a),
         }
     });
     match result {

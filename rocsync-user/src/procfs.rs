@@ -53,6 +53,13 @@ pub fn status_field(pid: Option<u32>, name: &str) -> Option<String> {
     Some(line.trim().to_string())
 }
 
+/// A kernel setting, `/proc/sys/NAME` (e.g. `kernel/perf_event_paranoid`), trimmed.
+pub fn sysctl(name: &str) -> io::Result<String> {
+    Ok(std::fs::read_to_string(Path::new("/proc/sys").join(name))?
+        .trim()
+        .to_string())
+}
+
 /// The command line, argument by argument (empty for a kernel thread or a gone process).
 pub fn cmdline(pid: u32) -> Vec<String> {
     std::fs::read(path(pid, "cmdline"))

@@ -2,12 +2,14 @@
 
 mod attach;
 mod convert;
+mod doctor;
 mod run;
 mod settings;
 mod trace;
 
 pub use attach::attach;
 pub use convert::convert;
+pub use doctor::doctor;
 pub use run::run;
 pub use trace::{status, trace};
 

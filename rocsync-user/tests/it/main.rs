@@ -35,6 +35,7 @@ mod daemon_reload;
 mod daemon_sessions;
 mod daemon_windows;
 mod daemon_writing;
+mod doctor;
 mod edges;
 mod errors;
 mod hostile;

@@ -1,0 +1,236 @@
+//! The GPU runtimes installed, and whether the probes attach to each: the probes are
+//! loaded as a capture loads them, their call probes attached to the file scoped to the
+//! doctor's own pid (it never calls them), and detached at once.
+//!
+//! Where runtimes are looked for: the linker's cache (`ldconfig -p`), the CUDA runtime
+//! pip installs into the system Pythons (`nvidia/cuda_runtime/lib`), and ROCm under
+//! `/opt/rocm*/lib`.
+
+use std::{
+    collections::BTreeSet,
+    path::{Path, PathBuf},
+};
+
+use anyhow::Result;
+
+use super::{Check, Status};
+use crate::{
+    backend::{RUNTIMES, Runtime, is_version_of},
+    probes::{ApiChoice, ProbeOptions, Probes, library::OpenedLibrary},
+};
+
+/// The HSA runtime under HIP: its queues and doorbells (the HSA write path).
+const HSA: &str = "libhsa-runtime64.so";
+
+/// A library file to try, by what it is.
+enum Kind {
+    Runtime(&'static Runtime),
+    Hsa,
+}
+
+impl Kind {
+    fn soname(&self) -> &'static str {
+        match self {
+            Kind::Runtime(r) => r.soname,
+            Kind::Hsa => HSA,
+        }
+    }
+
+    fn what(&self) -> &'static str {
+        match self {
+            Kind::Runtime(r) if r.name == "hip" => "HIP runtime",
+            Kind::Runtime(_) => "CUDA runtime",
+            Kind::Hsa => "HSA runtime",
+        }
+    }
+
+    fn needed_for(&self) -> &'static str {
+        match self {
+            Kind::Runtime(r) if r.name == "hip" => "tracing HIP processes",
+            Kind::Runtime(_) => "tracing CUDA processes",
+            Kind::Hsa => "HIP's queues and doorbells (the HSA write path)",
+        }
+    }
+}
+
+pub fn checks() -> Vec<Check> {
+    let mut checks = Vec::new();
+    let mut probes =
+        match crate::preflight::check().and_then(|()| Probes::load(ProbeOptions::default())) {
+            Ok(p) => {
+                checks.push(Check::ok("eBPF programs", "loaded", "every capture"));
+                let release = Check::ok(
+                    "release at exit",
+                    if p.releases_at_exit() { "yes" } else { "no" },
+                    "the kernel continuing stopped targets if rocsync dies (else a watchdog does)",
+                );
+                checks.push(if p.releases_at_exit() {
+                    release
+                } else {
+                    release.not(
+                        Status::Absent,
+                        "a kernel with BTF and the task kfuncs (optional)",
+                    )
+                });
+                Some(p)
+            }
+            Err(e) => {
+                checks.push(
+                    Check::ok(
+                        "eBPF programs",
+                        format!("not loaded: {e:#}"),
+                        "every capture",
+                    )
+                    .not(Status::Missing, "see the rows above"),
+                );
+                None
+            }
+        };
+    let installed = installed();
+    let kinds = RUNTIMES.iter().map(Kind::Runtime).chain([Kind::Hsa]);
+    for kind in kinds {
+        let files: Vec<&PathBuf> = installed
+            .iter()
+            .filter(|p| file_name(p).is_some_and(|n| is_version_of(n, kind.soname())))
+            .collect();
+        if files.is_empty() {
+            checks.push(
+                Check::ok(kind.what(), "not installed", kind.needed_for()).not(
+                    Status::Absent,
+                    format!("install it if you trace such processes ({})", kind.soname()),
+                ),
+            );
+        }
+        for path in files {
+            let shown = path.display().to_string();
+            let Some(probes) = probes.as_mut() else {
+                let row = Check::ok(
+                    kind.what(),
+                    format!("{shown} (not tried: no programs)"),
+                    kind.needed_for(),
+                );
+                checks.push(row.unknown());
+                continue;
+            };
+            checks.push(match trial(probes, &kind, path) {
+                Ok(found) => Check::ok(kind.what(), format!("{shown}: {found}"), kind.needed_for()),
+                Err(e) => Check::ok(
+                    kind.what(),
+                    format!("{shown}: attach failed: {e:#}"),
+                    kind.needed_for(),
+                )
+                .not(
+                    Status::Missing,
+                    "see the error; --classic-uprobes if multi-uprobe links failed",
+                ),
+            });
+        }
+    }
+    checks
+}
+
+/// Attaches the probes of `kind` to `path` for this process, and detaches them.
+fn trial(probes: &mut Probes, kind: &Kind, path: &Path) -> Result<String> {
+    let lib = OpenedLibrary::at(path)?;
+    let pid = std::process::id();
+    let mark = probes.links_mark();
+    let report = match kind {
+        Kind::Runtime(runtime) => probes.attach_runtime(
+            runtime,
+            &ApiChoice::default(),
+            &lib.path(),
+            Some(pid),
+            false,
+        )?,
+        Kind::Hsa => probes.attach_hsa(&lib.path(), pid)?,
+    };
+    let links = probes.take_links(mark);
+    let _ = probes.release(vec![links]).join();
+    let via = match kind {
+        Kind::Runtime(_) => probes.link_kind().name(),
+        Kind::Hsa => "perf_event",
+    };
+    Ok(format!(
+        "attached to {} functions ({via})",
+        report.probed.len()
+    ))
+}
+
+fn file_name(path: &Path) -> Option<&str> {
+    path.file_name()?.to_str()
+}
+
+/// Every runtime file found, each once (by its real path).
+fn installed() -> BTreeSet<PathBuf> {
+    let wanted = |name: &str| {
+        RUNTIMES
+            .iter()
+            .map(|r| r.soname)
+            .chain([HSA])
+            .any(|s| is_version_of(name, s))
+    };
+    let mut paths = linker_cache();
+    paths.extend(in_dirs(&pip_cuda_dirs()));
+    paths.extend(in_dirs(&prefixed_dirs(Path::new("/opt"), "rocm", &["lib"])));
+    paths
+        .into_iter()
+        .filter(|p| file_name(p).is_some_and(&wanted))
+        .filter_map(|p| p.canonicalize().ok())
+        .collect()
+}
+
+/// The libraries `ldconfig -p` lists: `\tlibamdhip64.so.5 (libc6,x86-64) => /lib/…`.
+fn linker_cache() -> Vec<PathBuf> {
+    let output = ["ldconfig", "/sbin/ldconfig", "/usr/sbin/ldconfig"]
+        .iter()
+        .find_map(|l| std::process::Command::new(l).arg("-p").output().ok());
+    let Some(output) = output else {
+        return Vec::new();
+    };
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|l| Some(PathBuf::from(l.split_once(" => ")?.1.trim())))
+        .collect()
+}
+
+/// `nvidia/cuda_runtime/lib` of each system Python's site- and dist-packages.
+fn pip_cuda_dirs() -> Vec<PathBuf> {
+    [
+        "/usr/lib",
+        "/usr/lib64",
+        "/usr/local/lib",
+        "/usr/local/lib64",
+    ]
+    .iter()
+    .flat_map(|base| {
+        prefixed_dirs(
+            Path::new(base),
+            "python3",
+            &["site-packages", "dist-packages"],
+        )
+    })
+    .map(|d| d.join("nvidia/cuda_runtime/lib"))
+    .collect()
+}
+
+/// `base/PREFIX*/SUB` for each of `subs` that is a directory.
+fn prefixed_dirs(base: &Path, prefix: &str, subs: &[&str]) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(base) else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with(prefix))
+        .flat_map(|e| subs.iter().map(move |s| e.path().join(s)))
+        .filter(|d| d.is_dir())
+        .collect()
+}
+
+/// The files in `dirs`.
+fn in_dirs(dirs: &[PathBuf]) -> Vec<PathBuf> {
+    dirs.iter()
+        .filter_map(|d| std::fs::read_dir(d).ok())
+        .flatten()
+        .filter_map(|e| Some(e.ok()?.path()))
+        .collect()
+}
