@@ -39,7 +39,9 @@ pub struct Runtime {
     log: Mutex<Vec<Line>>,
 }
 
-fn mono_ns() -> u64 {
+/// CLOCK_MONOTONIC in ns, as the C programs' logs and the probes (`bpf_ktime_get_ns`)
+/// read it.
+pub fn mono_ns() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,

@@ -22,11 +22,20 @@ fn over_hsa<'a>(cmd: &'a mut Command, dir: &TempDir) -> &'a mut Command {
         .env("HIP_SIM_KERNEL_COUNT", dir.path("kernels"))
 }
 
-/// Waits until the daemon tracks `target` and has its HSA runtime probed: its queues and
-/// packets are seen from its first.
-fn tracked_with_hsa(lines: &mut Lines, target: &Gated) {
+/// A daemon counting the scenario `mode` over HSA (its own copy, its logs in `dir`), the
+/// scenario loaded and held until the daemon tracks it and has its HSA runtime probed
+/// (its queues and packets are seen from its first); the metrics address.
+fn tracked_over_hsa(dir: &TempDir, mode: &[&str]) -> (Daemon, Lines, Gated, String) {
+    let exe = own_copy_dlopen(dir);
+    let (daemon, mut lines) = start_daemon(dir, &exe, &[]);
+    let addr = metrics_addr(&lines);
+    let target = Gated::start_at(
+        over_hsa(Command::new(&exe).arg("loaded").args(mode), dir),
+        "loaded",
+    );
     let pid = target.child.id();
     lines.wait_for_all(&[&format!("tracking pid {pid}"), "(HSA queues and doorbells)"]);
+    (daemon, lines, target, addr)
 }
 
 /// What the simulated runtime says it published: its barriers' (queue, write index), and
@@ -79,14 +88,7 @@ fn the_daemon_counts_every_packet_the_runtime_published() {
     let Some((dir, _, python)) = metrics_test(name) else {
         return;
     };
-    let exe = own_copy_dlopen(&dir);
-    let (daemon, mut lines) = start_daemon(&dir, &exe, &[]);
-    let addr = metrics_addr(&lines);
-    let mut target = Gated::start_at(
-        over_hsa(Command::new(&exe).args(["loaded", "cross", "20"]), &dir),
-        "loaded",
-    );
-    tracked_with_hsa(&mut lines, &target);
+    let (daemon, _, mut target, addr) = tracked_over_hsa(&dir, &["cross", "20"]);
     target.open();
     assert!(target.child.wait().unwrap().success());
     let m = Metrics::scrape(&python, &addr);
@@ -112,15 +114,9 @@ fn a_trace_on_request_has_the_packets_a_capture_has() {
     let Some((dir, _)) = daemon_test(name) else {
         return;
     };
-    let exe = own_copy_dlopen(&dir);
-    let (daemon, mut lines) = start_daemon(&dir, &exe, &[]);
     // The daemon's: a trace asked for the process before it calls.
-    let mut target = Gated::start_at(
-        over_hsa(Command::new(&exe).args(["loaded", "cross", "20"]), &dir),
-        "loaded",
-    );
+    let (daemon, mut lines, mut target, _) = tracked_over_hsa(&dir, &["cross", "20"]);
     let pid = target.child.id().to_string();
-    tracked_with_hsa(&mut lines, &target);
     let asked = rocsync()
         .args(["trace", "--pid", &pid, "--duration-ms", "1500", "--socket"])
         .arg(dir.path("rocsync.sock"))
@@ -140,7 +136,7 @@ fn a_trace_on_request_has_the_packets_a_capture_has() {
         over_hsa(rocsync().args(["run", "--no-status", "-o"]), &ran)
             .arg(&run_trace)
             .arg("--")
-            .arg(&exe)
+            .arg(rocsync_tests::scenario_dlopen())
             .args(["cross", "20"]),
     );
     let daemon_trace = read_json(std::path::Path::new(
@@ -184,14 +180,7 @@ fn a_queue_made_before_a_trace_places_its_packets() {
     let Some((dir, _, python)) = metrics_test(name) else {
         return;
     };
-    let exe = own_copy_dlopen(&dir);
-    let (daemon, mut lines) = start_daemon(&dir, &exe, &[]);
-    let addr = metrics_addr(&lines);
-    let mut target = Gated::start_at(
-        over_hsa(Command::new(&exe).args(["loaded", "loop", "4000"]), &dir),
-        "loaded",
-    );
-    tracked_with_hsa(&mut lines, &target);
+    let (daemon, _, mut target, addr) = tracked_over_hsa(&dir, &["loop", "4000"]);
     target.open();
     target.said.wait_for("looping");
     // Packets counted: the loop's queue exists, made while nothing recorded.

@@ -30,16 +30,6 @@ const COUNTED: Duration = Duration::from_millis(3000);
 /// times a second, as busy PyTorch threads do.
 const WORK_NS: u64 = 80_000;
 
-fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes into the timespec given.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
 /// Steps made by `t` (ns), interpolated from the mix's progress lines.
 fn steps_at(progress: &[(u64, f64)], t: u64) -> Result<f64> {
     let i = progress.partition_point(|&(at, _)| at <= t);
@@ -75,7 +65,7 @@ fn lost_ms(window: &str, scratch: &std::path::Path) -> Result<f64> {
             .collect::<Vec<_>>()
     });
     thread::sleep(BEFORE);
-    let attached_at = monotonic_ns();
+    let attached_at = rocsync_tests::driver::mono_ns();
     let status = Command::new(root().join("target/release/rocsync"))
         .args([
             "attach",
@@ -90,7 +80,7 @@ fn lost_ms(window: &str, scratch: &std::path::Path) -> Result<f64> {
         .stderr(Stdio::null())
         .status()?;
     let end = attached_at + COUNTED.as_nanos() as u64;
-    while monotonic_ns() < end + 50_000_000 {
+    while rocsync_tests::driver::mono_ns() < end + 50_000_000 {
         thread::sleep(Duration::from_millis(20));
     }
     // SAFETY: signals the mix this bench started, still running.
