@@ -12,10 +12,19 @@ const CAP_BPF: u32 = 39;
 pub fn check() -> Result<()> {
     let caps = effective_caps()?;
     let has = |cap: u32| caps & (1u64 << cap) != 0;
-    if !(has(CAP_SYS_ADMIN) || (has(CAP_BPF) && has(CAP_PERFMON))) {
+    // CAP_BPF and CAP_PERFMON load the programs and attach multi-uprobe links, but the
+    // perf-event uprobes every capture uses (the loader hook, the HSA write path) need
+    // CAP_SYS_ADMIN on this kernel (measured: `rocsync doctor` shows it).
+    if !has(CAP_SYS_ADMIN) {
+        let partial = if has(CAP_BPF) && has(CAP_PERFMON) {
+            " (CAP_BPF and CAP_PERFMON load the programs, but perf-event uprobes need \
+             CAP_SYS_ADMIN)"
+        } else {
+            ""
+        };
         bail!(
-            "rocsync needs root, or the CAP_BPF and CAP_PERFMON capabilities, to load eBPF \
-             programs and attach uprobes: run it with sudo"
+            "rocsync needs root (CAP_SYS_ADMIN) to load eBPF programs and attach uprobes{partial}: \
+             run it with sudo; `rocsync doctor` says what this machine allows"
         );
     }
     if !Path::new("/sys/bus/event_source/devices/uprobe/type").exists() {

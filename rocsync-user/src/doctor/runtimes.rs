@@ -55,37 +55,38 @@ impl Kind {
 
 pub fn checks() -> Vec<Check> {
     let mut checks = Vec::new();
-    let mut probes =
-        match crate::preflight::check().and_then(|()| Probes::load(ProbeOptions::default())) {
-            Ok(p) => {
-                checks.push(Check::ok("eBPF programs", "loaded", "every capture"));
-                let release = Check::ok(
-                    "release at exit",
-                    if p.releases_at_exit() { "yes" } else { "no" },
-                    "the kernel continuing stopped targets if rocsync dies (else a watchdog does)",
-                );
-                checks.push(if p.releases_at_exit() {
-                    release
-                } else {
-                    release.not(
-                        Status::Absent,
-                        "a kernel with BTF and the task kfuncs (optional)",
-                    )
-                });
-                Some(p)
-            }
-            Err(e) => {
-                checks.push(
-                    Check::ok(
-                        "eBPF programs",
-                        format!("not loaded: {e:#}"),
-                        "every capture",
-                    )
-                    .not(Status::Missing, "see the rows above"),
-                );
-                None
-            }
-        };
+    // Loaded as they are, without the captures' preflight: each thing it checks has a row
+    // of its own, and what loads without CAP_SYS_ADMIN is worth showing.
+    let mut probes = match Probes::load(ProbeOptions::default()) {
+        Ok(p) => {
+            checks.push(Check::ok("eBPF programs", "loaded", "every capture"));
+            let release = Check::ok(
+                "release at exit",
+                if p.releases_at_exit() { "yes" } else { "no" },
+                "the kernel continuing stopped targets if rocsync dies (else a watchdog does)",
+            );
+            checks.push(if p.releases_at_exit() {
+                release
+            } else {
+                release.not(
+                    Status::Absent,
+                    "a kernel with BTF and the task kfuncs (optional)",
+                )
+            });
+            Some(p)
+        }
+        Err(e) => {
+            checks.push(
+                Check::ok(
+                    "eBPF programs",
+                    format!("not loaded: {e:#}"),
+                    "every capture",
+                )
+                .not(Status::Missing, "see the rows above"),
+            );
+            None
+        }
+    };
     let installed = installed();
     let kinds = RUNTIMES.iter().map(Kind::Runtime).chain([Kind::Hsa]);
     for kind in kinds {
