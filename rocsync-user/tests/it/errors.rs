@@ -124,7 +124,15 @@ fn without_privileges_says_what_is_needed() {
     cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
         .arg(env!("CARGO_BIN_EXE_rocsync"))
         .args(["attach", "--pid", &std::process::id().to_string()]);
-    fails_with(&mut cmd, "CAP_BPF");
+    fails_with(&mut cmd, "rocsync needs root (CAP_SYS_ADMIN)");
+    // With exactly CAP_BPF and CAP_PERFMON (root's other capabilities taken): refused
+    // at once, saying why they are not enough, rather than failing at the first
+    // perf-event uprobe.
+    let mut cmd = Command::new("setpriv");
+    cmd.args(["--inh-caps=-all", "--bounding-set=-sys_admin", "--"])
+        .arg(env!("CARGO_BIN_EXE_rocsync"))
+        .args(["attach", "--pid", &std::process::id().to_string()]);
+    fails_with(&mut cmd, "perf-event uprobes need CAP_SYS_ADMIN");
 }
 
 #[test]
