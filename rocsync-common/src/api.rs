@@ -266,6 +266,18 @@ impl Api {
         !matches!(self.op(), Op::GetDevice)
     }
 
+    /// Whether it polls (`*EventQuery`): a poll resolves no wait, so the daemon's budget
+    /// may stop probing it.
+    pub const fn is_polling(self) -> bool {
+        matches!(self.op(), Op::EventQuery)
+    }
+
+    /// [`Api::is_polling`] by id, as the probes test it (two compares).
+    #[inline(always)]
+    pub const fn id_is_polling(id: u32) -> bool {
+        id == Api::HipEventQuery as u32 || id == Api::CudaEventQuery as u32
+    }
+
     /// Per-thread default-stream variants (`_spt`, `_ptsz`): stream 0 is the calling
     /// thread's own stream, not the legacy null stream.
     pub const fn per_thread_stream(self) -> bool {

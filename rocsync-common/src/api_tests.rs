@@ -146,3 +146,11 @@ fn symbols_are_unique_and_name_their_backend() {
         assert!(Api::ALL[i + 1..].iter().all(|b| b.symbol() != a.symbol()));
     }
 }
+
+#[test]
+fn the_probes_polling_test_is_the_tables() {
+    for &api in Api::ALL {
+        assert_eq!(Api::id_is_polling(api as u32), api.is_polling(), "{api:?}");
+    }
+    assert!(Api::HipEventQuery.is_polling() && !Api::HipEventRecord.is_polling());
+}

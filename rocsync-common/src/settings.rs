@@ -18,13 +18,19 @@ pub struct Config {
     pub follow: u32,
     /// Non-zero: count this process's calls in `METRICS` (daemon mode).
     pub metrics: u32,
-    pub pad: u32,
+    /// The process's calls counted (daemon mode; wraps): their rate is what its probes
+    /// cost it, which the daemon's budget holds.
+    pub calls: u32,
     /// Non-zero: HSA agents are numbered as the process's HIP devices, by
     /// `agent_devices` (its `HIP_VISIBLE_DEVICES` makes HIP device N some other agent).
     pub remap: u32,
     /// The HIP device of each GPU agent by enumeration ordinal; [`HIDDEN_AGENT`] when no
     /// device is that agent.
     pub agent_devices: [u8; 16],
+    /// Of [`Config::calls`], the polling ones ([`crate::Api::is_polling`]): what the
+    /// budget can shed.
+    pub polls: u32,
+    pub pad: u32,
 }
 
 /// [`Config::capture`] of a process the daemon counts while a trace on demand records it:
@@ -46,6 +52,8 @@ impl Config {
         remap: 0,
         agent_devices: [HIDDEN_AGENT; 16],
         metrics: 0,
+        calls: 0,
+        polls: 0,
         pad: 0,
     };
 

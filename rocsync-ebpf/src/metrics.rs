@@ -9,7 +9,7 @@ use aya_ebpf::{
     maps::{LruHashMap, PerCpuArray},
 };
 use rocsync_common::{
-    AQL_SLOTS, Cookie, HandleKey, METRIC_SLOTS, MetricKey, MetricValue, NO_DEVICE, OutParam,
+    AQL_SLOTS, Api, Cookie, HandleKey, METRIC_SLOTS, MetricKey, MetricValue, NO_DEVICE, OutParam,
     PendingCall, Switch, TRACE_RECORDING, TRACE_STOPPING, WAIT_BUCKETS, aql_slot,
 };
 
@@ -54,11 +54,22 @@ fn series(api: u32, device: i32) -> Option<*mut MetricValue> {
 pub fn entered(cookie: Cookie, args: &[u64; 3]) -> Option<Switch> {
     let pid_tgid = bpf_get_current_pid_tgid();
     let tgid = (pid_tgid >> 32) as u32;
-    // SAFETY: plain map lookup, copied out.
-    let cfg = match unsafe { TARGETS.get(tgid) } {
-        Some(cfg) if cfg.metrics != 0 => *cfg,
-        _ => return None,
-    };
+    let ptr = TARGETS.get_ptr_mut(tgid)?;
+    // SAFETY: the map's value, valid for the program's run; copied out.
+    let cfg = unsafe { *ptr };
+    if cfg.metrics == 0 {
+        return None;
+    }
+    if cookie.kind() != Cookie::KIND_GET_DEVICE {
+        // SAFETY: the value's aligned fields; one atomic add each (the process's threads
+        // share them).
+        unsafe {
+            add_u32(&raw mut (*ptr).calls);
+            if Api::id_is_polling(cookie.api()) {
+                add_u32(&raw mut (*ptr).polls);
+            }
+        }
+    }
     count(cookie, args, pid_tgid, tgid);
     (cfg.capture == TRACE_RECORDING).then_some(Switch {
         capture: 1,
@@ -68,6 +79,19 @@ pub fn entered(cookie: Cookie, args: &[u64; 3]) -> Option<Switch> {
         // The *GetDevice modes are read from the global switch, which the daemon sets.
         ..Switch::default()
     })
+}
+
+/// Atomically adds one to `*counter` (no fetch: the cheapest atomic BPF has).
+#[inline(always)]
+unsafe fn add_u32(counter: *mut u32) {
+    // SAFETY: the caller passes a valid, aligned u32 map slot.
+    unsafe {
+        core::arch::asm!(
+            "lock *(u32 *)({p} + 0) += {v}",
+            p = in(reg) counter,
+            v = in(reg) 1u64,
+        );
+    }
 }
 
 #[inline(always)]

@@ -139,6 +139,11 @@ pub struct DaemonArgs {
     /// [default: 100ms]; each call traps meanwhile. 0 or off: never
     #[arg(long, value_name = "DURATION")]
     pub learn_devices: Option<String>,
+    /// Most share of a tracked process's CPU time its probes may cost (e.g. 1%, 0.5%)
+    /// [default: 1%]: above it, polling calls (*EventQuery) stop being probed until the
+    /// rate falls; off: no budget
+    #[arg(long, value_name = "PERCENT")]
+    pub budget: Option<String>,
     /// Check the configuration, print the settings in effect, and exit
     #[arg(long)]
     pub check: bool,

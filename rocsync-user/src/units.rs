@@ -45,6 +45,32 @@ pub fn parse_learning(s: &str) -> Result<Duration, String> {
     }
 }
 
+/// A share of a process's CPU time, in (0, 0.5].
+#[derive(Clone, Copy, Debug, PartialEq, PartialOrd)]
+pub struct Share(pub f64);
+
+// Never NaN: made only by `parse_budget` and constants.
+impl Eq for Share {}
+
+impl std::fmt::Display for Share {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}%", self.0 * 100.0)
+    }
+}
+
+/// A share of a process's CPU time: `1%`, `0.5%`; `off` (or `0`) for none.
+pub fn parse_budget(s: &str) -> Result<Option<Share>, String> {
+    if matches!(s, "0" | "off") {
+        return Ok(None);
+    }
+    let share = s
+        .strip_suffix('%')
+        .and_then(|n| n.trim().parse::<f64>().ok())
+        .filter(|p| p.is_finite() && *p > 0.0 && *p <= 50.0)
+        .ok_or_else(|| format!("{s:?}: expected a percentage of a process's CPU time above 0 and at most 50 (e.g. 1%, 0.5%), or off"))?;
+    Ok(Some(Share(share / 100.0)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -63,5 +89,11 @@ mod tests {
         assert_eq!(parse_learning("off"), Ok(Duration::ZERO));
         assert_eq!(parse_learning("100ms"), Ok(Duration::from_millis(100)));
         assert!(parse_learning("-1").is_err());
+        assert_eq!(parse_budget("1%"), Ok(Some(Share(0.01))));
+        assert_eq!(parse_budget("0.5%"), Ok(Some(Share(0.005))));
+        assert_eq!(parse_budget("off"), Ok(None));
+        for bad in ["1", "-1%", "0%", "51%", "nan%", "%"] {
+            assert!(parse_budget(bad).is_err(), "{bad}");
+        }
     }
 }

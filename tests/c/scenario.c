@@ -14,6 +14,10 @@
  *   hang                  queue 30 s of work, then block in hipStreamSynchronize
  *   fork ITERS            calls, then forks a child that calls on streams and events of
  *                         its own (its log: $SCENARIO_LOG.child), then calls again
+ *   poll                  prints "ready"; at each line on stdin: a thread starts
+ *                         recording and waiting (logged), the main thread polls
+ *                         hipEventQuery flat out (counted, not logged: millions);
+ *                         the polling stops ("polled N"); everything ends
  * $SCENARIO_HIP2 names a second copy, whose hipDeviceSynchronize basic also calls. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -438,6 +442,57 @@ static int forked(int iters) {
   return 0;
 }
 
+/* ---- poll: a dense polling phase between records and waits ---- */
+static int poll_phase; /* lines read on stdin */
+
+static void *poll_stdin(void *p) {
+  (void)p;
+  char buf[16];
+  /* Three lines (or the end of input) and the scenario is over. */
+  for (int i = 0; i < 3 && fgets(buf, sizeof buf, stdin); i++)
+    __atomic_add_fetch(&poll_phase, 1, __ATOMIC_SEQ_CST);
+  __atomic_store_n(&poll_phase, 3, __ATOMIC_SEQ_CST);
+  return NULL;
+}
+
+static int phase(void) { return __atomic_load_n(&poll_phase, __ATOMIC_SEQ_CST); }
+
+static void *poll_recorder(void *p) {
+  (void)p;
+  hipStream_t s = 0;
+  hipEvent_t e = 0;
+  StreamCreate(&s);
+  EventCreate(&e);
+  while (phase() < 3) {
+    EventRecord(e, s);
+    StreamWaitEvent(0, e);
+    usleep(2000);
+  }
+  EventDestroy(e);
+  StreamDestroy(s);
+  return NULL;
+}
+
+static void poll_mode(void) {
+  hipEvent_t q = 0;
+  EventCreate(&q);
+  pthread_t in, rec;
+  pthread_create(&in, NULL, poll_stdin, NULL);
+  printf("ready\n");
+  fflush(stdout);
+  while (phase() < 1) usleep(1000);
+  pthread_create(&rec, NULL, poll_recorder, NULL);
+  unsigned long long polls = 0;
+  while (phase() < 2) {
+    H(hipEventQuery)(q);
+    polls++;
+  }
+  printf("polled %llu\n", polls);
+  fflush(stdout);
+  pthread_join(rec, NULL);
+  pthread_join(in, NULL);
+}
+
 static void load_runtime(void) {
 #ifdef USE_DLOPEN
   const char *lib = getenv("SCENARIO_HIP") ? getenv("SCENARIO_HIP") : "libamdhip64.so";
@@ -505,6 +560,7 @@ static int run(int argc, char **argv) {
   else if (!strcmp(mode, "loop") && argc == 3) loop(atoi(argv[2]));
   else if (!strcmp(mode, "loop") && argc == 4) loop_devices(atoi(argv[2]), atoi(argv[3]));
   else if (!strcmp(mode, "hang")) hang();
+  else if (!strcmp(mode, "poll")) poll_mode();
   else if (!strcmp(mode, "fork") && argc == 3) return forked(atoi(argv[2]));
   else { fprintf(stderr, "unknown mode %s\n", mode); return 2; }
   return 0;

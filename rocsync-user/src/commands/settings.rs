@@ -70,6 +70,7 @@ impl From<DaemonArgs> for ConfigFlags {
             retention_max_bytes: a.retention_max_bytes,
             retention_max_age: a.retention_max_age,
             learn_devices: a.learn_devices,
+            budget: a.budget,
             lock: a.lock,
         }
     }

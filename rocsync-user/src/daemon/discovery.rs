@@ -10,7 +10,7 @@ use super::files::{FileId, Files, MAX_FILES_PER_USER};
 use anyhow::Result;
 use rocsync_common::{Api, Config, Op};
 
-use super::{config::Filters, untrusted};
+use super::{budget::ShedLog, config::Filters, untrusted};
 use crate::{
     backend::{RUNTIMES, Runtime},
     probes::{ApiChoice, Probes, elf::SymbolError, ld_so, library::OpenedLibrary, maps},
@@ -34,6 +34,8 @@ pub struct Tracker {
     probed: HashSet<(u64, u64)>,
     /// The runtime files probed, and those refused.
     pub files: Files,
+    /// What the budget shed, and when (`budget.rs`).
+    pub shed_log: ShedLog,
     /// During the scan at start: probe `*GetDevice` too, for a while, to learn the devices
     /// of threads that chose theirs before the daemon ran.
     learning: bool,
@@ -48,6 +50,7 @@ impl Tracker {
             tracked: BTreeSet::new(),
             probed: HashSet::new(),
             files: Files::default(),
+            shed_log: ShedLog::default(),
             learning: false,
         }
     }
@@ -106,14 +109,14 @@ impl Tracker {
                 .chain(maps::libraries(&mappings, |n| r.carried_by(n)).map(|m| (m, true)));
             for (m, carried) in copies {
                 if let Ok(lib) = OpenedLibrary::of_mapping(pid, m) {
-                    self.probe_file(Probed::Runtime(r, carried), &lib, pid);
+                    self.probe_file(Probed::Runtime(r, carried), lib, pid);
                 }
             }
         }
         // The HSA write path: queues, doorbells and packets (counted; recorded by traces).
         for m in maps::libraries(&mappings, maps::is_hsa_runtime) {
             if let Ok(lib) = OpenedLibrary::of_mapping(pid, m) {
-                self.probe_file(Probed::Hsa, &lib, pid);
+                self.probe_file(Probed::Hsa, lib, pid);
             }
         }
         if self.tracked.contains(&pid) {
@@ -138,11 +141,11 @@ impl Tracker {
 
     /// Probes one runtime file `pid` maps, unless it is probed already, was found
     /// unusable, or its user has as many files probed as allowed.
-    fn probe_file(&mut self, what: Probed<'_>, lib: &OpenedLibrary, pid: u32) {
-        if self.files.serves(lib, pid) {
+    fn probe_file(&mut self, what: Probed, lib: OpenedLibrary, pid: u32) {
+        if self.files.serves(&lib, pid) {
             return;
         }
-        let id = FileId::of(lib);
+        let id = FileId::of(&lib);
         if self.files.is_unusable(&id) {
             return; // read once already: never again while it is the same file
         }
@@ -168,7 +171,11 @@ impl Tracker {
         let mark = self.probes.links_mark();
         let attached = match what {
             Probed::Runtime(r, carried) => {
-                let mut choice = ApiChoice::default();
+                // The polling probes are attached apart (below): the budget sheds them.
+                let mut choice = ApiChoice {
+                    skip: r.apis().filter(|a| a.is_polling()).collect(),
+                    ..ApiChoice::default()
+                };
                 if self.learning {
                     choice.temporary = Api::ALL
                         .iter()
@@ -184,13 +191,20 @@ impl Tracker {
         match attached {
             Ok(_) => {
                 let links = self.probes.take_links(mark);
-                self.files.add(lib, owner, pid, links);
                 let hsa = if matches!(what, Probed::Hsa) {
                     " (HSA queues and doorbells)"
                 } else {
                     ""
                 };
                 crate::say!("rocsync daemon: probing {}{hsa}", shown());
+                let polling = match what {
+                    Probed::Runtime(r, carried) => {
+                        let (clone, log) = (lib.try_clone(), self.shed_log.clone());
+                        clone.and_then(|l| self.polling_of(l, (r, carried), pid, &log))
+                    }
+                    Probed::Hsa => None,
+                };
+                self.files.add(&lib, (owner, pid), links, polling);
             }
             // What is wrong with the file itself is remembered; a refusal of the kernel
             // (attaching) is tried again at the next process that maps it.
@@ -227,10 +241,9 @@ impl Tracker {
         }
         // A file's probes go with the last process it was probed for; detached in the
         // background (each unregistration waits for the kernel).
-        let released = self.files.unmapped(procfs::exists);
-        if !released.is_empty() {
-            drop(self.probes.release(released));
-        }
+        let probes = &mut self.probes;
+        self.files
+            .unmapped(procfs::exists, |released| probes.release(released));
         Ok(())
     }
 
@@ -255,14 +268,14 @@ impl Tracker {
 /// error, descriptors short, a kernel refusal), which the next look tries again.
 /// What a probed file is to the daemon.
 #[derive(Clone, Copy)]
-enum Probed<'a> {
+enum Probed {
     /// A GPU runtime, and whether it is a copy carried inside another library.
-    Runtime(&'a Runtime, bool),
+    Runtime(&'static Runtime, bool),
     /// `libhsa-runtime64`: its queue write path.
     Hsa,
 }
 
-fn is_unusable(e: &anyhow::Error) -> bool {
+pub(super) fn is_unusable(e: &anyhow::Error) -> bool {
     matches!(
         e.downcast_ref::<SymbolError>(),
         Some(SymbolError::NotElf { .. } | SymbolError::NoneHooked(_))

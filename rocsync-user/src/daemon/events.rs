@@ -5,8 +5,8 @@ use aya::maps::{MapData, RingBuf};
 use rocsync_common::{Api, Decoded, GetDeviceMode, Op, PROCESS_EXIT, Switch, decode};
 
 use super::{
-    config::DaemonConfig, exposition, first_sample, http, protocol::Reply, state::Daemon, statedir,
-    untrusted, writing::Done,
+    budget, config::DaemonConfig, exposition, first_sample, http, protocol::Reply, state::Daemon,
+    statedir, untrusted, writing::Done,
 };
 use crate::agents::ClaimId;
 
@@ -102,6 +102,65 @@ impl Daemon {
 
     pub fn on_tick(&mut self) -> Flow {
         self.sessions.tick();
+        Flow::Go
+    }
+
+    /// Each tracked process's probes' share of its CPU, measured; the budget held.
+    pub fn on_budget(&mut self) -> Flow {
+        let now = tokio::time::Instant::now();
+        let Some(limit) = self.config.budget else {
+            // Turned off at a reload: what was shed comes back.
+            for said in self.tracker.restore(|_| true, now) {
+                crate::say!("rocsync daemon: budget off: {said}");
+            }
+            return Flow::Go;
+        };
+        let mut over = std::collections::BTreeSet::new();
+        let mut alone = Vec::new();
+        for pid in self.tracker.tracked.clone() {
+            let calls = self.tracker.probes.target_calls(pid);
+            let cpu = budget::cpu_ns(pid);
+            let Some(shares) = calls
+                .zip(cpu)
+                .and_then(|(c, cpu)| self.budget.measure(pid, c, cpu))
+            else {
+                continue;
+            };
+            if shares.all <= limit.0 {
+                self.budget.over.remove(&pid);
+                continue;
+            }
+            // Polls worth shedding, still probed: shed.
+            if shares.polling > 0.0 && !self.tracker.nothing_to_shed(pid) {
+                over.insert(pid);
+                crate::say!(
+                    "rocsync daemon: budget: pid {pid}'s probes cost {}, its polls {:.1}%",
+                    budget::shown(shares.all, limit),
+                    shares.polling * 100.0
+                );
+            }
+            // What is never shed costs more than the budget on its own: said once.
+            if shares.kept() > limit.0 {
+                if self.budget.over.insert(pid) {
+                    alone.push((pid, shares.kept()));
+                }
+            } else {
+                self.budget.over.remove(&pid);
+            }
+        }
+        let done = self.tracker.enforce(&over, now);
+        for said in done.shed.iter().chain(&done.restored) {
+            crate::say!("rocsync daemon: budget: {said}");
+        }
+        for (pid, share) in alone {
+            crate::say!(
+                "rocsync daemon: warning: budget: pid {pid}'s records and waits alone cost {}: \
+                 they are still recorded (never shed); raise --budget, turn it off, or trace \
+                 it in sampled windows",
+                budget::shown(share, limit)
+            );
+        }
+        self.budget.retain(crate::procfs::exists);
         Flow::Go
     }
 
@@ -214,7 +273,14 @@ impl Daemon {
     }
 
     /// `/metrics` and `/healthz`.
-    pub fn http_page(&self, path: &str) -> http::Response {
+    pub fn http_page(&mut self, path: &str) -> http::Response {
+        let budget = exposition::BudgetView {
+            limit: self.config.budget.map(|b| b.0),
+            call_seconds: self.budget.call_cost.map(|c| c.as_secs_f64()),
+            highest: self.budget.highest(),
+            over: self.budget.over.len(),
+            shed: self.tracker.shed_apis(),
+        };
         let probes = &self.tracker.probes;
         match path {
             "/metrics" => match (probes.metrics(), probes.drops(), probes.aql_packets()) {
@@ -232,6 +298,7 @@ impl Daemon {
                         not_started: self.not_started,
                         files_probed: self.tracker.files.count(),
                         files_refused: self.tracker.files.refused,
+                        budget,
                     }),
                 ),
                 (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => (

@@ -24,6 +24,22 @@ pub struct Snapshot<'a> {
     /// Runtime library files probed now, and those refused.
     pub files_probed: usize,
     pub files_refused: Refused,
+    pub budget: BudgetView,
+}
+
+/// The budget as `/metrics` shows it (no pid label: a node's processes come and go).
+#[derive(Clone, Debug, Default)]
+pub struct BudgetView {
+    /// The limit (`None`: off).
+    pub limit: Option<f64>,
+    /// A probed call's calibrated price, in seconds.
+    pub call_seconds: Option<f64>,
+    /// The highest share of a tracked process's CPU its probes cost, last measured.
+    pub highest: f64,
+    /// Processes over the budget with nothing left to shed.
+    pub over: usize,
+    /// Polling APIs: how many probed files have each shed now.
+    pub shed: Vec<(&'static str, usize)>,
 }
 
 /// Traces the daemon was due to start on its own and could not: nobody else would know.
@@ -219,6 +235,7 @@ pub fn render(s: &Snapshot<'_>) -> String {
             "rocsync_traces_not_started_total{{origin=\"{origin}\"}} {n}"
         );
     }
+    render_budget(&mut out, &s.budget);
     header(
         &mut out,
         "rocsync_daemon_cpu_seconds_total",
@@ -227,6 +244,50 @@ pub fn render(s: &Snapshot<'_>) -> String {
     );
     let _ = writeln!(out, "rocsync_daemon_cpu_seconds_total {}", s.cpu_seconds);
     out
+}
+
+fn render_budget(out: &mut String, b: &BudgetView) {
+    header(
+        out,
+        "rocsync_probes_shed",
+        "gauge",
+        "Probed runtime files whose probes of this polling API are off to hold the budget.",
+    );
+    for (api, files) in &b.shed {
+        let _ = writeln!(out, "rocsync_probes_shed{{api=\"{api}\"}} {files}");
+    }
+    header(
+        out,
+        "rocsync_probe_cost_ratio",
+        "gauge",
+        "The highest share of a tracked process's CPU time its probes cost (last second).",
+    );
+    let _ = writeln!(out, "rocsync_probe_cost_ratio {}", b.highest);
+    header(
+        out,
+        "rocsync_budget_ratio",
+        "gauge",
+        "The budget: the most share of a process's CPU its probes may cost (absent: off).",
+    );
+    if let Some(limit) = b.limit {
+        let _ = writeln!(out, "rocsync_budget_ratio {limit}");
+    }
+    header(
+        out,
+        "rocsync_probe_call_seconds",
+        "gauge",
+        "What one probed call costs on this node (calibrated at start).",
+    );
+    if let Some(c) = b.call_seconds {
+        let _ = writeln!(out, "rocsync_probe_call_seconds {c}");
+    }
+    header(
+        out,
+        "rocsync_over_budget_processes",
+        "gauge",
+        "Tracked processes whose records and waits alone cost more than the budget (never shed).",
+    );
+    let _ = writeln!(out, "rocsync_over_budget_processes {}", b.over);
 }
 
 fn is_stream_wait(k: &MetricKey) -> bool {
@@ -281,6 +342,13 @@ mod tests {
                 unusable: 1,
                 per_user_limit: 5,
             },
+            budget: BudgetView {
+                limit: Some(0.01),
+                call_seconds: Some(2e-6),
+                highest: 0.25,
+                over: 1,
+                shed: vec![("hipEventQuery", 1), ("cudaEventQuery", 0)],
+            },
         });
         let l = "api=\"hipStreamSynchronize\",device=\"1\"";
         assert!(text.contains(&format!(
@@ -304,5 +372,9 @@ mod tests {
         assert!(text.contains("rocsync_files_refused_total{reason=\"per_user_limit\"} 5"));
         assert!(text.contains("rocsync_traces_not_started_total{origin=\"sampled\"} 3"));
         assert!(text.contains("rocsync_traces_not_started_total{origin=\"dyno_scheduled\"} 4"));
+        assert!(text.contains("rocsync_probes_shed{api=\"hipEventQuery\"} 1\n"));
+        assert!(text.contains("rocsync_probe_cost_ratio 0.25\n"));
+        assert!(text.contains("rocsync_budget_ratio 0.01\n"));
+        assert!(text.contains("rocsync_over_budget_processes 1\n"));
     }
 }

@@ -3,12 +3,18 @@
 //! Any local user can map files named like a runtime. So a file's probes are released
 //! once no process it was probed for lives (its copies would otherwise hold links and
 //! descriptors for ever), each user (the real uid of the process a file was first probed
-//! for) has a cap of its own (one user's files never push out another's), and a file
+//! for) has a cap of its own (one user's files never push out another's; a released
+//! file still counts until the kernel has let go of its links, which takes about 0.1 s
+//! per link, so churning copies cannot outrun the detach), and a file
 //! that could not be used is remembered by device, inode, size and modification time, so
 //! that it is not read again at every library load.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::{
+    collections::{BTreeSet, HashMap, HashSet},
+    thread::JoinHandle,
+};
 
+use super::polling::Polling;
 use crate::probes::{LinkGroup, library::OpenedLibrary};
 
 /// Files probed for one user's processes unless the configuration says otherwise: a
@@ -52,6 +58,8 @@ struct Probed {
     links: LinkGroup,
     /// Processes it was probed or seen for; released when none lives.
     pids: BTreeSet<u32>,
+    /// Its polling probes, apart (a runtime that has them).
+    polling: Option<Polling>,
 }
 
 #[derive(Default)]
@@ -63,6 +71,8 @@ pub struct Files {
     /// Refused for their user's cap, so each is counted and said once (tried again at
     /// each look: the user's count may have dropped).
     over_cap: HashSet<FileId>,
+    /// Released files whose links are still being detached: (their users, the detach).
+    releasing: Vec<(Vec<u32>, JoinHandle<()>)>,
     pub refused: Refused,
 }
 
@@ -86,6 +96,7 @@ impl Files {
     /// Whether `uid` may have one more file probed; when not, the refusal is counted
     /// once per file and true is returned the first time in the second field.
     pub fn admit(&mut self, uid: u32, id: FileId, cap: usize) -> (bool, bool) {
+        self.reap();
         if self.per_uid.get(&uid).copied().unwrap_or(0) < cap {
             return (true, false);
         }
@@ -103,17 +114,40 @@ impl Files {
         }
     }
 
-    pub fn add(&mut self, lib: &OpenedLibrary, uid: u32, pid: u32, links: LinkGroup) {
+    pub fn add(
+        &mut self,
+        lib: &OpenedLibrary,
+        (uid, pid): (u32, u32),
+        links: LinkGroup,
+        polling: Option<Polling>,
+    ) {
         *self.per_uid.entry(uid).or_default() += 1;
         self.over_cap.remove(&FileId::of(lib));
         let pids = BTreeSet::from([pid]);
-        self.probed
-            .insert((lib.dev, lib.ino), Probed { uid, links, pids });
+        let probed = Probed {
+            uid,
+            links,
+            pids,
+            polling,
+        };
+        self.probed.insert((lib.dev, lib.ino), probed);
     }
 
-    /// Forgets the processes `alive` says are gone; the files none of whose processes
-    /// lives are removed, their links returned to be released.
-    pub fn unmapped(&mut self, alive: impl Fn(u32) -> bool) -> Vec<LinkGroup> {
+    /// Each file's processes and its polling probes.
+    pub fn polling(&mut self) -> impl Iterator<Item = (&BTreeSet<u32>, &mut Polling)> {
+        self.probed
+            .values_mut()
+            .filter_map(|p| Some((&p.pids, p.polling.as_mut()?)))
+    }
+
+    /// Forgets the processes `alive` says are gone; the links of the files none of whose
+    /// processes lives are handed to `release`, and their users keep them counted until
+    /// the detach it returns has finished.
+    pub fn unmapped(
+        &mut self,
+        alive: impl Fn(u32) -> bool,
+        release: impl FnOnce(Vec<LinkGroup>) -> JoinHandle<()>,
+    ) {
         let mut gone = Vec::new();
         for (key, p) in &mut self.probed {
             p.pids.retain(|&pid| alive(pid));
@@ -121,17 +155,32 @@ impl Files {
                 gone.push(*key);
             }
         }
-        let mut links = Vec::new();
-        for key in gone {
-            if let Some(p) = self.probed.remove(&key) {
-                if let Some(n) = self.per_uid.get_mut(&p.uid) {
+        let (mut uids, mut links) = (Vec::new(), Vec::new());
+        for p in gone.iter().filter_map(|key| self.probed.remove(key)) {
+            uids.push(p.uid);
+            links.push(p.links);
+            links.extend(p.polling.and_then(Polling::release));
+        }
+        if !links.is_empty() {
+            self.releasing.push((uids, release(links)));
+        }
+        self.reap();
+    }
+
+    /// Uncounts the files whose links the kernel has let go of.
+    fn reap(&mut self) {
+        let (done, pending) = std::mem::take(&mut self.releasing)
+            .into_iter()
+            .partition(|(_, detach)| detach.is_finished());
+        self.releasing = pending;
+        for (uids, _) in done {
+            for uid in uids {
+                if let Some(n) = self.per_uid.get_mut(&uid) {
                     *n = n.saturating_sub(1);
                 }
-                links.push(p.links);
             }
         }
         self.per_uid.retain(|_, n| *n > 0);
-        links
     }
 
     /// Files probed now.

@@ -69,6 +69,11 @@ impl FlightRecorder {
         }
     }
 
+    /// How far back it keeps.
+    pub fn span(&self) -> Duration {
+        self.span
+    }
+
     /// Keeps a ring record; forgets what is older than the span, or over the memory cap.
     pub fn keep(&mut self, record: &[u8]) {
         let now = Instant::now();

@@ -9,6 +9,7 @@
 //! [`run`] sets up and then waits on one loop; each thing it waits for is one method of
 //! [`state::Daemon`] (`events.rs`, `requests.rs`, `scheduled.rs`).
 
+mod budget;
 pub mod config;
 mod discovery;
 mod dynolog;
@@ -17,6 +18,7 @@ mod exposition;
 mod files;
 mod flight;
 mod http;
+mod polling;
 pub mod protocol;
 mod queues;
 mod readers;
@@ -95,6 +97,8 @@ struct Io {
     released: UnboundedReceiver<ClaimId>,
     signals: Signals,
     prune: Interval,
+    /// When the probes' shares are measured against the budget.
+    budget: Interval,
     tick: Interval,
     poll: Interval,
     /// Listeners paused after a failed accept, until when.
@@ -193,6 +197,17 @@ async fn start(config: DaemonConfig, flags: ConfigFlags, signals: Signals) -> Re
     } else {
         0
     };
+    // Before the scan: the calibration's probes are the daemon's own, on itself.
+    let call_cost = match probes.calibrate() {
+        Ok(cost) => {
+            crate::say!("rocsync daemon: a probed call costs {cost:?} here");
+            Some(cost)
+        }
+        Err(e) => {
+            crate::say!("rocsync daemon: warning: no budget is held: {e:#}");
+            None
+        }
+    };
     let mut tracker = Tracker::new(probes, config.filters.clone(), baseline);
     let learn_for = config.learn_devices;
     tracker.scan_all(!learn_for.is_zero());
@@ -213,6 +228,8 @@ async fn start(config: DaemonConfig, flags: ConfigFlags, signals: Signals) -> Re
     let (released_tx, released) = tokio::sync::mpsc::unbounded_channel();
     let (readers, incoming) = Readers::new();
     let mut d = Daemon::new(config, flags, tracker, flight, released_tx);
+    d.budget.call_cost = call_cost;
+    d.budget.log = d.tracker.shed_log.clone();
     d.next_sample = next_sample;
     d.learn_until = learn_until;
     let io = Io {
@@ -227,6 +244,7 @@ async fn start(config: DaemonConfig, flags: ConfigFlags, signals: Signals) -> Re
         released,
         signals,
         prune: tokio::time::interval(PRUNE_EVERY),
+        budget: tokio::time::interval(budget::EVERY),
         tick: tokio::time::interval(TICK_EVERY),
         poll: tokio::time::interval(DRAIN_EVERY),
         paused: [None; 3],
@@ -295,6 +313,9 @@ async fn serve(mut d: Daemon, mut io: Io) -> Result<()> {
             done = d.writing.next(), if !d.writing.is_empty() => d.written(done).await,
             _ = io.tick.tick(), if d.sessions.recording() => d.on_tick(),
             _ = io.prune.tick() => d.on_prune()?,
+            _ = io.budget.tick(), if d.config.budget.is_some() || d.tracker.any_shed() => {
+                d.on_budget()
+            }
             s = io.signals.next(), if !d.stopping => d.on_signal(s),
         };
         if flow == Flow::Stop {

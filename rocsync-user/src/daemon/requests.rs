@@ -10,7 +10,7 @@ use tokio::{
 };
 
 use super::{
-    dynolog,
+    budget, dynolog,
     events::Flow,
     flight,
     protocol::{ClaimRequest, Reply, Request},
@@ -126,6 +126,12 @@ impl Daemon {
                 let dir = self.config.state_dir.clone();
                 let links = self.tracker.probes.link_kind().name();
                 let Some(f) = &mut self.flight else { return };
+                // What the budget shed within the recorder's span.
+                let span_us = f.span().as_micros() as u64;
+                let shed = self
+                    .tracker
+                    .shed_log
+                    .overlapping(budget::now_us() - span_us);
                 let chunks = f.chunks();
                 let queues = self.sessions.queues.missing_from(flight::records(&chunks));
                 let held = flight::Held {
@@ -133,7 +139,8 @@ impl Daemon {
                     assigned,
                     queues,
                 };
-                self.writing.flight(held, dir, id, processes, conn, links);
+                self.writing
+                    .flight(held, dir, id, processes, conn, (links, shed));
             }
         }
     }

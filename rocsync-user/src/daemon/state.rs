@@ -6,6 +6,7 @@ use anyhow::Result;
 use tokio::{sync::mpsc::UnboundedSender, time::Instant};
 
 use super::{
+    budget::Budget,
     config::{ConfigFlags, DaemonConfig},
     discovery::{self, Tracker},
     exposition::NotStarted,
@@ -37,6 +38,8 @@ pub struct Daemon {
     pub next_sample: Option<Instant>,
     /// When the scan's temporary `*GetDevice` probes come off.
     pub learn_until: Option<Instant>,
+    /// What the probes cost each process, and what was shed to hold the budget.
+    pub budget: Budget,
     next_id: u64,
     /// Where a held claim's connection says it closed.
     pub released: UnboundedSender<ClaimId>,
@@ -63,6 +66,7 @@ impl Daemon {
             scheduled: Vec::new(),
             next_sample: None,
             learn_until: None,
+            budget: Budget::default(),
             next_id: 1,
             released,
         }

@@ -11,10 +11,11 @@ use std::{
 
 use anyhow::{Result, bail};
 use rocsync_common::{Decoded, decode};
-use serde_json::json;
+use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use super::{
+    budget::{self, ShedLog},
     discovery::Tracker,
     protocol::{self, Reply},
     socket::PendingReply,
@@ -121,6 +122,9 @@ pub struct Active {
     call_probe_links: &'static str,
     /// dyno's log file, whose name no other request may take meanwhile.
     pub output: Option<PathBuf>,
+    /// What the budget shed, and when it began (µs, the rows' clock): the trace says
+    /// which APIs it does not hold and from when.
+    shed: (ShedLog, u64),
 }
 
 impl Active {
@@ -142,6 +146,7 @@ impl Active {
             reply: None,
             call_probe_links: tracker.probes.link_kind().name(),
             output,
+            shed: (tracker.shed_log.clone(), budget::now_us()),
         })
     }
 
@@ -204,6 +209,7 @@ impl Active {
                     parameters: json!({
                         "mode": "daemon trace", "id": self.id, "pids": self.pids,
                         "call_probe_links": self.call_probe_links,
+                        "not_recorded": self.shed.0.overlapping(self.shed.1),
                     }),
                     libraries: Vec::new(),
                     single_stepped: Vec::new(),
@@ -271,7 +277,7 @@ pub fn dump<'a>(
     state_dir: &Path,
     id: u64,
     processes: BTreeMap<u32, ProcessInfo>,
-    call_probe_links: &'static str,
+    (call_probe_links, not_recorded): (&'static str, Value),
 ) -> Result<Vec<Written>> {
     let (mut pipeline, outputs) = open(state_dir, "flight", id, None)?;
     // Calls before the recorder's span are not lost: its ids start at its first.
@@ -294,6 +300,7 @@ pub fn dump<'a>(
     let report = Report {
         parameters: json!({
             "mode": "daemon flight recorder", "id": id, "call_probe_links": call_probe_links,
+            "not_recorded": not_recorded,
         }),
         libraries: Vec::new(),
         single_stepped: Vec::new(),

@@ -62,7 +62,7 @@ impl Writing {
         id: u64,
         processes: BTreeMap<u32, ProcessInfo>,
         client: UnixStream,
-        call_probe_links: &'static str,
+        links: (&'static str, serde_json::Value),
     ) {
         let name = format!("flight recorder dump {id}");
         let done_name = name.clone();
@@ -75,7 +75,7 @@ impl Writing {
                 &state_dir,
                 id,
                 processes,
-                call_probe_links,
+                links,
             );
             Done {
                 name: done_name,

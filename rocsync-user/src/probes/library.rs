@@ -79,6 +79,15 @@ impl OpenedLibrary {
     }
 
     /// A path to this open file, for reading symbols and attaching probes.
+    /// The same file, on a descriptor of its own (kept to attach to it again).
+    pub fn try_clone(&self) -> Option<Self> {
+        Some(Self {
+            file: self.file.try_clone().ok()?,
+            shown: self.shown.clone(),
+            ..*self
+        })
+    }
+
     pub fn path(&self) -> PathBuf {
         PathBuf::from(format!("/proc/self/fd/{}", self.file.as_raw_fd()))
     }

@@ -4,6 +4,7 @@
 //! [`maps`].
 
 mod btf;
+mod calibrate;
 mod call_ring;
 mod daemon;
 mod diagnostics;

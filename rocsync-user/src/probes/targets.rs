@@ -35,12 +35,23 @@ impl Probes {
         )?)
     }
 
-    pub fn set_target(&mut self, pid: u32, config: Config) -> Result<()> {
-        self.targets()?
-            .insert(pid, config, 0)
-            .context("updating TARGETS")?;
+    pub fn set_target(&mut self, pid: u32, mut config: Config) -> Result<()> {
+        let mut targets = self.targets()?;
+        // The count of calls goes on (the probes add to it; what they add between this
+        // read and the insert is missed, which a rate over a second does not feel).
+        if let Ok(old) = targets.get(&pid, 0) {
+            (config.calls, config.polls) = (old.calls, old.polls);
+        }
+        targets.insert(pid, config, 0).context("updating TARGETS")?;
         self.generation.step();
         Ok(())
+    }
+
+    /// The calls the probes counted of a tracked process, and of them the polls
+    /// (wrapping), if it is one.
+    pub fn target_calls(&mut self, pid: u32) -> Option<(u32, u32)> {
+        let c = self.targets().ok()?.get(&pid, 0).ok()?;
+        Some((c.calls, c.polls))
     }
 
     /// Removes a process from the traced set (it is gone).

@@ -214,3 +214,72 @@ fn copies_of_a_runtime_are_released_with_their_processes_and_capped_per_user() {
     assert!(root.wait().unwrap().success());
     stop(daemon);
 }
+
+/// Copies churned faster than the kernel detaches their probes (each unregistration
+/// waits for it) stay within their user's cap: a released file counts until its links
+/// are gone, so the daemon never holds more of nobody's links than the cap allows.
+#[test]
+fn churned_copies_count_against_their_user_until_their_links_are_gone() {
+    let name = "churned_copies_count_against_their_user_until_their_links_are_gone";
+    let Some((dir, scenario)) = daemon_test(name) else {
+        return;
+    };
+    let program = open_dir(&dir);
+    let config = dir.path("rocsync.toml");
+    std::fs::write(&config, "max_files_per_user = 2\n").unwrap();
+    let copies: Vec<PathBuf> = (0..12)
+        .map(|i| {
+            let d = dir.path(&format!("copy{i}"));
+            std::fs::create_dir(&d).unwrap();
+            let lib = d.join("libamdhip64.so");
+            std::fs::copy(rocsync_tests::sim_hip(), &lib).unwrap();
+            lib
+        })
+        .collect();
+    let include = format!("--include-exe={}", program.display());
+    let config_arg = format!("--config={}", config.display());
+    let (daemon, lines) = start_daemon(&dir, &scenario, &[&include, &config_arg]);
+    let addr = metrics_addr(&lines);
+    let pid = daemon.id();
+    let (_, links) = fds_and_links(pid);
+
+    // One round alone: how many links two files take.
+    let mut first = Neighbour::start(&program, &[&copies[0], &copies[1]]);
+    first.load();
+    until(20, "nobody's first copies were not probed", || {
+        metric(&addr, "rocsync_probed_files") == 2.0
+    });
+    let per_cap = fds_and_links(pid).1 - links;
+    assert!(per_cap > 0);
+    first.end();
+
+    // Then the rest, two by two, as fast as they come, while the links are sampled.
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let most = std::thread::scope(|s| {
+        let sampler = s.spawn(|| {
+            let mut most = 0;
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                most = most.max(fds_and_links(pid).1);
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            most
+        });
+        for pair in copies[2..].chunks(2) {
+            let mut n = Neighbour::start(&program, &[&pair[0], &pair[1]]);
+            n.load();
+            std::thread::sleep(Duration::from_millis(100));
+            n.end();
+        }
+        until(60, "nobody's copies kept their probes", || {
+            fds_and_links(pid).1 <= links
+        });
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        sampler.join().unwrap()
+    });
+    assert!(
+        most <= links + per_cap,
+        "the daemon held {} of nobody's links at once, cap {per_cap}",
+        most - links
+    );
+    stop(daemon);
+}

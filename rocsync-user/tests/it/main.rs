@@ -20,6 +20,7 @@ mod cgroup_kill;
 mod concurrent;
 mod convert;
 mod daemon;
+mod daemon_budget;
 mod daemon_capabilities;
 mod daemon_clients;
 mod daemon_config;

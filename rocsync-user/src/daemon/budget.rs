@@ -1,0 +1,249 @@
+//! The overhead budget: what each tracked process's probes cost it, as a share of its
+//! CPU time, held under a limit by shedding the probes resolution does not need.
+//!
+//! The kernel counts each tracked process's probed calls (`Config::calls`); one call's
+//! price is calibrated at start (`Probes::calibrate`). Each second, calls × price over
+//! the CPU time the process used is its probes' share (the trap runs on its CPU, so its
+//! CPU time includes it). Above the limit, the polling probes (`*EventQuery`) of the
+//! files it maps come off: a poll resolves nothing, unlike records and waits, which are
+//! never shed. A shed probe cannot count what it no longer sees, so it is put back after
+//! a while (2 s, doubling to 64 s while the process keeps polling) and measured again.
+//! What was shed, and from when, is said in the log, in `/metrics` and in every trace
+//! that overlaps it.
+
+use std::{
+    collections::{BTreeSet, HashMap},
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use serde_json::{Value, json};
+
+use crate::units::Share;
+
+/// How often shares are measured.
+pub const EVERY: Duration = Duration::from_secs(1);
+/// The first wait before shed probes are tried again, and the longest.
+pub const FIRST_RETRY: Duration = Duration::from_secs(2);
+pub const LAST_RETRY: Duration = Duration::from_secs(64);
+/// Probes costing a process less CPU than this per second are within any budget: an
+/// idle process's few calls are most of its CPU time, and there is nothing to save.
+pub const FLOOR_PER_SECOND: Duration = Duration::from_millis(5);
+/// Spans remembered for the traces that overlap them.
+const SPANS_KEPT: usize = 256;
+
+/// One API not probed in one library for a while (µs since the epoch: a trace's rows are
+/// at `baseTimeNanoseconds` / 1000 + `ts`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Span {
+    pub api: &'static str,
+    pub library: String,
+    /// The file's (device, inode): two files may show the same path.
+    file: (u64, u64),
+    pub from_us: u64,
+    /// `None`: not probed still.
+    pub until_us: Option<u64>,
+}
+
+/// What was shed, shared with the traces being written (they read it when they finish).
+#[derive(Clone, Debug, Default)]
+pub struct ShedLog(Arc<Mutex<Vec<Span>>>);
+
+impl ShedLog {
+    /// `api` in `library` (the file `file`) is not probed from now.
+    pub fn begin(&self, api: &'static str, library: String, file: (u64, u64)) {
+        let mut spans = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if spans.len() >= SPANS_KEPT {
+            // The oldest ended one goes; a log of only open spans grows no further.
+            if let Some(i) = spans.iter().position(|s| s.until_us.is_some()) {
+                spans.remove(i);
+            }
+        }
+        spans.push(Span {
+            api,
+            library,
+            file,
+            from_us: now_us(),
+            until_us: None,
+        });
+    }
+
+    /// The span of `api` in the file `file` ends now.
+    pub fn end(&self, api: &'static str, file: (u64, u64)) {
+        let mut spans = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        for s in spans.iter_mut().filter(|s| s.api == api && s.file == file) {
+            s.until_us.get_or_insert_with(now_us);
+        }
+    }
+
+    /// The spans that overlap `[from_us, now]`, for a trace's `rocsync` object.
+    pub fn overlapping(&self, from_us: u64) -> Value {
+        let spans = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        spans
+            .iter()
+            .filter(|s| s.until_us.is_none_or(|u| u >= from_us))
+            .map(|s| {
+                json!({
+                    "api": s.api, "library": s.library, "reason": "budget",
+                    "from_unix_us": s.from_us, "until_unix_us": s.until_us,
+                })
+            })
+            .collect()
+    }
+}
+
+/// Now on the traces' clock.
+pub fn now_us() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64)
+}
+
+#[derive(Clone, Copy)]
+struct Sample {
+    calls: u32,
+    polls: u32,
+    cpu_ns: u64,
+    at: std::time::Instant,
+}
+
+/// The shares of a process's CPU time its probes cost over a period: all of them, and
+/// the polling ones. Each is 0 under [`FLOOR_PER_SECOND`].
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Shares {
+    pub all: f64,
+    pub polling: f64,
+}
+
+impl Shares {
+    /// What records, waits and the rest cost: never shed.
+    pub fn kept(&self) -> f64 {
+        (self.all - self.polling).max(0.0)
+    }
+}
+
+#[derive(Default)]
+pub struct Budget {
+    /// What one probed call costs here; `None` when calibrating failed (no budget held).
+    pub call_cost: Option<Duration>,
+    last: HashMap<u32, Sample>,
+    /// Each tracked process's probes' share of its CPU time over the last period.
+    pub shares: HashMap<u32, f64>,
+    /// Processes over the budget with nothing left to shed (said once each).
+    pub over: BTreeSet<u32>,
+    pub log: ShedLog,
+}
+
+impl Budget {
+    /// One process's counts now (calls, of them polls; its CPU time); its shares since
+    /// the last, when there was one.
+    pub fn measure(&mut self, pid: u32, (calls, polls): (u32, u32), cpu_ns: u64) -> Option<Shares> {
+        self.measure_at(pid, (calls, polls), cpu_ns, std::time::Instant::now())
+    }
+
+    fn measure_at(
+        &mut self,
+        pid: u32,
+        (calls, polls): (u32, u32),
+        cpu_ns: u64,
+        at: std::time::Instant,
+    ) -> Option<Shares> {
+        let now = Sample {
+            calls,
+            polls,
+            cpu_ns,
+            at,
+        };
+        let before = self.last.insert(pid, now)?;
+        let cost = self.call_cost?.as_nanos() as f64;
+        let used = now.cpu_ns.saturating_sub(before.cpu_ns) as f64;
+        let floor = FLOOR_PER_SECOND.as_nanos() as f64 * (at - before.at).as_secs_f64();
+        let share = |n: u32| {
+            let probes = n as f64 * cost;
+            if used == 0.0 || probes < floor {
+                0.0
+            } else {
+                (probes / used).min(1.0)
+            }
+        };
+        let shares = Shares {
+            all: share(now.calls.wrapping_sub(before.calls)),
+            polling: share(now.polls.wrapping_sub(before.polls)),
+        };
+        self.shares.insert(pid, shares.all);
+        Some(shares)
+    }
+
+    /// Forgets processes that are gone.
+    pub fn retain(&mut self, alive: impl Fn(u32) -> bool) {
+        self.last.retain(|&p, _| alive(p));
+        self.shares.retain(|&p, _| alive(p));
+        self.over.retain(|&p| alive(p));
+    }
+
+    /// The highest share measured in the last period.
+    pub fn highest(&self) -> f64 {
+        self.shares.values().copied().fold(0.0, f64::max)
+    }
+}
+
+/// `pid`'s CPU time (user and system), in ns.
+pub fn cpu_ns(pid: u32) -> Option<u64> {
+    let s = crate::procfs::Stat::of(pid)?;
+    // SAFETY: sysconf has no preconditions.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    Some((s.utime + s.stime) * 1_000_000_000 / ticks)
+}
+
+/// What the log says of a process over its budget.
+pub fn shown(share: f64, limit: Share) -> String {
+    format!("{:.1}% of its CPU (budget {limit})", share * 100.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_share_is_calls_times_their_price_over_the_cpu_used() {
+        let mut b = Budget {
+            call_cost: Some(Duration::from_micros(2)),
+            ..Budget::default()
+        };
+        let t = std::time::Instant::now();
+        let s = Duration::from_secs(1);
+        let first = b.measure_at(7, (u32::MAX - 9, 0), 0, t);
+        assert_eq!(first, None, "a first sample has no share");
+        // 5 000 calls (across the counter's wrap) × 2 µs in 1 s of CPU: 1 %; of them
+        // 4 000 polls: 0.8 %.
+        let shares = b
+            .measure_at(7, (4_990, 4_000), 1_000_000_000, t + s)
+            .unwrap();
+        assert!((shares.all - 0.01).abs() < 1e-9, "{shares:?}");
+        assert!((shares.polling - 0.008).abs() < 1e-9, "{shares:?}");
+        assert!((shares.kept() - 0.002).abs() < 1e-9, "{shares:?}");
+        // No CPU used: nothing to share.
+        let idle = b.measure_at(7, (4_990, 4_000), 1_000_000_000, t + 2 * s);
+        assert_eq!(idle, Some(Shares::default()));
+        // Under the floor (1 000 calls × 2 µs = 2 ms in a second): within any budget.
+        let few = b.measure_at(7, (5_990, 4_000), 1_010_000_000, t + 3 * s);
+        assert_eq!(few, Some(Shares::default()));
+        b.retain(|p| p != 7);
+        assert!(b.shares.is_empty());
+    }
+
+    #[test]
+    fn spans_overlapping_a_trace_are_the_open_ones_and_those_that_ended_inside_it() {
+        let log = ShedLog::default();
+        log.begin("hipEventQuery", "/a".into(), (1, 2));
+        log.end("hipEventQuery", (1, 3));
+        log.end("hipEventQuery", (1, 2));
+        let after = now_us() + 1;
+        log.begin("cudaEventQuery", "/a".into(), (1, 3));
+        let spans = log.overlapping(after);
+        let spans = spans.as_array().unwrap();
+        assert_eq!(spans.len(), 1);
+        assert_eq!(spans[0]["api"], "cudaEventQuery");
+        assert!(spans[0]["until_unix_us"].is_null());
+    }
+}
