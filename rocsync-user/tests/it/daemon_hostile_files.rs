@@ -226,8 +226,8 @@ fn churned_copies_count_against_their_user_until_their_links_are_gone() {
     };
     let program = open_dir(&dir);
     let config = dir.path("rocsync.toml");
-    std::fs::write(&config, "max_files_per_user = 2\n").unwrap();
-    let copies: Vec<PathBuf> = (0..12)
+    std::fs::write(&config, "max_files_per_user = 4\n").unwrap();
+    let copies: Vec<PathBuf> = (0..8)
         .map(|i| {
             let d = dir.path(&format!("copy{i}"));
             std::fs::create_dir(&d).unwrap();
@@ -236,49 +236,53 @@ fn churned_copies_count_against_their_user_until_their_links_are_gone() {
             lib
         })
         .collect();
+    let paths: Vec<&Path> = copies.iter().map(PathBuf::as_path).collect();
     let include = format!("--include-exe={}", program.display());
     let config_arg = format!("--config={}", config.display());
     let (daemon, lines) = start_daemon(&dir, &scenario, &[&include, &config_arg]);
     let addr = metrics_addr(&lines);
     let pid = daemon.id();
     let (_, links) = fds_and_links(pid);
+    let probed = || metric(&addr, "rocsync_probed_files");
 
-    // One round alone: how many links two files take.
-    let mut first = Neighbour::start(&program, &[&copies[0], &copies[1]]);
-    first.load();
-    until(20, "nobody's first copies were not probed", || {
-        metric(&addr, "rocsync_probed_files") == 2.0
-    });
-    let per_cap = fds_and_links(pid).1 - links;
-    assert!(per_cap > 0);
-    first.end();
-
-    // Then the rest, two by two, as fast as they come, while the links are sampled.
     let done = std::sync::atomic::AtomicBool::new(false);
-    let most = std::thread::scope(|s| {
+    let (most, per_cap) = std::thread::scope(|s| {
         let sampler = s.spawn(|| {
             let mut most = 0;
             while !done.load(std::sync::atomic::Ordering::Relaxed) {
                 most = most.max(fds_and_links(pid).1);
-                std::thread::sleep(Duration::from_millis(10));
+                std::thread::sleep(Duration::from_millis(5));
             }
             most
         });
-        for pair in copies[2..].chunks(2) {
-            let mut n = Neighbour::start(&program, &[&pair[0], &pair[1]]);
-            n.load();
-            std::thread::sleep(Duration::from_millis(100));
-            n.end();
-        }
+        // A full cap's worth, released (the prune hands their links to be detached)...
+        let mut first = Neighbour::start(&program, &paths[..4]);
+        first.load();
+        until(20, "nobody's first copies were not probed", || {
+            probed() == 4.0
+        });
+        let per_cap = fds_and_links(pid).1 - links;
+        first.end();
+        until(20, "nobody's first copies were never released", || {
+            probed() == 0.0
+        });
+        // ...and at once as many new ones, while the kernel is still detaching.
+        let mut second = Neighbour::start(&program, &paths[4..]);
+        second.load();
+        until(60, "nobody's first copies kept their probes", || {
+            fds_and_links(pid).1 <= links + per_cap
+        });
+        second.end();
         until(60, "nobody's copies kept their probes", || {
-            fds_and_links(pid).1 <= links
+            probed() == 0.0 && fds_and_links(pid).1 <= links
         });
         done.store(true, std::sync::atomic::Ordering::Relaxed);
-        sampler.join().unwrap()
+        (sampler.join().unwrap(), per_cap)
     });
+    assert!(per_cap > 0);
     assert!(
         most <= links + per_cap,
-        "the daemon held {} of nobody's links at once, cap {per_cap}",
+        "the daemon held {} of nobody's links at once, its cap's worth being {per_cap}",
         most - links
     );
     stop(daemon);
