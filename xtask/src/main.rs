@@ -6,6 +6,7 @@
 //! `cargo xtask bench-daemon`    — the daemon's costs alone (bench/daemon.md).
 //! `cargo xtask bench-breakdown` — where a captured call's cost goes (bench/breakdown.md).
 //! `cargo xtask bench-learning`  — the `*GetDevice` learning window's cost (bench/learning.md).
+//! `cargo xtask bench-budget`    — the daemon's budget on a polling process (bench/budget.md).
 //! `cargo xtask setup`           — only the set-up (scripts/setup).
 
 use std::{
@@ -25,12 +26,17 @@ fn main() {
         Some("test") => test(),
         Some("setup") => setup(),
         Some("bench") => bench::bench(),
-        Some(part @ ("bench-tree" | "bench-daemon" | "bench-breakdown" | "bench-learning")) => {
+        Some(
+            part @ ("bench-tree" | "bench-daemon" | "bench-breakdown" | "bench-learning"
+            | "bench-budget"),
+        ) => bench::bench_part(&part["bench-".len()..]),
+        Some("bench-soak") => bench::bench_soak(args.get(1).map(String::as_str)),
+        _ => {
             bench::bench_part(&part["bench-".len()..])
         }
         _ => {
             eprintln!(
-                "usage: cargo xtask <demo [OUTPUT]|test|bench|bench-tree|bench-daemon|bench-breakdown|bench-learning|setup>"
+                "usage: cargo xtask <demo [OUTPUT]|test|bench|bench-tree|bench-daemon|bench-breakdown|bench-learning|bench-budget|setup>"
             );
             std::process::exit(2);
         }

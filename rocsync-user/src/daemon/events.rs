@@ -109,7 +109,15 @@ impl Daemon {
     pub fn on_budget(&mut self) -> Flow {
         let now = tokio::time::Instant::now();
         let Some(limit) = self.config.budget else {
-            // Turned off at a reload: what was shed comes back.
+            // Measured all the same (`/metrics`); turned off at a reload, what was shed
+            // comes back.
+            for pid in self.tracker.tracked.clone() {
+                let calls = self.tracker.probes.target_calls(pid);
+                if let Some((c, cpu)) = calls.zip(budget::cpu_ns(pid)) {
+                    self.budget.measure(pid, c, cpu);
+                }
+            }
+            self.budget.retain(crate::procfs::exists);
             for said in self.tracker.restore(|_| true, now) {
                 crate::say!("rocsync daemon: budget off: {said}");
             }

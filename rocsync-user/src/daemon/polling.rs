@@ -243,11 +243,6 @@ impl Tracker {
 }
 
 impl Tracker {
-    /// Whether any polling probe is shed now.
-    pub fn any_shed(&mut self) -> bool {
-        self.files.polling().any(|(_, p)| p.is_shed())
-    }
-
     /// Whether every file `pid` maps has its polling probes shed (or none to shed).
     pub fn nothing_to_shed(&mut self, pid: u32) -> bool {
         !self

@@ -10,6 +10,7 @@ use crate::{cargo, root, run};
 
 mod bin;
 mod breakdown;
+mod budget;
 mod daemon;
 mod flight;
 mod learning;
@@ -66,11 +67,12 @@ fn build() -> Result<()> {
 
 /// The measurements that also run alone (`cargo xtask bench-<part>`), each into its own
 /// file in bench/: (part, file, title).
-const PARTS: [(&str, &str, &str); 4] = [
+const PARTS: [(&str, &str, &str); 5] = [
     ("tree", "process-tree.md", "following processes"),
     ("daemon", "daemon.md", "the daemon"),
     ("breakdown", "breakdown.md", "where a call's cost goes"),
     ("learning", "learning.md", "the *GetDevice learning window"),
+    ("budget", "budget.md", "the daemon's budget on a polling process"),
 ];
 
 fn measure_part(part: &str) -> Result<(String, Value)> {
@@ -78,6 +80,7 @@ fn measure_part(part: &str) -> Result<(String, Value)> {
         "tree" => tree::tree(),
         "daemon" => daemon::daemon(),
         "learning" => learning::learning(ROUNDS),
+        "budget" => budget::budget(),
         _ => breakdown::breakdown(ROUNDS),
     }
 }
