@@ -25,19 +25,16 @@ fn children(pid: u32) -> Vec<u32> {
 }
 
 /// `rocsync attach --wait` on the looping target, in a process group of its own (a
-/// terminal's job), once it answers the target's stops.
-fn attach_as_a_job(target: &Target) -> Child {
+/// terminal's job), once it answers the target's stops; with what it says on stderr.
+fn attach_as_a_job(target: &Target) -> (Child, Lines) {
     attach_as_a_job_with(attach_command(target.pid()))
 }
 
-fn attach_as_a_job_with(mut cmd: std::process::Command) -> Child {
+fn attach_as_a_job_with(mut cmd: std::process::Command) -> (Child, Lines) {
     let mut tracer = spawn_piped(cmd.process_group(0));
-    drop(wait_for_line(
-        &mut tracer,
-        "waiting for process",
-        Duration::from_secs(20),
-    ));
-    tracer
+    let mut said = Lines::of(tracer.stderr.take().expect("piped stderr"));
+    said.wait_for("waiting for process");
+    (tracer, said)
 }
 
 /// What job control does to rocsync's job — Ctrl-C, Ctrl-\, Ctrl-Z, a hangup, then
@@ -53,7 +50,7 @@ fn the_watchdog_outlives_what_is_sent_to_the_job() {
     // (`probes::release`): taken here on any kernel.
     let mut cmd = attach_command(target.pid());
     cmd.env("ROCSYNC_WATCHDOG", "1");
-    let mut tracer = attach_as_a_job_with(cmd);
+    let (mut tracer, _said) = attach_as_a_job_with(cmd);
     let rocsync = tracer.id() as i32;
     let watchdog = children(tracer.id());
     assert_eq!(watchdog.len(), 1, "one watchdog: {watchdog:?}");
@@ -85,7 +82,7 @@ fn a_suspended_rocsync_holds_no_target() {
         return;
     }
     let target = Target::start();
-    let mut tracer = attach_as_a_job(&target);
+    let (mut tracer, mut said) = attach_as_a_job(&target);
     let rocsync = tracer.id() as i32;
     // SAFETY: signals the job this test started, as Ctrl-Z does.
     unsafe { libc::kill(-rocsync, libc::SIGTSTP) };
@@ -95,8 +92,9 @@ fn a_suspended_rocsync_holds_no_target() {
     assert_eq!(state(tracer.id()), 'T', "still suspended");
     // SAFETY: as above, as `fg` does.
     unsafe { libc::kill(-rocsync, libc::SIGCONT) };
-    // Held again: frozen now (SIGSTOP is not Ctrl-Z), rocsync leaves the next load held.
-    std::thread::sleep(Duration::from_millis(200));
+    // Held again once rocsync says so (it says it after the loader probe holds targets
+    // again): frozen now (SIGSTOP is not Ctrl-Z), rocsync leaves the next load held.
+    said.wait_for("rocsync: continued after");
     // SAFETY: as above.
     unsafe { libc::kill(rocsync, libc::SIGSTOP) };
     wait_until_stopped(target.pid(), "the target");
