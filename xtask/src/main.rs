@@ -30,10 +30,6 @@ fn main() {
             part @ ("bench-tree" | "bench-daemon" | "bench-breakdown" | "bench-learning"
             | "bench-budget"),
         ) => bench::bench_part(&part["bench-".len()..]),
-        Some("bench-soak") => bench::bench_soak(args.get(1).map(String::as_str)),
-        _ => {
-            bench::bench_part(&part["bench-".len()..])
-        }
         _ => {
             eprintln!(
                 "usage: cargo xtask <demo [OUTPUT]|test|bench|bench-tree|bench-daemon|bench-breakdown|bench-learning|bench-budget|setup>"
