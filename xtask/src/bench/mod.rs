@@ -15,6 +15,7 @@ mod daemon;
 mod flight;
 mod learning;
 mod mix;
+mod soak;
 mod tree;
 
 use bin::{Probes, bench_bin, quartiles};
@@ -67,12 +68,17 @@ fn build() -> Result<()> {
 
 /// The measurements that also run alone (`cargo xtask bench-<part>`), each into its own
 /// file in bench/: (part, file, title).
-const PARTS: [(&str, &str, &str); 5] = [
+const PARTS: [(&str, &str, &str); 6] = [
     ("tree", "process-tree.md", "following processes"),
     ("daemon", "daemon.md", "the daemon"),
     ("breakdown", "breakdown.md", "where a call's cost goes"),
     ("learning", "learning.md", "the *GetDevice learning window"),
-    ("budget", "budget.md", "the daemon's budget on a polling process"),
+    (
+        "budget",
+        "budget.md",
+        "the daemon's budget on a polling process",
+    ),
+    ("soak", "soak.md", "the daemon under unprivileged churn"),
 ];
 
 fn measure_part(part: &str) -> Result<(String, Value)> {
@@ -81,6 +87,7 @@ fn measure_part(part: &str) -> Result<(String, Value)> {
         "daemon" => daemon::daemon(),
         "learning" => learning::learning(ROUNDS),
         "budget" => budget::budget(),
+        "soak" => soak::soak(soak::MINUTES, "cargo xtask bench"),
         _ => breakdown::breakdown(ROUNDS),
     }
 }
@@ -90,6 +97,26 @@ pub fn bench_part(part: &str) -> Result<()> {
     build()?;
     let (md, v) = measure_part(part)?;
     write_part(part, &md, &v)
+}
+
+/// `cargo xtask bench-soak [MINUTES]`: the soak alone, for MINUTES (default
+/// [`soak::MINUTES`]), into bench/soak.md.
+pub fn bench_soak(minutes: Option<&str>) -> Result<()> {
+    let m: f64 = match minutes {
+        Some(m) => m
+            .parse()
+            .ok()
+            .filter(|m: &f64| *m > 0.0)
+            .with_context(|| format!("bench-soak {m:?}: expected minutes (e.g. 10 or 0.5)"))?,
+        None => soak::MINUTES,
+    };
+    let command = match minutes {
+        Some(m) => format!("cargo xtask bench-soak {m}"),
+        None => "cargo xtask bench-soak".into(),
+    };
+    build()?;
+    let (md, v) = soak::soak(m, &command)?;
+    write_part("soak", &md, &v)
 }
 
 /// Writes one measurement's own file in bench/.

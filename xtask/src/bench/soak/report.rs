@@ -1,0 +1,366 @@
+//! The soak's section of bench/soak.md, and its JSON: the table, the daemon's log rate,
+//! what the loads did, and what it shows (said from the figures, so that it stays true
+//! when they change).
+
+use std::{collections::HashMap, fmt::Write as _, process::Command};
+
+use serde_json::{Value, json};
+
+use super::{CHURN_RATE, DYNO_RATE, Run, SLOW_PER_PORT, sample::Sample};
+
+const MIB: f64 = 1024.0;
+/// Resident memory within this share of its baseline counts as back.
+const RSS_SLACK: f64 = 0.10;
+
+fn sh(cmd: &str) -> String {
+    Command::new("sh")
+        .args(["-c", cmd])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().replace('\n', " "))
+        .unwrap_or_default()
+}
+
+/// A log line's kind: its runs of hex digits that hold a digit (pids, ports, names)
+/// made `N`, cut short.
+fn kind(line: &str) -> String {
+    let mut out = String::new();
+    let mut run = String::new();
+    for c in line.chars().chain(std::iter::once(' ')) {
+        if c.is_ascii_hexdigit() {
+            run.push(c);
+            continue;
+        }
+        if run.chars().any(|c| c.is_ascii_digit()) {
+            out.push('N');
+        } else {
+            out.push_str(&run);
+        }
+        run.clear();
+        out.push(c);
+    }
+    out.trim_end().chars().take(110).collect()
+}
+
+fn opt(v: Option<f64>, digits: usize) -> String {
+    v.map_or_else(|| "–".into(), |v| format!("{v:.digits$}"))
+}
+
+fn back(after: Option<f64>, same: bool) -> String {
+    match after {
+        Some(t) => format!("yes, {t:.0} s after the load stopped"),
+        None if same => "yes, by the end of the settle period".into(),
+        None => "**no** (60 s after the load stopped)".into(),
+    }
+}
+
+pub fn report(r: &Run, minutes: f64, command: &str) -> (String, Value) {
+    let all: Vec<&Sample> = r.load.iter().chain(&r.settle).collect();
+    let end = r.load.last().unwrap_or(&r.baseline);
+    let peak = |f: &dyn Fn(&Sample) -> f64| all.iter().map(|s| f(s)).fold(f64::MIN, f64::max);
+    let peak_scrape = all
+        .iter()
+        .filter_map(|s| s.scrape_max_ms)
+        .fold(0.0, f64::max);
+    let failed: u64 = all.iter().map(|s| s.scrape_failed).sum::<u64>() + r.settled.scrape_failed;
+    let (b, s) = (&r.baseline, &r.settled);
+    // The heap is what a leak grows; the binary's pages come and go with the page cache.
+    let rss_back = (s.anon_kib as f64) <= b.anon_kib as f64 * (1.0 + RSS_SLACK);
+    let span = if minutes == 1.0 {
+        "1 minute".to_string()
+    } else {
+        format!("{minutes} minutes")
+    };
+    let mut md = format!("\n## The daemon under {span} of unprivileged churn\n\n");
+    let _ = writeln!(
+        md,
+        "`{command}`, {} (UTC); commit {}; {} cores, kernel {}. Full log of the daemon: \
+         target/bench-soak/daemon.log.\n",
+        sh("date -u +%Y-%m-%dT%H:%MZ"),
+        sh(
+            "git rev-parse --short HEAD; git diff --quiet -- . ':!bench' || echo '(with local changes)'"
+        ),
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        sh("uname -r"),
+    );
+    let _ = writeln!(
+        md,
+        "The release daemon, as root, with its own socket, lock, state directory, and \
+         `/metrics` and dynolog ports on 127.0.0.1, counting `nobody`'s processes \
+         (`--user nobody`: the load's; the machine's other work is left alone, and stays out \
+         of its figures), ran {span} under three loads at once, all as `nobody` (`setpriv --reuid=nobody --regid=nogroup --clear-groups`):\n\
+         - **churn** (`soak/churn.py`): {CHURN_RATE} a second, a short-lived process copies \
+         the Debian libamdhip64.so.5 (a real 14 MB ELF) under a fresh name, dlopens it, \
+         holds it 0.2–2 s and goes: a quarter delete the copy while it is mapped, a quarter \
+         SIGKILL themselves;\n\
+         - **dyno flood** (`soak/dyno.py`): {DYNO_RATE} requests a second on the dynolog \
+         port, most malformed or refused (bad or huge lengths, torn bodies, not JSON, deep \
+         nesting, log files outside the state directory, control characters, too many \
+         pids), some valid: a 50–200 ms trace of every tracked process, or one waiting for \
+         a synchronized start up to an hour ahead;\n\
+         - **slow connections** (`soak/slow.py`): {SLOW_PER_PORT} held on each port — \
+         silent, trickling a byte a second, or (metrics) never reading the answer — each \
+         replaced as the daemon closes it; the dynolog ones during the first half of each \
+         minute only (they take the same user's share of the reading slots as the flood).\n\n\
+         Sampled every 15 s: the daemon's descriptors (`/proc/PID/fd`, by kind), the \
+         system's BPF links (walked by id, as `bpftool link list`), its resident memory \
+         and one root `/metrics` scrape (connect to close; median of 3, the slowest in \
+         \"peak\"). Baseline: idle, 10 s after start. Settled: after the load stopped, \
+         polled every second until the descriptors and links were back at the baseline, \
+         at most 60 s.\n"
+    );
+    let _ = writeln!(
+        md,
+        "| | baseline | peak under load | end of load | settled | back to baseline |\n\
+         | --- | ---: | ---: | ---: | ---: | --- |"
+    );
+    let row = |md: &mut String, name: &str, f: &dyn Fn(&Sample) -> f64, back: String| {
+        let _ = writeln!(
+            md,
+            "| {name} | {:.0} | {:.0} | {:.0} | {:.0} | {back} |",
+            f(b),
+            peak(f),
+            f(end),
+            f(s)
+        );
+    };
+    let same = |f: &dyn Fn(&Sample) -> u64| f(s) == f(b);
+    row(
+        &mut md,
+        "daemon fds",
+        &|x| x.fds as f64,
+        back(r.back_after[0], same(&|x| x.fds)),
+    );
+    let link_back = back(r.back_after[1], same(&|x| x.link_fds));
+    row(&mut md, "… BPF link fds", &|x| x.link_fds as f64, link_back);
+    let yes = |ok: bool| if ok { "yes" } else { "**no**" }.to_string();
+    row(
+        &mut md,
+        "… perf-event fds",
+        &|x| x.perf_fds as f64,
+        yes(same(&|x| x.perf_fds)),
+    );
+    row(
+        &mut md,
+        "… sockets",
+        &|x| x.sockets as f64,
+        yes(same(&|x| x.sockets)),
+    );
+    row(
+        &mut md,
+        "BPF links, system-wide",
+        &|x| x.links as f64,
+        back(r.back_after[2], same(&|x| x.links)),
+    );
+    row(
+        &mut md,
+        "daemon threads",
+        &|x| x.threads as f64,
+        yes(same(&|x| x.threads)),
+    );
+    let rss = |x: &Sample| x.rss_kib as f64 / MIB;
+    let anon = |x: &Sample| x.anon_kib as f64 / MIB;
+    for (name, f, verdict) in [
+        (
+            "daemon RSS (MiB)",
+            &rss as &dyn Fn(&Sample) -> f64,
+            String::new(),
+        ),
+        (
+            "… anonymous (heap, MiB)",
+            &anon,
+            format!(
+                "{} ({:+.1} MiB; within {:.0} % counts)",
+                yes(rss_back),
+                anon(s) - anon(b),
+                RSS_SLACK * 100.0
+            ),
+        ),
+    ] {
+        let _ = writeln!(
+            md,
+            "| {name} | {:.1} | {:.1} | {:.1} | {:.1} | {verdict} |",
+            f(b),
+            peak(f),
+            f(end),
+            f(s)
+        );
+    }
+    let _ = writeln!(
+        md,
+        "| `/metrics` scrape (ms) | {} | {peak_scrape:.1} | {} | {} | {failed} failed |",
+        opt(b.scrape_ms, 1),
+        opt(end.scrape_ms, 1),
+        opt(s.scrape_ms, 1)
+    );
+    let gauge = |md: &mut String, name: &str, f: &dyn Fn(&Sample) -> Option<u64>| {
+        let p = all.iter().filter_map(|x| f(x)).max();
+        let g = |x: &Sample| f(x).map_or("–".to_string(), |v| v.to_string());
+        let p = p.map_or("–".to_string(), |v| v.to_string());
+        let _ = writeln!(md, "| {name} | {} | {p} | {} | {} | |", g(b), g(end), g(s));
+    };
+    gauge(&mut md, "tracked processes (`/metrics`)", &|x| x.tracked);
+    gauge(&mut md, "probed files (`/metrics`)", &|x| x.probed_files);
+    gauge(&mut md, "files refused, total (`/metrics`)", &|x| x.refused);
+    gauge(&mut md, "traces written, total (`/metrics`)", &|x| x.traces);
+    let load_s = end.t - b.t;
+    let cpu = (end.cpu_s - b.cpu_s) / load_s.max(1.0) * 100.0;
+    let shutdown = opt(r.shutdown_s, 2);
+    let gone = r.links_gone_after.map_or_else(
+        || {
+            format!(
+                "were still {} 30 s after it exited ({} before it started: other BPF users on \
+                 the machine, or links it left)",
+                r.links_after_exit, r.links_before
+            )
+        },
+        |t| {
+            format!(
+                "were back to the {} there were before it started {t:.1} s after it exited",
+                r.links_before
+            )
+        },
+    );
+    let _ = writeln!(
+        md,
+        "\nThe daemon used {cpu:.1} % of one core under load. SIGTERM to exit: **{shutdown} s**; \
+         the system's BPF links {gone}. Its state directory held {} files, {:.1} MiB, at the \
+         end.\n",
+        r.state_files,
+        r.state_bytes as f64 / MIB / MIB
+    );
+    let _ = writeln!(
+        md,
+        "Its log, lines per minute:\n\n| phase | seconds | lines | per minute | warnings |\n| --- | ---: | ---: | ---: | ---: |"
+    );
+    let mut kinds: HashMap<String, u64> = HashMap::new();
+    for (name, secs, lines) in &r.log_phases {
+        let warnings = lines.iter().filter(|l| l.contains("warning")).count();
+        let per_min = lines.len() as f64 / secs.max(1e-3) * 60.0;
+        let _ = writeln!(
+            md,
+            "| {name} | {secs:.0} | {} | {per_min:.0} | {warnings} |",
+            lines.len()
+        );
+        if *name == "load" {
+            for l in lines {
+                *kinds.entry(kind(l)).or_default() += 1;
+            }
+        }
+    }
+    let mut kinds: Vec<(String, u64)> = kinds.into_iter().collect();
+    kinds.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    let _ = writeln!(
+        md,
+        "\nIts most frequent lines under load (numbers as N):\n\n| lines | kind |\n| ---: | --- |"
+    );
+    for (k, n) in kinds.iter().take(8) {
+        let _ = writeln!(
+            md,
+            "| {n} | `{}` |",
+            k.replace('|', "\\|").replace('`', "'")
+        );
+    }
+    let _ = writeln!(md, "\nWhat the loads did (their own counts):\n");
+    for (name, v) in &r.loads {
+        let _ = writeln!(md, "- {name}: `{v}`");
+    }
+    // What it shows, from the figures.
+    let mut shows = Vec::new();
+    let when = |after: Option<f64>| {
+        after.map_or("by the end of the settle period".into(), |t| {
+            format!("{t:.0} s after the load had stopped")
+        })
+    };
+    let fds_back = r.back_after[0].is_some() || same(&|x| x.fds);
+    shows.push(format!(
+        "Descriptors: {} at baseline, {:.0} at peak, {}.",
+        b.fds,
+        peak(&|x| x.fds as f64),
+        if fds_back {
+            format!("back to {} {}", b.fds, when(r.back_after[0]))
+        } else {
+            format!(
+                "still {} ({} of them BPF links, {} at baseline) 60 s after the load had stopped",
+                s.fds, s.link_fds, b.link_fds
+            )
+        }
+    ));
+    let own_back = r.back_after[1].is_some() || same(&|x| x.link_fds);
+    shows.push(format!(
+        "Its BPF links: {} at baseline, up to {:.0} while the copies were probed, {}.",
+        b.link_fds,
+        peak(&|x| x.link_fds as f64),
+        if own_back {
+            format!("back {}", when(r.back_after[1]))
+        } else {
+            format!("still {} after 60 s", s.link_fds)
+        }
+    ));
+    let others = |x: &Sample| x.links as i64 - x.link_fds as i64;
+    if others(s) != others(b) {
+        shows.push(format!(
+            "The system-wide count also moved by {:+} links that were not the daemon's (other \
+             BPF users on the machine, or links still being released).",
+            others(s) - others(b)
+        ));
+    }
+    let mid = &r.load[r.load.len() / 2];
+    shows.push(format!(
+        "Memory (heap): {:.1} MiB idle; {:.1} MiB at the first sample under load, {:.1} at \
+         the middle, {:.1} at the end, {:.1} settled ({}); resident in all {:.1} MiB idle, \
+         {:.1} settled.",
+        anon(b),
+        r.load.first().map_or(0.0, anon),
+        anon(mid),
+        anon(end),
+        anon(s),
+        if rss_back {
+            "back within 10 %"
+        } else {
+            "**not** back within 10 %"
+        },
+        rss(b),
+        rss(s)
+    ));
+    let slow = all
+        .iter()
+        .filter(|x| x.scrape_max_ms.is_some_and(|m| m > 100.0))
+        .count();
+    shows.push(format!(
+        "`/metrics` for root: {} ms idle, at most {peak_scrape:.0} ms under load ({slow} of {} \
+         samples had a scrape over 100 ms), {} ms settled; {}.",
+        opt(b.scrape_ms, 1),
+        all.len(),
+        opt(s.scrape_ms, 1),
+        if failed == 0 {
+            "none failed".to_string()
+        } else {
+            format!("**{failed} failed**")
+        }
+    ));
+    let load_lines = r
+        .log_phases
+        .iter()
+        .find(|p| p.0 == "load")
+        .map_or(0, |p| p.2.len());
+    shows.push(format!(
+        "The log grew by {:.0} lines a minute under load, mostly `{}`.",
+        load_lines as f64 / load_s.max(1.0) * 60.0,
+        kinds.first().map_or("", |k| k.0.as_str()).replace('`', "'")
+    ));
+    let _ = writeln!(md, "\n### What it shows\n\n{}", shows.join(" "));
+    let json = json!({
+        "minutes": minutes, "command": command,
+        "churn_rate": CHURN_RATE, "dyno_rate": DYNO_RATE, "slow_per_port": SLOW_PER_PORT,
+        "links_before_daemon": r.links_before, "baseline": b.json(), "end_of_load": end.json(),
+        "settled": s.json(), "back_after_s": { "fds": r.back_after[0], "link_fds": r.back_after[1], "system_links": r.back_after[2] },
+        "rss_back": rss_back, "shutdown_s": r.shutdown_s, "links_gone_after_exit_s": r.links_gone_after,
+        "load_cpu_percent": cpu, "state_dir_bytes": r.state_bytes, "state_dir_files": r.state_files,
+        "log_lines": r.log_phases.iter().map(|p| json!({"phase": p.0, "seconds": p.1, "lines": p.2.len()})).collect::<Vec<_>>(),
+        "top_log_kinds_under_load": kinds.iter().take(8).map(|(k, n)| json!([n, k])).collect::<Vec<_>>(),
+        "loads": r.loads.iter().map(|(n, v)| json!({"load": n, "counts": v})).collect::<Vec<_>>(),
+        "samples": r.load.iter().map(Sample::json).collect::<Vec<_>>(),
+        "settle_samples": r.settle.iter().map(Sample::json).collect::<Vec<_>>(),
+    });
+    (md, json)
+}
