@@ -31,7 +31,15 @@ fn the_daemon_counts_a_new_process_calls_exactly() {
             .args(["gated", "basic"])
             .env("SCENARIO_LOG", &log),
     );
-    target.open_when_tracked(&mut lines);
+    lines.wait_for(&format!("tracking pid {}", target.child.id()));
+    // Alive at its gate, and the only process of this test's program: one tracked.
+    let tracked = |m: &Metrics| m.sum("rocsync_tracked_processes", "");
+    assert_eq!(
+        tracked(&Metrics::scrape(&python, &addr)),
+        1,
+        "alive, tracked"
+    );
+    target.open();
     assert!(target.child.wait().unwrap().success());
 
     let m = Metrics::scrape(&python, &addr);
@@ -64,6 +72,15 @@ fn the_daemon_counts_a_new_process_calls_exactly() {
         }
     }
     assert_metrics_follow_the_log(&m, &logged, daemon.id());
+    // Reaped: forgotten at the daemon's next prune (every 5 s).
+    let reaped = std::time::Instant::now();
+    while tracked(&Metrics::scrape(&python, &addr)) != 0 {
+        assert!(
+            reaped.elapsed() < Duration::from_secs(30),
+            "still tracked 30 s after it was reaped"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
     assert!(get(&addr, "/healthz").ends_with("ok\n"));
     assert!(get(&addr, "/nope").starts_with("HTTP/1.1 404"));
 
