@@ -15,18 +15,55 @@ use rocsync::{
 };
 use rocsync_common::{Backend, Config, Decoded, Switch, decode};
 
-/// The entry and exit records of `pid` the probes write over `window`.
-fn records_over(probes: &mut Probes, pid: u32, window: Duration) -> (usize, usize) {
+/// CPU time `pid` has run so far, by the kernel's scheduler (/proc/PID/schedstat).
+fn ran(pid: u32) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/schedstat")).unwrap();
+    Duration::from_nanos(stat.split_whitespace().next().unwrap().parse().unwrap())
+}
+
+/// A window that ends once `pid` has run `cpu` more (a fixed time would prove nothing of a
+/// target the scheduler left waiting meanwhile): at most 10 s.
+struct Running {
+    pid: u32,
+    until: Duration,
+    start: Instant,
+}
+
+impl Running {
+    fn for_cpu(pid: u32, cpu: Duration) -> Self {
+        Running {
+            pid,
+            until: ran(pid) + cpu,
+            start: Instant::now(),
+        }
+    }
+
+    fn over(&self) -> bool {
+        let ran = ran(self.pid);
+        assert!(
+            ran >= self.until || self.start.elapsed() < Duration::from_secs(10),
+            "the target ran too little in 10 s to tell"
+        );
+        ran >= self.until
+    }
+}
+
+/// The CPU time a window lasts: some hundreds of the loop's iterations.
+const WINDOW: Duration = Duration::from_millis(50);
+
+/// The entry and exit records of `pid` the probes write while it runs `cpu`.
+fn records_over(probes: &mut Probes, pid: u32, cpu: Duration) -> (usize, usize) {
     let (mut entries, mut exits) = (0, 0);
-    let start = Instant::now();
+    let window = Running::for_cpu(pid, cpu);
     loop {
+        let over = window.over();
         let until = probes.calls_reserved();
         probes.drain_calls(until, |bytes| match decode(bytes) {
             Ok(Decoded::Entry(e)) if e.pid == pid => entries += 1,
             Ok(Decoded::Exit(e)) if e.pid == pid => exits += 1,
             _ => {}
         });
-        if start.elapsed() >= window {
+        if over {
             return (entries, exits);
         }
         std::thread::sleep(Duration::from_millis(5));
@@ -35,7 +72,7 @@ fn records_over(probes: &mut Probes, pid: u32, window: Duration) -> (usize, usiz
 
 /// Reads and drops what is in the ring: records of calls in flight at a change.
 fn settle(probes: &mut Probes, pid: u32) {
-    records_over(probes, pid, Duration::from_millis(50));
+    records_over(probes, pid, Duration::from_millis(5));
 }
 
 /// A scenario calling in a loop (`loop`), under file-wide probes of the simulated runtime
@@ -92,7 +129,7 @@ fn file_wide_probes_follow_every_change_to_the_target_table() {
         ..Switch::default()
     });
     let pid = target.child.id();
-    let window = Duration::from_millis(300);
+    let window = WINDOW;
     let capturing = Config {
         capture: 1,
         ..Config::INACTIVE
@@ -143,12 +180,16 @@ fn counting_probes_follow_every_change_to_the_target_table() {
         ..Switch::default()
     });
     let pid = target.child.id();
-    let window = Duration::from_millis(300);
-    let over = |probes: &Probes| {
+    // What the kernel counts while the target runs `cpu`.
+    let over_cpu = |probes: &Probes, cpu| {
         let before = counted(probes);
-        std::thread::sleep(window);
+        let window = Running::for_cpu(pid, cpu);
+        while !window.over() {
+            std::thread::sleep(Duration::from_millis(2));
+        }
         counted(probes) - before
     };
+    let over = |probes: &Probes| over_cpu(probes, WINDOW);
 
     // Not tracked: its calls, answered by the cache from the first, count nothing.
     assert_eq!(over(&probes), 0, "not tracked");
@@ -159,20 +200,14 @@ fn counting_probes_follow_every_change_to_the_target_table() {
     probes.set_target(pid, tracked).unwrap();
     assert!(over(&probes) > 0, "tracked: nothing counted");
     probes.forget_target(pid).unwrap();
-    // Calls entered before the change may still be counted: until the count settles.
-    let start = std::time::Instant::now();
-    let mut last = counted(&probes);
-    loop {
-        std::thread::sleep(Duration::from_millis(20));
-        let now = counted(&probes);
-        if now == last {
-            break;
-        }
+    // Calls entered before the change may still be counted: until the count settles
+    // (unchanged while the target ran on).
+    let start = Instant::now();
+    while over_cpu(&probes, Duration::from_millis(5)) != 0 {
         assert!(
             start.elapsed() < Duration::from_secs(10),
             "the count never settles"
         );
-        last = now;
     }
     assert_eq!(over(&probes), 0, "forgotten");
 }
