@@ -86,14 +86,6 @@ impl Metrics {
     }
 }
 
-/// Whether `run` lies in `seq` as one contiguous run. A substring search of the joined
-/// names, linear: comparing every window is quadratic on a looping process's repetitive
-/// log (a minute on a 20 000-call log).
-pub fn contiguous_run(seq: &[&str], run: &[&str]) -> bool {
-    let joined = |v: &[&str]| format!("\n{}\n", v.join("\n"));
-    joined(seq).contains(&joined(run))
-}
-
 /// A trace's `cuda_runtime` rows (one per call), in call order.
 pub fn runtime_rows(t: &serde_json::Value) -> Vec<&serde_json::Value> {
     let mut rows: Vec<&serde_json::Value> = t["traceEvents"]
