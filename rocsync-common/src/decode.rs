@@ -5,7 +5,7 @@ use core::{fmt, mem::size_of, ptr};
 use crate::{
     Api, EntryRecord, ExitRecord, LinkMapRecord, PacketRecord, ProcessRecord, QueueRecord,
     RECORD_ENTRY, RECORD_EXIT, RECORD_LINK_MAP, RECORD_PACKET, RECORD_PROCESS, RECORD_QUEUE,
-    RECORD_WAKE, WakeRecord,
+    RECORD_STALL, RECORD_WAKE, StallRecord, WakeRecord,
 };
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -18,6 +18,7 @@ pub enum Decoded {
     Process(ProcessRecord),
     /// The call ring is filling: read it now.
     Wake,
+    Stall(StallRecord),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -77,6 +78,7 @@ pub fn decode(bytes: &[u8]) -> Result<Decoded, DecodeError> {
         RECORD_PACKET => Ok(Decoded::Packet(read(bytes, kind)?)),
         RECORD_PROCESS => Ok(Decoded::Process(read(bytes, kind)?)),
         RECORD_WAKE => read::<WakeRecord>(bytes, kind).map(|_| Decoded::Wake),
+        RECORD_STALL => Ok(Decoded::Stall(read(bytes, kind)?)),
         other => Err(DecodeError::UnknownKind(other)),
     }
 }
@@ -96,6 +98,7 @@ mod tests {
         assert_eq!(size_of::<ExitRecord>(), 48);
         assert_eq!(size_of::<LinkMapRecord>(), 24);
         assert_eq!(size_of::<ProcessRecord>(), 24);
+        assert_eq!(size_of::<StallRecord>(), 56);
         assert_eq!(size_of::<crate::OutSlot>(), 16);
     }
 

@@ -57,6 +57,8 @@ pub struct MetricValue {
     pub errors: u64,
     /// Stream waits on an event recorded on another stream.
     pub cross_stream: u64,
+    /// Synchronisations that took longer than the stall threshold (when one is set).
+    pub stalls: u64,
     /// Synchronisations timed (entry to return on one thread), their total, and their
     /// distribution.
     pub timed: u64,

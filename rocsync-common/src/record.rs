@@ -8,6 +8,7 @@ pub const RECORD_PACKET: u32 = 4;
 pub const RECORD_EXIT: u32 = 5;
 pub const RECORD_PROCESS: u32 = 6;
 pub const RECORD_WAKE: u32 = 7;
+pub const RECORD_STALL: u32 = 8;
 
 /// Indices of the per-CPU drop counters (`DROPS`): a failed ring reservation is counted
 /// under the kind of record that was lost, so every loss is named.
@@ -157,6 +158,27 @@ pub struct ProcessRecord {
 pub struct WakeRecord {
     pub kind: u32,
     pub pad: u32,
+}
+
+/// A synchronisation of a process the daemon counts returned after longer than its
+/// stall threshold (`STALL_NS`): found at the return, in the kernel; nothing is written
+/// for calls under it.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StallRecord {
+    pub kind: u32,
+    pub api: u32,
+    pub pid: u32,
+    pub tid: u32,
+    /// The device counted for the call ([`NO_DEVICE`] when unknown).
+    pub device: i32,
+    pub pad: u32,
+    /// CLOCK_MONOTONIC ns at its entry and its return.
+    pub entry_ns: u64,
+    pub exit_ns: u64,
+    /// Its first argument (the stream or event), and what it returned.
+    pub arg0: u64,
+    pub ret: i64,
 }
 
 /// Where `struct task_struct` keeps `pid` and `tgid` on the running kernel (from its BTF),

@@ -6,15 +6,16 @@
 use aya_ebpf::{
     helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns},
     macros::map,
-    maps::{LruHashMap, PerCpuArray},
+    maps::{Array, LruHashMap, PerCpuArray},
 };
 use rocsync_common::{
     AQL_SLOTS, Api, Cookie, HandleKey, METRIC_SLOTS, MetricKey, MetricValue, NO_DEVICE, OutParam,
-    PendingCall, Switch, TRACE_RECORDING, TRACE_STOPPING, WAIT_BUCKETS, aql_slot,
+    PendingCall, RECORD_STALL, StallRecord, Switch, TRACE_RECORDING, TRACE_STOPPING, WAIT_BUCKETS,
+    aql_slot,
 };
 
 use crate::{
-    TARGETS,
+    BPF_RB_FORCE_WAKEUP, EVENTS, TARGETS,
     device::{device_of, read_out, track_devices},
 };
 
@@ -27,6 +28,11 @@ static PENDING: LruHashMap<u64, PendingCall> = LruHashMap::with_max_entries(1638
 /// The stream each event was last recorded on, to count cross-stream waits.
 #[map]
 static EVENT_STREAM: LruHashMap<HandleKey, u64> = LruHashMap::with_max_entries(65536, 0);
+
+/// The daemon's stall threshold (ns; 0: none): a synchronisation that takes longer is
+/// counted and announced on the ring (`StallRecord`).
+#[map]
+static STALL_NS: Array<u64> = Array::with_max_entries(1, 0);
 
 /// AQL packets published by counted processes, per agent and type
 /// (`rocsync_common::aql_slot`).
@@ -215,7 +221,12 @@ fn count_return(cookie: Cookie, ret: i64, pid_tgid: u64) {
             (*v).errors += 1;
         }
         if kind == Cookie::KIND_SYNC {
-            let ns = bpf_ktime_get_ns().saturating_sub(p.ns);
+            let now = bpf_ktime_get_ns();
+            let ns = now.saturating_sub(p.ns);
+            if ns >= stall_ns() && !Api::id_is_polling(p.api) {
+                (*v).stalls += 1;
+                stalled(&p, pid_tgid, now, ret);
+            }
             let us = ns / 1000;
             let mut i = 0;
             while i < WAIT_BUCKETS - 1 && us > (1u64 << i) {
@@ -228,4 +239,35 @@ fn count_return(cookie: Cookie, ret: i64, pid_tgid: u64) {
             }
         }
     }
+}
+
+/// The stall threshold; `u64::MAX` when none is set.
+#[inline(always)]
+fn stall_ns() -> u64 {
+    match STALL_NS.get(0) {
+        Some(&t) if t > 0 => t,
+        _ => u64::MAX,
+    }
+}
+
+/// Announces a stall (a lost announcement is still counted in `stalls`).
+#[inline(always)]
+fn stalled(p: &PendingCall, pid_tgid: u64, exit_ns: u64, ret: i64) {
+    let Some(mut slot) = EVENTS.reserve::<StallRecord>(0) else {
+        return;
+    };
+    slot.write(StallRecord {
+        kind: RECORD_STALL,
+        api: p.api,
+        pid: (pid_tgid >> 32) as u32,
+        tid: pid_tgid as u32,
+        device: p.device,
+        pad: 0,
+        entry_ns: p.ns,
+        exit_ns,
+        arg0: p.arg0,
+        ret,
+    });
+    // The daemon acts on it at once (a stall trace starts now).
+    slot.submit(BPF_RB_FORCE_WAKEUP);
 }

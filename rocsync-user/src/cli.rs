@@ -32,7 +32,7 @@ pub enum Command {
     Convert(ConvertArgs),
     /// Run always on: count every GPU process's synchronisations in the kernel and serve
     /// them as Prometheus metrics; record traces on request.
-    Daemon(DaemonArgs),
+    Daemon(Box<DaemonArgs>),
     /// Ask the running daemon for a trace of some processes.
     Trace(TraceArgs),
     /// What the running daemon tracks, and the sessions recording.
@@ -144,6 +144,17 @@ pub struct DaemonArgs {
     /// rate falls; off: no budget
     #[arg(long, value_name = "PERCENT")]
     pub budget: Option<String>,
+    /// Trace a process on its own when one of its synchronisations takes longer than
+    /// DURATION (e.g. 50ms): the flight recorder's span before (when on) and
+    /// --stall-window-after after, as stall-<api>-<pid>-<time>.json
+    #[arg(long, value_name = "DURATION")]
+    pub capture_on_stall: Option<String>,
+    /// How long a stall trace goes on after the stall [default: 2s]
+    #[arg(long, value_name = "DURATION")]
+    pub stall_window_after: Option<String>,
+    /// At most one stall trace per process, and per node, this often [default: 60s]
+    #[arg(long, value_name = "DURATION")]
+    pub stall_interval: Option<String>,
     /// Check the configuration, print the settings in effect, and exit
     #[arg(long)]
     pub check: bool,

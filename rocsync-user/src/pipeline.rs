@@ -110,6 +110,8 @@ impl<S: Sink> Pipeline<S> {
             Ok(Decoded::Process(r)) => return Some(Notice::Exited { pid: r.pid }),
             // The drain that read it has read the call ring too.
             Ok(Decoded::Wake) => self.stats.wakes += 1,
+            // The daemon's alone (a capture sets no stall threshold): nothing of a call.
+            Ok(Decoded::Stall(_)) => {}
             Err(_) => self.stats.undecodable += 1,
         }
         None

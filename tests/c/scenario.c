@@ -14,6 +14,8 @@
  *   hang                  queue 30 s of work, then block in hipStreamSynchronize
  *   fork ITERS            calls, then forks a child that calls on streams and events of
  *                         its own (its log: $SCENARIO_LOG.child), then calls again
+ *   stall N US            N times: US of work on stream 1, an event recorded after it,
+ *                         stream 2 waiting on the event, stream 2 synchronized (blocks US)
  *   poll                  prints "ready"; at each line on stdin: a thread starts
  *                         recording and waiting (logged), the main thread polls
  *                         hipEventQuery flat out (counted, not logged: millions);
@@ -442,6 +444,24 @@ static int forked(int iters) {
   return 0;
 }
 
+/* ---- stall: synchronizations that block for as long as the work they wait on ---- */
+static void stall(int n, int us) {
+  hipStream_t s1 = 0, s2 = 0;
+  hipEvent_t e = 0;
+  StreamCreate(&s1);
+  StreamCreate(&s2);
+  EventCreate(&e);
+  for (int i = 0; i < n; i++) {
+    Launch(s1, us);
+    EventRecord(e, s1);
+    StreamWaitEvent(s2, e);
+    StreamSynchronize(s2);
+  }
+  EventDestroy(e);
+  StreamDestroy(s1);
+  StreamDestroy(s2);
+}
+
 /* ---- poll: a dense polling phase between records and waits ---- */
 static int poll_phase; /* lines read on stdin */
 
@@ -561,6 +581,7 @@ static int run(int argc, char **argv) {
   else if (!strcmp(mode, "loop") && argc == 4) loop_devices(atoi(argv[2]), atoi(argv[3]));
   else if (!strcmp(mode, "hang")) hang();
   else if (!strcmp(mode, "poll")) poll_mode();
+  else if (!strcmp(mode, "stall") && argc == 4) stall(atoi(argv[2]), atoi(argv[3]));
   else if (!strcmp(mode, "fork") && argc == 3) return forked(atoi(argv[2]));
   else { fprintf(stderr, "unknown mode %s\n", mode); return 2; }
   return 0;

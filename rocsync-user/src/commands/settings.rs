@@ -71,6 +71,9 @@ impl From<DaemonArgs> for ConfigFlags {
             retention_max_age: a.retention_max_age,
             learn_devices: a.learn_devices,
             budget: a.budget,
+            capture_on_stall: a.capture_on_stall,
+            stall_window_after: a.stall_window_after,
+            stall_interval: a.stall_interval,
             lock: a.lock,
         }
     }

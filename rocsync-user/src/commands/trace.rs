@@ -116,6 +116,11 @@ pub fn status(args: StatusArgs) -> Result<i32> {
         let (name, ms) = (&t.session, t.starts_in_ms);
         out.push(format!("  {name} (starts in {ms} ms)"));
     }
+    out.push(format!(
+        "stall traces (newest last): {}",
+        s.stall_traces.len()
+    ));
+    out.extend(s.stall_traces.iter().map(|t| format!("  {t}")));
     out.push(format!("standalone captures: {}", s.claims.len()));
     out.extend(s.claims.iter().map(|c| format!("  {c}")));
     print_lines(&out)?;

@@ -24,6 +24,10 @@ pub const DEFAULT_LOCK: &str = "/run/rocsync/daemon.lock";
 /// loop's probes cost nothing measurable and a dense-sync loop's (~100 000 calls/s)
 /// about 17 %: 1 % leaves the first alone and sheds the second's polling.
 pub const DEFAULT_BUDGET: Share = Share(0.01);
+/// A stall trace's span after the stall, and the least time between two of a process's
+/// (and of the node's) stall traces.
+pub const DEFAULT_STALL_WINDOW_AFTER: Duration = Duration::from_secs(2);
+pub const DEFAULT_STALL_INTERVAL: Duration = Duration::from_secs(60);
 
 /// Which processes are tracked: an empty include list includes every process.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -45,6 +49,9 @@ pub struct Filters {
 #[serde(deny_unknown_fields)]
 struct File {
     budget: Option<String>,
+    capture_on_stall: Option<String>,
+    stall_window_after: Option<String>,
+    stall_interval: Option<String>,
     dynolog_addr: Option<String>,
     learn_devices: Option<String>,
     flight_recorder: Option<String>,
@@ -87,6 +94,9 @@ pub struct ConfigFlags {
     pub retention_max_age: Option<String>,
     pub learn_devices: Option<String>,
     pub budget: Option<String>,
+    pub capture_on_stall: Option<String>,
+    pub stall_window_after: Option<String>,
+    pub stall_interval: Option<String>,
     pub lock: Option<PathBuf>,
 }
 
@@ -110,6 +120,12 @@ pub struct DaemonConfig {
     pub learn_devices: Duration,
     /// The probes' most share of a tracked process's CPU time (`None`: no budget).
     pub budget: Option<Share>,
+    /// A synchronisation longer than this gets a trace of its process (`None`: never).
+    pub capture_on_stall: Option<Duration>,
+    /// How long a stall trace goes on after the stall.
+    pub stall_window_after: Duration,
+    /// At most one stall trace per process, and per node, this often.
+    pub stall_interval: Duration,
     /// The node's daemon lock (a flag only: a reload keeps the one taken at start).
     pub lock: PathBuf,
 }
@@ -192,6 +208,23 @@ impl DaemonConfig {
             Some(v) => parse_budget(&v).map_err(|e| anyhow::anyhow!("budget: {e}"))?,
             None => Some(DEFAULT_BUDGET),
         };
+        let capture_on_stall = duration(
+            "capture_on_stall",
+            pick(&args.capture_on_stall, file.capture_on_stall),
+        )?;
+        let stall_window_after = duration(
+            "stall_window_after",
+            pick(&args.stall_window_after, file.stall_window_after),
+        )?
+        .unwrap_or(DEFAULT_STALL_WINDOW_AFTER);
+        let stall_interval = duration(
+            "stall_interval",
+            pick(&args.stall_interval, file.stall_interval),
+        )?
+        .unwrap_or(DEFAULT_STALL_INTERVAL);
+        if stall_interval < Duration::from_secs(1) {
+            bail!("stall_interval must be at least 1s (a stall trace's name holds its second)");
+        }
         if filters.max_files_per_user == Some(0) {
             bail!("max_files_per_user must be at least 1 (a user's job maps a runtime or two)");
         }
@@ -206,6 +239,9 @@ impl DaemonConfig {
             dynolog_addr,
             learn_devices,
             budget,
+            capture_on_stall,
+            stall_window_after,
+            stall_interval,
             flight_recorder,
             sampling,
             retention,

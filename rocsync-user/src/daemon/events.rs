@@ -59,6 +59,7 @@ impl Daemon {
                 Ok(Decoded::Process(r)) if r.event == PROCESS_EXIT => {}
                 Ok(Decoded::Process(r)) => self.tracker.look(r.pid),
                 Ok(Decoded::Wake) => {}
+                Ok(Decoded::Stall(r)) => self.on_stall(r),
                 Ok(decoded) => {
                     if let Some(f) = &mut self.flight {
                         f.keep(&item);
@@ -186,6 +187,12 @@ impl Daemon {
         match &done.reply {
             Reply::Written(w) => {
                 self.traces_written += w.files.len() as u64;
+                let is_stall = |f: &&String| {
+                    let name = std::path::Path::new(f.as_str()).file_name();
+                    name.is_some_and(|n| n.to_string_lossy().starts_with("stall-"))
+                };
+                let stalls: Vec<String> = w.files.iter().filter(is_stall).cloned().collect();
+                self.stalls.written(&stalls);
                 if let Some(newest) = w.files.first() {
                     let newest = std::path::Path::new(newest);
                     statedir::apply_retention(
@@ -250,6 +257,11 @@ impl Daemon {
                 );
             }
         };
+        if c.capture_on_stall != self.config.capture_on_stall
+            && let Err(e) = self.tracker.probes.set_stall_threshold(c.capture_on_stall)
+        {
+            crate::say!("rocsync daemon: warning: {e:#}");
+        }
         if c.sampling != self.config.sampling {
             self.next_sample = c.sampling.map(|(_, every)| first_sample(every));
         }
@@ -307,6 +319,11 @@ impl Daemon {
                         files_probed: self.tracker.files.count(),
                         files_refused: self.tracker.files.refused,
                         budget,
+                        stall_traces: (
+                            self.stalls.traces,
+                            self.stalls.skipped_interval,
+                            self.stalls.skipped_not_started,
+                        ),
                     }),
                 ),
                 (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => (

@@ -25,6 +25,8 @@ pub struct Snapshot<'a> {
     pub files_probed: usize,
     pub files_refused: Refused,
     pub budget: BudgetView,
+    /// Stall traces: started, skipped for the interval, not started.
+    pub stall_traces: (u64, u64, u64),
 }
 
 /// The budget as `/metrics` shows it (no pid label: a node's processes come and go).
@@ -107,6 +109,29 @@ pub fn render(s: &Snapshot<'_>) -> String {
             "rocsync_cross_stream_waits_total{{{}}} {}",
             labels(k),
             v.cross_stream
+        );
+    }
+    header(
+        &mut out,
+        "rocsync_stalls_total",
+        "counter",
+        "Synchronisations longer than the stall threshold (--capture-on-stall), by API and device.",
+    );
+    for (k, v) in s.series.iter().filter(|(_, v)| v.timed > 0) {
+        let _ = writeln!(out, "rocsync_stalls_total{{{}}} {}", labels(k), v.stalls);
+    }
+    header(
+        &mut out,
+        "rocsync_stall_traces_total",
+        "counter",
+        "Stall traces started; skipped ones by reason: interval (another within --stall-interval, of the process or the node), not_started.",
+    );
+    let (started, interval, not_started) = s.stall_traces;
+    let _ = writeln!(out, "rocsync_stall_traces_total {started}");
+    for (reason, n) in [("interval", interval), ("not_started", not_started)] {
+        let _ = writeln!(
+            out,
+            "rocsync_stall_traces_skipped_total{{reason=\"{reason}\"}} {n}"
         );
     }
     header(
@@ -349,6 +374,7 @@ mod tests {
                 over: 1,
                 shed: vec![("hipEventQuery", 1), ("cudaEventQuery", 0)],
             },
+            stall_traces: (1, 49, 0),
         });
         let l = "api=\"hipStreamSynchronize\",device=\"1\"";
         assert!(text.contains(&format!(
@@ -376,5 +402,7 @@ mod tests {
         assert!(text.contains("rocsync_probe_cost_ratio 0.25\n"));
         assert!(text.contains("rocsync_budget_ratio 0.01\n"));
         assert!(text.contains("rocsync_over_budget_processes 1\n"));
+        assert!(text.contains("rocsync_stall_traces_total 1\n"));
+        assert!(text.contains("rocsync_stall_traces_skipped_total{reason=\"interval\"} 49\n"));
     }
 }

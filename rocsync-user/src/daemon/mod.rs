@@ -28,6 +28,7 @@ mod retention;
 mod scheduled;
 mod sessions;
 mod socket;
+mod stalls;
 mod state;
 mod statedir;
 mod traces;
@@ -208,6 +209,7 @@ async fn start(config: DaemonConfig, flags: ConfigFlags, signals: Signals) -> Re
             None
         }
     };
+    probes.set_stall_threshold(config.capture_on_stall)?;
     let mut tracker = Tracker::new(probes, config.filters.clone(), baseline);
     let learn_for = config.learn_devices;
     tracker.scan_all(!learn_for.is_zero());

@@ -91,6 +91,9 @@ pub struct Status {
     pub tracked: Vec<Tracked>,
     /// Traces and flight recorder dumps being written.
     pub writing: Vec<String>,
+    /// The newest stall traces written (oldest first).
+    #[serde(default)]
+    pub stall_traces: Vec<String>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]

@@ -35,9 +35,41 @@ pub struct Sessions {
 impl Sessions {
     /// Starts a trace opened by `Active::open`, unless it would share an agent with a
     /// running session: then nothing of it stays.
-    pub fn start(&mut self, tracker: &mut Tracker, mut trace: Active) -> Result<()> {
+    pub fn start(&mut self, tracker: &mut Tracker, trace: Active) -> Result<()> {
+        self.start_from(tracker, trace, std::iter::empty())
+    }
+
+    /// As [`Sessions::start`], the trace beginning with `history` (what the flight
+    /// recorder holds, every process's records as they were read): its processes' calls
+    /// from the first id there, the others' ids passed over.
+    pub fn start_from<'a>(
+        &mut self,
+        tracker: &mut Tracker,
+        mut trace: Active,
+        history: impl Iterator<Item = &'a [u8]> + Clone,
+    ) -> Result<()> {
         let claim = self.claims.start(&trace.name(), trace.agents.clone())?;
-        trace.begin_after(self.last_read);
+        let first = history
+            .clone()
+            .filter_map(|r| match rocsync_common::decode(r) {
+                Ok(Decoded::Entry(e)) => Some(e.correlation),
+                _ => None,
+            })
+            .min()
+            .filter(|&f| f <= self.last_read);
+        match first {
+            Some(first) => {
+                trace.begin_after(first - 1);
+                for r in history {
+                    if let Ok(d) = rocsync_common::decode(r)
+                        && let Some(pid) = pid_of(&d)
+                    {
+                        feed(&mut trace, r, &d, pid);
+                    }
+                }
+            }
+            None => trace.begin_after(self.last_read),
+        }
         // Its processes' queues made before it: their packets are placed by them.
         let pids = trace.pids.clone();
         for q in self.queues.of(&pids) {
@@ -122,33 +154,15 @@ impl Sessions {
 
     /// Gives a record to the traces of its process.
     pub fn route(&mut self, bytes: &[u8], decoded: &Decoded) {
-        let pid = match decoded {
-            Decoded::Entry(r) => r.pid,
-            Decoded::Exit(r) => r.pid,
-            Decoded::Queue(r) => {
-                self.queues.note(bytes, r);
-                r.pid
-            }
-            Decoded::Packet(r) => r.pid,
-            _ => return,
-        };
-        let entry = match decoded {
-            Decoded::Entry(e) => Some(e.correlation),
-            _ => None,
-        };
-        self.last_read = self.last_read.max(entry.unwrap_or(0));
+        let Some(pid) = pid_of(decoded) else { return };
+        if let Decoded::Queue(r) = decoded {
+            self.queues.note(bytes, r);
+        }
+        if let Decoded::Entry(e) = decoded {
+            self.last_read = self.last_read.max(e.correlation);
+        }
         for (_, t) in &mut self.traces {
-            if !t.pids.contains(&pid) {
-                // Its id is another trace's call, or no trace's: not this one's loss.
-                if let Some(id) = entry {
-                    t.skip(id);
-                }
-                continue;
-            }
-            match decoded {
-                Decoded::Entry(e) if other_agents(e, &t.agents) => t.record(&filtered(bytes)),
-                _ => t.record(bytes),
-            }
+            feed(t, bytes, decoded, pid);
         }
     }
 
@@ -189,6 +203,32 @@ impl Sessions {
 /// Whether an entry the kernel let through belongs to agents outside `agents` (a trace
 /// on some agents, sharing the process with a trace on others): its synchronisations and
 /// event records are then filtered for that trace, as the kernel filters them.
+/// The process a call or HSA record is of.
+fn pid_of(decoded: &Decoded) -> Option<u32> {
+    match decoded {
+        Decoded::Entry(r) => Some(r.pid),
+        Decoded::Exit(r) => Some(r.pid),
+        Decoded::Queue(r) => Some(r.pid),
+        Decoded::Packet(r) => Some(r.pid),
+        _ => None,
+    }
+}
+
+/// One record of `pid` to a trace: its own, or (another process's call) an id it passes.
+fn feed(t: &mut Active, bytes: &[u8], decoded: &Decoded, pid: u32) {
+    if !t.pids.contains(&pid) {
+        // Its id is another trace's call, or no trace's: not this one's loss.
+        if let Decoded::Entry(e) = decoded {
+            t.skip(e.correlation);
+        }
+        return;
+    }
+    match decoded {
+        Decoded::Entry(e) if other_agents(e, &t.agents) => t.record(&filtered(bytes)),
+        _ => t.record(bytes),
+    }
+}
+
 fn other_agents(e: &EntryRecord, agents: &AgentSet) -> bool {
     let filterable = Api::from_u32(u32::from(e.api)).is_some_and(|a| {
         let kind = Cookie::of(a).kind();

@@ -14,6 +14,7 @@ use super::{
     protocol::{Recording, Scheduled, Status, Tracked},
     scheduled::Waiting,
     sessions::Sessions,
+    stalls::Stalls,
     traces::{Active, TraceSpec},
     writing::Writing,
 };
@@ -40,6 +41,8 @@ pub struct Daemon {
     pub learn_until: Option<Instant>,
     /// What the probes cost each process, and what was shed to hold the budget.
     pub budget: Budget,
+    /// Stall traces started and skipped.
+    pub stalls: Stalls,
     next_id: u64,
     /// Where a held claim's connection says it closed.
     pub released: UnboundedSender<ClaimId>,
@@ -67,6 +70,7 @@ impl Daemon {
             next_sample: None,
             learn_until: None,
             budget: Budget::default(),
+            stalls: Stalls::default(),
             next_id: 1,
             released,
         }
@@ -118,6 +122,7 @@ impl Daemon {
                 })
                 .collect(),
             writing: self.writing.names().into_iter().map(String::from).collect(),
+            stall_traces: self.stalls.recent.iter().cloned().collect(),
         }
     }
 }

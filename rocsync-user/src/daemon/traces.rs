@@ -125,14 +125,44 @@ pub struct Active {
     /// What the budget shed, and when it began (µs, the rows' clock): the trace says
     /// which APIs it does not hold and from when.
     shed: (ShedLog, u64),
+    /// The stall it was started for (a stall trace), for its `rocsync` object.
+    pub stall: Option<Value>,
 }
 
 impl Active {
     /// Opens a trace of the requested processes; `Sessions` then switches their
     /// recording on.
     pub fn open(tracker: &Tracker, req: TraceSpec, state_dir: &Path, id: u64) -> Result<Self> {
+        Self::open_as(tracker, req, state_dir, id, true)
+    }
+
+    /// As [`Active::open`]; its file is `<name>-<id>.json`, or `<name>.json` when not
+    /// `numbered` (a name that is unique already).
+    pub fn open_as(
+        tracker: &Tracker,
+        req: TraceSpec,
+        state_dir: &Path,
+        id: u64,
+        numbered: bool,
+    ) -> Result<Self> {
         let pids = matched(tracker, &req)?;
-        let (pipeline, outputs) = open(state_dir, &req.name, id, req.output.as_deref())?;
+        Self::open_of(tracker, req, pids, state_dir, (id, numbered))
+    }
+
+    /// As [`Active::open_as`], of `pids` as they are (a stall's process may have exited
+    /// since: what the flight recorder holds of it is still its trace).
+    pub fn open_of(
+        tracker: &Tracker,
+        req: TraceSpec,
+        pids: Vec<u32>,
+        state_dir: &Path,
+        (id, numbered): (u64, bool),
+    ) -> Result<Self> {
+        let stem = match numbered {
+            true => format!("{}-{id}", req.name),
+            false => req.name.clone(),
+        };
+        let (pipeline, outputs) = open(state_dir, &stem, id, req.output.as_deref())?;
         let output = req.output;
         Ok(Self {
             id,
@@ -147,6 +177,7 @@ impl Active {
             call_probe_links: tracker.probes.link_kind().name(),
             output,
             shed: (tracker.shed_log.clone(), budget::now_us()),
+            stall: None,
         })
     }
 
@@ -210,6 +241,7 @@ impl Active {
                         "mode": "daemon trace", "id": self.id, "pids": self.pids,
                         "call_probe_links": self.call_probe_links,
                         "not_recorded": self.shed.0.overlapping(self.shed.1),
+                        "stall": self.stall,
                     }),
                     libraries: Vec::new(),
                     single_stepped: Vec::new(),
@@ -224,7 +256,7 @@ impl Active {
 /// Opens a trace's outputs in the state directory and the pipeline into them.
 fn open(
     state_dir: &Path,
-    name: &str,
+    stem: &str,
     id: u64,
     output: Option<&Path>,
 ) -> Result<(Pipeline<CaptureSink>, Outputs)> {
@@ -233,7 +265,7 @@ fn open(
     let mut outputs = match output {
         Some(dyno) => Outputs::never_replacing(dyno.to_path_buf())?,
         None => {
-            let path = statedir::traces(state_dir).join(format!("{name}-{id}.json"));
+            let path = statedir::traces(state_dir).join(format!("{stem}.json"));
             Outputs::at(path, false, None)?
         }
     };
@@ -279,7 +311,7 @@ pub fn dump<'a>(
     processes: BTreeMap<u32, ProcessInfo>,
     (call_probe_links, not_recorded): (&'static str, Value),
 ) -> Result<Vec<Written>> {
-    let (mut pipeline, outputs) = open(state_dir, "flight", id, None)?;
+    let (mut pipeline, outputs) = open(state_dir, &format!("flight-{id}"), id, None)?;
     // Calls before the recorder's span are not lost: its ids start at its first.
     let first = records.clone().filter_map(|r| match decode(r) {
         Ok(Decoded::Entry(e)) => Some(e.correlation),

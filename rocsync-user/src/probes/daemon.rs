@@ -27,6 +27,19 @@ impl Probes {
     }
 
     /// Every series the kernel counted, summed over CPUs.
+    /// Synchronisations longer than `threshold` are counted as stalls and announced on
+    /// the ring (`None`: never).
+    pub fn set_stall_threshold(&mut self, threshold: Option<std::time::Duration>) -> Result<()> {
+        let mut map: aya::maps::Array<_, u64> = aya::maps::Array::try_from(
+            self.ebpf
+                .map_mut("STALL_NS")
+                .context("STALL_NS map missing")?,
+        )?;
+        let ns = threshold.map_or(0, |t| t.as_nanos().clamp(1, u64::MAX as u128) as u64);
+        map.set(0, ns, 0).context("setting the stall threshold")?;
+        Ok(())
+    }
+
     pub fn metrics(&self) -> Result<Vec<(MetricKey, MetricValue)>> {
         let map: PerCpuArray<_, MetricValue> =
             PerCpuArray::try_from(self.ebpf.map("METRICS").context("METRICS map missing")?)?;
@@ -38,6 +51,7 @@ impl Probes {
                 sum.calls += v.calls;
                 sum.errors += v.errors;
                 sum.cross_stream += v.cross_stream;
+                sum.stalls += v.stalls;
                 sum.timed += v.timed;
                 sum.wait_ns += v.wait_ns;
                 for i in 0..WAIT_BUCKETS {

@@ -280,8 +280,11 @@ fn churned_copies_count_against_their_user_until_their_links_are_gone() {
         (sampler.join().unwrap(), per_cap)
     });
     assert!(per_cap > 0);
+    // A link or two besides the files' may come and go (a loader hook attached at the
+    // neighbour's first sight, seen once in a loaded run): far fewer than one file's ~32,
+    // which the daemon held on top of a full cap before released files were counted.
     assert!(
-        most <= links + per_cap,
+        most <= links + per_cap + 2,
         "the daemon held {} of nobody's links at once, its cap's worth being {per_cap}",
         most - links
     );

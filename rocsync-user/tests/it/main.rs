@@ -34,6 +34,7 @@ mod daemon_neighbours;
 mod daemon_outputs;
 mod daemon_reload;
 mod daemon_sessions;
+mod daemon_stalls;
 mod daemon_windows;
 mod daemon_writing;
 mod doctor;

@@ -1,0 +1,191 @@
+//! Stall capture: a tracked process's synchronisation that took longer than
+//! `--capture-on-stall` is found in the kernel at its return (`StallRecord`: nothing is
+//! sent for calls under the threshold), and the daemon traces that process around it on
+//! its own: what the flight recorder holds of it (when on: the slow call's entry and the
+//! records its waits resolve to) and `--stall-window-after` from then. Event query loops
+//! are not timed as one span (each query returns at once): a poll is not a stall.
+//!
+//! A storm of stalls gives one trace per `--stall-interval` per process, and per node;
+//! the others are counted (`rocsync_stalls_total` in the kernel, the skipped traces
+//! here).
+
+use std::{
+    collections::{HashMap, VecDeque},
+    time::{Duration, SystemTime, UNIX_EPOCH},
+};
+
+use rocsync_common::{Api, StallRecord};
+use serde_json::json;
+use tokio::time::Instant;
+
+use super::{
+    state::Daemon,
+    traces::{Active, TraceSpec},
+};
+use crate::clock;
+
+/// Stall traces listed by `rocsync status`.
+const LISTED: usize = 16;
+
+/// Why a stall got no trace of its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Skipped {
+    /// Another stall of the process, or of the node, was traced within the interval.
+    Interval,
+    /// The trace could not start (another session records its agents, it has exited).
+    NotStarted,
+}
+
+#[derive(Default)]
+pub struct Stalls {
+    /// When each process's last stall trace began.
+    last: HashMap<u32, Instant>,
+    node_last: Option<Instant>,
+    pub traces: u64,
+    pub skipped_interval: u64,
+    pub skipped_not_started: u64,
+    /// The newest stall traces' files.
+    pub recent: VecDeque<String>,
+}
+
+impl Stalls {
+    /// Whether a stall of `pid` now may have a trace of its own.
+    fn admit(&mut self, pid: u32, now: Instant, interval: Duration) -> Result<(), Skipped> {
+        let recent = |t: Option<&Instant>| t.is_some_and(|&t| now.duration_since(t) < interval);
+        if recent(self.last.get(&pid)) || recent(self.node_last.as_ref()) {
+            return Err(Skipped::Interval);
+        }
+        self.last.insert(pid, now);
+        self.node_last = Some(now);
+        self.last.retain(|_, t| now.duration_since(*t) < interval);
+        Ok(())
+    }
+
+    fn skip(&mut self, why: Skipped) {
+        match why {
+            Skipped::Interval => self.skipped_interval += 1,
+            Skipped::NotStarted => self.skipped_not_started += 1,
+        }
+    }
+
+    /// A stall trace's files were written.
+    pub fn written(&mut self, files: &[String]) {
+        for f in files {
+            if self.recent.len() == LISTED {
+                self.recent.pop_front();
+            }
+            self.recent.push_back(f.clone());
+        }
+    }
+}
+
+/// `YYYYmmddTHHMMSS` (UTC) of a Unix time: sortable, and a valid file name stem.
+pub fn stamp(unix_s: u64) -> String {
+    let (days, s) = (unix_s / 86_400, unix_s % 86_400);
+    // Days to a civil date (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    let (h, mi, se) = (s / 3600, s % 3600 / 60, s % 60);
+    format!("{y:04}{m:02}{d:02}T{h:02}{mi:02}{se:02}")
+}
+
+impl Daemon {
+    /// A tracked process's synchronisation took longer than the threshold.
+    pub fn on_stall(&mut self, r: StallRecord) {
+        if self.config.capture_on_stall.is_none() || !self.tracker.tracked.contains(&r.pid) {
+            return;
+        }
+        let now = Instant::now();
+        if let Err(why) = self.stalls.admit(r.pid, now, self.config.stall_interval) {
+            return self.stalls.skip(why);
+        }
+        let api = Api::from_u32(r.api).map_or("unknown", |a| a.symbol());
+        let took = Duration::from_nanos(r.exit_ns.saturating_sub(r.entry_ns));
+        let unix = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let name = format!("stall-{api}-{}-{}", r.pid, stamp(unix));
+        let spec = TraceSpec {
+            flight: false,
+            pids: vec![r.pid],
+            cgroup: None,
+            agents: Default::default(),
+            duration: self.config.stall_window_after,
+            name: name.clone(),
+            output: None,
+        };
+        let offset = clock::realtime_offset_ns();
+        let unix_us = |mono_ns: u64| (mono_ns as i64 + offset) / 1000;
+        let id = self.take_id();
+        let dir = &self.config.state_dir;
+        let pids = vec![r.pid];
+        let started =
+            Active::open_of(&self.tracker, spec, pids, dir, (id, false)).and_then(|mut trace| {
+                trace.stall = Some(json!({
+                    "api": api, "pid": r.pid, "tid": r.tid, "device": r.device,
+                    "arg0": format!("{:#x}", r.arg0), "ret": r.ret,
+                    "entry_unix_us": unix_us(r.entry_ns), "exit_unix_us": unix_us(r.exit_ns),
+                    "duration_ms": took.as_secs_f64() * 1e3,
+                    "threshold_ms": self.config.capture_on_stall.map(|t| t.as_secs_f64() * 1e3),
+                }));
+                match &mut self.flight {
+                    Some(f) => {
+                        let chunks = f.chunks();
+                        let history = super::flight::records(&chunks);
+                        self.sessions.start_from(&mut self.tracker, trace, history)
+                    }
+                    None => self.sessions.start(&mut self.tracker, trace),
+                }
+            });
+        match started {
+            Ok(()) => {
+                self.stalls.traces += 1;
+                crate::say!(
+                    "rocsync daemon: stall: pid {}'s {api} took {took:.0?}: traced as {name}.json",
+                    r.pid
+                );
+            }
+            Err(e) => {
+                self.stalls.skip(Skipped::NotStarted);
+                crate::say!("rocsync daemon: stall of pid {} not traced: {e:#}", r.pid);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stamps_are_utc_and_sortable() {
+        assert_eq!(stamp(0), "19700101T000000");
+        assert_eq!(stamp(951_782_400), "20000229T000000");
+        assert_eq!(stamp(1_796_288_645), "20261203T090405");
+    }
+
+    #[test]
+    fn one_trace_per_interval_per_process_and_per_node() {
+        let mut s = Stalls::default();
+        let t = Instant::now();
+        let i = Duration::from_secs(60);
+        assert_eq!(s.admit(1, t, i), Ok(()));
+        assert_eq!(
+            s.admit(1, t + Duration::from_secs(1), i),
+            Err(Skipped::Interval)
+        );
+        // The node's interval holds for another process too.
+        assert_eq!(
+            s.admit(2, t + Duration::from_secs(2), i),
+            Err(Skipped::Interval)
+        );
+        assert_eq!(s.admit(2, t + i, i), Ok(()));
+    }
+}

@@ -1,0 +1,144 @@
+//! Stall capture: a synchronisation longer than the threshold gets a trace of its
+//! process on its own — the slow call with its duration and the records its wait
+//! resolves to, against the scenario's log — and a burst of stalls within the interval
+//! gives one trace and a count of them all. Needs root.
+
+use std::{
+    path::{Path, PathBuf},
+    process::Command,
+    time::{Duration, Instant},
+};
+
+use rocsync_tests::read_log;
+
+use crate::common::{daemon::*, *};
+
+/// One series' value (summed over its label sets), from `/metrics`.
+fn metric(addr: &str, series: &str) -> f64 {
+    get(addr, "/metrics")
+        .lines()
+        .filter(|l| l.starts_with(series) && l[series.len()..].starts_with([' ', '{', ',']))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum::<f64>()
+        .max(0.0)
+}
+
+/// The stall traces `rocsync status` lists, once `n` are (at most 30 s).
+fn stall_traces(sock: &Path, n: usize) -> Vec<PathBuf> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let text = ask_daemon(sock, &["status"]);
+        let listed: Vec<PathBuf> = text
+            .lines()
+            .skip_while(|l| !l.starts_with("stall traces"))
+            .skip(1)
+            .take_while(|l| l.starts_with("  "))
+            .map(|l| PathBuf::from(l.trim()))
+            .collect();
+        if listed.len() >= n {
+            return listed;
+        }
+        assert!(Instant::now() < deadline, "no stall trace listed: {text}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The daemon (flight recorder on, stalls over 50 ms) and the scenario `stall N US`,
+/// run to its end once tracked; the log, the pid, and what to ask the daemon by.
+fn stalled(name: &str, n: &str, us: &str) -> Option<(TempDir, Daemon, String, u32)> {
+    let (dir, _) = daemon_test(name)?;
+    let exe = own_copy(&dir);
+    let args = [
+        "--flight-recorder",
+        "10s",
+        "--capture-on-stall",
+        "50ms",
+        "--stall-window-after",
+        "500ms",
+    ];
+    let (daemon, mut lines) = start_daemon(&dir, &exe, &args);
+    let addr = metrics_addr(&lines);
+    let mut target = Gated::start(
+        Command::new(&exe)
+            .args(["gated", "stall", n, us])
+            .env("SCENARIO_LOG", dir.path("stall.log")),
+    );
+    let pid = target.child.id();
+    target.open_when_tracked(&mut lines);
+    assert!(target.child.wait().unwrap().success());
+    Some((dir, daemon, addr, pid))
+}
+
+#[test]
+fn a_stall_is_traced_with_its_slow_call_and_what_its_wait_resolves_to() {
+    let name = "a_stall_is_traced_with_its_slow_call_and_what_its_wait_resolves_to";
+    let Some((dir, daemon, addr, pid)) = stalled(name, "1", "200000") else {
+        return;
+    };
+    let traces = stall_traces(&dir.path("rocsync.sock"), 1);
+    assert_eq!(traces.len(), 1, "{traces:?}");
+    let file = traces[0].file_name().unwrap().to_string_lossy().to_string();
+    assert!(
+        file.starts_with(&format!("stall-hipStreamSynchronize-{pid}-")) && file.ends_with(".json"),
+        "{file}"
+    );
+    let t = read_json(&traces[0]);
+    let logged = read_log(&dir.path("stall.log"));
+    // Every call of the process, from the flight recorder's span: the slow one, its
+    // wait and the record that wait resolves to, each as the log has it.
+    let window = assert_window_of_log(&t, pid, &logged);
+    let sync = logged
+        .iter()
+        .find(|c| c.api == "hipStreamSynchronize")
+        .unwrap();
+    assert!(
+        window.seqs.contains(&sync.seq),
+        "the slow call is not in it"
+    );
+    for api in ["hipEventRecord", "hipStreamWaitEvent"] {
+        let c = logged.iter().find(|c| c.api == api).unwrap();
+        assert!(window.seqs.contains(&c.seq), "{api} is not in it");
+    }
+    // Its duration, as the probes measured it, within the log's clock readings.
+    let stall = &t["rocsync"]["parameters"]["stall"];
+    assert_eq!(stall["api"], "hipStreamSynchronize", "{stall}");
+    let ms = stall["duration_ms"].as_f64().unwrap();
+    let logged_ms = (sync.after_ns - sync.before_ns) as f64 / 1e6;
+    assert!(
+        ms >= 200.0 && ms <= logged_ms,
+        "{ms} ms, logged {logged_ms} ms"
+    );
+    assert_eq!(
+        metric(&addr, "rocsync_stalls_total{api=\"hipStreamSynchronize\""),
+        1.0
+    );
+    assert_eq!(metric(&addr, "rocsync_stall_traces_total"), 1.0);
+    stop(daemon);
+}
+
+#[test]
+fn a_burst_of_stalls_gives_one_trace_and_a_count_of_them_all() {
+    let name = "a_burst_of_stalls_gives_one_trace_and_a_count_of_them_all";
+    let Some((dir, daemon, addr, pid)) = stalled(name, "50", "60000") else {
+        return;
+    };
+    let stalls = "rocsync_stalls_total{api=\"hipStreamSynchronize\"";
+    assert_eq!(metric(&addr, stalls), 50.0);
+    let traces = stall_traces(&dir.path("rocsync.sock"), 1);
+    assert_eq!(traces.len(), 1, "{traces:?}");
+    assert_eq!(metric(&addr, "rocsync_stall_traces_total"), 1.0);
+    assert_eq!(
+        metric(
+            &addr,
+            "rocsync_stall_traces_skipped_total{reason=\"interval\"}"
+        ),
+        49.0
+    );
+    let files: Vec<_> = std::fs::read_dir(dir.path("state/traces"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("stall-"))
+        .collect();
+    assert_eq!(files.len(), 1, "one stall trace of pid {pid}");
+    stop(daemon);
+}
