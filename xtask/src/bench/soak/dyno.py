@@ -19,7 +19,7 @@ import threading
 import time
 
 port, dyno_dir, seconds, rate = int(sys.argv[1]), sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
-THREADS = 2
+THREADS = 8
 stop = threading.Event()
 signal.signal(signal.SIGTERM, lambda *_: stop.set())
 signal.signal(signal.SIGINT, lambda *_: stop.set())

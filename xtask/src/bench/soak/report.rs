@@ -63,6 +63,15 @@ pub fn report(r: &Run, minutes: f64, command: &str) -> (String, Value) {
         .fold(0.0, f64::max);
     let failed: u64 = all.iter().map(|s| s.scrape_failed).sum::<u64>() + r.settled.scrape_failed;
     let (b, s) = (&r.baseline, &r.settled);
+    let load_s = end.t - b.t;
+    let dyno_sent: u64 = r
+        .loads
+        .iter()
+        .filter(|l| l.0 == "dyno")
+        .filter_map(|l| l.1["sent"].as_object())
+        .flat_map(|sent| sent.values().filter_map(Value::as_u64))
+        .sum();
+    let dyno_rate = dyno_sent as f64 / load_s.max(1.0);
     // The heap is what a leak grows; the binary's pages come and go with the page cache.
     let rss_back = (s.anon_kib as f64) <= b.anon_kib as f64 * (1.0 + RSS_SLACK);
     let span = if minutes == 1.0 {
@@ -92,8 +101,9 @@ pub fn report(r: &Run, minutes: f64, command: &str) -> (String, Value) {
          the Debian libamdhip64.so.5 (a real 14 MB ELF) under a fresh name, dlopens it, \
          holds it 0.2–2 s and goes: a quarter delete the copy while it is mapped, a quarter \
          SIGKILL themselves;\n\
-         - **dyno flood** (`soak/dyno.py`): {DYNO_RATE} requests a second on the dynolog \
-         port, most malformed or refused (bad or huge lengths, torn bodies, not JSON, deep \
+         - **dyno flood** (`soak/dyno.py`): {DYNO_RATE} requests a second asked on the \
+         dynolog port by 8 threads, each waiting for its answer ({dyno_rate:.0} a second \
+         made), most malformed or refused (bad or huge lengths, torn bodies, not JSON, deep \
          nesting, log files outside the state directory, control characters, too many \
          pids), some valid: a 50–200 ms trace of every tracked process, or one waiting for \
          a synchronized start up to an hour ahead;\n\
@@ -202,7 +212,6 @@ pub fn report(r: &Run, minutes: f64, command: &str) -> (String, Value) {
     gauge(&mut md, "probed files (`/metrics`)", &|x| x.probed_files);
     gauge(&mut md, "files refused, total (`/metrics`)", &|x| x.refused);
     gauge(&mut md, "traces written, total (`/metrics`)", &|x| x.traces);
-    let load_s = end.t - b.t;
     let cpu = (end.cpu_s - b.cpu_s) / load_s.max(1.0) * 100.0;
     let shutdown = opt(r.shutdown_s, 2);
     let gone = r.links_gone_after.map_or_else(
@@ -305,12 +314,13 @@ pub fn report(r: &Run, minutes: f64, command: &str) -> (String, Value) {
         ));
     }
     let mid = &r.load[r.load.len() / 2];
+    let lowest = r.load.iter().map(anon).fold(f64::MAX, f64::min);
+    let highest = r.load.iter().map(anon).fold(0.0, f64::max);
     shows.push(format!(
-        "Memory (heap): {:.1} MiB idle; {:.1} MiB at the first sample under load, {:.1} at \
-         the middle, {:.1} at the end, {:.1} settled ({}); resident in all {:.1} MiB idle, \
-         {:.1} settled.",
+        "Memory (heap): {:.1} MiB idle; under load from {lowest:.1} to {highest:.1} MiB, \
+         {:.1} at the middle and {:.1} at the end; {:.1} settled ({}){}; resident in all \
+         {:.1} MiB idle, {:.1} settled.",
         anon(b),
-        r.load.first().map_or(0.0, anon),
         anon(mid),
         anon(end),
         anon(s),
@@ -318,6 +328,12 @@ pub fn report(r: &Run, minutes: f64, command: &str) -> (String, Value) {
             "back within 10 %"
         } else {
             "**not** back within 10 %"
+        },
+        if anon(s) < 0.8 * anon(b) {
+            " — below the idle heap: an idle daemon keeps start-up memory its allocator \
+             hands back once the load makes it trim"
+        } else {
+            ""
         },
         rss(b),
         rss(s)
@@ -351,7 +367,7 @@ pub fn report(r: &Run, minutes: f64, command: &str) -> (String, Value) {
     let _ = writeln!(md, "\n### What it shows\n\n{}", shows.join(" "));
     let json = json!({
         "minutes": minutes, "command": command,
-        "churn_rate": CHURN_RATE, "dyno_rate": DYNO_RATE, "slow_per_port": SLOW_PER_PORT,
+        "churn_rate": CHURN_RATE, "dyno_rate": DYNO_RATE, "dyno_rate_made": dyno_rate, "slow_per_port": SLOW_PER_PORT,
         "links_before_daemon": r.links_before, "baseline": b.json(), "end_of_load": end.json(),
         "settled": s.json(), "back_after_s": { "fds": r.back_after[0], "link_fds": r.back_after[1], "system_links": r.back_after[2] },
         "rss_back": rss_back, "shutdown_s": r.shutdown_s, "links_gone_after_exit_s": r.links_gone_after,
