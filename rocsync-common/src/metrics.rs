@@ -137,6 +137,8 @@ mod pod {
     unsafe impl aya::Pod for super::MetricKey {}
     // SAFETY: as above.
     unsafe impl aya::Pod for super::MetricValue {}
+    // SAFETY: as above (two u32, then two u64: no padding).
+    unsafe impl aya::Pod for super::PendingCall {}
 }
 
 #[cfg(test)]

@@ -74,6 +74,7 @@ impl From<DaemonArgs> for ConfigFlags {
             capture_on_stall: a.capture_on_stall,
             stall_window_after: a.stall_window_after,
             stall_interval: a.stall_interval,
+            hang_bound: a.hang_bound,
             lock: a.lock,
         }
     }

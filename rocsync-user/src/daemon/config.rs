@@ -28,6 +28,8 @@ pub const DEFAULT_BUDGET: Share = Share(0.01);
 /// (and of the node's) stall traces.
 pub const DEFAULT_STALL_WINDOW_AFTER: Duration = Duration::from_secs(2);
 pub const DEFAULT_STALL_INTERVAL: Duration = Duration::from_secs(60);
+/// A hang trace ends at the latest this long after it began.
+pub const DEFAULT_HANG_BOUND: Duration = Duration::from_secs(120);
 
 /// Which processes are tracked: an empty include list includes every process.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -52,6 +54,7 @@ struct File {
     capture_on_stall: Option<String>,
     stall_window_after: Option<String>,
     stall_interval: Option<String>,
+    hang_bound: Option<String>,
     dynolog_addr: Option<String>,
     learn_devices: Option<String>,
     flight_recorder: Option<String>,
@@ -97,6 +100,7 @@ pub struct ConfigFlags {
     pub capture_on_stall: Option<String>,
     pub stall_window_after: Option<String>,
     pub stall_interval: Option<String>,
+    pub hang_bound: Option<String>,
     pub lock: Option<PathBuf>,
 }
 
@@ -126,6 +130,8 @@ pub struct DaemonConfig {
     pub stall_window_after: Duration,
     /// At most one stall trace per process, and per node, this often.
     pub stall_interval: Duration,
+    /// Longest a hang trace records a process whose call has not returned.
+    pub hang_bound: Duration,
     /// The node's daemon lock (a flag only: a reload keeps the one taken at start).
     pub lock: PathBuf,
 }
@@ -222,6 +228,8 @@ impl DaemonConfig {
             pick(&args.stall_interval, file.stall_interval),
         )?
         .unwrap_or(DEFAULT_STALL_INTERVAL);
+        let hang_bound = duration("hang_bound", pick(&args.hang_bound, file.hang_bound))?
+            .unwrap_or(DEFAULT_HANG_BOUND);
         if stall_interval < Duration::from_secs(1) {
             bail!("stall_interval must be at least 1s (a stall trace's name holds its second)");
         }
@@ -242,6 +250,7 @@ impl DaemonConfig {
             capture_on_stall,
             stall_window_after,
             stall_interval,
+            hang_bound,
             flight_recorder,
             sampling,
             retention,

@@ -189,7 +189,10 @@ impl Daemon {
                 self.traces_written += w.files.len() as u64;
                 let is_stall = |f: &&String| {
                     let name = std::path::Path::new(f.as_str()).file_name();
-                    name.is_some_and(|n| n.to_string_lossy().starts_with("stall-"))
+                    name.is_some_and(|n| {
+                        let n = n.to_string_lossy();
+                        n.starts_with("stall-") || n.starts_with("hang-")
+                    })
                 };
                 let stalls: Vec<String> = w.files.iter().filter(is_stall).cloned().collect();
                 self.stalls.written(&stalls);
@@ -319,11 +322,14 @@ impl Daemon {
                         files_probed: self.tracker.files.count(),
                         files_refused: self.tracker.files.refused,
                         budget,
-                        stall_traces: (
-                            self.stalls.traces,
-                            self.stalls.skipped_interval,
-                            self.stalls.skipped_not_started,
-                        ),
+                        stall_traces: exposition::StallView {
+                            traces: self.stalls.traces,
+                            skipped_interval: self.stalls.skipped_interval,
+                            skipped_not_started: self.stalls.skipped_not_started,
+                            skipped_hang: self.stalls.skipped_hang,
+                            hang_traces: self.hangs.traces,
+                            in_flight: self.hangs.oldest.clone().into_iter().collect(),
+                        },
                     }),
                 ),
                 (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => (
@@ -333,6 +339,17 @@ impl Daemon {
                 ),
             },
             "/healthz" => ("200 OK", "text/plain", "ok\n".into()),
+            "/" => (
+                "200 OK",
+                "text/html; charset=utf-8",
+                format!(
+                    "<html><head><title>rocsync daemon</title></head><body>\
+                     <h1>rocsync daemon</h1><p>{}</p><ul>\
+                     <li><a href=\"/metrics\">/metrics</a> (Prometheus)</li>\
+                     <li><a href=\"/healthz\">/healthz</a></li></ul></body></html>\n",
+                    crate::VERSION
+                ),
+            ),
             _ => ("404 Not Found", "text/plain", "not found\n".into()),
         }
     }

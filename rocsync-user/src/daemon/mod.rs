@@ -17,6 +17,7 @@ mod events;
 mod exposition;
 mod files;
 mod flight;
+mod hangs;
 mod http;
 mod polling;
 pub mod protocol;
@@ -315,7 +316,10 @@ async fn serve(mut d: Daemon, mut io: Io) -> Result<()> {
             done = d.writing.next(), if !d.writing.is_empty() => d.written(done).await,
             _ = io.tick.tick(), if d.sessions.recording() => d.on_tick(),
             _ = io.prune.tick() => d.on_prune()?,
-            _ = io.budget.tick() => d.on_budget(),
+            _ = io.budget.tick() => {
+                d.check_in_flight();
+                d.on_budget()
+            }
             s = io.signals.next(), if !d.stopping => d.on_signal(s),
         };
         if flow == Flow::Stop {

@@ -158,8 +158,12 @@ mod tests {
         assert!(matches!(w, Reply::Written(Written { ref pids, .. }) if pids == &[Some(7)]));
         let e: Reply = serde_json::from_str(r#"{"error":"no"}"#).unwrap();
         assert!(matches!(e, Reply::Refused { .. }));
-        let s = r#"{"claims":[],"scheduled":[],"traces":[],"tracked":[{"exe":"/bin/x","pid":3}],"writing":[]}"#;
+        let s = r#"{"claims":[],"scheduled":[],"traces":[],"tracked":[{"exe":"/bin/x","pid":3}],"writing":[],"stall_traces":["/t/stall-x.json"]}"#;
         let status: Reply = serde_json::from_str(s).unwrap();
         assert_eq!(status.line(), format!("{s}\n"));
+        // An older daemon's status (no stall traces) still reads.
+        let old = r#"{"claims":[],"scheduled":[],"traces":[],"tracked":[],"writing":[]}"#;
+        let status: Reply = serde_json::from_str(old).unwrap();
+        assert!(matches!(status, Reply::Status(s) if s.stall_traces.is_empty()));
     }
 }

@@ -34,6 +34,8 @@ pub enum Skipped {
     Interval,
     /// The trace could not start (another session records its agents, it has exited).
     NotStarted,
+    /// A hang trace records the process already (it holds the stall).
+    Hang,
 }
 
 #[derive(Default)]
@@ -44,6 +46,7 @@ pub struct Stalls {
     pub traces: u64,
     pub skipped_interval: u64,
     pub skipped_not_started: u64,
+    pub skipped_hang: u64,
     /// The newest stall traces' files.
     pub recent: VecDeque<String>,
 }
@@ -65,6 +68,7 @@ impl Stalls {
         match why {
             Skipped::Interval => self.skipped_interval += 1,
             Skipped::NotStarted => self.skipped_not_started += 1,
+            Skipped::Hang => self.skipped_hang += 1,
         }
     }
 
@@ -101,6 +105,9 @@ impl Daemon {
     pub fn on_stall(&mut self, r: StallRecord) {
         if self.config.capture_on_stall.is_none() || !self.tracker.tracked.contains(&r.pid) {
             return;
+        }
+        if self.stall_of_hang(r.pid, r.tid, r.entry_ns) {
+            return self.stalls.skip(Skipped::Hang);
         }
         let now = Instant::now();
         if let Err(why) = self.stalls.admit(r.pid, now, self.config.stall_interval) {

@@ -11,6 +11,7 @@ use super::{
     discovery::{self, Tracker},
     exposition::NotStarted,
     flight::FlightRecorder,
+    hangs::Hangs,
     protocol::{Recording, Scheduled, Status, Tracked},
     scheduled::Waiting,
     sessions::Sessions,
@@ -43,6 +44,8 @@ pub struct Daemon {
     pub budget: Budget,
     /// Stall traces started and skipped.
     pub stalls: Stalls,
+    /// Hang traces recording, and the oldest calls in flight.
+    pub hangs: Hangs,
     next_id: u64,
     /// Where a held claim's connection says it closed.
     pub released: UnboundedSender<ClaimId>,
@@ -71,6 +74,7 @@ impl Daemon {
             learn_until: None,
             budget: Budget::default(),
             stalls: Stalls::default(),
+            hangs: Hangs::default(),
             next_id: 1,
             released,
         }

@@ -127,6 +127,8 @@ pub struct Active {
     shed: (ShedLog, u64),
     /// The stall it was started for (a stall trace), for its `rocsync` object.
     pub stall: Option<Value>,
+    /// The call in flight it was started for (a hang trace), and how it ended.
+    pub hang: Option<Value>,
 }
 
 impl Active {
@@ -178,6 +180,7 @@ impl Active {
             output,
             shed: (tracker.shed_log.clone(), budget::now_us()),
             stall: None,
+            hang: None,
         })
     }
 
@@ -242,6 +245,7 @@ impl Active {
                         "call_probe_links": self.call_probe_links,
                         "not_recorded": self.shed.0.overlapping(self.shed.1),
                         "stall": self.stall,
+                        "hang": self.hang,
                     }),
                     libraries: Vec::new(),
                     single_stepped: Vec::new(),

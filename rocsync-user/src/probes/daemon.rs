@@ -40,6 +40,20 @@ impl Probes {
         Ok(())
     }
 
+    /// The calls in flight now, of every counted thread: (pid, tid, the call). A thread's
+    /// entry outlives its calls (rewritten in place); a returned call's api is
+    /// `u32::MAX`.
+    pub fn calls_in_flight(&self) -> Result<Vec<(u32, u32, rocsync_common::PendingCall)>> {
+        let map: aya::maps::HashMap<_, u64, rocsync_common::PendingCall> =
+            aya::maps::HashMap::try_from(self.ebpf.map("PENDING").context("PENDING map missing")?)?;
+        Ok(map
+            .iter()
+            .filter_map(Result::ok)
+            .filter(|(_, c)| c.api != u32::MAX)
+            .map(|(k, c)| ((k >> 32) as u32, k as u32, c))
+            .collect())
+    }
+
     pub fn metrics(&self) -> Result<Vec<(MetricKey, MetricValue)>> {
         let map: PerCpuArray<_, MetricValue> =
             PerCpuArray::try_from(self.ebpf.map("METRICS").context("METRICS map missing")?)?;

@@ -43,6 +43,29 @@ fn polling_is_shed_over_the_budget_and_records_and_waits_are_never() {
     let (daemon, mut lines) = start_daemon(&dir, &exe, &["--budget", "1%"]);
     let addr = metrics_addr(&lines);
     lines.wait_for_all(&["a probed call costs "]);
+    // `/` links what the daemon serves and says what it is (as `rocsync --version`).
+    let index = get(&addr, "/");
+    assert!(index.contains("href=\"/metrics\"") && index.contains("href=\"/healthz\""));
+    let version = rocsync().arg("--version").output().unwrap().stdout;
+    let version = String::from_utf8(version).unwrap();
+    let commit = version
+        .split("(commit ")
+        .nth(1)
+        .unwrap()
+        .split(',')
+        .next()
+        .unwrap();
+    assert!(index.contains(commit), "{index}");
+    assert_eq!(
+        metric(
+            &addr,
+            &format!(
+                "rocsync_build_info{{version=\"{}\",commit=\"{commit}\"}}",
+                env!("CARGO_PKG_VERSION")
+            )
+        ),
+        1.0
+    );
     assert_eq!(metric(&addr, "rocsync_budget_ratio"), 0.01);
 
     let log = dir.path("poll.log");

@@ -5,6 +5,10 @@ use std::fmt::Write as _;
 
 use rocsync_common::{Api, AqlAgent, MetricKey, MetricValue, OTHER_DEVICE, WAIT_BUCKETS};
 
+mod fleet;
+
+pub use fleet::{BudgetView, StallView};
+
 use super::files::Refused;
 use crate::stats::KernelDrops;
 
@@ -25,23 +29,7 @@ pub struct Snapshot<'a> {
     pub files_probed: usize,
     pub files_refused: Refused,
     pub budget: BudgetView,
-    /// Stall traces: started, skipped for the interval, not started.
-    pub stall_traces: (u64, u64, u64),
-}
-
-/// The budget as `/metrics` shows it (no pid label: a node's processes come and go).
-#[derive(Clone, Debug, Default)]
-pub struct BudgetView {
-    /// The limit (`None`: off).
-    pub limit: Option<f64>,
-    /// A probed call's calibrated price, in seconds.
-    pub call_seconds: Option<f64>,
-    /// The highest share of a tracked process's CPU its probes cost, last measured.
-    pub highest: f64,
-    /// Processes over the budget with nothing left to shed.
-    pub over: usize,
-    /// Polling APIs: how many probed files have each shed now.
-    pub shed: Vec<(&'static str, usize)>,
+    pub stall_traces: StallView,
 }
 
 /// Traces the daemon was due to start on its own and could not: nobody else would know.
@@ -55,7 +43,7 @@ pub struct NotStarted {
     pub scheduled: u64,
 }
 
-fn header(out: &mut String, name: &str, kind: &str, help: &str) {
+pub(super) fn header(out: &mut String, name: &str, kind: &str, help: &str) {
     let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
 }
 
@@ -120,20 +108,7 @@ pub fn render(s: &Snapshot<'_>) -> String {
     for (k, v) in s.series.iter().filter(|(_, v)| v.timed > 0) {
         let _ = writeln!(out, "rocsync_stalls_total{{{}}} {}", labels(k), v.stalls);
     }
-    header(
-        &mut out,
-        "rocsync_stall_traces_total",
-        "counter",
-        "Stall traces started; skipped ones by reason: interval (another within --stall-interval, of the process or the node), not_started.",
-    );
-    let (started, interval, not_started) = s.stall_traces;
-    let _ = writeln!(out, "rocsync_stall_traces_total {started}");
-    for (reason, n) in [("interval", interval), ("not_started", not_started)] {
-        let _ = writeln!(
-            out,
-            "rocsync_stall_traces_skipped_total{{reason=\"{reason}\"}} {n}"
-        );
-    }
+    fleet::render_stalls(&mut out, &s.stall_traces);
     header(
         &mut out,
         "rocsync_sync_wait_seconds",
@@ -260,7 +235,19 @@ pub fn render(s: &Snapshot<'_>) -> String {
             "rocsync_traces_not_started_total{{origin=\"{origin}\"}} {n}"
         );
     }
-    render_budget(&mut out, &s.budget);
+    fleet::render_budget(&mut out, &s.budget);
+    header(
+        &mut out,
+        "rocsync_build_info",
+        "gauge",
+        "The daemon's release and the commit it was built from (always 1).",
+    );
+    let _ = writeln!(
+        out,
+        "rocsync_build_info{{version=\"{}\",commit=\"{}\"}} 1",
+        env!("CARGO_PKG_VERSION"),
+        env!("ROCSYNC_COMMIT")
+    );
     header(
         &mut out,
         "rocsync_daemon_cpu_seconds_total",
@@ -269,50 +256,6 @@ pub fn render(s: &Snapshot<'_>) -> String {
     );
     let _ = writeln!(out, "rocsync_daemon_cpu_seconds_total {}", s.cpu_seconds);
     out
-}
-
-fn render_budget(out: &mut String, b: &BudgetView) {
-    header(
-        out,
-        "rocsync_probes_shed",
-        "gauge",
-        "Probed runtime files whose probes of this polling API are off to hold the budget.",
-    );
-    for (api, files) in &b.shed {
-        let _ = writeln!(out, "rocsync_probes_shed{{api=\"{api}\"}} {files}");
-    }
-    header(
-        out,
-        "rocsync_probe_cost_ratio",
-        "gauge",
-        "The highest share of a tracked process's CPU time its probes cost (last second).",
-    );
-    let _ = writeln!(out, "rocsync_probe_cost_ratio {}", b.highest);
-    header(
-        out,
-        "rocsync_budget_ratio",
-        "gauge",
-        "The budget: the most share of a process's CPU its probes may cost (absent: off).",
-    );
-    if let Some(limit) = b.limit {
-        let _ = writeln!(out, "rocsync_budget_ratio {limit}");
-    }
-    header(
-        out,
-        "rocsync_probe_call_seconds",
-        "gauge",
-        "What one probed call costs on this node (calibrated at start).",
-    );
-    if let Some(c) = b.call_seconds {
-        let _ = writeln!(out, "rocsync_probe_call_seconds {c}");
-    }
-    header(
-        out,
-        "rocsync_over_budget_processes",
-        "gauge",
-        "Tracked processes whose records and waits alone cost more than the budget (never shed).",
-    );
-    let _ = writeln!(out, "rocsync_over_budget_processes {}", b.over);
 }
 
 fn is_stream_wait(k: &MetricKey) -> bool {
@@ -374,7 +317,12 @@ mod tests {
                 over: 1,
                 shed: vec![("hipEventQuery", 1), ("cudaEventQuery", 0)],
             },
-            stall_traces: (1, 49, 0),
+            stall_traces: StallView {
+                traces: 1,
+                skipped_interval: 49,
+                in_flight: vec![("hipStreamSynchronize", 2.5)],
+                ..StallView::default()
+            },
         });
         let l = "api=\"hipStreamSynchronize\",device=\"1\"";
         assert!(text.contains(&format!(
@@ -403,6 +351,14 @@ mod tests {
         assert!(text.contains("rocsync_budget_ratio 0.01\n"));
         assert!(text.contains("rocsync_over_budget_processes 1\n"));
         assert!(text.contains("rocsync_stall_traces_total 1\n"));
+        assert!(text.contains(&format!(
+            "rocsync_build_info{{version=\"{}\",commit=\"{}\"}} 1\n",
+            env!("CARGO_PKG_VERSION"),
+            env!("ROCSYNC_COMMIT")
+        )));
+        assert!(
+            text.contains("rocsync_calls_in_flight_seconds{api=\"hipStreamSynchronize\"} 2.5\n")
+        );
         assert!(text.contains("rocsync_stall_traces_skipped_total{reason=\"interval\"} 49\n"));
     }
 }

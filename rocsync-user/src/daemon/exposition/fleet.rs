@@ -1,0 +1,121 @@
+//! The daemon's fleet series: the overhead budget, stalls and hangs.
+
+use std::fmt::Write as _;
+
+use super::header;
+
+/// Stalls and hangs as `/metrics` shows them.
+#[derive(Clone, Debug, Default)]
+pub struct StallView {
+    pub traces: u64,
+    pub skipped_interval: u64,
+    pub skipped_not_started: u64,
+    pub skipped_hang: u64,
+    pub hang_traces: u64,
+    /// The oldest call in flight of each synchronising API (seconds).
+    pub in_flight: Vec<(&'static str, f64)>,
+}
+
+/// The budget as `/metrics` shows it (no pid label: a node's processes come and go).
+#[derive(Clone, Debug, Default)]
+pub struct BudgetView {
+    /// The limit (`None`: off).
+    pub limit: Option<f64>,
+    /// A probed call's calibrated price, in seconds.
+    pub call_seconds: Option<f64>,
+    /// The highest share of a tracked process's CPU its probes cost, last measured.
+    pub highest: f64,
+    /// Processes over the budget with nothing left to shed.
+    pub over: usize,
+    /// Polling APIs: how many probed files have each shed now.
+    pub shed: Vec<(&'static str, usize)>,
+}
+
+pub fn render_budget(out: &mut String, b: &BudgetView) {
+    header(
+        out,
+        "rocsync_probes_shed",
+        "gauge",
+        "Probed runtime files whose probes of this polling API are off to hold the budget.",
+    );
+    for (api, files) in &b.shed {
+        let _ = writeln!(out, "rocsync_probes_shed{{api=\"{api}\"}} {files}");
+    }
+    header(
+        out,
+        "rocsync_probe_cost_ratio",
+        "gauge",
+        "The highest share of a tracked process's CPU time its probes cost (last second).",
+    );
+    let _ = writeln!(out, "rocsync_probe_cost_ratio {}", b.highest);
+    header(
+        out,
+        "rocsync_budget_ratio",
+        "gauge",
+        "The budget: the most share of a process's CPU its probes may cost (absent: off).",
+    );
+    if let Some(limit) = b.limit {
+        let _ = writeln!(out, "rocsync_budget_ratio {limit}");
+    }
+    header(
+        out,
+        "rocsync_probe_call_seconds",
+        "gauge",
+        "What one probed call costs on this node (calibrated at start).",
+    );
+    if let Some(c) = b.call_seconds {
+        let _ = writeln!(out, "rocsync_probe_call_seconds {c}");
+    }
+    header(
+        out,
+        "rocsync_over_budget_processes",
+        "gauge",
+        "Tracked processes whose records and waits alone cost more than the budget (never shed).",
+    );
+    let _ = writeln!(out, "rocsync_over_budget_processes {}", b.over);
+}
+
+pub fn render_stalls(out: &mut String, st: &StallView) {
+    header(
+        out,
+        "rocsync_stall_traces_total",
+        "counter",
+        "Stall traces started; skipped ones by reason: interval (another within --stall-interval, of the process or the node), not_started.",
+    );
+    let _ = writeln!(out, "rocsync_stall_traces_total {}", st.traces);
+    header(
+        out,
+        "rocsync_stall_traces_skipped_total",
+        "counter",
+        "Stalls with no trace of their own, by reason: interval, not_started, hang_trace (a hang trace held it).",
+    );
+    for (reason, n) in [
+        ("interval", st.skipped_interval),
+        ("not_started", st.skipped_not_started),
+        ("hang_trace", st.skipped_hang),
+    ] {
+        let _ = writeln!(
+            out,
+            "rocsync_stall_traces_skipped_total{{reason=\"{reason}\"}} {n}"
+        );
+    }
+    header(
+        out,
+        "rocsync_hang_traces_total",
+        "counter",
+        "Hang traces started: a synchronisation still blocked after the stall threshold.",
+    );
+    let _ = writeln!(out, "rocsync_hang_traces_total {}", st.hang_traces);
+    header(
+        out,
+        "rocsync_calls_in_flight_seconds",
+        "gauge",
+        "The oldest synchronisation in flight of tracked processes, by API (read each second; with --capture-on-stall).",
+    );
+    for (api, secs) in &st.in_flight {
+        let _ = writeln!(
+            out,
+            "rocsync_calls_in_flight_seconds{{api=\"{api}\"}} {secs}"
+        );
+    }
+}
