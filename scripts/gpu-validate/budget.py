@@ -1,0 +1,213 @@
+"""Validates the daemon's budget on a GPU (as root): a dense-sync PyTorch loop that polls,
+and the training loop, each untraced and under the daemon (budget off, and the default).
+
+usage: python budget.py ROCSYNC OUT_DIR [ROUNDS] [SECONDS] [TRAIN_STEPS]
+
+1. The dense-sync loop (dense.py below, run as a child): per iteration a small kernel on
+   a side stream, an event recorded there, the current stream waiting on it, and
+   `event.query()` polled until the event is done. ROUNDS interleaved rounds of
+   SECONDS each: untraced, the daemon with `--budget off`, the daemon with its default
+   budget. Its own iterations per second (after the first 2 s: the budget's first shed
+   and retries), the probes' share of its CPU as the daemon measured it, what was shed,
+   and the records and waits the daemon counted against the loop's own count of them
+   (every call is made after the daemon tracks the process: a gate).
+2. train.py TRAIN_STEPS untraced and under the daemon's default budget, interleaved.
+Writes OUT_DIR/budget.md and OUT_DIR/budget.jsonl.
+"""
+import json
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+METRICS = "127.0.0.1:9465"
+
+DENSE = r'''
+import json, sys, time, torch
+seconds = float(sys.argv[1])
+torch.cuda.init()
+side = torch.cuda.Stream()
+x = torch.ones(64, device="cuda")
+torch.cuda.synchronize()
+print("ready", flush=True)
+sys.stdin.readline()
+marks, it, polls = [], 0, 0
+start = time.monotonic()
+end = start + seconds
+while time.monotonic() < end:
+    e = torch.cuda.Event()
+    with torch.cuda.stream(side):
+        x.mul_(1.0)
+    e.record(side)
+    torch.cuda.current_stream().wait_event(e)
+    while not e.query():
+        polls += 1
+    polls += 1
+    it += 1
+    if it % 1000 == 0:
+        marks.append(time.monotonic() - start)
+torch.cuda.synchronize()
+print(json.dumps({"iterations": it, "polls": polls, "marks": marks}), flush=True)
+'''
+
+
+def metrics():
+    body = urllib.request.urlopen(f"http://{METRICS}/metrics").read().decode()
+    calls = {}
+    for m in re.finditer(r'^rocsync_sync_calls_total\{api="([^"]+)",device="[^"]*"\} (\S+)$',
+                         body, re.M):
+        calls[m.group(1)] = calls.get(m.group(1), 0) + int(float(m.group(2)))
+
+    def one(name):
+        m = re.search(rf"^{name}(?:{{[^}}]*}})? (\S+)$", body, re.M)
+        return float(m.group(1)) if m else None
+
+    shed = {m.group(1): float(m.group(2)) for m in
+            re.finditer(r'^rocsync_probes_shed\{api="([^"]+)"\} (\S+)$', body, re.M)}
+    return calls, {"cost_ratio": one("rocsync_probe_cost_ratio"),
+                   "call_seconds": one("rocsync_probe_call_seconds"),
+                   "over_budget": one("rocsync_over_budget_processes"), "shed": shed}
+
+
+class Daemon:
+    def __init__(self, rocsync, out, exe, budget):
+        self.log = out / "daemon.log"
+        args = [rocsync, "daemon", "--metrics-addr", METRICS, "--state-dir", str(out / "state"),
+                "--socket", str(out / "rocsync.sock"), "--include-exe", exe]
+        if budget:
+            args += ["--budget", budget]
+        with open(self.log, "a") as f:
+            f.write(f"=== {' '.join(args)}\n")
+        self.proc = subprocess.Popen(args, stderr=open(self.log, "a"))
+        self.wait_for("SIGTERM stops")
+
+    def wait_for(self, text, timeout=120):
+        end = time.time() + timeout
+        while time.time() < end:
+            if text in self.log.read_text():
+                return
+            time.sleep(0.05)
+        raise SystemExit(f"the daemon never said {text!r}")
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        if self.proc.wait(timeout=60) != 0:
+            raise SystemExit("the daemon did not exit 0")
+
+
+def dense(rocsync, out, python, exe, budget, seconds):
+    """One dense-loop run: (its JSON line, the daemon's view or None)."""
+    d = Daemon(rocsync, out, exe, budget) if budget else None
+    p = subprocess.Popen([python, "-c", DENSE, str(seconds)], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "ready"
+    view = None
+    if d:
+        d.wait_for(f"tracking pid {p.pid}")
+        before, _ = metrics()
+    p.stdin.write("go\n")
+    p.stdin.flush()
+    if d:
+        time.sleep(seconds - 1.0)
+        _, seen = metrics()  # while it runs: the share, what is shed
+    r = json.loads(p.stdout.readline())
+    p.wait()
+    if d:
+        after, _ = metrics()
+        delta = {k: after.get(k, 0) - before.get(k, 0) for k in after}
+        view = {**seen, "counted": delta}
+        d.stop()
+    return r, view
+
+
+def rate_after(marks, skip=2.0):
+    """Iterations per second after `skip` seconds (1000 per mark)."""
+    m = [t for t in marks if t >= skip]
+    return 1000 * (len(m) - 1) / (m[-1] - m[0]) if len(m) > 1 else float("nan")
+
+
+def main():
+    rocsync, out = os.path.abspath(sys.argv[1]), Path(sys.argv[2])
+    rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 3
+    seconds = float(sys.argv[4]) if len(sys.argv) > 4 else 10
+    steps = int(sys.argv[5]) if len(sys.argv) > 5 else 300
+    python, exe = sys.executable, os.path.realpath(sys.executable)
+    out.mkdir(parents=True, exist_ok=True)
+    lines = []
+    modes = [("untraced", None), ("--budget off", "off"), ("default budget (1%)", "1%")]
+    runs = {m: [] for m, _ in modes}
+    for r in range(rounds):
+        for label, budget in modes:
+            res, view = dense(rocsync, out, python, exe, budget, seconds)
+            row = {"part": "dense", "mode": label, "round": r,
+                   "rate": rate_after(res["marks"]), **res, "daemon": view}
+            row.pop("marks")
+            runs[label].append(row)
+            lines.append(row)
+    trains = {"untraced": [], "default budget (1%)": []}
+    for r in range(rounds):
+        for label in trains:
+            d = Daemon(rocsync, out, exe, "1%") if label != "untraced" else None
+            p = subprocess.run([python, str(HERE / "train.py"), str(steps)],
+                               capture_output=True, text=True, check=True)
+            view = metrics()[1] if d else None
+            if d:
+                d.stop()
+            s = json.loads(p.stdout.strip().splitlines()[-1])["seconds"]
+            trains[label].append(s)
+            lines.append({"part": "train", "mode": label, "round": r, "seconds": s,
+                          "daemon": view})
+    (out / "budget.jsonl").write_text("".join(json.dumps(l) + "\n" for l in lines))
+
+    bare = statistics.median(x["rate"] for x in runs["untraced"])
+    md = [f"# The daemon's budget on a GPU\n",
+          f"`python scripts/gpu-validate/budget.py ROCSYNC OUT {rounds} {seconds:g} {steps}`; "
+          f"{torch_line(python)}\n",
+          "## A dense-sync loop that polls\n",
+          "Per iteration: a small kernel on a side stream, an event recorded there, the "
+          "current stream waiting on it, `event.query()` polled until done. Rounds "
+          "interleaved; rate = iterations per second after the first 2 s.\n",
+          "| mode | rates (it/s) | median | × untraced | probes' share (daemon) | shed | "
+          "records counted / made | waits counted / made |",
+          "| --- | --- | ---: | ---: | --- | --- | --- | --- |"]
+    for label, _ in modes:
+        rs = runs[label]
+        med = statistics.median(x["rate"] for x in rs)
+        share = shed = rec = wait = "–"
+        if rs[0]["daemon"]:
+            share = " ".join(f"{x['daemon']['cost_ratio'] * 100:.1f} %" for x in rs)
+            shed = " ".join(str(int(sum(x["daemon"]["shed"].values()))) for x in rs)
+            rec = " ".join("%d/%d" % (sum(v for k, v in x["daemon"]["counted"].items()
+                                          if k.startswith("cudaEventRecord")), x["iterations"])
+                           for x in rs)
+            wait = " ".join("%d/%d" % (x["daemon"]["counted"].get("cudaStreamWaitEvent", 0),
+                                       x["iterations"]) for x in rs)
+        rates = " ".join("%.0f" % x["rate"] for x in rs)
+        md.append(f"| {label} | {rates} | {med:.0f} | "
+                  f"{med / bare:.3f} | {share} | {shed} | {rec} | {wait} |")
+    t0 = statistics.median(trains["untraced"])
+    md += ["\n## The training loop (train.py)\n",
+           "| mode | seconds | median | × untraced |", "| --- | --- | ---: | ---: |"]
+    for label, xs in trains.items():
+        med = statistics.median(xs)
+        md.append(f"| {label} | {' '.join(f'{x:.3f}' for x in xs)} | {med:.3f} | "
+                  f"{med / t0:.3f} |")
+    (out / "budget.md").write_text("\n".join(md) + "\n")
+    print("\n".join(md))
+
+
+def torch_line(python):
+    p = subprocess.run([python, "-c", "import torch; print(torch.__version__, "
+                        "torch.version.cuda, torch.cuda.get_device_name())"],
+                       capture_output=True, text=True)
+    return "PyTorch/CUDA/GPU: " + p.stdout.strip()
+
+
+if __name__ == "__main__":
+    main()
