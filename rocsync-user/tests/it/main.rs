@@ -37,6 +37,7 @@ mod daemon_sessions;
 mod daemon_stalls;
 mod daemon_windows;
 mod daemon_writing;
+mod deploy;
 mod doctor;
 mod edges;
 mod errors;
