@@ -155,10 +155,14 @@ pub struct DaemonArgs {
     /// At most one stall trace per process, and per node, this often [default: 60s]
     #[arg(long, value_name = "DURATION")]
     pub stall_interval: Option<String>,
-    /// A synchronisation still blocked after --capture-on-stall is a hang: its process is
+    /// A synchronisation still blocked after --hang-after is a hang: its process is
     /// traced until the call returns, the process exits, or this long [default: 2m]
     #[arg(long, value_name = "DURATION")]
     pub hang_bound: Option<String>,
+    /// A synchronisation still blocked this long is a hang [default: 1s, at least
+    /// --capture-on-stall]
+    #[arg(long, value_name = "DURATION")]
+    pub hang_after: Option<String>,
     /// Check the configuration, print the settings in effect, and exit
     #[arg(long)]
     pub check: bool,

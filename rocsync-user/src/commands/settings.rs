@@ -75,6 +75,7 @@ impl From<DaemonArgs> for ConfigFlags {
             stall_window_after: a.stall_window_after,
             stall_interval: a.stall_interval,
             hang_bound: a.hang_bound,
+            hang_after: a.hang_after,
             lock: a.lock,
         }
     }

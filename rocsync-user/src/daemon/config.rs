@@ -30,6 +30,8 @@ pub const DEFAULT_STALL_WINDOW_AFTER: Duration = Duration::from_secs(2);
 pub const DEFAULT_STALL_INTERVAL: Duration = Duration::from_secs(60);
 /// A hang trace ends at the latest this long after it began.
 pub const DEFAULT_HANG_BOUND: Duration = Duration::from_secs(120);
+/// A synchronisation blocked this long is a hang (a stall is found at its return).
+pub const DEFAULT_HANG_AFTER: Duration = Duration::from_secs(1);
 
 /// Which processes are tracked: an empty include list includes every process.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -55,6 +57,7 @@ struct File {
     stall_window_after: Option<String>,
     stall_interval: Option<String>,
     hang_bound: Option<String>,
+    hang_after: Option<String>,
     dynolog_addr: Option<String>,
     learn_devices: Option<String>,
     flight_recorder: Option<String>,
@@ -101,6 +104,7 @@ pub struct ConfigFlags {
     pub stall_window_after: Option<String>,
     pub stall_interval: Option<String>,
     pub hang_bound: Option<String>,
+    pub hang_after: Option<String>,
     pub lock: Option<PathBuf>,
 }
 
@@ -132,6 +136,9 @@ pub struct DaemonConfig {
     pub stall_interval: Duration,
     /// Longest a hang trace records a process whose call has not returned.
     pub hang_bound: Duration,
+    /// A synchronisation still blocked this long is a hang (at least the stall
+    /// threshold).
+    pub hang_after: Duration,
     /// The node's daemon lock (a flag only: a reload keeps the one taken at start).
     pub lock: PathBuf,
 }
@@ -230,6 +237,9 @@ impl DaemonConfig {
         .unwrap_or(DEFAULT_STALL_INTERVAL);
         let hang_bound = duration("hang_bound", pick(&args.hang_bound, file.hang_bound))?
             .unwrap_or(DEFAULT_HANG_BOUND);
+        let hang_after = duration("hang_after", pick(&args.hang_after, file.hang_after))?
+            .unwrap_or(DEFAULT_HANG_AFTER)
+            .max(capture_on_stall.unwrap_or_default());
         if stall_interval < Duration::from_secs(1) {
             bail!("stall_interval must be at least 1s (a stall trace's name holds its second)");
         }
@@ -251,6 +261,7 @@ impl DaemonConfig {
             stall_window_after,
             stall_interval,
             hang_bound,
+            hang_after,
             flight_recorder,
             sampling,
             retention,

@@ -10,7 +10,7 @@ use super::files::{FileId, Files, MAX_FILES_PER_USER};
 use anyhow::Result;
 use rocsync_common::{Api, Config, Op};
 
-use super::{budget::ShedLog, config::Filters, untrusted};
+use super::{budget::ShedLog, config::Filters, quiet::Quiet, untrusted};
 use crate::{
     backend::{RUNTIMES, Runtime},
     probes::{ApiChoice, Probes, elf::SymbolError, ld_so, library::OpenedLibrary, maps},
@@ -36,6 +36,8 @@ pub struct Tracker {
     pub files: Files,
     /// What the budget shed, and when (`budget.rs`).
     pub shed_log: ShedLog,
+    /// Files refused for their user's cap, said in the log per user.
+    quiet: Quiet,
     /// During the scan at start: probe `*GetDevice` too, for a while, to learn the devices
     /// of threads that chose theirs before the daemon ran.
     learning: bool,
@@ -51,6 +53,7 @@ impl Tracker {
             probed: HashSet::new(),
             files: Files::default(),
             shed_log: ShedLog::default(),
+            quiet: Quiet::new("files refused for their user's cap"),
             learning: false,
         }
     }
@@ -159,7 +162,8 @@ impl Tracker {
         match self.files.admit(owner, id, cap) {
             (true, _) => {}
             (false, first) => {
-                if first {
+                let peer = format!("uid {owner}");
+                if first && self.quiet.allow(&peer, tokio::time::Instant::now()) {
                     crate::say!(
                         "rocsync daemon: warning: {} (pid {pid}) not probed: uid {owner} has {cap} files probed already",
                         shown()
@@ -229,6 +233,7 @@ impl Tracker {
 
     /// Forgets processes that are gone.
     pub fn prune(&mut self) -> Result<()> {
+        self.quiet.flush(tokio::time::Instant::now());
         let gone: Vec<u32> = self
             .tracked
             .iter()

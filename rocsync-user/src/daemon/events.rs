@@ -175,6 +175,7 @@ impl Daemon {
 
     /// Tracked processes that exited are forgotten.
     pub fn on_prune(&mut self) -> anyhow::Result<Flow> {
+        self.quiet_dyno.flush(tokio::time::Instant::now());
         self.tracker.prune()?;
         self.sessions.queues.retain_processes(crate::procfs::exists);
         Ok(Flow::Go)

@@ -1,5 +1,5 @@
-//! Hang detection: a synchronisation still blocked after the stall threshold is a hang
-//! candidate while it is blocked (a deadlocked collective never returns, so a stall seen
+//! Hang detection: a synchronisation still blocked after `--hang-after` (1 s; at least
+//! the stall threshold) is a hang candidate while it is blocked (a deadlocked collective never returns, so a stall seen
 //! at the return comes too late). Each second the daemon reads the calls in flight the
 //! probes keep anyway (each counted thread's call start, `PENDING`); a tracked process
 //! with one past the threshold is traced from then — what the flight recorder holds of it
@@ -48,9 +48,10 @@ impl Daemon {
     /// Looks at the calls in flight: hangs begin and end.
     pub fn check_in_flight(&mut self) {
         self.hangs.oldest.clear();
-        let Some(threshold) = self.config.capture_on_stall else {
+        if self.config.capture_on_stall.is_none() {
             return;
-        };
+        }
+        let threshold = self.config.hang_after;
         let Ok(calls) = self.tracker.probes.calls_in_flight() else {
             return;
         };
@@ -147,6 +148,16 @@ impl Daemon {
     }
 
     fn begin_hang(&mut self, pid: u32, tid: u32, api: Api, (entry_ns, now_ns): (u64, u64)) {
+        // One stall or hang trace per interval, per process and per node: a storm of
+        // them is counted (its stalls, at their return), not traced each.
+        if self
+            .stalls
+            .admit(pid, Instant::now(), self.config.stall_interval)
+            .is_err()
+        {
+            self.hangs.refused.insert(pid, entry_ns);
+            return;
+        }
         let unix = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());

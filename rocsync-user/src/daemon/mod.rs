@@ -22,6 +22,7 @@ mod http;
 mod polling;
 pub mod protocol;
 mod queues;
+mod quiet;
 mod readers;
 pub mod remote;
 mod requests;

@@ -154,10 +154,15 @@ impl Daemon {
                 // Busy (another session records the agents) is dyno's own answer.
                 let busy = e.downcast_ref::<ClaimError>().is_some();
                 let e = format!("{e:#}");
-                crate::say!(
-                    "rocsync daemon: dyno request from {peer} refused: {}",
-                    untrusted::shown(&e)
-                );
+                if self
+                    .quiet_dyno
+                    .allow(&peer.to_string(), tokio::time::Instant::now())
+                {
+                    crate::say!(
+                        "rocsync daemon: dyno request from {peer} refused: {}",
+                        untrusted::shown(&e)
+                    );
+                }
                 dynolog::answer(&[], busy, (!busy).then_some(e))
             }
         };

@@ -53,7 +53,7 @@ pub struct Stalls {
 
 impl Stalls {
     /// Whether a stall of `pid` now may have a trace of its own.
-    fn admit(&mut self, pid: u32, now: Instant, interval: Duration) -> Result<(), Skipped> {
+    pub fn admit(&mut self, pid: u32, now: Instant, interval: Duration) -> Result<(), Skipped> {
         let recent = |t: Option<&Instant>| t.is_some_and(|&t| now.duration_since(t) < interval);
         if recent(self.last.get(&pid)) || recent(self.node_last.as_ref()) {
             return Err(Skipped::Interval);

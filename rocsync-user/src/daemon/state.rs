@@ -13,6 +13,7 @@ use super::{
     flight::FlightRecorder,
     hangs::Hangs,
     protocol::{Recording, Scheduled, Status, Tracked},
+    quiet::Quiet,
     scheduled::Waiting,
     sessions::Sessions,
     stalls::Stalls,
@@ -46,6 +47,8 @@ pub struct Daemon {
     pub stalls: Stalls,
     /// Hang traces recording, and the oldest calls in flight.
     pub hangs: Hangs,
+    /// dyno refusals said in the log, per peer.
+    pub quiet_dyno: Quiet,
     next_id: u64,
     /// Where a held claim's connection says it closed.
     pub released: UnboundedSender<ClaimId>,
@@ -75,6 +78,7 @@ impl Daemon {
             budget: Budget::default(),
             stalls: Stalls::default(),
             hangs: Hangs::default(),
+            quiet_dyno: Quiet::new("dyno refusals"),
             next_id: 1,
             released,
         }

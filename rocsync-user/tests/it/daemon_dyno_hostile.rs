@@ -377,3 +377,33 @@ fn dyno_traces_are_under_retention() {
     d.target.wait().unwrap();
     stop(d.daemon);
 }
+
+/// A flood of bad requests is not a flood in root's log: each peer gets a burst of lines
+/// per window, the rest said as one count once the window has passed.
+#[test]
+fn a_peers_refusals_are_logged_in_a_bounded_burst_and_counted() {
+    let Some(mut d) = dyno_daemon(
+        "a_peers_refusals_are_logged_in_a_bounded_burst_and_counted",
+        20_000,
+        &[],
+    ) else {
+        return;
+    };
+    let log = d.dir.path("elsewhere.json").display().to_string();
+    for _ in 0..50 {
+        let answer = dyno_exchange(&d.addr, &request(&log, &[d.pid], ""));
+        assert!(error(&answer).contains("outside"), "{answer}");
+    }
+    d.lines
+        .wait_for_all(&["30 more dyno refusals from uid 0 in 10s not shown"]);
+    let said = d
+        .lines
+        .1
+        .iter()
+        .filter(|l| l.contains("dyno request from uid 0 refused"))
+        .count();
+    assert_eq!(said, 20, "{:#?}", d.lines.1);
+    d.target.kill().unwrap();
+    d.target.wait().unwrap();
+    stop(d.daemon);
+}
