@@ -12,11 +12,7 @@ use rocsync_common::{Api, Cookie};
 use serde_json::json;
 use tokio::time::Instant;
 
-use super::{
-    stalls::stamp,
-    state::Daemon,
-    traces::{Active, TraceSpec},
-};
+use super::{stalls::stamp, state::Daemon, traces::TraceSpec};
 use crate::clock;
 
 /// A hang being traced.
@@ -173,26 +169,14 @@ impl Daemon {
         };
         let offset = clock::realtime_offset_ns();
         let id = self.take_id();
-        let dir = &self.config.state_dir;
-        let started = Active::open_of(&self.tracker, spec, vec![pid], dir, (id, false)).and_then(
-            |mut trace| {
-                trace.hang = Some(json!({
-                    "api": api.symbol(), "pid": pid, "tid": tid,
-                    "entry_unix_us": (entry_ns as i64 + offset) / 1000,
-                    "blocked_ms_when_found": now_ns.saturating_sub(entry_ns) as f64 / 1e6,
-                    // Until it is seen to return or its process to exit.
-                    "ended": "bound",
-                }));
-                match &mut self.flight {
-                    Some(f) => {
-                        let chunks = f.chunks();
-                        let history = super::flight::records(&chunks);
-                        self.sessions.start_from(&mut self.tracker, trace, history)
-                    }
-                    None => self.sessions.start(&mut self.tracker, trace),
-                }
-            },
-        );
+        let hang = json!({
+            "api": api.symbol(), "pid": pid, "tid": tid,
+            "entry_unix_us": (entry_ns as i64 + offset) / 1000,
+            "blocked_ms_when_found": now_ns.saturating_sub(entry_ns) as f64 / 1e6,
+            // Until it is seen to return or its process to exit.
+            "ended": "bound",
+        });
+        let started = self.trace_one(spec, pid, id, |t| t.hang = Some(hang));
         match started {
             Ok(()) => {
                 self.hangs.open.insert(

@@ -101,6 +101,29 @@ pub fn stamp(unix_s: u64) -> String {
 }
 
 impl Daemon {
+    /// Starts the trace `spec` of `pid` as it is (it may have exited since), file
+    /// `<name>.json`, beginning with what the flight recorder holds (when on); `describe`
+    /// says in it what it was started for.
+    pub fn trace_one(
+        &mut self,
+        spec: TraceSpec,
+        pid: u32,
+        id: u64,
+        describe: impl FnOnce(&mut Active),
+    ) -> anyhow::Result<()> {
+        let dir = &self.config.state_dir;
+        let mut trace = Active::open_of(&self.tracker, spec, vec![pid], dir, (id, false))?;
+        describe(&mut trace);
+        match &mut self.flight {
+            Some(f) => {
+                let chunks = f.chunks();
+                let history = super::flight::records(&chunks);
+                self.sessions.start_from(&mut self.tracker, trace, history)
+            }
+            None => self.sessions.start(&mut self.tracker, trace),
+        }
+    }
+
     /// A tracked process's synchronisation took longer than the threshold.
     pub fn on_stall(&mut self, r: StallRecord) {
         if self.config.capture_on_stall.is_none() || !self.tracker.tracked.contains(&r.pid) {
@@ -131,26 +154,14 @@ impl Daemon {
         let offset = clock::realtime_offset_ns();
         let unix_us = |mono_ns: u64| (mono_ns as i64 + offset) / 1000;
         let id = self.take_id();
-        let dir = &self.config.state_dir;
-        let pids = vec![r.pid];
-        let started =
-            Active::open_of(&self.tracker, spec, pids, dir, (id, false)).and_then(|mut trace| {
-                trace.stall = Some(json!({
-                    "api": api, "pid": r.pid, "tid": r.tid, "device": r.device,
-                    "arg0": format!("{:#x}", r.arg0), "ret": r.ret,
-                    "entry_unix_us": unix_us(r.entry_ns), "exit_unix_us": unix_us(r.exit_ns),
-                    "duration_ms": took.as_secs_f64() * 1e3,
-                    "threshold_ms": self.config.capture_on_stall.map(|t| t.as_secs_f64() * 1e3),
-                }));
-                match &mut self.flight {
-                    Some(f) => {
-                        let chunks = f.chunks();
-                        let history = super::flight::records(&chunks);
-                        self.sessions.start_from(&mut self.tracker, trace, history)
-                    }
-                    None => self.sessions.start(&mut self.tracker, trace),
-                }
-            });
+        let stall = json!({
+            "api": api, "pid": r.pid, "tid": r.tid, "device": r.device,
+            "arg0": format!("{:#x}", r.arg0), "ret": r.ret,
+            "entry_unix_us": unix_us(r.entry_ns), "exit_unix_us": unix_us(r.exit_ns),
+            "duration_ms": took.as_secs_f64() * 1e3,
+            "threshold_ms": self.config.capture_on_stall.map(|t| t.as_secs_f64() * 1e3),
+        });
+        let started = self.trace_one(spec, r.pid, id, |t| t.stall = Some(stall));
         match started {
             Ok(()) => {
                 self.stalls.traces += 1;

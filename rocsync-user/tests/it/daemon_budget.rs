@@ -3,33 +3,11 @@
 //! exactly all along (against the scenario's log), and the probe comes back once the
 //! polling stops. Needs root.
 
-use std::{
-    path::Path,
-    process::Command,
-    time::{Duration, Instant},
-};
+use std::{path::Path, process::Command};
 
 use rocsync_tests::read_log;
 
 use crate::common::{daemon::*, *};
-
-/// One sample of a series' value (summed over its label sets), from `/metrics`.
-fn metric(addr: &str, series: &str) -> f64 {
-    get(addr, "/metrics")
-        .lines()
-        .filter(|l| l.starts_with(series) && l[series.len()..].starts_with([' ', '{']))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
-}
-
-/// Polls `ok` until it holds, or panics after `secs` with `what`.
-fn until(secs: u64, what: &str, mut ok: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    while !ok() {
-        assert!(Instant::now() < deadline, "{what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
 
 const SHED: &str = "rocsync_probes_shed{api=\"hipEventQuery\"}";
 

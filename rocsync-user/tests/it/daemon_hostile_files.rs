@@ -62,15 +62,6 @@ fn open_dir(dir: &TempDir) -> PathBuf {
     program
 }
 
-/// One sample of the daemon's `/metrics`, read from its text (0 when absent).
-fn metric(addr: &str, series: &str) -> f64 {
-    get(addr, "/metrics")
-        .lines()
-        .filter(|l| l.starts_with(series) && l[series.len()..].starts_with([' ', '{']))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
-}
-
 fn status_kib(pid: u32, field: &str) -> u64 {
     let text = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     let line = text.lines().find(|l| l.starts_with(field)).unwrap();
@@ -89,15 +80,6 @@ fn fds_and_links(pid: u32) -> (usize, usize) {
         links += usize::from(info.contains("link_id:"));
     }
     (fds, links)
-}
-
-/// Polls `ok` until it holds, or panics after `secs` with `what`.
-fn until(secs: u64, what: &str, mut ok: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    while !ok() {
-        assert!(Instant::now() < deadline, "{what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 #[test]

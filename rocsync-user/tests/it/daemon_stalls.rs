@@ -13,16 +13,6 @@ use rocsync_tests::read_log;
 
 use crate::common::{daemon::*, *};
 
-/// One series' value (summed over its label sets), from `/metrics`.
-fn metric(addr: &str, series: &str) -> f64 {
-    get(addr, "/metrics")
-        .lines()
-        .filter(|l| l.starts_with(series) && l[series.len()..].starts_with([' ', '{', ',']))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum::<f64>()
-        .max(0.0)
-}
-
 /// The stall traces `rocsync status` lists, once `n` are (at most 30 s).
 fn stall_traces(sock: &Path, n: usize) -> Vec<PathBuf> {
     let deadline = Instant::now() + Duration::from_secs(30);

@@ -315,3 +315,23 @@ pub fn wait_for_calls(addr: &str, api: &str, from: u64, more: u64) -> u64 {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
+
+/// One sample of a series' value from the daemon's `/metrics` (summed over its label
+/// sets; `series` may hold the first labels, up to a `,`); 0 when absent.
+pub fn metric(addr: &str, series: &str) -> f64 {
+    get(addr, "/metrics")
+        .lines()
+        .filter(|l| l.starts_with(series) && l[series.len()..].starts_with([' ', '{', ',']))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum::<f64>()
+        .max(0.0)
+}
+
+/// Polls `ok` until it holds, or panics after `secs` with `what`.
+pub fn until(secs: u64, what: &str, mut ok: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    while !ok() {
+        assert!(std::time::Instant::now() < deadline, "{what}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
