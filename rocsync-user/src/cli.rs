@@ -84,7 +84,7 @@ pub struct TraceArgs {
     /// How long to record
     #[arg(long, value_name = "MS", default_value_t = 1000)]
     pub duration_ms: u64,
-    /// The traces' name (files are <name>-<id>[_<pid>].json in the daemon's state directory)
+    /// The traces' name (files are <name>-<time>-<id>[_<pid>].json in the daemon's state directory)
     #[arg(long, value_name = "NAME")]
     pub name: Option<String>,
     /// Also write the traces here, as you (several processes: <stem>_<pid><ext>; `.gz`
@@ -163,6 +163,21 @@ pub struct DaemonArgs {
     /// --capture-on-stall]
     #[arg(long, value_name = "DURATION")]
     pub hang_after: Option<String>,
+    /// Upload every trace written to s3://BUCKET[/PREFIX] (credentials from AWS_* or
+    /// ~/.aws/credentials); traces wait on disk while the store is down
+    #[arg(long, value_name = "S3_URL")]
+    pub upload: Option<String>,
+    /// An S3-compatible server's URL for --upload (path-style requests) [default: AWS, or
+    /// AWS_ENDPOINT_URL]
+    #[arg(long, value_name = "URL")]
+    pub upload_endpoint: Option<String>,
+    /// The bucket's region for --upload [default: AWS_REGION / AWS_DEFAULT_REGION, else
+    /// us-east-1]
+    #[arg(long, value_name = "REGION")]
+    pub upload_region: Option<String>,
+    /// This node's name in upload keys [default: NODE_NAME, else the host name]
+    #[arg(long, value_name = "NAME")]
+    pub node_name: Option<String>,
     /// Check the configuration, print the settings in effect, and exit
     #[arg(long)]
     pub check: bool,

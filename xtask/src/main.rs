@@ -100,9 +100,11 @@ const HTA: &str = "holistictraceanalysis==0.5.0";
 const PANDAS: &str = "pandas<3";
 /// The daemon test parses `/metrics` with Prometheus's Python client.
 const PROMETHEUS_CLIENT: &str = "prometheus_client==0.26.0";
+/// The upload test's S3-compatible server (`moto_server`).
+const MOTO: &str = "moto[server]==5.2.5";
 
-/// A Python with the pinned HolisticTraceAnalysis (the HTA test) and prometheus_client
-/// (the daemon test), in target/hta-venv.
+/// A Python with the pinned HolisticTraceAnalysis (the HTA test), prometheus_client
+/// (the daemon test) and moto's S3 server (the upload test), in target/hta-venv.
 fn hta_python() -> Result<PathBuf> {
     let venv = root().join("target/hta-venv");
     let python = venv.join("bin/python");
@@ -112,7 +114,8 @@ fn hta_python() -> Result<PathBuf> {
             "import hta, importlib.metadata as m, sys; \
              sys.exit(m.version('holistictraceanalysis') != '0.5.0' or \
              int(m.version('pandas').split('.')[0]) >= 3 or \
-             m.version('prometheus_client') != '0.26.0')",
+             m.version('prometheus_client') != '0.26.0' or \
+             m.version('moto') != '5.2.5')",
         ])
         .output()
         .is_ok_and(|o| o.status.success());
@@ -124,6 +127,7 @@ fn hta_python() -> Result<PathBuf> {
             HTA,
             PANDAS,
             PROMETHEUS_CLIENT,
+            MOTO,
         ]))?;
     }
     Ok(python)

@@ -12,6 +12,7 @@ use serde::Deserialize;
 
 use super::protocol::DEFAULT_SOCKET;
 use super::retention::Retention;
+use super::upload::StoreSettings;
 use crate::units::{Share, parse_budget, parse_duration, parse_learning, parse_size};
 use crate::users;
 
@@ -58,6 +59,10 @@ struct File {
     stall_interval: Option<String>,
     hang_bound: Option<String>,
     hang_after: Option<String>,
+    upload: Option<String>,
+    upload_endpoint: Option<String>,
+    upload_region: Option<String>,
+    node_name: Option<String>,
     dynolog_addr: Option<String>,
     learn_devices: Option<String>,
     flight_recorder: Option<String>,
@@ -105,6 +110,10 @@ pub struct ConfigFlags {
     pub stall_interval: Option<String>,
     pub hang_bound: Option<String>,
     pub hang_after: Option<String>,
+    pub upload: Option<String>,
+    pub upload_endpoint: Option<String>,
+    pub upload_region: Option<String>,
+    pub node_name: Option<String>,
     pub lock: Option<PathBuf>,
 }
 
@@ -139,6 +148,10 @@ pub struct DaemonConfig {
     /// A synchronisation still blocked this long is a hang (at least the stall
     /// threshold).
     pub hang_after: Duration,
+    /// Where traces are uploaded (`None`: they stay on the node).
+    pub upload: Option<StoreSettings>,
+    /// This node's name in upload keys (as set; see [`super::upload::node_name`]).
+    pub node_name: Option<String>,
     /// The node's daemon lock (a flag only: a reload keeps the one taken at start).
     pub lock: PathBuf,
 }
@@ -240,6 +253,14 @@ impl DaemonConfig {
         let hang_after = duration("hang_after", pick(&args.hang_after, file.hang_after))?
             .unwrap_or(DEFAULT_HANG_AFTER)
             .max(capture_on_stall.unwrap_or_default());
+        let upload = match pick(&args.upload, file.upload) {
+            Some(url) => Some(StoreSettings {
+                destination: url.parse().context("upload")?,
+                endpoint: pick(&args.upload_endpoint, file.upload_endpoint),
+                region: pick(&args.upload_region, file.upload_region),
+            }),
+            None => None,
+        };
         if stall_interval < Duration::from_secs(1) {
             bail!("stall_interval must be at least 1s (a stall trace's name holds its second)");
         }
@@ -262,6 +283,8 @@ impl DaemonConfig {
             stall_interval,
             hang_bound,
             hang_after,
+            upload,
+            node_name: pick(&args.node_name, file.node_name),
             flight_recorder,
             sampling,
             retention,

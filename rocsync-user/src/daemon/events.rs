@@ -5,10 +5,10 @@ use aya::maps::{MapData, RingBuf};
 use rocsync_common::{Api, Decoded, GetDeviceMode, Op, PROCESS_EXIT, Switch, decode};
 
 use super::{
-    budget, config::DaemonConfig, exposition, first_sample, http, protocol::Reply, state::Daemon,
-    statedir, untrusted, writing::Done,
+    budget, exposition, http, protocol::Reply, state::Daemon, statedir, untrusted, writing::Done,
 };
 use crate::agents::ClaimId;
+use std::sync::atomic::Ordering::Relaxed;
 
 /// Whether the loop goes on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -197,13 +197,19 @@ impl Daemon {
                 };
                 let stalls: Vec<String> = w.files.iter().filter(is_stall).cloned().collect();
                 self.stalls.written(&stalls);
+                if let Some(uploads) = &self.uploads {
+                    for file in &w.files {
+                        uploads.submit(std::path::Path::new(file), None);
+                    }
+                }
                 if let Some(newest) = w.files.first() {
                     let newest = std::path::Path::new(newest);
-                    statedir::apply_retention(
+                    let lost = statedir::apply_retention(
                         &self.config.retention,
                         &self.config.state_dir,
                         newest,
                     );
+                    self.upload_totals.lost.fetch_add(lost, Relaxed);
                 }
             }
             Reply::Refused { error } => {
@@ -243,59 +249,6 @@ impl Daemon {
         Flow::Go
     }
 
-    /// A new configuration, checked whole before it replaces the one in effect (a bad
-    /// one is said and the old kept): the state directory made as at start, and the
-    /// sampling schedule follows the sampling now configured.
-    fn reload(&mut self) {
-        let checked = DaemonConfig::load(&self.flags).and_then(|c| {
-            statedir::make(&c.state_dir)?;
-            Ok(c)
-        });
-        let c = match checked {
-            Ok(c) => c,
-            Err(e) => {
-                let e = format!("{e:#}");
-                return crate::say!(
-                    "rocsync daemon: warning: keeping the configuration: {}",
-                    untrusted::shown(&e)
-                );
-            }
-        };
-        if c.capture_on_stall != self.config.capture_on_stall
-            && let Err(e) = self.tracker.probes.set_stall_threshold(c.capture_on_stall)
-        {
-            crate::say!("rocsync daemon: warning: {e:#}");
-        }
-        if c.sampling != self.config.sampling {
-            self.next_sample = c.sampling.map(|(_, every)| first_sample(every));
-        }
-        self.tracker.filters = c.filters.clone();
-        // What was set up at start stays as it is (listeners, the flight recorder, the
-        // socket's group, the learning done): said, never pretended.
-        let old = &self.config;
-        let at_start = [
-            ("socket", old.socket != c.socket),
-            ("metrics_addr", old.metrics_addr != c.metrics_addr),
-            ("dynolog_addr", old.dynolog_addr != c.dynolog_addr),
-            ("flight_recorder", old.flight_recorder != c.flight_recorder),
-            ("group", old.group != c.group),
-            ("learn_devices", old.learn_devices != c.learn_devices),
-        ];
-        for (key, _) in at_start.iter().filter(|(_, changed)| *changed) {
-            crate::say!("rocsync daemon: warning: {key} changed: it takes effect at restart");
-        }
-        self.config = DaemonConfig {
-            socket: old.socket.clone(),
-            metrics_addr: old.metrics_addr,
-            dynolog_addr: old.dynolog_addr,
-            flight_recorder: old.flight_recorder,
-            group: old.group,
-            learn_devices: old.learn_devices,
-            ..c
-        };
-        crate::say!("rocsync daemon: configuration reloaded");
-    }
-
     /// `/metrics` and `/healthz`.
     pub fn http_page(&mut self, path: &str) -> http::Response {
         let budget = exposition::BudgetView {
@@ -331,6 +284,16 @@ impl Daemon {
                             hang_traces: self.hangs.traces,
                             in_flight: self.hangs.oldest.clone().into_iter().collect(),
                         },
+                        uploads: self.uploads.as_ref().map(|u| {
+                            let t = &self.upload_totals;
+                            exposition::UploadView {
+                                uploaded: t.uploaded.load(Relaxed),
+                                bytes: t.bytes.load(Relaxed),
+                                failures: t.failures.load(Relaxed),
+                                pending: u.waiting(),
+                                lost: t.lost.load(Relaxed),
+                            }
+                        }),
                     }),
                 ),
                 (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => (

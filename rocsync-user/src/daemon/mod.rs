@@ -24,6 +24,7 @@ pub mod protocol;
 mod queues;
 mod quiet;
 mod readers;
+mod reload;
 pub mod remote;
 mod requests;
 mod retention;
@@ -35,6 +36,7 @@ mod state;
 mod statedir;
 mod traces;
 mod untrusted;
+mod upload;
 mod writing;
 
 use std::time::Duration;
@@ -236,6 +238,7 @@ async fn start(config: DaemonConfig, flags: ConfigFlags, signals: Signals) -> Re
     d.budget.log = d.tracker.shed_log.clone();
     d.next_sample = next_sample;
     d.learn_until = learn_until;
+    d.uploads = upload::start_for(&d.config, &d.upload_totals)?;
     let io = Io {
         ring,
         metrics,

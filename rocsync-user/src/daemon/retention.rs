@@ -1,11 +1,15 @@
 //! The state directory's traces are kept within a total size and an age, oldest removed
 //! first (traces asked for, sampled and dyno's alike, as one budget); the trace just
-//! written is always kept.
+//! written is always kept. With uploads on, a trace still waiting for its upload is
+//! spared by age and removed for size only after every uploaded one: then it is lost,
+//! and counted.
 
 use std::{
     path::{Path, PathBuf},
     time::{Duration, SystemTime},
 };
+
+use super::upload;
 
 /// The limits; `None` is no limit.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -14,33 +18,42 @@ pub struct Retention {
     pub max_age: Option<Duration>,
 }
 
-/// A trace file: (path, size, modification time).
-pub type Entry = (PathBuf, u64, SystemTime);
+/// A trace file: (path, size, modification time, waiting for its upload).
+pub type Entry = (PathBuf, u64, SystemTime, bool);
 
 impl Retention {
-    /// Which of `files` to remove at `now`, sparing `keep`.
-    pub fn expired(&self, mut files: Vec<Entry>, now: SystemTime, keep: &Path) -> Vec<PathBuf> {
-        files.sort_by_key(|f| f.2);
+    /// Which of `files` to remove at `now`, sparing `keep`, each with whether it was
+    /// still waiting for its upload.
+    pub fn expired(
+        &self,
+        mut files: Vec<Entry>,
+        now: SystemTime,
+        keep: &Path,
+    ) -> Vec<(PathBuf, bool)> {
+        // Uploaded (or never to be uploaded) traces first, oldest first.
+        files.sort_by_key(|f| (f.3, f.2));
         let mut total: u64 = files.iter().map(|f| f.1).sum();
         let mut gone = Vec::new();
-        for (path, size, time) in files {
+        for (path, size, time, waiting) in files {
             if path == keep {
                 continue;
             }
-            let old = self
-                .max_age
-                .is_some_and(|a| now.duration_since(time).unwrap_or_default() > a);
+            let old = !waiting
+                && self
+                    .max_age
+                    .is_some_and(|a| now.duration_since(time).unwrap_or_default() > a);
             let over = self.max_bytes.is_some_and(|m| total > m);
             if old || over {
                 total -= size;
-                gone.push(path);
+                gone.push((path, waiting));
             }
         }
         gone
     }
 
-    /// Applies the limits to the trace files in `dirs`, together.
-    pub fn apply(&self, dirs: &[PathBuf], keep: &Path) {
+    /// Applies the limits to the trace files in `dirs`, together; returns how many
+    /// traces waiting for their upload it removed.
+    pub fn apply(&self, dirs: &[PathBuf], keep: &Path) -> u64 {
         let files: Vec<Entry> = dirs
             .iter()
             .flat_map(std::fs::read_dir)
@@ -49,15 +62,27 @@ impl Retention {
             .filter_map(|e| {
                 let m = e.metadata().ok()?;
                 let json = m.is_file() && e.file_name().to_string_lossy().ends_with(".json");
-                json.then_some((e.path(), m.len(), m.modified().ok()?))
+                let path = e.path();
+                let waiting = upload::waiting(&path);
+                json.then_some((path, m.len(), m.modified().ok()?, waiting))
             })
             .collect();
-        for path in self.expired(files, SystemTime::now(), keep) {
+        let mut lost = 0;
+        for (path, waiting) in self.expired(files, SystemTime::now(), keep) {
             match std::fs::remove_file(&path) {
+                Ok(()) if waiting => {
+                    lost += 1;
+                    crate::say!(
+                        "rocsync daemon: warning: retention removed {} before its upload",
+                        path.display()
+                    );
+                }
                 Ok(()) => crate::say!("rocsync daemon: retention removed {}", path.display()),
                 Err(e) => crate::say!("rocsync daemon: warning: removing {}: {e}", path.display()),
             }
+            upload::forget(&path);
         }
+        lost
     }
 }
 
@@ -68,7 +93,15 @@ mod tests {
     #[test]
     fn oldest_first_within_size_and_age_and_never_the_newest() {
         let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
-        let f = |n: &str, size, age_s| (PathBuf::from(n), size, t0 - Duration::from_secs(age_s));
+        let f = |n: &str, size, age_s| {
+            (
+                PathBuf::from(n),
+                size,
+                t0 - Duration::from_secs(age_s),
+                false,
+            )
+        };
+        let names = |gone: Vec<(PathBuf, bool)>| gone.into_iter().map(|g| g.0).collect::<Vec<_>>();
         let files = vec![
             f("a", 10, 300),
             f("b", 10, 200),
@@ -80,7 +113,7 @@ mod tests {
             max_age: None,
         };
         assert_eq!(
-            by_size.expired(files.clone(), t0, Path::new("d")),
+            names(by_size.expired(files.clone(), t0, Path::new("d"))),
             ["a", "b"].map(PathBuf::from)
         );
         let by_age = Retention {
@@ -88,7 +121,7 @@ mod tests {
             max_age: Some(Duration::from_secs(150)),
         };
         assert_eq!(
-            by_age.expired(files.clone(), t0, Path::new("d")),
+            names(by_age.expired(files.clone(), t0, Path::new("d"))),
             ["a", "b"].map(PathBuf::from)
         );
         let tiny = Retention {
@@ -99,6 +132,42 @@ mod tests {
             tiny.expired(files, t0, Path::new("d")).len(),
             3,
             "the newest stays"
+        );
+    }
+
+    #[test]
+    fn a_trace_waiting_for_its_upload_goes_last_and_never_for_age() {
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let f = |n: &str, age_s, waiting| {
+            (
+                PathBuf::from(n),
+                10,
+                t0 - Duration::from_secs(age_s),
+                waiting,
+            )
+        };
+        let files = vec![
+            f("a", 300, true),
+            f("b", 200, false),
+            f("c", 100, false),
+            f("d", 0, false),
+        ];
+        let both = Retention {
+            max_bytes: Some(25),
+            max_age: Some(Duration::from_secs(50)),
+        };
+        let gone = both.expired(files.clone(), t0, Path::new("d"));
+        // b and c by age (a is spared by age); then 20 bytes left: within the size.
+        assert_eq!(gone, vec![("b".into(), false), ("c".into(), false)]);
+        let tight = Retention {
+            max_bytes: Some(15),
+            max_age: None,
+        };
+        let gone = tight.expired(files, t0, Path::new("d"));
+        assert_eq!(
+            gone,
+            vec![("b".into(), false), ("c".into(), false), ("a".into(), true)],
+            "the waiting one last, counted as such"
         );
     }
 }

@@ -2,6 +2,8 @@
 //! recording, the flight recorder, what is being written, and the counts `/metrics`
 //! shows of them.
 
+use std::sync::Arc;
+
 use anyhow::Result;
 use tokio::{sync::mpsc::UnboundedSender, time::Instant};
 
@@ -18,6 +20,7 @@ use super::{
     sessions::Sessions,
     stalls::Stalls,
     traces::{Active, TraceSpec},
+    upload::{self, Uploads},
     writing::Writing,
 };
 use crate::agents::ClaimId;
@@ -49,6 +52,9 @@ pub struct Daemon {
     pub hangs: Hangs,
     /// dyno refusals said in the log, per peer.
     pub quiet_dyno: Quiet,
+    /// Where traces are uploaded (`--upload`), and what was.
+    pub uploads: Option<Uploads>,
+    pub upload_totals: Arc<upload::Totals>,
     next_id: u64,
     /// Where a held claim's connection says it closed.
     pub released: UnboundedSender<ClaimId>,
@@ -79,6 +85,8 @@ impl Daemon {
             stalls: Stalls::default(),
             hangs: Hangs::default(),
             quiet_dyno: Quiet::new("dyno refusals"),
+            uploads: None,
+            upload_totals: Arc::default(),
             next_id: 1,
             released,
         }

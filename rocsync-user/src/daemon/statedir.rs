@@ -28,10 +28,16 @@ pub fn make(state_dir: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Where the daemon writes traces.
+pub fn trace_dirs(state_dir: &Path) -> [PathBuf; 2] {
+    [traces(state_dir), dyno(state_dir)]
+}
+
 /// Applies `retention` to everything the daemon wrote there, as one budget, sparing
-/// `keep` (the file just written).
-pub fn apply_retention(retention: &Retention, state_dir: &Path, keep: &Path) {
-    retention.apply(&[traces(state_dir), dyno(state_dir)], keep);
+/// `keep` (the file just written); returns how many traces waiting for their upload it
+/// removed.
+pub fn apply_retention(retention: &Retention, state_dir: &Path, keep: &Path) -> u64 {
+    retention.apply(&trace_dirs(state_dir), keep)
 }
 
 /// Creates `dir` (mode 0700) if missing; refuses a link or a non-directory.

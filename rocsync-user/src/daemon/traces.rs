@@ -138,8 +138,9 @@ impl Active {
         Self::open_as(tracker, req, state_dir, id, true)
     }
 
-    /// As [`Active::open`]; its file is `<name>-<id>.json`, or `<name>.json` when not
-    /// `numbered` (a name that is unique already).
+    /// As [`Active::open`]; its file is `<name>-<UTC time>-<id>.json` (ids start again
+    /// at a restart: the time keeps names, and upload keys, unique), or `<name>.json`
+    /// when not `numbered` (a name that is unique already).
     pub fn open_as(
         tracker: &Tracker,
         req: TraceSpec,
@@ -161,7 +162,12 @@ impl Active {
         (id, numbered): (u64, bool),
     ) -> Result<Self> {
         let stem = match numbered {
-            true => format!("{}-{id}", req.name),
+            true => {
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap_or_default();
+                format!("{}-{}-{id}", req.name, super::stalls::stamp(now.as_secs()))
+            }
             false => req.name.clone(),
         };
         let (pipeline, outputs) = open(state_dir, &stem, id, req.output.as_deref())?;

@@ -35,6 +35,7 @@ mod daemon_outputs;
 mod daemon_reload;
 mod daemon_sessions;
 mod daemon_stalls;
+mod daemon_uploads;
 mod daemon_windows;
 mod daemon_writing;
 mod deploy;

@@ -119,3 +119,51 @@ pub fn render_stalls(out: &mut String, st: &StallView) {
         );
     }
 }
+
+/// Uploads as `/metrics` shows them (absent with uploads off).
+#[derive(Clone, Debug, Default)]
+pub struct UploadView {
+    pub uploaded: u64,
+    pub bytes: u64,
+    pub failures: u64,
+    pub pending: u64,
+    pub lost: u64,
+}
+
+pub fn render_uploads(out: &mut String, u: &UploadView) {
+    for (name, kind, help, value) in [
+        (
+            "rocsync_uploads_total",
+            "counter",
+            "Traces uploaded to the store (--upload).",
+            u.uploaded,
+        ),
+        (
+            "rocsync_upload_bytes_total",
+            "counter",
+            "Bytes of traces uploaded.",
+            u.bytes,
+        ),
+        (
+            "rocsync_upload_failures_total",
+            "counter",
+            "Upload attempts that failed (each is retried; the trace waits on disk).",
+            u.failures,
+        ),
+        (
+            "rocsync_upload_pending",
+            "gauge",
+            "Traces waiting for their upload.",
+            u.pending,
+        ),
+        (
+            "rocsync_upload_lost_total",
+            "counter",
+            "Traces retention removed (for size) before their upload.",
+            u.lost,
+        ),
+    ] {
+        header(out, name, kind, help);
+        let _ = writeln!(out, "{name} {value}");
+    }
+}

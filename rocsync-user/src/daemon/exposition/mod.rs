@@ -7,7 +7,7 @@ use rocsync_common::{Api, AqlAgent, MetricKey, MetricValue, OTHER_DEVICE, WAIT_B
 
 mod fleet;
 
-pub use fleet::{BudgetView, StallView};
+pub use fleet::{BudgetView, StallView, UploadView};
 
 use super::files::Refused;
 use crate::stats::KernelDrops;
@@ -30,6 +30,7 @@ pub struct Snapshot<'a> {
     pub files_refused: Refused,
     pub budget: BudgetView,
     pub stall_traces: StallView,
+    pub uploads: Option<UploadView>,
 }
 
 /// Traces the daemon was due to start on its own and could not: nobody else would know.
@@ -109,6 +110,9 @@ pub fn render(s: &Snapshot<'_>) -> String {
         let _ = writeln!(out, "rocsync_stalls_total{{{}}} {}", labels(k), v.stalls);
     }
     fleet::render_stalls(&mut out, &s.stall_traces);
+    if let Some(u) = &s.uploads {
+        fleet::render_uploads(&mut out, u);
+    }
     header(
         &mut out,
         "rocsync_sync_wait_seconds",
@@ -323,6 +327,10 @@ mod tests {
                 in_flight: vec![("hipStreamSynchronize", 2.5)],
                 ..StallView::default()
             },
+            uploads: Some(UploadView {
+                pending: 3,
+                ..UploadView::default()
+            }),
         });
         let l = "api=\"hipStreamSynchronize\",device=\"1\"";
         assert!(text.contains(&format!(
@@ -351,6 +359,8 @@ mod tests {
         assert!(text.contains("rocsync_budget_ratio 0.01\n"));
         assert!(text.contains("rocsync_over_budget_processes 1\n"));
         assert!(text.contains("rocsync_stall_traces_total 1\n"));
+        assert!(text.contains("rocsync_upload_pending 3\n"));
+        assert!(text.contains("rocsync_upload_lost_total 0\n"));
         assert!(text.contains(&format!(
             "rocsync_build_info{{version=\"{}\",commit=\"{}\"}} 1\n",
             env!("CARGO_PKG_VERSION"),

@@ -1,0 +1,308 @@
+//! Traces leave the node (`--upload s3://BUCKET/PREFIX`): each trace the daemon writes
+//! is queued here and put in the store by a thread of its own, off the probes' path and
+//! off the daemon's loop. A failed upload is retried with a growing pause and counted;
+//! the trace waits on disk meanwhile (its state beside it, so a restart resumes it), and
+//! retention removes a waiting trace only under size pressure, counted as lost.
+//!
+//! Object keys: `PREFIX/NODE/NAMESPACE/POD/FILE` for a process of a Kubernetes pod,
+//! `PREFIX/NODE/FILE` otherwise.
+
+mod credentials;
+mod pending;
+mod store;
+
+use std::{
+    path::{Path, PathBuf},
+    sync::{
+        Arc,
+        atomic::{AtomicBool, AtomicU64, Ordering::Relaxed},
+    },
+    time::Duration,
+};
+
+use anyhow::{Context as _, Result};
+
+use super::{config::DaemonConfig, statedir};
+use object_store::{ObjectStore, buffered::BufWriter};
+use tokio::{
+    io::{AsyncReadExt as _, AsyncWriteExt as _},
+    sync::mpsc,
+};
+
+pub use pending::{forget, waiting};
+pub use store::{Destination, StoreSettings};
+
+/// The pause after a first failure, doubled after each up to the last.
+const FIRST_PAUSE: Duration = Duration::from_secs(1);
+const LAST_PAUSE: Duration = Duration::from_secs(60);
+
+/// The uploads' totals since the daemon started (kept across reloads).
+#[derive(Debug, Default)]
+pub struct Totals {
+    pub uploaded: AtomicU64,
+    pub bytes: AtomicU64,
+    pub failures: AtomicU64,
+    /// Traces retention removed before they were uploaded.
+    pub lost: AtomicU64,
+}
+
+/// One trace to put in the store.
+struct Job {
+    trace: PathBuf,
+    key: String,
+}
+
+/// The uploader of the settings in effect; a reload with other settings replaces it
+/// (the old thread stops at its next pause; the new one resumes what waits on disk).
+pub struct Uploads {
+    jobs: mpsc::UnboundedSender<Job>,
+    destination: Destination,
+    node: String,
+    /// Traces queued and not yet in the store.
+    waiting: Arc<AtomicU64>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Drop for Uploads {
+    fn drop(&mut self) {
+        self.stop.store(true, Relaxed);
+    }
+}
+
+impl Uploads {
+    /// Opens the store and starts the thread, which first takes what already waits in
+    /// `dirs` (from before a restart or a reload).
+    pub fn start(
+        settings: StoreSettings,
+        node: String,
+        dirs: &[PathBuf],
+        totals: Arc<Totals>,
+    ) -> Result<Self> {
+        let store = store::open(&settings)?;
+        let (jobs, queue) = mpsc::unbounded_channel();
+        let waiting = Arc::new(AtomicU64::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let worker = Worker {
+            store,
+            destination: settings.destination.clone(),
+            totals,
+            waiting: waiting.clone(),
+            stop: stop.clone(),
+        };
+        std::thread::Builder::new()
+            .name("rocsync-upload".into())
+            .spawn(move || worker.run(queue))
+            .context("starting the upload thread")?;
+        let uploads = Self {
+            jobs,
+            destination: settings.destination.clone(),
+            node,
+            waiting,
+            stop,
+        };
+        for (trace, key) in pending::all_waiting(dirs) {
+            uploads.queue(trace, key);
+        }
+        Ok(uploads)
+    }
+}
+
+/// The uploader `config` asks for, if any.
+pub fn start_for(config: &DaemonConfig, totals: &Arc<Totals>) -> Result<Option<Uploads>> {
+    let Some(settings) = &config.upload else {
+        return Ok(None);
+    };
+    let node = node_name(config.node_name.as_deref());
+    let dirs = statedir::trace_dirs(&config.state_dir);
+    let uploads = Uploads::start(settings.clone(), node, &dirs, totals.clone())?;
+    crate::say!(
+        "rocsync daemon: traces are uploaded to {} ({} waiting)",
+        settings.destination,
+        uploads.waiting()
+    );
+    Ok(Some(uploads))
+}
+
+impl Uploads {
+    /// Queues `trace`, of a process of `pod` (namespace, name) where known.
+    pub fn submit(&self, trace: &Path, pod: Option<(&str, &str)>) {
+        let Some(file) = trace.file_name().and_then(|f| f.to_str()) else {
+            return;
+        };
+        let key = key(&self.destination.prefix, &self.node, pod, file);
+        if let Err(e) = pending::wait(trace, &key) {
+            // The upload goes on; only a restart before it ends would forget it.
+            crate::say!(
+                "rocsync daemon: warning: recording {}'s upload: {e}",
+                trace.display()
+            );
+        }
+        self.queue(trace.to_path_buf(), key);
+    }
+
+    fn queue(&self, trace: PathBuf, key: String) {
+        self.waiting.fetch_add(1, Relaxed);
+        let _ = self.jobs.send(Job { trace, key });
+    }
+
+    /// Traces queued and not yet in the store.
+    pub fn waiting(&self) -> u64 {
+        self.waiting.load(Relaxed)
+    }
+}
+
+/// The object key of `file`.
+fn key(prefix: &str, node: &str, pod: Option<(&str, &str)>, file: &str) -> String {
+    let mut parts: Vec<&str> = Vec::new();
+    if !prefix.is_empty() {
+        parts.push(prefix);
+    }
+    parts.push(node);
+    if let Some((namespace, name)) = pod {
+        parts.extend([namespace, name]);
+    }
+    parts.push(file);
+    parts.join("/")
+}
+
+/// The node's name in object keys: `node_name` where set, else `NODE_NAME` (a
+/// DaemonSet's downward API), else the host name.
+pub fn node_name(configured: Option<&str>) -> String {
+    let name = configured
+        .map(str::to_string)
+        .or_else(|| std::env::var("NODE_NAME").ok())
+        .unwrap_or_else(|| {
+            rustix::system::uname()
+                .nodename()
+                .to_string_lossy()
+                .into_owned()
+        });
+    // A key part: no '/', nothing a store would read as a path step.
+    let safe: String = name
+        .chars()
+        .map(|c| match c {
+            'a'..='z' | 'A'..='Z' | '0'..='9' | '.' | '-' | '_' => c,
+            _ => '_',
+        })
+        .collect();
+    match safe.trim_start_matches('.') {
+        "" => "unnamed-node".into(),
+        s => s.into(),
+    }
+}
+
+/// The upload thread's side.
+struct Worker {
+    store: Arc<dyn ObjectStore>,
+    destination: Destination,
+    totals: Arc<Totals>,
+    waiting: Arc<AtomicU64>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Worker {
+    fn run(self, queue: mpsc::UnboundedReceiver<Job>) {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build();
+        match runtime {
+            Ok(rt) => rt.block_on(self.serve(queue)),
+            Err(e) => crate::say!("rocsync daemon: error: the upload thread cannot run: {e}"),
+        }
+    }
+
+    /// Uploads the queue in order; a failure pauses the queue (the store is most likely
+    /// down for every trace alike) and retries the same trace.
+    async fn serve(self, mut queue: mpsc::UnboundedReceiver<Job>) {
+        let mut pause = FIRST_PAUSE;
+        while let Some(job) = queue.recv().await {
+            loop {
+                if self.stop.load(Relaxed) {
+                    return;
+                }
+                match self.put(&job).await {
+                    Ok(Some(bytes)) => {
+                        self.totals.uploaded.fetch_add(1, Relaxed);
+                        self.totals.bytes.fetch_add(bytes, Relaxed);
+                        if let Err(e) = pending::done(&job.trace) {
+                            crate::say!(
+                                "rocsync daemon: warning: recording {}'s upload: {e}",
+                                job.trace.display()
+                            );
+                        }
+                        crate::say!(
+                            "rocsync daemon: uploaded {} to {}/{}",
+                            job.trace.display(),
+                            self.destination_root(),
+                            job.key
+                        );
+                        pause = FIRST_PAUSE;
+                        break;
+                    }
+                    // Retention removed it meanwhile (and counted it).
+                    Ok(None) => break,
+                    Err(e) => {
+                        self.totals.failures.fetch_add(1, Relaxed);
+                        crate::say!(
+                            "rocsync daemon: warning: uploading {} (retried in {} s): {e}: {}",
+                            job.trace.display(),
+                            pause.as_secs(),
+                            e.root_cause()
+                        );
+                        tokio::time::sleep(pause).await;
+                        pause = (pause * 2).min(LAST_PAUSE);
+                    }
+                }
+            }
+            self.waiting.fetch_sub(1, Relaxed);
+        }
+    }
+
+    fn destination_root(&self) -> String {
+        format!("s3://{}", self.destination.bucket)
+    }
+
+    /// Streams the trace into the store (a multipart upload when it is large); `None`
+    /// when the trace is gone.
+    async fn put(&self, job: &Job) -> Result<Option<u64>> {
+        let mut file = match tokio::fs::File::open(&job.trace).await {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e).context("reading the trace"),
+        };
+        let mut writer = BufWriter::new(self.store.clone(), job.key.as_str().into());
+        let mut chunk = vec![0; 1 << 20];
+        let mut bytes = 0u64;
+        loop {
+            let n = file.read(&mut chunk).await.context("reading the trace")?;
+            if n == 0 {
+                break;
+            }
+            if let Err(e) = writer.write_all(&chunk[..n]).await {
+                let _ = writer.abort().await;
+                return Err(e).context("writing to the store");
+            }
+            bytes += n as u64;
+        }
+        // A failed shutdown has already aborted a multipart upload (and `abort` after
+        // it would panic).
+        writer.shutdown().await.context("completing the object")?;
+        Ok(Some(bytes))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_name_the_node_and_the_pod() {
+        assert_eq!(
+            key("fleet", "gpu-7", Some(("ml", "train-0")), "stall-x.json"),
+            "fleet/gpu-7/ml/train-0/stall-x.json"
+        );
+        assert_eq!(key("", "gpu-7", None, "t.json"), "gpu-7/t.json");
+        assert_eq!(node_name(Some("a/b c")), "a_b_c");
+        assert_eq!(node_name(Some("..")), "unnamed-node");
+    }
+}
