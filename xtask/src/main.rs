@@ -100,9 +100,15 @@ const HTA: &str = "holistictraceanalysis==0.5.0";
 const PANDAS: &str = "pandas<3";
 /// The daemon test parses `/metrics` with Prometheus's Python client.
 const PROMETHEUS_CLIENT: &str = "prometheus_client==0.26.0";
+/// The Kubernetes manifests' test checks them offline against the API's own types:
+/// kubernetes-validate's strict JSON schemas per release, and cloudcoil's models of the
+/// prometheus-operator CRDs (for the ServiceMonitor), with the cloudcoil they were made for.
+const KUBERNETES_VALIDATE: &str = "kubernetes-validate==1.37.0";
+const PROMETHEUS_OPERATOR_MODELS: &str = "cloudcoil-models-prometheus-operator==0.80.1.0";
+const CLOUDCOIL: &str = "cloudcoil==0.6.0";
 
-/// A Python with the pinned HolisticTraceAnalysis (the HTA test) and prometheus_client
-/// (the daemon test), in target/hta-venv.
+/// A Python with the pinned HolisticTraceAnalysis (the HTA test), prometheus_client (the
+/// daemon test) and the Kubernetes validators (the manifests' test), in target/hta-venv.
 fn hta_python() -> Result<PathBuf> {
     let venv = root().join("target/hta-venv");
     let python = venv.join("bin/python");
@@ -112,7 +118,10 @@ fn hta_python() -> Result<PathBuf> {
             "import hta, importlib.metadata as m, sys; \
              sys.exit(m.version('holistictraceanalysis') != '0.5.0' or \
              int(m.version('pandas').split('.')[0]) >= 3 or \
-             m.version('prometheus_client') != '0.26.0')",
+             m.version('prometheus_client') != '0.26.0' or \
+             m.version('kubernetes-validate') != '1.37.0' or \
+             m.version('cloudcoil-models-prometheus-operator') != '0.80.1.0' or \
+             m.version('cloudcoil') != '0.6.0')",
         ])
         .output()
         .is_ok_and(|o| o.status.success());
@@ -124,6 +133,9 @@ fn hta_python() -> Result<PathBuf> {
             HTA,
             PANDAS,
             PROMETHEUS_CLIENT,
+            KUBERNETES_VALIDATE,
+            PROMETHEUS_OPERATOR_MODELS,
+            CLOUDCOIL,
         ]))?;
     }
     Ok(python)
