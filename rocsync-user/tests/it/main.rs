@@ -38,6 +38,7 @@ mod daemon_stalls;
 mod daemon_windows;
 mod daemon_writing;
 mod deploy;
+mod deploy_kubernetes;
 mod doctor;
 mod edges;
 mod errors;
