@@ -145,6 +145,11 @@ pub fn prom_script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("prom/parse_metrics.py")
 }
 
+/// Kubernetes check: reads manifests as YAML and validates them against the API's types.
+pub fn k8s_script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("k8s/manifests.py")
+}
+
 /// Skips a test for `reason`, saying so — unless the full suite was asked for
 /// (`ROCSYNC_REQUIRE_ALL`, set by `cargo xtask test`), where a skip is a failure: CI must
 /// never go green with coverage silently missing. Returns true when the caller should

@@ -102,9 +102,16 @@ const PANDAS: &str = "pandas<3";
 const PROMETHEUS_CLIENT: &str = "prometheus_client==0.26.0";
 /// The upload test's S3-compatible server (`moto_server`).
 const MOTO: &str = "moto[server]==5.2.5";
+/// The Kubernetes manifests' test checks them offline against the API's own types:
+/// kubernetes-validate's strict JSON schemas per release, and cloudcoil's models of the
+/// prometheus-operator CRDs (for the ServiceMonitor), with the cloudcoil they were made for.
+const KUBERNETES_VALIDATE: &str = "kubernetes-validate==1.37.0";
+const PROMETHEUS_OPERATOR_MODELS: &str = "cloudcoil-models-prometheus-operator==0.80.1.0";
+const CLOUDCOIL: &str = "cloudcoil==0.6.0";
 
-/// A Python with the pinned HolisticTraceAnalysis (the HTA test), prometheus_client
-/// (the daemon test) and moto's S3 server (the upload test), in target/hta-venv.
+/// A Python with the pinned HolisticTraceAnalysis (the HTA test), prometheus_client (the
+/// daemon test), moto's S3 server (the upload test) and the Kubernetes validators (the
+/// manifests' test), in target/hta-venv.
 fn hta_python() -> Result<PathBuf> {
     let venv = root().join("target/hta-venv");
     let python = venv.join("bin/python");
@@ -115,7 +122,10 @@ fn hta_python() -> Result<PathBuf> {
              sys.exit(m.version('holistictraceanalysis') != '0.5.0' or \
              int(m.version('pandas').split('.')[0]) >= 3 or \
              m.version('prometheus_client') != '0.26.0' or \
-             m.version('moto') != '5.2.5')",
+             m.version('moto') != '5.2.5' or \
+             m.version('kubernetes-validate') != '1.37.0' or \
+             m.version('cloudcoil-models-prometheus-operator') != '0.80.1.0' or \
+             m.version('cloudcoil') != '0.6.0')",
         ])
         .output()
         .is_ok_and(|o| o.status.success());
@@ -128,6 +138,9 @@ fn hta_python() -> Result<PathBuf> {
             PANDAS,
             PROMETHEUS_CLIENT,
             MOTO,
+            KUBERNETES_VALIDATE,
+            PROMETHEUS_OPERATOR_MODELS,
+            CLOUDCOIL,
         ]))?;
     }
     Ok(python)

@@ -39,6 +39,7 @@ mod daemon_uploads;
 mod daemon_windows;
 mod daemon_writing;
 mod deploy;
+mod deploy_kubernetes;
 mod doctor;
 mod edges;
 mod errors;
