@@ -104,14 +104,13 @@ fn name_of(pid: u32) -> Option<String> {
     )
 }
 
-/// Whether the process has a UTS namespace (host name) of its own, not the node's (PID
-/// 1's, the daemon running in the node's PID namespace).
+/// Whether the process has a UTS namespace (host name) of its own, not the node's: PID
+/// 1's (the daemon runs in the node's PID namespace), or — where PID 1's cannot be read
+/// (a sandbox's init may refuse even root) — the caller's own.
 fn own_uts_namespace(pid: u32) -> bool {
-    let ns = |p: String| std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()));
-    match (
-        ns(format!("/proc/{pid}/ns/uts")),
-        ns("/proc/1/ns/uts".into()),
-    ) {
+    let ns = |p: &str| std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()));
+    let node = ns("/proc/1/ns/uts").or_else(|| ns("/proc/self/ns/uts"));
+    match (ns(&format!("/proc/{pid}/ns/uts")), node) {
         (Some(own), Some(node)) => own != node,
         _ => false,
     }
