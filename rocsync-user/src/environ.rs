@@ -51,6 +51,7 @@ pub fn read(pid: u32) -> Option<Identity> {
         info: ProcessInfo {
             name: comm.trim_end().to_string(),
             distributed: distributed(&environ, &maps),
+            pod: None,
         },
         visible: visible_devices(&vars(&environ)),
     })

@@ -77,6 +77,7 @@ impl From<DaemonArgs> for ConfigFlags {
             stall_interval: a.stall_interval,
             hang_bound: a.hang_bound,
             hang_after: a.hang_after,
+            metric_labels: a.metric_labels,
             lock: a.lock,
         }
     }

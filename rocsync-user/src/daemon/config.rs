@@ -10,6 +10,7 @@ use std::{
 use anyhow::{Context as _, Result, bail};
 use serde::Deserialize;
 
+use super::pods::MetricLabels;
 use super::protocol::DEFAULT_SOCKET;
 use super::retention::Retention;
 use crate::units::{Share, parse_budget, parse_duration, parse_learning, parse_size};
@@ -80,6 +81,8 @@ struct File {
     #[serde(default)]
     users: Vec<String>,
     max_files_per_user: Option<usize>,
+    #[serde(default)]
+    metric_labels: Vec<String>,
 }
 
 /// The settings given on the command line (each `None`/empty where not given): the
@@ -105,6 +108,8 @@ pub struct ConfigFlags {
     pub stall_interval: Option<String>,
     pub hang_bound: Option<String>,
     pub hang_after: Option<String>,
+    /// Empty: not given.
+    pub metric_labels: Vec<String>,
     pub lock: Option<PathBuf>,
 }
 
@@ -139,6 +144,8 @@ pub struct DaemonConfig {
     /// A synchronisation still blocked this long is a hang (at least the stall
     /// threshold).
     pub hang_after: Duration,
+    /// Labels the per-API series gain (none by default: each multiplies the series).
+    pub metric_labels: MetricLabels,
     /// The node's daemon lock (a flag only: a reload keeps the one taken at start).
     pub lock: PathBuf,
 }
@@ -249,6 +256,11 @@ impl DaemonConfig {
         for u in &filters.users {
             users::user_id(u).context("users")?;
         }
+        let labels = match args.metric_labels.is_empty() {
+            true => &file.metric_labels,
+            false => &args.metric_labels,
+        };
+        let metric_labels = MetricLabels::parse(labels)?;
         let group = match args.group.clone().or(file.group) {
             Some(g) => Some(users::group_id(&g)?),
             None => None,
@@ -262,6 +274,7 @@ impl DaemonConfig {
             stall_interval,
             hang_bound,
             hang_after,
+            metric_labels,
             flight_recorder,
             sampling,
             retention,
@@ -311,6 +324,8 @@ mod tests {
         assert_eq!(f.include_exe, vec!["python3"]);
         let f: File = toml::from_str("max_files_per_user = 3\n").unwrap();
         assert_eq!(f.max_files_per_user, Some(3));
+        let f: File = toml::from_str("metric_labels = [\"namespace\", \"pod\"]\n").unwrap();
+        assert_eq!(f.metric_labels, ["namespace", "pod"]);
         let e = toml::from_str::<File>("metric_addr = \"x\"").unwrap_err();
         assert!(e.to_string().contains("unknown field"), "{e}");
     }

@@ -280,6 +280,7 @@ impl Daemon {
             ("flight_recorder", old.flight_recorder != c.flight_recorder),
             ("group", old.group != c.group),
             ("learn_devices", old.learn_devices != c.learn_devices),
+            ("metric_labels", old.metric_labels != c.metric_labels),
         ];
         for (key, _) in at_start.iter().filter(|(_, changed)| *changed) {
             crate::say!("rocsync daemon: warning: {key} changed: it takes effect at restart");
@@ -291,6 +292,7 @@ impl Daemon {
             flight_recorder: old.flight_recorder,
             group: old.group,
             learn_devices: old.learn_devices,
+            metric_labels: old.metric_labels,
             ..c
         };
         crate::say!("rocsync daemon: configuration reloaded");
@@ -307,12 +309,17 @@ impl Daemon {
         };
         let probes = &self.tracker.probes;
         match path {
-            "/metrics" => match (probes.metrics(), probes.drops(), probes.aql_packets()) {
-                (Ok(series), Ok(drops), Ok(packets)) => (
+            "/metrics" => match (
+                exposition::read_series(&self.tracker),
+                probes.drops(),
+                probes.aql_packets(),
+            ) {
+                (Ok((series, unlabelled)), Ok(drops), Ok(packets)) => (
                     "200 OK",
                     "text/plain; version=0.0.4; charset=utf-8",
                     exposition::render(&exposition::Snapshot {
                         series: &series,
+                        unlabelled,
                         packets: &packets,
                         drops: &drops,
                         tracked: self.tracker.tracked.len(),

@@ -17,6 +17,7 @@ use tokio::time::Instant;
 use super::{
     budget::{self, ShedLog},
     discovery::Tracker,
+    pods::Pods,
     protocol::{self, Reply},
     socket::PendingReply,
     statedir,
@@ -31,6 +32,7 @@ use crate::{
         raw::Header,
     },
     environ,
+    kubernetes::PodName,
     pipeline::Pipeline,
 };
 
@@ -51,6 +53,8 @@ pub struct TraceSpec {
     pub pids: Vec<u32>,
     /// Only tracked processes whose cgroup path contains this (a pod, a container).
     pub cgroup: Option<String>,
+    /// Only tracked processes of this pod.
+    pub pod: Option<PodName>,
     pub agents: AgentSet,
     pub duration: Duration,
     /// The traces' file name stem (letters, digits, `-`, `_`).
@@ -67,22 +71,22 @@ pub fn alive(pid: u32) -> bool {
 }
 
 /// The live tracked processes a request names: its pids (each must be tracked and
-/// alive), else every live tracked one (in its cgroup, when it names one); never none.
+/// alive), else every live tracked one (in its cgroup or its pod, when it names one);
+/// never none.
 pub fn matched(tracker: &Tracker, req: &TraceSpec) -> Result<Vec<u32>> {
     let pids: Vec<u32> = if req.pids.is_empty() {
         let cgroup = |p: u32| crate::procfs::cgroup(p).unwrap_or_default();
-        tracker
-            .tracked
-            .iter()
-            .copied()
-            .filter(|&p| {
-                alive(p)
-                    && req
-                        .cgroup
-                        .as_ref()
-                        .is_none_or(|c| cgroup(p).contains(c.as_str()))
-            })
-            .collect()
+        let live = tracker.tracked.iter().copied().filter(|&p| {
+            alive(p)
+                && req
+                    .cgroup
+                    .as_ref()
+                    .is_none_or(|c| cgroup(p).contains(c.as_str()))
+        });
+        match &req.pod {
+            Some(pod) => tracker.pods.of_pod(live, &pod.namespace, &pod.name),
+            None => live.collect(),
+        }
     } else {
         for &p in &req.pids {
             if !tracker.tracked.contains(&p) {
@@ -97,9 +101,13 @@ pub fn matched(tracker: &Tracker, req: &TraceSpec) -> Result<Vec<u32>> {
         req.pids.clone()
     };
     if pids.is_empty() {
-        match &req.cgroup {
-            Some(c) => bail!("no tracked process is in a cgroup matching {c:?}"),
-            None => bail!("no process is tracked"),
+        match (&req.cgroup, &req.pod) {
+            (Some(c), _) => bail!("no tracked process is in a cgroup matching {c:?}"),
+            (_, Some(pod)) => bail!(
+                "no tracked process is in pod {pod}; pods of tracked processes: {}",
+                pods_shown(&tracker.pods.known())
+            ),
+            _ => bail!("no process is tracked"),
         }
     }
     Ok(pids)
@@ -168,7 +176,7 @@ impl Active {
         let output = req.output;
         Ok(Self {
             id,
-            processes: identities(pids.iter().copied()),
+            processes: identities(pids.iter().copied(), &tracker.pods),
             pids,
             agents: req.agents,
             pipeline,
@@ -297,10 +305,15 @@ pub fn answer(written: Result<Vec<Written>>) -> Reply {
 }
 
 /// What each of `pids` says of itself now (name, rank in a distributed job), for its
-/// trace's `distributedInfo`: without it, HTA takes every rank's trace for rank 0.
-pub fn identities(pids: impl IntoIterator<Item = u32>) -> BTreeMap<u32, ProcessInfo> {
+/// trace's `distributedInfo` (without it, HTA takes every rank's trace for rank 0), and
+/// its pod, as read when it was first tracked.
+pub fn identities(pids: impl IntoIterator<Item = u32>, pods: &Pods) -> BTreeMap<u32, ProcessInfo> {
     pids.into_iter()
-        .filter_map(|p| Some((p, environ::read(p)?.info)))
+        .filter_map(|p| {
+            let mut info = environ::read(p)?.info;
+            info.pod = pods.pod(p).and_then(|pod| serde_json::to_value(pod).ok());
+            Some((p, info))
+        })
         .collect()
 }
 
@@ -343,6 +356,19 @@ pub fn dump<'a>(
         processes,
     };
     outputs.finish(sink, &stats, report)
+}
+
+/// Pods for an error message: at most [`SHOWN_PODS`], the rest counted.
+fn pods_shown(known: &[String]) -> String {
+    const SHOWN_PODS: usize = 20;
+    if known.is_empty() {
+        return "none".into();
+    }
+    let mut shown = known[..known.len().min(SHOWN_PODS)].join(", ");
+    if known.len() > SHOWN_PODS {
+        shown.push_str(&format!(" and {} more", known.len() - SHOWN_PODS));
+    }
+    shown
 }
 
 /// A file name stem from a client: letters, digits, `-` and `_` only.

@@ -69,6 +69,51 @@ impl Pod {
     }
 }
 
+/// A pod as a user names it: `NAMESPACE/NAME` (`rocsync trace --pod`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PodName {
+    pub namespace: String,
+    pub name: String,
+}
+
+impl PodName {
+    /// From `NAMESPACE/NAME`, each checked as the API server checks them.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let (namespace, name) = s
+            .split_once('/')
+            .ok_or_else(|| format!("{s:?}: expected NAMESPACE/NAME"))?;
+        let pod = Self {
+            namespace: namespace.into(),
+            name: name.into(),
+        };
+        pod.check()?;
+        Ok(pod)
+    }
+
+    /// Whether both parts are names Kubernetes gives (a request may come from anyone).
+    pub fn check(&self) -> Result<(), String> {
+        if !is_dns_label(&self.namespace) {
+            return Err(format!(
+                "namespace {:?}: not a Kubernetes namespace (a DNS-1123 label)",
+                self.namespace
+            ));
+        }
+        if !is_dns_subdomain(&self.name) {
+            return Err(format!(
+                "pod name {:?}: not a Kubernetes pod name (a DNS-1123 subdomain)",
+                self.name
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl std::fmt::Display for PodName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
 /// The Kubernetes pod of process `pid`, or `None` when its cgroup names no pod (not in
 /// Kubernetes, or gone). Blocks at most about [`READ_WITHIN`].
 pub fn pod_of(pid: u32) -> Option<Pod> {
@@ -201,6 +246,19 @@ mod tests {
         );
         assert_eq!(checked(b"ml-team\n\n", is_dns_label), None);
         assert_eq!(checked(b"\xff", is_dns_label), None);
+    }
+
+    #[test]
+    fn a_pod_is_named_namespace_slash_name() {
+        let p = PodName::parse("ml-team/trainer-0").unwrap();
+        assert_eq!(
+            (p.namespace.as_str(), p.name.as_str()),
+            ("ml-team", "trainer-0")
+        );
+        assert_eq!(p.to_string(), "ml-team/trainer-0");
+        for bad in ["trainer-0", "/x", "ml/", "ML/x", "ml/x/y", "ml/a_b"] {
+            assert!(PodName::parse(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]
