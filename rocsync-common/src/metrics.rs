@@ -47,6 +47,15 @@ impl MetricKey {
     }
 }
 
+/// The key of a labelled series (`--metric-labels`): a label group (the daemon's number
+/// for one set of label values) and the series' [`MetricKey::slot`].
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct GroupSlot {
+    pub group: u32,
+    pub slot: u32,
+}
+
 /// What the kernel counts per [`MetricKey`] (per CPU; userspace sums).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -137,6 +146,8 @@ mod pod {
     unsafe impl aya::Pod for super::MetricKey {}
     // SAFETY: as above.
     unsafe impl aya::Pod for super::MetricValue {}
+    // SAFETY: as above (two u32).
+    unsafe impl aya::Pod for super::GroupSlot {}
     // SAFETY: as above (two u32, then two u64: no padding).
     unsafe impl aya::Pod for super::PendingCall {}
 }

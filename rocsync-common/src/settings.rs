@@ -30,7 +30,9 @@ pub struct Config {
     /// Of [`Config::calls`], the polling ones ([`crate::Api::is_polling`]): what the
     /// budget can shed.
     pub polls: u32,
-    pub pad: u32,
+    /// The daemon's label group of the process (`--metric-labels`): non-zero, its calls
+    /// are counted in `GROUP_METRICS` under this group rather than in `METRICS`.
+    pub metric_group: u32,
 }
 
 /// [`Config::capture`] of a process the daemon counts while a trace on demand records it:
@@ -54,7 +56,7 @@ impl Config {
         metrics: 0,
         calls: 0,
         polls: 0,
-        pad: 0,
+        metric_group: 0,
     };
 
     /// The number a queue on the agent enumerated `ordinal`-th gets: the HIP device it is

@@ -4,14 +4,15 @@
 //! the call's start in its thread's entry, rewritten in place (no allocation per call).
 
 use aya_ebpf::{
+    bindings::BPF_NOEXIST,
     helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns},
     macros::map,
-    maps::{Array, LruHashMap, PerCpuArray},
+    maps::{Array, LruHashMap, PerCpuArray, PerCpuHashMap},
 };
 use rocsync_common::{
-    AQL_SLOTS, Api, Cookie, HandleKey, METRIC_SLOTS, MetricKey, MetricValue, NO_DEVICE, OutParam,
-    PendingCall, RECORD_STALL, StallRecord, Switch, TRACE_RECORDING, TRACE_STOPPING, WAIT_BUCKETS,
-    aql_slot,
+    AQL_SLOTS, Api, Cookie, GroupSlot, HandleKey, METRIC_SLOTS, MetricKey, MetricValue, NO_DEVICE,
+    OutParam, PendingCall, RECORD_STALL, StallRecord, Switch, TRACE_RECORDING, TRACE_STOPPING,
+    WAIT_BUCKETS, aql_slot,
 };
 
 use crate::{
@@ -22,6 +23,19 @@ use crate::{
 /// The series, each at its `MetricKey::slot`: an index, not a hash lookup, per call.
 #[map]
 static METRICS: PerCpuArray<MetricValue> = PerCpuArray::with_max_entries(METRIC_SLOTS, 0);
+/// The series of the processes the daemon labels (`--metric-labels`), by label group and
+/// slot: a hash lookup per call, for those processes only. A series is made at its first
+/// call; the daemon sizes the map at load (one entry when nothing is labelled: it is
+/// preallocated, per CPU) and removes a group's series when the group has ended.
+#[map]
+static GROUP_METRICS: PerCpuHashMap<GroupSlot, MetricValue> = PerCpuHashMap::with_max_entries(1, 0);
+/// Calls of a labelled process counted in `METRICS` instead, `GROUP_METRICS` being full:
+/// the totals stay right, the labels say less.
+#[map]
+static UNLABELLED: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
+/// A series at zero, a new labelled series' first value (too big for the stack).
+#[map]
+static ZERO_SERIES: Array<MetricValue> = Array::with_max_entries(1, 0);
 /// The call each thread is in (its start), by `pid_tgid`.
 #[map]
 static PENDING: LruHashMap<u64, PendingCall> = LruHashMap::with_max_entries(16384, 0);
@@ -48,10 +62,29 @@ pub fn count_packet(ordinal: u64, header: u8) {
     }
 }
 
-/// This CPU's counters of one API on one device.
+/// This CPU's counters of one API on one device, in the process's label group (0: the
+/// node's series).
 #[inline(always)]
-fn series(api: u32, device: i32) -> Option<*mut MetricValue> {
-    METRICS.get_ptr_mut(MetricKey::slot(api, device)?)
+fn series(group: u32, api: u32, device: i32) -> Option<*mut MetricValue> {
+    let slot = MetricKey::slot(api, device)?;
+    if group != 0 {
+        let key = GroupSlot { group, slot };
+        if let Some(v) = GROUP_METRICS.get_ptr_mut(key) {
+            return Some(v);
+        }
+        if let Some(zero) = ZERO_SERIES.get(0) {
+            // Another CPU may make it meanwhile: either way it is there after.
+            let _ = GROUP_METRICS.insert(key, zero, BPF_NOEXIST as u64);
+            if let Some(v) = GROUP_METRICS.get_ptr_mut(key) {
+                return Some(v);
+            }
+        }
+        if let Some(n) = UNLABELLED.get_ptr_mut(0) {
+            // SAFETY: per-CPU slot, no concurrent writer on this CPU while the program runs.
+            unsafe { *n += 1 };
+        }
+    }
+    METRICS.get_ptr_mut(slot)
 }
 
 /// A call entered in a process the daemon tracks: counted, and remembered until it
@@ -76,7 +109,7 @@ pub fn entered(cookie: Cookie, args: &[u64; 3]) -> Option<Switch> {
             }
         }
     }
-    count(cookie, args, pid_tgid, tgid);
+    count(cookie, args, pid_tgid, tgid, cfg.metric_group);
     (cfg.capture == TRACE_RECORDING).then_some(Switch {
         capture: 1,
         by_process: 1,
@@ -101,7 +134,7 @@ unsafe fn add_u32(counter: *mut u32) {
 }
 
 #[inline(always)]
-fn count(cookie: Cookie, args: &[u64; 3], pid_tgid: u64, tgid: u32) {
+fn count(cookie: Cookie, args: &[u64; 3], pid_tgid: u64, tgid: u32, group: u32) {
     // `*GetDevice` is probed only briefly, to learn the devices of threads that chose
     // theirs before the daemon saw them: remembered for its return, never counted.
     let learning = cookie.kind() == Cookie::KIND_GET_DEVICE;
@@ -111,7 +144,7 @@ fn count(cookie: Cookie, args: &[u64; 3], pid_tgid: u64, tgid: u32) {
         device_of(args, cookie, pid_tgid)
     };
     if !learning {
-        let Some(v) = series(cookie.api(), device) else {
+        let Some(v) = series(group, cookie.api(), device) else {
             return;
         };
         // SAFETY: this CPU's slot of the series, valid for the program's run.
@@ -174,14 +207,16 @@ fn count_stream_use(cookie: Cookie, args: &[u64; 3], tgid: u32, v: *mut MetricVa
 pub fn returned(cookie: Cookie, ret: i64) -> bool {
     let pid_tgid = bpf_get_current_pid_tgid();
     // SAFETY: plain map lookup.
-    let recorded = unsafe { TARGETS.get((pid_tgid >> 32) as u32) }
-        .is_some_and(|c| c.capture == TRACE_RECORDING || c.capture == TRACE_STOPPING);
-    count_return(cookie, ret, pid_tgid);
+    let target = unsafe { TARGETS.get((pid_tgid >> 32) as u32) };
+    let recorded =
+        target.is_some_and(|c| c.capture == TRACE_RECORDING || c.capture == TRACE_STOPPING);
+    // The group is the process's for its whole life: the one its entry was counted in.
+    count_return(cookie, ret, pid_tgid, target.map_or(0, |c| c.metric_group));
     recorded
 }
 
 #[inline(always)]
-fn count_return(cookie: Cookie, ret: i64, pid_tgid: u64) {
+fn count_return(cookie: Cookie, ret: i64, pid_tgid: u64, group: u32) {
     let Some(slot) = PENDING.get_ptr_mut(pid_tgid) else {
         return;
     };
@@ -212,7 +247,7 @@ fn count_return(cookie: Cookie, ret: i64, pid_tgid: u64) {
             _ => {}
         }
     }
-    let Some(v) = series(p.api, p.device) else {
+    let Some(v) = series(group, p.api, p.device) else {
         return;
     };
     // SAFETY: this CPU's slot of the series, valid for the program's run.

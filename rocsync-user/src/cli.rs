@@ -8,7 +8,7 @@ use clap::{Args, Parser, Subcommand};
 
 use rocsync_common::Api;
 
-use crate::{agents::AgentSet, daemon::protocol::DEFAULT_SOCKET};
+use crate::{agents::AgentSet, daemon::protocol::DEFAULT_SOCKET, kubernetes::PodName};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -65,16 +65,19 @@ pub struct TraceArgs {
     #[arg(
         long,
         value_name = "PID",
-        required_unless_present_any = ["all", "flight", "cgroup"],
-        conflicts_with_all = ["all", "flight", "cgroup"]
+        required_unless_present_any = ["all", "flight", "cgroup", "pod"],
+        conflicts_with_all = ["all", "flight", "cgroup", "pod"]
     )]
     pub pid: Vec<u32>,
     /// Every process the daemon tracks
-    #[arg(long, conflicts_with_all = ["flight", "cgroup"])]
+    #[arg(long, conflicts_with_all = ["flight", "cgroup", "pod"])]
     pub all: bool,
     /// The tracked processes whose cgroup path contains PATH (a pod, a container)
-    #[arg(long, value_name = "PATH", conflicts_with = "flight")]
+    #[arg(long, value_name = "PATH", conflicts_with_all = ["flight", "pod"])]
     pub cgroup: Option<String>,
+    /// Every tracked process of this Kubernetes pod (as `rocsync status` names it)
+    #[arg(long, value_name = "NAMESPACE/NAME", conflicts_with = "flight", value_parser = PodName::parse)]
+    pub pod: Option<PodName>,
     /// Record only these agents (devices), e.g. 0,1
     #[arg(long, value_name = "LIST", conflicts_with = "flight", value_parser = AgentSet::parse)]
     pub agents: Option<AgentSet>,
@@ -178,6 +181,11 @@ pub struct DaemonArgs {
     /// This node's name in upload keys [default: NODE_NAME, else the host name]
     #[arg(long, value_name = "NAME")]
     pub node_name: Option<String>,
+    /// Label the per-API series with the Kubernetes namespace and/or pod of the processes
+    /// counted (e.g. namespace,pod; empty values outside Kubernetes). Off by default: the
+    /// series then grow with the pods on the node
+    #[arg(long, value_name = "LABELS", value_delimiter = ',')]
+    pub metric_labels: Vec<String>,
     /// Check the configuration, print the settings in effect, and exit
     #[arg(long)]
     pub check: bool,

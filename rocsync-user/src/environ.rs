@@ -41,12 +41,7 @@ pub struct Identity {
 /// (or has exited and not been reaped: a zombie's environment reads empty, which would
 /// say nothing of who it was).
 pub fn read(pid: u32) -> Option<Identity> {
-    let mut environ = Vec::new();
-    std::fs::File::open(procfs::path(pid, "environ"))
-        .ok()?
-        .take(MAX_ENVIRON)
-        .read_to_end(&mut environ)
-        .ok()?;
+    let environ = raw(pid)?;
     if environ.is_empty() && exited(pid) {
         return None;
     }
@@ -56,9 +51,29 @@ pub fn read(pid: u32) -> Option<Identity> {
         info: ProcessInfo {
             name: comm.trim_end().to_string(),
             distributed: distributed(&environ, &maps),
+            pod: None,
         },
         visible: visible_devices(&vars(&environ)),
     })
+}
+
+/// `pid`'s environment as it started, bounded.
+fn raw(pid: u32) -> Option<Vec<u8>> {
+    let mut environ = Vec::new();
+    std::fs::File::open(procfs::path(pid, "environ"))
+        .ok()?
+        .take(MAX_ENVIRON)
+        .read_to_end(&mut environ)
+        .ok()?;
+    Some(environ)
+}
+
+/// One variable of `pid`'s environment as it started (the first, should it repeat).
+pub fn variable(pid: u32, name: &str) -> Option<Vec<u8>> {
+    let environ = raw(pid)?;
+    let vars = vars(&environ);
+    let (_, value) = vars.iter().find(|(k, _)| *k == name.as_bytes())?;
+    Some(value.to_vec())
 }
 
 fn vars(environ: &[u8]) -> Vec<(&[u8], &[u8])> {
@@ -166,6 +181,14 @@ mod tests {
         assert!(read(pid).is_none());
         let me = read(std::process::id()).expect("a live process is read");
         assert!(!me.info.name.is_empty());
+    }
+
+    #[test]
+    fn one_variable_as_the_process_started() {
+        let me = std::process::id();
+        let path = std::env::var_os("PATH").map(|p| p.into_encoded_bytes());
+        assert_eq!(variable(me, "PATH"), path);
+        assert_eq!(variable(me, "ROCSYNC_NO_SUCH_VARIABLE"), None);
     }
 
     #[test]

@@ -32,6 +32,7 @@ impl From<CaptureArgs> for CaptureSettings {
                 at_entry: a.probe_at_entry,
                 diagnostics: a.verbose,
                 classic_uprobes: a.classic_uprobes,
+                labelled_series: None,
             },
             learn_devices: a.learn_devices,
             status_line: !a.no_status,
@@ -80,6 +81,7 @@ impl From<DaemonArgs> for ConfigFlags {
             node_name: a.node_name,
             hang_bound: a.hang_bound,
             hang_after: a.hang_after,
+            metric_labels: a.metric_labels,
             lock: a.lock,
         }
     }

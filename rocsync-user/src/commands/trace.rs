@@ -31,6 +31,7 @@ pub fn trace(args: TraceArgs) -> Result<i32> {
         all: args.all,
         flight: args.flight,
         cgroup: args.cgroup,
+        pod: args.pod,
         agents: args.agents.unwrap_or_default(),
         duration_ms: Some(args.duration_ms),
         name: args.name,
@@ -105,7 +106,16 @@ pub fn status(args: StatusArgs) -> Result<i32> {
     let mut out = vec![format!("tracked processes: {}", s.tracked.len())];
     for p in &s.tracked {
         // Unpadded, as the JSON value it was printed from (its width was ignored).
-        out.push(format!("  {}  {}", p.pid, p.exe));
+        let mut line = format!("  {}  {}", p.pid, p.exe);
+        if let Some(pod) = &p.pod {
+            // Short, as `docker ps` shows it (`--json` has all of it).
+            let container = pod
+                .container
+                .as_deref()
+                .map_or("?", |c| &c[..c.len().min(12)]);
+            line.push_str(&format!("  pod {}  container {container}", pod.shown()));
+        }
+        out.push(line);
     }
     out.push(format!("traces recording: {}", s.traces.len()));
     out.extend(s.traces.iter().map(|t| format!("  {}", t.session)));

@@ -10,6 +10,7 @@ use std::{
 use anyhow::{Context as _, Result, bail};
 use serde::Deserialize;
 
+use super::pods::MetricLabels;
 use super::protocol::DEFAULT_SOCKET;
 use super::retention::Retention;
 use super::upload::StoreSettings;
@@ -85,6 +86,8 @@ struct File {
     #[serde(default)]
     users: Vec<String>,
     max_files_per_user: Option<usize>,
+    #[serde(default)]
+    metric_labels: Vec<String>,
 }
 
 /// The settings given on the command line (each `None`/empty where not given): the
@@ -114,6 +117,8 @@ pub struct ConfigFlags {
     pub upload_endpoint: Option<String>,
     pub upload_region: Option<String>,
     pub node_name: Option<String>,
+    /// Empty: not given.
+    pub metric_labels: Vec<String>,
     pub lock: Option<PathBuf>,
 }
 
@@ -152,6 +157,8 @@ pub struct DaemonConfig {
     pub upload: Option<StoreSettings>,
     /// This node's name in upload keys (as set; see [`super::upload::node_name`]).
     pub node_name: Option<String>,
+    /// Labels the per-API series gain (none by default: each multiplies the series).
+    pub metric_labels: MetricLabels,
     /// The node's daemon lock (a flag only: a reload keeps the one taken at start).
     pub lock: PathBuf,
 }
@@ -270,6 +277,11 @@ impl DaemonConfig {
         for u in &filters.users {
             users::user_id(u).context("users")?;
         }
+        let labels = match args.metric_labels.is_empty() {
+            true => &file.metric_labels,
+            false => &args.metric_labels,
+        };
+        let metric_labels = MetricLabels::parse(labels)?;
         let group = match args.group.clone().or(file.group) {
             Some(g) => Some(users::group_id(&g)?),
             None => None,
@@ -285,6 +297,7 @@ impl DaemonConfig {
             hang_after,
             upload,
             node_name: pick(&args.node_name, file.node_name),
+            metric_labels,
             flight_recorder,
             sampling,
             retention,
@@ -334,6 +347,8 @@ mod tests {
         assert_eq!(f.include_exe, vec!["python3"]);
         let f: File = toml::from_str("max_files_per_user = 3\n").unwrap();
         assert_eq!(f.max_files_per_user, Some(3));
+        let f: File = toml::from_str("metric_labels = [\"namespace\", \"pod\"]\n").unwrap();
+        assert_eq!(f.metric_labels, ["namespace", "pod"]);
         let e = toml::from_str::<File>("metric_addr = \"x\"").unwrap_err();
         assert!(e.to_string().contains("unknown field"), "{e}");
     }

@@ -10,7 +10,13 @@ use super::files::{FileId, Files, MAX_FILES_PER_USER};
 use anyhow::Result;
 use rocsync_common::{Api, Config, Op};
 
-use super::{budget::ShedLog, config::Filters, quiet::Quiet, untrusted};
+use super::{
+    budget::ShedLog,
+    config::Filters,
+    pods::{MetricLabels, Pods},
+    quiet::Quiet,
+    untrusted,
+};
 use crate::{
     backend::{RUNTIMES, Runtime},
     probes::{ApiChoice, Probes, elf::SymbolError, ld_so, library::OpenedLibrary, maps},
@@ -41,10 +47,12 @@ pub struct Tracker {
     /// During the scan at start: probe `*GetDevice` too, for a while, to learn the devices
     /// of threads that chose theirs before the daemon ran.
     learning: bool,
+    /// Each tracked process's pod, and the label group its calls are counted in.
+    pub pods: Pods,
 }
 
 impl Tracker {
-    pub fn new(probes: Probes, filters: Filters, baseline: u32) -> Self {
+    pub fn new(probes: Probes, filters: Filters, baseline: u32, labels: MetricLabels) -> Self {
         Self {
             probes,
             baseline,
@@ -55,6 +63,7 @@ impl Tracker {
             shed_log: ShedLog::default(),
             quiet: Quiet::new("files refused for their user's cap"),
             learning: false,
+            pods: Pods::new(labels),
         }
     }
 
@@ -125,20 +134,27 @@ impl Tracker {
         if self.tracked.contains(&pid) {
             return; // a library more, in a process already counted
         }
+        // Its pod first: with labels, its first call is counted in its pod's group.
         let counted = Config {
             capture: self.baseline,
+            metric_group: self.pods.track(pid),
             ..COUNTED
         };
         match self.probes.set_target(pid, counted) {
             Ok(()) => {
                 self.tracked.insert(pid);
-                // Any user names their executables: escaped.
+                // Names are checked (DNS-1123); any user names their executables: escaped.
+                let pod = self.pods.pod(pid).map(|p| format!(" in pod {}", p.shown()));
                 crate::say!(
-                    "rocsync daemon: tracking pid {pid} ({})",
-                    untrusted::shown(&exe(pid))
+                    "rocsync daemon: tracking pid {pid} ({}){}",
+                    untrusted::shown(&exe(pid)),
+                    pod.unwrap_or_default()
                 );
             }
-            Err(e) => crate::say!("rocsync daemon: warning: pid {pid}: {e:#}"),
+            Err(e) => {
+                self.pods.forget(pid);
+                crate::say!("rocsync daemon: warning: pid {pid}: {e:#}");
+            }
         }
     }
 
@@ -226,6 +242,7 @@ impl Tracker {
         let t = Config {
             capture,
             agents,
+            metric_group: self.pods.group_of(pid),
             ..COUNTED
         };
         self.probes.set_target(pid, t)
@@ -242,7 +259,11 @@ impl Tracker {
             .collect();
         for pid in gone {
             self.tracked.remove(&pid);
+            self.pods.forget(pid);
             self.probes.forget_target(pid)?;
+        }
+        for group in self.pods.retire(std::time::Instant::now()) {
+            self.probes.forget_group(group)?;
         }
         // A file's probes go with the last process it was probed for; detached in the
         // background (each unregistration waits for the kernel).

@@ -198,8 +198,10 @@ impl Daemon {
                 let stalls: Vec<String> = w.files.iter().filter(is_stall).cloned().collect();
                 self.stalls.written(&stalls);
                 if let Some(uploads) = &self.uploads {
-                    for file in &w.files {
-                        uploads.submit(std::path::Path::new(file), None);
+                    for (file, pid) in w.files.iter().zip(&w.pids) {
+                        let pod = pid.and_then(|p| done.pods.get(&p));
+                        let pod = pod.map(|(ns, n)| (ns.as_str(), n.as_str()));
+                        uploads.submit(std::path::Path::new(file), pod);
                     }
                 }
                 if let Some(newest) = w.files.first() {
@@ -260,12 +262,17 @@ impl Daemon {
         };
         let probes = &self.tracker.probes;
         match path {
-            "/metrics" => match (probes.metrics(), probes.drops(), probes.aql_packets()) {
-                (Ok(series), Ok(drops), Ok(packets)) => (
+            "/metrics" => match (
+                exposition::read_series(&self.tracker),
+                probes.drops(),
+                probes.aql_packets(),
+            ) {
+                (Ok((series, unlabelled)), Ok(drops), Ok(packets)) => (
                     "200 OK",
                     "text/plain; version=0.0.4; charset=utf-8",
                     exposition::render(&exposition::Snapshot {
                         series: &series,
+                        unlabelled,
                         packets: &packets,
                         drops: &drops,
                         tracked: self.tracker.tracked.len(),

@@ -162,6 +162,7 @@ impl Daemon {
             flight: false,
             pids: vec![pid],
             cgroup: None,
+            pod: None,
             agents: Default::default(),
             duration: self.config.hang_bound,
             name: name.clone(),

@@ -19,6 +19,7 @@ mod files;
 mod flight;
 mod hangs;
 mod http;
+mod pods;
 mod polling;
 pub mod protocol;
 mod queues;
@@ -169,7 +170,11 @@ async fn start(config: DaemonConfig, flags: ConfigFlags, signals: Signals) -> Re
     crate::preflight::check()?;
     let lock = node_lock(&config.lock)?;
     statedir::make(&config.state_dir)?;
-    let mut probes = Probes::load(ProbeOptions::default())?;
+    let labelled = config.metric_labels.any().then_some(pods::LABELLED_SERIES);
+    let mut probes = Probes::load(ProbeOptions {
+        labelled_series: labelled,
+        ..ProbeOptions::default()
+    })?;
     probes.discover_system_wide()?;
     let ring = async_ring(probes.take_ring()?)?;
     // Before the scan attaches the temporary *GetDevice probes.
@@ -214,7 +219,12 @@ async fn start(config: DaemonConfig, flags: ConfigFlags, signals: Signals) -> Re
         }
     };
     probes.set_stall_threshold(config.capture_on_stall)?;
-    let mut tracker = Tracker::new(probes, config.filters.clone(), baseline);
+    let mut tracker = Tracker::new(
+        probes,
+        config.filters.clone(),
+        baseline,
+        config.metric_labels,
+    );
     let learn_for = config.learn_devices;
     tracker.scan_all(!learn_for.is_zero());
     crate::say!(

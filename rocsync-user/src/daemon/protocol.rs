@@ -3,17 +3,22 @@
 //! [`Request`] as a JSON line; the daemon answers one [`Reply`] line and closes (a claim's
 //! connection stays open: the claim lasts as long as it).
 //!
-//! - `{"trace": {"pids": [P, …] | "all": true | "cgroup": PATH | "flight": true,
-//!   "duration_ms": N, "name": S, "agents": "0,1", "send_files": true}}`, answered
+//! - `{"trace": {"pids": [P, …] | "all": true | "cgroup": PATH | "pod": {"namespace": NS,
+//!   "name": NAME} | "flight": true, "duration_ms": N, "name": S, "agents": "0,1",
+//!   "send_files": true}}`, answered
 //!   `{"files": [PATH, …], "pids": [P, …]}` once written (with `send_files`, a read-only
 //!   descriptor of each file rides along), or `{"error": MESSAGE}`;
 //! - `{"claim": {"name": S, "agents": "0,1" | null}}`: a standalone capture's agents,
 //!   answered `{"claimed": S}` and held until the client closes the connection;
-//! - `{"status": {}}`: the tracked processes and the sessions running.
+//! - `{"status": {}}`: the tracked processes (with their pod, when in one) and the
+//!   sessions running.
 
 use serde::{Deserialize, Serialize};
 
-use crate::agents::AgentSet;
+use crate::{
+    agents::AgentSet,
+    kubernetes::{Pod, PodName},
+};
 
 /// Where `rocsync daemon` listens unless told otherwise.
 pub const DEFAULT_SOCKET: &str = "/run/rocsync/rocsync.sock";
@@ -41,6 +46,9 @@ pub struct TraceRequest {
     /// The tracked processes whose cgroup path contains this.
     #[serde(default)]
     pub cgroup: Option<String>,
+    /// Every tracked process of this pod.
+    #[serde(default)]
+    pub pod: Option<PodName>,
     #[serde(default)]
     pub agents: AgentSet,
     /// How long to record (default 1 s).
@@ -100,6 +108,9 @@ pub struct Status {
 pub struct Tracked {
     pub exe: String,
     pub pid: u32,
+    /// Its Kubernetes pod (absent outside Kubernetes; a part unknown is `null`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod: Option<Pod>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -159,6 +170,9 @@ mod tests {
         let e: Reply = serde_json::from_str(r#"{"error":"no"}"#).unwrap();
         assert!(matches!(e, Reply::Refused { .. }));
         let s = r#"{"claims":[],"scheduled":[],"traces":[],"tracked":[{"exe":"/bin/x","pid":3}],"writing":[],"stall_traces":["/t/stall-x.json"]}"#;
+        let status: Reply = serde_json::from_str(s).unwrap();
+        assert_eq!(status.line(), format!("{s}\n"));
+        let s = r#"{"claims":[],"scheduled":[],"traces":[],"tracked":[{"exe":"/bin/x","pid":3,"pod":{"namespace":null,"name":"t-0","uid":"u","container":null}}],"writing":[],"stall_traces":[]}"#;
         let status: Reply = serde_json::from_str(s).unwrap();
         assert_eq!(status.line(), format!("{s}\n"));
         // An older daemon's status (no stall traces) still reads.

@@ -42,6 +42,7 @@ impl Daemon {
             ("flight_recorder", old.flight_recorder != c.flight_recorder),
             ("group", old.group != c.group),
             ("learn_devices", old.learn_devices != c.learn_devices),
+            ("metric_labels", old.metric_labels != c.metric_labels),
         ];
         for (key, _) in at_start.iter().filter(|(_, changed)| *changed) {
             crate::say!("rocsync daemon: warning: {key} changed: it takes effect at restart");
@@ -53,6 +54,7 @@ impl Daemon {
             flight_recorder: old.flight_recorder,
             group: old.group,
             learn_devices: old.learn_devices,
+            metric_labels: old.metric_labels,
             ..c
         };
         crate::say!("rocsync daemon: configuration reloaded");

@@ -122,7 +122,8 @@ impl Daemon {
                 // The reader may be behind (a loaded moment): the dump holds what was
                 // made up to the request, not what happened to be read.
                 self.catch_up(ring);
-                let processes = traces::identities(self.tracker.tracked.iter().copied());
+                let processes =
+                    traces::identities(self.tracker.tracked.iter().copied(), &self.tracker.pods);
                 let dir = self.config.state_dir.clone();
                 let links = self.tracker.probes.link_kind().name();
                 let Some(f) = &mut self.flight else { return };
@@ -181,6 +182,7 @@ impl Daemon {
             flight: false,
             pids: d.pids,
             cgroup: None,
+            pod: None,
             agents: Default::default(),
             duration: d.duration,
             name,

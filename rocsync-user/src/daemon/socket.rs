@@ -126,18 +126,24 @@ pub fn checked(t: TraceRequest) -> Result<traces::TraceSpec> {
         all,
         flight,
         cgroup,
+        pod,
         agents,
         duration_ms,
         name,
         send_files: _,
     } = t;
-    if flight && (all || !pids.is_empty() || cgroup.is_some()) {
+    let selectors = usize::from(!pids.is_empty())
+        + usize::from(all)
+        + usize::from(cgroup.is_some())
+        + usize::from(pod.is_some());
+    if flight && selectors > 0 {
         bail!("\"flight\" writes every process the recorder holds: no \"pids\" or \"all\"");
     }
-    let selectors =
-        usize::from(!pids.is_empty()) + usize::from(all) + usize::from(cgroup.is_some());
     if !flight && selectors != 1 {
-        bail!("name processes with \"pids\", \"all\" or \"cgroup\": one of the three");
+        bail!("name processes with \"pids\", \"all\", \"cgroup\" or \"pod\": one of the four");
+    }
+    if let Some(pod) = &pod {
+        pod.check().map_err(anyhow::Error::msg)?;
     }
     if pids.len() > MAX_PIDS {
         bail!("{} pids: a request names at most {MAX_PIDS}", pids.len());
@@ -153,6 +159,7 @@ pub fn checked(t: TraceRequest) -> Result<traces::TraceSpec> {
         flight,
         pids,
         cgroup,
+        pod,
         agents,
         duration,
         name: stem(name.as_deref())?,
@@ -314,6 +321,8 @@ mod tests {
             (Some("pod-7"), 0b101)
         );
         assert!(trace(r#"{"trace":{"all":true,"agents":"99"}}"#).is_err());
+        let r = trace(r#"{"trace":{"pod":{"namespace":"ml","name":"trainer-0"}}}"#).unwrap();
+        assert_eq!(r.pod.unwrap().to_string(), "ml/trainer-0");
         for bad in [
             "nope",
             r#"{"other":{}}"#,
@@ -322,6 +331,11 @@ mod tests {
             r#"{"trace":{"pids":[-1]}}"#,
             r#"{"trace":{"all":true,"duration_ms":0}}"#,
             r#"{"trace":{"all":true,"name":"../etc/x"}}"#,
+            r#"{"trace":{"pod":{"namespace":"ml","name":"t"},"all":true}}"#,
+            r#"{"trace":{"pod":{"namespace":"ml","name":"t"},"flight":true}}"#,
+            r#"{"trace":{"pod":{"namespace":"../x","name":"t"}}}"#,
+            r#"{"trace":{"pod":{"namespace":"ml","name":"a\nb"}}}"#,
+            r#"{"trace":{"pod":"ml/t"}}"#,
         ] {
             assert!(trace(bad).is_err(), "{bad}");
         }

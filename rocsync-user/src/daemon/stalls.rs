@@ -146,6 +146,7 @@ impl Daemon {
             flight: false,
             pids: vec![r.pid],
             cgroup: None,
+            pod: None,
             agents: Default::default(),
             duration: self.config.stall_window_after,
             name: name.clone(),

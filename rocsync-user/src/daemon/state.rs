@@ -135,6 +135,7 @@ impl Daemon {
                 .map(|&pid| Tracked {
                     exe: discovery::exe(pid),
                     pid,
+                    pod: self.tracker.pods.pod(pid).cloned(),
                 })
                 .collect(),
             writing: self.writing.names().into_iter().map(String::from).collect(),

@@ -17,6 +17,7 @@ use tokio::time::Instant;
 use super::{
     budget::{self, ShedLog},
     discovery::Tracker,
+    pods::Pods,
     protocol::{self, Reply},
     socket::PendingReply,
     statedir,
@@ -31,6 +32,7 @@ use crate::{
         raw::Header,
     },
     environ,
+    kubernetes::PodName,
     pipeline::Pipeline,
 };
 
@@ -51,6 +53,8 @@ pub struct TraceSpec {
     pub pids: Vec<u32>,
     /// Only tracked processes whose cgroup path contains this (a pod, a container).
     pub cgroup: Option<String>,
+    /// Only tracked processes of this pod.
+    pub pod: Option<PodName>,
     pub agents: AgentSet,
     pub duration: Duration,
     /// The traces' file name stem (letters, digits, `-`, `_`).
@@ -67,22 +71,22 @@ pub fn alive(pid: u32) -> bool {
 }
 
 /// The live tracked processes a request names: its pids (each must be tracked and
-/// alive), else every live tracked one (in its cgroup, when it names one); never none.
+/// alive), else every live tracked one (in its cgroup or its pod, when it names one);
+/// never none.
 pub fn matched(tracker: &Tracker, req: &TraceSpec) -> Result<Vec<u32>> {
     let pids: Vec<u32> = if req.pids.is_empty() {
         let cgroup = |p: u32| crate::procfs::cgroup(p).unwrap_or_default();
-        tracker
-            .tracked
-            .iter()
-            .copied()
-            .filter(|&p| {
-                alive(p)
-                    && req
-                        .cgroup
-                        .as_ref()
-                        .is_none_or(|c| cgroup(p).contains(c.as_str()))
-            })
-            .collect()
+        let live = tracker.tracked.iter().copied().filter(|&p| {
+            alive(p)
+                && req
+                    .cgroup
+                    .as_ref()
+                    .is_none_or(|c| cgroup(p).contains(c.as_str()))
+        });
+        match &req.pod {
+            Some(pod) => tracker.pods.of_pod(live, &pod.namespace, &pod.name),
+            None => live.collect(),
+        }
     } else {
         for &p in &req.pids {
             if !tracker.tracked.contains(&p) {
@@ -97,9 +101,13 @@ pub fn matched(tracker: &Tracker, req: &TraceSpec) -> Result<Vec<u32>> {
         req.pids.clone()
     };
     if pids.is_empty() {
-        match &req.cgroup {
-            Some(c) => bail!("no tracked process is in a cgroup matching {c:?}"),
-            None => bail!("no process is tracked"),
+        match (&req.cgroup, &req.pod) {
+            (Some(c), _) => bail!("no tracked process is in a cgroup matching {c:?}"),
+            (_, Some(pod)) => bail!(
+                "no tracked process is in pod {pod}; pods of tracked processes: {}",
+                pods_shown(&tracker.pods.known())
+            ),
+            _ => bail!("no process is tracked"),
         }
     }
     Ok(pids)
@@ -109,7 +117,7 @@ pub struct Active {
     pub id: u64,
     pub pids: Vec<u32>,
     /// What each said of itself when the trace began (name, rank): its trace's.
-    processes: BTreeMap<u32, ProcessInfo>,
+    pub processes: BTreeMap<u32, ProcessInfo>,
     pub agents: AgentSet,
     pipeline: Pipeline<CaptureSink>,
     outputs: Outputs,
@@ -138,8 +146,7 @@ impl Active {
         Self::open_as(tracker, req, state_dir, id, true)
     }
 
-    /// As [`Active::open`]; its file is `<name>-<UTC time>-<id>.json` (ids start again
-    /// at a restart: the time keeps names, and upload keys, unique), or `<name>.json`
+    /// As [`Active::open`]; its file is `<name>-<UTC time>-<id>.json`, or `<name>.json`
     /// when not `numbered` (a name that is unique already).
     pub fn open_as(
         tracker: &Tracker,
@@ -162,19 +169,14 @@ impl Active {
         (id, numbered): (u64, bool),
     ) -> Result<Self> {
         let stem = match numbered {
-            true => {
-                let now = std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .unwrap_or_default();
-                format!("{}-{}-{id}", req.name, super::stalls::stamp(now.as_secs()))
-            }
+            true => numbered_stem(&req.name, id),
             false => req.name.clone(),
         };
         let (pipeline, outputs) = open(state_dir, &stem, id, req.output.as_deref())?;
         let output = req.output;
         Ok(Self {
             id,
-            processes: identities(pids.iter().copied()),
+            processes: identities(pids.iter().copied(), &tracker.pods),
             pids,
             agents: req.agents,
             pipeline,
@@ -303,10 +305,36 @@ pub fn answer(written: Result<Vec<Written>>) -> Reply {
 }
 
 /// What each of `pids` says of itself now (name, rank in a distributed job), for its
-/// trace's `distributedInfo`: without it, HTA takes every rank's trace for rank 0.
-pub fn identities(pids: impl IntoIterator<Item = u32>) -> BTreeMap<u32, ProcessInfo> {
+/// trace's `distributedInfo` (without it, HTA takes every rank's trace for rank 0), and
+/// its pod, as read when it was first tracked.
+pub fn identities(pids: impl IntoIterator<Item = u32>, pods: &Pods) -> BTreeMap<u32, ProcessInfo> {
     pids.into_iter()
-        .filter_map(|p| Some((p, environ::read(p)?.info)))
+        .filter_map(|p| {
+            let mut info = environ::read(p)?.info;
+            info.pod = pods.pod(p).and_then(|pod| serde_json::to_value(pod).ok());
+            Some((p, info))
+        })
+        .collect()
+}
+
+/// `<name>-<UTC time>-<id>`: ids start again at a restart; the time keeps names, and
+/// upload keys, unique.
+fn numbered_stem(name: &str, id: u64) -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    format!("{name}-{}-{id}", super::stalls::stamp(now.as_secs()))
+}
+
+/// Each process's pod (namespace, name) where both are known: its traces' upload keys.
+pub fn pods_of(processes: &BTreeMap<u32, ProcessInfo>) -> BTreeMap<u32, (String, String)> {
+    processes
+        .iter()
+        .filter_map(|(pid, info)| {
+            let pod = info.pod.as_ref()?;
+            let part = |k: &str| pod.get(k)?.as_str().map(str::to_string);
+            Some((*pid, (part("namespace")?, part("name")?)))
+        })
         .collect()
 }
 
@@ -321,7 +349,7 @@ pub fn dump<'a>(
     processes: BTreeMap<u32, ProcessInfo>,
     (call_probe_links, not_recorded): (&'static str, Value),
 ) -> Result<Vec<Written>> {
-    let (mut pipeline, outputs) = open(state_dir, &format!("flight-{id}"), id, None)?;
+    let (mut pipeline, outputs) = open(state_dir, &numbered_stem("flight", id), id, None)?;
     // Calls before the recorder's span are not lost: its ids start at its first.
     let first = records.clone().filter_map(|r| match decode(r) {
         Ok(Decoded::Entry(e)) => Some(e.correlation),
@@ -349,6 +377,19 @@ pub fn dump<'a>(
         processes,
     };
     outputs.finish(sink, &stats, report)
+}
+
+/// Pods for an error message: at most [`SHOWN_PODS`], the rest counted.
+fn pods_shown(known: &[String]) -> String {
+    const SHOWN_PODS: usize = 20;
+    if known.is_empty() {
+        return "none".into();
+    }
+    let mut shown = known[..known.len().min(SHOWN_PODS)].join(", ");
+    if known.len() > SHOWN_PODS {
+        shown.push_str(&format!(" and {} more", known.len() - SHOWN_PODS));
+    }
+    shown
 }
 
 /// A file name stem from a client: letters, digits, `-` and `_` only.

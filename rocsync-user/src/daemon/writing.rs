@@ -28,6 +28,8 @@ pub struct Done {
     pub name: String,
     pub client: Option<PendingReply>,
     pub reply: Reply,
+    /// The traced processes' pods (namespace, name), for upload keys.
+    pub pods: BTreeMap<u32, (String, String)>,
 }
 
 #[derive(Default)]
@@ -43,12 +45,14 @@ impl Writing {
     pub fn trace(&mut self, trace: Active) {
         let name = trace.name();
         let done_name = name.clone();
+        let pods = traces::pods_of(&trace.processes);
         let job = self.jobs.spawn_blocking(trimmed(move || {
             let (client, reply) = trace.finish();
             Done {
                 name: done_name,
                 client,
                 reply,
+                pods,
             }
         }));
         self.names.insert(job.id(), (name, false));
@@ -66,6 +70,7 @@ impl Writing {
     ) {
         let name = format!("flight recorder dump {id}");
         let done_name = name.clone();
+        let pods = traces::pods_of(&processes);
         let job = self.jobs.spawn_blocking(trimmed(move || {
             let records = flight::records(&held.chunks);
             let queues = held.queues.iter().map(Vec::as_slice);
@@ -84,6 +89,7 @@ impl Writing {
                     send_files: false,
                 }),
                 reply: traces::answer(written),
+                pods,
             }
         }));
         self.names.insert(job.id(), (name, true));

@@ -29,6 +29,8 @@ pub struct ProcessInfo {
     pub name: String,
     /// The trace's `distributedInfo` (rank, world size, local rank, backend, as known).
     pub distributed: Value,
+    /// Its Kubernetes pod (the daemon's traces), the trace's `rocsync.pod`.
+    pub pod: Option<Value>,
 }
 
 impl ProcessInfo {
@@ -40,6 +42,7 @@ impl ProcessInfo {
         Self {
             name: v["name"].as_str().unwrap_or_default().to_string(),
             distributed: v["distributedInfo"].clone(),
+            pod: None,
         }
     }
 }
@@ -148,6 +151,9 @@ impl ProcessTraces {
             let mut rocsync = rocsync.clone();
             if !self.shared && pid != 0 {
                 rocsync["pid"] = pid.into();
+            }
+            if let Some(pod) = info.and_then(|i| i.pod.clone()) {
+                rocsync["pod"] = pod;
             }
             rocsync["files"] = json!(files);
             let trace_name = path.display().to_string();

@@ -2,9 +2,12 @@
 //! library load) and the kernel's metrics maps.
 
 use anyhow::{Context as _, Result};
-use aya::{maps::PerCpuArray, programs::RawTracePoint};
+use aya::{
+    maps::{MapData, PerCpuArray, PerCpuHashMap},
+    programs::RawTracePoint,
+};
 use rocsync_common::{
-    AQL_SLOTS, AqlAgent, METRIC_SLOTS, MetricKey, MetricValue, WAIT_BUCKETS, aql_series,
+    AQL_SLOTS, AqlAgent, GroupSlot, METRIC_SLOTS, MetricKey, MetricValue, WAIT_BUCKETS, aql_series,
 };
 
 use super::Probes;
@@ -26,7 +29,6 @@ impl Probes {
         Ok(())
     }
 
-    /// Every series the kernel counted, summed over CPUs.
     /// Synchronisations longer than `threshold` are counted as stalls and announced on
     /// the ring (`None`: never).
     pub fn set_stall_threshold(&mut self, threshold: Option<std::time::Duration>) -> Result<()> {
@@ -54,24 +56,14 @@ impl Probes {
             .collect())
     }
 
+    /// Every series the kernel counted, summed over CPUs (the node's: of processes in no
+    /// label group).
     pub fn metrics(&self) -> Result<Vec<(MetricKey, MetricValue)>> {
         let map: PerCpuArray<_, MetricValue> =
             PerCpuArray::try_from(self.ebpf.map("METRICS").context("METRICS map missing")?)?;
         let mut out = Vec::new();
         for slot in 0..METRIC_SLOTS {
-            let per_cpu = map.get(&slot, 0)?;
-            let mut sum = MetricValue::default();
-            for v in per_cpu.iter() {
-                sum.calls += v.calls;
-                sum.errors += v.errors;
-                sum.cross_stream += v.cross_stream;
-                sum.stalls += v.stalls;
-                sum.timed += v.timed;
-                sum.wait_ns += v.wait_ns;
-                for i in 0..WAIT_BUCKETS {
-                    sum.buckets[i] += v.buckets[i];
-                }
-            }
+            let sum = summed(map.get(&slot, 0)?.iter());
             // Series no call reached are not series.
             if sum.calls > 0 {
                 out.push((MetricKey::of_slot(slot), sum));
@@ -79,6 +71,55 @@ impl Probes {
         }
         out.sort_by_key(|(k, _)| *k);
         Ok(out)
+    }
+
+    /// The labelled series (`--metric-labels`), summed over CPUs: (label group, series,
+    /// counts), by group and series.
+    pub fn group_metrics(&self) -> Result<Vec<(u32, MetricKey, MetricValue)>> {
+        let map = self.group_map()?;
+        let mut out = Vec::new();
+        for entry in map.iter() {
+            let (key, per_cpu) = entry?;
+            let sum = summed(per_cpu.iter());
+            if sum.calls > 0 {
+                out.push((key.group, MetricKey::of_slot(key.slot), sum));
+            }
+        }
+        out.sort_by_key(|(g, k, _)| (*g, *k));
+        Ok(out)
+    }
+
+    /// Removes an ended label group's series (its number may then be given again).
+    pub fn forget_group(&mut self, group: u32) -> Result<()> {
+        let mut map: PerCpuHashMap<_, GroupSlot, MetricValue> = PerCpuHashMap::try_from(
+            self.ebpf
+                .map_mut("GROUP_METRICS")
+                .context("GROUP_METRICS map missing")?,
+        )?;
+        let keys: Vec<GroupSlot> = map.keys().filter_map(Result::ok).collect();
+        for k in keys.into_iter().filter(|k| k.group == group) {
+            let _ = map.remove(&k);
+        }
+        Ok(())
+    }
+
+    /// Calls of labelled processes counted without their labels (the labelled series
+    /// were as many as the kernel holds).
+    pub fn unlabelled_calls(&self) -> Result<u64> {
+        let map: PerCpuArray<_, u64> = PerCpuArray::try_from(
+            self.ebpf
+                .map("UNLABELLED")
+                .context("UNLABELLED map missing")?,
+        )?;
+        Ok(map.get(&0, 0)?.iter().sum())
+    }
+
+    fn group_map(&self) -> Result<PerCpuHashMap<&MapData, GroupSlot, MetricValue>> {
+        Ok(PerCpuHashMap::try_from(
+            self.ebpf
+                .map("GROUP_METRICS")
+                .context("GROUP_METRICS map missing")?,
+        )?)
     }
 
     /// AQL packets counted, per agent and kind, summed over CPUs (series at zero left
@@ -100,4 +141,21 @@ impl Probes {
         out.sort();
         Ok(out)
     }
+}
+
+/// One series' per-CPU counts, summed.
+fn summed<'a>(per_cpu: impl Iterator<Item = &'a MetricValue>) -> MetricValue {
+    let mut sum = MetricValue::default();
+    for v in per_cpu {
+        sum.calls += v.calls;
+        sum.errors += v.errors;
+        sum.cross_stream += v.cross_stream;
+        sum.stalls += v.stalls;
+        sum.timed += v.timed;
+        sum.wait_ns += v.wait_ns;
+        for i in 0..WAIT_BUCKETS {
+            sum.buckets[i] += v.buckets[i];
+        }
+    }
+    sum
 }

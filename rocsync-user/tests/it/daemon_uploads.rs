@@ -2,7 +2,7 @@
 //! real S3-compatible server (moto's, started here) under `PREFIX/NODE/FILE` with the
 //! bytes on disk; with the server down, traces wait on disk (counted as pending, the
 //! failures counted) and are uploaded once it is back — by the same daemon, and by the
-//! next one after a restart. The objects are read back with boto3, AWS's own client,
+//! next one after a restart; a pod's trace under `PREFIX/NODE/NAMESPACE/POD/FILE`. The objects are read back with boto3, AWS's own client,
 //! not through rocsync's. Needs root and `ROCSYNC_HTA_PYTHON`'s venv with moto.
 
 use std::{
@@ -269,5 +269,59 @@ fn a_waiting_trace_retention_must_remove_is_counted_lost() {
     assert_stored(&store, &python, &dir, &[&second]);
     let _ = target.kill();
     let _ = target.wait();
+    stop(daemon);
+}
+
+#[test]
+fn a_pods_trace_is_uploaded_under_its_namespace_and_pod() {
+    let name = "a_pods_trace_is_uploaded_under_its_namespace_and_pod";
+    let Some((dir, exe, python)) = metrics_test(name) else {
+        return;
+    };
+    let Some(hierarchy) = crate::daemon_pods::pod_test(name) else {
+        return;
+    };
+    let moto = Path::new(&python).with_file_name("moto_server");
+    let port = free_port();
+    let store = Store::start(&moto, port);
+    let (daemon, mut lines) = uploading_daemon(&dir, &exe, port, &[]);
+    let addr = metrics_addr(&lines);
+    let cgroup = crate::common::pod::PodCgroup::create(&hierarchy);
+    let spec = crate::daemon_pods::spec(
+        "ml-team",
+        "trainer-0",
+        crate::common::pod::NamespaceFile::Plain,
+        true,
+    );
+    let args = ["gated", "loop", "1500"];
+    let mut pod = crate::daemon_pods::start_in_pod(&dir, &exe, &spec, &cgroup, &args);
+    pod.open_when_tracked(&mut lines);
+    let sock = dir.path("rocsync.sock");
+    let out = ask_daemon(
+        &sock,
+        &[
+            "trace",
+            "--pod",
+            "ml-team/trainer-0",
+            "--duration-ms",
+            "200",
+        ],
+    );
+    let file = PathBuf::from(out.trim());
+    until(30, "the pod's trace uploaded", || {
+        metric(&addr, "rocsync_uploads_total") == 1.0
+    });
+    let objects = store.objects(&python, &dir.path("objects"));
+    let key = format!(
+        "fleet/node-a/ml-team/trainer-0/{}",
+        file.file_name().unwrap().to_string_lossy()
+    );
+    let keys: Vec<&String> = objects.keys().collect();
+    assert_eq!(keys, [&key]);
+    assert!(
+        objects[&key] == std::fs::read(&file).unwrap(),
+        "{key}'s bytes"
+    );
+    assert!(pod.child.wait().unwrap().success());
     stop(daemon);
 }

@@ -32,6 +32,7 @@ mod daemon_hsa;
 mod daemon_ids;
 mod daemon_neighbours;
 mod daemon_outputs;
+mod daemon_pods;
 mod daemon_reload;
 mod daemon_sessions;
 mod daemon_stalls;

@@ -1,20 +1,25 @@
 //! The daemon's metrics in Prometheus's text format (version 0.0.4). No pid label:
-//! series are per API and device, so their number stays bounded on a busy node.
+//! series are per API and device, so their number stays bounded on a busy node; with
+//! `--metric-labels`, also per namespace and/or pod (`labelled`).
 
 use std::fmt::Write as _;
 
-use rocsync_common::{Api, AqlAgent, MetricKey, MetricValue, OTHER_DEVICE, WAIT_BUCKETS};
+use rocsync_common::{Api, AqlAgent, MetricKey, OTHER_DEVICE, WAIT_BUCKETS};
 
 mod fleet;
+mod labelled;
 
 pub use fleet::{BudgetView, StallView, UploadView};
+pub use labelled::{Series, read as read_series};
 
 use super::files::Refused;
 use crate::stats::KernelDrops;
 
 /// What one scrape shows.
 pub struct Snapshot<'a> {
-    pub series: &'a [(MetricKey, MetricValue)],
+    pub series: &'a [Series],
+    /// With labels: calls of labelled processes counted without them.
+    pub unlabelled: Option<u64>,
     /// AQL packets published, per agent and kind.
     pub packets: &'a [(AqlAgent, &'static str, u64)],
     pub drops: &'a KernelDrops,
@@ -48,11 +53,12 @@ pub(super) fn header(out: &mut String, name: &str, kind: &str, help: &str) {
     let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
 }
 
-fn labels(k: &MetricKey) -> String {
-    let api = Api::from_u32(k.api).map_or("unknown", |a| a.symbol());
-    match k.device {
-        OTHER_DEVICE => format!("api=\"{api}\",device=\"other\""),
-        d => format!("api=\"{api}\",device=\"{d}\""),
+fn labels(s: &Series) -> String {
+    let api = Api::from_u32(s.key.api).map_or("unknown", |a| a.symbol());
+    let extra = &s.labels;
+    match s.key.device {
+        OTHER_DEVICE => format!("api=\"{api}\",device=\"other\"{extra}"),
+        d => format!("api=\"{api}\",device=\"{d}\"{extra}"),
     }
 }
 
@@ -69,8 +75,13 @@ pub fn render(s: &Snapshot<'_>) -> String {
         "counter",
         "Calls of hooked GPU runtime functions, by API and device.",
     );
-    for (k, v) in s.series {
-        let _ = writeln!(out, "rocsync_sync_calls_total{{{}}} {}", labels(k), v.calls);
+    for x in s.series {
+        let _ = writeln!(
+            out,
+            "rocsync_sync_calls_total{{{}}} {}",
+            labels(x),
+            x.value.calls
+        );
     }
     header(
         &mut out,
@@ -78,12 +89,12 @@ pub fn render(s: &Snapshot<'_>) -> String {
         "counter",
         "Calls that returned an error, by API and device.",
     );
-    for (k, v) in s.series {
+    for x in s.series {
         let _ = writeln!(
             out,
             "rocsync_sync_call_errors_total{{{}}} {}",
-            labels(k),
-            v.errors
+            labels(x),
+            x.value.errors
         );
     }
     header(
@@ -92,12 +103,12 @@ pub fn render(s: &Snapshot<'_>) -> String {
         "counter",
         "Stream waits on an event recorded on another stream.",
     );
-    for (k, v) in s.series.iter().filter(|(k, _)| is_stream_wait(k)) {
+    for x in s.series.iter().filter(|x| is_stream_wait(&x.key)) {
         let _ = writeln!(
             out,
             "rocsync_cross_stream_waits_total{{{}}} {}",
-            labels(k),
-            v.cross_stream
+            labels(x),
+            x.value.cross_stream
         );
     }
     header(
@@ -106,8 +117,13 @@ pub fn render(s: &Snapshot<'_>) -> String {
         "counter",
         "Synchronisations longer than the stall threshold (--capture-on-stall), by API and device.",
     );
-    for (k, v) in s.series.iter().filter(|(_, v)| v.timed > 0) {
-        let _ = writeln!(out, "rocsync_stalls_total{{{}}} {}", labels(k), v.stalls);
+    for x in s.series.iter().filter(|x| x.value.timed > 0) {
+        let _ = writeln!(
+            out,
+            "rocsync_stalls_total{{{}}} {}",
+            labels(x),
+            x.value.stalls
+        );
     }
     fleet::render_stalls(&mut out, &s.stall_traces);
     if let Some(u) = &s.uploads {
@@ -119,8 +135,8 @@ pub fn render(s: &Snapshot<'_>) -> String {
         "histogram",
         "Time spent in synchronisation calls (entry to return), by API and device.",
     );
-    for (k, v) in s.series.iter().filter(|(_, v)| v.timed > 0) {
-        let l = labels(k);
+    for x in s.series.iter().filter(|x| x.value.timed > 0) {
+        let (l, v) = (labels(x), &x.value);
         let mut cumulative = 0;
         for i in 0..WAIT_BUCKETS - 1 {
             cumulative += v.buckets[i];
@@ -181,6 +197,15 @@ pub fn render(s: &Snapshot<'_>) -> String {
             out,
             "rocsync_dropped_records_total{{reason=\"{reason}\"}} {n}"
         );
+    }
+    if let Some(n) = s.unlabelled {
+        header(
+            &mut out,
+            "rocsync_unlabelled_calls_total",
+            "counter",
+            "Calls of processes with label values counted under empty ones: the kernel held as many labelled series as it can (--metric-labels).",
+        );
+        let _ = writeln!(out, "rocsync_unlabelled_calls_total {n}");
     }
     if let Some(n) = s.flight_evicted {
         let _ = writeln!(
@@ -279,6 +304,7 @@ pub fn own_cpu_seconds() -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rocsync_common::MetricValue;
 
     #[test]
     fn histogram_buckets_are_cumulative_and_end_in_the_count() {
@@ -294,8 +320,14 @@ mod tests {
             api: Api::HipStreamSynchronize as u32,
             device: 1,
         };
+        let series = Series {
+            key,
+            value: v,
+            labels: String::new(),
+        };
         let text = render(&Snapshot {
-            series: &[(key, v)],
+            series: &[series],
+            unlabelled: None,
             packets: &[
                 (AqlAgent::Ordinal(1), "barrier_and", 7),
                 (AqlAgent::Unknown, "kernel_dispatch", 2),

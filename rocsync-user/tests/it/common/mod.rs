@@ -7,6 +7,7 @@ pub mod daemon;
 mod held;
 mod launch;
 pub mod pipeline;
+pub mod pod;
 mod raw;
 mod rows;
 mod window;
