@@ -20,6 +20,7 @@ use std::{
 use anyhow::{Context as _, Result, bail};
 
 mod bench;
+mod dist;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -27,6 +28,7 @@ fn main() {
         Some("demo") => demo(args.get(1).map(String::as_str)),
         Some("test") => test(),
         Some("setup") => setup(),
+        Some("dist") => dist::dist().map(drop),
         Some("bench") => bench::bench(),
         Some(
             part @ ("bench-tree" | "bench-daemon" | "bench-breakdown" | "bench-learning"
