@@ -9,6 +9,8 @@ use std::{
 
 use anyhow::{Context as _, Result, bail};
 
+pub mod image;
+
 /// Where the artefacts go.
 pub fn dir() -> PathBuf {
     crate::root().join("target/dist")
@@ -20,6 +22,8 @@ pub fn dist() -> Result<PathBuf> {
     std::fs::create_dir_all(&out)?;
     let binary = binary(&out)?;
     eprintln!("xtask: {}", binary.display());
+    let image = image::build(&binary, &out)?;
+    eprintln!("xtask: {}", image.display());
     Ok(out)
 }
 
