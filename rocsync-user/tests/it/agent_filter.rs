@@ -4,10 +4,9 @@
 //! enumerates second). Checked on HIP over the simulated HSA runtime against the
 //! scenario's own log, never against another rocsync run. Needs root.
 
-use std::{collections::BTreeSet, io::BufReader};
+use std::collections::BTreeSet;
 
 use crate::common::*;
-use rocsync::emit::raw::{Item, Reader};
 use rocsync_tests::{read_log, scenario_dlopen, sim_hip_over_hsa};
 
 #[test]
@@ -57,22 +56,15 @@ fn check_filter(visible: Option<&str>, device: u64, second: bool) {
     let (kept_tids, other_tids) = (on(device), on(1 - device));
     assert!(!kept_tids.is_empty() && !other_tids.is_empty());
 
-    let mut reader = Reader::new(BufReader::new(std::fs::File::open(&raw).unwrap())).unwrap();
-    let (mut queues, mut packets) = (Vec::new(), Vec::new());
-    while let Some(item) = reader.next_item().unwrap() {
-        match item {
-            Item::Queue(q) if q.created => queues.push(q),
-            Item::Packet(p) => packets.push(p),
-            _ => {}
-        }
-    }
+    // The raw capture read as plain JSON (common/raw.rs), not through rocsync's reader.
+    let (queues, packets) = read_hsa(&raw);
     // Queues are numbered as HIP devices (the simulated runtime's agents lie in
     // enumeration order in memory).
     let agent_of = |d: u32| -> BTreeSet<u64> {
         queues
             .iter()
             .filter(|q| q.ordinal == d)
-            .map(|q| q.agent)
+            .filter_map(|q| q.agent)
             .collect()
     };
     let (a, other) = (agent_of(device as u32), agent_of(1 - device as u32));

@@ -86,3 +86,33 @@ pub fn handle(v: &Value) -> u64 {
         .unwrap_or_else(|| panic!("handle {v} is not a string"));
     u64::from_str_radix(s.strip_prefix("0x").expect("0x handle"), 16).unwrap()
 }
+
+/// A queue or packet line of a raw capture: its agent (queues only), the HIP device it
+/// is numbered as, and the thread that made or published it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RawHsa {
+    pub agent: Option<u64>,
+    pub ordinal: u32,
+    pub tid: u32,
+}
+
+/// The queues created (not discovered) and the packets of a raw capture, read as plain
+/// JSON.
+pub fn read_hsa(path: &Path) -> (Vec<RawHsa>, Vec<RawHsa>) {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let (mut queues, mut packets) = (Vec::new(), Vec::new());
+    for l in text.lines().filter(|l| !l.trim().is_empty()) {
+        let v: Value = serde_json::from_str(l).unwrap();
+        let item = |o: &Value, agent: bool| RawHsa {
+            agent: agent.then(|| handle(&o["agent"])),
+            ordinal: o["ordinal"].as_u64().unwrap() as u32,
+            tid: o["tid"].as_u64().unwrap() as u32,
+        };
+        if v["queue"]["created"] == true {
+            queues.push(item(&v["queue"], true));
+        } else if v["packet"].is_object() {
+            packets.push(item(&v["packet"], false));
+        }
+    }
+    (queues, packets)
+}
