@@ -9,6 +9,8 @@
 //! `cargo xtask bench-budget`    — the daemon's budget on a polling process (bench/budget.md).
 //! `cargo xtask bench-soak [MINUTES]` — the daemon for MINUTES (default 10) under unprivileged
 //!                                churn, dyno floods and slow connections (bench/soak.md).
+//! `cargo xtask dist`            — what users install, in target/dist/: the static binary,
+//!                                the .deb, the container image.
 //! `cargo xtask setup`           — only the set-up (scripts/setup).
 
 use std::{
@@ -20,6 +22,7 @@ use std::{
 use anyhow::{Context as _, Result, bail};
 
 mod bench;
+mod dist;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -27,6 +30,7 @@ fn main() {
         Some("demo") => demo(args.get(1).map(String::as_str)),
         Some("test") => test(),
         Some("setup") => setup(),
+        Some("dist") => dist::dist().map(drop),
         Some("bench") => bench::bench(),
         Some(
             part @ ("bench-tree" | "bench-daemon" | "bench-breakdown" | "bench-learning"
@@ -35,7 +39,7 @@ fn main() {
         Some("bench-soak") => bench::bench_soak(args.get(1).map(String::as_str)),
         _ => {
             eprintln!(
-                "usage: cargo xtask <demo [OUTPUT]|test|bench|bench-tree|bench-daemon|bench-breakdown|bench-learning|bench-budget|bench-soak [MINUTES]|setup>"
+                "usage: cargo xtask <demo [OUTPUT]|test|dist|bench|bench-tree|bench-daemon|bench-breakdown|bench-learning|bench-budget|bench-soak [MINUTES]|setup>"
             );
             std::process::exit(2);
         }

@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 
+pub mod deb;
+
 /// Where the artefacts go.
 pub fn dir() -> PathBuf {
     crate::root().join("target/dist")
@@ -16,7 +18,7 @@ pub fn dist() -> Result<PathBuf> {
     let out = dir();
     std::fs::create_dir_all(&out)?;
     let binary = binary(&out)?;
-    let _ = &binary;
+    deb::build(&binary, &out)?;
     Ok(out)
 }
 
