@@ -41,6 +41,7 @@ mod daemon_windows;
 mod daemon_writing;
 mod deploy;
 mod deploy_kubernetes;
+mod dist_deb;
 mod doctor;
 mod edges;
 mod errors;
