@@ -84,10 +84,14 @@ pub fn build(binary: &Path, out: &Path) -> Result<PathBuf> {
     write(&doc.join("changelog"), &changelog(&version)?, 0o644)?;
     // Policy 12.3: documentation over 4 kB is compressed; changelogs always are.
     gzip(&doc, &["README.md".into(), "changelog".into()])?;
-    if check_elf(&bin)? {
-        copy(
-            &debian.join("lintian-overrides"),
+    if let Some(tag) = static_tag(&bin)? {
+        write(
             &share.join("lintian/overrides").join(PACKAGE),
+            &format!(
+                "# Static on purpose: one binary that runs whatever the host's libc (or none),\n\
+                 # the eBPF object embedded; the same file ships outside the .deb.\n\
+                 {PACKAGE}: {tag} [usr/bin/rocsync]\n"
+            ),
             0o644,
         )?;
     }
@@ -187,11 +191,12 @@ fn depends(stage: &Path) -> Result<String> {
         .to_owned())
 }
 
-/// Checks the binary is x86_64; says whether it needs lintian's override: lintian's
-/// `statically-linked-binary` (an error) fires for a static binary that is not
-/// position-independent (a musl build, say), not for a static-pie. The override ships
-/// only when needed, so it is never an unused one.
-fn check_elf(binary: &Path) -> Result<bool> {
+/// Checks the binary is x86_64; for a static one, the lintian tag it draws, which the
+/// package overrides (and only then, so the override is never an unused one): a
+/// static-pie looks to lintian like a library that needs none
+/// (`shared-library-lacks-prerequisites`, a warning), a plain static executable (a musl
+/// build, say) draws `statically-linked-binary`, an error.
+fn static_tag(binary: &Path) -> Result<Option<&'static str>> {
     let out = Command::new("readelf")
         .args(["-h", "-l", "-d"])
         .arg(binary)
@@ -203,9 +208,16 @@ fn check_elf(binary: &Path) -> Result<bool> {
         "{} is not an x86_64 binary",
         binary.display()
     );
-    let pie = text.contains("DYN (Position-Independent Executable");
-    let dynamic = text.contains("(NEEDED)") || text.contains("INTERP");
-    Ok(!pie && !dynamic)
+    if text.contains("(NEEDED)") || text.contains("INTERP") {
+        return Ok(None);
+    }
+    Ok(Some(
+        if text.contains("DYN (Position-Independent Executable") {
+            "shared-library-lacks-prerequisites"
+        } else {
+            "statically-linked-binary"
+        },
+    ))
 }
 
 fn control_file(version: &str, depends: &str, installed_kib: u64) -> String {
