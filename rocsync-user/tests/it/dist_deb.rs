@@ -145,6 +145,15 @@ fn installs_into_a_throwaway_root_works_and_removes_cleanly() {
     // a dynamic build depends on libc6, which the empty root lacks but the host, whose
     // loader runs it, has.
     let depends = field(&deb, "Depends");
+    let portable = deb.with_file_name("rocsync");
+    if portable.is_file() {
+        let headers = ok(Command::new("readelf").arg("-l").arg(&portable));
+        let dynamic = headers.contains("INTERP");
+        assert!(
+            dynamic || depends.is_empty(),
+            "static, yet Depends: {depends}"
+        );
+    }
     let mut install = dpkg(&root);
     if !depends.is_empty() {
         eprintln!("{test}: a dynamic build (Depends: {depends}): installing with --force-depends");
