@@ -37,6 +37,20 @@ pub struct Identity {
     pub visible: Option<Vec<u32>>,
 }
 
+/// Numbers `config`'s GPU agents as the process's HIP devices: with `visible`, HIP device
+/// N is the agent enumerated `visible[N]`-th (the kernel reads the table at each queue).
+pub fn number_agents(config: &mut rocsync_common::Config, visible: &[u32]) {
+    use rocsync_common::HIDDEN_AGENT;
+    config.remap = 1;
+    for (device, &agent) in visible.iter().enumerate().take(HIDDEN_AGENT as usize) {
+        if let Some(slot) = config.agent_devices.get_mut(agent as usize)
+            && *slot == HIDDEN_AGENT
+        {
+            *slot = device as u8;
+        }
+    }
+}
+
 /// Reads `pid`'s name, distributed identity and visible devices; `None` when it is gone
 /// (or has exited and not been reaped: a zombie's environment reads empty, which would
 /// say nothing of who it was).

@@ -163,6 +163,8 @@ fn test() -> Result<()> {
     setup()?;
     let python = hta_python()?;
     run(cargo().args(["fmt", "--all", "--", "--check"]))?;
+    // What users install is tested as they get it.
+    let dist = dist::dist()?;
     // The probes build only with nightly (-Z build-std); clippy checks them there.
     run(Command::new("cargo").args([
         "+nightly",
@@ -201,6 +203,7 @@ fn test() -> Result<()> {
         "rocsync-ebpf",
     ])
     .env("ROCSYNC_HTA_PYTHON", python)
+    .env("ROCSYNC_DIST", dist)
     // Every skip path fails instead of skipping.
     .env("ROCSYNC_REQUIRE_ALL", "1");
     run_tests(&mut test)

@@ -3,7 +3,7 @@
 //! every process), subject to the configured filters. Each library file is probed once,
 //! file-wide; a tracked process enters `TARGETS` with counting on.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use super::files::{FileId, Files, MAX_FILES_PER_USER};
 
@@ -38,6 +38,8 @@ pub struct Tracker {
     pub tracked: BTreeSet<u32>,
     /// (device, inode) of every loader probed.
     probed: HashSet<(u64, u64)>,
+    /// Tracked processes' `HIP_VISIBLE_DEVICES`: their agents numbered as HIP devices.
+    visible: HashMap<u32, Vec<u32>>,
     /// The runtime files probed, and those refused.
     pub files: Files,
     /// What the budget shed, and when (`budget.rs`).
@@ -59,6 +61,7 @@ impl Tracker {
             filters,
             tracked: BTreeSet::new(),
             probed: HashSet::new(),
+            visible: HashMap::new(),
             files: Files::default(),
             shed_log: ShedLog::default(),
             quiet: Quiet::new("files refused for their user's cap"),
@@ -135,11 +138,16 @@ impl Tracker {
             return; // a library more, in a process already counted
         }
         // Its pod first: with labels, its first call is counted in its pod's group.
-        let counted = Config {
+        let mut counted = Config {
             capture: self.baseline,
             metric_group: self.pods.track(pid),
             ..COUNTED
         };
+        // Its packets counted on its HIP devices, as a capture numbers them.
+        if let Some(visible) = crate::environ::read(pid).and_then(|id| id.visible) {
+            crate::environ::number_agents(&mut counted, &visible);
+            self.visible.insert(pid, visible);
+        }
         match self.probes.set_target(pid, counted) {
             Ok(()) => {
                 self.tracked.insert(pid);
@@ -239,12 +247,15 @@ impl Tracker {
     /// Sets what the ring gets of a tracked process: nothing (0), or its calls (of
     /// `agents`, a mask; 0 is every agent) while a trace records it.
     pub fn set_capture(&mut self, pid: u32, capture: u32, agents: u64) -> Result<()> {
-        let t = Config {
+        let mut t = Config {
             capture,
             agents,
             metric_group: self.pods.group_of(pid),
             ..COUNTED
         };
+        if let Some(visible) = self.visible.get(&pid) {
+            crate::environ::number_agents(&mut t, visible);
+        }
         self.probes.set_target(pid, t)
     }
 
@@ -259,6 +270,7 @@ impl Tracker {
             .collect();
         for pid in gone {
             self.tracked.remove(&pid);
+            self.visible.remove(&pid);
             self.pods.forget(pid);
             self.probes.forget_target(pid)?;
         }

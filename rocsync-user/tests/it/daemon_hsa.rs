@@ -1,7 +1,8 @@
 //! The HSA write path in the daemon: packets counted per agent and kind while nothing
 //! records, against the simulated runtime's own account of what it published; a trace on
 //! request holds the packets a `rocsync run` of the same scenario holds; a queue made
-//! before a trace began still places the trace's packets. Needs root.
+//! before a trace began still places the trace's packets; under `HIP_VISIBLE_DEVICES`,
+//! packets are counted on the HIP device the scenario's threads chose. Needs root.
 
 use std::{
     collections::BTreeMap,
@@ -26,11 +27,20 @@ fn over_hsa<'a>(cmd: &'a mut Command, dir: &TempDir) -> &'a mut Command {
 /// scenario loaded and held until the daemon tracks it and has its HSA runtime probed
 /// (its queues and packets are seen from its first); the metrics address.
 fn tracked_over_hsa(dir: &TempDir, mode: &[&str]) -> (Daemon, Lines, Gated, String) {
+    tracked_over_hsa_with(dir, mode, &[])
+}
+
+/// [`tracked_over_hsa`] with more environment.
+fn tracked_over_hsa_with(
+    dir: &TempDir,
+    mode: &[&str],
+    env: &[(&str, &str)],
+) -> (Daemon, Lines, Gated, String) {
     let exe = own_copy_dlopen(dir);
     let (daemon, mut lines) = start_daemon(dir, &exe, &[]);
     let addr = metrics_addr(&lines);
     let target = Gated::start_at(
-        over_hsa(Command::new(&exe).arg("loaded").args(mode), dir),
+        over_hsa(Command::new(&exe).arg("loaded").args(mode), dir).envs(env.iter().copied()),
         "loaded",
     );
     let pid = target.child.id();
@@ -106,6 +116,43 @@ fn the_daemon_counts_every_packet_the_runtime_published() {
         (kernels, vec!["0".to_string()])
     );
     assert_eq!(counted(&m, "other").0 + counted(&m, "barrier_or").0, 0);
+}
+
+#[test]
+fn packets_are_counted_on_hip_devices_under_hip_visible_devices() {
+    let name = "packets_are_counted_on_hip_devices_under_hip_visible_devices";
+    let Some((dir, _, python)) = metrics_test(name) else {
+        return;
+    };
+    // HIP device 0 is the agent the runtime enumerates second, device 1 the first.
+    let env = [("HIP_VISIBLE_DEVICES", "1,0")];
+    let (daemon, _, mut target, addr) = tracked_over_hsa_with(&dir, &["threads", "4", "20"], &env);
+    target.open();
+    assert!(target.child.wait().unwrap().success());
+    let m = Metrics::scrape(&python, &addr);
+    stop(daemon);
+    // Each thread's HIP device by the scenario's log; each barrier by the runtime's.
+    let device_of: BTreeMap<u32, u64> = rocsync_tests::read_log(&dir.path("s.log"))
+        .iter()
+        .filter(|l| l.api == "hipSetDevice" && l.ret == 0)
+        .map(|l| (l.tid, l.args[0]))
+        .collect();
+    let mut expected: BTreeMap<String, usize> = BTreeMap::new();
+    for line in std::fs::read_to_string(dir.path("packets.log"))
+        .unwrap()
+        .lines()
+    {
+        let tid: u32 = line.split(' ').next().unwrap().parse().unwrap();
+        *expected.entry(device_of[&tid].to_string()).or_default() += 1;
+    }
+    assert_eq!(expected.len(), 2, "both devices publish: {expected:?}");
+    let counted: BTreeMap<String, usize> = m
+        .samples
+        .iter()
+        .filter(|(n, l, _)| n == "rocsync_aql_packets_total" && l["kind"] == "barrier_and")
+        .map(|(_, l, v)| (l["device"].as_str().unwrap().to_string(), *v as usize))
+        .collect();
+    assert_eq!(counted, expected);
 }
 
 #[test]

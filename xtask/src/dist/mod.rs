@@ -2,11 +2,15 @@
 //! portable binary (static, the eBPF object embedded), the .deb and the container
 //! image.
 
-use std::path::{Path, PathBuf};
+use std::{
+    path::{Path, PathBuf},
+    process::Command,
+};
 
-use anyhow::Result;
+use anyhow::{Context as _, Result, bail};
 
 pub mod deb;
+pub mod image;
 
 /// Where the artefacts go.
 pub fn dir() -> PathBuf {
@@ -18,12 +22,48 @@ pub fn dist() -> Result<PathBuf> {
     let out = dir();
     std::fs::create_dir_all(&out)?;
     let binary = binary(&out)?;
-    deb::build(&binary, &out)?;
+    eprintln!("xtask: {}", binary.display());
+    let deb = deb::build(&binary, &out)?;
+    eprintln!("xtask: {}", deb.display());
+    let image = image::build(&binary, &out)?;
+    eprintln!("xtask: {}", image.display());
     Ok(out)
 }
 
-/// The portable binary, `target/dist/rocsync` (see `binary.rs`).
+/// The portable binary, `target/dist/rocsync`: glibc linked statically (a static-pie),
+/// so it runs on any x86_64 Linux with the kernel features rocsync needs — glibc 2.28
+/// distributions, musl images, a root with no libc at all. The alternative, linking
+/// against an old glibc (zig), would still need a glibc on the host; musl needs a
+/// musl-built libunwind this machine's registries do not carry. User and group names
+/// are resolved through the host's `getent` (src/users/getent.rs), not the static
+/// glibc's NSS. Built in a target directory of its own: the flags differ from the
+/// development build's, and sharing one would rebuild both each time.
 fn binary(out: &Path) -> Result<PathBuf> {
-    let _ = out;
-    todo!("being written")
+    const TARGET: &str = "x86_64-unknown-linux-gnu";
+    let target_dir = crate::root().join("target/dist-build");
+    crate::run(
+        crate::cargo()
+            .args(["build", "--release", "--target", TARGET])
+            .args(["--package", "rocsync-user", "--bin", "rocsync"])
+            .env("CARGO_TARGET_DIR", &target_dir)
+            // For the target only: build scripts (and the probes' nightly build) stay
+            // as they are.
+            .env(
+                "CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUSTFLAGS",
+                "-C target-feature=+crt-static",
+            ),
+    )?;
+    let built = target_dir.join(TARGET).join("release/rocsync");
+    let dest = out.join("rocsync");
+    std::fs::copy(&built, &dest).with_context(|| format!("copying {}", built.display()))?;
+    let interp = Command::new("readelf").args(["-l"]).arg(&dest).output();
+    if let Ok(o) = interp
+        && String::from_utf8_lossy(&o.stdout).contains("INTERP")
+    {
+        bail!(
+            "{} asks for a dynamic loader: it is not static",
+            dest.display()
+        );
+    }
+    Ok(dest)
 }

@@ -2,7 +2,7 @@
 //! settings the kernel keeps for it, armed for loader stops once the loop runs.
 
 use anyhow::{Context as _, Result};
-use rocsync_common::{Config, HIDDEN_AGENT};
+use rocsync_common::Config;
 
 use super::{RESCAN_EVERY, Session};
 use crate::{
@@ -79,14 +79,7 @@ impl Session {
             ..Config::INACTIVE
         };
         if let Some(visible) = self.visible.get(&pid) {
-            c.remap = 1;
-            for (device, &agent) in visible.iter().enumerate().take(HIDDEN_AGENT as usize) {
-                if let Some(slot) = c.agent_devices.get_mut(agent as usize)
-                    && *slot == HIDDEN_AGENT
-                {
-                    *slot = device as u8;
-                }
-            }
+            environ::number_agents(&mut c, visible);
         }
         c
     }

@@ -1,9 +1,15 @@
-//! Users and groups by name, as root resolves them (the C library's lookups: local
-//! files, or LDAP/sssd where the host's NSS provides them).
+//! Users and groups by name, as root resolves them (local files, or LDAP/sssd where
+//! the host's NSS provides them). The portable binary is static: glibc's NSS there would
+//! dlopen the host's modules into a libc of another version, so it asks the host's own
+//! `getent` instead (`getent.rs`); the dynamic build asks its C library.
 
-use std::ffi::CString;
+// Built (and unit-tested) in both builds; used by the static one.
+#[cfg_attr(not(target_feature = "crt-static"), allow(dead_code))]
+mod getent;
 
-use anyhow::{Context as _, Result, bail};
+use anyhow::{Result, bail};
+#[cfg(not(target_feature = "crt-static"))]
+use {anyhow::Context as _, std::ffi::CString};
 
 /// The user a command runs as (`run -u USER`, as `strace -u`): ids and supplementary
 /// groups, resolved before the fork.
@@ -14,6 +20,15 @@ pub struct Identity {
 }
 
 impl Identity {
+    #[cfg(target_feature = "crt-static")]
+    pub fn of_user(name: &str) -> Result<Self> {
+        match getent::user(name)? {
+            Some((uid, gid, groups)) => Ok(Self { uid, gid, groups }),
+            None => bail!("no user named {name:?} (-u takes a user name)"),
+        }
+    }
+
+    #[cfg(not(target_feature = "crt-static"))]
     pub fn of_user(name: &str) -> Result<Self> {
         let c = CString::new(name).context("NUL in the user name")?;
         let mut buf = vec![0 as libc::c_char; 1 << 16];
@@ -57,6 +72,19 @@ pub fn group_id(g: &str) -> Result<u32> {
     if let Ok(id) = g.parse() {
         return Ok(id);
     }
+    group_by_name(g)
+}
+
+#[cfg(target_feature = "crt-static")]
+fn group_by_name(g: &str) -> Result<u32> {
+    match getent::group(g)? {
+        Some(gid) => Ok(gid),
+        None => bail!("no group named {g:?}"),
+    }
+}
+
+#[cfg(not(target_feature = "crt-static"))]
+fn group_by_name(g: &str) -> Result<u32> {
     let name = std::ffi::CString::new(g).context("group names hold no NUL")?;
     // SAFETY: getgrnam with a valid C string; the result is read at once.
     let gr = unsafe { libc::getgrnam(name.as_ptr()) };
