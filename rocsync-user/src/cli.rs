@@ -4,7 +4,7 @@
 
 use std::{path::PathBuf, time::Duration};
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use rocsync_common::Api;
 
@@ -40,6 +40,30 @@ pub enum Command {
     /// What this machine allows: kernel features, capabilities, GPU runtimes (each tried
     /// with a real attach); exits 1 when something needed is missing.
     Doctor(DoctorArgs),
+}
+
+// `rocsync generate man|completions DIR`, for packagers (as `rg --generate`): kept out of
+// `Cli` (main.rs sees it first) so the pages and completions made from `Cli` neither list
+// nor complete it.
+#[derive(Debug, Parser)]
+#[command(
+    name = "rocsync generate",
+    bin_name = "rocsync generate",
+    version = crate::VERSION,
+    about = "Write rocsync's man pages or shell completions into DIR (for packagers)"
+)]
+pub struct GenerateArgs {
+    pub what: Generated,
+    /// Where the files go (created if missing)
+    pub dir: PathBuf,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum Generated {
+    /// rocsync.1 and rocsync-<command>.1
+    Man,
+    /// rocsync.bash, _rocsync (zsh), rocsync.fish
+    Completions,
 }
 
 #[derive(Debug, Args)]

@@ -2,7 +2,7 @@ use std::process::ExitCode;
 
 use clap::Parser as _;
 use rocsync::{
-    cli::{Cli, Command},
+    cli::{Cli, Command, GenerateArgs},
     commands,
     signals::Signals,
 };
@@ -22,6 +22,11 @@ fn main() -> ExitCode {
 fn run() -> ExitCode {
     if std::env::args().nth(1).as_deref() == Some(rocsync::capture::watchdog::ARG) {
         return ExitCode::from(rocsync::capture::watchdog::run() as u8);
+    }
+    if std::env::args().nth(1).as_deref() == Some("generate") {
+        return finish(commands::generate(GenerateArgs::parse_from(
+            std::env::args().skip(1),
+        )));
     }
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Builder::new_current_thread()
@@ -47,6 +52,11 @@ fn run() -> ExitCode {
             Command::Doctor(a) => commands::doctor(a),
         }
     });
+    finish(result)
+}
+
+/// The exit status for what a command returned; says its error.
+fn finish(result: anyhow::Result<i32>) -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),
         Err(e) => {

@@ -3,6 +3,7 @@
 mod attach;
 mod convert;
 mod doctor;
+mod generate;
 mod run;
 mod settings;
 mod trace;
@@ -10,6 +11,7 @@ mod trace;
 pub use attach::attach;
 pub use convert::convert;
 pub use doctor::doctor;
+pub use generate::generate;
 pub use run::run;
 pub use trace::{status, trace};
 

@@ -42,6 +42,7 @@ mod daemon_writing;
 mod deploy;
 mod deploy_kubernetes;
 mod dist_binary;
+mod dist_deb;
 mod dist_image;
 mod doctor;
 mod edges;

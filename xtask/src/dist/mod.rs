@@ -9,6 +9,7 @@ use std::{
 
 use anyhow::{Context as _, Result, bail};
 
+pub mod deb;
 pub mod image;
 
 /// Where the artefacts go.
@@ -22,6 +23,8 @@ pub fn dist() -> Result<PathBuf> {
     std::fs::create_dir_all(&out)?;
     let binary = binary(&out)?;
     eprintln!("xtask: {}", binary.display());
+    let deb = deb::build(&binary, &out)?;
+    eprintln!("xtask: {}", deb.display());
     let image = image::build(&binary, &out)?;
     eprintln!("xtask: {}", image.display());
     Ok(out)

@@ -1,0 +1,101 @@
+//! `rocsync generate man|completions DIR` (hidden): the man pages and shell completions,
+//! made from the same clap definition that parses the command line, so what a package
+//! installs cannot drift from the binary it ships beside.
+
+use std::{fs, io, path::Path};
+
+use anyhow::{Context, Result};
+use clap::CommandFactory;
+use clap_complete::Shell;
+
+use crate::cli::{Cli, GenerateArgs, Generated};
+
+/// The shells whose completions are written, each under clap_complete's file name.
+const SHELLS: [Shell; 3] = [Shell::Bash, Shell::Zsh, Shell::Fish];
+
+pub fn generate(args: GenerateArgs) -> Result<i32> {
+    let dir = &args.dir;
+    fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    match args.what {
+        Generated::Man => man_pages(dir),
+        Generated::Completions => SHELLS.into_iter().try_for_each(|shell| {
+            clap_complete::generate_to(shell, &mut Cli::command(), "rocsync", dir).map(drop)
+        }),
+    }
+    .with_context(|| format!("cannot write into {}", dir.display()))?;
+    Ok(0)
+}
+
+/// rocsync.1 and one page per command (rocsync-attach.1, ...), as git and cargo ship.
+/// As `clap_mangen::generate_to`, but each page's footer names the package and its
+/// version only ("rocsync 0.1.0", not "attach 0.1.0 (commit ...)"): the commit and the
+/// probes' build id stay in `rocsync --version` and the pages' VERSION section.
+fn man_pages(dir: &Path) -> io::Result<()> {
+    let mut cli = Cli::command().disable_help_subcommand(true);
+    cli.build();
+    let source = format!("rocsync {}", env!("CARGO_PKG_VERSION"));
+    std::iter::once(cli.clone())
+        .chain(cli.get_subcommands().cloned())
+        .try_for_each(|page| {
+            clap_mangen::Man::new(page)
+                .source(&source)
+                .manual("rocsync manual")
+                .generate_to(dir)
+                .map(drop)
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(what: Generated) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        let dir_path = dir.path().join("out");
+        generate(GenerateArgs {
+            what,
+            dir: dir_path,
+        })
+        .unwrap();
+        dir
+    }
+
+    #[test]
+    fn a_page_per_command_and_none_for_generate_or_help() {
+        let dir = write(Generated::Man);
+        let mut pages: Vec<String> = fs::read_dir(dir.path().join("out"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        pages.sort();
+        let mut want: Vec<String> = Cli::command()
+            .get_subcommands()
+            .map(|c| format!("rocsync-{}.1", c.get_name()))
+            .chain(["rocsync.1".to_string()])
+            .collect();
+        want.sort();
+        assert_eq!(pages, want);
+        let attach = fs::read_to_string(dir.path().join("out/rocsync-attach.1")).unwrap();
+        assert!(
+            attach.starts_with(".ie") && attach.contains(".SH SYNOPSIS"),
+            "{attach}"
+        );
+        assert!(
+            attach.contains(r#".TH rocsync-attach 1  "rocsync "#),
+            "{attach}"
+        );
+    }
+
+    #[test]
+    fn completions_for_three_shells_that_never_offer_generate() {
+        let dir = write(Generated::Completions);
+        for file in ["rocsync.bash", "_rocsync", "rocsync.fish"] {
+            let text = fs::read_to_string(dir.path().join("out").join(file)).unwrap();
+            assert!(text.contains("attach"), "{file}: {text}");
+            assert!(
+                !text.contains("generate"),
+                "{file} offers the hidden command"
+            );
+        }
+    }
+}
