@@ -1,7 +1,10 @@
 //! The outputs of a capture: reserved before it starts, streamed while it runs, closed,
 //! moved into place and summarised at its end — from one [`CaptureStats`].
 
-use std::{collections::BTreeMap, path::PathBuf};
+use std::{
+    collections::BTreeMap,
+    path::{Path, PathBuf},
+};
 
 use anyhow::{Context as _, Result};
 use serde_json::{Value, json};
@@ -50,6 +53,14 @@ impl Outputs {
 
     /// Outputs at explicit paths (`convert`).
     pub fn at(trace: PathBuf, default_name: bool, raw: Option<PathBuf>) -> Result<Self> {
+        if let Some(r) = &raw
+            && one_file(&trace, r)
+        {
+            anyhow::bail!(
+                "-o and --raw name the same file ({}): one would replace the other; name two files",
+                r.display()
+            );
+        }
         Ok(Self {
             trace: Some(PendingFile::create(&trace)?),
             default_name,
@@ -271,5 +282,36 @@ fn local_time_stamp() -> String {
             tm.tm_min,
             tm.tm_sec
         )
+    }
+}
+
+/// Whether `a` and `b` name one file: the same directory (links resolved) and name.
+fn one_file(a: &Path, b: &Path) -> bool {
+    let key = |p: &Path| {
+        let dir = match p.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        (
+            std::fs::canonicalize(dir).ok(),
+            p.file_name().map(|n| n.to_owned()),
+        )
+    };
+    a == b || key(a) == key(b) && key(a).0.is_some()
+}
+
+#[cfg(test)]
+mod one_file_tests {
+    use super::one_file;
+    use std::path::Path;
+
+    #[test]
+    fn the_same_name_by_two_spellings_is_one_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = dir.path().join("t.json");
+        let b = dir.path().join(".").join("t.json");
+        assert!(one_file(&a, &b));
+        assert!(!one_file(&a, &dir.path().join("r.jsonl")));
+        assert!(one_file(Path::new("x.json"), Path::new("./x.json")));
     }
 }

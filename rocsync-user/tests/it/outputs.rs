@@ -281,3 +281,36 @@ fn a_capture_with_a_closed_stderr_writes_its_trace_and_keeps_the_status() {
     let logged = probed(&rocsync_tests::read_log(&dir.path("s.log")));
     assert_eq!(read_json(&trace)["rocsync"]["calls"], logged.len());
 }
+
+#[test]
+fn one_file_named_by_both_o_and_raw_is_refused_before_the_command_runs() {
+    let name = "one_file_named_by_both_o_and_raw_is_refused_before_the_command_runs";
+    if !can_trace(name) {
+        return;
+    }
+    let dir = TempDir::new();
+    let marker = dir.path("ran");
+    // The same file by two spellings; the command would leave a marker if it ran.
+    let out = rocsync()
+        .current_dir(dir.0.path())
+        .args([
+            "run",
+            "--no-status",
+            "-o",
+            "same.json",
+            "--raw",
+            "./same.json",
+            "--",
+        ])
+        .args(["sh", "-c", &format!("touch {}", marker.display())])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("-o and --raw name the same file"),
+        "{stderr}"
+    );
+    assert!(!marker.exists(), "the command ran");
+    assert!(!dir.path("same.json").exists());
+}
