@@ -21,7 +21,6 @@ use crate::{
     backend::{RUNTIMES, Runtime},
     probes::{ApiChoice, Probes, elf::SymbolError, ld_so, library::OpenedLibrary, maps},
     procfs,
-    users::Identity,
 };
 
 const COUNTED: Config = Config {
@@ -34,7 +33,10 @@ pub struct Tracker {
     /// What the ring gets of a tracked process outside traces: nothing, or (flight
     /// recorder) every call.
     pub baseline: u32,
-    pub filters: Filters,
+    filters: Filters,
+    /// The uids `filters.users` names, resolved when the filters are set: a lookup per
+    /// process found would run the host's `getent` each time (the static build).
+    user_ids: Vec<u32>,
     pub tracked: BTreeSet<u32>,
     /// (device, inode) of every loader probed.
     probed: HashSet<(u64, u64)>,
@@ -58,6 +60,7 @@ impl Tracker {
         Self {
             probes,
             baseline,
+            user_ids: user_ids(&filters.users),
             filters,
             tracked: BTreeSet::new(),
             probed: HashSet::new(),
@@ -298,7 +301,13 @@ impl Tracker {
             && !matches_exe(&f.exclude_exe)
             && (f.include_cgroup.is_empty() || in_cgroup(&f.include_cgroup))
             && !in_cgroup(&f.exclude_cgroup)
-            && (f.users.is_empty() || uid.is_some_and(|u| user_matches(&f.users, u)))
+            && (f.users.is_empty() || uid.is_some_and(|u| self.user_ids.contains(&u)))
+    }
+
+    /// The filters processes are tracked by from now on.
+    pub fn set_filters(&mut self, filters: Filters) {
+        self.user_ids = user_ids(&filters.users);
+        self.filters = filters;
     }
 }
 
@@ -333,9 +342,17 @@ fn uid(pid: u32) -> Option<u32> {
     uids.split_whitespace().next()?.parse().ok()
 }
 
-/// A user entry names a uid, or a user whose uid it is.
-fn user_matches(users: &[String], uid: u32) -> bool {
-    users.iter().any(|u| {
-        u.parse::<u32>().ok() == Some(uid) || Identity::of_user(u).is_ok_and(|id| id.uid == uid)
-    })
+/// The uids user entries name (a uid, or a user's name); a name that no longer resolves
+/// (checked at load) is said and matches nothing.
+fn user_ids(users: &[String]) -> Vec<u32> {
+    users
+        .iter()
+        .filter_map(|u| match crate::users::user_id(u) {
+            Ok(id) => Some(id),
+            Err(e) => {
+                crate::say!("rocsync daemon: warning: users: {e:#}");
+                None
+            }
+        })
+        .collect()
 }

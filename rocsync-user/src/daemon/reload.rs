@@ -30,7 +30,7 @@ impl Daemon {
         if c.sampling != self.config.sampling {
             self.next_sample = c.sampling.map(|(_, every)| first_sample(every));
         }
-        self.tracker.filters = c.filters.clone();
+        self.tracker.set_filters(c.filters.clone());
         let c = self.reload_uploads(c);
         // What was set up at start stays as it is (listeners, the flight recorder, the
         // socket's group, the learning done): said, never pretended.
