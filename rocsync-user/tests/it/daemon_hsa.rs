@@ -2,7 +2,8 @@
 //! records, against the simulated runtime's own account of what it published; a trace on
 //! request holds the packets a `rocsync run` of the same scenario holds; a queue made
 //! before a trace began still places the trace's packets; under `HIP_VISIBLE_DEVICES`,
-//! packets are counted on the HIP device the scenario's threads chose. Needs root.
+//! packets are counted on the HIP device the scenario's threads chose; the flight
+//! recorder holds every packet published. Needs root.
 
 use std::{
     collections::BTreeMap,
@@ -27,17 +28,18 @@ fn over_hsa<'a>(cmd: &'a mut Command, dir: &TempDir) -> &'a mut Command {
 /// scenario loaded and held until the daemon tracks it and has its HSA runtime probed
 /// (its queues and packets are seen from its first); the metrics address.
 fn tracked_over_hsa(dir: &TempDir, mode: &[&str]) -> (Daemon, Lines, Gated, String) {
-    tracked_over_hsa_with(dir, mode, &[])
+    tracked_over_hsa_with(dir, mode, &[], &[])
 }
 
-/// [`tracked_over_hsa`] with more environment.
+/// [`tracked_over_hsa`] with more environment, and more daemon flags.
 fn tracked_over_hsa_with(
     dir: &TempDir,
     mode: &[&str],
     env: &[(&str, &str)],
+    flags: &[&str],
 ) -> (Daemon, Lines, Gated, String) {
     let exe = own_copy_dlopen(dir);
-    let (daemon, mut lines) = start_daemon(dir, &exe, &[]);
+    let (daemon, mut lines) = start_daemon(dir, &exe, flags);
     let addr = metrics_addr(&lines);
     let target = Gated::start_at(
         over_hsa(Command::new(&exe).arg("loaded").args(mode), dir).envs(env.iter().copied()),
@@ -126,7 +128,8 @@ fn packets_are_counted_on_hip_devices_under_hip_visible_devices() {
     };
     // HIP device 0 is the agent the runtime enumerates second, device 1 the first.
     let env = [("HIP_VISIBLE_DEVICES", "1,0")];
-    let (daemon, _, mut target, addr) = tracked_over_hsa_with(&dir, &["threads", "4", "20"], &env);
+    let (daemon, _, mut target, addr) =
+        tracked_over_hsa_with(&dir, &["threads", "4", "20"], &env, &[]);
     target.open();
     assert!(target.child.wait().unwrap().success());
     let m = Metrics::scrape(&python, &addr);
@@ -153,6 +156,54 @@ fn packets_are_counted_on_hip_devices_under_hip_visible_devices() {
         .map(|(_, l, v)| (l["device"].as_str().unwrap().to_string(), *v as usize))
         .collect();
     assert_eq!(counted, expected);
+}
+
+#[test]
+fn the_flight_recorder_holds_every_packet_the_runtime_published() {
+    let name = "the_flight_recorder_holds_every_packet_the_runtime_published";
+    let Some((dir, _)) = daemon_test(name) else {
+        return;
+    };
+    let flags = ["--flight-recorder", "10s"];
+    let (daemon, _, mut target, _) = tracked_over_hsa_with(&dir, &["cross", "20"], &[], &flags);
+    let pid = target.child.id();
+    target.open();
+    assert!(target.child.wait().unwrap().success());
+    let out = ask_daemon(&dir.path("rocsync.sock"), &["trace", "--flight"]);
+    stop(daemon);
+    let files: Vec<&str> = out.lines().collect();
+    assert_eq!(files.len(), 1, "{out}");
+    let t = read_json(std::path::Path::new(files[0]));
+    assert_eq!(t["rocsync"]["pid"], pid, "{}", t["rocsync"]);
+    // Exactly the barriers the runtime published, each by (queue, write index), and as
+    // many kernel dispatches.
+    let (barriers, kernels) = published(&dir);
+    let hex = |v: &Value| u64::from_str_radix(v.as_str().unwrap().trim_start_matches("0x"), 16);
+    let mut traced: Vec<(u64, u64)> = t["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["cat"] == "hsa_packet" && e["name"] == "barrier_and")
+        .map(|e| {
+            let a = &e["args"];
+            (
+                hex(&a["queue"]).unwrap(),
+                a["write_index"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let mut barriers = barriers;
+    traced.sort_unstable();
+    barriers.sort_unstable();
+    assert!(!barriers.is_empty() && kernels > 0);
+    assert_eq!(traced, barriers);
+    let rows = packet_rows(&t);
+    let dispatches: usize = rows
+        .iter()
+        .filter(|((kind, _), _)| kind == "\"kernel_dispatch\"")
+        .map(|(_, n)| n)
+        .sum();
+    assert_eq!(dispatches, kernels, "{rows:?}");
 }
 
 #[test]
