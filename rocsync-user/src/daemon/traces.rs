@@ -326,18 +326,6 @@ fn numbered_stem(name: &str, id: u64) -> String {
     format!("{name}-{}-{id}", super::stalls::stamp(now.as_secs()))
 }
 
-/// Each process's pod (namespace, name) where both are known: its traces' upload keys.
-pub fn pods_of(processes: &BTreeMap<u32, ProcessInfo>) -> BTreeMap<u32, (String, String)> {
-    processes
-        .iter()
-        .filter_map(|(pid, info)| {
-            let pod = info.pod.as_ref()?;
-            let part = |k: &str| pod.get(k)?.as_str().map(str::to_string);
-            Some((*pid, (part("namespace")?, part("name")?)))
-        })
-        .collect()
-}
-
 /// Writes what the flight recorder holds (every process's last seconds) as traces;
 /// `processes`: what the processes it may hold said of themselves; `call_probe_links`:
 /// how the call probes are attached; `assigned`: the last id the probes had given.

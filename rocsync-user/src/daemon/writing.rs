@@ -45,7 +45,7 @@ impl Writing {
     pub fn trace(&mut self, trace: Active) {
         let name = trace.name();
         let done_name = name.clone();
-        let pods = traces::pods_of(&trace.processes);
+        let pods = pods_of(&trace.processes);
         let job = self.jobs.spawn_blocking(trimmed(move || {
             let (client, reply) = trace.finish();
             Done {
@@ -70,7 +70,7 @@ impl Writing {
     ) {
         let name = format!("flight recorder dump {id}");
         let done_name = name.clone();
-        let pods = traces::pods_of(&processes);
+        let pods = pods_of(&processes);
         let job = self.jobs.spawn_blocking(trimmed(move || {
             let records = flight::records(&held.chunks);
             let queues = held.queues.iter().map(Vec::as_slice);
@@ -145,4 +145,16 @@ fn trimmed(write: impl FnOnce() -> Done) -> impl FnOnce() -> Done {
         }
         done
     }
+}
+
+/// Each process's pod (namespace, name) where both are known: its traces' upload keys.
+fn pods_of(processes: &BTreeMap<u32, ProcessInfo>) -> BTreeMap<u32, (String, String)> {
+    processes
+        .iter()
+        .filter_map(|(pid, info)| {
+            let pod = info.pod.as_ref()?;
+            let part = |k: &str| pod.get(k)?.as_str().map(str::to_string);
+            Some((*pid, (part("namespace")?, part("name")?)))
+        })
+        .collect()
 }
