@@ -98,11 +98,11 @@ fn a_flight_dump_is_written_while_the_daemon_goes_on() {
     );
     let file = String::from_utf8(first.stdout).unwrap().trim().to_string();
     stop(daemon);
-    let (calls, lost) = calls_in(&file);
+    let (calls, lost, account) = calls_in(&file);
     assert_eq!(
         calls + lost,
         u64::from(CALLS) + WARM_UP,
-        "every call of the loop, or counted lost"
+        "every call of the loop, or counted lost ({attempts} dumps; {account})"
     );
 }
 
@@ -139,7 +139,7 @@ fn a_flight_dump_counts_the_calls_a_stalled_reader_lost() {
         String::from_utf8_lossy(&out.stderr)
     );
     stop(daemon);
-    let (calls, lost) = calls_in(String::from_utf8(out.stdout).unwrap().trim());
+    let (calls, lost, account) = calls_in(String::from_utf8(out.stdout).unwrap().trim());
     assert!(
         lost > 0,
         "the ring ({calls} calls read) cannot hold the loop"
@@ -147,7 +147,7 @@ fn a_flight_dump_counts_the_calls_a_stalled_reader_lost() {
     assert_eq!(
         calls + lost,
         u64::from(STALLED_CALLS) + WARM_UP,
-        "every call of the loop, or counted lost"
+        "every call of the loop, or counted lost ({account})"
     );
 }
 
@@ -167,9 +167,9 @@ fn gated_calls(exe: &std::path::Path, calls: u32) -> Gated {
     )
 }
 
-/// The `hipStreamSynchronize` rows of a dump (all its call rows must be), and the ids
-/// it counts lost.
-fn calls_in(file: &str) -> (u64, u64) {
+/// The `hipStreamSynchronize` rows of a dump (all its call rows must be), the ids it
+/// counts lost, and its whole account (for a failure's message).
+fn calls_in(file: &str) -> (u64, u64, serde_json::Value) {
     let t: Trace = serde_json::from_reader(BufReader::new(std::fs::File::open(file).unwrap()))
         .expect("valid JSON");
     let rows: Vec<&Event> = t
@@ -184,5 +184,9 @@ fn calls_in(file: &str) -> (u64, u64) {
             .all(|e| e.name.as_deref() == Some("hipStreamSynchronize"))
     );
     let lost = t.rocsync["drops"]["lost_ids"].as_u64().unwrap();
-    (rows.len() as u64, lost)
+    let mut account = t.rocsync.clone();
+    if let Some(o) = account.as_object_mut() {
+        o.remove("processes");
+    }
+    (rows.len() as u64, lost, account)
 }
