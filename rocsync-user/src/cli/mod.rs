@@ -11,6 +11,8 @@ use rocsync_common::Api;
 use crate::{agents::AgentSet, daemon::protocol::DEFAULT_SOCKET, kubernetes::PodName};
 
 mod daemon;
+#[cfg(test)]
+mod documented;
 
 pub use daemon::{DaemonArgs, FilterArgs};
 

@@ -60,6 +60,7 @@ mod outputs;
 mod pipeline;
 mod placement;
 mod processes;
+mod readme;
 mod resolution;
 mod rust_driver;
 mod signals;
