@@ -79,6 +79,24 @@ fn hip_lib_that_is_not_elf() {
     );
 }
 
+/// The cause was printed twice ("…: No such file or directory (os error 2): No such
+/// file or directory (os error 2)").
+#[test]
+fn a_missing_hip_lib_says_its_cause_once() {
+    let out = rocsync()
+        .args(["run", "--hip-lib", "/nonexistent.so", "/bin/true"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("cannot read /nonexistent.so"), "{stderr}");
+    assert_eq!(
+        stderr.matches("No such file or directory").count(),
+        1,
+        "{stderr}"
+    );
+}
+
 #[test]
 fn hip_lib_without_any_hooked_symbol() {
     if !can_trace("hip_lib_without_any_hooked_symbol") {
