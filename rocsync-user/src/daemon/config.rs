@@ -84,6 +84,9 @@ struct File {
     #[serde(default)]
     exclude_cgroup: Vec<String>,
     #[serde(default)]
+    user: Vec<String>,
+    /// The key before it was named as its flag (`--user`): read, with a warning.
+    #[serde(default)]
     users: Vec<String>,
     max_files_per_user: Option<usize>,
     #[serde(default)]
@@ -166,10 +169,19 @@ pub struct DaemonConfig {
 impl DaemonConfig {
     /// The file's settings under the flags'.
     pub fn load(args: &ConfigFlags) -> Result<Self> {
-        let file = match &args.config {
+        let mut file = match &args.config {
             Some(path) => parse_file(path)?,
             None => File::default(),
         };
+        if !file.users.is_empty() {
+            if !file.user.is_empty() {
+                bail!("users: the key is now `user` (as the flag --user): give it once, as user");
+            }
+            crate::say!(
+                "rocsync: warning: the configuration key `users` is deprecated: name it `user`, as the flag --user"
+            );
+            file.user = std::mem::take(&mut file.users);
+        }
         let addr = args
             .metrics_addr
             .clone()
@@ -183,7 +195,7 @@ impl DaemonConfig {
             exclude_exe: file.exclude_exe,
             include_cgroup: file.include_cgroup,
             exclude_cgroup: file.exclude_cgroup,
-            users: file.users,
+            users: file.user,
             max_files_per_user: file.max_files_per_user,
         };
         let flags = &args.filters;
@@ -275,7 +287,7 @@ impl DaemonConfig {
             bail!("max_files_per_user must be at least 1 (a user's job maps a runtime or two)");
         }
         for u in &filters.users {
-            users::user_id(u).context("users")?;
+            users::user_id(u).context("user")?;
         }
         let labels = match args.metric_labels.is_empty() {
             true => &file.metric_labels,
@@ -340,7 +352,7 @@ mod tests {
     #[test]
     fn every_key_and_a_clear_error_for_a_wrong_one() {
         let f: File = toml::from_str(
-            "metrics_addr = \"0.0.0.0:9000\"\nstate_dir = \"/srv/r\"\ninclude_exe = [\"python3\"]\nusers = [\"1000\"]\n",
+            "metrics_addr = \"0.0.0.0:9000\"\nstate_dir = \"/srv/r\"\ninclude_exe = [\"python3\"]\nuser = [\"1000\"]\n",
         )
         .unwrap();
         assert_eq!(f.metrics_addr.as_deref(), Some("0.0.0.0:9000"));

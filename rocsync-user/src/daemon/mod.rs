@@ -10,6 +10,7 @@
 //! [`state::Daemon`] (`events.rs`, `requests.rs`, `scheduled.rs`).
 
 mod budget;
+mod check;
 pub mod config;
 mod discovery;
 mod dynolog;
@@ -78,7 +79,7 @@ pub async fn run(flags: ConfigFlags, check: bool, signals: Signals) -> Result<i3
     if check {
         use std::io::Write as _;
         std::io::stdout()
-            .write_all(format!("{config:#?}\n").as_bytes())
+            .write_all(config.summary().as_bytes())
             .context("writing to standard output")?;
         return Ok(0);
     }
