@@ -57,6 +57,7 @@ pub fn convert(args: ConvertArgs) -> Result<i32> {
     if same_file(&out, &meta) {
         bail!("the output would overwrite the raw capture: name another with -o");
     }
+    crate::emit::files::refuse_existing(&out, args.force)?;
     let mut input = decompressed(file)?;
     refuse_a_trace(&mut input, &args.raw)?;
     let mut reader = Reader::new(input)

@@ -41,6 +41,9 @@ mod untrusted;
 mod upload;
 mod writing;
 
+/// Longest trace a request may ask for (`rocsync trace --duration` checks it first).
+pub use traces::MAX_DURATION as MAX_TRACE_DURATION;
+
 use std::time::Duration;
 
 use anyhow::{Context as _, Result};

@@ -48,7 +48,7 @@ fn unknown_flags_and_missing_commands() {
     fails_with(rocsync().args(["run"]), "CMD");
     fails_with(
         rocsync().args(["attach", "--pid", "1", "--duration", "soon"]),
-        "not a number of seconds",
+        "expected a positive number of seconds",
     );
 }
 
