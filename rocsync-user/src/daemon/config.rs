@@ -14,7 +14,7 @@ use super::pods::MetricLabels;
 use super::protocol::DEFAULT_SOCKET;
 use super::retention::Retention;
 use super::upload::StoreSettings;
-use crate::units::{Share, parse_budget, parse_duration, parse_learning, parse_size};
+use crate::units::{Share, duration_key, parse_budget, parse_duration, parse_learning, parse_size};
 use crate::users;
 
 pub const DEFAULT_STATE_DIR: &str = "/var/lib/rocsync";
@@ -55,21 +55,31 @@ pub struct Filters {
 #[serde(deny_unknown_fields)]
 struct File {
     budget: Option<String>,
+    #[serde(default, deserialize_with = "duration_key")]
     capture_on_stall: Option<String>,
+    #[serde(default, deserialize_with = "duration_key")]
     stall_window_after: Option<String>,
+    #[serde(default, deserialize_with = "duration_key")]
     stall_interval: Option<String>,
+    #[serde(default, deserialize_with = "duration_key")]
     hang_bound: Option<String>,
+    #[serde(default, deserialize_with = "duration_key")]
     hang_after: Option<String>,
     upload: Option<String>,
     upload_endpoint: Option<String>,
     upload_region: Option<String>,
     node_name: Option<String>,
     dynolog_addr: Option<String>,
+    #[serde(default, deserialize_with = "duration_key")]
     learn_devices: Option<String>,
+    #[serde(default, deserialize_with = "duration_key")]
     flight_recorder: Option<String>,
+    #[serde(default, deserialize_with = "duration_key")]
     sample_window: Option<String>,
+    #[serde(default, deserialize_with = "duration_key")]
     sample_every: Option<String>,
     retention_max_bytes: Option<String>,
+    #[serde(default, deserialize_with = "duration_key")]
     retention_max_age: Option<String>,
     socket: Option<PathBuf>,
     group: Option<String>,

@@ -83,13 +83,20 @@ fn one_duration_syntax_for_attach_trace_daemon_flags_and_keys() {
     let toml = dir.path("d.toml");
     std::fs::write(
         &toml,
-        "hang_bound = \"2m\"\nstall_interval = \"90\"\nretention_max_age = \"1h\"\n",
+        "hang_bound = \"2m\"\nstall_interval = 90\nflight_recorder = 1.5\nretention_max_age = \"1h\"\n",
     )
     .unwrap();
     let out = check(&["--config", toml.to_str().unwrap()]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(checked(&out, "hang_bound"), "2m");
     assert_eq!(checked(&out, "stall_interval"), "90s");
+    assert_eq!(checked(&out, "flight_recorder"), "1500ms");
+    for (key, says) in [("true", "a duration: seconds"), ("-1", "positive number")] {
+        std::fs::write(&toml, format!("hang_bound = {key}\n")).unwrap();
+        let out = check(&["--config", toml.to_str().unwrap()]);
+        assert!(!out.status.success(), "{key}");
+        assert!(stderr(&out).contains(says), "{key}: {}", stderr(&out));
+    }
     assert_eq!(checked(&out, "retention_max_age"), "1h");
     // Bad forms: a clear error naming the value, everywhere, never a panic.
     for (bad, says) in [
