@@ -6,6 +6,7 @@ use serde_json::json;
 use crate::{
     capture::{Capture, launch},
     cli::AttachArgs,
+    emit::processes::per_process_name,
     procfs::{self, Stat},
     signals::Signals,
 };
@@ -36,6 +37,13 @@ pub async fn attach(args: AttachArgs, mut signals: Signals) -> Result<i32> {
         .map(u32::to_string)
         .collect::<Vec<_>>()
         .join(",");
+    // Several targets write <stem>_<pid> files: those known now are checked now too.
+    if let Some(o) = args.out.output.as_deref().filter(|_| pids.len() > 1) {
+        for &pid in &pids {
+            let sibling = o.with_file_name(per_process_name(o, pid));
+            crate::emit::files::refuse_existing(&sibling, args.out.force)?;
+        }
+    }
     let what = format!("rocsync attach --pid {list}");
     let mut capture = Capture::prepare(args.out.into(), &what, &pids)?;
     let exits = pids

@@ -94,15 +94,36 @@ fn an_existing_output_is_refused_unless_forced() {
     assert!(marker.exists());
     read_json(&old);
     // attach: refused before the process is looked at for a runtime.
-    let mut sleeper = Command::new("sleep").arg("30").spawn().unwrap();
+    let sleeper = Command::new("sleep").arg("30").spawn().unwrap();
     let out = rocsync()
         .args(["attach", "-p", &sleeper.id().to_string(), "-o"])
         .arg(&old)
         .output()
         .unwrap();
     assert!(stderr(&out).contains(says), "{}", stderr(&out));
-    sleeper.kill().unwrap();
-    sleeper.wait().unwrap();
+    // Several processes write <stem>_<pid>: one there already is refused too.
+    let other = Command::new("sleep").arg("30").spawn().unwrap();
+    let sibling = dir.path(&format!("multi_{}.json", other.id()));
+    std::fs::write(&sibling, "keep me").unwrap();
+    let out = rocsync()
+        .args([
+            "attach",
+            "-p",
+            &format!("{},{}", sleeper.id(), other.id()),
+            "-o",
+        ])
+        .arg(dir.path("multi.json"))
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert!(
+        err.contains(says) && err.contains(sibling.to_str().unwrap()),
+        "{err}"
+    );
+    for mut p in [sleeper, other] {
+        p.kill().unwrap();
+        p.wait().unwrap();
+    }
 }
 
 /// `rocsync attach -p $$` from a shell: the shell waits for rocsync and can make no GPU
