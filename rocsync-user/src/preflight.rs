@@ -12,19 +12,25 @@ const CAP_BPF: u32 = 39;
 pub fn check() -> Result<()> {
     let caps = effective_caps()?;
     let has = |cap: u32| caps & (1u64 << cap) != 0;
-    // CAP_BPF and CAP_PERFMON load the programs and attach multi-uprobe links, but the
-    // perf-event uprobes every capture uses (the loader hook, the HSA write path) need
-    // CAP_SYS_ADMIN on this kernel (measured: `rocsync doctor` shows it).
+    // Measured on Linux 6.18 (issue 36), as uid 65534 with exact ambient capabilities
+    // (`setpriv --inh-caps=+bpf,+perfmon --ambient-caps=+bpf,+perfmon`): CAP_BPF and
+    // CAP_PERFMON load the programs and attach multi-uprobe links, but the perf-event
+    // uprobes every capture attaches (the loader hook, the HSA write path) fail in
+    // `perf_event_open` with EACCES. CAP_SYS_ADMIN alone (it implies both) traces a
+    // `run` end to end, given write access to /run/rocsync for the claims
+    // (CAP_DAC_OVERRIDE, or root); another user's process also needs CAP_SYS_PTRACE and
+    // CAP_KILL (`rocsync doctor`). So CAP_SYS_ADMIN is checked here, before any probe.
     if !has(CAP_SYS_ADMIN) {
         let partial = if has(CAP_BPF) && has(CAP_PERFMON) {
-            " (CAP_BPF and CAP_PERFMON load the programs, but perf-event uprobes need \
-             CAP_SYS_ADMIN)"
+            ": this process has CAP_BPF and CAP_PERFMON, which load the programs, but \
+             perf-event uprobes need CAP_SYS_ADMIN (without it perf_event_open fails with \
+             EACCES)"
         } else {
-            ""
+            " to load eBPF programs and attach uprobes"
         };
         bail!(
-            "rocsync needs root (CAP_SYS_ADMIN) to load eBPF programs and attach uprobes{partial}: \
-             run it with sudo; `rocsync doctor` says what this machine allows"
+            "rocsync needs root (CAP_SYS_ADMIN, missing){partial}; run it with sudo; \
+             `rocsync doctor` says what this machine allows"
         );
     }
     if !Path::new("/sys/bus/event_source/devices/uprobe/type").exists() {

@@ -2,25 +2,64 @@
 
 use std::time::Duration;
 
-/// `500ms`, `2s`, `5m`, `1h`, `7d`.
+/// The one duration syntax of every flag and TOML key: a number of seconds (`10`,
+/// `1.5`), or a number and a unit: `500ms`, `10s`, `1.5s`, `2m`, `1h`, `7d`. Above zero.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (n, unit) = s.split_at(split);
-    let n: u64 = n
-        .parse()
-        .map_err(|_| format!("{s:?}: expected a number and a unit (ms, s, m, h, d)"))?;
-    let ms = match unit {
-        "ms" => 1,
-        "s" => 1000,
-        "m" => 60_000,
-        "h" => 3_600_000,
-        "d" => 86_400_000,
-        _ => return Err(format!("{s:?}: the unit is one of ms, s, m, h, d")),
+    const UNITS: &str = "ms, s, m, h or d";
+    let t = s.trim();
+    if t.is_empty() {
+        return Err(format!(
+            "{s:?}: expected a duration: seconds (10, 1.5) or a number and a unit ({UNITS}), e.g. 500ms, 2m"
+        ));
+    }
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (n, unit) = t.split_at(split);
+    let secs_per_unit = match unit {
+        "" | "s" => 1.0,
+        "ms" => 1e-3,
+        "m" => 60.0,
+        "h" => 3600.0,
+        "d" => 86_400.0,
+        _ if n.is_empty() => {
+            return Err(format!(
+                "{s:?}: expected a positive number of seconds (10, 1.5) or a number and a unit ({UNITS}), e.g. 500ms, 2m"
+            ));
+        }
+        _ => {
+            return Err(format!(
+                "{s:?}: unknown unit {unit:?}: the unit is one of {UNITS} (none: seconds)"
+            ));
+        }
     };
-    n.checked_mul(ms)
-        .map(Duration::from_millis)
+    let n: f64 = n
+        .parse()
+        .map_err(|_| format!("{s:?}: {n:?} is not a number (e.g. 10, 1.5, 500ms)"))?;
+    Duration::try_from_secs_f64(n * secs_per_unit)
+        .ok()
         .filter(|d| !d.is_zero())
         .ok_or_else(|| format!("{s:?}: must be above zero and below 500 million years"))
+}
+
+/// A TOML duration key: `"10s"`, or a bare number of seconds (`10`, `1.5`), as on the
+/// command line; checked later by [`parse_duration`].
+pub fn duration_key<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    #[derive(serde::Deserialize)]
+    #[serde(
+        untagged,
+        expecting = "a duration: seconds (10, 1.5) or a string such as \"500ms\""
+    )]
+    enum Key {
+        Text(String),
+        Whole(i64),
+        Fraction(f64),
+    }
+    Ok(Some(match serde::Deserialize::deserialize(d)? {
+        Key::Text(s) => s,
+        Key::Whole(n) => n.to_string(),
+        Key::Fraction(x) => x.to_string(),
+    }))
 }
 
 /// `512M`, `10G`, `100K`, or bytes.
@@ -75,11 +114,36 @@ pub fn parse_budget(s: &str) -> Result<Option<Share>, String> {
 mod tests {
     use super::*;
 
+    /// One syntax for every duration (issue 36): bare seconds, fractions, every unit.
+    #[test]
+    fn every_duration_form_and_a_clear_error_for_bad_ones() {
+        let ms = |s: &str| parse_duration(s).map(|d| d.as_millis());
+        assert_eq!(ms("10"), Ok(10_000));
+        assert_eq!(ms("10s"), Ok(10_000));
+        assert_eq!(ms("500ms"), Ok(500));
+        assert_eq!(ms("1.5s"), Ok(1500));
+        assert_eq!(ms("1.5"), Ok(1500));
+        assert_eq!(ms("2m"), Ok(120_000));
+        assert_eq!(ms("1h"), Ok(3_600_000));
+        assert_eq!(ms("7d"), Ok(7 * 86_400_000));
+        let err = |s: &str| parse_duration(s).unwrap_err();
+        assert!(err("10x").contains("unknown unit \"x\""), "{}", err("10x"));
+        assert!(
+            err("-1").contains("positive number of seconds"),
+            "{}",
+            err("-1")
+        );
+        assert!(err("").contains("expected a duration"), "{}", err(""));
+        for bad in ["0", "0ms", "1..5s", ".", "s", "nan", "inf", "1e3", "1 s x"] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+    }
+
     #[test]
     fn durations_and_sizes() {
         assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
         assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
-        assert!(parse_duration("5").is_err() && parse_duration("0s").is_err());
+        assert!(parse_duration("0s").is_err() && parse_duration("0").is_err());
         assert!(parse_duration("99999999999999999d").is_err());
         assert_eq!(parse_size("10M"), Ok(10 << 20));
         assert_eq!(parse_size("2G"), Ok(2 << 30));

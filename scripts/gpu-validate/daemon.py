@@ -103,7 +103,7 @@ def main():
         d.stop()
         # For reference: a capture of the same run (rocsync run, default probes).
         capture = subprocess.Popen(
-            [rocsync, "run", "--no-status", "--backend", "cuda", "-o",
+            [rocsync, "run", "--no-status", "--force", "--backend", "cuda", "-o",
              os.path.join(out, "scratch.json"), "--", python,
              os.path.join(HERE, "train.py"), str(steps)],
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
@@ -123,8 +123,8 @@ def main():
     def ask():
         time.sleep(1.0)
         asked["out"] = subprocess.run(
-            [rocsync, "trace", "--pid", str(p.pid), "--duration-ms", "2000",
-             "--socket", d.sock, "-o", window], capture_output=True, text=True)
+            [rocsync, "trace", "--pid", str(p.pid), "--duration", "2000ms",
+             "--socket", d.sock, "--force", "-o", window], capture_output=True, text=True)
 
     t = threading.Thread(target=ask)
     p.stdin.write("go\n")
@@ -190,7 +190,7 @@ def main():
     inside = {k: [r for r in v if lo <= r[0] <= hi] for k, v in theirs.items()}
     threads = thread_map(inside, ours)
     lines += ["\n## A trace on request against CUPTI\n",
-              "`rocsync trace --pid P --duration-ms 2000 -o window.json` during the profiled "
+              "`rocsync trace --pid P --duration 2s -o window.json` during the profiled "
               "steps: every CUPTI sync row between the window's first and last rocsync sync "
               "row, matched with rocsync's rows of the same kind and thread by time.\n",
               "| kind | CUPTI rows in the window | rocsync rows | matched | CUPTI rows without a rocsync row |",

@@ -26,7 +26,8 @@ def run(mode: str, rocsync: str, out: Path, r: int, steps: int) -> dict:
     train = [sys.executable, str(HERE / "train.py"), str(steps)]
     log = out / f"rocsync.{r}.log"
     if mode == "rocsync":
-        cmd = [rocsync, "run", "--no-status", "--backend", "cuda", "-o", str(out / "scratch.json"),
+        cmd = [rocsync, "run", "--no-status", "--force", "--backend", "cuda", "-o",
+               str(out / "scratch.json"),
                "--", *train]
     elif mode == "torch.profiler":
         cmd = [*train, "--profile", str(out / "scratch.cupti.json")]

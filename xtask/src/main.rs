@@ -87,7 +87,7 @@ fn demo(output: Option<&str>) -> Result<()> {
     // runtime submits through the simulated HSA runtime, so the trace holds the API rows
     // and the AQL packets each agent's queues received.
     run(Command::new(root().join("target/release/rocsync"))
-        .args(["run", "--output", output, "--"])
+        .args(["run", "--force", "--output", output, "--"])
         .arg(rocsync_tests::scenario_dlopen())
         .args(["cross", "200"])
         .env("SCENARIO_HIP", rocsync_tests::sim_hip_over_hsa()))?;

@@ -30,16 +30,23 @@ pub struct Capture {
     probes: Option<Probes>,
     ring: AsyncFd<RingBuf<MapData>>,
     /// Held for the capture's life: the target's lock (`attach`), the agents' claim.
-    _target: Option<claim::Claim>,
+    _targets: Vec<claim::Claim>,
     _agents: Option<remote::Claim>,
 }
 
 impl Capture {
     /// Everything before the target: `what` names the capture to a running daemon;
-    /// `target`, a running process to lock against a second capture.
-    pub fn prepare(settings: CaptureSettings, what: &str, target: Option<u32>) -> Result<Self> {
+    /// `targets`, the running processes to lock against a second capture.
+    pub fn prepare(settings: CaptureSettings, what: &str, targets: &[u32]) -> Result<Self> {
         crate::preflight::check()?;
-        let target = target.map(claim::claim).transpose()?;
+        // Before anything is claimed, loaded or started.
+        for named in settings.output.iter().chain(&settings.raw) {
+            crate::emit::files::refuse_existing(named, settings.force)?;
+        }
+        let targets = targets
+            .iter()
+            .map(|&pid| claim::claim(pid))
+            .collect::<Result<Vec<_>>>()?;
         let agents = remote::claim_for(
             &settings.daemon_socket,
             &settings.agents,
@@ -65,7 +72,7 @@ impl Capture {
             outputs,
             probes: Some(probes),
             ring: async_ring(ring)?,
-            _target: target,
+            _targets: targets,
             _agents: agents,
         })
     }
@@ -140,9 +147,17 @@ fn write_outputs(outputs: Outputs, captured: Captured, mut parameters: Value) ->
         Some(e) => outputs.salvage(sink, &stats, e),
     };
     detaching.wait();
+    // A capture of nothing says so, as `perf record` reports "0 samples", and exits 0
+    // as perf and strace do: tracing worked, the target just made no call to record
+    // (exit statuses stay for failures, and `run`'s is its command's).
     if libraries.is_empty() {
         crate::say!(
             "rocsync: warning: the target never mapped a GPU runtime library that rocsync traces"
+        );
+    } else if stats.calls() == 0 && stats.packets.is_empty() {
+        crate::say!(
+            "rocsync: warning: nothing was captured: no probed GPU call was made while traced \
+             (the trace holds no call)"
         );
     }
     written

@@ -14,6 +14,8 @@ pub struct CaptureSettings {
     pub output: Option<PathBuf>,
     /// The raw capture too (JSON Lines).
     pub raw: Option<PathBuf>,
+    /// Replace an existing `output` or `raw` (otherwise refused before tracing).
+    pub force: bool,
     /// Each probe point, followed child and the probes' diagnostics on stderr.
     pub verbose: bool,
     /// The runtimes whose libraries are looked for.

@@ -7,7 +7,8 @@ use clap::Args;
 
 #[derive(Debug, Args)]
 pub struct DaemonArgs {
-    /// Settings in TOML (the keys are the long flags' names with `_`); flags win
+    /// Settings in TOML (the keys are the long flags' names with `_`); flags win.
+    /// Durations, here and in every flag: seconds (10, 1.5) or 500ms, 10s, 2m, 1h, 7d
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// The socket `rocsync trace` asks [default: /run/rocsync/rocsync.sock]
@@ -30,23 +31,23 @@ pub struct DaemonArgs {
     pub dynolog_addr: Option<String>,
     /// Keep every tracked process's calls of the last DURATION (e.g. 10s) in memory, for
     /// `rocsync trace --flight` (costs a capture's per-call price all the time)
-    #[arg(long, value_name = "DURATION")]
+    #[arg(long, value_name = "DURATION", allow_negative_numbers = true)]
     pub flight_recorder: Option<String>,
     /// Record every tracked process for this long (e.g. 2s) every --sample-every
-    #[arg(long, value_name = "DURATION")]
+    #[arg(long, value_name = "DURATION", allow_negative_numbers = true)]
     pub sample_window: Option<String>,
     /// How often a sampled window starts (e.g. 5m; the first at a random point of it)
-    #[arg(long, value_name = "DURATION")]
+    #[arg(long, value_name = "DURATION", allow_negative_numbers = true)]
     pub sample_every: Option<String>,
     /// Keep the state directory's traces under this total (e.g. 10G), oldest removed first
     #[arg(long, value_name = "SIZE")]
     pub retention_max_bytes: Option<String>,
     /// Remove traces older than this (e.g. 7d)
-    #[arg(long, value_name = "DURATION")]
+    #[arg(long, value_name = "DURATION", allow_negative_numbers = true)]
     pub retention_max_age: Option<String>,
     /// Learn the devices of processes running at start from *GetDevice for this long
     /// [default: 100ms]; each call traps meanwhile. 0 or off: never
-    #[arg(long, value_name = "DURATION")]
+    #[arg(long, value_name = "DURATION", allow_negative_numbers = true)]
     pub learn_devices: Option<String>,
     /// Most share of a tracked process's CPU time its probes may cost (e.g. 1%, 0.5%)
     /// [default: 1%]: above it, polling calls (*EventQuery) stop being probed until the
@@ -56,21 +57,21 @@ pub struct DaemonArgs {
     /// Trace a process on its own when one of its synchronisations takes longer than
     /// DURATION (e.g. 50ms): the flight recorder's span before (when on) and
     /// --stall-window-after after, as stall-<api>-<pid>-<time>.json
-    #[arg(long, value_name = "DURATION")]
+    #[arg(long, value_name = "DURATION", allow_negative_numbers = true)]
     pub capture_on_stall: Option<String>,
     /// How long a stall trace goes on after the stall [default: 2s]
-    #[arg(long, value_name = "DURATION")]
+    #[arg(long, value_name = "DURATION", allow_negative_numbers = true)]
     pub stall_window_after: Option<String>,
     /// At most one stall trace per process, and per node, this often [default: 60s]
-    #[arg(long, value_name = "DURATION")]
+    #[arg(long, value_name = "DURATION", allow_negative_numbers = true)]
     pub stall_interval: Option<String>,
     /// A synchronisation still blocked after --hang-after is a hang: its process is
     /// traced until the call returns, the process exits, or this long [default: 2m]
-    #[arg(long, value_name = "DURATION")]
+    #[arg(long, value_name = "DURATION", allow_negative_numbers = true)]
     pub hang_bound: Option<String>,
     /// A synchronisation still blocked this long is a hang [default: 1s, at least
     /// --capture-on-stall]
-    #[arg(long, value_name = "DURATION")]
+    #[arg(long, value_name = "DURATION", allow_negative_numbers = true)]
     pub hang_after: Option<String>,
     /// Upload every trace written to s3://BUCKET[/PREFIX] (credentials from AWS_* or
     /// ~/.aws/credentials); traces wait on disk while the store is down

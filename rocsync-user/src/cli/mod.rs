@@ -4,7 +4,7 @@
 
 use std::{path::PathBuf, time::Duration};
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
 
 use rocsync_common::Api;
 
@@ -30,9 +30,9 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Launch a command and trace it from its first HIP call.
+    /// Launch a command and trace it from its first HIP or CUDA call.
     Run(RunArgs),
-    /// Trace a running process.
+    /// Trace running processes (HIP or CUDA).
     Attach(AttachArgs),
     /// Resolve a raw capture (--raw) into a Kineto trace.
     Convert(ConvertArgs),
@@ -89,24 +89,25 @@ pub struct StatusArgs {
     pub json: bool,
 }
 
+/// One target is required; naming it without one lists them all.
 #[derive(Debug, Args)]
+#[command(group(
+    ArgGroup::new("target")
+        .required(true)
+        .args(["pid", "all", "cgroup", "pod", "flight"])
+))]
 pub struct TraceArgs {
-    /// Processes to trace (each must be one the daemon tracks)
-    #[arg(
-        long,
-        value_name = "PID",
-        required_unless_present_any = ["all", "flight", "cgroup", "pod"],
-        conflicts_with_all = ["all", "flight", "cgroup", "pod"]
-    )]
+    /// Processes to trace (each must be one the daemon tracks): -p 1,2 or -p 1 -p 2
+    #[arg(long, short, value_name = "PID", value_delimiter = ',')]
     pub pid: Vec<u32>,
     /// Every process the daemon tracks
-    #[arg(long, conflicts_with_all = ["flight", "cgroup", "pod"])]
+    #[arg(long)]
     pub all: bool,
     /// The tracked processes whose cgroup path contains PATH (a pod, a container)
-    #[arg(long, value_name = "PATH", conflicts_with_all = ["flight", "pod"])]
+    #[arg(long, value_name = "PATH")]
     pub cgroup: Option<String>,
     /// Every tracked process of this Kubernetes pod (as `rocsync status` names it)
-    #[arg(long, value_name = "NAMESPACE/NAME", conflicts_with = "flight", value_parser = PodName::parse)]
+    #[arg(long, value_name = "NAMESPACE/NAME", value_parser = PodName::parse)]
     pub pod: Option<PodName>,
     /// Record only these agents (devices), e.g. 0,1
     #[arg(long, value_name = "LIST", conflicts_with = "flight", value_parser = AgentSet::parse)]
@@ -114,9 +115,13 @@ pub struct TraceArgs {
     /// What the flight recorder holds now (every process's last seconds), at once
     #[arg(long)]
     pub flight: bool,
-    /// How long to record
-    #[arg(long, value_name = "MS", default_value_t = 1000)]
-    pub duration_ms: u64,
+    /// How long to record: seconds (10, 1.5) or with a unit (500ms, 10s, 2m)
+    #[arg(long, short, value_name = "DURATION", default_value = "1s",
+          allow_negative_numbers = true, value_parser = crate::units::parse_duration)]
+    pub duration: Duration,
+    /// Deprecated: --duration takes milliseconds as `500ms`
+    #[arg(long, value_name = "MS", hide = true, conflicts_with = "duration")]
+    pub duration_ms: Option<u64>,
     /// The traces' name (files are <name>-<time>-<id>[_<pid>].json in the daemon's state directory)
     #[arg(long, value_name = "NAME")]
     pub name: Option<String>,
@@ -124,6 +129,9 @@ pub struct TraceArgs {
     /// compresses); the daemon keeps its copy under its retention
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
+    /// Replace -o files that exist (refused otherwise)
+    #[arg(short, long)]
+    pub force: bool,
     /// The daemon's socket
     #[arg(long, value_name = "PATH", default_value = DEFAULT_SOCKET)]
     pub socket: PathBuf,
@@ -134,9 +142,12 @@ pub struct CaptureArgs {
     /// Kineto JSON trace to write (".gz" compresses) [default: rocsync-<pid>-<time>.json]
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
-    /// Also write every call as JSON Lines (see `rocsync convert`)
+    /// Also write every call as JSON Lines (see `rocsync convert`; ".gz" compresses)
     #[arg(long, value_name = "FILE")]
     pub raw: Option<PathBuf>,
+    /// Replace -o and --raw files that exist (refused otherwise, before tracing)
+    #[arg(short, long)]
+    pub force: bool,
     /// Report each probed function and undecodable record
     #[arg(short, long)]
     pub verbose: bool,
@@ -190,7 +201,7 @@ pub struct CaptureArgs {
 pub struct RunArgs {
     #[command(flatten)]
     pub out: CaptureArgs,
-    /// The HIP runtime the command uses, probed before it starts (libraries it maps are
+    /// The HIP runtime the command uses (HIP only), probed before it starts (libraries it maps are
     /// found and probed in any case)
     #[arg(long, value_name = "PATH")]
     pub hip_lib: Option<PathBuf>,
@@ -198,8 +209,9 @@ pub struct RunArgs {
     /// command runs as rocsync does (root under sudo)
     #[arg(short = 'u', long = "user", value_name = "USER")]
     pub user: Option<String>,
-    /// The command and its arguments
-    #[arg(required = true, last = true, value_name = "CMD")]
+    /// The command and its arguments (`--` before it is optional: what follows the
+    /// command is its own, as perf, strace and nsys take it)
+    #[arg(required = true, trailing_var_arg = true, num_args = 1.., value_name = "CMD")]
     pub command: Vec<String>,
 }
 
@@ -207,13 +219,22 @@ pub struct RunArgs {
 pub struct AttachArgs {
     #[command(flatten)]
     pub out: CaptureArgs,
-    /// Process to trace
-    #[arg(long, short)]
-    pub pid: u32,
-    /// Stop after this many seconds (default: until Ctrl-C or the process exits)
-    #[arg(long, short, value_name = "SECONDS", value_parser = parse_duration)]
+    /// Processes to trace: -p 1,2 or -p 1 -p 2
+    #[arg(
+        long,
+        short,
+        value_name = "PID",
+        required = true,
+        value_delimiter = ','
+    )]
+    pub pid: Vec<u32>,
+    /// Stop after this long: seconds (10, 1.5) or with a unit (500ms, 10s, 2m, 1h)
+    /// [default: until Ctrl-C or the process exits]
+    #[arg(long, short, value_name = "DURATION", allow_negative_numbers = true,
+          value_parser = crate::units::parse_duration)]
     pub duration: Option<Duration>,
-    /// Wait for the process to load libamdhip64 instead of failing
+    /// Wait for the process to load a GPU runtime (libamdhip64, libcudart or
+    /// libhsa-runtime64) instead of failing
     #[arg(long)]
     pub wait: bool,
 }
@@ -225,6 +246,9 @@ pub struct ConvertArgs {
     /// Kineto JSON trace to write (".gz" compresses) [default: RAW with .json]
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
+    /// Replace the output if it exists (refused otherwise)
+    #[arg(short, long)]
+    pub force: bool,
 }
 
 /// The ring size in bytes: `8` is 8 MiB, `64K` is 64 KiB (tests force losses with it).
@@ -260,18 +284,6 @@ fn parse_api(s: &str) -> Result<Api, String> {
         })
 }
 
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    let secs: f64 = s
-        .parse()
-        .map_err(|_| format!("{s:?} is not a number of seconds"))?;
-    if !(secs.is_finite() && secs > 0.0) {
-        return Err(format!(
-            "{s:?}: the duration must be a positive number of seconds"
-        ));
-    }
-    Ok(Duration::from_secs_f64(secs))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -285,6 +297,14 @@ mod tests {
         };
         assert_eq!(r.command, vec!["app", "-x"]);
         assert_eq!(r.out.raw, Some(PathBuf::from("r.jsonl")));
+        // Without `--`: the flags after the command are the command's.
+        let cli =
+            Cli::try_parse_from(["rocsync", "run", "-o", "x.json", "python", "-c", "1", "-o"]);
+        let Command::Run(r) = cli.unwrap().command else {
+            panic!()
+        };
+        assert_eq!(r.command, vec!["python", "-c", "1", "-o"]);
+        assert_eq!(r.out.output, Some(PathBuf::from("x.json")));
     }
 
     #[test]
@@ -298,7 +318,7 @@ mod tests {
 
     #[test]
     fn rejects_bad_durations() {
-        for bad in ["0", "-1", "abc", "inf"] {
+        for bad in ["0", "-1", "abc", "inf", "10x", ""] {
             assert!(
                 Cli::try_parse_from(["rocsync", "attach", "--pid", "1", "--duration", bad])
                     .is_err(),
@@ -310,5 +330,17 @@ mod tests {
             panic!()
         };
         assert_eq!(a.duration, Some(Duration::from_millis(1500)));
+        for (typed, ms) in [
+            ("10", 10_000),
+            ("10s", 10_000),
+            ("500ms", 500),
+            ("2m", 120_000),
+        ] {
+            let cli = Cli::try_parse_from(["rocsync", "trace", "--all", "--duration", typed]);
+            let Command::Trace(t) = cli.unwrap().command else {
+                panic!()
+            };
+            assert_eq!(t.duration, Duration::from_millis(ms), "{typed}");
+        }
     }
 }

@@ -57,7 +57,10 @@ pub fn convert(args: ConvertArgs) -> Result<i32> {
     if same_file(&out, &meta) {
         bail!("the output would overwrite the raw capture: name another with -o");
     }
-    let mut reader = Reader::new(decompressed(file)?)
+    crate::emit::files::refuse_existing(&out, args.force)?;
+    let mut input = decompressed(file)?;
+    refuse_a_trace(&mut input, &args.raw)?;
+    let mut reader = Reader::new(input)
         .with_context(|| format!("{} is not a rocsync raw capture", args.raw.display()))?;
     let mut outputs = Outputs::at(out, false, None)?;
     let header = reader.header.clone();
@@ -98,12 +101,30 @@ pub fn convert(args: ConvertArgs) -> Result<i32> {
     outputs.finish(sink, &stats, report)?;
     if stats.truncated.is_some() {
         crate::say!(
-            "rocsync: warning: {} was truncated; the trace holds what it has",
-            args.raw.display()
+            "rocsync: warning: {} is truncated (no trailer: its capture did not end); the \
+             trace holds the {} calls before the cut, and no count of what the capture lost",
+            args.raw.display(),
+            stats.calls()
         );
         return Ok(TRUNCATED);
     }
     Ok(0)
+}
+
+/// A Kineto trace (what `-o` writes, or another profiler's) given for a raw capture is
+/// said to be one, rather than failing on its first line's JSON.
+fn refuse_a_trace(input: &mut Box<dyn BufRead>, path: &std::path::Path) -> Result<()> {
+    let head = input.fill_buf().context("reading the raw capture")?;
+    let head = String::from_utf8_lossy(&head[..head.len().min(4096)]);
+    let raw = head.trim_start().starts_with("{\"rocsync_raw\"");
+    if !raw && (head.contains("\"traceEvents\"") || head.contains("\"schemaVersion\"")) {
+        bail!(
+            "{} is a Kineto trace, not a raw capture: convert reads the JSON Lines that --raw \
+             writes; the trace itself opens as it is in Perfetto (ui.perfetto.dev) or HTA",
+            path.display()
+        );
+    }
+    Ok(())
 }
 
 /// Opens `path` for reading without blocking on what is not a regular file (a FIFO

@@ -25,7 +25,7 @@ pub async fn run(args: RunArgs, mut signals: Signals) -> Result<i32> {
         crate::probes::elf::lookup(lib, &[])?;
     }
     let what = format!("rocsync run -- {}", args.command.join(" "));
-    let mut capture = Capture::prepare(args.out.into(), &what, None)?;
+    let mut capture = Capture::prepare(args.out.into(), &what, &[])?;
     let user = args.user.as_deref().map(Identity::of_user).transpose()?;
     let held = launch::spawn_held(&exe, &args.command, user.as_ref())?;
     let pid = held.pid;

@@ -19,6 +19,7 @@ impl From<CaptureArgs> for CaptureSettings {
         CaptureSettings {
             output: a.output,
             raw: a.raw,
+            force: a.force,
             verbose: a.verbose,
             runtimes,
             agents: a.agents.unwrap_or_default(),

@@ -14,15 +14,35 @@ use anyhow::{Context as _, Result, bail};
 use crate::{
     cli::{StatusArgs, TraceArgs},
     daemon::{
+        MAX_TRACE_DURATION as MAX_DURATION,
         protocol::{Reply, Request, TraceRequest},
         remote,
     },
-    emit::{files::PendingFile, processes::per_process_name},
+    emit::{
+        files::{PendingFile, refuse_existing},
+        processes::per_process_name,
+    },
 };
 
 pub fn trace(args: TraceArgs) -> Result<i32> {
+    let duration = match args.duration_ms {
+        Some(ms) => {
+            crate::say!(
+                "rocsync: warning: --duration-ms is deprecated: use --duration {ms}ms (or seconds: 10, 1.5s, 2m)"
+            );
+            Duration::from_millis(ms)
+        }
+        None => args.duration,
+    };
+    if duration.is_zero() || duration > MAX_DURATION {
+        bail!(
+            "--duration {duration:?}: a trace records for more than zero and at most {}s",
+            MAX_DURATION.as_secs()
+        );
+    }
     // A path that cannot be written fails now, before anything is recorded.
     if let Some(o) = &args.output {
+        refuse_existing(o, args.force)?;
         drop(PendingFile::create(o)?);
     }
     let mut conn = remote::connect(&args.socket)?;
@@ -33,12 +53,16 @@ pub fn trace(args: TraceArgs) -> Result<i32> {
         cgroup: args.cgroup,
         pod: args.pod,
         agents: args.agents.unwrap_or_default(),
-        duration_ms: Some(args.duration_ms),
+        duration_ms: Some(
+            u64::try_from(duration.as_millis())
+                .unwrap_or(u64::MAX)
+                .max(1),
+        ),
         name: args.name,
         send_files: args.output.is_some(),
     });
     // The daemon answers once the traces are written.
-    let wait = Duration::from_millis(args.duration_ms) + Duration::from_secs(60);
+    let wait = duration.saturating_add(Duration::from_secs(60));
     let (reply, fds) = remote::ask(&mut conn, &request, wait)?;
     let Reply::Written(written) = reply else {
         bail!("the daemon's answer names no files");
@@ -55,7 +79,7 @@ pub fn trace(args: TraceArgs) -> Result<i32> {
             files.len()
         );
     }
-    let written = copy_out(&output, fds, &pids)
+    let written = copy_out(&output, fds, &pids, args.force)
         .with_context(|| format!("the daemon's copies are kept: {}", files.join(", ")))?;
     let written: Vec<String> = written.iter().map(|p| p.display().to_string()).collect();
     print_lines(&written)?;
@@ -64,7 +88,12 @@ pub fn trace(args: TraceArgs) -> Result<i32> {
 
 /// Writes each received file to `output` (several: `<stem>_<pid><ext>` beside it), as the
 /// user's own outputs are written.
-fn copy_out(output: &Path, fds: Vec<OwnedFd>, pids: &[Option<u32>]) -> Result<Vec<PathBuf>> {
+fn copy_out(
+    output: &Path,
+    fds: Vec<OwnedFd>,
+    pids: &[Option<u32>],
+    force: bool,
+) -> Result<Vec<PathBuf>> {
     let name = |pid: Option<u32>| -> Result<String> {
         match (fds.len() > 1, pid) {
             (false, _) => Ok(output
@@ -76,7 +105,10 @@ fn copy_out(output: &Path, fds: Vec<OwnedFd>, pids: &[Option<u32>]) -> Result<Ve
             (true, None) => bail!("the daemon named no process for one of several files"),
         }
     };
-    // Every output reserved first, in the one directory opened.
+    // Every output checked and reserved first, in the one directory opened.
+    for &pid in pids {
+        refuse_existing(&output.with_file_name(name(pid)?), force)?;
+    }
     let first = PendingFile::create(&output.with_file_name(name(pids[0])?))?;
     let mut files = vec![];
     for &pid in &pids[1..] {

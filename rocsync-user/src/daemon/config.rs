@@ -14,7 +14,7 @@ use super::pods::MetricLabels;
 use super::protocol::DEFAULT_SOCKET;
 use super::retention::Retention;
 use super::upload::StoreSettings;
-use crate::units::{Share, parse_budget, parse_duration, parse_learning, parse_size};
+use crate::units::{Share, duration_key, parse_budget, parse_duration, parse_learning, parse_size};
 use crate::users;
 
 pub const DEFAULT_STATE_DIR: &str = "/var/lib/rocsync";
@@ -55,21 +55,31 @@ pub struct Filters {
 #[serde(deny_unknown_fields)]
 struct File {
     budget: Option<String>,
+    #[serde(default, deserialize_with = "duration_key")]
     capture_on_stall: Option<String>,
+    #[serde(default, deserialize_with = "duration_key")]
     stall_window_after: Option<String>,
+    #[serde(default, deserialize_with = "duration_key")]
     stall_interval: Option<String>,
+    #[serde(default, deserialize_with = "duration_key")]
     hang_bound: Option<String>,
+    #[serde(default, deserialize_with = "duration_key")]
     hang_after: Option<String>,
     upload: Option<String>,
     upload_endpoint: Option<String>,
     upload_region: Option<String>,
     node_name: Option<String>,
     dynolog_addr: Option<String>,
+    #[serde(default, deserialize_with = "duration_key")]
     learn_devices: Option<String>,
+    #[serde(default, deserialize_with = "duration_key")]
     flight_recorder: Option<String>,
+    #[serde(default, deserialize_with = "duration_key")]
     sample_window: Option<String>,
+    #[serde(default, deserialize_with = "duration_key")]
     sample_every: Option<String>,
     retention_max_bytes: Option<String>,
+    #[serde(default, deserialize_with = "duration_key")]
     retention_max_age: Option<String>,
     socket: Option<PathBuf>,
     group: Option<String>,
@@ -83,6 +93,9 @@ struct File {
     include_cgroup: Vec<String>,
     #[serde(default)]
     exclude_cgroup: Vec<String>,
+    #[serde(default)]
+    user: Vec<String>,
+    /// The key before it was named as its flag (`--user`): read, with a warning.
     #[serde(default)]
     users: Vec<String>,
     max_files_per_user: Option<usize>,
@@ -166,10 +179,19 @@ pub struct DaemonConfig {
 impl DaemonConfig {
     /// The file's settings under the flags'.
     pub fn load(args: &ConfigFlags) -> Result<Self> {
-        let file = match &args.config {
+        let mut file = match &args.config {
             Some(path) => parse_file(path)?,
             None => File::default(),
         };
+        if !file.users.is_empty() {
+            if !file.user.is_empty() {
+                bail!("users: the key is now `user` (as the flag --user): give it once, as user");
+            }
+            crate::say!(
+                "rocsync: warning: the configuration key `users` is deprecated: name it `user`, as the flag --user"
+            );
+            file.user = std::mem::take(&mut file.users);
+        }
         let addr = args
             .metrics_addr
             .clone()
@@ -183,7 +205,7 @@ impl DaemonConfig {
             exclude_exe: file.exclude_exe,
             include_cgroup: file.include_cgroup,
             exclude_cgroup: file.exclude_cgroup,
-            users: file.users,
+            users: file.user,
             max_files_per_user: file.max_files_per_user,
         };
         let flags = &args.filters;
@@ -275,7 +297,7 @@ impl DaemonConfig {
             bail!("max_files_per_user must be at least 1 (a user's job maps a runtime or two)");
         }
         for u in &filters.users {
-            users::user_id(u).context("users")?;
+            users::user_id(u).context("user")?;
         }
         let labels = match args.metric_labels.is_empty() {
             true => &file.metric_labels,
@@ -340,7 +362,7 @@ mod tests {
     #[test]
     fn every_key_and_a_clear_error_for_a_wrong_one() {
         let f: File = toml::from_str(
-            "metrics_addr = \"0.0.0.0:9000\"\nstate_dir = \"/srv/r\"\ninclude_exe = [\"python3\"]\nusers = [\"1000\"]\n",
+            "metrics_addr = \"0.0.0.0:9000\"\nstate_dir = \"/srv/r\"\ninclude_exe = [\"python3\"]\nuser = [\"1000\"]\n",
         )
         .unwrap();
         assert_eq!(f.metrics_addr.as_deref(), Some("0.0.0.0:9000"));

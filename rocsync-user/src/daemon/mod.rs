@@ -10,6 +10,7 @@
 //! [`state::Daemon`] (`events.rs`, `requests.rs`, `scheduled.rs`).
 
 mod budget;
+mod check;
 pub mod config;
 mod discovery;
 mod dynolog;
@@ -39,6 +40,9 @@ mod traces;
 mod untrusted;
 mod upload;
 mod writing;
+
+/// Longest trace a request may ask for (`rocsync trace --duration` checks it first).
+pub use traces::MAX_DURATION as MAX_TRACE_DURATION;
 
 use std::time::Duration;
 
@@ -78,7 +82,7 @@ pub async fn run(flags: ConfigFlags, check: bool, signals: Signals) -> Result<i3
     if check {
         use std::io::Write as _;
         std::io::stdout()
-            .write_all(format!("{config:#?}\n").as_bytes())
+            .write_all(config.summary().as_bytes())
             .context("writing to standard output")?;
         return Ok(0);
     }

@@ -16,11 +16,9 @@ use super::{
 
 #[derive(Debug, thiserror::Error)]
 pub enum SymbolError {
-    #[error("cannot read {path}: {source}")]
-    Read {
-        path: String,
-        source: std::io::Error,
-    },
+    /// The cause is in the message and not chained as a source: `{:#}` printed it twice.
+    #[error("cannot read {path}: {cause}")]
+    Read { path: String, cause: std::io::Error },
     #[error("{path} is not an ELF shared library: {reason}")]
     NotElf { path: String, reason: String },
     /// A valid library without any of the functions asked for.
@@ -65,9 +63,9 @@ pub fn lookup_bytes<'n>(data: &[u8], names: &[&'n str]) -> Result<Lookup<'n>, St
 }
 
 fn open(path: &Path) -> Result<(File, Sparse), SymbolError> {
-    let file = File::open(path).map_err(|source| SymbolError::Read {
+    let file = File::open(path).map_err(|cause| SymbolError::Read {
         path: path.display().to_string(),
-        source,
+        cause,
     })?;
     let sparse = Sparse::read(&file).map_err(|reason| not_elf(path, reason))?;
     Ok((file, sparse))

@@ -61,6 +61,38 @@ fn a_compressed_raw_capture_converts_into_the_live_trace() {
     assert_eq!(converted["rocsync"]["drops"], live["rocsync"]["drops"]);
 }
 
+/// A Kineto trace (rocsync's own `-o`, plain or compressed) given to convert is named
+/// for what it is, not reported as JSON at "line 2 column 0".
+#[test]
+fn a_kineto_trace_is_said_to_be_one() {
+    let dir = TempDir::new();
+    let raw = dir.path("c.jsonl");
+    std::fs::write(&raw, format!("{HEADER}\n{RECORD}\n{TRAILER}\n")).unwrap();
+    for trace in ["t.json", "t.json.gz"] {
+        run_ok(
+            rocsync()
+                .arg("convert")
+                .arg(&raw)
+                .arg("-o")
+                .arg(dir.path(trace)),
+        );
+        let out = rocsync()
+            .arg("convert")
+            .arg(dir.path(trace))
+            .arg("-o")
+            .arg(dir.path("again.json"))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert!(
+            stderr.contains("is a Kineto trace, not a raw capture") && !stderr.contains("column"),
+            "{trace}: {stderr}"
+        );
+        assert!(!dir.path("again.json").exists());
+    }
+}
+
 #[test]
 fn a_malformed_line_names_its_number_and_writes_nothing() {
     let dir = TempDir::new();
@@ -129,6 +161,11 @@ fn a_raw_capture_without_its_trailer_is_reported_truncated() {
         assert_eq!(out.status.code(), Some(2), "{name}: {stderr}");
         assert!(
             stderr.contains("truncated: the raw capture ends"),
+            "{stderr}"
+        );
+        // What is still converted, said.
+        assert!(
+            stderr.contains("is truncated") && stderr.contains("holds the 2 calls before the cut"),
             "{stderr}"
         );
         assert!(!stderr.contains("lost: nothing\n"), "{stderr}");

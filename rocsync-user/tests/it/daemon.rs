@@ -195,7 +195,9 @@ fn a_trace_on_request_holds_a_window_of_the_process_calls() {
         Command::new(prefix[0])
             .args(&prefix[1..])
             .arg(env!("CARGO_BIN_EXE_rocsync"))
-            .args(["trace", "--duration-ms", ms, "--name", "w", "--socket"])
+            .args(["trace", "--duration"])
+            .arg(format!("{ms}ms"))
+            .args(["--name", "w", "--socket"])
             .arg(&sock)
             .arg("--pid")
             .arg(pid.to_string())
@@ -250,8 +252,8 @@ fn a_trace_on_request_holds_a_window_of_the_process_calls() {
     let sock = dir.path("rocsync.sock");
     let by_cgroup = [
         "trace",
-        "--duration-ms",
-        "200",
+        "--duration",
+        "200ms",
         "--agents",
         "0",
         "--cgroup",
@@ -345,7 +347,7 @@ fn a_daemon_trace_says_each_process_rank() {
     let sock = dir.path("rocsync.sock");
     let files = ask_daemon(
         &sock,
-        &["trace", "--all", "--duration-ms", "200", "--name", "job"],
+        &["trace", "--all", "--duration", "200ms", "--name", "job"],
     );
     let files: Vec<&str> = files.lines().collect();
     assert_eq!(files.len(), 2, "{files:?}");
@@ -386,8 +388,8 @@ fn a_trace_of_an_ended_process_is_refused() {
     let out = rocsync()
         .args([
             "trace",
-            "--duration-ms",
-            "100",
+            "--duration",
+            "100ms",
             "--pid",
             &pid.to_string(),
             "--socket",

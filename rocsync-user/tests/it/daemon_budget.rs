@@ -65,7 +65,7 @@ fn polling_is_shed_over_the_budget_and_records_and_waits_are_never() {
     // A trace now says what it does not hold, and from when.
     let sock = dir.path("rocsync.sock");
     let pid_arg = pid.to_string();
-    let files = ask_daemon(&sock, &["trace", "--pid", &pid_arg, "--duration-ms", "300"]);
+    let files = ask_daemon(&sock, &["trace", "--pid", &pid_arg, "--duration", "300ms"]);
     let t = read_json(Path::new(files.lines().next().unwrap()));
     let not = t["rocsync"]["parameters"]["not_recorded"]
         .as_array()

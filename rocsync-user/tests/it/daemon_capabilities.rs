@@ -79,7 +79,7 @@ fn the_units_capabilities_are_enough() {
     target.said.wait_for("looping");
     let traced = ask_daemon(
         &dir.path("rocsync.sock"),
-        &["trace", "--duration-ms", "300", "--all"],
+        &["trace", "--duration", "300ms", "--all"],
     );
     assert!(target.child.wait().unwrap().success());
     let m = Metrics::scrape(&python, &metrics_addr(&lines));

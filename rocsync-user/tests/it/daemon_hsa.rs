@@ -216,7 +216,7 @@ fn a_trace_on_request_has_the_packets_a_capture_has() {
     let (daemon, mut lines, mut target, _) = tracked_over_hsa(&dir, &["cross", "20"]);
     let pid = target.child.id().to_string();
     let asked = rocsync()
-        .args(["trace", "--pid", &pid, "--duration-ms", "1500", "--socket"])
+        .args(["trace", "--pid", &pid, "--duration", "1500ms", "--socket"])
         .arg(dir.path("rocsync.sock"))
         .stdout(Stdio::piped())
         .spawn()
@@ -293,7 +293,7 @@ fn a_queue_made_before_a_trace_places_its_packets() {
     let pid = target.child.id().to_string();
     let file = ask_daemon(
         &dir.path("rocsync.sock"),
-        &["trace", "--pid", &pid, "--duration-ms", "300"],
+        &["trace", "--pid", &pid, "--duration", "300ms"],
     );
     assert!(target.child.wait().unwrap().success());
     stop(daemon);

@@ -39,7 +39,7 @@ fn a_daemon_trace_is_not_charged_with_other_processes_calls() {
     let pid = loops[0].id().to_string();
     let mut files = Vec::new();
     for round in ["first", "second"] {
-        let file = ask_daemon(&sock, &["trace", "--pid", &pid, "--duration-ms", "400"]);
+        let file = ask_daemon(&sock, &["trace", "--pid", &pid, "--duration", "400ms"]);
         let (lost, producer_lost, _) = losses(&file);
         assert_eq!(
             lost, 0,

@@ -15,8 +15,8 @@ fn trace_to(
     rocsync()
         .args([
             "trace",
-            "--duration-ms",
-            "200",
+            "--duration",
+            "200ms",
             "--pid",
             &pid.to_string(),
             "-o",

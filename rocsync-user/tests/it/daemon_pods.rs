@@ -121,13 +121,7 @@ fn a_pods_process_is_named_in_status_traces_and_labelled_metrics() {
     // `rocsync trace --pod`: that process's trace, the pod in its metadata.
     let out = ask_daemon(
         &sock,
-        &[
-            "trace",
-            "--pod",
-            "ml-team/trainer-0",
-            "--duration-ms",
-            "300",
-        ],
+        &["trace", "--pod", "ml-team/trainer-0", "--duration", "300ms"],
     );
     let files: Vec<&str> = out.lines().collect();
     assert_eq!(files.len(), 1, "{out}");
@@ -273,8 +267,8 @@ fn a_hostile_pods_files_leave_its_names_unknown_and_the_daemon_answering() {
             "trace",
             "--pid",
             &fifo_pid.to_string(),
-            "--duration-ms",
-            "200",
+            "--duration",
+            "200ms",
         ],
     );
     let t = read_json(Path::new(out.trim()));

@@ -126,7 +126,7 @@ fn a_reload_moving_the_state_directory_makes_it_private() {
     let mut target = tracked_loop(&dir, &exe, &mut lines, 5000);
     let pid = target.id().to_string();
     let sock = dir.path("rocsync.sock");
-    let written = ask_daemon(&sock, &["trace", "--pid", &pid, "--duration-ms", "100"]);
+    let written = ask_daemon(&sock, &["trace", "--pid", &pid, "--duration", "100ms"]);
     assert!(
         written
             .trim()
@@ -160,7 +160,7 @@ fn an_unknown_user_is_refused_at_check_and_start() {
     let config = dir.path("rocsync.toml");
     std::fs::write(
         &config,
-        format!("users = [\"root\", \"1234\", \"{NO_SUCH_USER}\"]\n"),
+        format!("user = [\"root\", \"1234\", \"{NO_SUCH_USER}\"]\n"),
     )
     .unwrap();
     let check = rocsync()
@@ -170,7 +170,7 @@ fn an_unknown_user_is_refused_at_check_and_start() {
         .unwrap();
     assert!(!check.status.success());
     assert!(String::from_utf8_lossy(&check.stderr).contains("no user named"));
-    std::fs::write(&config, "users = [\"root\", \"1234\"]\n").unwrap();
+    std::fs::write(&config, "user = [\"root\", \"1234\"]\n").unwrap();
     run_ok(
         rocsync()
             .args(["daemon", "--check", "--config"])
@@ -199,9 +199,8 @@ fn a_reload_naming_an_unknown_user_keeps_the_configuration() {
         return;
     };
     let state = state_dir(&dir, "state");
-    let (daemon, mut lines) =
-        configured_daemon(&dir, &exe, &format!("{state}users = [\"root\"]\n"));
-    let unknown = format!("{state}users = [\"{NO_SUCH_USER}\"]\n");
+    let (daemon, mut lines) = configured_daemon(&dir, &exe, &format!("{state}user = [\"root\"]\n"));
+    let unknown = format!("{state}user = [\"{NO_SUCH_USER}\"]\n");
     reload(
         &dir,
         &daemon,

@@ -17,7 +17,7 @@ use rocsync_tests::read_log;
 
 fn trace(sock: &std::path::Path, pid: u32, agents: &str, extra: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_rocsync"))
-        .args(["trace", "--duration-ms", "800", "--agents", agents, "--pid"])
+        .args(["trace", "--duration", "800ms", "--agents", agents, "--pid"])
         .arg(pid.to_string())
         .arg("--socket")
         .arg(sock)
@@ -175,7 +175,7 @@ fn sigterm_during_a_trace_finishes_and_writes_it() {
     let (answered, asked) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let out = Command::new(env!("CARGO_BIN_EXE_rocsync"))
-            .args(["trace", "--duration-ms", "60000", "--all", "--socket"])
+            .args(["trace", "--duration", "60000ms", "--all", "--socket"])
             .arg(&sock)
             .output()
             .unwrap();

@@ -145,7 +145,7 @@ fn uploading_daemon(dir: &TempDir, exe: &Path, port: u16, extra: &[&str]) -> (Da
 fn trace(sock: &Path, pid: u32) -> PathBuf {
     let out = ask_daemon(
         sock,
-        &["trace", "--pid", &pid.to_string(), "--duration-ms", "200"],
+        &["trace", "--pid", &pid.to_string(), "--duration", "200ms"],
     );
     let files: Vec<&str> = out.lines().collect();
     assert_eq!(files.len(), 1, "{out}");
@@ -299,13 +299,7 @@ fn a_pods_trace_is_uploaded_under_its_namespace_and_pod() {
     let sock = dir.path("rocsync.sock");
     let out = ask_daemon(
         &sock,
-        &[
-            "trace",
-            "--pod",
-            "ml-team/trainer-0",
-            "--duration-ms",
-            "200",
-        ],
+        &["trace", "--pod", "ml-team/trainer-0", "--duration", "200ms"],
     );
     let file = PathBuf::from(out.trim());
     until(30, "the pod's trace uploaded", || {

@@ -114,7 +114,7 @@ fn sampled_windows_skipped_for_another_session_are_counted() {
     let asked = Instant::now();
     loop {
         let out = rocsync()
-            .args(["trace", "--duration-ms", "2500", "--pid", &pid, "--socket"])
+            .args(["trace", "--duration", "2500ms", "--pid", &pid, "--socket"])
             .arg(dir.path("rocsync.sock"))
             .output()
             .unwrap();

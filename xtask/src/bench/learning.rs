@@ -70,6 +70,7 @@ fn lost_ms(window: &str, scratch: &std::path::Path) -> Result<f64> {
         .args([
             "attach",
             "--no-status",
+            "--force",
             "--duration",
             "2.5",
             "--learn-devices",

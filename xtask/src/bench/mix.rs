@@ -41,7 +41,7 @@ pub fn mix(rounds: usize) -> Result<(String, Value)> {
                 Command::new(&mix)
             } else {
                 let mut c = Command::new(&rocsync);
-                c.args(["run", "--no-status", "-o"])
+                c.args(["run", "--no-status", "--force", "-o"])
                     .arg(scratch.join("mix.json"))
                     .args(flags)
                     .arg("--")
