@@ -53,6 +53,7 @@ mod hsa;
 mod hsa_doorbells;
 mod hsa_links;
 mod hta;
+mod hta_analyzers;
 mod job_control;
 mod losses;
 mod never_stopped;
