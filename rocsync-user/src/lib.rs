@@ -17,6 +17,7 @@ pub mod doctor;
 pub mod emit;
 pub(crate) mod environ;
 pub mod ingest;
+pub mod input;
 pub mod kubernetes;
 pub(crate) mod lockfile;
 pub mod pipeline;
