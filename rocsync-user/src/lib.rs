@@ -24,6 +24,7 @@ pub mod pipeline;
 pub(crate) mod preflight;
 pub mod probes;
 pub(crate) mod procfs;
+pub mod report;
 pub mod resolve;
 pub mod signals;
 pub mod stats;

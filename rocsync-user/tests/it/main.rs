@@ -61,6 +61,7 @@ mod outputs;
 mod pipeline;
 mod placement;
 mod processes;
+mod report;
 mod resolution;
 mod rust_driver;
 mod signals;
