@@ -98,7 +98,10 @@ pub fn read(input: impl BufRead) -> Result<Capture> {
             }
             _ => None,
         };
-        let unresolved = (waits && producer.is_none()).then(|| {
+        // A wait the trace resolved but whose record row is missing is counted above as
+        // unusable, not as unresolved.
+        let resolved = record.is_some_and(|r| r >= 0);
+        let unresolved = (waits && !resolved).then(|| {
             a["wait_on_unknown_reason"]
                 .as_str()
                 .unwrap_or("unknown")
@@ -142,4 +145,97 @@ fn ns(us: f64) -> i64 {
 /// A `"0x…"` handle.
 fn hex(v: &Value) -> Option<u64> {
     u64::from_str_radix(v.as_str()?.strip_prefix("0x")?, 16).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn trace(events: Value) -> Capture {
+        let t = serde_json::json!({
+            "traceEvents": events,
+            "rocsync": {"drops": {"lost_ids": 2, "entry_records": 0}},
+        });
+        read(t.to_string().as_bytes()).unwrap()
+    }
+
+    fn runtime(name: &str, corr: u64, tid: u64, ts: f64, args: Value) -> Value {
+        let mut a = serde_json::json!({"correlation": corr});
+        a.as_object_mut()
+            .unwrap()
+            .extend(args.as_object().unwrap().clone());
+        serde_json::json!({"ph": "X", "cat": "cuda_runtime", "name": name, "pid": 7,
+            "tid": tid, "ts": ts, "dur": 2.0, "args": a})
+    }
+
+    fn sync(name: &str, corr: u64) -> Value {
+        serde_json::json!({"ph": "X", "cat": "cuda_sync", "name": name, "pid": 1, "tid": 2,
+            "ts": 0.0, "dur": 1.0, "args": {"correlation": corr}})
+    }
+
+    #[test]
+    fn a_wait_gets_its_producer_from_the_record_row() {
+        let c = trace(serde_json::json!([
+            runtime(
+                "hipEventRecord",
+                1,
+                10,
+                100.0,
+                serde_json::json!({"hip_stream": "0xa"})
+            ),
+            runtime(
+                "hipStreamWaitEvent",
+                2,
+                11,
+                110.0,
+                serde_json::json!({
+                "hip_stream": "0xb", "wait_on_stream": "0xa",
+                "wait_on_hip_event_record_corr_id": 1})
+            ),
+            sync("Stream Wait Event", 2),
+        ]));
+        assert!(c.unusable.is_empty(), "{:?}", c.unusable);
+        let w = &c.calls[1];
+        assert_eq!((w.device, w.stream), (Some(1), Some(0xb)));
+        assert_eq!(w.start_ns, 10_000, "since the first call");
+        let p = w.producer.unwrap();
+        assert_eq!((p.correlation, p.stream, p.tid), (1, 0xa, 10));
+        assert_eq!(p.record_ns, 1000, "the middle of the record call");
+        assert_eq!(c.losses["lost_ids"], 2);
+    }
+
+    #[test]
+    fn what_cannot_be_used_is_counted_not_dropped() {
+        let c = trace(serde_json::json!([
+            // No dur.
+            {"ph": "X", "cat": "cuda_runtime", "name": "hipEventRecord", "pid": 7, "tid": 1,
+             "ts": 1.0, "args": {"correlation": 1}},
+            // Its producer's row is not in the trace.
+            runtime("hipEventSynchronize", 2, 1, 5.0, serde_json::json!({
+                "wait_on_stream": "0xa", "wait_on_hip_event_record_corr_id": 9})),
+            sync("Event Sync", 2),
+            // Unresolved, with the writer's reason.
+            runtime("hipEventSynchronize", 3, 1, 9.0, serde_json::json!({
+                "wait_on_hip_event_record_corr_id": -1,
+                "wait_on_unknown_reason": "never_recorded"})),
+            sync("Event Sync", 3),
+            runtime("hipStreamSynchronize", 4, 1, 12.0, serde_json::json!({"in_flight": true})),
+        ]));
+        let want: BTreeMap<String, u64> = [
+            ("call still in flight at the end (no duration)", 1),
+            (
+                "cuda_runtime row without name, correlation, pid, tid, ts or dur",
+                1,
+            ),
+            ("producer record row missing from the trace", 1),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+        assert_eq!(c.unusable, want);
+        assert_eq!(c.calls.len(), 2);
+        assert_eq!(c.calls[0].producer, None);
+        assert_eq!(c.calls[0].unresolved, None, "resolved, its row missing");
+        assert_eq!(c.calls[1].unresolved.as_deref(), Some("never_recorded"));
+    }
 }
