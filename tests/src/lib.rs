@@ -140,6 +140,11 @@ pub fn hta_script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("hta/sync_edges.py")
 }
 
+/// HTA check: runs every HolisticTraceAnalysis analyzer on a directory of traces.
+pub fn hta_analyzers_script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("hta/analyzers.py")
+}
+
 /// Prometheus check: parses a `/metrics` text with prometheus_client's parser.
 pub fn prom_script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("prom/parse_metrics.py")

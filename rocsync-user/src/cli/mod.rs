@@ -36,6 +36,9 @@ pub enum Command {
     Attach(AttachArgs),
     /// Resolve a raw capture (--raw) into a Kineto trace.
     Convert(ConvertArgs),
+    /// What a trace or raw capture says first: blocked time per API and device, the
+    /// longest waits and their producers, who waits on whom, unresolved waits, losses.
+    Report(ReportArgs),
     /// Run always on: count every GPU process's synchronisations in the kernel and serve
     /// them as Prometheus metrics; record traces on request.
     Daemon(Box<DaemonArgs>),
@@ -249,6 +252,19 @@ pub struct ConvertArgs {
     /// Replace the output if it exists (refused otherwise)
     #[arg(short, long)]
     pub force: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// Kineto trace rocsync wrote, or raw capture written by --raw (".gz" or not)
+    #[arg(value_name = "TRACE|RAW")]
+    pub input: PathBuf,
+    /// Print the report as one JSON document
+    #[arg(long)]
+    pub json: bool,
+    /// Write SVG figures into DIR (created if needed)
+    #[arg(long, value_name = "DIR")]
+    pub plot: Option<PathBuf>,
 }
 
 /// The ring size in bytes: `8` is 8 MiB, `64K` is 64 KiB (tests force losses with it).

@@ -4,6 +4,7 @@ mod attach;
 mod convert;
 mod doctor;
 mod generate;
+mod report;
 mod run;
 mod settings;
 mod trace;
@@ -12,6 +13,7 @@ pub use attach::attach;
 pub use convert::convert;
 pub use doctor::doctor;
 pub use generate::generate;
+pub use report::report;
 pub use run::run;
 pub use trace::{status, trace};
 

@@ -91,6 +91,7 @@ impl<W: Write> KinetoWriter<W> {
             _ => -1,
         };
         let name = kind.cupti_name();
+        let (ts, dur) = whole_us(ts, dur);
         let j = self.slice("cuda_sync", name, dev, tid, ts, dur);
         j.s("\"External id\":")
             .u(c.correlation)
@@ -121,6 +122,20 @@ impl<W: Write> KinetoWriter<W> {
             self.flow("f", DEP_FLOW_BASE | c.correlation, (dev, tid, mid), DEP_CAT);
         }
     }
+}
+
+/// The device row's span widened outward to whole microseconds. HTA rounds every row
+/// inward (start up, end down, to µs): a sync call shorter than a microsecond would become
+/// a row of negative length there, and its temporal breakdown asserts on such rows. The
+/// runtime row keeps the call's exact times.
+fn whole_us(ts: i64, dur: i64) -> (i64, i64) {
+    let start = ts.div_euclid(1000) * 1000;
+    let end = ts.saturating_add(dur);
+    let end = end
+        .div_euclid(1000)
+        .saturating_add(i64::from(end.rem_euclid(1000) != 0))
+        * 1000;
+    (start, end.max(start + 1000) - start)
 }
 
 /// Kineto leaves device selection out of traces; so does rocsync.
@@ -187,4 +202,21 @@ fn runtime_fields<W: Write>(j: &mut JsonBuf<W>, r: &Row) {
         .s("_event_record_corr_id\":")
         .i(r.producer.map_or(-1, |p| p.correlation as i64));
     unknown_reason(j, r);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::whole_us;
+
+    #[test]
+    fn device_rows_span_whole_microseconds_around_the_call() {
+        // Inside one microsecond: the whole microsecond.
+        assert_eq!(whole_us(183_200, 700), (183_000, 1000));
+        // Across a boundary: both microseconds it touches.
+        assert_eq!(whole_us(183_900, 200), (183_000, 2000));
+        // Already whole: unchanged.
+        assert_eq!(whole_us(5000, 3000), (5000, 3000));
+        // Zero length: still a microsecond, so HTA keeps a positive row.
+        assert_eq!(whole_us(7000, 0), (7000, 1000));
+    }
 }

@@ -31,6 +31,9 @@ use format::{
 
 pub use read::{Item, Reader, read_calls};
 
+/// The key of a raw capture's first line (its header).
+pub const HEADER_KEY: &str = HEADER;
+
 /// Capture facts a conversion needs besides the calls.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Header {

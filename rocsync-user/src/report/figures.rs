@@ -1,0 +1,212 @@
+//! The report's figures, computed from a [`Capture`]: plain values, printed as text or
+//! serialised as the `--json` document.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use super::capture::{Capture, Observed, waits_on_event};
+
+/// How many of the longest waits are listed.
+pub const LONGEST: usize = 10;
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Figures {
+    pub calls: u64,
+    pub per_api: Vec<ApiFigures>,
+    pub longest_waits: Vec<Wait>,
+    pub dependencies: Vec<Dependency>,
+    /// Waits on an event that name no producer, by reason.
+    pub unresolved: BTreeMap<String, u64>,
+    /// Every drop counter the file carries.
+    pub losses: BTreeMap<String, u64>,
+    /// What the report read but could not use, by reason.
+    pub unusable: BTreeMap<String, u64>,
+}
+
+/// Calls of one API on one device (none for calls that are not synchronisations).
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct ApiFigures {
+    pub api: String,
+    pub device: Option<i32>,
+    pub calls: u64,
+    /// Time blocked in the call, µs: nearest-rank percentiles.
+    pub blocked_p50_us: f64,
+    pub blocked_p99_us: f64,
+    pub blocked_max_us: f64,
+    pub blocked_total_us: f64,
+}
+
+/// A synchronisation and what it waited for.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Wait {
+    pub api: String,
+    pub kind: String,
+    pub correlation: u64,
+    pub pid: u32,
+    pub tid: u32,
+    pub device: Option<i32>,
+    /// The waiting (or synchronised) stream, if the call names one.
+    pub stream: Option<String>,
+    /// When it started, µs since the first call.
+    pub at_us: f64,
+    pub blocked_us: f64,
+    pub producer: Option<Producer>,
+    pub unresolved: Option<String>,
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Producer {
+    pub correlation: u64,
+    pub stream: String,
+    pub tid: u32,
+    /// From the middle of the record call to the start of the wait.
+    pub since_record_us: f64,
+}
+
+/// Waits by one waiter on records of one stream.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Dependency {
+    /// `stream 0x…` for a stream waiting (stream wait event), `thread N` for a thread
+    /// blocked on the event (event synchronize, event query).
+    pub waiter: String,
+    /// The recording stream, `stream 0x…`.
+    pub producer: String,
+    pub pid: u32,
+    pub waits: u64,
+    pub blocked_total_us: f64,
+    pub blocked_max_us: f64,
+}
+
+impl Figures {
+    pub fn of(c: &Capture) -> Figures {
+        let syncs: Vec<&Observed> = c.calls.iter().filter(|o| o.sync.is_some()).collect();
+        let mut longest = syncs.clone();
+        // Longest first; equal ones in call order, so the list is the same every time.
+        longest.sort_by_key(|o| (std::cmp::Reverse(o.blocked_ns), o.correlation));
+        Figures {
+            calls: c.calls.len() as u64,
+            per_api: per_api(&c.calls),
+            longest_waits: longest.into_iter().take(LONGEST).map(wait).collect(),
+            dependencies: dependencies(&syncs),
+            unresolved: syncs.iter().filter_map(|o| o.unresolved.clone()).fold(
+                BTreeMap::new(),
+                |mut m, r| {
+                    *m.entry(r).or_default() += 1;
+                    m
+                },
+            ),
+            losses: c.losses.clone(),
+            unusable: c.unusable.clone(),
+        }
+    }
+}
+
+pub fn us(ns: i64) -> f64 {
+    ns as f64 / 1000.0
+}
+
+pub fn stream_name(handle: u64) -> String {
+    format!("stream {handle:#x}")
+}
+
+/// Nearest-rank percentile of sorted values.
+pub fn percentile(sorted: &[i64], p: f64) -> i64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+fn per_api(calls: &[Observed]) -> Vec<ApiFigures> {
+    let mut groups: BTreeMap<(&str, Option<i32>), Vec<i64>> = BTreeMap::new();
+    for o in calls {
+        groups
+            .entry((o.api.as_str(), o.device))
+            .or_default()
+            .push(o.blocked_ns);
+    }
+    groups
+        .into_iter()
+        .map(|((api, device), mut t)| {
+            t.sort_unstable();
+            ApiFigures {
+                api: api.to_string(),
+                device,
+                calls: t.len() as u64,
+                blocked_p50_us: us(percentile(&t, 50.0)),
+                blocked_p99_us: us(percentile(&t, 99.0)),
+                blocked_max_us: us(*t.last().unwrap_or(&0)),
+                blocked_total_us: us(t.iter().sum()),
+            }
+        })
+        .collect()
+}
+
+fn wait(o: &Observed) -> Wait {
+    Wait {
+        api: o.api.clone(),
+        kind: o.sync.clone().unwrap_or_default(),
+        correlation: o.correlation,
+        pid: o.pid,
+        tid: o.tid,
+        device: o.device,
+        stream: o.stream.map(stream_name),
+        at_us: us(o.start_ns),
+        blocked_us: us(o.blocked_ns),
+        producer: o.producer.map(|p| Producer {
+            correlation: p.correlation,
+            stream: stream_name(p.stream),
+            tid: p.tid,
+            since_record_us: us(o.start_ns - p.record_ns),
+        }),
+        unresolved: o.unresolved.clone(),
+    }
+}
+
+/// Who waits on whom: resolved waits on an event, by (process, waiter, recording stream).
+pub fn dependencies(syncs: &[&Observed]) -> Vec<Dependency> {
+    let mut m: BTreeMap<(u32, String, String), (u64, i64, i64)> = BTreeMap::new();
+    for o in syncs {
+        let (Some(kind), Some(p)) = (&o.sync, o.producer) else {
+            continue;
+        };
+        if !waits_on_event(kind) {
+            continue;
+        }
+        let waiter = match (kind.as_str(), o.stream) {
+            ("Stream Wait Event", Some(s)) => stream_name(s),
+            _ => format!("thread {}", o.tid),
+        };
+        let e = m.entry((o.pid, waiter, stream_name(p.stream))).or_default();
+        e.0 += 1;
+        e.1 += o.blocked_ns;
+        e.2 = e.2.max(o.blocked_ns);
+    }
+    m.into_iter()
+        .map(|((pid, waiter, producer), (n, total, max))| Dependency {
+            waiter,
+            producer,
+            pid,
+            waits: n,
+            blocked_total_us: us(total),
+            blocked_max_us: us(max),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_are_nearest_rank() {
+        let v: Vec<i64> = (1..=100).collect();
+        assert_eq!(percentile(&v, 50.0), 50);
+        assert_eq!(percentile(&v, 99.0), 99);
+        assert_eq!(percentile(&[7], 99.0), 7);
+        assert_eq!(percentile(&[], 50.0), 0);
+        assert_eq!(percentile(&[1, 2, 3], 50.0), 2);
+    }
+}

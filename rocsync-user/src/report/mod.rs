@@ -1,0 +1,62 @@
+//! `rocsync report`: what a user looks at first in a capture — blocked time per API and
+//! device, the longest waits with their producers, who waits on whom, unresolved waits,
+//! losses — as text, as one JSON document, or as SVG figures.
+//!
+//! A capture is read into [`Capture`] (from a Kineto trace, [`kineto`], or from a raw
+//! capture replayed through the resolve stage, [`raw`]); [`figures`] computes the
+//! [`Figures`] that [`text`] prints and [`plot`] draws.
+
+mod capture;
+mod figures;
+mod kineto;
+mod plot;
+mod raw;
+mod text;
+
+use std::path::PathBuf;
+
+use anyhow::{Context as _, Result};
+
+pub use capture::{Capture, Observed, Produced};
+pub use figures::Figures;
+
+use crate::input::{decompressed, open_regular};
+
+/// What `rocsync report` was asked.
+pub struct Settings {
+    /// A Kineto trace rocsync wrote, or a raw capture (`--raw`), gzip or not.
+    pub input: PathBuf,
+    pub json: bool,
+    /// Where to write the SVG figures.
+    pub plot: Option<PathBuf>,
+}
+
+/// Runs the report; the exit status.
+pub fn run(s: &Settings) -> Result<i32> {
+    let file = open_regular(&s.input, "report reads a trace or raw capture file")?;
+    let mut input = decompressed(file)?;
+    // A raw capture's first line is its header object; a trace is one object whose keys
+    // come in another order: the first bytes tell which.
+    let raw = raw::looks_raw(input.fill_buf().context("reading the file")?);
+    let shown = s.input.display();
+    let capture = if raw {
+        raw::read(input)
+            .with_context(|| format!("{shown} is not a readable rocsync raw capture"))?
+    } else {
+        kineto::read(input).with_context(|| format!("{shown} is not a rocsync Kineto trace"))?
+    };
+    let figures = Figures::of(&capture);
+    if s.json {
+        println!("{}", serde_json::to_string_pretty(&figures)?);
+    } else {
+        print!("{}", text::render(&figures));
+    }
+    if let Some(dir) = &s.plot {
+        let written = plot::write_all(&capture, &figures, dir)
+            .with_context(|| format!("writing the figures into {}", dir.display()))?;
+        for f in written {
+            crate::say!("rocsync: figure {}", f.display());
+        }
+    }
+    Ok(0)
+}
