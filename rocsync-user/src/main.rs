@@ -46,6 +46,7 @@ fn run() -> ExitCode {
             Command::Run(a) => commands::run(a, ending_signals()?).await,
             Command::Attach(a) => commands::attach(a, ending_signals()?).await,
             Command::Convert(a) => commands::convert(a),
+            Command::Annotate(a) => commands::annotate(a),
             Command::Daemon(a) => commands::daemon(*a, Signals::catch_all()?).await,
             Command::Trace(a) => commands::trace(a),
             Command::Status(a) => commands::status(a),

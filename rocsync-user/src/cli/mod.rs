@@ -34,6 +34,10 @@ pub enum Command {
     Attach(AttachArgs),
     /// Resolve a raw capture (--raw) into a Kineto trace.
     Convert(ConvertArgs),
+    /// Merge a capture into a torch.profiler (Kineto) trace of the same process and time:
+    /// fill the waits CUPTI left unresolved (CUDA), add the sync rows Kineto never writes
+    /// (ROCm).
+    Annotate(AnnotateArgs),
     /// Run always on: count every GPU process's synchronisations in the kernel and serve
     /// them as Prometheus metrics; record traces on request.
     Daemon(Box<DaemonArgs>),
@@ -223,6 +227,24 @@ pub struct ConvertArgs {
     /// Kineto JSON trace to write (".gz" compresses) [default: RAW with .json]
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct AnnotateArgs {
+    /// The profiler's trace (Kineto JSON; gzip is read as such), or a directory of
+    /// per-rank traces
+    pub trace: PathBuf,
+    /// rocsync's raw capture (--raw) of the same process at the same time, or a directory
+    /// of them (matched to the traces by pid)
+    #[arg(long, value_name = "RAW")]
+    pub capture: PathBuf,
+    /// The annotated trace (a directory when TRACE is one; ".gz" compresses); never
+    /// overwritten [default: beside TRACE, NAME.annotated.json]
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Print the summary as JSON on standard output
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// The ring size in bytes: `8` is 8 MiB, `64K` is 64 KiB (tests force losses with it).

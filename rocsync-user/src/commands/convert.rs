@@ -2,11 +2,7 @@
 //! emit stages as the live capture, streaming (memory bounded by live state, not by the
 //! file's size).
 
-use std::{
-    collections::BTreeMap,
-    fs::File,
-    io::{BufRead, BufReader},
-};
+use std::collections::BTreeMap;
 
 use anyhow::{Context as _, Result, bail};
 use serde_json::json;
@@ -16,7 +12,7 @@ use crate::{
     emit::{
         outputs::{Outputs, Report},
         processes::ProcessInfo,
-        raw::{Item, Reader},
+        raw::{Item, Reader, decompressed, open_regular},
     },
     pipeline::Pipeline,
 };
@@ -25,21 +21,6 @@ use crate::{
 /// gzip's warning status): what it holds is converted, and a script still sees it is not
 /// the whole capture.
 pub const TRUNCATED: i32 = 2;
-
-/// The raw capture as written: `--raw FILE.gz` compresses it, so a gzip stream (by its
-/// magic, whatever the name) is read through a decoder.
-fn decompressed(file: File) -> Result<Box<dyn BufRead>> {
-    let mut input = BufReader::new(file);
-    let gzip = input
-        .fill_buf()
-        .context("reading the raw capture")?
-        .starts_with(&[0x1f, 0x8b]);
-    Ok(if gzip {
-        Box::new(BufReader::new(flate2::bufread::MultiGzDecoder::new(input)))
-    } else {
-        Box::new(input)
-    })
-}
 
 pub fn convert(args: ConvertArgs) -> Result<i32> {
     let file = open_regular(&args.raw)?;
@@ -104,24 +85,6 @@ pub fn convert(args: ConvertArgs) -> Result<i32> {
         return Ok(TRUNCATED);
     }
     Ok(0)
-}
-
-/// Opens `path` for reading without blocking on what is not a regular file (a FIFO
-/// with no writer would hang `open`), then refuses anything else.
-fn open_regular(path: &std::path::Path) -> Result<File> {
-    use rustix::fs::{Mode, OFlags};
-    let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
-    let fd = rustix::fs::open(path, flags, Mode::empty())
-        .with_context(|| format!("cannot open {}", path.display()))?;
-    let st = rustix::fs::fstat(&fd)?;
-    if rustix::fs::FileType::from_raw_mode(st.st_mode) != rustix::fs::FileType::RegularFile {
-        bail!(
-            "{} is not a regular file (a FIFO, device or directory): convert reads a raw capture file",
-            path.display()
-        );
-    }
-    rustix::fs::fcntl_setfl(&fd, OFlags::empty())?;
-    Ok(File::from(fd))
 }
 
 /// Whether `path` names the file `meta` describes (a different spelling included).

@@ -10,6 +10,7 @@
 
 mod fields;
 mod format;
+mod open;
 mod read;
 #[cfg(test)]
 mod tests;
@@ -29,6 +30,7 @@ use format::{
     QueueBody, TRAILER, Tagged, TrailerBody,
 };
 
+pub use open::{decompressed, open_regular};
 pub use read::{Item, Reader, read_calls};
 
 /// Capture facts a conversion needs besides the calls.
