@@ -14,8 +14,10 @@ use rocsync_common::Op;
 /// How far apart the two epochs may be at most: farther, they are not the same run.
 pub const SEARCH_NS: i64 = 2_000_000_000;
 /// A profiler row and a call are one when their starts are this close (once aligned).
-pub const COARSE_NS: i64 = 100_000;
-pub const FINE_NS: i64 = 30_000;
+pub const COARSE_NS: i64 = 300_000;
+pub const FINE_NS: i64 = 100_000;
+/// A drift is fitted only over pairs at least this far apart.
+const MIN_DRIFT_SPAN_NS: i64 = 10_000_000_000;
 
 /// A point of each side: (thread, op) → sorted epoch start times.
 pub type Series = HashMap<(i64, Op), Vec<i64>>;
@@ -133,6 +135,20 @@ fn fit(profile: &Series, calls: &Series, delta: i64) -> Alignment {
     }
     let n = pairs.len() as f64;
     let at = pairs.iter().map(|p| p.0 as f64).sum::<f64>() / n;
+    let mut offsets: Vec<i64> = pairs.iter().map(|p| p.1).collect();
+    offsets.sort_unstable();
+    let median = offsets[offsets.len() / 2];
+    let (lo, hi) = pairs.iter().fold((i64::MAX, i64::MIN), |(lo, hi), p| {
+        (lo.min(p.0), hi.max(p.0))
+    });
+    // Over a short capture a slope fits the jitter, not the clocks: the offset alone.
+    if hi - lo < MIN_DRIFT_SPAN_NS {
+        return Alignment {
+            offset_ns: median,
+            at_ns: at as i64,
+            ppb: 0.0,
+        };
+    }
     let mean = pairs.iter().map(|p| p.1 as f64).sum::<f64>() / n;
     let (mut sxy, mut sxx) = (0.0, 0.0);
     for &(x, y) in &pairs {
@@ -141,11 +157,18 @@ fn fit(profile: &Series, calls: &Series, delta: i64) -> Alignment {
         sxx += dx * dx;
     }
     let ppb = if sxx > 0.0 { sxy / sxx * 1e9 } else { 0.0 };
+    // Beyond 100 ppm it is no real clock's drift: keep the offset alone.
+    if ppb.abs() > 100_000.0 {
+        return Alignment {
+            offset_ns: median,
+            at_ns: at as i64,
+            ppb: 0.0,
+        };
+    }
     Alignment {
         offset_ns: mean.round() as i64,
         at_ns: at as i64,
-        // A drift beyond 1000 ppm is no clock's: keep the offset alone.
-        ppb: if ppb.abs() < 1e6 { ppb } else { 0.0 },
+        ppb,
     }
 }
 
@@ -169,11 +192,11 @@ mod tests {
                 (
                     7,
                     Op::StreamWaitEvent,
-                    1_000_000_000 + i * 1_000_000 + (i % 7) * 37_000,
+                    1_000_000_000 + i * 100_000_000 + (i % 7) * 37_000,
                 )
             })
             .collect();
-        // Profiler: 1.234 ms later, drifting 5 ppm, 1 µs of jitter.
+        // Profiler: 1.234 ms later, drifting 5 ppm, and 1 µs later still.
         let prof: Vec<_> = calls
             .iter()
             .map(|&(t, op, ns)| {

@@ -1,8 +1,8 @@
 //! Which profiler runtime row is which rocsync call. Both sides see the same calls of a
 //! thread in the same order; once the clocks are aligned, a row and a call of the same
 //! thread and API (HIP and CUDA names alike, per-thread variants folded) are one when
-//! they start within [`FINE_NS`] of each other. Matching walks each thread's sequence in
-//! order, so a call is never paired twice nor out of order.
+//! they start within [`FINE_NS`] of each other, paired in order: the k-th row of a
+//! thread and API with the (k + shift)-th call, the shift most rows agree on.
 
 use std::collections::{HashMap, HashSet};
 
@@ -61,28 +61,42 @@ pub fn pair(
         ps.sort_unstable();
         let mut cs = calls_by_key.remove(&key).unwrap_or_default();
         cs.sort_unstable();
-        let mut j = 0;
-        for (p, pc) in ps {
-            while j < cs.len() && cs[j].0 < p - FINE_NS {
-                m.calls_unmatched += usize::from(cs[j].0 >= lo);
-                j += 1;
+        // Both sides hold the same calls in the same order: the index shift most rows'
+        // nearest call agrees on pairs them, even where calls are closer together than
+        // the two clocks' jitter.
+        let mut votes: HashMap<isize, usize> = HashMap::new();
+        for (i, &(p, _)) in ps.iter().enumerate() {
+            let j = cs.partition_point(|c| c.0 < p);
+            for j in [j.wrapping_sub(1), j] {
+                if let Some(c) = cs.get(j)
+                    && (c.0 - p).abs() <= FINE_NS
+                {
+                    *votes.entry(j as isize - i as isize).or_default() += 1;
+                }
             }
-            // The nearer of this call and the next, when both are in reach.
-            if j + 1 < cs.len() && (cs[j + 1].0 - p).abs() < (cs[j].0 - p).abs() {
-                m.calls_unmatched += usize::from(cs[j].0 >= lo);
-                j += 1;
-            }
-            match cs.get(j) {
-                Some(&(t, rc)) if (t - p).abs() <= FINE_NS => {
+        }
+        let shift = votes
+            .into_iter()
+            .max_by_key(|&(k, n)| (n, -k.abs()))
+            .map_or(0, |(k, _)| k);
+        let mut used = vec![false; cs.len()];
+        for (i, &(p, pc)) in ps.iter().enumerate() {
+            let j = i as isize + shift;
+            match usize::try_from(j).ok().and_then(|j| Some((j, cs.get(j)?))) {
+                Some((j, &(t, rc))) if (t - p).abs() <= FINE_NS => {
+                    used[j] = true;
                     m.to_rocsync.insert(pc, rc);
                     m.to_profiler.insert(rc, pc);
                     m.residuals.push((t - p).abs());
-                    j += 1;
                 }
                 _ => m.rows_unmatched += 1,
             }
         }
-        m.calls_unmatched += cs[j..].iter().filter(|c| c.0 <= hi).count();
+        m.calls_unmatched += cs
+            .iter()
+            .zip(&used)
+            .filter(|(c, u)| !**u && c.0 >= lo && c.0 <= hi)
+            .count();
     }
     // Calls of APIs the profiler writes rows for (CUPTI writes none for cudaEventDestroy).
     for ((_, op), cs) in &calls_by_key {
