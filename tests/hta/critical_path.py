@@ -30,7 +30,7 @@ def main(path):
         kinds = collections.Counter()
         sync = collections.Counter()
         for u, v in cp.edges:
-            e = cp.edges[u][v]["object"]
+            e = cp.edges[u, v]["object"]
             kinds[e.type.value] += 1
             if e.type.value == "critical_path_sync_dependency":
                 src = df.loc[cp.node_list[u].ev_idx]

@@ -113,7 +113,7 @@ pub fn write(log: &[LoggedCall], pid: u32, realtime_offset_ns: i64, o: &Options)
             1 + n
         })
     };
-    let mut runtime = |rows: &mut Vec<Value>, name: &str, tid: i64, t0: i64, t1: i64, corr: i64| {
+    let runtime = |rows: &mut Vec<Value>, name: &str, tid: i64, t0: i64, t1: i64, corr: i64| {
         let args = if cuda {
             json!({"cbid": cbid(name), "correlation": corr})
         } else {
