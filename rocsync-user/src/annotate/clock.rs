@@ -31,7 +31,7 @@ pub struct Alignment {
 }
 
 impl Alignment {
-    pub fn to_profiler(&self, rocsync_ns: i64) -> i64 {
+    pub fn to_profiler(self, rocsync_ns: i64) -> i64 {
         let dt = (rocsync_ns - self.at_ns) as f64;
         rocsync_ns + self.offset_ns + (dt * self.ppb / 1e9) as i64
     }
