@@ -7,6 +7,7 @@
 //! [`capture`] drives a live capture and [`commands`] are the subcommands.
 
 pub(crate) mod agents;
+pub mod annotate;
 pub mod backend;
 pub mod capture;
 pub mod cli;

@@ -47,6 +47,7 @@ fn run() -> ExitCode {
             Command::Attach(a) => commands::attach(a, ending_signals()?).await,
             Command::Convert(a) => commands::convert(a),
             Command::Report(a) => commands::report(a),
+            Command::Annotate(a) => commands::annotate(a),
             Command::Daemon(a) => commands::daemon(*a, Signals::catch_all()?).await,
             Command::Trace(a) => commands::trace(a),
             Command::Status(a) => commands::status(a),

@@ -145,6 +145,11 @@ pub fn hta_analyzers_script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("hta/analyzers.py")
 }
 
+/// HTA's critical path on one trace: edges by type, sync edges by row categories.
+pub fn critical_path_script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("hta/critical_path.py")
+}
+
 /// Prometheus check: parses a `/metrics` text with prometheus_client's parser.
 pub fn prom_script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("prom/parse_metrics.py")

@@ -39,6 +39,10 @@ pub enum Command {
     /// What a trace or raw capture says first: blocked time per API and device, the
     /// longest waits and their producers, who waits on whom, unresolved waits, losses.
     Report(ReportArgs),
+    /// Merge a capture into a torch.profiler (Kineto) trace of the same process and time:
+    /// fill the waits CUPTI left unresolved (CUDA), add the sync rows Kineto never writes
+    /// (ROCm).
+    Annotate(AnnotateArgs),
     /// Run always on: count every GPU process's synchronisations in the kernel and serve
     /// them as Prometheus metrics; record traces on request.
     Daemon(Box<DaemonArgs>),
@@ -265,6 +269,24 @@ pub struct ReportArgs {
     /// Write SVG figures into DIR (created if needed)
     #[arg(long, value_name = "DIR")]
     pub plot: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct AnnotateArgs {
+    /// The profiler's trace (Kineto JSON; gzip is read as such), or a directory of
+    /// per-rank traces
+    pub trace: PathBuf,
+    /// rocsync's raw capture (--raw) of the same process at the same time, or a directory
+    /// of them (matched to the traces by pid)
+    #[arg(long, value_name = "RAW")]
+    pub capture: PathBuf,
+    /// The annotated trace (a directory when TRACE is one; ".gz" compresses); never
+    /// overwritten [default: beside TRACE, NAME.annotated.json]
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Print the summary as JSON on standard output
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// The ring size in bytes: `8` is 8 MiB, `64K` is 64 KiB (tests force losses with it).

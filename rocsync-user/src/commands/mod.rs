@@ -1,5 +1,6 @@
 //! The subcommands: each turns what was typed into its settings (`settings.rs`) and runs.
 
+mod annotate;
 mod attach;
 mod convert;
 mod doctor;
@@ -9,6 +10,7 @@ mod run;
 mod settings;
 mod trace;
 
+pub use annotate::annotate;
 pub use attach::attach;
 pub use convert::convert;
 pub use doctor::doctor;

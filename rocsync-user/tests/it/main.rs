@@ -13,6 +13,9 @@
 mod common;
 
 mod agent_filter;
+mod annotate;
+mod annotate_errors;
+mod annotate_hta;
 mod attribution;
 mod capture;
 mod carried_runtime;

@@ -14,10 +14,10 @@ use crate::{
 
 /// Stream Sync rows get their own track, as Kineto does, so they never overlap the
 /// stream's other rows.
-pub(super) const SYNC_TID_OFFSET: i64 = 1_000_000;
+pub(crate) const SYNC_TID_OFFSET: i64 = 1_000_000;
 /// Track of device-wide rows (Event Sync, Context Sync). Not 1, as Kineto's CUDA side
 /// writes it: ROCm stream indices start at 1.
-pub(super) const DEVICE_TID: i64 = 2_000_000;
+pub(crate) const DEVICE_TID: i64 = 2_000_000;
 /// Record→wait flow ids: disjoint from the `ac2g` ids (correlations), below 2^53.
 const DEP_FLOW_BASE: u64 = 1 << 40;
 const DEP_CAT: &str = "hip_sync_dep";

@@ -12,6 +12,8 @@ mod calls;
 mod meta;
 mod packets;
 
+pub(crate) use calls::{DEVICE_TID, SYNC_TID_OFFSET};
+
 use std::{
     collections::{BTreeMap, BTreeSet},
     io::{self, Write},

@@ -5,6 +5,7 @@ pub mod apis;
 mod capture;
 pub mod daemon;
 mod held;
+pub mod kineto;
 mod launch;
 pub mod pipeline;
 pub mod pod;

@@ -1,0 +1,26 @@
+//! `rocsync annotate TRACE --capture RAW`: the command line to [`crate::annotate`]'s
+//! settings; the summary on stderr (or as JSON on stdout).
+
+use anyhow::Result;
+
+use crate::{
+    annotate::{Settings, annotate as run},
+    cli::AnnotateArgs,
+};
+
+pub fn annotate(args: AnnotateArgs) -> Result<i32> {
+    let settings = Settings {
+        trace: args.trace,
+        capture: args.capture,
+        output: args.output,
+    };
+    let summaries = run(&settings)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&summaries)?);
+    } else {
+        for s in &summaries {
+            crate::say!("{}", s.text());
+        }
+    }
+    Ok(0)
+}

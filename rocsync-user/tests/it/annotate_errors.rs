@@ -1,0 +1,134 @@
+//! `rocsync annotate` on the H200 run kept in bench/gpu-validation (torch.profiler with
+//! sync events, CUDA 13, and rocsync's raw capture of the same process at the same time),
+//! and what it refuses: another process, another time, an existing output. No root
+//! needed: nothing is captured.
+
+use std::path::PathBuf;
+
+use serde_json::{Value, json};
+
+use crate::common::*;
+
+fn bench(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../bench/gpu-validation")
+        .join(name)
+}
+
+fn annotate(trace: &std::path::Path, out: &std::path::Path) -> std::process::Output {
+    rocsync()
+        .arg("annotate")
+        .arg(trace)
+        .arg("--capture")
+        .arg(bench("train.both.raw.jsonl.gz"))
+        .arg("-o")
+        .arg(out)
+        .arg("--json")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn annotate_fills_the_h200_event_syncs_cupti_left() {
+    let dir = TempDir::new();
+    let out = dir.path("train.annotated.json");
+    let run = annotate(&bench("train.both.cupti.json.gz"), &out);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let summary: Value = serde_json::from_slice(&run.stdout).unwrap();
+    let w = &summary[0]["waits"];
+    // 100 Stream Wait Event + 100 Event Sync rows, none resolved by CUPTI.
+    assert_eq!(w["rows"], 200);
+    assert_eq!(w["resolved_before"], 0);
+    // The event syncs wait on records on the legacy stream, which CUPTI names (7) on
+    // the Stream Wait Event rows; the stream waits wait on the copy stream, seen only in
+    // cudaMemcpyAsync rows, which rocsync does not probe.
+    assert_eq!(w["filled"], 99, "{summary:#}");
+    assert_eq!(
+        w["left"],
+        json!({"no_call": 1, "producer_stream_unknown": 100})
+    );
+    assert_eq!(summary[0]["streams"]["map"], json!(["0:1 -> 0:7"]));
+    let trace: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let records: std::collections::HashMap<i64, String> = trace["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["cat"] == "cuda_runtime")
+        .map(|e| {
+            (
+                e["args"]["correlation"].as_i64().unwrap(),
+                e["name"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let filled: Vec<&Value> = trace["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| {
+            e["cat"] == "cuda_sync"
+                && e["args"]["wait_on_cuda_event_record_corr_id"]
+                    .as_i64()
+                    .is_some_and(|c| c >= 0)
+        })
+        .collect();
+    assert_eq!(filled.len(), 99);
+    for e in filled {
+        assert_eq!(e["name"], "Event Sync");
+        assert_eq!(e["args"]["wait_on_stream"], 7);
+        let record = e["args"]["wait_on_cuda_event_record_corr_id"]
+            .as_i64()
+            .unwrap();
+        assert_eq!(records[&record], "cudaEventRecord");
+    }
+}
+
+/// A Kineto trace of `pid` with one stream wait at `ts` µs after `base`.
+fn tiny(pid: i64, base: i64) -> Value {
+    json!({"schemaVersion": 1, "baseTimeNanoseconds": base, "traceEvents": [
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamWaitEvent", "pid": pid, "tid": pid,
+         "ts": 1000.0, "dur": 3.0, "args": {"cbid": 147, "correlation": 5}}]})
+}
+
+#[test]
+fn annotate_refuses_another_process_another_time_and_an_existing_output() {
+    let dir = TempDir::new();
+    let refused = |trace: &Value, name: &str, want: &str| {
+        let path = dir.path(&format!("{name}.json"));
+        std::fs::write(&path, trace.to_string()).unwrap();
+        let out = dir.path(&format!("{name}.out.json"));
+        let run = annotate(&path, &out);
+        let stderr = String::from_utf8_lossy(&run.stderr);
+        assert_eq!(run.status.code(), Some(1), "{stderr}");
+        assert!(stderr.contains(want), "{name}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+        assert!(!out.exists());
+    };
+    refused(
+        &tiny(4242, 1_790_857_026_000_000_000),
+        "pid",
+        "not the same process",
+    );
+    // The right pid, a day away from the capture.
+    refused(
+        &tiny(1475, 1_796_000_000_000_000_000),
+        "time",
+        "do not overlap in time",
+    );
+    refused(&json!({"traceEvents": 3}), "shape", "not a Kineto trace");
+    std::fs::write(dir.path("garbage.json"), b"\x1f\x8b\x00garbage").unwrap();
+    let run = annotate(&dir.path("garbage.json"), &dir.path("g.out.json"));
+    assert_eq!(run.status.code(), Some(1));
+
+    let out = dir.path("exists.json");
+    std::fs::write(&out, "mine").unwrap();
+    let run = annotate(&bench("train.both.cupti.json.gz"), &out);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("exists"), "{stderr}");
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "mine");
+}
