@@ -2,7 +2,7 @@
 //! emit stages as the live capture, streaming (memory bounded by live state, not by the
 //! file's size).
 
-use std::collections::BTreeMap;
+use std::{collections::BTreeMap, io::BufRead};
 
 use anyhow::{Context as _, Result, bail};
 use serde_json::json;
