@@ -74,15 +74,14 @@ pub fn default_output(trace: &Path) -> std::path::PathBuf {
 }
 
 /// Writes `text` to `path` atomically; an existing `path` is refused, now and at the
-/// rename.
-pub fn write_new(path: &Path, text: &str) -> Result<()> {
-    if path.symlink_metadata().is_ok() {
-        bail!(
-            "{} exists: annotate never overwrites a file (name another with -o)",
-            path.display()
-        );
-    }
-    let file = PendingFile::create_new(path)?;
+/// rename, unless `force` (then only a regular file is replaced, as every output is).
+pub fn write(path: &Path, text: &str, force: bool) -> Result<()> {
+    crate::emit::files::refuse_existing(path, force)?;
+    let file = if force {
+        PendingFile::create(path)?
+    } else {
+        PendingFile::create_new(path)?
+    };
     let mut w = file.stream()?;
     w.write_all(text.as_bytes())
         .with_context(|| format!("writing {}", path.display()))?;

@@ -49,6 +49,8 @@ pub struct Settings {
     /// The output file (a directory when `trace` is one) [default: beside each trace,
     /// `.annotated.json`].
     pub output: Option<PathBuf>,
+    /// Replace an output file that exists (refused otherwise, as every command's `-o`).
+    pub force: bool,
 }
 
 /// One process of a profiler trace with what annotate learned of it.
@@ -70,7 +72,7 @@ pub fn annotate(s: &Settings) -> Result<Vec<Summary>> {
             .output
             .clone()
             .unwrap_or_else(|| edit::default_output(&s.trace));
-        return one(&s.trace, &capture, &s.capture, &out);
+        return one(&s.trace, &capture, &s.capture, (&out, s.force));
     }
     let captures = captures(&s.capture)?;
     let mut summaries = Vec::new();
@@ -99,7 +101,13 @@ pub fn annotate(s: &Settings) -> Result<Vec<Summary>> {
                 trace.display()
             );
         };
-        summaries.extend(with_profile(&trace, profile, capture, path, &out)?);
+        summaries.extend(with_profile(
+            &trace,
+            profile,
+            capture,
+            path,
+            (&out, s.force),
+        )?);
     }
     if summaries.is_empty() {
         bail!(
@@ -152,7 +160,13 @@ fn read_profile(path: &Path) -> Result<Profile> {
     Profile::parse(text).with_context(|| format!("{}", path.display()))
 }
 
-fn one(trace: &Path, capture: &Capture, capture_path: &Path, out: &Path) -> Result<Vec<Summary>> {
+/// `out`: the annotated trace's path, and whether it may replace a file.
+fn one(
+    trace: &Path,
+    capture: &Capture,
+    capture_path: &Path,
+    out: (&Path, bool),
+) -> Result<Vec<Summary>> {
     let profile = read_profile(trace)?;
     with_profile(trace, profile, capture, capture_path, out)
 }
@@ -162,14 +176,9 @@ fn with_profile(
     profile: Profile,
     capture: &Capture,
     capture_path: &Path,
-    out: &Path,
+    (out, force): (&Path, bool),
 ) -> Result<Vec<Summary>> {
-    if out.symlink_metadata().is_ok() {
-        bail!(
-            "{} exists: annotate never overwrites a file (name another with -o)",
-            out.display()
-        );
-    }
+    crate::emit::files::refuse_existing(out, force)?;
     profile
         .check_not_empty()
         .with_context(|| format!("{}", trace.display()))?;
@@ -214,7 +223,7 @@ fn with_profile(
         summaries.push(s);
     }
     let text = edit::assemble(&profile, edits, &added)?;
-    edit::write_new(out, &text)?;
+    edit::write(out, &text, force)?;
     Ok(summaries)
 }
 

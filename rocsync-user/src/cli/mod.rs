@@ -280,10 +280,13 @@ pub struct AnnotateArgs {
     /// of them (matched to the traces by pid)
     #[arg(long, value_name = "RAW")]
     pub capture: PathBuf,
-    /// The annotated trace (a directory when TRACE is one; ".gz" compresses); never
-    /// overwritten [default: beside TRACE, NAME.annotated.json]
+    /// The annotated trace (a directory when TRACE is one; ".gz" compresses)
+    /// [default: beside TRACE, NAME.annotated.json]
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
+    /// Replace an output that exists (refused otherwise)
+    #[arg(short, long)]
+    pub force: bool,
     /// Print the summary as JSON on standard output
     #[arg(long)]
     pub json: bool,

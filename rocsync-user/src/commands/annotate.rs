@@ -13,6 +13,7 @@ pub fn annotate(args: AnnotateArgs) -> Result<i32> {
         trace: args.trace,
         capture: args.capture,
         output: args.output,
+        force: args.force,
     };
     let summaries = run(&settings)?;
     if args.json {

@@ -1,6 +1,6 @@
 //! `rocsync annotate` on the H200 run kept in bench/gpu-validation (torch.profiler with
 //! sync events, CUDA 13, and rocsync's raw capture of the same process at the same time),
-//! and what it refuses: another process, another time, an existing output. No root
+//! and what it refuses: another process, another time, an existing output (unless --force). No root
 //! needed: nothing is captured.
 
 use std::path::PathBuf;
@@ -131,4 +131,20 @@ fn annotate_refuses_another_process_another_time_and_an_existing_output() {
     assert_eq!(run.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("exists"), "{stderr}");
     assert_eq!(std::fs::read_to_string(&out).unwrap(), "mine");
+    // With --force, as every command's -o: replaced by the annotated trace.
+    let run = rocsync()
+        .arg("annotate")
+        .arg(bench("train.both.cupti.json.gz"))
+        .arg("--capture")
+        .arg(bench("train.both.raw.jsonl.gz"))
+        .arg("-fo")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert!(read_json(&out)["traceEvents"].is_array());
 }
