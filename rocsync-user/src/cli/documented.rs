@@ -97,3 +97,18 @@ fn command_lines_are_found_joined_and_unprompted() {
         ["rocsync", "attach", "-p", "1", "-o", "a.json"]
     );
 }
+
+#[test]
+fn every_document_is_checked() {
+    let docs = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs");
+    for entry in std::fs::read_dir(docs).unwrap() {
+        let name = entry.unwrap().file_name().into_string().unwrap();
+        if name.ends_with(".md") {
+            let listed = format!("docs/{name}");
+            assert!(
+                DOCUMENTS.iter().any(|(n, _)| *n == listed),
+                "{listed} is not in DOCUMENTS: its command lines go unchecked"
+            );
+        }
+    }
+}
