@@ -25,6 +25,14 @@ const DOCUMENTS: &[(&str, &str)] = &[
         "docs/running-as-root.md",
         include_str!("../../../docs/running-as-root.md"),
     ),
+    (
+        "docs/analysis.md",
+        include_str!("../../../docs/analysis.md"),
+    ),
+    (
+        "docs/annotate.md",
+        include_str!("../../../docs/annotate.md"),
+    ),
 ];
 
 /// The `rocsync` command lines of a document's shell blocks (```sh, ```console or a
