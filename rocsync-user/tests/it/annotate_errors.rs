@@ -148,3 +148,57 @@ fn annotate_refuses_another_process_another_time_and_an_existing_output() {
     );
     assert!(read_json(&out)["traceEvents"].is_array());
 }
+
+/// A directory of per-rank profiler traces and one of captures: each trace is annotated
+/// from the capture of its own pid (two H200 runs of the training loop, pids 1475 and
+/// 619), into the output directory.
+#[test]
+fn annotate_matches_a_directory_of_traces_to_captures_by_pid() {
+    let dir = TempDir::new();
+    let (traces, captures, out) = (dir.path("traces"), dir.path("captures"), dir.path("out"));
+    for d in [&traces, &captures, &out] {
+        std::fs::create_dir(d).unwrap();
+    }
+    let h200 = |name: &str| bench(&format!("../annotate-h200/{name}"));
+    let copy = |from: std::path::PathBuf, to: std::path::PathBuf| std::fs::copy(from, to).unwrap();
+    copy(
+        bench("train.both.cupti.json.gz"),
+        traces.join("rank0.json.gz"),
+    );
+    copy(h200("train1.cupti.json.gz"), traces.join("rank1.json.gz"));
+    // Named so that no order of names pairs them.
+    copy(
+        bench("train.both.raw.jsonl.gz"),
+        captures.join("b.jsonl.gz"),
+    );
+    copy(h200("train1.raw.jsonl.gz"), captures.join("a.jsonl.gz"));
+    let run = rocsync()
+        .arg("annotate")
+        .arg(&traces)
+        .arg("--capture")
+        .arg(&captures)
+        .arg("-o")
+        .arg(&out)
+        .arg("--json")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{stderr}");
+    let summaries: Value = serde_json::from_slice(&run.stdout).unwrap();
+    let by_pid: std::collections::BTreeMap<i64, &Value> = summaries
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["pid"].as_i64().unwrap(), s))
+        .collect();
+    assert_eq!(by_pid.keys().copied().collect::<Vec<_>>(), [619, 1475]);
+    for (pid, capture) in [(619, "a.jsonl.gz"), (1475, "b.jsonl.gz")] {
+        let s = by_pid[&pid];
+        assert!(s["capture"].as_str().unwrap().ends_with(capture), "{s}");
+        assert_eq!(s["waits"]["filled"], 99, "{s}");
+    }
+    for rank in ["rank0", "rank1"] {
+        let annotated = out.join(format!("{rank}.annotated.json"));
+        assert!(read_json(&annotated)["traceEvents"].is_array(), "{rank}");
+    }
+}
