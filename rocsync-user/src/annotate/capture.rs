@@ -7,8 +7,8 @@ use anyhow::{Context as _, Result};
 
 use crate::{
     emit::raw::{Item, Reader},
-    input::{decompressed, open_regular},
     ingest::Call,
+    input::{decompressed, open_regular},
     resolve::{Resolver, Row},
 };
 
