@@ -4,16 +4,17 @@
 //! the ABI puts it (`r8`, `[rsp+16]`), and annotate must learn that stream from them;
 //! without them its waits stay `producer_stream_unknown`.
 
-use std::collections::BTreeMap;
+use std::{collections::BTreeMap, path::Path};
 
 use crate::annotate::{Run, annotate, resolved_waits};
 use crate::common::{kineto::*, *};
-use rocsync_tests::{read_log, scenario};
+use rocsync_tests::{read_log, scenario, scenario_cuda};
 
 const ITERS: usize = 12;
 
-/// Captures `scenario copies`, with the launch probes or without.
-fn capture_copies(test: &str, launches: bool) -> Option<Run> {
+/// Captures `scenario copies` (`exe`: the HIP or the CUDA build), with the launch probes
+/// or without.
+fn capture_copies(test: &str, exe: &Path, launches: bool) -> Option<Run> {
     if !can_trace(test) {
         return None;
     }
@@ -30,7 +31,7 @@ fn capture_copies(test: &str, launches: bool) -> Option<Run> {
     }
     run_ok(
         cmd.arg("--")
-            .arg(scenario())
+            .arg(exe)
             .args(["copies", &ITERS.to_string()])
             .env("SCENARIO_LOG", &log),
     );
@@ -59,33 +60,36 @@ fn cupti() -> Options {
 
 #[test]
 fn launch_probes_record_the_stream_argument_the_call_was_given() {
-    let Some(run) = capture_copies("launch_probes_record_the_stream_argument", true) else {
-        return;
-    };
-    let (_, calls) = read_raw(&run.raw);
-    let got: Vec<_> = calls
-        .iter()
-        .filter(|c| is_launch(&c.api))
-        .map(|c| (c.api.clone(), c.args[0], c.args[1], c.ret))
-        .collect();
-    let want: Vec<_> = run
-        .log
-        .iter()
-        .filter(|l| is_launch(&l.api))
-        .map(|l| (l.api.clone(), l.args[0], l.args[1], Some(l.ret)))
-        .collect();
-    assert_eq!(want.len(), 3 * ITERS);
-    // In call order (one thread): the function or destination and the stream, each call's
-    // own — the launch's from [rsp+16], not the shared-memory size at [rsp+8].
-    assert_eq!(got, want);
-    let streams: std::collections::BTreeSet<u64> = got.iter().map(|g| g.2).collect();
-    assert_eq!(streams.len(), 2, "the copy and the compute stream");
+    for exe in [scenario(), scenario_cuda()] {
+        let Some(run) = capture_copies("launch_probes_record_the_stream_argument", &exe, true)
+        else {
+            return;
+        };
+        let (_, calls) = read_raw(&run.raw);
+        let got: Vec<_> = calls
+            .iter()
+            .filter(|c| is_launch(&c.api))
+            .map(|c| (c.api.clone(), c.args[0], c.args[1], c.ret))
+            .collect();
+        let want: Vec<_> = run
+            .log
+            .iter()
+            .filter(|l| is_launch(&l.api))
+            .map(|l| (l.api.clone(), l.args[0], l.args[1], Some(l.ret)))
+            .collect();
+        assert_eq!(want.len(), 3 * ITERS, "{}", exe.display());
+        // In call order (one thread): the function or destination and the stream, each
+        // call's own — the launch's from [rsp+16], not the shared-memory size at [rsp+8].
+        assert_eq!(got, want, "{}", exe.display());
+        let streams: std::collections::BTreeSet<u64> = got.iter().map(|g| g.2).collect();
+        assert_eq!(streams.len(), 2, "the copy and the compute stream");
+    }
 }
 
 #[test]
 fn annotate_learns_a_copy_stream_from_the_launch_probes_only() {
     let test = "annotate_learns_a_copy_stream_from_the_launch_probes_only";
-    let Some(plain) = capture_copies(test, false) else {
+    let Some(plain) = capture_copies(test, &scenario(), false) else {
         return;
     };
     // A default capture has no launch: its probes are opt-in.
@@ -102,7 +106,7 @@ fn annotate_learns_a_copy_stream_from_the_launch_probes_only() {
     // The profiler's launch and copy rows are not calls it missed.
     assert_eq!(summary["calls"]["rows_unmatched"], 0, "{summary:#}");
 
-    let Some(run) = capture_copies(test, true) else {
+    let Some(run) = capture_copies(test, &scenario(), true) else {
         return;
     };
     let waits = resolved_waits(&run.log);
