@@ -27,6 +27,11 @@ pub enum Op {
     StreamCreateWithFlags,
     StreamCreateWithPriority,
     StreamDestroy,
+    /// A kernel launch or an async copy: probed only when asked (`--probe`), for the
+    /// stream it names (`rocsync annotate` learns copy-only streams from it). No wait,
+    /// no state change.
+    LaunchKernel,
+    MemcpyAsync,
 }
 
 /// What the exit probe reads through the first argument once the call has returned.
@@ -114,6 +119,10 @@ apis! {
     CudaStreamDestroy = 33, Cuda, StreamDestroy, "cudaStreamDestroy";
     HipEventQuery = 34, Hip, EventQuery, "hipEventQuery";
     CudaEventQuery = 35, Cuda, EventQuery, "cudaEventQuery";
+    HipLaunchKernel = 36, Hip, LaunchKernel, "hipLaunchKernel";
+    HipMemcpyAsync = 37, Hip, MemcpyAsync, "hipMemcpyAsync";
+    CudaLaunchKernel = 38, Cuda, LaunchKernel, "cudaLaunchKernel";
+    CudaMemcpyAsync = 39, Cuda, MemcpyAsync, "cudaMemcpyAsync";
 }
 
 impl Op {
@@ -130,6 +139,11 @@ impl Op {
         )
     }
 
+    /// A launch or an async copy: no wait, no state change, probed only when asked.
+    pub const fn launches(self) -> bool {
+        matches!(self, Op::LaunchKernel | Op::MemcpyAsync)
+    }
+
     /// Names of the captured arguments, in register order (rdi, rsi, rdx). Out-parameters
     /// are named after the value read at return, not the pointer.
     pub const fn arg_names(self) -> &'static [&'static str] {
@@ -144,6 +158,10 @@ impl Op {
             Op::StreamCreate => &["stream"],
             Op::StreamCreateWithFlags => &["stream", "flags"],
             Op::StreamCreateWithPriority => &["stream", "flags", "priority"],
+            // Not in register order: the stream is read from where the ABI puts it
+            // (`Cookie::stream_source`) into the second slot.
+            Op::LaunchKernel => &["function", "stream"],
+            Op::MemcpyAsync => &["dst", "stream"],
         }
     }
 
@@ -163,7 +181,9 @@ impl Op {
     /// Position of the stream argument, if any.
     pub const fn stream_index(self) -> Option<usize> {
         match self {
-            Op::EventRecord | Op::EventRecordWithFlags => Some(1),
+            Op::EventRecord | Op::EventRecordWithFlags | Op::LaunchKernel | Op::MemcpyAsync => {
+                Some(1)
+            }
             Op::StreamWaitEvent
             | Op::StreamSynchronize
             | Op::StreamDestroy
@@ -198,6 +218,15 @@ impl Cookie {
     pub const KIND_STREAM_CREATE: u64 = 3;
     pub const KIND_RECORD: u64 = 4;
     pub const KIND_OTHER: u64 = 5;
+    pub const KIND_LAUNCH: u64 = 6;
+
+    /// Where a launch's stream argument is at entry (x86-64 SysV), [`Cookie::stream_source`].
+    pub const STREAM_IN_ARGS: u64 = 0;
+    /// `*MemcpyAsync(dst, src, count, kind, stream)`: the 5th argument, `r8`.
+    pub const STREAM_R8: u64 = 1;
+    /// `*LaunchKernel(func, dim3 grid, dim3 block, args, sharedMem, stream)`: each dim3
+    /// takes two registers, so `sharedMem` and `stream` go on the stack: `[rsp+16]`.
+    pub const STREAM_STACK_2: u64 = 2;
 
     pub const fn of(api: Api) -> Cookie {
         let op = api.op();
@@ -222,8 +251,14 @@ impl Cookie {
             | Op::StreamSynchronize
             | Op::DeviceSynchronize => Self::KIND_SYNC,
             Op::EventDestroy | Op::StreamDestroy => Self::KIND_OTHER,
+            Op::LaunchKernel | Op::MemcpyAsync => Self::KIND_LAUNCH,
         };
-        Cookie(api as u64 | stream << 16 | event << 20 | kind << 24)
+        let source = match op {
+            Op::LaunchKernel => Self::STREAM_STACK_2,
+            Op::MemcpyAsync => Self::STREAM_R8,
+            _ => Self::STREAM_IN_ARGS,
+        };
+        Cookie(api as u64 | stream << 16 | event << 20 | kind << 24 | source << 28)
     }
 
     pub const fn api(self) -> u32 {
@@ -242,6 +277,11 @@ impl Cookie {
 
     pub const fn kind(self) -> u64 {
         (self.0 >> 24) & 0xf
+    }
+
+    /// Where the entry probe reads the stream argument from (`STREAM_*`).
+    pub const fn stream_source(self) -> u64 {
+        (self.0 >> 28) & 0xf
     }
 }
 
@@ -262,9 +302,19 @@ impl Api {
     /// not: frameworks call it thousands of times per step (PyTorch: ~3,700 per
     /// training step measured on an H200), and a probe costs a trap per call. Device
     /// attribution follows `*SetDevice` instead.
+    /// Nor are launches and async copies (hotter still; only `rocsync annotate` needs
+    /// them, for streams seen nowhere else): asked for by name with `--probe`.
     pub const fn probed_by_default(self) -> bool {
-        !matches!(self.op(), Op::GetDevice)
+        !matches!(self.op(), Op::GetDevice) && !self.op().launches()
     }
+
+    /// The launch and copy functions (`--probe launches` names them all).
+    pub const LAUNCHES: &'static [Api] = &[
+        Api::HipLaunchKernel,
+        Api::HipMemcpyAsync,
+        Api::CudaLaunchKernel,
+        Api::CudaMemcpyAsync,
+    ];
 
     /// Whether it polls (`*EventQuery`): a poll resolves no wait, so the daemon's budget
     /// may stop probing it.

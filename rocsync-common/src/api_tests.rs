@@ -38,7 +38,7 @@ fn arguments_follow_the_prototypes() {
     // stream are.
     // (op, argument names, event position, stream position)
     type Prototype = (Op, &'static [&'static str], Option<usize>, Option<usize>);
-    let prototypes: [Prototype; 14] = [
+    let prototypes: [Prototype; 16] = [
         (Op::EventRecord, &["event", "stream"], Some(0), Some(1)),
         (
             Op::EventRecordWithFlags,
@@ -73,6 +73,9 @@ fn arguments_follow_the_prototypes() {
             Some(0),
         ),
         (Op::StreamDestroy, &["stream"], None, Some(0)),
+        // The stream read from r8 / [rsp+16] into the second slot (`Cookie::stream_source`).
+        (Op::LaunchKernel, &["function", "stream"], None, Some(1)),
+        (Op::MemcpyAsync, &["dst", "stream"], None, Some(1)),
     ];
     for (op, names, event, stream) in prototypes {
         assert_eq!(op.arg_names(), names, "{op:?}");
@@ -133,6 +136,32 @@ fn per_thread_variants_and_default_probes() {
     assert!(Api::HipSetDevice.probed_by_default());
     assert_eq!(Cookie::of(Api::CudaEventQuery).kind(), Cookie::KIND_SYNC);
     assert_eq!(Api::HipEventQuery.op().event_index(), Some(0));
+}
+
+#[test]
+fn launches_are_opt_in_and_read_their_stream_where_the_abi_puts_it() {
+    for &api in Api::ALL {
+        let launch = Api::LAUNCHES.contains(&api);
+        assert_eq!(
+            api.probed_by_default(),
+            !launch && api.op() != Op::GetDevice
+        );
+        assert_eq!(
+            Cookie::of(api).kind() == Cookie::KIND_LAUNCH,
+            launch,
+            "{api:?}"
+        );
+        assert!(!launch || !api.op().waits());
+    }
+    for (api, source) in [
+        (Api::HipLaunchKernel, Cookie::STREAM_STACK_2),
+        (Api::CudaLaunchKernel, Cookie::STREAM_STACK_2),
+        (Api::HipMemcpyAsync, Cookie::STREAM_R8),
+        (Api::CudaMemcpyAsync, Cookie::STREAM_R8),
+        (Api::HipEventRecord, Cookie::STREAM_IN_ARGS),
+    ] {
+        assert_eq!(Cookie::of(api).stream_source(), source, "{api:?}");
+    }
 }
 
 #[test]

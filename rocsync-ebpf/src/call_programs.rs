@@ -86,4 +86,8 @@ programs! {
     CudaStreamDestroy: call_enter_33, call_exit_33;
     HipEventQuery: call_enter_34, call_exit_34;
     CudaEventQuery: call_enter_35, call_exit_35;
+    HipLaunchKernel: call_enter_36, call_exit_36;
+    HipMemcpyAsync: call_enter_37, call_exit_37;
+    CudaLaunchKernel: call_enter_38, call_exit_38;
+    CudaMemcpyAsync: call_enter_39, call_exit_39;
 }

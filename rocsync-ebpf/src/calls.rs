@@ -3,7 +3,7 @@
 //! the call ring; userspace pairs them per thread, so the common path updates no map.
 
 use aya_ebpf::{
-    helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns},
+    helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns, bpf_probe_read_user},
     macros::map,
     maps::{Array, LruHashMap},
     programs::{ProbeContext, RetProbeContext},
@@ -43,14 +43,29 @@ fn needs_slot(kind: u64, restricted: bool) -> bool {
         || (restricted && kind == Cookie::KIND_SET_DEVICE)
 }
 
-/// The first three arguments of a call.
+/// The first three arguments of a call; for a launch or a copy, its first and its
+/// stream, from where the ABI put it ([`Cookie::stream_source`], a constant of each
+/// program: the other branches fold away, default probes are unchanged).
 #[inline(always)]
-fn args_of(ctx: &ProbeContext) -> [u64; 3] {
-    [
-        ctx.arg::<u64>(0).unwrap_or(0),
-        ctx.arg::<u64>(1).unwrap_or(0),
-        ctx.arg::<u64>(2).unwrap_or(0),
-    ]
+fn args_of(ctx: &ProbeContext, cookie: Cookie) -> [u64; 3] {
+    let first = ctx.arg::<u64>(0).unwrap_or(0);
+    match cookie.stream_source() {
+        Cookie::STREAM_R8 => [first, ctx.arg::<u64>(4).unwrap_or(0), 0],
+        Cookie::STREAM_STACK_2 => {
+            // SAFETY: the probe's pt_regs; the stack slot through the checked helper. The
+            // probe point is the entry or past instructions that leave rsp alone
+            // (placement), so [rsp] is the return address and [rsp+16] the 2nd stack
+            // argument.
+            let sp = unsafe { (*ctx.regs).rsp };
+            let stream = unsafe { bpf_probe_read_user((sp + 16) as *const u64) }.unwrap_or(0);
+            [first, stream, 0]
+        }
+        _ => [
+            first,
+            ctx.arg::<u64>(1).unwrap_or(0),
+            ctx.arg::<u64>(2).unwrap_or(0),
+        ],
+    }
 }
 
 /// Threads whose device a temporary `*GetDevice` probe has learned (a successful call
@@ -100,11 +115,11 @@ pub fn enter(ctx: &ProbeContext, cookie: Cookie) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
     // A process not traced returns here, having read nothing of the call.
     let (cfg, args) = match switched_on((pid_tgid >> 32) as u32) {
-        Some(cfg) => (cfg, args_of(ctx)),
+        Some(cfg) => (cfg, args_of(ctx, cookie)),
         // Not capturing: the daemon's always-on mode counts, and records the calls of a
         // process a trace on demand is recording.
         None if SWITCH.get(0).is_some_and(|s| s.metrics != 0) => {
-            let args = args_of(ctx);
+            let args = args_of(ctx, cookie);
             match metrics::entered(cookie, &args) {
                 Some(cfg) => (cfg, args),
                 None => return 0,

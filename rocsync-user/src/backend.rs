@@ -98,6 +98,9 @@ mod tests {
             "StreamCreateWithFlags",
             "StreamCreateWithPriority",
             "StreamDestroy",
+            // Opt-in (`--probe launches`).
+            "LaunchKernel",
+            "MemcpyAsync",
         ];
         let per_thread = |suffix: &str, names: &[&str]| -> Vec<String> {
             names.iter().map(|n| format!("{n}{suffix}")).collect()

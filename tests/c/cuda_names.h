@@ -23,3 +23,5 @@
 #define hipEventElapsedTime cudaEventElapsedTime
 #define hipEventDestroy cudaEventDestroy
 #define hipSimLaunch cudaSimLaunch
+#define hipLaunchKernel cudaLaunchKernel
+#define hipMemcpyAsync cudaMemcpyAsync

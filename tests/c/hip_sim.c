@@ -479,3 +479,20 @@ __attribute__((constructor)) static void sim_init(void) {
     null_stream[d].device = d;
   }
 }
+
+/* A launch queues 10 µs of work per block; the function and arguments are not run. */
+hipError_t hipLaunchKernel(const void *function_address, dim3 numBlocks, dim3 dimBlocks,
+                           void **args, size_t sharedMemBytes, hipStream_t stream) {
+  (void)dimBlocks, (void)args, (void)sharedMemBytes;
+  if (!function_address) return hipErrorInvalidValue;
+  return hipSimLaunch(stream, 10u * numBlocks.x * numBlocks.y * numBlocks.z);
+}
+
+/* Copies at once (host memory both sides), then queues 1 µs per KiB on the stream. */
+hipError_t hipMemcpyAsync(void *dst, const void *src, size_t sizeBytes, hipMemcpyKind kind,
+                          hipStream_t stream) {
+  if ((!dst || !src) && sizeBytes) return hipErrorInvalidValue;
+  if ((unsigned)kind > hipMemcpyDefault) return hipErrorInvalidValue;
+  if (sizeBytes) memmove(dst, src, sizeBytes);
+  return hipSimLaunch(stream, (unsigned int)(sizeBytes >> 10) + 1);
+}

@@ -3,9 +3,21 @@
 #ifndef ROCSYNC_HIP_SIM_H
 #define ROCSYNC_HIP_SIM_H
 
+#include <stddef.h>
+
 typedef int hipError_t;
 typedef struct ihipStream_t *hipStream_t;
 typedef struct ihipEvent_t *hipEvent_t;
+/* 12 bytes passed by value: two registers each, which pushes hipLaunchKernel's
+ * sharedMemBytes and stream onto the stack (x86-64 SysV). */
+typedef struct dim3 { unsigned int x, y, z; } dim3;
+typedef enum hipMemcpyKind {
+  hipMemcpyHostToHost = 0,
+  hipMemcpyHostToDevice = 1,
+  hipMemcpyDeviceToHost = 2,
+  hipMemcpyDeviceToDevice = 3,
+  hipMemcpyDefault = 4,
+} hipMemcpyKind;
 
 enum {
   hipSuccess = 0,
@@ -43,7 +55,11 @@ enum {
   X(hipError_t, hipEventQuery, (hipEvent_t event))                                   \
   X(hipError_t, hipEventElapsedTime, (float *ms, hipEvent_t start, hipEvent_t stop)) \
   X(hipError_t, hipEventDestroy, (hipEvent_t event))                                 \
-  X(hipError_t, hipSimLaunch, (hipStream_t stream, unsigned int work_us))
+  X(hipError_t, hipSimLaunch, (hipStream_t stream, unsigned int work_us))           \
+  X(hipError_t, hipLaunchKernel, (const void *function_address, dim3 numBlocks,      \
+    dim3 dimBlocks, void **args, size_t sharedMemBytes, hipStream_t stream))         \
+  X(hipError_t, hipMemcpyAsync, (void *dst, const void *src, size_t sizeBytes,       \
+    hipMemcpyKind kind, hipStream_t stream))
 
 #ifndef HIP_SIM_NO_PROTOTYPES
 HIP_SIM_APIS(HIP_API)

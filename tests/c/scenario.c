@@ -5,6 +5,7 @@
  *
  * usage: scenario MODE [ARGS]      log file: $SCENARIO_LOG (one line per call)
  *   basic                 one thread, every hooked API, error paths, handle reuse
+ *   copies N              a copy stream (copies, records) a compute stream waits on
  *   threads N ITERS       N threads, each ITERS x (record, wait, event sync, stream sync)
  *   cross ITERS           two threads: one records, the other waits on its events
  *   gated MODE ...        print "ready", wait for a line on stdin, then run MODE
@@ -113,9 +114,41 @@ static void log_call(const char *api, uint64_t a0, uint64_t a1, uint64_t a2, int
 #define StreamCreateWithPriority(p, f, pr) \
   CALL(hipStreamCreateWithPriority, *(p), f, (uint32_t)(pr), H(hipStreamCreateWithPriority)(p, f, pr))
 #define StreamDestroy(s) CALL(hipStreamDestroy, s, 0, 0, H(hipStreamDestroy)(s))
+/* Launches and copies (probed only with --probe): the stream is logged second, where the
+ * probe records it. A non-zero sharedMemBytes sits at [rsp+8], next to the stream at
+ * [rsp+16], so a probe reading the wrong slot is seen. */
+#define LaunchKernel(f, blocks, s)                                                    \
+  CALL(hipLaunchKernel, f, s, 0,                                                      \
+       H(hipLaunchKernel)(f, (dim3){blocks, 1, 1}, (dim3){64, 1, 1}, NULL, 4096, s))
+#define MemcpyAsync(d, src, n, s) \
+  CALL(hipMemcpyAsync, d, s, 0, H(hipMemcpyAsync)(d, src, n, hipMemcpyHostToHost, s))
 /* Not hooked: called without logging. */
 #define EventCreate(p) H(hipEventCreate)(p)
 #define Launch(s, us) H(hipSimLaunch)(s, us)
+
+/* A copy stream, as PyTorch's: copies and the records after them, and nothing else; the
+ * compute stream launches, waits for the copy, and launches again. */
+static char copy_src[1 << 14], copy_dst[1 << 14];
+static void copy_kernel(void) {}
+
+static void copies(int iters) {
+  hipStream_t c = 0, s = 0;
+  hipEvent_t e[2];
+  SetDevice(0);
+  StreamCreate(&c);
+  StreamCreate(&s);
+  for (int i = 0; i < 2; i++) EventCreate(&e[i]);
+  for (int i = 0; i < iters; i++) {
+    MemcpyAsync(copy_dst, copy_src, sizeof copy_src, c);
+    EventRecordWithFlags(e[i % 2], c, 0);
+    LaunchKernel((const void *)copy_kernel, 4, s);
+    StreamWaitEvent(s, e[i % 2]);
+    LaunchKernel((const void *)copy_kernel, 2, s);
+    /* Uneven steps, as a training loop's: a profiler's clock lines up with one shift. */
+    usleep(400 + 150 * (i * 7 % 5));
+  }
+  StreamSynchronize(s);
+}
 
 static void write_logs(void) {
   const char *path = getenv("SCENARIO_LOG");
@@ -577,6 +610,7 @@ static int run(int argc, char **argv) {
   else if (!strcmp(mode, "agents")) agents();
   else if (!strcmp(mode, "threads") && argc == 4) threads(atoi(argv[2]), atoi(argv[3]));
   else if (!strcmp(mode, "cross") && argc == 3) cross(atoi(argv[2]));
+  else if (!strcmp(mode, "copies") && argc == 3) copies(atoi(argv[2]));
   else if (!strcmp(mode, "loop") && argc == 3) loop(atoi(argv[2]));
   else if (!strcmp(mode, "loop") && argc == 4) loop_devices(atoi(argv[2]), atoi(argv[3]));
   else if (!strcmp(mode, "hang")) hang();

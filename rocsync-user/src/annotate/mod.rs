@@ -23,6 +23,7 @@ use std::{
 };
 
 use anyhow::{Context as _, Result, bail};
+use rocsync_common::Op;
 
 pub use summary::Summary;
 
@@ -236,8 +237,16 @@ fn process<'a>(
     s: &mut Summary,
 ) -> Result<Process<'a>> {
     let mine: Vec<&profile::RuntimeRow> = profile.runtime.iter().filter(|r| r.pid == pid).collect();
-    let hooked: Vec<&profile::RuntimeRow> =
-        mine.iter().copied().filter(|r| r.op.is_some()).collect();
+    // Launches and copies are probed only when asked (`--probe launches`): the profiler's
+    // rows of them count only against a capture that has them.
+    let captured: HashSet<Op> = rows.iter().map(|r| r.call.api.op()).collect();
+    let hooked: Vec<&profile::RuntimeRow> = mine
+        .iter()
+        .copied()
+        .filter(|r| {
+            r.op.is_some_and(|op| !op.launches() || captured.contains(&op))
+        })
+        .collect();
     let mut prof_series = clock::Series::new();
     for r in &hooked {
         if let Some(op) = r.op {

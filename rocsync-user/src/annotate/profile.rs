@@ -170,7 +170,11 @@ impl Profile {
     }
 
     pub fn check_not_empty(&self) -> Result<()> {
-        if self.runtime.iter().all(|r| r.op.is_none()) {
+        if !self
+            .runtime
+            .iter()
+            .any(|r| r.op.is_some_and(|o| !o.launches()))
+        {
             bail!(
                 "the profiler trace has no runtime row of a synchronisation API (cudaStreamWaitEvent, hipEventRecord, …): was it recorded with CUDA/HIP activities?"
             );

@@ -180,10 +180,12 @@ pub struct CaptureArgs {
     /// Functions not to probe, comma-separated: each probe costs a trap per call
     #[arg(long, value_name = "SYMBOLS", value_delimiter = ',', value_parser = parse_api)]
     pub skip: Vec<Api>,
-    /// Functions to probe besides the default set, comma-separated (hipGetDevice and
-    /// cudaGetDevice are hot and not probed by default)
-    #[arg(long, value_name = "SYMBOLS", value_delimiter = ',', value_parser = parse_api)]
-    pub probe: Vec<Api>,
+    /// Functions to probe besides the default set, comma-separated: hipGetDevice,
+    /// cudaGetDevice, and the launches and copies (hipLaunchKernel, hipMemcpyAsync,
+    /// cudaLaunchKernel, cudaMemcpyAsync; `launches` names all four), which `rocsync
+    /// annotate` uses to learn streams seen nowhere else. Each is hot: a trap per call
+    #[arg(long, value_name = "SYMBOLS", value_delimiter = ',', value_parser = parse_apis)]
+    pub probe: Vec<ApiList>,
     /// Learn the devices running threads chose before the attach from *GetDevice, for at
     /// most this long (each call traps meanwhile; a thread that calls none in it has
     /// its device unknown until it sets one). 0 or off: never
@@ -309,6 +311,17 @@ fn parse_ring_size(s: &str) -> Result<u32, String> {
             .and_then(|b| u32::try_from(b).ok()),
     };
     bytes.filter(|b| b.is_power_of_two()).ok_or_else(bad)
+}
+
+/// Functions `--probe` names: one symbol, or `launches` for [`Api::LAUNCHES`].
+#[derive(Clone, Debug)]
+pub struct ApiList(pub Vec<Api>);
+
+fn parse_apis(s: &str) -> Result<ApiList, String> {
+    if s == "launches" {
+        return Ok(ApiList(Api::LAUNCHES.to_vec()));
+    }
+    parse_api(s).map(|a| ApiList(vec![a]))
 }
 
 fn parse_api(s: &str) -> Result<Api, String> {

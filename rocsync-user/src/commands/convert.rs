@@ -95,7 +95,7 @@ pub fn convert(args: ConvertArgs) -> Result<i32> {
 
 /// A Kineto trace (what `-o` writes, or another profiler's) given for a raw capture is
 /// said to be one, rather than failing on its first line's JSON.
-fn refuse_a_trace(input: &mut Box<dyn BufRead>, path: &std::path::Path) -> Result<()> {
+fn refuse_a_trace(input: &mut Box<dyn std::io::BufRead>, path: &std::path::Path) -> Result<()> {
     let head = input.fill_buf().context("reading the raw capture")?;
     let head = String::from_utf8_lossy(&head[..head.len().min(4096)]);
     let raw = head.trim_start().starts_with("{\"rocsync_raw\"");

@@ -24,7 +24,7 @@ impl From<CaptureArgs> for CaptureSettings {
             runtimes,
             agents: a.agents.unwrap_or_default(),
             apis: ApiChoice {
-                extra: a.probe,
+                extra: a.probe.into_iter().flat_map(|l| l.0).collect(),
                 skip: a.skip,
                 temporary: Vec::new(),
             },

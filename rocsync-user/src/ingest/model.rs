@@ -33,7 +33,8 @@ pub enum ArgKind {
 
 pub fn arg_kind(name: &str) -> ArgKind {
     match name {
-        "event" | "stream" => ArgKind::Handle,
+        // Pointers: a launch's function, a copy's destination.
+        "event" | "stream" | "function" | "dst" => ArgKind::Handle,
         "device" | "priority" => ArgKind::Signed,
         _ => ArgKind::Unsigned,
     }

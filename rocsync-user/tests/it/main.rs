@@ -16,6 +16,7 @@ mod agent_filter;
 mod annotate;
 mod annotate_errors;
 mod annotate_hta;
+mod annotate_launches;
 mod attribution;
 mod capture;
 mod carried_runtime;

@@ -54,6 +54,11 @@ const TRACED: &[(&str, &[&str])] = &[
 const ON_REQUEST: &[(&str, &[&str])] = &[
     ("hipGetDevice", &["device"]),
     ("cudaGetDevice", &["device"]),
+    // The stream is read from r8 / [rsp+16], and written second.
+    ("hipLaunchKernel", &["function", "stream"]),
+    ("hipMemcpyAsync", &["dst", "stream"]),
+    ("cudaLaunchKernel", &["function", "stream"]),
+    ("cudaMemcpyAsync", &["dst", "stream"]),
 ];
 
 /// Whether a capture probes `api` by default.
@@ -74,7 +79,7 @@ pub fn params(api: &str) -> &'static [&'static str] {
 /// Handles (`hipEvent_t`, `hipStream_t`) are pointers, compared whole; the rest are C
 /// `int`/`unsigned`, compared as their 32 bits.
 pub fn is_handle(param: &str) -> bool {
-    matches!(param, "event" | "stream")
+    matches!(param, "event" | "stream" | "function" | "dst")
 }
 
 /// Whether the Kineto trace has a runtime row for `api`: Kineto leaves device selection

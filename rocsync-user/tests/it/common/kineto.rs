@@ -22,7 +22,9 @@
 //! written as the kernel launch it stands for, where `scenario cross` makes it: on the
 //! recording stream just before each record, on the waiting stream just after each
 //! stream wait — CUDA only: rocprofiler-sdk sees kernels only as HSA dispatches, which the
-//! plain simulated runtime never makes.
+//! plain simulated runtime never makes. A scenario that launches and copies for real
+//! (`scenario copies`) has those written instead: each `*LaunchKernel`/`*MemcpyAsync`
+//! call's runtime row and its kernel/`gpu_memcpy` row on the call's stream (CUDA only).
 
 use std::collections::BTreeMap;
 
@@ -71,6 +73,7 @@ fn cbid(name: &str) -> i64 {
         "cudaEventQuery" => 138,
         "cudaStreamWaitEvent" => 147,
         "cudaDeviceSynchronize" => 165,
+        "cudaMemcpyAsync" => 41,
         "cudaLaunchKernel" => 211,
         "cudaEventRecordWithFlags" => 370,
         _ => 0,
@@ -97,6 +100,8 @@ pub fn write(log: &[LoggedCall], pid: u32, realtime_offset_ns: i64, o: &Options)
     let first = epoch(log.first().map_or(0, |l| l.before_ns));
     let base = first / BASE_STEP_NS * BASE_STEP_NS;
     let cuda = o.format == Format::Cuda;
+    // Real launches in the log: no simulated ones are made up around records and waits.
+    let made_up = !log.iter().any(|l| op(&l.api) == "LaunchKernel");
     let (pid, dev) = (pid as i64, 0i64);
     let mut next_corr: i64 = if cuda { 4_000 } else { 101 };
     let mut streams: BTreeMap<u64, i64> = BTreeMap::new();
@@ -156,7 +161,7 @@ pub fn write(log: &[LoggedCall], pid: u32, realtime_offset_ns: i64, o: &Options)
                 "args": {"device": dev, "context": CONTEXT, "stream": stream, "correlation": c}}),
             );
         };
-        if cuda && kind == "EventRecord" {
+        if cuda && made_up && kind == "EventRecord" {
             let s = stream_id(l.args[1]);
             launch(&mut rows, &mut next_corr, t0 - 4_000, s, 200);
         }
@@ -201,7 +206,21 @@ pub fn write(log: &[LoggedCall], pid: u32, realtime_offset_ns: i64, o: &Options)
                     s,
                     Some((ws, wr, event_id(l.args[1]))),
                 ));
-                launch(&mut rows, &mut next_corr, t1 + 1_000, s, 100);
+                if made_up {
+                    launch(&mut rows, &mut next_corr, t1 + 1_000, s, 100);
+                }
+            }
+            "LaunchKernel" | "MemcpyAsync" => {
+                let s = stream_id(l.args[1]);
+                let (cat, name) = match kind {
+                    "LaunchKernel" => ("kernel", "sim_kernel"),
+                    _ => ("gpu_memcpy", "Memcpy HtoH (Pageable -> Pageable)"),
+                };
+                rows.push(
+                    json!({"ph": "X", "cat": cat, "name": name, "pid": dev, "tid": s,
+                    "ts": us(t1 + 3_000, base), "dur": us(base + 10_000, base),
+                    "args": {"device": dev, "context": CONTEXT, "stream": s, "correlation": corr}}),
+                );
             }
             "EventSynchronize" | "EventQuery" => {
                 let (ws, wr) = answer(l.seq);
