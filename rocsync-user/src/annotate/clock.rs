@@ -97,8 +97,11 @@ pub fn align(profile: &Series, calls: &Series) -> Result<Alignment> {
         }
     }
     candidates.sort_unstable();
-    candidates.dedup_by(|a, b| (*a - *b).abs() < COARSE_NS / 4);
-    let best = candidates
+    candidates.dedup();
+    // Coarse: the offsets a quarter of the tolerance apart, by rows matched.
+    let mut coarse = candidates.clone();
+    coarse.dedup_by(|a, b| (*a - *b).abs() < COARSE_NS / 4);
+    let best = coarse
         .iter()
         .map(|&d| (score(profile, calls, d, COARSE_NS), d))
         .max_by_key(|&(s, d)| (s, -d.abs()));
@@ -117,7 +120,30 @@ pub fn align(profile: &Series, calls: &Series) -> Result<Alignment> {
             "only {hits} of the profiler's {inside} rows in the capture's time line up with a call: not the same run?"
         );
     }
+    // Fine: calls may be closer together than the coarse tolerance, so the coarse pick can
+    // be off by a neighbour's distance. Of the exact pairwise offsets near it, the one
+    // that puts rows nearest their calls (each row's distance capped, so that a row with
+    // no call counts no more than a far one) is the clocks' offset.
+    let delta = candidates
+        .iter()
+        .filter(|&&d| (d - delta).abs() <= COARSE_NS)
+        .map(|&d| (distance(profile, calls, d), (d - delta).abs(), d))
+        .min()
+        .map_or(delta, |(_, _, d)| d);
     Ok(fit(profile, calls, delta))
+}
+
+/// Summed distance of each profiler row to its nearest call once calls are shifted by
+/// `delta`, each capped at [`FINE_NS`].
+fn distance(profile: &Series, calls: &Series, delta: i64) -> i64 {
+    profile
+        .iter()
+        .filter_map(|(k, ps)| Some((ps, calls.get(k)?)))
+        .flat_map(|(ps, cs)| {
+            ps.iter()
+                .map(move |&p| nearest(cs, p - delta).map_or(FINE_NS, |(_, d)| d.min(FINE_NS)))
+        })
+        .sum()
 }
 
 /// A least-squares line through the pairs matched under `delta`.

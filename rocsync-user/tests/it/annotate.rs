@@ -147,7 +147,7 @@ fn annotate_fills_the_waits_cupti_left_unresolved() {
         } else {
             answer(&w, seq)
         };
-        assert_eq!(got, want, "wait seq {seq} ({})", row["name"]);
+        assert_eq!(got, want, "wait seq {seq} ({}); {summary:#}", row["name"]);
         filled += usize::from(seq != right && seq != wrong);
     }
     assert_eq!(filled, waits.len() - 2, "every wait the log resolves");
@@ -224,8 +224,8 @@ fn annotate_adds_the_sync_rows_kineto_rocm_never_writes() {
         }
         if let Some(&(record, stream)) = waits.get(&seq) {
             assert_eq!(
-                a["wait_on_cuda_event_record_corr_id"],
-                w.correlation[&record]
+                a["wait_on_cuda_event_record_corr_id"], w.correlation[&record],
+                "wait seq {seq}; {summary:#}"
             );
             same(stream, a["wait_on_stream"].as_i64().unwrap());
         }
