@@ -28,6 +28,12 @@ struct Trace {
 struct Event {
     cat: Option<String>,
     name: Option<String>,
+    args: Option<Args>,
+}
+
+#[derive(serde::Deserialize)]
+struct Args {
+    correlation: Option<u64>,
 }
 
 #[test]
@@ -187,6 +193,17 @@ fn calls_in(file: &str) -> (u64, u64, serde_json::Value) {
     let mut account = t.rocsync.clone();
     if let Some(o) = account.as_object_mut() {
         o.remove("processes");
+        // Where the calls that are neither rows nor counted lost would be: before the
+        // first id, after the last, or in a gap the dump did not count.
+        let ids: Vec<u64> = rows
+            .iter()
+            .filter_map(|e| e.args.as_ref()?.correlation)
+            .collect();
+        let (first, last) = (ids.iter().min(), ids.iter().max());
+        o.insert(
+            "test_ids".into(),
+            serde_json::json!({"first": first, "last": last, "rows": ids.len()}),
+        );
     }
     (rows.len() as u64, lost, account)
 }
