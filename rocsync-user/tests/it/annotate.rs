@@ -19,6 +19,20 @@ pub struct Run {
     pub realtime_offset_ns: i64,
 }
 
+impl Run {
+    /// A finished capture in `dir`: its raw file and the scenario's log.
+    pub fn read(dir: TempDir, raw: PathBuf, log: &std::path::Path) -> Run {
+        let (header, calls) = read_raw(&raw);
+        Run {
+            pid: calls[0].pid,
+            realtime_offset_ns: header["clock_offset_ns"].as_i64().unwrap(),
+            log: read_log(log),
+            raw,
+            dir,
+        }
+    }
+}
+
 /// Captures `scenario cross 24` with its log.
 pub fn capture_cross(test: &str) -> Option<Run> {
     if !can_trace(test) {
@@ -38,14 +52,7 @@ pub fn capture_cross(test: &str) -> Option<Run> {
             .args(["cross", "24"])
             .env("SCENARIO_LOG", &log),
     );
-    let (header, calls) = read_raw(&raw);
-    Some(Run {
-        pid: calls[0].pid,
-        realtime_offset_ns: header["clock_offset_ns"].as_i64().unwrap(),
-        log: read_log(&log),
-        raw,
-        dir,
-    })
+    Some(Run::read(dir, raw, &log))
 }
 
 /// Wait seq → (record seq, the record's stream handle), for every wait the log resolves.

@@ -8,7 +8,7 @@ use std::{collections::BTreeMap, path::Path};
 
 use crate::annotate::{Run, annotate, resolved_waits};
 use crate::common::{kineto::*, *};
-use rocsync_tests::{read_log, scenario, scenario_cuda};
+use rocsync_tests::{scenario, scenario_cuda};
 
 const ITERS: usize = 12;
 
@@ -35,14 +35,7 @@ fn capture_copies(test: &str, exe: &Path, launches: bool) -> Option<Run> {
             .args(["copies", &ITERS.to_string()])
             .env("SCENARIO_LOG", &log),
     );
-    let (header, calls) = read_raw(&raw);
-    Some(Run {
-        pid: calls[0].pid,
-        realtime_offset_ns: header["clock_offset_ns"].as_i64().unwrap(),
-        log: read_log(&log),
-        raw,
-        dir,
-    })
+    Some(Run::read(dir, raw, &log))
 }
 
 fn is_launch(api: &str) -> bool {
