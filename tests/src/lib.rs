@@ -19,6 +19,16 @@ pub fn sim_hip() -> PathBuf {
     sim_dir().join("libamdhip64.so")
 }
 
+/// The simulated runtime under CUDA's names (`libcudart.so.13`).
+pub fn sim_cudart() -> PathBuf {
+    Path::new(OUT).join("cuda/libcudart.so.13")
+}
+
+/// The simulated HSA runtime (`libhsa-runtime64.so.1`).
+pub fn sim_hsa() -> PathBuf {
+    Path::new(OUT).join("hsa/libhsa-runtime64.so.1")
+}
+
 /// The simulated runtime built with CET: every entry starts with `endbr64`.
 pub fn sim_hip_cet() -> PathBuf {
     Path::new(OUT).join("cet/libamdhip64.so")

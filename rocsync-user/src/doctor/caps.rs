@@ -1,8 +1,11 @@
 //! The capabilities rocsync has (its effective set, `/proc/self/status` `CapEff`) against
-//! those it uses: the set `dist/rocsync.service` grants, with what each is for.
+//! those it uses: the set `dist/rocsync.service` grants (and `CAP_KILL`, which attach
+//! uses and the daemon does not), with what each is for.
 
 use super::{Check, Status};
 
+const CAP_CHOWN: u32 = 0;
+const CAP_DAC_READ_SEARCH: u32 = 2;
 const CAP_KILL: u32 = 5;
 const CAP_SYS_PTRACE: u32 = 19;
 const CAP_SYS_ADMIN: u32 = 21;
@@ -20,10 +23,12 @@ enum Need {
     OrSysAdmin,
     /// Only for processes of other users.
     OtherUsers,
+    /// Only for one option (said in the row).
+    Option,
 }
 
 /// (capability, bit, needed for, how much).
-const USED: [(&str, u32, &str, Need); 6] = [
+const USED: [(&str, u32, &str, Need); 8] = [
     (
         "CAP_SYS_ADMIN",
         CAP_SYS_ADMIN,
@@ -59,6 +64,18 @@ const USED: [(&str, u32, &str, Need); 6] = [
         CAP_KILL,
         "continuing stopped targets of other users (attach)",
         Need::OtherUsers,
+    ),
+    (
+        "CAP_DAC_READ_SEARCH",
+        CAP_DAC_READ_SEARCH,
+        "reading other users' runtime libraries whatever their mode (daemon)",
+        Need::OtherUsers,
+    ),
+    (
+        "CAP_CHOWN",
+        CAP_CHOWN,
+        "giving the daemon's socket to its --group, and outputs to the sudo user",
+        Need::Option,
     ),
 ];
 
@@ -104,6 +121,11 @@ fn judge(effective: u64) -> Vec<Check> {
                     Status::Absent,
                     format!("{fix} to trace other users' processes"),
                 ),
+                Need::Option => Check {
+                    found: "no".into(),
+                    ..check
+                }
+                .not(Status::Absent, format!("{fix} where that is used")),
             }
         })
         .collect()
@@ -142,7 +164,22 @@ mod tests {
         );
         // Other users' processes only: reported, not missing.
         let rows = judge(1 << CAP_SYS_ADMIN);
-        let kill = rows.iter().find(|c| c.what == "CAP_KILL").unwrap();
-        assert_eq!(kill.status, Status::Absent);
+        for only_sometimes in ["CAP_KILL", "CAP_DAC_READ_SEARCH", "CAP_CHOWN"] {
+            let row = rows.iter().find(|c| c.what == only_sometimes).unwrap();
+            assert_eq!(row.status, Status::Absent, "{only_sometimes}");
+        }
+    }
+
+    #[test]
+    fn every_capability_the_unit_grants_has_a_row() {
+        let unit = include_str!("../../../dist/rocsync.service");
+        let granted = unit
+            .lines()
+            .find_map(|l| l.strip_prefix("CapabilityBoundingSet="))
+            .expect("the unit names its capabilities");
+        let rows: Vec<&str> = USED.iter().map(|u| u.0).collect();
+        for cap in granted.split_whitespace() {
+            assert!(rows.contains(&cap), "{cap} is granted but has no row");
+        }
     }
 }

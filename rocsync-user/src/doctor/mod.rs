@@ -6,6 +6,7 @@
 mod caps;
 mod kernel;
 mod runtimes;
+mod search;
 
 use std::fmt::Write as _;
 

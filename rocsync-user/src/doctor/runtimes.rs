@@ -2,14 +2,9 @@
 //! loaded as a capture loads them, their call probes attached to the file scoped to the
 //! doctor's own pid (it never calls them), and detached at once.
 //!
-//! Where runtimes are looked for: the linker's cache (`ldconfig -p`), the CUDA runtime
-//! pip installs into the system Pythons (`nvidia/cuda_runtime/lib`), and ROCm under
-//! `/opt/rocm*/lib`.
+//! Where runtimes are looked for: `search.rs`.
 
-use std::{
-    collections::BTreeSet,
-    path::{Path, PathBuf},
-};
+use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 
@@ -87,7 +82,13 @@ pub fn checks() -> Vec<Check> {
             None
         }
     };
-    let installed = installed();
+    let installed = super::search::installed(|name| {
+        RUNTIMES
+            .iter()
+            .map(|r| r.soname)
+            .chain([HSA])
+            .any(|s| is_version_of(name, s))
+    });
     let kinds = RUNTIMES.iter().map(Kind::Runtime).chain([Kind::Hsa]);
     for kind in kinds {
         let files: Vec<&PathBuf> = installed
@@ -159,79 +160,4 @@ fn trial(probes: &mut Probes, kind: &Kind, path: &Path) -> Result<String> {
 
 fn file_name(path: &Path) -> Option<&str> {
     path.file_name()?.to_str()
-}
-
-/// Every runtime file found, each once (by its real path).
-fn installed() -> BTreeSet<PathBuf> {
-    let wanted = |name: &str| {
-        RUNTIMES
-            .iter()
-            .map(|r| r.soname)
-            .chain([HSA])
-            .any(|s| is_version_of(name, s))
-    };
-    let mut paths = linker_cache();
-    paths.extend(in_dirs(&pip_cuda_dirs()));
-    paths.extend(in_dirs(&prefixed_dirs(Path::new("/opt"), "rocm", &["lib"])));
-    paths
-        .into_iter()
-        .filter(|p| file_name(p).is_some_and(&wanted))
-        .filter_map(|p| p.canonicalize().ok())
-        .collect()
-}
-
-/// The libraries `ldconfig -p` lists: `\tlibamdhip64.so.5 (libc6,x86-64) => /lib/…`.
-fn linker_cache() -> Vec<PathBuf> {
-    let output = ["ldconfig", "/sbin/ldconfig", "/usr/sbin/ldconfig"]
-        .iter()
-        .find_map(|l| std::process::Command::new(l).arg("-p").output().ok());
-    let Some(output) = output else {
-        return Vec::new();
-    };
-    String::from_utf8_lossy(&output.stdout)
-        .lines()
-        .filter_map(|l| Some(PathBuf::from(l.split_once(" => ")?.1.trim())))
-        .collect()
-}
-
-/// `nvidia/cuda_runtime/lib` of each system Python's site- and dist-packages.
-fn pip_cuda_dirs() -> Vec<PathBuf> {
-    [
-        "/usr/lib",
-        "/usr/lib64",
-        "/usr/local/lib",
-        "/usr/local/lib64",
-    ]
-    .iter()
-    .flat_map(|base| {
-        prefixed_dirs(
-            Path::new(base),
-            "python3",
-            &["site-packages", "dist-packages"],
-        )
-    })
-    .map(|d| d.join("nvidia/cuda_runtime/lib"))
-    .collect()
-}
-
-/// `base/PREFIX*/SUB` for each of `subs` that is a directory.
-fn prefixed_dirs(base: &Path, prefix: &str, subs: &[&str]) -> Vec<PathBuf> {
-    let Ok(entries) = std::fs::read_dir(base) else {
-        return Vec::new();
-    };
-    entries
-        .filter_map(|e| e.ok())
-        .filter(|e| e.file_name().to_string_lossy().starts_with(prefix))
-        .flat_map(|e| subs.iter().map(move |s| e.path().join(s)))
-        .filter(|d| d.is_dir())
-        .collect()
-}
-
-/// The files in `dirs`.
-fn in_dirs(dirs: &[PathBuf]) -> Vec<PathBuf> {
-    dirs.iter()
-        .filter_map(|d| std::fs::read_dir(d).ok())
-        .flatten()
-        .filter_map(|e| Some(e.ok()?.path()))
-        .collect()
 }

@@ -134,13 +134,18 @@ fn users_only_an_nss_module_knows_resolve_through_the_hosts_getent() {
         !passwd.contains("dirann"),
         "a directory user in /etc/passwd"
     );
-    // The module's files replace the host's only in this mount namespace.
+    // The module's files replace the host's only in this mount namespace. `daemon
+    // --check` resolves both names; `run -u` starts its command as the user with the
+    // user's groups (getent's initgroups), as `id` shows.
+    let trace = dir.path("id.json");
     let script = format!(
         "mount --bind {nss} /etc/nsswitch.conf && mount --bind {extra} /var/lib/extrausers \
-         && exec {bin} daemon --check --user dirann --group dirgroup",
+         && {bin} daemon --check --user dirann --group dirgroup \
+         && {bin} run -u dirann -o {trace} -- /usr/bin/id",
         nss = nss.display(),
         extra = extra.display(),
-        bin = bin.display()
+        bin = bin.display(),
+        trace = trace.display()
     );
     let out = Command::new("unshare")
         .args(["--mount", "--propagation", "private", "sh", "-c", &script])
@@ -151,6 +156,14 @@ fn users_only_an_nss_module_knows_resolve_through_the_hosts_getent() {
     assert!(
         has_setting(&stdout, "user", "dirann") && stdout.contains("4322"),
         "{stdout}"
+    );
+    let id = stdout
+        .lines()
+        .find(|l| l.starts_with("uid="))
+        .unwrap_or_else(|| panic!("id printed nothing: {stdout}{stderr}"));
+    assert!(
+        id.starts_with("uid=4321(dirann) gid=4321") && id.contains("4322(dirgroup)"),
+        "{id}"
     );
 }
 

@@ -50,6 +50,7 @@ mod dist_binary;
 mod dist_deb;
 mod dist_image;
 mod doctor;
+mod doctor_runtimes;
 mod edges;
 mod errors;
 mod hostile;

@@ -69,10 +69,7 @@ fn rust_fan_in_resolves_exactly_on_hip() {
 
 #[test]
 fn rust_fan_in_resolves_exactly_on_cuda() {
-    let cudart = rocsync_tests::sim_dir()
-        .parent()
-        .unwrap()
-        .join("cuda/libcudart.so.13");
+    let cudart = rocsync_tests::sim_cudart();
     fan_in(
         "rust_fan_in_resolves_exactly_on_cuda",
         &cudart,

@@ -234,7 +234,6 @@ Maintainer: rocsync developers <rocsync@example.invalid>
 Installed-Size: {installed_kib}
 {depends}Section: devel
 Priority: optional
-Homepage: {homepage}
 Description: GPU synchronisation tracer for unmodified HIP and CUDA processes
  rocsync traces GPU synchronisation (event record, stream wait, synchronize)
  in unmodified HIP and CUDA processes with eBPF uprobes, and writes Kineto
@@ -245,7 +244,6 @@ Description: GPU synchronisation tracer for unmodified HIP and CUDA processes
  .
  rocsync doctor says what this machine allows and how to fix what it does not.
 ",
-        homepage = env!("CARGO_PKG_REPOSITORY"),
     )
 }
 

@@ -111,7 +111,6 @@ fn config(image: &str, version: &str, created: &str) -> Command {
         ("description", description()),
         ("version", version.to_string()),
         ("revision", revision),
-        ("source", env!("CARGO_PKG_REPOSITORY").to_string()),
         ("licenses", env!("CARGO_PKG_LICENSE").to_string()),
         ("created", created.to_string()),
     ];

@@ -1,0 +1,96 @@
+//! `rocsync doctor` finds the runtimes where PyTorch users have them — pip's CUDA runtime
+//! in a virtualenv, PyTorch's own `torch/lib` in a conda environment, ROCm under
+//! `/opt/rocm*` — and tries the probes on each. The test plants copies of the simulated
+//! runtimes there (under `/opt`, removed after) and reads doctor's rows for them.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::common::*;
+
+/// Directories the test made under `/opt`, removed however it ends.
+struct Planted(Vec<PathBuf>);
+
+impl Drop for Planted {
+    fn drop(&mut self) {
+        for d in &self.0 {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
+}
+
+/// Copies `lib` into `dir` (made) as `name`; returns the copy's path.
+fn plant(dir: &Path, name: &str, lib: &Path) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    let to = dir.join(name);
+    std::fs::copy(lib, &to).unwrap();
+    to
+}
+
+#[test]
+fn doctor_tries_runtimes_in_venvs_conda_envs_and_opt_rocm() {
+    let test = "doctor_tries_runtimes_in_venvs_conda_envs_and_opt_rocm";
+    if !can_trace(test) {
+        return;
+    }
+    let id = std::process::id();
+    let opt = PathBuf::from(format!("/opt/rocsync-doctor-test-{id}"));
+    let rocm = PathBuf::from(format!("/opt/rocm-rocsync-doctor-test-{id}"));
+    let _planted = Planted(vec![opt.clone(), rocm.clone()]);
+    let site = |env: &Path| env.join("lib/python3.11/site-packages");
+    let venv = site(&opt.join(".venv"));
+    let conda = site(&opt.join("envs/train"));
+    let want = [
+        (
+            "CUDA runtime",
+            plant(
+                &venv.join("nvidia/cuda_runtime/lib"),
+                "libcudart.so.13",
+                &rocsync_tests::sim_cudart(),
+            ),
+        ),
+        (
+            "HIP runtime",
+            plant(
+                &conda.join("torch/lib"),
+                "libamdhip64.so",
+                &rocsync_tests::sim_hip(),
+            ),
+        ),
+        (
+            "HIP runtime",
+            plant(
+                &rocm.join("lib"),
+                "libamdhip64.so.6",
+                &rocsync_tests::sim_hip(),
+            ),
+        ),
+        (
+            "HSA runtime",
+            plant(
+                &rocm.join("lib"),
+                "libhsa-runtime64.so.1",
+                &rocsync_tests::sim_hsa(),
+            ),
+        ),
+    ];
+
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rocsync"))
+        .args(["doctor", "--json"])
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!("{e}: {}", String::from_utf8_lossy(&out.stderr));
+    });
+    let rows = report["checks"].as_array().unwrap();
+    for (what, path) in want {
+        let found = format!("{}: attached to ", path.display());
+        let row = rows
+            .iter()
+            .find(|c| c["found"].as_str().is_some_and(|f| f.starts_with(&found)))
+            .unwrap_or_else(|| panic!("{} not tried: {report:#}", path.display()));
+        assert_eq!(row["what"], what, "{row:#}");
+        assert_eq!(row["status"], "ok", "{row:#}");
+    }
+}
