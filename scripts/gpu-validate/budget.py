@@ -154,12 +154,24 @@ def main():
     for r in range(rounds):
         for label in trains:
             d = Daemon(rocsync, out, exe, "1%") if label != "untraced" else None
-            p = subprocess.run([python, str(HERE / "train.py"), str(steps)],
-                               capture_output=True, text=True, check=True)
-            view = metrics()[1] if d else None
+            p = subprocess.Popen([python, str(HERE / "train.py"), str(steps)],
+                                 stdout=subprocess.PIPE, text=True)
+            # The share is the process's while it lives: read it as the loop runs, and
+            # keep the highest (once it has exited the daemon reports none).
+            view, shares = None, []
+            while p.poll() is None:
+                time.sleep(0.5)
+                if d:
+                    view = metrics()[1]
+                    shares.append(view["cost_ratio"] or 0.0)
+            stdout = p.stdout.read()
+            if p.returncode != 0:
+                sys.exit(f"train.py failed: {p.returncode}")
+            if view:
+                view["cost_ratio_max"] = max(shares, default=0.0)
             if d:
                 d.stop()
-            s = json.loads(p.stdout.strip().splitlines()[-1])["seconds"]
+            s = json.loads(stdout.strip().splitlines()[-1])["seconds"]
             trains[label].append(s)
             lines.append({"part": "train", "mode": label, "round": r, "seconds": s,
                           "daemon": view})
@@ -193,11 +205,14 @@ def main():
                   f"{med / bare:.3f} | {share} | {shed} | {rec} | {wait} |")
     t0 = statistics.median(trains["untraced"])
     md += ["\n## The training loop (train.py)\n",
-           "| mode | seconds | median | × untraced |", "| --- | --- | ---: | ---: |"]
+           "| mode | seconds | median | × untraced | probes' share, highest read (daemon) |",
+           "| --- | --- | ---: | ---: | --- |"]
     for label, xs in trains.items():
         med = statistics.median(xs)
+        views = [l["daemon"] for l in lines if l["part"] == "train" and l["mode"] == label]
+        share = " ".join(f"{v['cost_ratio_max'] * 100:.2f} %" for v in views if v) or "–"
         md.append(f"| {label} | {' '.join(f'{x:.3f}' for x in xs)} | {med:.3f} | "
-                  f"{med / t0:.3f} |")
+                  f"{med / t0:.3f} | {share} |")
     (out / "budget.md").write_text("\n".join(md) + "\n")
     print("\n".join(md))
 
