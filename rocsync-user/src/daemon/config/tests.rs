@@ -83,3 +83,84 @@ fn the_upload_keys_are_read_from_the_file_and_flags_win() {
     let e = format!("{:#}", DaemonConfig::load(&flags).unwrap_err());
     assert!(e.contains("unknown field"), "{e}");
 }
+
+/// The example configurations with every commented-out `# key = value` line taken in.
+const EXAMPLES: [(&str, &str); 2] = [
+    (
+        "dist/rocsync.toml",
+        include_str!("../../../../dist/rocsync.toml"),
+    ),
+    (
+        "deploy/kubernetes/rocsync.toml",
+        include_str!("../../../../deploy/kubernetes/rocsync.toml"),
+    ),
+];
+
+fn uncommented(text: &str) -> String {
+    let example = |l: &str| {
+        let key: String = l
+            .chars()
+            .take_while(|c| c.is_ascii_lowercase() || *c == '_')
+            .collect();
+        !key.is_empty() && l[key.len()..].starts_with(" = ")
+    };
+    text.lines()
+        .map(|l| match l.strip_prefix("# ") {
+            Some(rest) if example(rest) => rest,
+            _ => l,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Every setting a flag gives has its key in each example (commented out or set),
+/// and the examples, uncommented, are a configuration the daemon takes: a misspelt key, a
+/// bad duration or destination in a comment would mislead whoever uncomments it.
+#[test]
+fn every_setting_has_an_example_and_the_examples_load() {
+    let cli = <crate::cli::Cli as clap::CommandFactory>::command();
+    let daemon = cli.find_subcommand("daemon").unwrap();
+    let settings: Vec<String> = daemon
+        .get_arguments()
+        .filter_map(|a| a.get_long())
+        // The file itself, --check, and the hidden lock are no keys; the socket and
+        // group have their defaults in the unit.
+        .filter(|l| !["config", "check", "lock", "socket", "group"].contains(l))
+        .map(|l| l.replace('-', "_"))
+        .collect();
+    assert!(settings.len() > 20, "{settings:?}");
+    let dir = tempfile::tempdir().unwrap();
+    for (name, text) in EXAMPLES {
+        let text = uncommented(text);
+        let table: toml::Table = text.parse().unwrap_or_else(|e| panic!("{name}: {e}"));
+        let missing: Vec<&String> = settings
+            .iter()
+            .filter(|s| !table.contains_key(*s))
+            .collect();
+        assert!(missing.is_empty(), "{name} has no example of {missing:?}");
+        let path = dir.path().join("example.toml");
+        std::fs::write(&path, &text).unwrap();
+        let flags = ConfigFlags {
+            config: Some(path),
+            ..ConfigFlags::default()
+        };
+        let c = DaemonConfig::load(&flags).unwrap_or_else(|e| panic!("{name}: {e:#}"));
+        // What the stall and upload examples say, as loaded.
+        assert_eq!(
+            c.capture_on_stall,
+            Some(Duration::from_millis(50)),
+            "{name}"
+        );
+        assert_eq!(c.hang_bound, Duration::from_secs(120), "{name}");
+        let upload = c.upload.unwrap_or_else(|| panic!("{name}: no upload"));
+        assert_eq!(upload.destination.to_string(), "s3://my-bucket/rocsync");
+        assert!(
+            upload.endpoint.is_some() && upload.region.is_some(),
+            "{name}"
+        );
+        assert_eq!(
+            c.metric_labels,
+            MetricLabels::parse(&["namespace".into(), "pod".into()]).unwrap()
+        );
+    }
+}
