@@ -17,6 +17,8 @@ use crate::clock;
 
 /// A call in flight as the kernel keeps it: (pid, tid, its start).
 type InFlight = (u32, u32, PendingCall);
+/// A call blocked past the threshold: (pid, tid, API, its entry).
+type Blocked = (u32, u32, Api, u64);
 
 /// The oldest age of each synchronising API's calls in flight (seconds), and the calls
 /// blocked `threshold` or longer (pid, tid, API, entry), among `tracked` processes'.
@@ -26,7 +28,7 @@ fn scan(
     tracked: impl Fn(u32) -> bool,
     now_ns: u64,
     threshold: std::time::Duration,
-) -> (BTreeMap<&'static str, f64>, Vec<(u32, u32, Api, u64)>) {
+) -> (BTreeMap<&'static str, f64>, Vec<Blocked>) {
     let mut oldest = BTreeMap::<&'static str, f64>::new();
     let mut blocked = Vec::new();
     for &(pid, tid, c) in calls {
