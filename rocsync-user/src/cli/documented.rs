@@ -120,3 +120,39 @@ fn every_document_is_checked() {
         }
     }
 }
+
+/// The daemon's long flags (hidden ones left out), as clap has them.
+fn daemon_flags() -> Vec<String> {
+    let cli = <Cli as clap::CommandFactory>::command();
+    let daemon = cli.find_subcommand("daemon").expect("a daemon command");
+    daemon
+        .get_arguments()
+        .filter(|a| !a.is_hide_set())
+        .filter_map(|a| Some(format!("--{}", a.get_long()?)))
+        .collect()
+}
+
+#[test]
+fn every_daemon_flag_is_in_the_commands_daemon_section() {
+    let (_, text) = DOCUMENTS[1];
+    let section = text
+        .split("\n## ")
+        .find(|s| s.starts_with("daemon\n"))
+        .expect("docs/commands.md has a daemon section");
+    let flags = daemon_flags();
+    assert!(flags.len() > 20, "{flags:?}");
+    // A flag's name followed by what ends a word there, so `--upload` is not found
+    // inside `--upload-region`.
+    let missing: Vec<&String> = flags
+        .iter()
+        .filter(|f| {
+            ![" ", "]", "`"]
+                .iter()
+                .any(|end| section.contains(&format!("{f}{end}")))
+        })
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "docs/commands.md's daemon section lacks {missing:?}"
+    );
+}

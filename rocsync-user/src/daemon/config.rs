@@ -356,38 +356,4 @@ fn parse_file(path: &Path) -> Result<File> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_key_and_a_clear_error_for_a_wrong_one() {
-        let f: File = toml::from_str(
-            "metrics_addr = \"0.0.0.0:9000\"\nstate_dir = \"/srv/r\"\ninclude_exe = [\"python3\"]\nuser = [\"1000\"]\n",
-        )
-        .unwrap();
-        assert_eq!(f.metrics_addr.as_deref(), Some("0.0.0.0:9000"));
-        assert_eq!(f.include_exe, vec!["python3"]);
-        let f: File = toml::from_str("max_files_per_user = 3\n").unwrap();
-        assert_eq!(f.max_files_per_user, Some(3));
-        let f: File = toml::from_str("metric_labels = [\"namespace\", \"pod\"]\n").unwrap();
-        assert_eq!(f.metric_labels, ["namespace", "pod"]);
-        let e = toml::from_str::<File>("metric_addr = \"x\"").unwrap_err();
-        assert!(e.to_string().contains("unknown field"), "{e}");
-    }
-
-    #[test]
-    fn the_learning_window_is_100ms_unless_set_and_off_turns_it_off() {
-        let load = |flag: Option<&str>| {
-            let flags = ConfigFlags {
-                learn_devices: flag.map(str::to_string),
-                ..ConfigFlags::default()
-            };
-            DaemonConfig::load(&flags).map(|c| c.learn_devices)
-        };
-        assert_eq!(load(None).unwrap(), Duration::from_millis(100));
-        assert_eq!(load(Some("2s")).unwrap(), Duration::from_secs(2));
-        assert_eq!(load(Some("off")).unwrap(), Duration::ZERO);
-        let e = load(Some("soon")).unwrap_err().to_string();
-        assert!(e.starts_with("learn_devices: "), "{e}");
-    }
-}
+mod tests;

@@ -8,12 +8,67 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use rocsync_common::{Api, Cookie};
+use rocsync_common::{Api, Cookie, PendingCall};
 use serde_json::json;
 use tokio::time::Instant;
 
 use super::{stalls::stamp, state::Daemon, traces::TraceSpec};
 use crate::clock;
+
+/// A call in flight as the kernel keeps it: (pid, tid, its start).
+type InFlight = (u32, u32, PendingCall);
+/// A call blocked past the threshold: (pid, tid, API, its entry).
+type Blocked = (u32, u32, Api, u64);
+
+/// The oldest age of each synchronising API's calls in flight (seconds), and the calls
+/// blocked `threshold` or longer (pid, tid, API, entry), among `tracked` processes'.
+/// Polls are not blocked calls: each returns at once, their loop is not one call.
+fn scan(
+    calls: &[InFlight],
+    tracked: impl Fn(u32) -> bool,
+    now_ns: u64,
+    threshold: std::time::Duration,
+) -> (BTreeMap<&'static str, f64>, Vec<Blocked>) {
+    let mut oldest = BTreeMap::<&'static str, f64>::new();
+    let mut blocked = Vec::new();
+    for &(pid, tid, c) in calls {
+        let Some(api) = Api::from_u32(c.api) else {
+            continue;
+        };
+        if !tracked(pid) || Cookie::of(api).kind() != Cookie::KIND_SYNC || api.is_polling() {
+            continue;
+        }
+        let age = now_ns.saturating_sub(c.ns);
+        let o = oldest.entry(api.symbol()).or_default();
+        *o = o.max(age as f64 / 1e9);
+        if age >= threshold.as_nanos() as u64 {
+            blocked.push((pid, tid, api, c.ns));
+        }
+    }
+    (oldest, blocked)
+}
+
+/// The open hangs that ended, and how: the process is gone (`exited`; its thread's
+/// entry stays in the kernel's map, never returned), or its call is no longer the one in
+/// flight on its thread (`returned`). A zombie still `exists`: it ends once reaped.
+fn ended(
+    open: &HashMap<u32, Hang>,
+    calls: &[InFlight],
+    exists: impl Fn(u32) -> bool,
+) -> Vec<(u32, &'static str)> {
+    open.iter()
+        .filter_map(|(&pid, h)| {
+            let blocked = calls
+                .iter()
+                .any(|&(p, t, c)| p == pid && t == h.tid && c.ns == h.entry_ns);
+            match (blocked, exists(pid)) {
+                (true, true) => None,
+                (_, true) => Some((pid, "returned")),
+                (_, false) => Some((pid, "exited")),
+            }
+        })
+        .collect()
+}
 
 /// A hang being traced.
 struct Hang {
@@ -33,13 +88,6 @@ pub struct Hangs {
     pub traces: u64,
 }
 
-impl Hangs {
-    /// Whether a hang trace records `pid` now (its stall, when the call returns, is in it).
-    pub fn tracing(&self, pid: u32) -> bool {
-        self.open.contains_key(&pid)
-    }
-}
-
 impl Daemon {
     /// Looks at the calls in flight: hangs begin and end.
     pub fn check_in_flight(&mut self) {
@@ -52,24 +100,9 @@ impl Daemon {
             return;
         };
         let now_ns = clock::monotonic_ns() as u64;
-        let mut blocked = Vec::new();
-        for &(pid, tid, c) in &calls {
-            let Some(api) = Api::from_u32(c.api) else {
-                continue;
-            };
-            if !self.tracker.tracked.contains(&pid)
-                || Cookie::of(api).kind() != Cookie::KIND_SYNC
-                || api.is_polling()
-            {
-                continue;
-            }
-            let age = now_ns.saturating_sub(c.ns);
-            let oldest = self.hangs.oldest.entry(api.symbol()).or_default();
-            *oldest = oldest.max(age as f64 / 1e9);
-            if age >= threshold.as_nanos() as u64 {
-                blocked.push((pid, tid, api, c.ns));
-            }
-        }
+        let tracked = |pid| self.tracker.tracked.contains(&pid);
+        let (oldest, blocked) = scan(&calls, tracked, now_ns, threshold);
+        self.hangs.oldest = oldest;
         self.end_hangs(&calls);
         self.hangs
             .refused
@@ -83,22 +116,8 @@ impl Daemon {
     }
 
     /// Ends the hang traces whose call returned or whose process exited.
-    fn end_hangs(&mut self, calls: &[(u32, u32, rocsync_common::PendingCall)]) {
-        let ended: Vec<(u32, &'static str)> = self
-            .hangs
-            .open
-            .iter()
-            .filter_map(|(&pid, h)| {
-                let blocked = calls
-                    .iter()
-                    .any(|&(p, t, c)| p == pid && t == h.tid && c.ns == h.entry_ns);
-                match (blocked, crate::procfs::exists(pid)) {
-                    (true, true) => None,
-                    (_, true) => Some((pid, "returned")),
-                    (_, false) => Some((pid, "exited")),
-                }
-            })
-            .collect();
+    fn end_hangs(&mut self, calls: &[InFlight]) {
+        let ended = ended(&self.hangs.open, calls, crate::procfs::exists);
         for (pid, how) in ended {
             self.end_hang(pid, how);
         }
@@ -129,18 +148,20 @@ impl Daemon {
         crate::say!("rocsync daemon: hang of pid {pid}: the call {how}");
     }
 
-    /// A stall's return: the hang's own call, if one is traced (it returned just now,
-    /// whatever the process does next).
+    /// A stall's return: whether a hang trace of its process records it now. Its own
+    /// call returning ends the hang. Once `--hang-bound` has passed, the hang's trace is
+    /// written and holds nothing more: the stall is then like any other.
     pub fn stall_of_hang(&mut self, pid: u32, tid: u32, entry_ns: u64) -> bool {
-        let own = self
-            .hangs
-            .open
-            .get(&pid)
-            .is_some_and(|h| h.tid == tid && h.entry_ns == entry_ns);
+        let Some(h) = self.hangs.open.get(&pid) else {
+            return false;
+        };
+        let own = h.tid == tid && h.entry_ns == entry_ns;
+        let trace = h.trace;
+        let recording = self.sessions.traces.iter().any(|(_, t)| t.id == trace);
         if own {
             self.end_hang(pid, "returned");
         }
-        self.hangs.tracing(pid) || own
+        recording
     }
 
     fn begin_hang(&mut self, pid: u32, tid: u32, api: Api, (entry_ns, now_ns): (u64, u64)) {
@@ -199,5 +220,94 @@ impl Daemon {
                 crate::say!("rocsync daemon: hang of pid {pid} not traced: {e:#}");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn call(api: Api, ns: u64) -> PendingCall {
+        PendingCall {
+            api: api as u32,
+            device: 0,
+            ns,
+            arg0: 0,
+        }
+    }
+
+    const S: u64 = 1_000_000_000;
+
+    #[test]
+    fn only_tracked_synchronisations_count_and_the_threshold_is_inclusive() {
+        let now = 100 * S;
+        let calls = [
+            (1, 10, call(Api::HipStreamSynchronize, now - 3 * S)),
+            // Younger than the threshold: its age shows, it is no hang.
+            (1, 11, call(Api::HipStreamSynchronize, now - S / 2)),
+            // Exactly the threshold: a hang.
+            (2, 20, call(Api::HipDeviceSynchronize, now - 2 * S)),
+            // A poll, a record, an untracked process, an unknown id: none counts.
+            (1, 12, call(Api::HipEventQuery, now - 50 * S)),
+            (1, 13, call(Api::HipEventRecord, now - 50 * S)),
+            (3, 30, call(Api::HipStreamSynchronize, now - 50 * S)),
+            (
+                1,
+                14,
+                PendingCall {
+                    api: 9999,
+                    ..call(Api::HipStreamSynchronize, 0)
+                },
+            ),
+            // Started after `now` was read (a later entry): age 0, not a wrap.
+            (2, 21, call(Api::HipStreamWaitEvent, now + S)),
+        ];
+        let (oldest, blocked) = scan(&calls, |pid| pid != 3, now, Duration::from_secs(2));
+        let oldest: Vec<(&str, f64)> = oldest.into_iter().collect();
+        assert_eq!(
+            oldest,
+            [
+                ("hipDeviceSynchronize", 2.0),
+                ("hipStreamSynchronize", 3.0),
+                ("hipStreamWaitEvent", 0.0)
+            ]
+        );
+        assert_eq!(
+            blocked,
+            [
+                (1, 10, Api::HipStreamSynchronize, now - 3 * S),
+                (2, 20, Api::HipDeviceSynchronize, now - 2 * S)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_hang_ends_when_its_call_is_gone_or_its_process_is() {
+        let hang = |tid, entry_ns| Hang {
+            trace: 0,
+            tid,
+            entry_ns,
+        };
+        let open = HashMap::from([
+            (1, hang(10, 5 * S)), // still blocked
+            (2, hang(20, 5 * S)), // returned: nothing in flight on its thread
+            (3, hang(30, 5 * S)), // returned, and its thread is in a later call
+            (4, hang(40, 5 * S)), // killed while blocked: its entry stays in the map
+        ]);
+        let calls = [
+            (1, 10, call(Api::HipStreamSynchronize, 5 * S)),
+            // Another thread of pid 2 blocked since the same instant: not the hang's.
+            (2, 21, call(Api::HipStreamSynchronize, 5 * S)),
+            (3, 30, call(Api::HipStreamSynchronize, 9 * S)),
+            (4, 40, call(Api::HipStreamSynchronize, 5 * S)),
+        ];
+        let mut ended = ended(&open, &calls, |pid| pid != 4);
+        ended.sort();
+        assert_eq!(ended, [(2, "returned"), (3, "returned"), (4, "exited")]);
+        // A process gone is `exited` whether or not its call was seen to return.
+        let gone = super::ended(&open, &[], |_| false);
+        assert!(gone.iter().all(|&(_, how)| how == "exited") && gone.len() == 4);
     }
 }

@@ -2,8 +2,10 @@
 //! real S3-compatible server (moto's, started here) under `PREFIX/NODE/FILE` with the
 //! bytes on disk; with the server down, traces wait on disk (counted as pending, the
 //! failures counted) and are uploaded once it is back — by the same daemon, and by the
-//! next one after a restart; a pod's trace under `PREFIX/NODE/NAMESPACE/POD/FILE`. The objects are read back with boto3, AWS's own client,
-//! not through rocsync's. Needs root and `ROCSYNC_HTA_PYTHON`'s venv with moto.
+//! next one after a restart (its keys from `AWS_ACCESS_KEY_ID`/`AWS_SECRET_ACCESS_KEY`,
+//! the others' from the shared credentials file); a pod's trace under
+//! `PREFIX/NODE/NAMESPACE/POD/FILE`. The objects are read back with boto3, AWS's own
+//! client, not through rocsync's. Needs root and `ROCSYNC_HTA_PYTHON`'s venv with moto.
 
 use std::{
     collections::BTreeMap,
@@ -110,16 +112,38 @@ fn free_port() -> u16 {
     l.local_addr().unwrap().port()
 }
 
-/// A daemon uploading to `port` under `fleet/node-a`, its keys in the shared
-/// credentials file of a home of its own (no `AWS_*` keys in its environment).
-fn uploading_daemon(dir: &TempDir, exe: &Path, port: u16, extra: &[&str]) -> (Daemon, Lines) {
-    let home = dir.path("home");
+/// Where an uploading daemon finds its keys.
+#[derive(Clone, Copy)]
+enum Keys {
+    /// The shared credentials file of a home of its own (no `AWS_*` in its environment).
+    File,
+    /// `AWS_ACCESS_KEY_ID`/`AWS_SECRET_ACCESS_KEY`, in a home holding no credentials
+    /// file and with instance metadata asked at a closed port (this host may answer on
+    /// 169.254.169.254): a daemon that ignored them would have no keys, and moto, which
+    /// accepts any signature, would receive nothing.
+    Environment,
+}
+
+/// A daemon uploading to `port` under `fleet/node-a`, its keys from `keys`.
+fn uploading_daemon(
+    dir: &TempDir,
+    exe: &Path,
+    port: u16,
+    extra: &[&str],
+    keys: Keys,
+) -> (Daemon, Lines) {
+    let home = dir.path(match keys {
+        Keys::File => "home",
+        Keys::Environment => "home-without-keys",
+    });
     std::fs::create_dir_all(home.join(".aws")).unwrap();
-    std::fs::write(
-        home.join(".aws/credentials"),
-        "[default]\naws_access_key_id = testing\naws_secret_access_key = testing\n",
-    )
-    .unwrap();
+    if let Keys::File = keys {
+        std::fs::write(
+            home.join(".aws/credentials"),
+            "[default]\naws_access_key_id = testing\naws_secret_access_key = testing\n",
+        )
+        .unwrap();
+    }
     let endpoint = format!("http://127.0.0.1:{port}");
     let args = [
         "--upload",
@@ -134,6 +158,11 @@ fn uploading_daemon(dir: &TempDir, exe: &Path, port: u16, extra: &[&str]) -> (Da
     cmd.env("HOME", &home);
     for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("AWS_")) {
         cmd.env_remove(k);
+    }
+    if let Keys::Environment = keys {
+        cmd.env("AWS_ACCESS_KEY_ID", "testing")
+            .env("AWS_SECRET_ACCESS_KEY", "testing")
+            .env("AWS_METADATA_ENDPOINT", "http://127.0.0.1:1");
     }
     let mut daemon = Daemon(spawn_piped(&mut cmd));
     let mut lines = Lines::of(daemon.stderr.take().unwrap());
@@ -187,7 +216,7 @@ fn traces_reach_the_store_and_wait_on_disk_while_it_is_down() {
     );
     let port = free_port();
     let store = Store::start(&moto, port);
-    let (daemon, mut lines) = uploading_daemon(&dir, &exe, port, &[]);
+    let (daemon, mut lines) = uploading_daemon(&dir, &exe, port, &[], Keys::File);
     let addr = metrics_addr(&lines);
     let sock = dir.path("rocsync.sock");
     let mut target = tracked_loop(&dir, &exe, &mut lines, 60_000);
@@ -217,7 +246,8 @@ fn traces_reach_the_store_and_wait_on_disk_while_it_is_down() {
     // moto forgot the first object with its restart: only the second is there.
     assert_stored(&store, &python, &dir, &[&second]);
 
-    // Down across a restart of the daemon: the next one uploads what waited.
+    // Down across a restart of the daemon: the next one uploads what waited, with its
+    // keys from the environment this time.
     store.stop();
     let third = trace(&sock, pid);
     until(30, "a failed upload counted", || {
@@ -225,7 +255,7 @@ fn traces_reach_the_store_and_wait_on_disk_while_it_is_down() {
     });
     stop(daemon);
     let store = Store::start(&moto, port);
-    let (daemon, lines) = uploading_daemon(&dir, &exe, port, &[]);
+    let (daemon, lines) = uploading_daemon(&dir, &exe, port, &[], Keys::Environment);
     let addr = metrics_addr(&lines);
     until(60, "the waiting trace uploaded by the next daemon", || {
         metric(&addr, "rocsync_uploads_total") == 1.0
@@ -251,7 +281,13 @@ fn a_waiting_trace_retention_must_remove_is_counted_lost() {
     let moto = Path::new(&python).with_file_name("moto_server");
     let port = free_port();
     // No store yet: every trace waits; retention keeps only the newest.
-    let (daemon, mut lines) = uploading_daemon(&dir, &exe, port, &["--retention-max-bytes", "1"]);
+    let (daemon, mut lines) = uploading_daemon(
+        &dir,
+        &exe,
+        port,
+        &["--retention-max-bytes", "1"],
+        Keys::File,
+    );
     let addr = metrics_addr(&lines);
     let sock = dir.path("rocsync.sock");
     let mut target = tracked_loop(&dir, &exe, &mut lines, 60_000);
@@ -284,7 +320,7 @@ fn a_pods_trace_is_uploaded_under_its_namespace_and_pod() {
     let moto = Path::new(&python).with_file_name("moto_server");
     let port = free_port();
     let store = Store::start(&moto, port);
-    let (daemon, mut lines) = uploading_daemon(&dir, &exe, port, &[]);
+    let (daemon, mut lines) = uploading_daemon(&dir, &exe, port, &[], Keys::File);
     let addr = metrics_addr(&lines);
     let cgroup = crate::common::pod::PodCgroup::create(&hierarchy);
     let spec = crate::daemon_pods::spec(

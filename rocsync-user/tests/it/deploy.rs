@@ -1,7 +1,7 @@
 //! What operators deploy beside the daemon, checked by Prometheus's own tools: the alert
 //! rules (`promtool check rules`, and `promtool test rules` firing each alert on its
 //! condition), every Grafana panel's PromQL, and a real Prometheus server scraping a test
-//! daemon, whose query returns the calls the scenario logged. Needs `promtool` and
+//! daemon, whose queries return the calls and the stalls the scenarios logged. Needs `promtool` and
 //! `prometheus` (Debian's package; scripts/setup installs it) and, for the server, root.
 
 use std::{
@@ -152,16 +152,22 @@ fn a_real_prometheus_scrapes_the_daemon_and_counts_what_the_scenario_logged() {
     let Some((dir, exe)) = daemon_test(name) else {
         return;
     };
-    let (daemon, mut lines) = start_daemon(&dir, &exe, &[]);
+    // Stalls counted: over 50 ms, none of the loop's calls, each of the stall scenario's.
+    let (daemon, mut lines) = start_daemon(&dir, &exe, &["--capture-on-stall", "50ms"]);
     let metrics = metrics_addr(&lines);
-    // Gated until the daemon tracks it: every call it makes is counted.
-    let mut target = Gated::start(
-        Command::new(&exe)
-            .args(["gated", "loop", "1500"])
-            .env("SCENARIO_LOG", dir.path("loop.log")),
-    );
-    target.open_when_tracked(&mut lines);
-    assert!(target.child.wait().unwrap().success());
+    // Gated until the daemon tracks them: every call they make is counted.
+    for (args, log) in [
+        (&["gated", "loop", "1500"][..], "loop.log"),
+        (&["gated", "stall", "3", "100000"][..], "stall.log"),
+    ] {
+        let mut target = Gated::start(
+            Command::new(&exe)
+                .args(args)
+                .env("SCENARIO_LOG", dir.path(log)),
+        );
+        target.open_when_tracked(&mut lines);
+        assert!(target.child.wait().unwrap().success());
+    }
     let config = dir.path("prometheus.yml");
     std::fs::write(
         &config,
@@ -185,20 +191,45 @@ fn a_real_prometheus_scrapes_the_daemon_and_counts_what_the_scenario_logged() {
             .spawn()
             .unwrap(),
     );
-    let logged = read_log(&dir.path("loop.log"));
+    let logged: Vec<_> = ["loop.log", "stall.log"]
+        .iter()
+        .flat_map(|log| read_log(&dir.path(log)))
+        .collect();
     let records = logged.iter().filter(|c| c.api == "hipEventRecord").count() as f64;
     assert!(records > 0.0);
+    // The synchronisations the logs time over the threshold. A log's span holds the
+    // kernel's, so the two agree unless a call took about 50 ms: none did.
+    let took = |c: &rocsync_tests::LoggedCall| {
+        let sync = c.api.ends_with("Synchronize") || c.api.ends_with("StreamWaitEvent");
+        sync.then(|| c.after_ns - c.before_ns)
+    };
+    let ms = 1_000_000;
+    assert!(
+        logged
+            .iter()
+            .filter_map(took)
+            .all(|ns| !(40 * ms..60 * ms).contains(&ns))
+    );
+    let stalled = logged
+        .iter()
+        .filter_map(took)
+        .filter(|&ns| ns > 50 * ms)
+        .count() as f64;
+    assert_eq!(stalled, 3.0, "the stall scenario blocks three times");
     let deadline = Instant::now() + Duration::from_secs(60);
     let counted = "sum(rocsync_sync_calls_total{job=\"rocsync\",api=\"hipEventRecord\"})";
+    let stalls = "sum(rocsync_stalls_total{job=\"rocsync\"})";
     loop {
         let up = query(&addr, "up{job=\"rocsync\"}");
-        if up == [1.0] && query(&addr, counted) == [records] {
+        if up == [1.0] && query(&addr, counted) == [records] && query(&addr, stalls) == [stalled] {
             break;
         }
         assert!(
             Instant::now() < deadline,
-            "Prometheus never saw the daemon's {records} hipEventRecord calls: up {up:?}, counted {:?}",
-            query(&addr, counted)
+            "Prometheus never saw the daemon's {records} hipEventRecord calls and {stalled} stalls: \
+             up {up:?}, counted {:?}, stalls {:?}",
+            query(&addr, counted),
+            query(&addr, stalls)
         );
         std::thread::sleep(Duration::from_millis(250));
     }

@@ -32,6 +32,7 @@ mod daemon_config;
 mod daemon_discovery;
 mod daemon_dyno_hostile;
 mod daemon_dynolog;
+mod daemon_hangs;
 mod daemon_hostile_files;
 mod daemon_hsa;
 mod daemon_ids;

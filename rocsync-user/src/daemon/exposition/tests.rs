@@ -3,8 +3,8 @@
 use super::*;
 use rocsync_common::MetricValue;
 
-#[test]
-fn histogram_buckets_are_cumulative_and_end_in_the_count() {
+/// Every series the daemon can show but the labelled ones' overflow, each with a value.
+fn everything() -> String {
     let mut v = MetricValue {
         calls: 3,
         timed: 3,
@@ -22,7 +22,7 @@ fn histogram_buckets_are_cumulative_and_end_in_the_count() {
         value: v,
         labels: String::new(),
     };
-    let text = render(&Snapshot {
+    render(&Snapshot {
         series: &[series],
         unlabelled: None,
         packets: &[
@@ -60,7 +60,12 @@ fn histogram_buckets_are_cumulative_and_end_in_the_count() {
             pending: 3,
             ..UploadView::default()
         }),
-    });
+    })
+}
+
+#[test]
+fn histogram_buckets_are_cumulative_and_end_in_the_count() {
+    let text = everything();
     let l = "api=\"hipStreamSynchronize\",device=\"1\"";
     assert!(text.contains(&format!(
         "rocsync_sync_wait_seconds_bucket{{{l},le=\"0.000001\"}} 1"
@@ -95,4 +100,24 @@ fn histogram_buckets_are_cumulative_and_end_in_the_count() {
     )));
     assert!(text.contains("rocsync_calls_in_flight_seconds{api=\"hipStreamSynchronize\"} 2.5\n"));
     assert!(text.contains("rocsync_stall_traces_skipped_total{reason=\"interval\"} 49\n"));
+}
+
+/// The metrics table of docs/daemon.md names every series `/metrics` may show.
+#[test]
+fn every_metric_is_in_the_daemon_docs_table() {
+    let docs = include_str!("../../../../docs/daemon.md");
+    let text = everything();
+    let names: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE ")?.split(' ').next())
+        .collect();
+    assert!(names.len() > 20, "{names:?}");
+    let missing: Vec<&&str> = names
+        .iter()
+        .filter(|n| !docs.contains(&format!("| `{n}` |")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "docs/daemon.md's table lacks {missing:?}"
+    );
 }
