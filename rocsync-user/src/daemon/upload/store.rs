@@ -80,6 +80,9 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The store for `s`, its credentials found now.
 pub fn open(s: &StoreSettings) -> Result<Arc<dyn ObjectStore>> {
+    // reqwest's rustls has no provider of its own (see Cargo.toml); an error only says
+    // one is installed already.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let mut b = AmazonS3Builder::from_env().with_bucket_name(&s.destination.bucket);
     // The AWS SDKs' name for it; object_store reads only AWS_ENDPOINT(_URL_S3).
     let endpoint = s
