@@ -133,7 +133,7 @@ proptest! {
         let mut p = Pipeline::new(writer(), false);
         let mut feed = |r: &[u8]| {
             p.record(r);
-            if r.len() % 7 == 0 {
+            if r.len().is_multiple_of(7) {
                 p.tick();
             }
         };
@@ -158,7 +158,7 @@ proptest! {
         let events = t["traceEvents"].as_array().unwrap();
         prop_assert!(events.iter().filter(|e| e["ph"] == "X").all(|e| e["dur"].as_f64().unwrap() >= 0.0));
         // ...and every well-formed call exactly its row, whatever came around it.
-        let want: Vec<(u64, u64, &str, Option<i64>, Vec<(String, u64)>)> = (0..places.len() as u64)
+        let want: Vec<_> = (0..places.len() as u64)
             .map(|j| (GOOD_TID + j, 64 + j, "hipStreamSynchronize", Some(0), vec![("stream".to_string(), 0x5000 + j)]))
             .collect();
         let got: Vec<_> = good
