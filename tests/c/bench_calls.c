@@ -8,13 +8,18 @@
  * $BENCH_GATE set: once the library is loaded, print "loaded" and wait for a line on stdin
  * (a daemon then has time to find the process before the first call).
  * $BENCH_OUT_INT set: pass each thread's own int instead of NULL (hipGetDevice(&d), which
- * then succeeds). */
+ * then succeeds).
+ * $BENCH_COUNT set: the path of an existing file of at least 8 bytes, mapped shared; its
+ * first 8 bytes count (native u64) every call made so far, each counted before it is made
+ * (a tracer's tests read it while the loop runs: the program's own count of its calls). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <time.h>
 
 typedef int (*fn_t)(void *);
@@ -23,6 +28,13 @@ static long calls;
 static double per_thread_rate;
 static int out_int;
 static __thread int out_slot;
+static uint64_t *count;
+
+/* One call, counted first with $BENCH_COUNT (else no shared write skews the timing). */
+static void call(void *a) {
+  if (count) __atomic_fetch_add(count, 1, __ATOMIC_SEQ_CST);
+  fn(a);
+}
 
 /* The argument of every call: NULL, or with $BENCH_OUT_INT the calling thread's int. */
 static void *call_arg(void) { return out_int ? &out_slot : NULL; }
@@ -38,7 +50,7 @@ static void *loop(void *arg) {
   uint64_t start = now_ns();
   void *a = call_arg();
   for (long i = 0; i < calls; i++) {
-    fn(a);
+    call(a);
     if (per_thread_rate > 0 && i % 100 == 99) {
       uint64_t due = start + (uint64_t)((double)(i + 1) / per_thread_rate * 1e9);
       uint64_t now = now_ns();
@@ -60,6 +72,13 @@ int main(int argc, char **argv) {
   if (!h) { fprintf(stderr, "dlopen: %s\n", dlerror()); return 1; }
   fn = (fn_t)dlsym(h, argv[2]);
   if (!fn) { fprintf(stderr, "dlsym: %s\n", dlerror()); return 1; }
+  const char *count_path = getenv("BENCH_COUNT");
+  if (count_path) {
+    int fd = open(count_path, O_RDWR);
+    void *m = fd < 0 ? MAP_FAILED : mmap(NULL, 8, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (m == MAP_FAILED) { perror("BENCH_COUNT"); return 1; }
+    count = m;
+  }
   if (getenv("BENCH_GATE")) {
     char buf[16];
     printf("loaded\n");
@@ -71,7 +90,7 @@ int main(int argc, char **argv) {
   if (threads < 1 || threads > 64) return 2;
   if (argc > 5) per_thread_rate = atof(argv[5]) / threads;
   out_int = getenv("BENCH_OUT_INT") != NULL;
-  for (long i = 0; i < 1000; i++) fn(call_arg()); /* warm up: lazy binding, caches */
+  for (long i = 0; i < 1000; i++) call(call_arg()); /* warm up: lazy binding, caches */
   pthread_t t[64];
   uint64_t start = now_ns();
   for (int i = 0; i < threads; i++) pthread_create(&t[i], NULL, loop, NULL);

@@ -154,7 +154,7 @@ fn temporary_get_device_probes_record_a_threads_first_successful_call() {
         return;
     }
     // hipGetDevice(&d) succeeds: the main thread's warm-up, then two looping threads.
-    let t = attach_through_removal(&[("BENCH_OUT_INT", "1")], "2");
+    let (t, made) = attach_through_removal(&[("BENCH_OUT_INT", "1")], "2", &[], 0);
     let calls = &t["rocsync"]["calls_per_api"]["hipGetDevice"];
     let recorded = calls["calls"].as_u64().unwrap();
     assert!(
@@ -171,6 +171,9 @@ fn temporary_get_device_probes_record_a_threads_first_successful_call() {
         .unwrap();
     assert!(unrecorded > 0, "{}", t["rocsync"]);
     assert_nothing_lost(&t);
+    // The removal ends at a moment no one outside can name (a thread's device learned),
+    // so only the upper bound holds: what was seen was made.
+    assert!(seen(&t) <= made.after, "{} seen of {made:?}", seen(&t));
 }
 
 /// The temporary probes' entry and return links go one after the other, while the target
@@ -181,29 +184,79 @@ fn removing_the_temporary_get_device_probes_loses_no_call() {
         return;
     }
     // hipGetDevice(NULL) fails, so no device is learned and every call is recorded: the
-    // probes stay their full time and go while the loop calls.
-    let t = attach_through_removal(&[], "1");
-    let calls = &t["rocsync"]["calls_per_api"]["hipGetDevice"];
-    assert!(calls["calls"].as_u64().unwrap() > 1000, "{calls}");
+    // probes stay their full time (10 s here) and go while the loop calls.
+    let (t, made) = attach_through_removal(&[], "1", &["--learn-devices", "10s"], 20_000);
     assert_nothing_lost(&t);
+    // The loop's own count brackets what the capture saw (recorded, counted not
+    // recorded, or lost): at least the calls made while the probes surely recorded
+    // (counted by the loop well within their 10 s), at most those made before rocsync
+    // said they were gone. `attach` it must be — `run` probes no *GetDevice for a
+    // while — so the span's end is known only between those two counts.
+    let seen = seen(&t);
+    assert!(
+        made.before <= seen && seen <= made.after,
+        "{seen} seen of {made:?}: {}",
+        t["rocsync"]
+    );
 }
 
-/// `attach` to a loop of `hipGetDevice` calls (THREADS threads, 50 000 calls per second
-/// in all, for up to 8 s), stopped once its temporary probes are removed: the trace.
-fn attach_through_removal(env: &[(&str, &str)], threads: &str) -> serde_json::Value {
+/// The calls the loop had made (its own count): `before`, read while the temporary probes
+/// surely record; `after`, once rocsync said they are removed.
+#[derive(Debug)]
+struct Made {
+    before: u64,
+    after: u64,
+}
+
+/// The *GetDevice calls the capture saw: recorded, counted not recorded, or lost.
+fn seen(t: &serde_json::Value) -> u64 {
+    let r = &t["rocsync"];
+    r["calls_per_api"]["hipGetDevice"]["calls"]
+        .as_u64()
+        .unwrap_or(0)
+        + r["get_device_calls_not_recorded"].as_u64().unwrap()
+        + r["drops"]["lost_ids"].as_u64().unwrap()
+}
+
+/// `attach` (with FLAGS) to a loop of `hipGetDevice` calls (THREADS threads, 50 000 calls
+/// per second in all, for up to 40 s), stopped once its temporary probes are removed: the
+/// trace, and the loop's own counts. `before`: a count the loop must reach, within 5 s of
+/// its gate opening, before it is read as `Made::before`.
+fn attach_through_removal(
+    env: &[(&str, &str)],
+    threads: &str,
+    flags: &[&str],
+    before: u64,
+) -> (serde_json::Value, Made) {
     let dir = TempDir::new();
     let trace = dir.path("t.json");
-    let (mut target, mut tracer, mut err) = attach_at_gate(
+    let count = dir.path("count");
+    std::fs::write(&count, [0u8; 8]).unwrap();
+    let made = || u64::from_ne_bytes(std::fs::read(&count).unwrap()[..8].try_into().unwrap());
+    let (mut target, mut tracer, mut err) = attach_at_gate_with(
         Command::new(rocsync_tests::bench_calls())
             .arg(sim_hip())
-            .args(["hipGetDevice", "200000", threads, "50000"])
+            .args(["hipGetDevice", "1000000", threads, "50000"])
             .env("BENCH_GATE", "1")
+            .env("BENCH_COUNT", &count)
             .envs(env.iter().copied()),
         "loaded",
         &trace,
+        flags,
     );
+    let opened = std::time::Instant::now();
     target.open();
+    while made() < before {
+        assert!(
+            opened.elapsed() < std::time::Duration::from_secs(5),
+            "the loop made {} calls in 5 s",
+            made()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    let before = made();
     err.wait_for("its probes are removed");
+    let after = made();
     let still_calling = target.child.try_wait().unwrap().is_none();
     // SAFETY: kill(2) on the rocsync this test started.
     unsafe { libc::kill(tracer.id() as i32, libc::SIGINT) };
@@ -215,7 +268,7 @@ fn attach_through_removal(env: &[(&str, &str)], threads: &str) -> serde_json::Va
         still_calling,
         "the loop ended before the probes were removed"
     );
-    read_json(&trace)
+    (read_json(&trace), Made { before, after })
 }
 
 /// `rocsync attach` tracing a target held at its gate, writing `trace`; the gate stays

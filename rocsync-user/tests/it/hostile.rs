@@ -53,6 +53,40 @@ fn record() -> impl Strategy<Value = Vec<u8>> {
     )
 }
 
+/// The process and first thread of the well-formed calls (no hostile record's).
+const GOOD_PID: u64 = 100;
+const GOOD_TID: u64 = 100;
+
+/// The entry and exit records of well-formed call `j`: hipStreamSynchronize(0x5000 + j)
+/// returning 0 on thread `GOOD_TID + j`, correlation 64 + j.
+fn well_formed(j: u32) -> (Vec<u8>, Vec<u8>) {
+    let (pid, tid) = (GOOD_PID as u32, GOOD_TID as u32 + j);
+    let enter_ns = 1_000_000 + u64::from(j) * 1000;
+    let entry = EntryRecord {
+        kind: RECORD_ENTRY,
+        pid,
+        tid,
+        api: Api::HipStreamSynchronize as u16,
+        correlation: 64 + u64::from(j),
+        enter_ns,
+        args: [0x5000 + u64::from(j), 0, 0],
+        flags: 0,
+        device: rocsync_common::NO_DEVICE as i8,
+    };
+    let exit = ExitRecord {
+        kind: RECORD_EXIT,
+        pid,
+        tid,
+        api: Api::HipStreamSynchronize as u32,
+        exit_ns: enter_ns + 500,
+        ret: 0,
+        out: 0,
+        flags: 0,
+        pad: 0,
+    };
+    (bytes(&entry), bytes(&exit))
+}
+
 proptest! {
     #[test]
     fn the_decoder_takes_any_bytes(b in prop::collection::vec(any::<u8>(), 0..200)) {
@@ -81,23 +115,57 @@ proptest! {
     fn the_pipeline_takes_any_records_and_writes_valid_json(
         records in prop::collection::vec(record(), 0..200),
         noise in prop::collection::vec(prop::collection::vec(any::<u8>(), 0..80), 0..5),
+        places in prop::collection::vec(any::<(prop::sample::Index, prop::sample::Index)>(), 0..12),
     ) {
+        // Among them, well-formed calls of threads no hostile record names (their pids
+        // are below 4, their correlations below 64): each entry somewhere, its exit
+        // somewhere after it. Built here, so the rows they must give are known without
+        // the pipeline.
+        let hostile: Vec<Vec<u8>> = records.iter().chain(&noise).cloned().collect();
+        let mut at: Vec<(usize, u8, Vec<u8>)> = Vec::new();
+        for (j, (a, b)) in places.iter().enumerate() {
+            let (a, b) = (a.index(hostile.len() + 1), b.index(hostile.len() + 1));
+            let (entry, exit) = well_formed(j as u32);
+            at.push((a.min(b), 0, entry));
+            at.push((a.max(b), 1, exit));
+        }
+        at.sort_by_key(|(i, order, _)| (*i, *order));
         let mut p = Pipeline::new(writer(), false);
-        for r in records.iter().chain(&noise) {
+        let mut feed = |r: &[u8]| {
             p.record(r);
-            if r.len() % 7 == 0 {
+            if r.len().is_multiple_of(7) {
                 p.tick();
             }
+        };
+        let mut placed = at.iter().peekable();
+        for (i, r) in hostile.iter().enumerate() {
+            while let Some((_, _, w)) = placed.next_if(|(k, _, _)| *k == i) {
+                feed(w);
+            }
+            feed(r);
+        }
+        for (_, _, w) in placed {
+            feed(w);
         }
         let t = finish(p);
-        // Each row one of the calls entered (their correlations are below 64), each call
-        // at most once, none ending before it began.
+        // Each hostile row one of the calls entered (their correlations are below 64),
+        // each call at most once, none ending before it began...
         let entries = records.iter().filter(|r| r[..4] == RECORD_ENTRY.to_ne_bytes()).count();
         let rows = common::call_rows(&t);
-        prop_assert!(rows.len() <= entries, "{} rows of {} entries", rows.len(), entries);
-        prop_assert!(rows.iter().all(|r| r.correlation < 64));
+        let (good, bad): (Vec<_>, Vec<_>) = rows.iter().partition(|r| r.pid == GOOD_PID);
+        prop_assert!(bad.len() <= entries, "{} rows of {} entries", bad.len(), entries);
+        prop_assert!(bad.iter().all(|r| r.correlation < 64));
         let events = t["traceEvents"].as_array().unwrap();
         prop_assert!(events.iter().filter(|e| e["ph"] == "X").all(|e| e["dur"].as_f64().unwrap() >= 0.0));
+        // ...and every well-formed call exactly its row, whatever came around it.
+        let want: Vec<_> = (0..places.len() as u64)
+            .map(|j| (GOOD_TID + j, 64 + j, "hipStreamSynchronize", Some(0), vec![("stream".to_string(), 0x5000 + j)]))
+            .collect();
+        let got: Vec<_> = good
+            .iter()
+            .map(|r| (r.tid, r.correlation, r.name.as_str(), r.ret, r.handles.clone()))
+            .collect();
+        prop_assert_eq!(got, want);
     }
 
     #[test]
@@ -110,10 +178,18 @@ proptest! {
             Just(r#"{"packet":{"pid":1,"tid":1,"ordinal":0,"queue":"0x1","agent":"0x2","index":0,"ns":0,"bytes":"00"}}"#.to_string()),
         ],
         0..20,
-    )) {
+    ), good in 0..8u64) {
+        // First, well-formed call lines of a process no hostile line names: whatever
+        // follows them, each is a row, with the fields written here.
+        let good_lines: Vec<String> = (0..good)
+            .map(|j| format!(
+                r#"{{"api":"hipStreamSynchronize","pid":2,"tid":{},"correlation":{},"enter_ns":{},"exit_ns":{},"ret":0,"args":{{"stream":"{:#x}"}}}}"#,
+                10 + j, 100 + j, 1000 * (j + 1), 1000 * (j + 1) + 500, 0x5000 + j
+            ))
+            .collect();
         let text = format!(
             "{{\"rocsync_raw\":{{\"clock_offset_ns\":9223372036854775807}}}}\n{}\n",
-            lines.join("\n")
+            good_lines.iter().chain(&lines).cloned().collect::<Vec<_>>().join("\n")
         );
         let mut r = Reader::new(BufReader::new(text.as_bytes())).unwrap();
         let mut p = Pipeline::new(writer(), r.header.from_start);
@@ -123,7 +199,17 @@ proptest! {
         let t = finish(p);
         // At most a row per call line; the one well-formed call line has its fields.
         let calls = lines.iter().filter(|l| l.starts_with("{\"api\"")).count();
-        let rows = common::call_rows(&t);
+        let (good_rows, rows): (Vec<_>, Vec<_>) =
+            common::call_rows(&t).into_iter().partition(|r| r.pid == 2);
+        let want: Vec<_> = (0..good)
+            .map(|j| (10 + j, 100 + j, Some(0), vec![("stream".to_string(), 0x5000 + j)]))
+            .collect();
+        let got: Vec<_> = good_rows
+            .iter()
+            .map(|r| (r.tid, r.correlation, r.ret, r.handles.clone()))
+            .collect();
+        prop_assert_eq!(got, want);
+        prop_assert!(good_rows.iter().all(|r| r.name == "hipStreamSynchronize"));
         prop_assert!(rows.len() <= calls, "{} rows of {} call lines", rows.len(), calls);
         for r in &rows {
             prop_assert_eq!((r.name.as_str(), r.pid, r.ret), ("hipEventRecord", 1, Some(i64::MIN)));
@@ -183,8 +269,17 @@ proptest! {
         let said = String::from_utf8_lossy(&out.stderr);
         match out.status.code() {
             Some(0) => {
+                // The one call line, whatever the trailer said: its row, as written.
                 let t = common::read_json(&dir.path("c.json"));
-                prop_assert!(t["traceEvents"].is_array());
+                let rows: Vec<_> = common::call_rows(&t)
+                    .into_iter()
+                    .map(|r| (r.name, r.pid, r.tid, r.correlation, r.ret, r.handles))
+                    .collect();
+                let want = vec![(
+                    "hipEventRecord".to_string(), 9, 9, 1, Some(0),
+                    vec![("event".to_string(), 0x10), ("stream".to_string(), 0x20)],
+                )];
+                prop_assert_eq!(rows, want);
             }
             Some(1) => prop_assert!(said.contains("line 3: trailer"), "{}", said),
             _ => prop_assert!(false, "{:?}: {}", out.status, said),

@@ -167,6 +167,33 @@ fn run_job(trace: &std::path::Path) -> (Child, u32) {
     (tracer, command)
 }
 
+/// The probes' map NAME (pid → the time of its latest stop: `STOPPED` by the loader
+/// probe, `CONTINUED` by rocsync once it handled that stop), found among rocsync's open
+/// descriptors.
+fn probe_map(rocsync: u32, name: &str) -> aya::maps::HashMap<aya::maps::MapData, u32, u64> {
+    let fds = std::fs::read_dir(format!("/proc/{rocsync}/fdinfo")).unwrap();
+    for fd in fds.flatten() {
+        let Ok(info) = std::fs::read_to_string(fd.path()) else {
+            continue;
+        };
+        let Some(id) = info
+            .lines()
+            .find_map(|l| l.strip_prefix("map_id:"))
+            .and_then(|v| v.trim().parse().ok())
+        else {
+            continue;
+        };
+        let named = aya::maps::MapInfo::from_id(id).is_ok_and(|i| i.name_as_str() == Some(name));
+        if named {
+            let data = aya::maps::MapData::from_id(id).unwrap();
+            return aya::maps::Map::from_map_data(data)
+                .and_then(aya::maps::HashMap::try_from)
+                .unwrap();
+        }
+    }
+    panic!("rocsync {rocsync} holds no map {name}");
+}
+
 /// Fails unless `pid` stays stopped over `over`.
 fn assert_stays_stopped(pid: u32, over: Duration, why: &str) {
     let start = Instant::now();
@@ -222,6 +249,10 @@ fn a_ctrl_z_while_held_at_a_load_still_suspends_the_command() {
     let trace = dir.path("trace.json");
     let (tracer, command) = run_job(&trace);
     let rocsync = tracer.id() as i32;
+    let (stops, continued) = (
+        probe_map(tracer.id(), "STOPPED"),
+        probe_map(tracer.id(), "CONTINUED"),
+    );
     for _ in 0..3 {
         // Frozen while rocsync waits and the command runs, not while rocsync is continuing
         // it: a SIGSTOP is taken at a syscall's return, such as the read of the command's
@@ -237,11 +268,21 @@ fn a_ctrl_z_while_held_at_a_load_still_suspends_the_command() {
         // and continues it.
         unsafe { libc::kill(rocsync, libc::SIGSTOP) };
         wait_until_stopped(command, "the command");
+        // The stop that holds it (the probe records it before it signals).
+        let held = stops.get(&command, 0).expect("the command's stop recorded");
         unsafe {
             libc::kill(command as i32, libc::SIGTSTP);
             libc::kill(rocsync, libc::SIGCONT);
         }
-        while state(rocsync as u32) == 'T' {
+        // rocsync has acted on that stop once it records it continued (after it decided
+        // whether to signal the command): only then does the command's state show what it
+        // did.
+        let start = Instant::now();
+        while continued.get(&command, 0).ok() != Some(held) {
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "rocsync never acted on the held load"
+            );
             std::thread::sleep(Duration::from_millis(1));
         }
         assert_stays_stopped(
