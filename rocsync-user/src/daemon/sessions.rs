@@ -6,13 +6,16 @@
 //! Traces on disjoint agents may record the same process: the kernel then records the
 //! union of their agents (attributing each call to its device) and each trace is given the
 //! calls of the others' agents marked filtered — what a standalone `--agents` capture of
-//! its own would have recorded.
+//! its own would have recorded. Their packets go to the traces of their agent only: the
+//! kernel, recording the union (or, beside the flight recorder, every agent), lets them
+//! all through.
 
 use std::collections::BTreeSet;
 
 use anyhow::Result;
 use rocsync_common::{
-    Api, Cookie, Decoded, ENTRY_FILTERED, EntryRecord, TRACE_RECORDING, TRACE_STOPPING,
+    Api, Cookie, Decoded, ENTRY_FILTERED, EntryRecord, PacketRecord, TRACE_RECORDING,
+    TRACE_STOPPING,
 };
 use tokio::time::Instant;
 
@@ -225,6 +228,8 @@ fn feed(t: &mut Active, bytes: &[u8], decoded: &Decoded, pid: u32) {
     }
     match decoded {
         Decoded::Entry(e) if other_agents(e, &t.agents) => t.record(&filtered(bytes)),
+        // Dropped, as the kernel drops them for a capture of its own: not counted either.
+        Decoded::Packet(p) if other_agents_packet(p, &t.agents) => {}
         _ => t.record(bytes),
     }
 }
@@ -239,6 +244,12 @@ fn other_agents(e: &EntryRecord, agents: &AgentSet) -> bool {
         && e.flags & ENTRY_FILTERED == 0
         && (0..64).contains(&e.device)
         && !agents.contains(e.device as u32)
+}
+
+/// Whether a packet the kernel let through is of a queue outside `agents` (one of
+/// unknown agent, found at a doorbell, is outside any set, as the kernel has it).
+fn other_agents_packet(p: &PacketRecord, agents: &AgentSet) -> bool {
+    !agents.contains(p.ordinal)
 }
 
 /// The entry's bytes, marked filtered.
@@ -285,6 +296,21 @@ mod tests {
             &entry(Api::HipStreamSynchronize, 0, 0),
             &AgentSet::All
         ));
+    }
+
+    #[test]
+    fn a_trace_gets_only_its_agents_packets_as_the_kernel_filters_them() {
+        let on = |ordinal| PacketRecord {
+            ordinal,
+            ..Default::default()
+        };
+        let on_1 = &AgentSet::Only([1].into());
+        assert!(!other_agents_packet(&on(1), on_1));
+        assert!(other_agents_packet(&on(0), on_1));
+        // A queue of unknown agent (found at a doorbell) is no set's.
+        let unknown = on(rocsync_common::UNKNOWN_AGENT);
+        assert!(other_agents_packet(&unknown, on_1));
+        assert!(!other_agents_packet(&unknown, &AgentSet::All));
     }
 
     #[test]
