@@ -35,6 +35,7 @@ mod daemon_dynolog;
 mod daemon_hostile_files;
 mod daemon_hsa;
 mod daemon_hsa_agents;
+mod daemon_hsa_windows;
 mod daemon_ids;
 mod daemon_neighbours;
 mod daemon_outputs;
