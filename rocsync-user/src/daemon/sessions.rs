@@ -27,6 +27,9 @@ pub struct Sessions {
     claims: AgentClaims,
     /// Traces in progress, each with its claim.
     pub traces: Vec<(ClaimId, Active)>,
+    /// Traces done, their processes' recording switched off: they still get what the
+    /// probes wrote before the switch, then are written (`take_closing`).
+    closing: Vec<Active>,
     /// Claims of standalone captures: (claim, its name), held while their connection is.
     pub held: Vec<(ClaimId, String)>,
     /// The highest call id read so far: a trace starting now numbers its calls after it.
@@ -129,11 +132,11 @@ impl Sessions {
         }
     }
 
-    /// Traces whose time came: recording ones start stopping; stopped ones are done
-    /// (returned, to be written).
-    pub fn due(&mut self, tracker: &mut Tracker) -> Result<Vec<Active>> {
+    /// Traces whose time came: recording ones start stopping; stopped ones are done:
+    /// closing, their processes' recording switched off (what the probes wrote before is
+    /// still theirs: read the ring, then `take_closing`).
+    pub fn due(&mut self, tracker: &mut Tracker) -> Result<()> {
         let now = Instant::now();
-        let mut finished = Vec::new();
         let mut changed = BTreeSet::new();
         let mut i = 0;
         while i < self.traces.len() {
@@ -145,14 +148,24 @@ impl Sessions {
             changed.extend(t.pids.iter().copied());
             if t.deadline() {
                 let _ = self.claims.stop(*claim);
-                finished.push(self.traces.remove(i).1);
+                self.closing.push(self.traces.remove(i).1);
             } else {
                 i += 1;
             }
         }
         let changed: Vec<u32> = changed.into_iter().collect();
-        self.apply(tracker, &changed)?;
-        Ok(finished)
+        self.apply(tracker, &changed)
+    }
+
+    /// The traces done, to be written: the ring was read since their recording was
+    /// switched off (a record written before the switch, read later, would otherwise go
+    /// to the process's next trace, or nowhere).
+    pub fn take_closing(&mut self) -> Vec<Active> {
+        std::mem::take(&mut self.closing)
+    }
+
+    pub fn has_closing(&self) -> bool {
+        !self.closing.is_empty()
     }
 
     /// Gives a record to the traces of its process.
@@ -164,7 +177,8 @@ impl Sessions {
         if let Decoded::Entry(e) = decoded {
             self.last_read = self.last_read.max(e.correlation);
         }
-        for (_, t) in &mut self.traces {
+        let closing = self.closing.iter_mut();
+        for t in self.traces.iter_mut().map(|(_, t)| t).chain(closing) {
             feed(t, bytes, decoded, pid);
         }
     }
