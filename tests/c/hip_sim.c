@@ -41,6 +41,7 @@ struct ihipStream_t {
   struct ihipStream_t *next;
 #ifdef SIM_HSA
   hsa_queue_t *queue;
+  int queue_device; /* the HIP device whose agent the queue was created on */
 #endif
 };
 
@@ -135,19 +136,60 @@ static void write_packet_log(void) {
   fclose(f);
 }
 
+/* With $HIP_SIM_EVERY_PACKET_LOG set, every packet published (any kind), one line each:
+ *   device queue index type doorbell_before_ns doorbell_after_ns
+ * (written at exit): the HIP device whose agent the queue is on, the header's packet type,
+ * and CLOCK_MONOTONIC just before and just after its doorbell rang. */
+static struct every_packet { int device, type; uint64_t queue, index, before, after; } *every_packet;
+static size_t n_every_packet, cap_every_packet;
+
+static void write_every_packet_log(void) {
+  const char *path = getenv("HIP_SIM_EVERY_PACKET_LOG");
+  FILE *f = path ? fopen(path, "w") : NULL;
+  if (!f) return;
+  for (size_t i = 0; i < n_every_packet; i++) {
+    struct every_packet *p = &every_packet[i];
+    fprintf(f, "%d %#llx %llu %d %llu %llu\n", p->device, (unsigned long long)p->queue,
+            (unsigned long long)p->index, p->type, (unsigned long long)p->before,
+            (unsigned long long)p->after);
+  }
+  fclose(f);
+}
+
+/* Lock held. */
+static void log_every_packet(struct ihipStream_t *s, uint64_t idx, uint16_t header,
+                             uint64_t before, uint64_t after) {
+  if (!getenv("HIP_SIM_EVERY_PACKET_LOG")) return;
+  if (n_every_packet == cap_every_packet) {
+    size_t cap = cap_every_packet ? 2 * cap_every_packet : 4096;
+    struct every_packet *grown = realloc(every_packet, cap * sizeof *grown);
+    if (!grown) return;
+    if (!every_packet) atexit(write_every_packet_log);
+    every_packet = grown;
+    cap_every_packet = cap;
+  }
+  every_packet[n_every_packet++] = (struct every_packet){
+      s->queue_device, header & 0xff, (uint64_t)(uintptr_t)s->queue, idx, before, after};
+}
+
 /* Publishes one packet on the stream's queue as CLR does: reserve, body, header, doorbell.
  * Called with the lock held, so doorbells of a shared queue ring in order. Returns the
  * write index (or UINT64_MAX without a queue). */
 static uint64_t submit(struct ihipStream_t *s, void *body, uint16_t header) {
-  if (!s->queue && hsa_queue_create(gpu_agents[s->device], 64, 0, NULL, NULL, 0, 0, &s->queue))
-    return UINT64_MAX;
+  if (!s->queue) {
+    if (hsa_queue_create(gpu_agents[s->device], 64, 0, NULL, NULL, 0, 0, &s->queue))
+      return UINT64_MAX;
+    s->queue_device = s->device;
+  }
   hsa_queue_t *q = s->queue;
   uint64_t idx = hsa_queue_add_write_index_screlease(q, 1);
   while (idx - hsa_queue_load_read_index_scacquire(q) >= q->size) ;
   uint8_t *slot = (uint8_t *)q->base_address + (idx & (q->size - 1)) * 64;
   memcpy(slot + 2, (uint8_t *)body + 2, 62);
   __atomic_store_n((uint16_t *)slot, header, __ATOMIC_RELEASE);
+  uint64_t before = now_ns();
   hsa_signal_store_screlease(q->doorbell_signal, (int64_t)idx);
+  log_every_packet(s, idx, header, before, now_ns());
   return idx;
 }
 

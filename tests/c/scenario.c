@@ -18,13 +18,15 @@
  *   stall N US            N times: US of work on stream 1, an event recorded after it,
  *                         stream 2 waiting on the event, stream 2 synchronized (blocks US)
  *   poll                  prints "ready"; at each line on stdin: a thread starts
- *                         recording and waiting (logged), the main thread polls
+ *                         recording and waiting (logged), the main thread says
+ *                         "polling from T" (T: CLOCK_REALTIME µs) and polls
  *                         hipEventQuery flat out (counted, not logged: millions);
  *                         the polling stops ("polled N"); everything ends
  * $SCENARIO_HIP2 names a second copy, whose hipDeviceSynchronize basic also calls. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -398,6 +400,7 @@ struct looper {
 };
 
 static pthread_barrier_t loopers_ready;
+static sem_t looper_recorded;
 
 static void *device_loop(void *p) {
   struct looper *l = p;
@@ -406,6 +409,11 @@ static void *device_loop(void *p) {
   SetDevice(l->device);
   StreamCreate(&s);
   EventCreate(&e);
+  /* A first record, in device order (the next thread starts after it): over HSA, each
+   * device's queue is made in device order, so a tracer that did not see the runtime
+   * enumerate its agents, and numbers them by first queue, numbers them as devices. */
+  EventRecord(e, s);
+  sem_post(&looper_recorded);
   pthread_barrier_wait(&loopers_ready); /* "looping" once every thread is set up */
   for (uint64_t end = ms_now() + (uint64_t)l->ms; ms_now() < end;) {
     EventRecord(e, s);
@@ -423,9 +431,11 @@ static void loop_devices(int ms, int devices) {
   struct looper l[8];
   if (devices > 8) devices = 8;
   pthread_barrier_init(&loopers_ready, NULL, (unsigned)devices + 1);
+  sem_init(&looper_recorded, 0, 0);
   for (int d = 0; d < devices; d++) {
     l[d] = (struct looper){d, ms};
     pthread_create(&t[d], NULL, device_loop, &l[d]);
+    sem_wait(&looper_recorded);
   }
   pthread_barrier_wait(&loopers_ready);
   printf("looping\n");
@@ -536,6 +546,13 @@ static void poll_mode(void) {
   while (phase() < 1) usleep(1000);
   pthread_create(&rec, NULL, poll_recorder, NULL);
   unsigned long long polls = 0;
+  /* When the polling begins, on the clock a trace's rows and the daemon's shed spans
+   * use (µs since the epoch). */
+  struct timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  printf("polling from %llu\n", (unsigned long long)now.tv_sec * 1000000ull +
+                                   (unsigned long long)now.tv_nsec / 1000);
+  fflush(stdout);
   while (phase() < 2) {
     H(hipEventQuery)(q);
     polls++;

@@ -174,6 +174,17 @@ impl Budget {
         Some(shares)
     }
 
+    /// A process's first counts (one just tracked), unless it has some: its share is
+    /// then measured from here at the next period.
+    pub fn first_sample(&mut self, pid: u32, (calls, polls): (u32, u32), cpu_ns: u64) {
+        self.last.entry(pid).or_insert(Sample {
+            calls,
+            polls,
+            cpu_ns,
+            at: std::time::Instant::now(),
+        });
+    }
+
     /// Forgets processes that are gone.
     pub fn retain(&mut self, alive: impl Fn(u32) -> bool) {
         self.last.retain(|&p, _| alive(p));
@@ -230,6 +241,21 @@ mod tests {
         assert_eq!(few, Some(Shares::default()));
         b.retain(|p| p != 7);
         assert!(b.shares.is_empty());
+    }
+
+    #[test]
+    fn a_first_sample_makes_the_next_measure_a_share_and_never_replaces_one() {
+        let mut b = Budget {
+            call_cost: Some(Duration::from_micros(2)),
+            ..Budget::default()
+        };
+        b.first_sample(7, (0, 0), 0);
+        let shares = b.measure(7, (5_000, 4_000), 1_000_000_000).unwrap();
+        assert!((shares.all - 0.01).abs() < 1e-9, "{shares:?}");
+        // Sampled already: the period goes on from the last measure.
+        b.first_sample(7, (0, 0), 0);
+        let shares = b.measure(7, (10_000, 8_000), 2_000_000_000).unwrap();
+        assert!((shares.all - 0.01).abs() < 1e-9, "{shares:?}");
     }
 
     #[test]

@@ -55,9 +55,9 @@ impl Daemon {
     fn drain_ring(&mut self, ring: &mut RingBuf<MapData>) {
         while let Some(item) = ring.next() {
             match decode(&item) {
-                Ok(Decoded::LinkMap(r)) => self.tracker.look(r.pid),
+                Ok(Decoded::LinkMap(r)) => self.look(r.pid),
                 Ok(Decoded::Process(r)) if r.event == PROCESS_EXIT => {}
-                Ok(Decoded::Process(r)) => self.tracker.look(r.pid),
+                Ok(Decoded::Process(r)) => self.look(r.pid),
                 Ok(Decoded::Wake) => {}
                 Ok(Decoded::Stall(r)) => self.on_stall(r),
                 Ok(decoded) => {
@@ -67,6 +67,20 @@ impl Daemon {
                     self.sessions.route(&item, &decoded);
                 }
                 Err(_) => {}
+            }
+        }
+    }
+
+    /// Looks at a process (`Tracker::look`). One it now tracks is sampled for the budget
+    /// at once: the next tick measures its share, rather than only sampling it — a
+    /// process that polls from its start is shed within a tick, not two.
+    fn look(&mut self, pid: u32) {
+        let tracked = self.tracker.tracked.contains(&pid);
+        self.tracker.look(pid);
+        if !tracked && self.tracker.tracked.contains(&pid) {
+            let calls = self.tracker.probes.target_calls(pid);
+            if let Some((c, cpu)) = calls.zip(budget::cpu_ns(pid)) {
+                self.budget.first_sample(pid, c, cpu);
             }
         }
     }

@@ -328,7 +328,7 @@ async fn serve(mut d: Daemon, mut io: Io) -> Result<()> {
             _ = sleep_until(deadline), if deadline.is_some() => {
                 // What the probes wrote up to now belongs to the traces.
                 d.drain(io.ring.get_mut());
-                d.finish_due()?;
+                d.finish_due(io.ring.get_mut())?;
                 Flow::Go
             }
             done = d.writing.next(), if !d.writing.is_empty() => d.written(done).await,

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use anyhow::{Result, bail};
+use aya::maps::{MapData, RingBuf};
 use tokio::time::Instant;
 
 use super::{
@@ -113,9 +114,14 @@ impl Daemon {
         }
     }
 
-    /// Finishes the traces whose time came: they are written off the loop.
-    pub fn finish_due(&mut self) -> Result<()> {
-        for trace in self.sessions.due(&mut self.tracker)? {
+    /// Finishes the traces whose time came: their recording switched off, then what the
+    /// probes wrote before read (theirs), then they are written off the loop.
+    pub fn finish_due(&mut self, ring: &mut RingBuf<MapData>) -> Result<()> {
+        self.sessions.due(&mut self.tracker)?;
+        if self.sessions.has_closing() {
+            self.catch_up(ring);
+        }
+        for trace in self.sessions.take_closing() {
             self.writing.trace(trace);
         }
         Ok(())

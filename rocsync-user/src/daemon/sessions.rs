@@ -6,13 +6,16 @@
 //! Traces on disjoint agents may record the same process: the kernel then records the
 //! union of their agents (attributing each call to its device) and each trace is given the
 //! calls of the others' agents marked filtered — what a standalone `--agents` capture of
-//! its own would have recorded.
+//! its own would have recorded. Their packets go to the traces of their agent only: the
+//! kernel, recording the union (or, beside the flight recorder, every agent), lets them
+//! all through.
 
 use std::collections::BTreeSet;
 
 use anyhow::Result;
 use rocsync_common::{
-    Api, Cookie, Decoded, ENTRY_FILTERED, EntryRecord, TRACE_RECORDING, TRACE_STOPPING,
+    Api, Cookie, Decoded, ENTRY_FILTERED, EntryRecord, PacketRecord, TRACE_RECORDING,
+    TRACE_STOPPING,
 };
 use tokio::time::Instant;
 
@@ -24,6 +27,9 @@ pub struct Sessions {
     claims: AgentClaims,
     /// Traces in progress, each with its claim.
     pub traces: Vec<(ClaimId, Active)>,
+    /// Traces done, their processes' recording switched off: they still get what the
+    /// probes wrote before the switch, then are written (`take_closing`).
+    closing: Vec<Active>,
     /// Claims of standalone captures: (claim, its name), held while their connection is.
     pub held: Vec<(ClaimId, String)>,
     /// The highest call id read so far: a trace starting now numbers its calls after it.
@@ -126,11 +132,11 @@ impl Sessions {
         }
     }
 
-    /// Traces whose time came: recording ones start stopping; stopped ones are done
-    /// (returned, to be written).
-    pub fn due(&mut self, tracker: &mut Tracker) -> Result<Vec<Active>> {
+    /// Traces whose time came: recording ones start stopping; stopped ones are done:
+    /// closing, their processes' recording switched off (what the probes wrote before is
+    /// still theirs: read the ring, then `take_closing`).
+    pub fn due(&mut self, tracker: &mut Tracker) -> Result<()> {
         let now = Instant::now();
-        let mut finished = Vec::new();
         let mut changed = BTreeSet::new();
         let mut i = 0;
         while i < self.traces.len() {
@@ -142,14 +148,24 @@ impl Sessions {
             changed.extend(t.pids.iter().copied());
             if t.deadline() {
                 let _ = self.claims.stop(*claim);
-                finished.push(self.traces.remove(i).1);
+                self.closing.push(self.traces.remove(i).1);
             } else {
                 i += 1;
             }
         }
         let changed: Vec<u32> = changed.into_iter().collect();
-        self.apply(tracker, &changed)?;
-        Ok(finished)
+        self.apply(tracker, &changed)
+    }
+
+    /// The traces done, to be written: the ring was read since their recording was
+    /// switched off (a record written before the switch, read later, would otherwise go
+    /// to the process's next trace, or nowhere).
+    pub fn take_closing(&mut self) -> Vec<Active> {
+        std::mem::take(&mut self.closing)
+    }
+
+    pub fn has_closing(&self) -> bool {
+        !self.closing.is_empty()
     }
 
     /// Gives a record to the traces of its process.
@@ -161,7 +177,8 @@ impl Sessions {
         if let Decoded::Entry(e) = decoded {
             self.last_read = self.last_read.max(e.correlation);
         }
-        for (_, t) in &mut self.traces {
+        let closing = self.closing.iter_mut();
+        for t in self.traces.iter_mut().map(|(_, t)| t).chain(closing) {
             feed(t, bytes, decoded, pid);
         }
     }
@@ -225,6 +242,8 @@ fn feed(t: &mut Active, bytes: &[u8], decoded: &Decoded, pid: u32) {
     }
     match decoded {
         Decoded::Entry(e) if other_agents(e, &t.agents) => t.record(&filtered(bytes)),
+        // Dropped, as the kernel drops them for a capture of its own: not counted either.
+        Decoded::Packet(p) if other_agents_packet(p, &t.agents) => {}
         _ => t.record(bytes),
     }
 }
@@ -239,6 +258,12 @@ fn other_agents(e: &EntryRecord, agents: &AgentSet) -> bool {
         && e.flags & ENTRY_FILTERED == 0
         && (0..64).contains(&e.device)
         && !agents.contains(e.device as u32)
+}
+
+/// Whether a packet the kernel let through is of a queue outside `agents` (one of
+/// unknown agent, found at a doorbell, is outside any set, as the kernel has it).
+fn other_agents_packet(p: &PacketRecord, agents: &AgentSet) -> bool {
+    !agents.contains(p.ordinal)
 }
 
 /// The entry's bytes, marked filtered.
@@ -285,6 +310,21 @@ mod tests {
             &entry(Api::HipStreamSynchronize, 0, 0),
             &AgentSet::All
         ));
+    }
+
+    #[test]
+    fn a_trace_gets_only_its_agents_packets_as_the_kernel_filters_them() {
+        let on = |ordinal| PacketRecord {
+            ordinal,
+            ..Default::default()
+        };
+        let on_1 = &AgentSet::Only([1].into());
+        assert!(!other_agents_packet(&on(1), on_1));
+        assert!(other_agents_packet(&on(0), on_1));
+        // A queue of unknown agent (found at a doorbell) is no set's.
+        let unknown = on(rocsync_common::UNKNOWN_AGENT);
+        assert!(other_agents_packet(&unknown, on_1));
+        assert!(!other_agents_packet(&unknown, &AgentSet::All));
     }
 
     #[test]

@@ -1,4 +1,6 @@
 //! The daemon's budget: a process polling `hipEventQuery` flat out has that probe shed
+//! at the daemon's first budget tick after its first poll (by the scenario's own
+//! clock), its probes' share measured above the budget then and under it once shed
 //! (metrics, the log and an overlapping trace say so), its records and waits are counted
 //! exactly all along (against the scenario's log), and the probe comes back once the
 //! polling stops. Needs root.
@@ -10,6 +12,18 @@ use rocsync_tests::read_log;
 use crate::common::{daemon::*, *};
 
 const SHED: &str = "rocsync_probes_shed{api=\"hipEventQuery\"}";
+const RATIO: &str = "rocsync_probe_cost_ratio";
+/// The daemon's budget tick (`budget::EVERY`), in µs.
+const TICK_US: f64 = 1e6;
+
+/// `series`' value in one scrape of `/metrics` (0 when absent).
+fn value(scrape: &str, series: &str) -> f64 {
+    scrape
+        .lines()
+        .filter(|l| l.starts_with(series) && l[series.len()..].starts_with([' ', '{']))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
 
 #[test]
 fn polling_is_shed_over_the_budget_and_records_and_waits_are_never() {
@@ -50,17 +64,39 @@ fn polling_is_shed_over_the_budget_and_records_and_waits_are_never() {
     let mut target = Gated::start(Command::new(&exe).arg("poll").env("SCENARIO_LOG", &log));
     let pid = target.child.id();
     target.open_when_tracked(&mut lines);
+    target.said.wait_for("polling from ");
+    let polling_from: f64 = target.said.1.last().unwrap()["polling from ".len()..]
+        .parse()
+        .unwrap();
     assert_eq!(metric(&addr, SHED), 0.0, "shed before any polling");
 
-    // Polling: the probe comes off, and the daemon says why.
+    // Polling: the probe comes off, and the daemon says why. The tick that shed it set
+    // the share it measured: over the budget (scraped within 50 ms of the shed, long
+    // before the next tick, a second later, measures again).
+    let mut share_at_shed = 0.0;
     until(30, "hipEventQuery was never shed", || {
-        metric(&addr, SHED) == 1.0
+        let scrape = get(&addr, "/metrics");
+        share_at_shed = value(&scrape, RATIO);
+        value(&scrape, SHED) == 1.0
     });
+    assert!(
+        share_at_shed > 0.01,
+        "shed at a share of {share_at_shed}, within the budget"
+    );
     lines.wait_for_all(&[
         &format!("budget: pid {pid}'s probes cost "),
         "budget: hipEventQuery not probed in ",
     ]);
-    assert!(metric(&addr, "rocsync_probe_cost_ratio") >= 0.0);
+    // Shed, the polls cost nothing: the next tick measures the records and waits alone,
+    // far under the budget (the probe comes back only 2 s after the shed).
+    until(
+        10,
+        "the share never fell under the budget while shed",
+        || {
+            let scrape = get(&addr, "/metrics");
+            value(&scrape, SHED) == 1.0 && value(&scrape, RATIO) < 0.01
+        },
+    );
 
     // A trace now says what it does not hold, and from when.
     let sock = dir.path("rocsync.sock");
@@ -78,6 +114,18 @@ fn polling_is_shed_over_the_budget_and_records_and_waits_are_never() {
     // No query row of the trace lies in the span it says was not probed.
     let span = not.iter().find(|s| s["api"] == "hipEventQuery").unwrap();
     let from = span["from_unix_us"].as_f64().unwrap();
+    // Shed at the first budget tick after the polling began: the daemon sampled the
+    // process when it began tracking it, so that tick measures its share (within a tick
+    // of the first poll; a few ms more should the polling begin just before a tick, too
+    // little of it then to pass the floor). Half a tick of slack: on the 2-core CI
+    // machine other tests run beside this one, and the daemon's tick (and its reading of
+    // the process's CPU time) can come late. Without the first sample it came at the
+    // second tick, about 2 s after.
+    let late = from - polling_from;
+    assert!(
+        (0.0..=1.5 * TICK_US).contains(&late),
+        "shed {late} µs after the first poll"
+    );
     let to = span["until_unix_us"].as_f64().unwrap_or(f64::INFINITY);
     let base_us = t["baseTimeNanoseconds"].as_f64().unwrap() / 1e3;
     let inside: Vec<f64> = t["traceEvents"]

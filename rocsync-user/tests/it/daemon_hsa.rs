@@ -1,9 +1,10 @@
 //! The HSA write path in the daemon: packets counted per agent and kind while nothing
 //! records, against the simulated runtime's own account of what it published; a trace on
-//! request holds the packets a `rocsync run` of the same scenario holds; a queue made
-//! before a trace began still places the trace's packets; under `HIP_VISIBLE_DEVICES`,
-//! packets are counted on the HIP device the scenario's threads chose; the flight
-//! recorder holds every packet published. Needs root.
+//! request holds the packets and barrier links `rocsync attach` of the same scenario
+//! holds, wait by wait as the runtime's log says; a queue made before a trace began still
+//! places the trace's packets; under `HIP_VISIBLE_DEVICES`, packets are counted on the
+//! HIP device the scenario's threads chose; the flight recorder holds every packet
+//! published. Needs root.
 
 use std::{
     collections::BTreeMap,
@@ -11,88 +12,9 @@ use std::{
     time::{Duration, Instant},
 };
 
-use rocsync_tests::sim_hip_over_hsa;
 use serde_json::Value;
 
-use crate::common::{daemon::*, *};
-
-/// `cmd` over the simulated HSA runtime, its logs in `dir`.
-fn over_hsa<'a>(cmd: &'a mut Command, dir: &TempDir) -> &'a mut Command {
-    cmd.env("SCENARIO_HIP", sim_hip_over_hsa())
-        .env("SCENARIO_LOG", dir.path("s.log"))
-        .env("HIP_SIM_PACKET_LOG", dir.path("packets.log"))
-        .env("HIP_SIM_KERNEL_COUNT", dir.path("kernels"))
-}
-
-/// A daemon counting the scenario `mode` over HSA (its own copy, its logs in `dir`), the
-/// scenario loaded and held until the daemon tracks it and has its HSA runtime probed
-/// (its queues and packets are seen from its first); the metrics address.
-fn tracked_over_hsa(dir: &TempDir, mode: &[&str]) -> (Daemon, Lines, Gated, String) {
-    tracked_over_hsa_with(dir, mode, &[], &[])
-}
-
-/// [`tracked_over_hsa`] with more environment, and more daemon flags.
-fn tracked_over_hsa_with(
-    dir: &TempDir,
-    mode: &[&str],
-    env: &[(&str, &str)],
-    flags: &[&str],
-) -> (Daemon, Lines, Gated, String) {
-    let exe = own_copy_dlopen(dir);
-    let (daemon, mut lines) = start_daemon(dir, &exe, flags);
-    let addr = metrics_addr(&lines);
-    let target = Gated::start_at(
-        over_hsa(Command::new(&exe).arg("loaded").args(mode), dir).envs(env.iter().copied()),
-        "loaded",
-    );
-    let pid = target.child.id();
-    lines.wait_for_all(&[&format!("tracking pid {pid}"), "(HSA queues and doorbells)"]);
-    (daemon, lines, target, addr)
-}
-
-/// What the simulated runtime says it published: its barriers' (queue, write index), and
-/// how many kernels.
-fn published(dir: &TempDir) -> (Vec<(u64, u64)>, usize) {
-    let hex = |s: &str| u64::from_str_radix(s.trim_start_matches("0x"), 16).unwrap();
-    let barriers = std::fs::read_to_string(dir.path("packets.log"))
-        .unwrap()
-        .lines()
-        .map(|l| {
-            let f: Vec<&str> = l.split(' ').collect();
-            (hex(f[1]), f[2].parse().unwrap())
-        })
-        .collect();
-    // Written once a kernel was published: a scenario that launches none has no file.
-    let kernels =
-        std::fs::read_to_string(dir.path("kernels")).map_or(0, |n| n.trim().parse().unwrap());
-    (barriers, kernels)
-}
-
-/// A trace's packet rows: (kind, agent) → how many.
-fn packet_rows(t: &Value) -> BTreeMap<(String, String), usize> {
-    let mut rows = BTreeMap::new();
-    for e in t["traceEvents"].as_array().unwrap() {
-        if e["cat"] == "hsa_packet" {
-            let key = (e["name"].to_string(), e["args"]["agent"].to_string());
-            *rows.entry(key).or_default() += 1;
-        }
-    }
-    rows
-}
-
-/// The `aql_packets_total` samples of one kind, summed over agents, and the agents seen.
-fn counted(m: &Metrics, kind: &str) -> (usize, Vec<String>) {
-    let samples: Vec<_> = m
-        .samples
-        .iter()
-        .filter(|(n, l, _)| n == "rocsync_aql_packets_total" && l["kind"] == kind)
-        .collect();
-    let devices = samples
-        .iter()
-        .map(|(_, l, _)| l["device"].as_str().unwrap().to_string())
-        .collect();
-    (samples.iter().map(|s| s.2 as usize).sum(), devices)
-}
+use crate::common::{daemon::*, daemon_hsa::*, *};
 
 #[test]
 fn the_daemon_counts_every_packet_the_runtime_published() {
@@ -206,9 +128,75 @@ fn the_flight_recorder_holds_every_packet_the_runtime_published() {
     assert_eq!(dispatches, kernels, "{rows:?}");
 }
 
+/// Each stream wait's barrier link in a trace: the `k`-th wait (in call order) → the
+/// (queue, write index) of the barrier packet its link ends on.
+fn wait_links(t: &Value) -> Vec<(u64, u64)> {
+    let events = t["traceEvents"].as_array().unwrap();
+    let hex = |v: &Value| u64::from_str_radix(v.as_str().unwrap().trim_start_matches("0x"), 16);
+    let mut ends: BTreeMap<u64, (Option<&Value>, Option<&Value>)> = BTreeMap::new();
+    for e in events.iter().filter(|e| e["cat"] == "hip_barrier") {
+        let end = ends.entry(e["id"].as_u64().unwrap()).or_default();
+        match e["ph"].as_str() {
+            Some("s") => assert!(end.0.replace(e).is_none(), "{e}"),
+            Some("f") => assert!(end.1.replace(e).is_none(), "{e}"),
+            _ => panic!("{e}"),
+        }
+    }
+    let mut links: Vec<(u64, (u64, u64))> = ends
+        .values()
+        .map(|(s, f)| {
+            let (s, f) = (s.expect("a link's start"), f.expect("a link's end"));
+            // It starts inside a wait's runtime row, and ends on a barrier's packet row.
+            let wait = events
+                .iter()
+                .find(|e| {
+                    e["cat"] == "cuda_runtime"
+                        && e["name"] == "hipStreamWaitEvent"
+                        && e["pid"] == s["pid"]
+                        && e["tid"] == s["tid"]
+                        && e["ts"].as_f64() <= s["ts"].as_f64()
+                        && s["ts"].as_f64().unwrap()
+                            <= e["ts"].as_f64().unwrap() + e["dur"].as_f64().unwrap()
+                })
+                .unwrap_or_else(|| panic!("no wait row under {s}"));
+            let barrier = events
+                .iter()
+                .find(|e| {
+                    e["cat"] == "hsa_packet"
+                        && e["pid"] == f["pid"]
+                        && e["tid"] == f["tid"]
+                        && e["ts"] == f["ts"]
+                })
+                .unwrap_or_else(|| panic!("no packet row under {f}"));
+            assert_eq!(barrier["name"], "barrier_and", "{barrier}");
+            let a = &barrier["args"];
+            let slot = (
+                hex(&a["queue"]).unwrap(),
+                a["write_index"].as_u64().unwrap(),
+            );
+            (wait["args"]["correlation"].as_u64().unwrap(), slot)
+        })
+        .collect();
+    links.sort();
+    links.into_iter().map(|(_, slot)| slot).collect()
+}
+
+/// What the runtime's log says each stream wait submitted, in order: its barriers that
+/// wait on a signal (a record's barrier waits on none), (queue, write index).
+fn logged_wait_barriers(dir: &TempDir) -> Vec<(u64, u64)> {
+    let hex = |s: &str| u64::from_str_radix(s.trim_start_matches("0x"), 16).unwrap();
+    std::fs::read_to_string(dir.path("packets.log"))
+        .unwrap()
+        .lines()
+        .map(|l| l.split(' ').collect::<Vec<_>>())
+        .filter(|f| hex(f[4]) != 0)
+        .map(|f| (hex(f[1]), f[2].parse().unwrap()))
+        .collect()
+}
+
 #[test]
-fn a_trace_on_request_has_the_packets_a_capture_has() {
-    let name = "a_trace_on_request_has_the_packets_a_capture_has";
+fn a_trace_on_request_has_the_packets_an_attach_has() {
+    let name = "a_trace_on_request_has_the_packets_an_attach_has";
     let Some((dir, _)) = daemon_test(name) else {
         return;
     };
@@ -227,36 +215,40 @@ fn a_trace_on_request_has_the_packets_a_capture_has() {
     let asked = asked.wait_with_output().unwrap();
     assert!(asked.status.success());
     stop(daemon);
-    // The capture's: `rocsync run` of the scenario, the daemon gone.
+    // `attach`'s: the same scenario, loaded and held until attach traces it, the daemon
+    // gone.
     let ran = TempDir::new();
-    let run_trace = ran.path("run.json");
-    run_ok(
-        over_hsa(rocsync().args(["run", "--no-status", "-o"]), &ran)
-            .arg(&run_trace)
-            .arg("--")
-            .arg(rocsync_tests::scenario_dlopen())
-            .args(["cross", "20"]),
+    let attach_trace = ran.path("attach.json");
+    let mut held = Gated::start_at(
+        over_hsa(
+            Command::new(rocsync_tests::scenario_dlopen()).args(["loaded", "cross", "20"]),
+            &ran,
+        ),
+        "loaded",
     );
+    let mut tracer = spawn_piped(
+        rocsync()
+            .args(["attach", "--no-status", "-o"])
+            .arg(&attach_trace)
+            .arg("--pid")
+            .arg(held.child.id().to_string()),
+    );
+    let mut said = Lines::of(tracer.stderr.take().unwrap());
+    said.wait_for("tracing pid");
+    held.open();
+    assert!(held.child.wait().unwrap().success());
+    assert!(tracer.wait().unwrap().success(), "{:?}", said.all());
     let daemon_trace = read_json(std::path::Path::new(
         String::from_utf8(asked.stdout).unwrap().trim(),
     ));
-    let run_trace = read_json(&run_trace);
-    // The same packets by kind and agent, the same barrier links and counts — and what
-    // the runtime says it published.
+    let attach_trace = read_json(&attach_trace);
+    // The same packets by kind and agent, and counts — and what the runtime says it
+    // published.
     let rows = packet_rows(&daemon_trace);
-    assert_eq!(rows, packet_rows(&run_trace));
-    let flows = |t: &Value| {
-        t["traceEvents"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|e| e["cat"] == "hip_barrier" && e["ph"] == "s")
-            .count()
-    };
-    assert_eq!(flows(&daemon_trace), flows(&run_trace));
+    assert_eq!(rows, packet_rows(&attach_trace));
     assert_eq!(
         daemon_trace["rocsync"]["packets"],
-        run_trace["rocsync"]["packets"]
+        attach_trace["rocsync"]["packets"]
     );
     let (barriers, kernels) = published(&dir);
     let of = |kind: &str| -> usize {
@@ -269,7 +261,15 @@ fn a_trace_on_request_has_the_packets_a_capture_has() {
         (of("barrier_and"), of("kernel_dispatch")),
         (barriers.len(), kernels)
     );
-    assert_eq!(flows(&daemon_trace), barriers.len() / 2, "one per wait");
+    // The same barrier links, pair by pair: the k-th wait links to the barrier the
+    // runtime says the k-th wait submitted, in each run (queues are heap addresses of
+    // their run; write indexes are the same in both).
+    let (by_daemon, by_attach) = (wait_links(&daemon_trace), wait_links(&attach_trace));
+    assert_eq!(by_daemon.len(), 20, "one link per wait: {by_daemon:?}");
+    assert_eq!(by_daemon, logged_wait_barriers(&dir));
+    assert_eq!(by_attach, logged_wait_barriers(&ran));
+    let index = |links: &[(u64, u64)]| links.iter().map(|l| l.1).collect::<Vec<_>>();
+    assert_eq!(index(&by_daemon), index(&by_attach));
 }
 
 #[test]

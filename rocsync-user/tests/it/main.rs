@@ -35,6 +35,8 @@ mod daemon_dynolog;
 mod daemon_hangs;
 mod daemon_hostile_files;
 mod daemon_hsa;
+mod daemon_hsa_agents;
+mod daemon_hsa_windows;
 mod daemon_ids;
 mod daemon_neighbours;
 mod daemon_outputs;

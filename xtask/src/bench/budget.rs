@@ -65,6 +65,7 @@ fn one(options: Option<&[&str]>, dir: &std::path::Path) -> Result<Run> {
         d.wait_for(&format!("tracking pid {}", child.id()))?;
     }
     writeln!(gate, "go")?;
+    said("polling from ")?;
     let start = Instant::now();
     std::thread::sleep(POLLING - Duration::from_millis(700));
     let share = daemon

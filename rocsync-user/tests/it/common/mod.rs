@@ -4,9 +4,11 @@
 pub mod apis;
 mod capture;
 pub mod daemon;
+pub mod daemon_hsa;
 mod held;
 pub mod kineto;
 mod launch;
+pub mod packets;
 pub mod pipeline;
 pub mod pod;
 mod raw;
