@@ -9,6 +9,7 @@
 
 use std::{collections::VecDeque, sync::Arc, time::Duration};
 
+use rocsync_common::{Decoded, decode};
 use tokio::time::Instant;
 
 /// Memory the recorder may hold; beyond it the oldest records go first, counted.
@@ -56,17 +57,28 @@ pub struct FlightRecorder {
     bytes: usize,
     /// Records dropped for memory before their time was up.
     pub evicted: u64,
+    /// The highest correlation id it may lack without losing it: the probes' counter
+    /// when it began (ids before were never its), then the highest call it forgot.
+    /// `None`: unknown (every id before its first held call is then taken as forgotten).
+    known_from: Option<u64>,
 }
 
 impl FlightRecorder {
-    pub fn new(span: Duration) -> Self {
+    /// `from`: the last correlation id the probes had given when it begins.
+    pub fn new(span: Duration, from: Option<u64>) -> Self {
         Self {
             span,
             sealed: VecDeque::new(),
             open: Chunk::default(),
             bytes: 0,
             evicted: 0,
+            known_from: from,
         }
+    }
+
+    /// See the field; a dump counts the ids after it that it lacks as lost.
+    pub fn known_from(&self) -> Option<u64> {
+        self.known_from
     }
 
     /// How far back it keeps.
@@ -118,6 +130,13 @@ impl FlightRecorder {
             if !expired {
                 self.evicted += oldest.records;
             }
+            let forgot = oldest.records().filter_map(|r| match decode(r) {
+                Ok(Decoded::Entry(e)) => Some(e.correlation),
+                _ => None,
+            });
+            if let (Some(known), Some(id)) = (self.known_from, forgot.max()) {
+                self.known_from = Some(known.max(id));
+            }
             self.sealed.pop_front();
         }
     }
@@ -128,6 +147,8 @@ impl FlightRecorder {
 pub struct Held {
     pub chunks: Vec<Arc<Chunk>>,
     pub assigned: Option<u64>,
+    /// [`FlightRecorder::known_from`] when it was asked.
+    pub known_from: Option<u64>,
     /// The records of live HSA queues made before the window (their packets need them).
     pub queues: Vec<Vec<u8>>,
 }
@@ -135,6 +156,20 @@ pub struct Held {
 /// The records of `chunks`, oldest first.
 pub fn records(chunks: &[Arc<Chunk>]) -> impl Iterator<Item = &[u8]> + Clone {
     chunks.iter().flat_map(|c| c.records())
+}
+
+/// The first id a dump must account for: the one after what the recorder may lack
+/// without losing it (ids before it began, and those it forgot for age or memory) —
+/// the calls between that and its first held one are lost, counted, not silently
+/// missing from its start. Where that is unknown, or its first held call is older (the
+/// records of one span are read in any order across CPUs), its first held call.
+pub fn first_expected(first: Option<u64>, known_from: Option<u64>, assigned: Option<u64>) -> u64 {
+    match (first, known_from) {
+        (Some(first), Some(known)) if first > known => known + 1,
+        (Some(first), _) => first,
+        (None, Some(known)) => known + 1,
+        (None, None) => assigned.map_or(1, |a| a + 1),
+    }
 }
 
 #[cfg(test)]
@@ -147,7 +182,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn keeps_the_last_span_only() {
-        let mut f = FlightRecorder::new(Duration::from_secs(2));
+        let mut f = FlightRecorder::new(Duration::from_secs(2), Some(0));
         f.keep(&[1; 8]);
         tokio::time::advance(Duration::from_secs(1)).await;
         f.keep(&[2; 8]);
@@ -159,7 +194,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn records_come_back_whole_and_in_order() {
-        let mut f = FlightRecorder::new(Duration::from_secs(10));
+        let mut f = FlightRecorder::new(Duration::from_secs(10), Some(0));
         let sent: Vec<Vec<u8>> = (0..3000u32)
             .map(|i| vec![(i % 251) as u8; 1 + (i as usize * 7) % 700])
             .collect();
@@ -177,7 +212,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_dump_keeps_its_chunks_while_recording_goes_on() {
-        let mut f = FlightRecorder::new(Duration::from_secs(1));
+        let mut f = FlightRecorder::new(Duration::from_secs(1), Some(0));
         f.keep(&[1; 8]);
         let dump = f.chunks();
         tokio::time::advance(Duration::from_secs(3)).await;
@@ -188,7 +223,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn the_cap_drops_the_oldest_and_counts_them() {
-        let mut f = FlightRecorder::new(Duration::from_secs(3600));
+        let mut f = FlightRecorder::new(Duration::from_secs(3600), Some(0));
         let record = vec![7u8; 60_000];
         let n = MAX_BYTES / record.len() + 100;
         for _ in 0..n {
@@ -198,5 +233,47 @@ mod tests {
         assert!(f.bytes <= MAX_BYTES + CHUNK_BYTES, "{} held", f.bytes);
         assert_eq!(kept + f.evicted, n as u64, "every record kept or counted");
         assert!(f.evicted >= 100);
+    }
+
+    #[test]
+    fn a_dump_accounts_for_every_id_after_what_the_recorder_may_lack() {
+        // Began at id 0, forgot nothing: ids before its first held call are lost.
+        assert_eq!(first_expected(Some(102), Some(0), Some(500)), 1);
+        // Forgot up to 90: 91 on are its to hold.
+        assert_eq!(first_expected(Some(95), Some(90), Some(500)), 91);
+        // Its first held call older than the last it forgot (read in another order).
+        assert_eq!(first_expected(Some(88), Some(90), Some(500)), 88);
+        // Holding nothing: every id it was given since is lost.
+        assert_eq!(first_expected(None, Some(7), Some(500)), 8);
+        // Unknown beginning: from its first held call, as before.
+        assert_eq!(first_expected(Some(102), None, Some(500)), 102);
+        assert_eq!(first_expected(None, None, Some(500)), 501);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn what_it_forgets_moves_what_it_may_lack() {
+        let mut f = FlightRecorder::new(Duration::from_secs(1), Some(0));
+        let entry = |id: u64| {
+            let e = rocsync_common::EntryRecord {
+                kind: rocsync_common::RECORD_ENTRY,
+                api: rocsync_common::Api::HipStreamSynchronize as u16,
+                correlation: id,
+                ..Default::default()
+            };
+            // SAFETY: the bytes of a plain record.
+            unsafe {
+                std::slice::from_raw_parts(
+                    (&raw const e).cast::<u8>(),
+                    size_of::<rocsync_common::EntryRecord>(),
+                )
+            }
+            .to_vec()
+        };
+        f.keep(&entry(5));
+        f.keep(&entry(3));
+        tokio::time::advance(Duration::from_millis(1200)).await;
+        f.keep(&entry(9));
+        let _ = f.chunks();
+        assert_eq!(f.known_from(), Some(5));
     }
 }

@@ -205,7 +205,10 @@ async fn start(config: DaemonConfig, flags: ConfigFlags, signals: Signals) -> Re
         "rocsync daemon: metrics on http://{}/metrics",
         metrics.local_addr()?
     );
-    let flight = config.flight_recorder.map(flight::FlightRecorder::new);
+    // Ids the probes gave before it began were never its.
+    let flight = config
+        .flight_recorder
+        .map(|span| flight::FlightRecorder::new(span, probes.correlations_assigned().ok()));
     let baseline = if flight.is_some() {
         rocsync_common::TRACE_RECORDING
     } else {

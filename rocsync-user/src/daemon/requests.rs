@@ -138,6 +138,7 @@ impl Daemon {
                 let held = flight::Held {
                     chunks,
                     assigned,
+                    known_from: f.known_from(),
                     queues,
                 };
                 self.writing

@@ -331,24 +331,26 @@ fn numbered_stem(name: &str, id: u64) -> String {
 /// how the call probes are attached; `assigned`: the last id the probes had given.
 pub fn dump<'a>(
     records: impl Iterator<Item = &'a [u8]> + Clone,
-    assigned: Option<u64>,
+    (assigned, known_from): (Option<u64>, Option<u64>),
     state_dir: &Path,
     id: u64,
     processes: BTreeMap<u32, ProcessInfo>,
     (call_probe_links, not_recorded): (&'static str, Value),
 ) -> Result<Vec<Written>> {
     let (mut pipeline, outputs) = open(state_dir, &numbered_stem("flight", id), id, None)?;
-    // Calls before the recorder's span are not lost: its ids start at its first.
-    let first = records.clone().filter_map(|r| match decode(r) {
-        Ok(Decoded::Entry(e)) => Some(e.correlation),
-        _ => None,
-    });
-    let first = first.min();
-    pipeline.start_at(first.or(assigned.map(|a| a + 1)).unwrap_or(1));
+    let first = records
+        .clone()
+        .filter_map(|r| match decode(r) {
+            Ok(Decoded::Entry(e)) => Some(e.correlation),
+            _ => None,
+        })
+        .min();
+    let start = super::flight::first_expected(first, known_from, assigned);
+    pipeline.start_at(start);
     // Ids after the last record read were given, so lost (the ring was full, or the
     // records never came): counted, never silently missing from the end.
-    if let (Some(first), Some(last)) = (first, assigned) {
-        pipeline.assigned_up_to(last.max(first - 1));
+    if let Some(last) = assigned {
+        pipeline.assigned_up_to(last.max(start - 1));
     }
     for r in records {
         let _ = pipeline.record(r);

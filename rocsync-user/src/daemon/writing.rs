@@ -76,7 +76,7 @@ impl Writing {
             let queues = held.queues.iter().map(Vec::as_slice);
             let written = traces::dump(
                 queues.chain(records),
-                held.assigned,
+                (held.assigned, held.known_from),
                 &state_dir,
                 id,
                 processes,

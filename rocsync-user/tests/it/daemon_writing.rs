@@ -146,10 +146,13 @@ fn a_flight_dump_counts_the_calls_a_stalled_reader_lost() {
     );
     stop(daemon);
     let (calls, lost, account) = calls_in(String::from_utf8(out.stdout).unwrap().trim());
+    // The dump's account (kernel drops, lost ids, first and last id held) says which part
+    // failed should either check: the probes, the ring, or the reader.
     assert!(
         lost > 0,
-        "the ring ({calls} calls read) cannot hold the loop"
+        "the ring ({calls} calls read) cannot hold the loop ({account})"
     );
+    assert!(calls > 0, "the ring's calls were never read ({account})");
     assert_eq!(
         calls + lost,
         u64::from(STALLED_CALLS) + WARM_UP,
