@@ -89,7 +89,11 @@ impl Sessions {
             trace.until - Instant::now()
         );
         self.traces.push((claim, trace));
-        self.apply(tracker, &pids)
+        self.apply(tracker, &pids)?;
+        if let Some((_, trace)) = self.traces.last_mut() {
+            trace.switched_on();
+        }
+        Ok(())
     }
 
     /// A standalone capture's claim.

@@ -17,7 +17,8 @@ use tokio::{
 
 use super::{
     protocol::{Reply, Request, TraceRequest},
-    traces::{self, MAX_DURATION, MAX_PIDS, stem},
+    traces::{self, MAX_DURATION, MAX_PIDS},
+    untrusted::stem,
 };
 
 const MAX_REQUEST: u64 = 16 << 10;

@@ -21,7 +21,7 @@ use super::{
     protocol::{self, Reply},
     socket::PendingReply,
     statedir,
-    untrusted::pids_shown,
+    untrusted::{pids_shown, pods_shown},
 };
 use crate::{
     agents::AgentSet,
@@ -137,6 +137,9 @@ pub struct Active {
     pub stall: Option<Value>,
     /// The call in flight it was started for (a hang trace), and how it ended.
     pub hang: Option<Value>,
+    /// When its recording was switched on and off (µs, the rows' clock): every call
+    /// begun between is the trace's, which a reader cannot tell from the rows alone.
+    recorded: (Option<u64>, Option<u64>),
 }
 
 impl Active {
@@ -189,6 +192,7 @@ impl Active {
             shed: (tracker.shed_log.clone(), budget::now_us()),
             stall: None,
             hang: None,
+            recorded: (None, None),
         })
     }
 
@@ -201,6 +205,12 @@ impl Active {
     /// probes number every recorded process's calls, and those before are not its own.
     pub fn begin_after(&mut self, last_read: u64) {
         self.pipeline.start_at(last_read + 1);
+    }
+
+    /// Its processes' recording is on: every call begun from now is its own (those
+    /// before may be too, when something else had them recorded already).
+    pub fn switched_on(&mut self) {
+        self.recorded.0 = Some(budget::now_us());
     }
 
     /// A ring record of a recorded process. Once stopping, only returns: entries that
@@ -236,6 +246,8 @@ impl Active {
         }
         self.pipeline.stopping();
         self.stopping = true;
+        // Entries read from now are passed over, and no call begun from now was read.
+        self.recorded.1 = Some(budget::now_us());
         self.until = Instant::now() + GRACE;
         false
     }
@@ -254,6 +266,8 @@ impl Active {
                         "not_recorded": self.shed.0.overlapping(self.shed.1),
                         "stall": self.stall,
                         "hang": self.hang,
+                        "recorded_from_unix_us": self.recorded.0,
+                        "recorded_until_unix_us": self.recorded.1,
                     }),
                     libraries: Vec::new(),
                     single_stepped: Vec::new(),
@@ -367,31 +381,4 @@ pub fn dump<'a>(
         processes,
     };
     outputs.finish(sink, &stats, report)
-}
-
-/// Pods for an error message: at most [`SHOWN_PODS`], the rest counted.
-fn pods_shown(known: &[String]) -> String {
-    const SHOWN_PODS: usize = 20;
-    if known.is_empty() {
-        return "none".into();
-    }
-    let mut shown = known[..known.len().min(SHOWN_PODS)].join(", ");
-    if known.len() > SHOWN_PODS {
-        shown.push_str(&format!(" and {} more", known.len() - SHOWN_PODS));
-    }
-    shown
-}
-
-/// A file name stem from a client: letters, digits, `-` and `_` only.
-pub fn stem(name: Option<&str>) -> Result<String> {
-    let name = name.unwrap_or("trace");
-    if name.is_empty()
-        || name.len() > 64
-        || !name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-    {
-        bail!("trace name {name:?}: use 1 to 64 letters, digits, '-' or '_'");
-    }
-    Ok(name.to_string())
 }

@@ -3,6 +3,7 @@
 //! control is escaped and shortened before it reaches root's log, so it can neither
 //! forge lines (`\r`, `\n`), colour the terminal (`\e[31m`) nor fill the disk.
 
+use anyhow::{Result, bail};
 use std::{
     fmt,
     net::{IpAddr, SocketAddr},
@@ -117,6 +118,33 @@ fn hex_v6(a: std::net::SocketAddrV6) -> String {
         .map(|w| format!("{:08X}", u32::from_ne_bytes([w[0], w[1], w[2], w[3]])))
         .collect();
     format!("{words}:{:04X}", a.port())
+}
+
+/// Pods for an error message: at most [`SHOWN_PODS`], the rest counted.
+pub fn pods_shown(known: &[String]) -> String {
+    const SHOWN_PODS: usize = 20;
+    if known.is_empty() {
+        return "none".into();
+    }
+    let mut shown = known[..known.len().min(SHOWN_PODS)].join(", ");
+    if known.len() > SHOWN_PODS {
+        shown.push_str(&format!(" and {} more", known.len() - SHOWN_PODS));
+    }
+    shown
+}
+
+/// A file name stem from a client: letters, digits, `-` and `_` only.
+pub fn stem(name: Option<&str>) -> Result<String> {
+    let name = name.unwrap_or("trace");
+    if name.is_empty()
+        || name.len() > 64
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    {
+        bail!("trace name {name:?}: use 1 to 64 letters, digits, '-' or '_'");
+    }
+    Ok(name.to_string())
 }
 
 #[cfg(test)]
