@@ -74,11 +74,38 @@ impl Drop for PeerSlot {
     }
 }
 
-/// Who is at the other end of a TCP connection, once it is its turn to be looked up.
-async fn tcp_peer(identifying: &Arc<Semaphore>, conn: &TcpStream) -> Option<Peer> {
-    let turn = identifying.clone().acquire_owned();
-    let _turn = tokio::time::timeout(IDENTIFY_WAIT, turn).await.ok()?.ok()?;
-    Some(Peer::of(conn.peer_addr().ok()?, conn.local_addr().ok()?))
+/// What a TCP connection's task goes through before it is read: its turn to be
+/// identified, its peer's share of the listener, a reading slot of the listener.
+#[derive(Clone)]
+struct TcpGate {
+    identifying: Arc<Semaphore>,
+    peers: Arc<PeerSlots>,
+    reading: Arc<Semaphore>,
+}
+
+/// A TCP connection let through: its peer, and what it holds while it is read.
+struct Admitted {
+    peer: Peer,
+    _slot: PeerSlot,
+    reading: OwnedSemaphorePermit,
+}
+
+impl TcpGate {
+    /// `None` (the connection is closed unread) when the peer cannot be told in time,
+    /// or its share or the listener's slots are all taken.
+    async fn admit(&self, conn: &TcpStream) -> Option<Admitted> {
+        let turn = self.identifying.clone().acquire_owned();
+        let turn = tokio::time::timeout(IDENTIFY_WAIT, turn).await.ok()?.ok()?;
+        let peer = Peer::of(conn.peer_addr().ok()?, conn.local_addr().ok()?);
+        drop(turn);
+        let slot = self.peers.take(peer)?;
+        let reading = self.reading.clone().try_acquire_owned().ok()?;
+        Some(Admitted {
+            peer,
+            _slot: slot,
+            reading,
+        })
+    }
 }
 
 /// A request read whole, for the loop to answer.
@@ -124,16 +151,9 @@ impl Readers {
     /// A scraper's connection. Its peer's share is checked before a reading slot is
     /// taken: connections past one peer's share never hold anyone else's slot.
     pub fn http(&self, mut conn: TcpStream) {
-        let (to_loop, peers) = (self.to_loop.clone(), self.peers[HTTP].clone());
-        let (reading, identifying) = (self.reading[HTTP].clone(), self.identifying.clone());
+        let (to_loop, gate) = (self.to_loop.clone(), self.gate(HTTP));
         tokio::spawn(async move {
-            let Some(peer) = tcp_peer(&identifying, &conn).await else {
-                return;
-            };
-            let Some(_slot) = peers.take(peer) else {
-                return;
-            };
-            let Ok(permit) = reading.try_acquire_owned() else {
+            let Some(admitted) = gate.admit(&conn).await else {
                 return;
             };
             let response = match http::read(&mut conn).await {
@@ -152,7 +172,7 @@ impl Readers {
             };
             // Sending (bounded in time) holds a reading slot too.
             http::answer(conn, response).await;
-            drop(permit);
+            drop(admitted);
         });
     }
 
@@ -186,22 +206,28 @@ impl Readers {
 
     /// A connection from dyno.
     pub fn dynolog(&self, mut conn: TcpStream) {
-        let (to_loop, peers) = (self.to_loop.clone(), self.peers[DYNOLOG].clone());
-        let (reading, identifying) = (self.reading[DYNOLOG].clone(), self.identifying.clone());
+        let (to_loop, gate) = (self.to_loop.clone(), self.gate(DYNOLOG));
         tokio::spawn(async move {
-            let Some(peer) = tcp_peer(&identifying, &conn).await else {
-                return;
-            };
-            let Some(_slot) = peers.take(peer) else {
-                return;
-            };
-            let Ok(permit) = reading.try_acquire_owned() else {
+            let Some(Admitted {
+                peer,
+                _slot,
+                reading,
+            }) = gate.admit(&conn).await
+            else {
                 return;
             };
             let asked = dynolog::read(&mut conn).await;
-            drop(permit);
+            drop(reading);
             let _ = to_loop.send(Incoming::Dynolog(conn, asked, peer));
         });
+    }
+
+    fn gate(&self, listener: usize) -> TcpGate {
+        TcpGate {
+            identifying: self.identifying.clone(),
+            peers: self.peers[listener].clone(),
+            reading: self.reading[listener].clone(),
+        }
     }
 
     /// A reading slot; `None` (the connection is closed unread) when all are taken.
