@@ -57,6 +57,23 @@ fn the_sync(logged: &[LoggedCall]) -> &LoggedCall {
         .unwrap()
 }
 
+/// A daemon's flags for a hang test: a flight recorder, stall traces of calls over
+/// 50 ms (300 ms windows, one a second), and `hang`.
+fn hang_daemon(hang: [&str; 2]) -> Vec<&str> {
+    let mut args = vec![
+        "--flight-recorder",
+        "10s",
+        "--capture-on-stall",
+        "50ms",
+        "--stall-window-after",
+        "300ms",
+        "--stall-interval",
+        "1s",
+    ];
+    args.extend(hang);
+    args
+}
+
 #[test]
 fn calls_still_blocked_past_the_threshold_are_traced_while_they_block_until_they_return_or_exit() {
     let name = "calls_still_blocked_past_the_threshold_are_traced_while_they_block_until_they_return_or_exit";
@@ -66,19 +83,7 @@ fn calls_still_blocked_past_the_threshold_are_traced_while_they_block_until_they
     // A threshold other than the tick, so that finding the call early shows too; one
     // trace a second, so the second hang may have one 1 s after the first.
     let after = 2 * S;
-    let args = [
-        "--flight-recorder",
-        "10s",
-        "--capture-on-stall",
-        "50ms",
-        "--hang-after",
-        "2s",
-        "--stall-window-after",
-        "300ms",
-        "--stall-interval",
-        "1s",
-    ];
-    let (daemon, mut lines) = start_daemon(&dir, &exe, &args);
+    let (daemon, mut lines) = start_daemon(&dir, &exe, &hang_daemon(["--hang-after", "2s"]));
     let addr = metrics_addr(&lines);
 
     // Blocked for a minute, killed while blocked: its trace ends as it exits. First: a
@@ -190,19 +195,7 @@ fn a_hang_trace_ends_at_its_bound_while_the_call_still_blocks() {
     let Some((dir, exe)) = daemon_test(name) else {
         return;
     };
-    let args = [
-        "--flight-recorder",
-        "10s",
-        "--capture-on-stall",
-        "50ms",
-        "--hang-bound",
-        "1s",
-        "--stall-window-after",
-        "300ms",
-        "--stall-interval",
-        "1s",
-    ];
-    let (daemon, mut lines) = start_daemon(&dir, &exe, &args);
+    let (daemon, mut lines) = start_daemon(&dir, &exe, &hang_daemon(["--hang-bound", "1s"]));
     let addr = metrics_addr(&lines);
     // Blocked 6 s: found after 1-2 s (the default threshold and a tick), bound 1 s later.
     let mut target = blocked(&dir, &exe, &mut lines, "6000000", "stall.log");

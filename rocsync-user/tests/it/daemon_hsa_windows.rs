@@ -135,13 +135,7 @@ fn a_queue_made_before_the_daemon_started_is_found_at_its_doorbell() {
         .unwrap()["pid"]
         .clone();
     assert!(
-        t["traceEvents"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|e| e["ph"] == "M"
-                && e["pid"] == gpu
-                && e["args"]["name"] == "GPU (agent unknown)"),
+        names_process(&t, &gpu, "GPU (agent unknown)"),
         "the GPU process says its agent is unknown"
     );
 }

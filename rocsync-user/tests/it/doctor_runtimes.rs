@@ -41,40 +41,33 @@ fn doctor_tries_runtimes_in_venvs_conda_envs_and_opt_rocm() {
     let site = |env: &Path| env.join("lib/python3.11/site-packages");
     let venv = site(&opt.join(".venv"));
     let conda = site(&opt.join("envs/train"));
+    let (cudart, hip, hsa) = (
+        rocsync_tests::sim_cudart(),
+        rocsync_tests::sim_hip(),
+        rocsync_tests::sim_hsa(),
+    );
     let want = [
         (
             "CUDA runtime",
-            plant(
-                &venv.join("nvidia/cuda_runtime/lib"),
-                "libcudart.so.13",
-                &rocsync_tests::sim_cudart(),
-            ),
+            venv.join("nvidia/cuda_runtime/lib"),
+            "libcudart.so.13",
+            &cudart,
         ),
         (
             "HIP runtime",
-            plant(
-                &conda.join("torch/lib"),
-                "libamdhip64.so",
-                &rocsync_tests::sim_hip(),
-            ),
+            conda.join("torch/lib"),
+            "libamdhip64.so",
+            &hip,
         ),
-        (
-            "HIP runtime",
-            plant(
-                &rocm.join("lib"),
-                "libamdhip64.so.6",
-                &rocsync_tests::sim_hip(),
-            ),
-        ),
+        ("HIP runtime", rocm.join("lib"), "libamdhip64.so.6", &hip),
         (
             "HSA runtime",
-            plant(
-                &rocm.join("lib"),
-                "libhsa-runtime64.so.1",
-                &rocsync_tests::sim_hsa(),
-            ),
+            rocm.join("lib"),
+            "libhsa-runtime64.so.1",
+            &hsa,
         ),
-    ];
+    ]
+    .map(|(what, dir, name, lib)| (what, plant(&dir, name, lib)));
 
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_rocsync"))
         .args(["doctor", "--json"])

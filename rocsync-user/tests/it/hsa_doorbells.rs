@@ -157,13 +157,7 @@ fn queues_created_before_attach_are_found_at_their_doorbells() {
     let unknown = rows[0]["pid"].clone();
     assert!(rows.iter().all(|e| e["pid"] == unknown));
     assert!(
-        t["traceEvents"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|e| e["ph"] == "M"
-                && e["pid"] == unknown
-                && e["args"]["name"] == "GPU (agent unknown)"),
+        names_process(&t, &unknown, "GPU (agent unknown)"),
         "the GPU process says its agent is unknown"
     );
 }

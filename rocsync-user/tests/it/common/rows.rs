@@ -118,3 +118,12 @@ pub fn assert_rows_match_log(
     }
     corr
 }
+
+/// Whether the trace's metadata names process `pid` `name` (how Perfetto labels it).
+pub fn names_process(t: &Value, pid: &Value, name: &str) -> bool {
+    t["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|e| e["ph"] == "M" && e["pid"] == *pid && e["args"]["name"] == name)
+}
