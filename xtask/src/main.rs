@@ -205,7 +205,10 @@ fn test() -> Result<()> {
     .env("ROCSYNC_HTA_PYTHON", python)
     .env("ROCSYNC_DIST", dist)
     // Every skip path fails instead of skipping.
-    .env("ROCSYNC_REQUIRE_ALL", "1");
+    .env("ROCSYNC_REQUIRE_ALL", "1")
+    // Most tests wait on processes, not on the CPU: on CI's 2 cores the integration
+    // binary took 356 s on 2 threads and 226 s on 4 (bench/ci.md).
+    .args(["--", "--test-threads=4"]);
     run_tests(&mut test)
 }
 
