@@ -81,17 +81,18 @@ impl Sessions {
         for q in self.queues.of(&pids) {
             trace.record(q);
         }
-        crate::say!(
-            "rocsync daemon: trace {}: recording pid(s) {} ({}) until {:?} from now",
-            trace.id,
-            untrusted::pids_shown(&pids),
-            trace.agents,
-            trace.until - Instant::now()
-        );
         self.traces.push((claim, trace));
         self.apply(tracker, &pids)?;
+        // Said once it is so: a process's calls from this line on are recorded.
         if let Some((_, trace)) = self.traces.last_mut() {
             trace.switched_on();
+            crate::say!(
+                "rocsync daemon: trace {}: recording pid(s) {} ({}) until {:?} from now",
+                trace.id,
+                untrusted::pids_shown(&pids),
+                trace.agents,
+                trace.until - Instant::now()
+            );
         }
         Ok(())
     }
