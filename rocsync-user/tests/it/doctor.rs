@@ -91,7 +91,7 @@ fn doctor(setpriv_args: &[&str]) -> (Output, Value) {
             .arg(env!("CARGO_BIN_EXE_rocsync"));
         c
     };
-    let out = cmd.args(["doctor", "--json"]).output().unwrap();
+    let out = doctor_output(cmd.args(["doctor", "--json"]));
     let json = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("{e}: {}\n{}", text(&out.stdout), text(&out.stderr)));
     (out, json)
@@ -166,10 +166,7 @@ fn as_root_everything_is_there_and_the_hip_runtime_attaches() {
     assert_eq!(hip_row["status"], "ok", "{hip_row:#}");
 
     // The table says the same, to people.
-    let out = Command::new(env!("CARGO_BIN_EXE_rocsync"))
-        .arg("doctor")
-        .output()
-        .unwrap();
+    let out = doctor_output(Command::new(env!("CARGO_BIN_EXE_rocsync")).arg("doctor"));
     let table = text(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{table}");
     assert!(table.starts_with("CHECK"), "{table}");
@@ -197,13 +194,13 @@ fn without_capabilities_it_names_exactly_those_missing() {
         assert_eq!(row(&report, kept)["status"], "ok", "{report:#}");
     }
     assert_eq!(row(&report, "eBPF programs")["status"], "MISSING");
-    let out = Command::new("setpriv")
-        .args(taken)
-        .arg("--")
-        .arg(env!("CARGO_BIN_EXE_rocsync"))
-        .arg("doctor")
-        .output()
-        .unwrap();
+    let out = doctor_output(
+        Command::new("setpriv")
+            .args(taken)
+            .arg("--")
+            .arg(env!("CARGO_BIN_EXE_rocsync"))
+            .arg("doctor"),
+    );
     let table = text(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{table}");
     assert!(

@@ -37,6 +37,8 @@ fn doctor_tries_runtimes_in_venvs_conda_envs_and_opt_rocm() {
     let id = std::process::id();
     let opt = PathBuf::from(format!("/opt/rocsync-doctor-test-{id}"));
     let rocm = PathBuf::from(format!("/opt/rocm-rocsync-doctor-test-{id}"));
+    // Held until the planted files are gone (dropped after `_planted`).
+    let _search = DOCTOR_SEARCH.write().unwrap_or_else(|e| e.into_inner());
     let _planted = Planted(vec![opt.clone(), rocm.clone()]);
     let site = |env: &Path| env.join("lib/python3.11/site-packages");
     let venv = site(&opt.join(".venv"));
