@@ -278,7 +278,9 @@ fn a_queue_made_before_a_trace_places_its_packets() {
     let Some((dir, _, python)) = metrics_test(name) else {
         return;
     };
-    let (daemon, _, mut target, addr) = tracked_over_hsa(&dir, &["loop", "4000"]);
+    // Long enough that the trace is asked while it loops, however slowly the scrapes
+    // below come on a loaded machine (4 s was not, once, under load on 4 test threads).
+    let (daemon, _, mut target, addr) = tracked_over_hsa(&dir, &["loop", "12000"]);
     target.open();
     target.said.wait_for("looping");
     // Packets counted: the loop's queue exists, made while nothing recorded.
