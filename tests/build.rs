@@ -30,6 +30,16 @@ fn gcc<S: AsRef<std::ffi::OsStr>>(out: &Path, src: &Path, extra: &[S]) {
     assert!(status.success(), "gcc failed building {}", out.display());
 }
 
+/// A scenario program, of `scenario.c` and the files beside it; `extra` after them (a
+/// library is linked only for the objects before it).
+fn scenario(c: &Path, out: &Path, extra: &[String]) {
+    let mut args: Vec<String> = ["scenario_log.c", "scenario_threads.c"]
+        .map(|f| c.join(f).display().to_string())
+        .into();
+    args.extend_from_slice(extra);
+    gcc(out, &c.join("scenario.c"), &args);
+}
+
 /// Builds `dir/soname` from `src` as a shared library, with `dir/link` → soname when the
 /// development name differs (`libcudart.so` → `libcudart.so.13`).
 fn shared_lib(dir: &Path, soname: &str, link: Option<&str>, src: &Path, extra: &[&str]) {
@@ -70,18 +80,14 @@ fn main() {
     // Any change under c/ rebuilds the fixtures.
     println!("cargo:rerun-if-changed=c");
 
-    let (hip_src, scenario_src) = (c.join("hip_sim.c"), c.join("scenario.c"));
+    let hip_src = c.join("hip_sim.c");
     let sim = out.join("sim");
     shared_lib(&sim, "libamdhip64.so", None, &hip_src, &[]);
-    gcc(
-        &out.join("scenario"),
-        &scenario_src,
-        &link_to(&sim, "amdhip64"),
-    );
-    gcc(
+    scenario(&c, &out.join("scenario"), &link_to(&sim, "amdhip64"));
+    scenario(
+        &c,
         &out.join("scenario_dlopen"),
-        &scenario_src,
-        &["-DUSE_DLOPEN", "-ldl", "-lpthread"],
+        &["-DUSE_DLOPEN", "-ldl", "-lpthread"].map(String::from),
     );
 
     // The runtime built with CET (-fcf-protection): every entry starts with endbr64, which
@@ -138,7 +144,8 @@ fn main() {
 
     // The HIP runtime submitting through the simulated HSA runtime, as CLR does.
     let include = format!("-I{}", c.display());
-    let mut over_hsa = vec!["-DSIM_HSA".to_string(), include];
+    let hsa_side = c.join("hip_sim_hsa.c").display().to_string();
+    let mut over_hsa = vec!["-DSIM_HSA".to_string(), include, hsa_side];
     over_hsa.extend(link_to(&hsa, "hsa-runtime64"));
     let over_hsa: Vec<&str> = over_hsa.iter().map(String::as_str).collect();
     shared_lib(
@@ -161,7 +168,7 @@ fn main() {
     );
     let mut args = vec!["-include".to_string(), names.clone()];
     args.extend(link_to(&cuda, "cudart"));
-    gcc(&out.join("scenario_cuda"), &scenario_src, &args);
+    scenario(&c, &out.join("scenario_cuda"), &args);
 
     // A collective library carrying its own static copy of the CUDA runtime, as NCCL does
     // (the simulated runtime under CUDA's names, compiled in with hidden visibility), and

@@ -22,111 +22,25 @@
  *                         "polling from T" (T: CLOCK_REALTIME µs) and polls
  *                         hipEventQuery flat out (counted, not logged: millions);
  *                         the polling stops ("polled N"); everything ends
- * $SCENARIO_HIP2 names a second copy, whose hipDeviceSynchronize basic also calls. */
+ * $SCENARIO_HIP2 names a second copy, whose hipDeviceSynchronize basic also calls.
+ *
+ * The call log is scenario_log.c; the modes of several threads, and fork, are
+ * scenario_threads.c. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <pthread.h>
-#include <semaphore.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
-#ifdef USE_DLOPEN
-#define HIP_SIM_NO_PROTOTYPES
-#endif
-#include "hip_sim.h"
+#include "scenario.h"
 
 #ifdef USE_DLOPEN
-#define HIP_PTR(ret, name, params) static ret(*p_##name) params;
-HIP_SIM_APIS(HIP_PTR)
-#define H(name) p_##name
-#else
-#define H(name) name
+#define HIP_PTR_DEF(ret, name, params) ret(*p_##name) params;
+HIP_SIM_APIS(HIP_PTR_DEF)
 #endif
-
-/* ---- call log ---- */
-struct line { uint64_t seq, a0, a1, a2, t0, t1; const char *api; int tid, rc; };
-struct log { struct line *v; size_t n, cap; };
-static __thread struct log *my_log;
-static struct log *logs[64];
-static int nlogs;
-static pthread_mutex_t logs_lock = PTHREAD_MUTEX_INITIALIZER;
-static uint64_t seq;
-
-/* CLOCK_MONOTONIC ns: the clock BPF's timestamps read, so tests can bound each call. */
-static uint64_t mono_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static void log_call(const char *api, uint64_t a0, uint64_t a1, uint64_t a2, int rc, uint64_t s,
-                     uint64_t t0, uint64_t t1) {
-  if (!my_log) {
-    my_log = calloc(1, sizeof *my_log);
-    pthread_mutex_lock(&logs_lock);
-    logs[nlogs++] = my_log;
-    pthread_mutex_unlock(&logs_lock);
-  }
-  if (my_log->n == my_log->cap) {
-    my_log->cap = my_log->cap ? my_log->cap * 2 : 1024;
-    my_log->v = realloc(my_log->v, my_log->cap * sizeof *my_log->v);
-  }
-  my_log->v[my_log->n++] = (struct line){s, a0, a1, a2, t0, t1, api, (int)gettid(), rc};
-}
-
-/* Calls EXPR, then logs it; argument expressions are read after the call so that
- * out-parameters log the value written. SEQ orders calls across threads. */
-/* Expands the name first, so a build under CUDA's names logs those. */
-#define API_NAME(api) #api
-#define CALL(api, a0, a1, a2, expr)                                                   \
-  ({                                                                                  \
-    uint64_t _s = __atomic_add_fetch(&seq, 1, __ATOMIC_SEQ_CST);                      \
-    uint64_t _t0 = mono_ns();                                                         \
-    hipError_t _rc = (expr);                                                          \
-    uint64_t _t1 = mono_ns();                                                         \
-    log_call(API_NAME(api), (uint64_t)(uintptr_t)(a0), (uint64_t)(uintptr_t)(a1),              \
-             (uint64_t)(uintptr_t)(a2), _rc, _s, _t0, _t1);                           \
-    _rc;                                                                              \
-  })
-
-#define EventRecord(e, s) CALL(hipEventRecord, e, s, 0, H(hipEventRecord)(e, s))
-#define EventRecordSpt(e, s) CALL(hipEventRecord_spt, e, s, 0, H(hipEventRecord_spt)(e, s))
-#define EventRecordWithFlags(e, s, f) \
-  CALL(hipEventRecordWithFlags, e, s, f, H(hipEventRecordWithFlags)(e, s, f))
-#define StreamWaitEvent(s, e) CALL(hipStreamWaitEvent, s, e, 0, H(hipStreamWaitEvent)(s, e, 0))
-#define StreamWaitEventSpt(s, e) \
-  CALL(hipStreamWaitEvent_spt, s, e, 0, H(hipStreamWaitEvent_spt)(s, e, 0))
-#define EventSynchronize(e) CALL(hipEventSynchronize, e, 0, 0, H(hipEventSynchronize)(e))
-#define StreamSynchronize(s) CALL(hipStreamSynchronize, s, 0, 0, H(hipStreamSynchronize)(s))
-#define StreamSynchronizeSpt(s) \
-  CALL(hipStreamSynchronize_spt, s, 0, 0, H(hipStreamSynchronize_spt)(s))
-#define EventQuery(e) CALL(hipEventQuery, e, 0, 0, H(hipEventQuery)(e))
-#define DeviceSynchronize() CALL(hipDeviceSynchronize, 0, 0, 0, H(hipDeviceSynchronize)())
-#define EventDestroy(e) CALL(hipEventDestroy, e, 0, 0, H(hipEventDestroy)(e))
-#define SetDevice(d) CALL(hipSetDevice, (uint32_t)(d), 0, 0, H(hipSetDevice)(d))
-#define GetDevice(p) CALL(hipGetDevice, (uint32_t)*(p), 0, 0, H(hipGetDevice)(p))
-#define StreamCreate(p) CALL(hipStreamCreate, *(p), 0, 0, H(hipStreamCreate)(p))
-#define StreamCreateWithFlags(p, f) \
-  CALL(hipStreamCreateWithFlags, *(p), f, 0, H(hipStreamCreateWithFlags)(p, f))
-#define StreamCreateWithPriority(p, f, pr) \
-  CALL(hipStreamCreateWithPriority, *(p), f, (uint32_t)(pr), H(hipStreamCreateWithPriority)(p, f, pr))
-#define StreamDestroy(s) CALL(hipStreamDestroy, s, 0, 0, H(hipStreamDestroy)(s))
-/* Launches and copies (probed only with --probe): the stream is logged second, where the
- * probe records it. A non-zero sharedMemBytes sits at [rsp+8], next to the stream at
- * [rsp+16], so a probe reading the wrong slot is seen. */
-#define LaunchKernel(f, blocks, s)                                                    \
-  CALL(hipLaunchKernel, f, s, 0,                                                      \
-       H(hipLaunchKernel)(f, (dim3){blocks, 1, 1}, (dim3){64, 1, 1}, NULL, 4096, s))
-#define MemcpyAsync(d, src, n, s) \
-  CALL(hipMemcpyAsync, d, s, 0, H(hipMemcpyAsync)(d, src, n, hipMemcpyHostToHost, s))
-/* Not hooked: called without logging. */
-#define EventCreate(p) H(hipEventCreate)(p)
-#define Launch(s, us) H(hipSimLaunch)(s, us)
 
 /* A copy stream, as PyTorch's: copies and the records after them, and nothing else; the
  * compute stream launches, waits for the copy, and launches again. */
@@ -150,22 +64,6 @@ static void copies(int iters) {
     usleep(400 + 150 * (i * 7 % 5));
   }
   StreamSynchronize(s);
-}
-
-static void write_logs(void) {
-  const char *path = getenv("SCENARIO_LOG");
-  if (!path) return;
-  FILE *f = fopen(path, "w");
-  if (!f) { perror(path); exit(3); }
-  for (int i = 0; i < nlogs; i++)
-    for (size_t j = 0; j < logs[i]->n; j++) {
-      struct line *l = &logs[i]->v[j];
-      fprintf(f, "%llu %d %s %#llx %#llx %#llx %d %llu %llu\n", (unsigned long long)l->seq, l->tid,
-              l->api, (unsigned long long)l->a0, (unsigned long long)l->a1,
-              (unsigned long long)l->a2, l->rc, (unsigned long long)l->t0,
-              (unsigned long long)l->t1);
-    }
-  fclose(f);
 }
 
 /* Event queries before and after a record (one while the work is still running), and a
@@ -276,215 +174,6 @@ static void hang(void) {
   printf("blocking\n");
   fflush(stdout);
   StreamSynchronize(s); /* the test stops the capture or kills the process here */
-}
-
-struct worker { int id, iters; };
-
-static void *worker_main(void *p) {
-  struct worker *w = p;
-  hipStream_t s = 0;
-  hipEvent_t e = 0;
-  SetDevice(w->id % 2);
-  StreamCreate(&s);
-  EventCreate(&e);
-  for (int i = 0; i < w->iters; i++) {
-    EventRecord(e, s);
-    StreamWaitEvent(hipStreamPerThread, e);
-    EventSynchronize(e);
-    StreamSynchronize(s);
-  }
-  EventDestroy(e);
-  StreamDestroy(s);
-  return NULL;
-}
-
-static void threads(int n, int iters) {
-  pthread_t t[64];
-  struct worker w[64];
-  if (n > 63) n = 63;
-  for (int i = 0; i < n; i++) {
-    w[i] = (struct worker){i, iters};
-    pthread_create(&t[i], NULL, worker_main, &w[i]);
-  }
-  for (int i = 0; i < n; i++) pthread_join(t[i], NULL);
-}
-
-/* Cross-thread producer/consumer: thread A records event k on its stream, then thread B
- * makes its stream wait on it. A handshake orders each record before its wait. */
-static hipEvent_t cross_events[4];
-static hipStream_t cross_a, cross_b;
-static int cross_iters, turn;
-static pthread_mutex_t cross_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t cross_cv = PTHREAD_COND_INITIALIZER;
-
-static void wait_turn(int want) {
-  pthread_mutex_lock(&cross_lock);
-  while (turn != want) pthread_cond_wait(&cross_cv, &cross_lock);
-  pthread_mutex_unlock(&cross_lock);
-}
-static void give_turn(int next) {
-  pthread_mutex_lock(&cross_lock);
-  turn = next;
-  pthread_cond_broadcast(&cross_cv);
-  pthread_mutex_unlock(&cross_lock);
-}
-
-static void *cross_producer(void *p) {
-  (void)p;
-  SetDevice(0);
-  for (int i = 0; i < cross_iters; i++) {
-    wait_turn(2 * i);
-    Launch(cross_a, 200);
-    EventRecord(cross_events[i % 4], cross_a);
-    give_turn(2 * i + 1);
-  }
-  return NULL;
-}
-
-static void *cross_consumer(void *p) {
-  (void)p;
-  SetDevice(0);
-  for (int i = 0; i < cross_iters; i++) {
-    wait_turn(2 * i + 1);
-    StreamWaitEvent(cross_b, cross_events[i % 4]);
-    Launch(cross_b, 100);
-    if (i % 3 == 0) EventSynchronize(cross_events[i % 4]);
-    give_turn(2 * i + 2);
-  }
-  StreamSynchronize(cross_b);
-  return NULL;
-}
-
-static void cross(int iters) {
-  pthread_t a, b;
-  cross_iters = iters;
-  SetDevice(0);
-  StreamCreate(&cross_a);
-  StreamCreate(&cross_b);
-  for (int i = 0; i < 4; i++) EventCreate(&cross_events[i]);
-  pthread_create(&a, NULL, cross_producer, NULL);
-  pthread_create(&b, NULL, cross_consumer, NULL);
-  pthread_join(a, NULL);
-  pthread_join(b, NULL);
-  DeviceSynchronize();
-  for (int i = 0; i < 4; i++) EventDestroy(cross_events[i]);
-  StreamDestroy(cross_a);
-  StreamDestroy(cross_b);
-}
-
-static uint64_t ms_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-static void loop(int ms) {
-  hipStream_t s = 0;
-  hipEvent_t e = 0;
-  StreamCreate(&s);
-  EventCreate(&e);
-  printf("looping\n"); /* the test's handshake: the loop runs for `ms` from here */
-  fflush(stdout);
-  for (uint64_t end = ms_now() + (uint64_t)ms; ms_now() < end;) {
-    EventRecord(e, s);
-    StreamWaitEvent(0, e);
-    StreamSynchronize(s);
-    usleep(200);
-  }
-  EventDestroy(e);
-  StreamDestroy(s);
-}
-
-struct looper {
-  int device, ms;
-};
-
-static pthread_barrier_t loopers_ready;
-static sem_t looper_recorded;
-
-static void *device_loop(void *p) {
-  struct looper *l = p;
-  hipStream_t s = 0;
-  hipEvent_t e = 0;
-  SetDevice(l->device);
-  StreamCreate(&s);
-  EventCreate(&e);
-  /* A first record, in device order (the next thread starts after it): over HSA, each
-   * device's queue is made in device order, so a tracer that did not see the runtime
-   * enumerate its agents, and numbers them by first queue, numbers them as devices. */
-  EventRecord(e, s);
-  sem_post(&looper_recorded);
-  pthread_barrier_wait(&loopers_ready); /* "looping" once every thread is set up */
-  for (uint64_t end = ms_now() + (uint64_t)l->ms; ms_now() < end;) {
-    EventRecord(e, s);
-    StreamWaitEvent(s, e);
-    StreamSynchronize(s);
-    usleep(200);
-  }
-  EventDestroy(e);
-  StreamDestroy(s);
-  return NULL;
-}
-
-static void loop_devices(int ms, int devices) {
-  pthread_t t[8];
-  struct looper l[8];
-  if (devices > 8) devices = 8;
-  pthread_barrier_init(&loopers_ready, NULL, (unsigned)devices + 1);
-  sem_init(&looper_recorded, 0, 0);
-  for (int d = 0; d < devices; d++) {
-    l[d] = (struct looper){d, ms};
-    pthread_create(&t[d], NULL, device_loop, &l[d]);
-    sem_wait(&looper_recorded);
-  }
-  pthread_barrier_wait(&loopers_ready);
-  printf("looping\n");
-  fflush(stdout);
-  for (int d = 0; d < devices; d++) pthread_join(t[d], NULL);
-}
-
-/* A process that loaded the runtime forks (as Python multiprocessing does): the child has
- * the parent's memory, handles included, and a process of its own. */
-static int forked(int iters) {
-  hipStream_t s = 0, cs = 0;
-  hipEvent_t e = 0, ce = 0;
-  SetDevice(0);
-  StreamCreate(&s);
-  EventCreate(&e);
-  EventRecord(e, s);
-  StreamWaitEvent(0, e);
-  StreamSynchronize(s);
-  pid_t child = fork();
-  if (child < 0) return 6;
-  if (child == 0) {
-    /* The parent's calls are the parent's log. */
-    for (int i = 0; i < nlogs; i++) logs[i]->n = 0;
-    char path[4096];
-    snprintf(path, sizeof path, "%s.child", getenv("SCENARIO_LOG") ? getenv("SCENARIO_LOG") : "/dev/null");
-    setenv("SCENARIO_LOG", path, 1);
-    StreamCreate(&cs);
-    EventCreate(&ce);
-    StreamWaitEvent(cs, e); /* the parent's event: never recorded in this process */
-    for (int i = 0; i < iters; i++) {
-      Launch(cs, 100);
-      EventRecord(ce, cs);
-      StreamWaitEvent(s, ce);
-      if (i % 2) EventSynchronize(ce);
-    }
-    StreamSynchronize(cs);
-    StreamDestroy(cs);
-    return 0;
-  }
-  int status = 0;
-  if (waitpid(child, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status)) return 7;
-  for (int i = 0; i < iters; i++) {
-    EventRecord(e, s);
-    StreamWaitEvent(0, e);
-  }
-  DeviceSynchronize();
-  EventDestroy(e);
-  StreamDestroy(s);
-  return 0;
 }
 
 /* ---- stall: synchronizations that block for as long as the work they wait on ---- */
