@@ -218,12 +218,14 @@ impl Daemon {
                         uploads.submit(std::path::Path::new(file), pod);
                     }
                 }
-                if let Some(newest) = w.files.first() {
-                    let newest = std::path::Path::new(newest);
+                // Every file of this trace stays: the client is about to be told of them.
+                let written: Vec<&std::path::Path> =
+                    w.files.iter().map(std::path::Path::new).collect();
+                if !written.is_empty() {
                     let lost = statedir::apply_retention(
                         &self.config.retention,
                         &self.config.state_dir,
-                        newest,
+                        &written,
                     );
                     self.upload_totals.lost.fetch_add(lost, Relaxed);
                 }

@@ -1,6 +1,6 @@
 //! The state directory's traces are kept within a total size and an age, oldest removed
 //! first (traces asked for, sampled and dyno's alike, as one budget); the trace just
-//! written is always kept. With uploads on, a trace still waiting for its upload is
+//! written (every per-process file of it) is always kept. With uploads on, a trace still waiting for its upload is
 //! spared by age and removed for size only after every uploaded one: then it is lost,
 //! and counted.
 
@@ -28,14 +28,14 @@ impl Retention {
         &self,
         mut files: Vec<Entry>,
         now: SystemTime,
-        keep: &Path,
+        keep: &[&Path],
     ) -> Vec<(PathBuf, bool)> {
         // Uploaded (or never to be uploaded) traces first, oldest first.
         files.sort_by_key(|f| (f.3, f.2));
         let mut total: u64 = files.iter().map(|f| f.1).sum();
         let mut gone = Vec::new();
         for (path, size, time, waiting) in files {
-            if path == keep {
+            if keep.contains(&path.as_path()) {
                 continue;
             }
             let old = !waiting
@@ -53,7 +53,7 @@ impl Retention {
 
     /// Applies the limits to the trace files in `dirs`, together; returns how many
     /// traces waiting for their upload it removed.
-    pub fn apply(&self, dirs: &[PathBuf], keep: &Path) -> u64 {
+    pub fn apply(&self, dirs: &[PathBuf], keep: &[&Path]) -> u64 {
         let files: Vec<Entry> = dirs
             .iter()
             .flat_map(std::fs::read_dir)
@@ -113,7 +113,7 @@ mod tests {
             max_age: None,
         };
         assert_eq!(
-            names(by_size.expired(files.clone(), t0, Path::new("d"))),
+            names(by_size.expired(files.clone(), t0, &[Path::new("d")])),
             ["a", "b"].map(PathBuf::from)
         );
         let by_age = Retention {
@@ -121,7 +121,7 @@ mod tests {
             max_age: Some(Duration::from_secs(150)),
         };
         assert_eq!(
-            names(by_age.expired(files.clone(), t0, Path::new("d"))),
+            names(by_age.expired(files.clone(), t0, &[Path::new("d")])),
             ["a", "b"].map(PathBuf::from)
         );
         let tiny = Retention {
@@ -129,7 +129,7 @@ mod tests {
             max_age: None,
         };
         assert_eq!(
-            tiny.expired(files, t0, Path::new("d")).len(),
+            tiny.expired(files, t0, &[Path::new("d")]).len(),
             3,
             "the newest stays"
         );
@@ -156,18 +156,33 @@ mod tests {
             max_bytes: Some(25),
             max_age: Some(Duration::from_secs(50)),
         };
-        let gone = both.expired(files.clone(), t0, Path::new("d"));
+        let gone = both.expired(files.clone(), t0, &[Path::new("d")]);
         // b and c by age (a is spared by age); then 20 bytes left: within the size.
         assert_eq!(gone, vec![("b".into(), false), ("c".into(), false)]);
         let tight = Retention {
             max_bytes: Some(15),
             max_age: None,
         };
-        let gone = tight.expired(files, t0, Path::new("d"));
+        let gone = tight.expired(files, t0, &[Path::new("d")]);
         assert_eq!(
             gone,
             vec![("b".into(), false), ("c".into(), false), ("a".into(), true)],
             "the waiting one last, counted as such"
         );
+    }
+
+    #[test]
+    fn every_file_of_the_trace_just_written_stays() {
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let f = |n: &str, age_s| (PathBuf::from(n), 10, t0 - Duration::from_secs(age_s), false);
+        // One trace of three processes, its files written over a second, and an old one.
+        let files = vec![f("old", 300), f("p1", 2), f("p2", 1), f("p3", 0)];
+        let tiny = Retention {
+            max_bytes: Some(1),
+            max_age: Some(Duration::from_secs(1)),
+        };
+        let keep = ["p1", "p2", "p3"].map(Path::new);
+        let gone = tiny.expired(files, t0, &keep);
+        assert_eq!(gone, vec![("old".into(), false)]);
     }
 }

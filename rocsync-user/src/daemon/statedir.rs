@@ -34,9 +34,9 @@ pub fn trace_dirs(state_dir: &Path) -> [PathBuf; 2] {
 }
 
 /// Applies `retention` to everything the daemon wrote there, as one budget, sparing
-/// `keep` (the file just written); returns how many traces waiting for their upload it
+/// `keep` (the files just written); returns how many traces waiting for their upload it
 /// removed.
-pub fn apply_retention(retention: &Retention, state_dir: &Path, keep: &Path) -> u64 {
+pub fn apply_retention(retention: &Retention, state_dir: &Path, keep: &[&Path]) -> u64 {
     retention.apply(&trace_dirs(state_dir), keep)
 }
 

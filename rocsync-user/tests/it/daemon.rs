@@ -331,13 +331,13 @@ fn the_daemon_outlives_its_closed_stderr() {
 
 /// A daemon trace of several processes says of each what a capture says: its name and
 /// its rank, from its environment (HTA reads the rank there; without one it takes every
-/// file for rank 0).
+/// file for rank 0). Retention of 1 byte keeps every file of the trace just written.
 #[test]
 fn a_daemon_trace_says_each_process_rank() {
     let Some((dir, exe)) = daemon_test("a_daemon_trace_says_each_process_rank") else {
         return;
     };
-    let (daemon, mut lines) = start_daemon(&dir, &exe, &[]);
+    let (daemon, mut lines) = start_daemon(&dir, &exe, &["--retention-max-bytes", "1"]);
     let mut ranks: Vec<(Child, u64)> = (0..2u64)
         .map(|r| {
             let env = [("RANK", &*r.to_string()), ("WORLD_SIZE", "2")];
