@@ -222,14 +222,17 @@ impl Worker {
                 }
                 match self.put(&job).await {
                     Ok(Some(bytes)) => {
-                        self.totals.uploaded.fetch_add(1, Relaxed);
-                        self.totals.bytes.fetch_add(bytes, Relaxed);
                         if let Err(e) = pending::done(&job.trace) {
                             crate::say!(
                                 "rocsync daemon: warning: recording {}'s upload: {e}",
                                 job.trace.display()
                             );
                         }
+                        // No longer waiting before it is counted uploaded: a reader that
+                        // sees the count sees the waiting one gone.
+                        self.waiting.fetch_sub(1, Relaxed);
+                        self.totals.uploaded.fetch_add(1, Relaxed);
+                        self.totals.bytes.fetch_add(bytes, Relaxed);
                         crate::say!(
                             "rocsync daemon: uploaded {} to {}/{}",
                             job.trace.display(),
@@ -240,7 +243,10 @@ impl Worker {
                         break;
                     }
                     // Retention removed it meanwhile (and counted it).
-                    Ok(None) => break,
+                    Ok(None) => {
+                        self.waiting.fetch_sub(1, Relaxed);
+                        break;
+                    }
                     Err(e) => {
                         self.totals.failures.fetch_add(1, Relaxed);
                         crate::say!(
@@ -254,7 +260,6 @@ impl Worker {
                     }
                 }
             }
-            self.waiting.fetch_sub(1, Relaxed);
         }
     }
 
