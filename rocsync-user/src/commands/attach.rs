@@ -65,6 +65,7 @@ pub async fn attach(args: AttachArgs, mut signals: Signals) -> Result<i32> {
         1 => format!("process {list}"),
         _ => format!("processes {list}"),
     };
+    let mut waiting = None;
     if mapped == 0 {
         let mut wanted: Vec<&str> = capture
             .settings
@@ -85,10 +86,14 @@ pub async fn attach(args: AttachArgs, mut signals: Signals) -> Result<i32> {
                 "{targets}{children} {has} no {wanted} mapped; if it loads one later, add --wait to wait for it"
             );
         }
-        crate::say!("rocsync: waiting for {targets} to load {wanted}");
+        waiting = Some(format!("rocsync: waiting for {targets} to load {wanted}"));
     }
     session.arm()?;
-    // Said once armed: what the targets do from here on is held for the probes.
+    // Said once armed: what the targets do from here on (a runtime loaded included) is
+    // held for the probes.
+    if let Some(waiting) = waiting {
+        crate::say!("{waiting}");
+    }
     crate::say!("rocsync: tracing pid {list}; Ctrl-C to stop");
     let stop = capture
         .trace(&mut session, &mut signals, args.duration, exited)
