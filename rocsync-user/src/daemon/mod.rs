@@ -234,10 +234,6 @@ async fn start(config: DaemonConfig, flags: ConfigFlags, signals: Signals) -> Re
     );
     let learn_for = config.learn_devices;
     tracker.scan_all(!learn_for.is_zero());
-    crate::say!(
-        "rocsync daemon: tracking {} process(es); SIGHUP reloads, SIGTERM stops",
-        tracker.tracked.len()
-    );
     let next_sample = config.sampling.map(|(_, every)| first_sample(every));
     // The temporary *GetDevice probes of the scan, removed after a while (they trap
     // every call of a hot function).
@@ -256,6 +252,11 @@ async fn start(config: DaemonConfig, flags: ConfigFlags, signals: Signals) -> Re
     d.next_sample = next_sample;
     d.learn_until = learn_until;
     d.uploads = upload::start_for(&d.config, &d.upload_totals)?;
+    // The line clients wait for: said once nothing left can fail.
+    crate::say!(
+        "rocsync daemon: tracking {} process(es); SIGHUP reloads, SIGTERM stops",
+        d.tracker.tracked.len()
+    );
     let io = Io {
         ring,
         metrics,
