@@ -171,8 +171,7 @@ impl Daemon {
                 self.budget.over.remove(&pid);
             }
         }
-        let done = self.tracker.enforce(&over, now);
-        for said in done.shed.iter().chain(&done.restored) {
+        for said in self.tracker.enforce(&over, now) {
             crate::say!("rocsync daemon: budget: {said}");
         }
         for (pid, share) in alone {

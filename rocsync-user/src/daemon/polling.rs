@@ -126,13 +126,6 @@ impl Polling {
     }
 }
 
-/// What [`Tracker::enforce`] did, for the log.
-#[derive(Default)]
-pub struct Enforced {
-    pub shed: Vec<String>,
-    pub restored: Vec<String>,
-}
-
 impl Tracker {
     /// `lib`'s polling probes, attached for `pid`; `None` when it has none (or they
     /// could not be attached: said).
@@ -169,28 +162,33 @@ impl Tracker {
         }
     }
 
-    /// Sheds the polling probes of the files the processes `over` map; puts back those
-    /// whose wait is over (measured again at the next period).
-    pub fn enforce(&mut self, over: &BTreeSet<u32>, now: Instant) -> Enforced {
-        let mut done = Enforced::default();
-        let mut release = Vec::new();
+    /// Sheds the polling probes of the files the processes `over` map (said once
+    /// detached); puts back those whose wait is over (measured again at the next
+    /// period), and returns what it says of those.
+    pub fn enforce(&mut self, over: &BTreeSet<u32>, now: Instant) -> Vec<String> {
+        let probes = &mut self.probes;
         for (pids, p) in self.files.polling() {
-            if matches!(p.state, PollingState::Probed(_)) && !pids.is_disjoint(over) {
-                release.extend(p.shed(now));
-                done.shed.push(format!(
-                    "{} not probed in {} (tried again in {:?})",
-                    p.target.names(),
-                    p.target.library(),
-                    p.backoff
-                ));
+            if !matches!(p.state, PollingState::Probed(_)) || pids.is_disjoint(over) {
+                continue;
             }
+            let Some(links) = p.shed(now) else {
+                continue;
+            };
+            // Detached in the background (each unregistration waits for the kernel); not
+            // probed, and said so, only once none of them fires.
+            let said = format!(
+                "{} not probed in {} (tried again in {:?})",
+                p.target.names(),
+                p.target.library(),
+                p.backoff
+            );
+            let (log, file) = (p.log.clone(), p.target.file());
+            drop(probes.release_then(links, move || {
+                log.detached(file);
+                crate::say!("rocsync daemon: budget: {said}");
+            }));
         }
-        if !release.is_empty() {
-            // Detached in the background: each unregistration waits for the kernel.
-            drop(self.probes.release(release));
-        }
-        done.restored = self.restore(|retry_at| retry_at <= now, now);
-        done
+        self.restore(|retry_at| retry_at <= now, now)
     }
 
     /// Puts back the shed polling probes `due` says are due (by their retry time).
@@ -201,7 +199,8 @@ impl Tracker {
             let PollingState::Shed { retry_at } = p.state else {
                 continue;
             };
-            if !due(retry_at) {
+            // Not while its probes are still being detached: both would fire.
+            if !due(retry_at) || p.log.detaching(p.target.file()) {
                 continue;
             }
             match p.target.attach(probes, pids.first().copied()) {

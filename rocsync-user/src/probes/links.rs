@@ -146,6 +146,19 @@ impl Probes {
         self.detach_links(groups.into_iter().flat_map(|g| g.0).collect())
     }
 
+    /// Detaches `group` in the background, then runs `after` (no probe of it fires then).
+    pub fn release_then(
+        &mut self,
+        group: LinkGroup,
+        after: impl FnOnce() + Send + 'static,
+    ) -> std::thread::JoinHandle<()> {
+        let detaching = self.detach_links(group.0);
+        std::thread::spawn(move || {
+            let _ = detaching.join();
+            after();
+        })
+    }
+
     /// How the call probes are attached.
     pub fn link_kind(&self) -> LinkKind {
         match self.multi {
