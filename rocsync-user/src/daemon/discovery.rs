@@ -227,7 +227,6 @@ impl Tracker {
                 } else {
                     ""
                 };
-                crate::say!("rocsync daemon: probing {}{hsa}", shown());
                 let polling = match what {
                     Probed::Runtime(r, carried) => {
                         let (clone, log) = (lib.try_clone(), self.shed_log.clone());
@@ -236,6 +235,8 @@ impl Tracker {
                     Probed::Hsa => None,
                 };
                 self.files.add(&lib, (owner, pid), links, polling);
+                // Said once every probe of the file is on.
+                crate::say!("rocsync daemon: probing {}{hsa}", shown());
             }
             // What is wrong with the file itself is remembered; a refusal of the kernel
             // (attaching) is tried again at the next process that maps it.

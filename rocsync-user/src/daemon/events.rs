@@ -97,9 +97,13 @@ impl Daemon {
         if let Err(e) = self.tracker.probes.set_switch(switch(GetDeviceMode::Off)) {
             crate::say!("rocsync daemon: warning: {e:#}");
         }
-        // Detached in the background: unregistering uprobes takes a while.
-        drop(self.tracker.probes.detach_temporary());
-        crate::say!("rocsync daemon: *GetDevice probes removed");
+        // Detached in the background (unregistering uprobes takes a while), and said
+        // once done: until then a probe whose switch could not be set still records.
+        let detaching = self.tracker.probes.detach_temporary();
+        std::thread::spawn(move || {
+            let _ = detaching.join();
+            crate::say!("rocsync daemon: *GetDevice probes removed");
+        });
         Flow::Go
     }
 

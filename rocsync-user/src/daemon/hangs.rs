@@ -211,7 +211,7 @@ impl Daemon {
                 );
                 self.hangs.traces += 1;
                 crate::say!(
-                    "rocsync daemon: hang: pid {pid}'s {} (thread {tid}) still blocked: traced as {name}.json",
+                    "rocsync daemon: hang: pid {pid}'s {} (thread {tid}) still blocked: tracing it as {name}.json",
                     api.symbol()
                 );
             }

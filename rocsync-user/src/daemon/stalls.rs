@@ -167,7 +167,7 @@ impl Daemon {
             Ok(()) => {
                 self.stalls.traces += 1;
                 crate::say!(
-                    "rocsync daemon: stall: pid {}'s {api} took {took:.0?}: traced as {name}.json",
+                    "rocsync daemon: stall: pid {}'s {api} took {took:.0?}: tracing it as {name}.json",
                     r.pid
                 );
             }
