@@ -82,7 +82,15 @@ impl Sessions {
             trace.record(q);
         }
         self.traces.push((claim, trace));
-        self.apply(tracker, &pids)?;
+        if let Err(e) = self.apply(tracker, &pids) {
+            // Refused whole: neither it nor its claim stays, and what it switched on is
+            // put back as the other traces want it.
+            if let Some((claim, _)) = self.traces.pop() {
+                let _ = self.claims.stop(claim);
+            }
+            let _ = self.apply(tracker, &pids);
+            return Err(e);
+        }
         // Said once it is so: a process's calls from this line on are recorded.
         if let Some((_, trace)) = self.traces.last_mut() {
             trace.switched_on();
