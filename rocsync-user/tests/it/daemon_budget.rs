@@ -83,6 +83,16 @@ fn polling_is_shed_over_the_budget_and_records_and_waits_are_never() {
         share_at_shed > 0.01,
         "shed at a share of {share_at_shed}, within the budget"
     );
+    // A trace from now, while the first shed span lasts (it is put back 2 s after the
+    // shed at the earliest; a trace asked later on a busy machine saw only the next).
+    let sock = dir.path("rocsync.sock");
+    let pid_arg = pid.to_string();
+    let asked = {
+        let sock = sock.clone();
+        std::thread::spawn(move || {
+            ask_daemon(&sock, &["trace", "--pid", &pid_arg, "--duration", "1000ms"])
+        })
+    };
     lines.wait_for_all(&[
         &format!("budget: pid {pid}'s probes cost "),
         "budget: hipEventQuery not probed in ",
@@ -98,10 +108,8 @@ fn polling_is_shed_over_the_budget_and_records_and_waits_are_never() {
         },
     );
 
-    // A trace now says what it does not hold, and from when.
-    let sock = dir.path("rocsync.sock");
-    let pid_arg = pid.to_string();
-    let files = ask_daemon(&sock, &["trace", "--pid", &pid_arg, "--duration", "300ms"]);
+    // The trace says what it does not hold, and from when.
+    let files = asked.join().unwrap();
     let t = read_json(Path::new(files.lines().next().unwrap()));
     let not = t["rocsync"]["parameters"]["not_recorded"]
         .as_array()
