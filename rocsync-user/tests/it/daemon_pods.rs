@@ -80,7 +80,7 @@ fn a_pods_process_is_named_in_status_traces_and_labelled_metrics() {
 
     let cgroup = PodCgroup::create(&hierarchy);
     let trainer = spec("ml-team", "trainer-0", NamespaceFile::Plain, true);
-    let mut pod = start_in_pod(&dir, &exe, &trainer, &cgroup, &["gated", "loop", "1500"]);
+    let mut pod = start_in_pod(&dir, &exe, &trainer, &cgroup, &["gated", "loop", "8000"]);
     let pid = pod.child.id();
     pod.open_when_tracked(&mut lines);
     let said = lines.1.last().unwrap().clone();
@@ -225,7 +225,7 @@ fn a_hostile_pods_files_leave_its_names_unknown_and_the_daemon_answering() {
         (PodCgroup::create(&hierarchy), PodCgroup::create(&hierarchy));
     let mut pods = Vec::new();
     for (spec, cgroup) in [(&fifo, &fifo_cgroup), (&escape, &escape_cgroup)] {
-        let mut pod = start_in_pod(&dir, &exe, spec, cgroup, &["gated", "loop", "800"]);
+        let mut pod = start_in_pod(&dir, &exe, spec, cgroup, &["gated", "loop", "6000"]);
         let start = std::time::Instant::now();
         pod.open_when_tracked(&mut lines);
         assert!(start.elapsed() < Duration::from_secs(5), "tracking waited");
