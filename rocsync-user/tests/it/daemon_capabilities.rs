@@ -72,7 +72,7 @@ fn the_units_capabilities_are_enough() {
         Command::new("setpriv")
             .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
             .arg(&exe)
-            .args(["gated", "loop", "1500"])
+            .args(["gated", "loop", "5000"])
             .env("SCENARIO_LOG", &log),
     );
     target.open_when_tracked(&mut lines);

@@ -15,9 +15,11 @@ use std::{
 use crate::common::{daemon::*, *};
 use rocsync_tests::read_log;
 
+// 3 s: the refusals and the status below are asked while both traces record, even on a
+// busy machine (each is a process of its own).
 fn trace(sock: &std::path::Path, pid: u32, agents: &str, extra: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_rocsync"))
-        .args(["trace", "--duration", "800ms", "--agents", agents, "--pid"])
+        .args(["trace", "--duration", "3000ms", "--agents", agents, "--pid"])
         .arg(pid.to_string())
         .arg("--socket")
         .arg(sock)
@@ -41,7 +43,7 @@ fn traces_on_disjoint_agents_record_together_and_overlaps_are_refused() {
     // Held until tracked: the daemon learns each thread's device from its hipSetDevice.
     let mut target = Gated::start(
         Command::new(&exe)
-            .args(["gated", "loop", "4000", "2"])
+            .args(["gated", "loop", "8000", "2"])
             .env("SCENARIO_LOG", &log),
     );
     let pid = target.child.id();

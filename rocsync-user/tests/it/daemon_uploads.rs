@@ -329,7 +329,7 @@ fn a_pods_trace_is_uploaded_under_its_namespace_and_pod() {
         crate::common::pod::NamespaceFile::Plain,
         true,
     );
-    let args = ["gated", "loop", "1500"];
+    let args = ["gated", "loop", "6000"];
     let mut pod = crate::daemon_pods::start_in_pod(&dir, &exe, &spec, &cgroup, &args);
     pod.open_when_tracked(&mut lines);
     let sock = dir.path("rocsync.sock");
