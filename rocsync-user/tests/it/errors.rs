@@ -3,6 +3,7 @@
 use std::process::Command;
 
 use crate::common::*;
+use rocsync_tests::read_log;
 
 fn fails_with(cmd: &mut Command, needle: &str) {
     let out = cmd.output().unwrap();
@@ -178,8 +179,11 @@ fn without_privileges_says_what_is_needed() {
         std::os::unix::fs::PermissionsExt::from_mode(0o777),
     )
     .unwrap();
+    // A socket no daemon on the host answers, as every standalone capture in the tests.
     let out = as_nobody("+sys_admin,+dac_override")
-        .args(["run", "--no-status", "-o"])
+        .args(["run", "--no-status", "--daemon-socket"])
+        .arg(dir.path("none.sock"))
+        .arg("-o")
         .arg(dir.path("t.json"))
         .arg(rocsync_tests::scenario())
         .args(["cross", "3"])
@@ -188,7 +192,10 @@ fn without_privileges_says_what_is_needed() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "with CAP_SYS_ADMIN: {stderr}");
-    assert!(read_json(&dir.path("t.json"))["rocsync"]["calls"].as_u64() > Some(0));
+    // Traced end to end: every call the scenario logged is its row.
+    let logged = read_log(&dir.path("s.log"));
+    assert!(!logged.is_empty(), "the scenario logged nothing");
+    assert_rows_match_log(&read_json(&dir.path("t.json")), None, &logged);
 }
 
 #[test]
