@@ -47,6 +47,29 @@ fn mode(path: &Path) -> u32 {
     std::fs::metadata(path).unwrap().permissions().mode() & 0o777
 }
 
+/// The sampled windows written so far (`sample-*` in the state's traces).
+fn sampled_windows(dir: &TempDir) -> usize {
+    std::fs::read_dir(dir.path("state/traces"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("sample-"))
+        .count()
+}
+
+/// Waits (20 s at most) until more than `n` sampled windows are written.
+fn wait_for_windows_past(dir: &TempDir, lines: &Lines, n: usize) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while sampled_windows(dir) <= n {
+        assert!(
+            Instant::now() < deadline,
+            "no sampled window past {n}: {:#?}",
+            lines.1
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 #[test]
 fn a_reload_turning_sampling_off_or_on_never_crashes_it() {
     let name = "a_reload_turning_sampling_off_or_on_never_crashes_it";
@@ -56,11 +79,16 @@ fn a_reload_turning_sampling_off_or_on_never_crashes_it() {
     let state = state_dir(&dir, "state");
     let sampling = "sample_window = \"50ms\"\nsample_every = \"200ms\"\n";
     let (mut daemon, mut lines) = configured_daemon(&dir, &exe, &format!("{state}{sampling}"));
+    // A process to sample all along: sampling on shows as windows of it.
+    let mut target = tracked_loop(&dir, &exe, &mut lines, 30_000);
+    wait_for_windows_past(&dir, &lines, 0);
     reload(&dir, &daemon, &mut lines, &state, "configuration reloaded");
-    // The schedule in effect before would have come several times by now.
+    // Off: the schedule in effect before would have written about ten windows in these
+    // 2 s; at most the one recording at the reload is still written.
     let addr = metrics_addr(&lines);
+    let at_reload = sampled_windows(&dir);
     let reloaded = Instant::now();
-    while reloaded.elapsed() < Duration::from_secs(1) {
+    while reloaded.elapsed() < Duration::from_secs(2) {
         assert!(
             daemon.try_wait().unwrap().is_none(),
             "the daemon ended: {:#?}",
@@ -69,8 +97,13 @@ fn a_reload_turning_sampling_off_or_on_never_crashes_it() {
         assert!(get(&addr, "/healthz").contains("ok"));
         std::thread::sleep(Duration::from_millis(20));
     }
-    // Sampling turned on at a reload starts its schedule: a window of the process.
-    let mut target = tracked_loop(&dir, &exe, &mut lines, 10_000);
+    let after = sampled_windows(&dir);
+    assert!(
+        after <= at_reload + 1,
+        "{} windows sampled after sampling was turned off",
+        after - at_reload
+    );
+    // Sampling turned on at a reload starts its schedule again.
     reload(
         &dir,
         &daemon,
@@ -78,23 +111,7 @@ fn a_reload_turning_sampling_off_or_on_never_crashes_it() {
         &format!("{state}{sampling}"),
         "configuration reloaded",
     );
-    let traces = dir.path("state/traces");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let sampled = || {
-        std::fs::read_dir(&traces)
-            .into_iter()
-            .flatten()
-            .flatten()
-            .any(|e| e.file_name().to_string_lossy().starts_with("sample-"))
-    };
-    while !sampled() {
-        assert!(
-            Instant::now() < deadline,
-            "no sampled window: {:#?}",
-            lines.1
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_windows_past(&dir, &lines, after);
     target.kill().unwrap();
     target.wait().unwrap();
     stop(daemon);
