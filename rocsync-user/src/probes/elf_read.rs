@@ -208,8 +208,22 @@ mod tests {
     fn a_huge_sparse_file_is_refused_after_its_first_bytes() {
         let t = tempfile::NamedTempFile::new().unwrap();
         t.as_file().set_len(1 << 30).unwrap();
+        let before = bytes_read_by_this_thread();
         let err = Sparse::read(t.as_file()).err().expect("refused");
-        assert!(!err.is_empty());
+        let read = bytes_read_by_this_thread() - before;
+        assert!(err.contains("magic"), "{err}");
+        // Only the header was read (and this thread's /proc reading), not the 1 GiB.
+        assert!(read < 4096, "{read} bytes read");
+    }
+
+    /// Bytes this thread has read so far, by the kernel's count (`rchar`).
+    fn bytes_read_by_this_thread() -> u64 {
+        let io = std::fs::read_to_string("/proc/thread-self/io").unwrap();
+        io.lines()
+            .find_map(|l| l.strip_prefix("rchar: "))
+            .unwrap()
+            .parse()
+            .unwrap()
     }
 
     #[test]

@@ -65,17 +65,7 @@ fn annotate_fills_the_h200_event_syncs_cupti_left() {
             )
         })
         .collect();
-    let filled: Vec<&Value> = trace["traceEvents"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|e| {
-            e["cat"] == "cuda_sync"
-                && e["args"]["wait_on_cuda_event_record_corr_id"]
-                    .as_i64()
-                    .is_some_and(|c| c >= 0)
-        })
-        .collect();
+    let filled = filled_waits(&trace);
     assert_eq!(filled.len(), 99);
     for e in filled {
         assert_eq!(e["name"], "Event Sync");
@@ -85,6 +75,21 @@ fn annotate_fills_the_h200_event_syncs_cupti_left() {
             .unwrap();
         assert_eq!(records[&record], "cudaEventRecord");
     }
+}
+
+/// The trace's sync rows that name the record they waited on.
+fn filled_waits(trace: &Value) -> Vec<&Value> {
+    trace["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| {
+            e["cat"] == "cuda_sync"
+                && e["args"]["wait_on_cuda_event_record_corr_id"]
+                    .as_i64()
+                    .is_some_and(|c| c >= 0)
+        })
+        .collect()
 }
 
 /// A Kineto trace of `pid` with one stream wait at `ts` µs after `base`.
@@ -146,7 +151,11 @@ fn annotate_refuses_another_process_another_time_and_an_existing_output() {
         "{}",
         String::from_utf8_lossy(&run.stderr)
     );
-    assert!(read_json(&out)["traceEvents"].is_array());
+    assert_eq!(
+        filled_waits(&read_json(&out)).len(),
+        99,
+        "not the annotated trace"
+    );
 }
 
 /// A directory of per-rank profiler traces and one of captures: each trace is annotated
@@ -197,8 +206,22 @@ fn annotate_matches_a_directory_of_traces_to_captures_by_pid() {
         assert!(s["capture"].as_str().unwrap().ends_with(capture), "{s}");
         assert_eq!(s["waits"]["filled"], 99, "{s}");
     }
-    for rank in ["rank0", "rank1"] {
-        let annotated = out.join(format!("{rank}.annotated.json"));
-        assert!(read_json(&annotated)["traceEvents"].is_array(), "{rank}");
+    // Each output is its own rank's trace, annotated from its own capture.
+    for (rank, pid) in [("rank0", 1475), ("rank1", 619)] {
+        let annotated = read_json(&out.join(format!("{rank}.annotated.json")));
+        let records: std::collections::BTreeSet<i64> = annotated["traceEvents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["cat"] == "cuda_runtime" && e["name"] == "cudaEventRecord")
+            .inspect(|e| assert_eq!(e["pid"], pid, "{rank}: a row of another process"))
+            .map(|e| e["args"]["correlation"].as_i64().unwrap())
+            .collect();
+        let filled = filled_waits(&annotated);
+        assert_eq!(filled.len(), 99, "{rank}");
+        for e in filled {
+            let record = &e["args"]["wait_on_cuda_event_record_corr_id"];
+            assert!(records.contains(&record.as_i64().unwrap()), "{rank}: {e}");
+        }
     }
 }

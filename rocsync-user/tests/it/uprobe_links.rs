@@ -75,6 +75,31 @@ fn capture_counting_links(extra: &[&str]) -> (usize, usize, usize, String) {
     (multi, perf, functions, said)
 }
 
+/// How many of the functions probed by default the simulated runtime defines, by its
+/// dynamic symbol table as `nm` reads it.
+fn traced_in_sim_hip() -> usize {
+    let out = std::process::Command::new("nm")
+        .args(["-D", "--defined-only", "--format=just-symbols"])
+        .arg(sim_hip())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "nm: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let defined: std::collections::BTreeSet<String> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| l.split('@').next().unwrap().to_string())
+        .collect();
+    let n = apis::traced_by_default_names()
+        .filter(|f| defined.contains(*f))
+        .count();
+    assert!(n > 0, "the simulated runtime defines none of them");
+    n
+}
+
 #[test]
 fn call_probes_are_multi_uprobe_links_and_miss_nothing() {
     let name = "call_probes_are_multi_uprobe_links_and_miss_nothing";
@@ -86,7 +111,7 @@ fn call_probes_are_multi_uprobe_links_and_miss_nothing() {
         return;
     }
     let (multi, perf, functions, said) = capture_counting_links(&[]);
-    assert!(functions > 0);
+    assert_eq!(functions, traced_in_sim_hip());
     assert_eq!(
         multi,
         2 * functions,
@@ -103,6 +128,7 @@ fn classic_uprobes_attach_through_perf_events_and_miss_nothing() {
         return;
     }
     let (multi, perf, functions, said) = capture_counting_links(&["--classic-uprobes"]);
+    assert_eq!(functions, traced_in_sim_hip());
     assert_eq!(multi, 0);
     assert!(
         perf > 2 * functions,

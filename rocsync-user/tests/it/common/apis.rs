@@ -66,6 +66,11 @@ pub fn traced_by_default(api: &str) -> bool {
     TRACED.iter().any(|(n, _)| *n == api)
 }
 
+/// The functions a capture probes by default.
+pub fn traced_by_default_names() -> impl Iterator<Item = &'static str> {
+    TRACED.iter().map(|(n, _)| *n)
+}
+
 /// The argument names of `api` in call order; panics on a function the tests do not know.
 pub fn params(api: &str) -> &'static [&'static str] {
     TRACED
