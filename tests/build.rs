@@ -110,6 +110,7 @@ fn main() {
     gcc(&out.join("mix"), &c.join("mix.c"), &["-ldl", "-pthread"]);
     gcc::<&str>(&out.join("launcher"), &c.join("launcher.c"), &[]);
     gcc::<&str>(&out.join("standalone"), &c.join("standalone.c"), &[]);
+    gcc::<&str>(&out.join("peak_rss"), &c.join("peak_rss.c"), &[]);
     gcc(
         &out.join("dlopen_loop"),
         &c.join("dlopen_loop.c"),

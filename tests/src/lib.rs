@@ -45,6 +45,11 @@ pub fn standalone() -> PathBuf {
     Path::new(OUT).join("standalone")
 }
 
+/// Runs a command and prints its own peak resident set, in KiB (`c/peak_rss.c`).
+pub fn peak_rss() -> PathBuf {
+    Path::new(OUT).join("peak_rss")
+}
+
 /// A process that loads and unloads a non-GPU library in a loop (never-stopped tests).
 pub fn dlopen_loop() -> PathBuf {
     Path::new(OUT).join("dlopen_loop")
