@@ -123,6 +123,7 @@ fn a_flight_dump_counts_the_calls_a_stalled_reader_lost() {
     };
     let exe = own_bench_calls(&dir);
     let (daemon, mut lines) = start_daemon(&dir, &exe, &["--flight-recorder", "10m"]);
+    let addr = metrics_addr(&lines);
     let mut target = gated_calls(&exe, STALLED_CALLS);
     lines.wait_for(&format!("tracking pid {}", target.child.id()));
     // The reader stopped, the loop runs: the call ring fills, and its last calls are lost.
@@ -144,10 +145,20 @@ fn a_flight_dump_counts_the_calls_a_stalled_reader_lost() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // What the kernel counted of the loop (the probes fired), and what the daemon said:
+    // with the dump's account (lost ids, first and last id held), which part failed
+    // should either check below — the probes, the ring, or the reader.
+    let counted: Vec<String> = get(&addr, "/metrics")
+        .lines()
+        .filter(|l| l.starts_with("rocsync_sync_calls_total{api=\"hipStreamSynchronize\""))
+        .map(str::to_string)
+        .collect();
     stop(daemon);
     let (calls, lost, account) = calls_in(String::from_utf8(out.stdout).unwrap().trim());
-    // The dump's account (kernel drops, lost ids, first and last id held) says which part
-    // failed should either check: the probes, the ring, or the reader.
+    let account = format!(
+        "{account}; counted by the kernel: {counted:?}; daemon: {:#?}",
+        lines.all()
+    );
     assert!(
         lost > 0,
         "the ring ({calls} calls read) cannot hold the loop ({account})"
