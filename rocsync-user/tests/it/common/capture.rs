@@ -11,8 +11,6 @@ use std::{
 
 use rocsync_tests::LoggedCall;
 
-use super::{apis::traced_by_default, raw::RawCall};
-
 /// Root-only tests call this first; it prints why a test is skipped.
 pub fn can_trace(test: &str) -> bool {
     // SAFETY: geteuid has no preconditions.
@@ -117,104 +115,6 @@ pub fn run_ok(cmd: &mut Command) -> Output {
     out
 }
 
-/// A call reduced to what the scenario can know: thread, API, arguments (integers as the
-/// C `int`/`unsigned` they are), return code.
-pub fn key(c: &RawCall) -> (u32, String, [u64; 3], i64) {
-    (c.tid, c.api.clone(), c.args, c.ret.expect("call returned"))
-}
-
-pub fn logged_key(l: &LoggedCall) -> (u32, String, [u64; 3], i64) {
-    (l.tid, l.api.clone(), l.args, l.ret)
-}
-
-/// Per thread, in call order.
-pub fn by_thread<T, K: Ord>(
-    items: impl IntoIterator<Item = T>,
-    tid: impl Fn(&T) -> K,
-) -> BTreeMap<K, Vec<T>> {
-    let mut m: BTreeMap<K, Vec<T>> = BTreeMap::new();
-    for i in items {
-        m.entry(tid(&i)).or_default().push(i);
-    }
-    m
-}
-
-/// Asserts the capture holds exactly the scenario's calls, each once, in each thread's
-/// order.
-pub fn assert_same_calls(logged: &[LoggedCall], mut captured: Vec<RawCall>) {
-    captured.sort_by_key(|c| c.correlation);
-    let mut logged = probed(logged);
-    logged.sort_by_key(|l| l.seq);
-    let want = by_thread(logged.iter().map(logged_key), |k| k.0);
-    let got = by_thread(captured.iter().map(key), |k| k.0);
-    assert_eq!(got.len(), want.len(), "threads differ");
-    for (tid, w) in &want {
-        let g = got
-            .get(tid)
-            .unwrap_or_else(|| panic!("thread {tid} missing from the capture"));
-        assert_eq!(
-            g.len(),
-            w.len(),
-            "thread {tid}: {} captured, {} made",
-            g.len(),
-            w.len()
-        );
-        for (i, (a, b)) in g.iter().zip(w).enumerate() {
-            assert_eq!(a, b, "thread {tid}, call {i}");
-        }
-    }
-}
-
-/// Asserts each thread's captured calls are its logged calls in order with some left
-/// out (what a lossy capture may hold, never a call not made or out of order); a call
-/// whose return was lost is matched without it. Returns how many were captured.
-pub fn assert_calls_within(logged: &[LoggedCall], mut captured: Vec<RawCall>) -> usize {
-    captured.sort_by_key(|c| c.correlation);
-    let mut logged = probed(logged);
-    logged.sort_by_key(|l| l.seq);
-    let want = by_thread(logged.iter(), |l| l.tid);
-    let got = by_thread(captured.iter(), |c| c.tid);
-    for (tid, g) in &got {
-        let mut w = want
-            .get(tid)
-            .unwrap_or_else(|| panic!("thread {tid} captured, not logged"))
-            .iter();
-        for (i, c) in g.iter().enumerate() {
-            let same = |l: &LoggedCall| {
-                l.api == c.api && l.args == c.args && c.ret.is_none_or(|r| r == l.ret)
-            };
-            assert!(
-                w.by_ref().any(|l| same(l)),
-                "thread {tid}, captured call {i} ({} {:?}) is no later logged call",
-                c.api,
-                c.args
-            );
-        }
-    }
-    captured.len()
-}
-
-/// The logged calls of functions rocsync probes by default (`*GetDevice` is not).
-pub fn probed(logged: &[LoggedCall]) -> Vec<LoggedCall> {
-    logged
-        .iter()
-        .filter(|l| traced_by_default(&l.api))
-        .cloned()
-        .collect()
-}
-
-/// Correlation ids a raw capture declares lost.
-pub fn raw_lost_ids(path: &Path) -> u64 {
-    let text = std::fs::read_to_string(path).unwrap();
-    text.lines()
-        .filter(|l| l.starts_with("{\"lost\":"))
-        .map(|l| {
-            let v: serde_json::Value = serde_json::from_str(l).unwrap();
-            v["count"].as_u64().unwrap_or(1)
-        })
-        .sum()
-}
-
 pub struct TempDir(pub tempfile::TempDir);
 
 impl TempDir {
@@ -265,24 +165,6 @@ pub fn spawn_piped(cmd: &mut Command) -> Child {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn")
-}
-
-/// Maps each logged call (by seq) to the captured call's correlation, aligning each
-/// thread's calls in order (assert_same_calls checks they agree).
-pub fn seq_to_correlation(logged: &[LoggedCall], captured: &[RawCall]) -> BTreeMap<u64, u64> {
-    let mut captured = captured.to_vec();
-    captured.sort_by_key(|c| c.correlation);
-    let mut logged = probed(logged);
-    logged.sort_by_key(|l| l.seq);
-    let got = by_thread(captured, |c| c.tid);
-    let want = by_thread(logged, |l| l.tid);
-    let mut m = BTreeMap::new();
-    for (tid, ls) in want {
-        for (l, c) in ls.iter().zip(&got[&tid]) {
-            m.insert(l.seq, c.correlation);
-        }
-    }
-    m
 }
 
 /// The edges a scenario's own log implies: for each successful-or-not wait on an event

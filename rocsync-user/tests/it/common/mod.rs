@@ -2,6 +2,7 @@
 #![allow(dead_code, unused_imports)]
 
 pub mod apis;
+mod calls;
 mod capture;
 pub mod daemon;
 pub mod daemon_hsa;
@@ -15,6 +16,7 @@ mod raw;
 mod rows;
 mod window;
 
+pub use calls::*;
 pub use capture::*;
 pub use held::*;
 pub use launch::*;
