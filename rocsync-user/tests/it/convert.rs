@@ -240,16 +240,15 @@ fn big_raw(path: &std::path::Path, first: u64, calls: u64) {
 /// here: a child of the test process would count the test's own memory, 31–87 MB in
 /// the full suite), and its stderr.
 fn convert_peak_kib(raw: &std::path::Path, out: &std::path::Path) -> (i64, String) {
-    let run = std::process::Command::new(rocsync_tests::peak_rss())
-        .arg(env!("CARGO_BIN_EXE_rocsync"))
-        .arg("convert")
-        .arg(raw)
-        .arg("-o")
-        .arg(out)
-        .output()
-        .unwrap();
+    let run = run_ok(
+        std::process::Command::new(rocsync_tests::peak_rss())
+            .arg(env!("CARGO_BIN_EXE_rocsync"))
+            .arg("convert")
+            .arg(raw)
+            .arg("-o")
+            .arg(out),
+    );
     let stderr = String::from_utf8_lossy(&run.stderr).into_owned();
-    assert!(run.status.success(), "{stderr}");
     let stdout = String::from_utf8_lossy(&run.stdout);
     let peak = stdout.lines().last().and_then(|l| l.parse().ok());
     (

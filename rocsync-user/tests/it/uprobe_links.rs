@@ -78,15 +78,10 @@ fn capture_counting_links(extra: &[&str]) -> (usize, usize, usize, String) {
 /// How many of the functions probed by default the simulated runtime defines, by its
 /// dynamic symbol table as `nm` reads it.
 fn traced_in_sim_hip() -> usize {
-    let out = std::process::Command::new("nm")
-        .args(["-D", "--defined-only", "--format=just-symbols"])
-        .arg(sim_hip())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "nm: {}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = run_ok(
+        std::process::Command::new("nm")
+            .args(["-D", "--defined-only", "--format=just-symbols"])
+            .arg(sim_hip()),
     );
     let defined: std::collections::BTreeSet<String> = String::from_utf8(out.stdout)
         .unwrap()

@@ -29,14 +29,29 @@ pub fn by_thread<T, K: Ord>(
     m
 }
 
-/// Asserts the capture holds exactly the scenario's calls, each once, in each thread's
-/// order.
-pub fn assert_same_calls(logged: &[LoggedCall], mut captured: Vec<RawCall>) {
+/// The probed logged calls and the captured ones, each thread's in order (log seq,
+/// correlation id).
+type Threads = (BTreeMap<u32, Vec<LoggedCall>>, BTreeMap<u32, Vec<RawCall>>);
+
+fn threads(logged: &[LoggedCall], mut captured: Vec<RawCall>) -> Threads {
     captured.sort_by_key(|c| c.correlation);
     let mut logged = probed(logged);
     logged.sort_by_key(|l| l.seq);
-    let want = by_thread(logged.iter().map(logged_key), |k| k.0);
-    let got = by_thread(captured.iter().map(key), |k| k.0);
+    (by_thread(logged, |l| l.tid), by_thread(captured, |c| c.tid))
+}
+
+/// Asserts the capture holds exactly the scenario's calls, each once, in each thread's
+/// order.
+pub fn assert_same_calls(logged: &[LoggedCall], captured: Vec<RawCall>) {
+    let (want, got) = threads(logged, captured);
+    let want: BTreeMap<_, Vec<_>> = want
+        .into_iter()
+        .map(|(t, ls)| (t, ls.iter().map(logged_key).collect()))
+        .collect();
+    let got: BTreeMap<_, Vec<_>> = got
+        .into_iter()
+        .map(|(t, cs)| (t, cs.iter().map(key).collect()))
+        .collect();
     assert_eq!(got.len(), want.len(), "threads differ");
     for (tid, w) in &want {
         let g = got
@@ -58,30 +73,25 @@ pub fn assert_same_calls(logged: &[LoggedCall], mut captured: Vec<RawCall>) {
 /// Asserts each thread's captured calls are its logged calls in order with some left
 /// out (what a lossy capture may hold, never a call not made or out of order); a call
 /// whose return was lost is matched without it. Returns how many were captured.
-pub fn assert_calls_within(logged: &[LoggedCall], mut captured: Vec<RawCall>) -> usize {
-    captured.sort_by_key(|c| c.correlation);
-    let mut logged = probed(logged);
-    logged.sort_by_key(|l| l.seq);
-    let want = by_thread(logged.iter(), |l| l.tid);
-    let got = by_thread(captured.iter(), |c| c.tid);
+pub fn assert_calls_within(logged: &[LoggedCall], captured: Vec<RawCall>) -> usize {
+    let (want, got) = threads(logged, captured);
     for (tid, g) in &got {
         let mut w = want
             .get(tid)
             .unwrap_or_else(|| panic!("thread {tid} captured, not logged"))
             .iter();
         for (i, c) in g.iter().enumerate() {
-            let same = |l: &LoggedCall| {
-                l.api == c.api && l.args == c.args && c.ret.is_none_or(|r| r == l.ret)
-            };
             assert!(
-                w.by_ref().any(|l| same(l)),
+                w.by_ref().any(|l| l.api == c.api
+                    && l.args == c.args
+                    && c.ret.is_none_or(|r| r == l.ret)),
                 "thread {tid}, captured call {i} ({} {:?}) is no later logged call",
                 c.api,
                 c.args
             );
         }
     }
-    captured.len()
+    got.values().map(Vec::len).sum()
 }
 
 /// The logged calls of functions rocsync probes by default (`*GetDevice` is not).
@@ -108,12 +118,7 @@ pub fn raw_lost_ids(path: &Path) -> u64 {
 /// Maps each logged call (by seq) to the captured call's correlation, aligning each
 /// thread's calls in order (assert_same_calls checks they agree).
 pub fn seq_to_correlation(logged: &[LoggedCall], captured: &[RawCall]) -> BTreeMap<u64, u64> {
-    let mut captured = captured.to_vec();
-    captured.sort_by_key(|c| c.correlation);
-    let mut logged = probed(logged);
-    logged.sort_by_key(|l| l.seq);
-    let got = by_thread(captured, |c| c.tid);
-    let want = by_thread(logged, |l| l.tid);
+    let (want, got) = threads(logged, captured.to_vec());
     let mut m = BTreeMap::new();
     for (tid, ls) in want {
         for (l, c) in ls.iter().zip(&got[&tid]) {
