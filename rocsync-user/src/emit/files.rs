@@ -5,8 +5,10 @@
 //! with `O_CREAT|O_EXCL|O_NOFOLLOW`, so nothing planted there is followed or reused — and
 //! renamed into place within that directory only when complete, after `fsync`. A final
 //! name that is a symbolic link or not a regular file is refused; `-` is standard output.
-//! Under `sudo`, outputs belong to the invoking user (`SUDO_UID`/`SUDO_GID`), and their
-//! mode follows the umask, as any file the user creates.
+//! The folder is reached without following links root does not own ([`super::dirs`]).
+//! Under `sudo`, outputs are created and renamed as the invoking user (`SUDO_UID`,
+//! `SUDO_GID`, their groups): only where they may write, theirs, their mode from the
+//! umask, as any file the user creates.
 //! A temporary is `flock`ed while written; those a killed rocsync left are removed by the
 //! next one that writes into the directory ([`super::stale`]).
 
@@ -21,6 +23,8 @@ use std::{
 
 use anyhow::{Context as _, Result, bail};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, RenameFlags};
+
+use crate::users::sudo::as_sudo_user;
 
 pub struct PendingFile {
     path: PathBuf,
@@ -75,12 +79,8 @@ impl PendingFile {
             Some(d) if !d.as_os_str().is_empty() => d,
             _ => Path::new("."),
         };
-        let dir = rustix::fs::open(
-            dir_path,
-            OFlags::DIRECTORY | OFlags::RDONLY | OFlags::CLOEXEC,
-            Mode::empty(),
-        )
-        .with_context(|| format!("cannot open the directory of output {}", path.display()))?;
+        let dir = super::dirs::open(dir_path)
+            .with_context(|| format!("cannot open the directory of output {}", path.display()))?;
         super::stale::sweep(&dir);
         Self::in_dir(dir, path.to_path_buf(), never_replace)
     }
@@ -92,31 +92,30 @@ impl PendingFile {
             true => check_absent(&dir, name.as_bytes(), &path)?,
             false => check_final(&dir, name.as_bytes(), &path)?,
         }
+        check_replaceable(&dir, name.as_bytes(), &path)?;
         let tmp = OsString::from(format!(
             ".{}.rocsync-{}-{:x}.tmp",
             name.to_string_lossy(),
             std::process::id(),
             nonce()
         ));
-        let fd = rustix::fs::openat(
-            &dir,
-            tmp.as_os_str(),
-            OFlags::RDWR | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            Mode::from_raw_mode(0o600),
-        )
-        .with_context(|| {
-            format!(
-                "cannot write output {}: directory not writable",
-                path.display()
+        // Created as the sudo user: only where they may write, and theirs.
+        let fd = as_sudo_user(|| {
+            rustix::fs::openat(
+                &dir,
+                tmp.as_os_str(),
+                OFlags::RDWR | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                Mode::from_raw_mode(0o600),
             )
+            .with_context(|| {
+                format!(
+                    "cannot write output {}: directory not writable",
+                    path.display()
+                )
+            })
         })?;
         super::stale::hold(&fd);
         let file = File::from(fd);
-        if let Some((uid, gid)) = invoking_user() {
-            rustix::fs::fchown(&file, Some(uid), Some(gid)).with_context(|| {
-                format!("cannot give output {} to the sudo user", path.display())
-            })?;
-        }
         Ok(Self {
             path,
             target: Target::Atomic {
@@ -208,8 +207,11 @@ impl PendingFile {
             } else {
                 RenameFlags::empty()
             };
-            rustix::fs::renameat_with(&*dir, tmp.as_os_str(), &*dir, name, flags)
-                .with_context(|| format!("renaming into {}", self.path.display()))?;
+            // As the sudo user: a name in a sticky folder that is someone else's stays.
+            as_sudo_user(|| {
+                rustix::fs::renameat_with(&*dir, tmp.as_os_str(), &*dir, name, flags)
+                    .with_context(|| format!("renaming into {}", self.path.display()))
+            })?;
             let _ = rustix::fs::fsync(&*dir);
             *persisted = true;
         }
@@ -302,17 +304,30 @@ fn check_absent(dir: &impl AsFd, name: &[u8], path: &Path) -> Result<()> {
     Ok(())
 }
 
-/// `SUDO_UID`/`SUDO_GID` when running as root under sudo.
-fn invoking_user() -> Option<(rustix::fs::Uid, rustix::fs::Gid)> {
-    if !rustix::process::geteuid().is_root() {
-        return None;
+/// Under sudo, a file at the final name in a sticky folder (as /tmp) must be the user's
+/// to replace (theirs, or the folder theirs), as the kernel decides at the rename: said
+/// before any capture rather than after it.
+fn check_replaceable(dir: &impl AsFd, name: &[u8], path: &Path) -> Result<()> {
+    let Some(user) = crate::users::sudo::sudo_user() else {
+        return Ok(());
+    };
+    let name = std::ffi::OsStr::from_bytes(name);
+    let (Ok(d), Ok(f)) = (
+        rustix::fs::fstat(dir),
+        rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW),
+    ) else {
+        return Ok(());
+    };
+    let sticky = d.st_mode & 0o1000 != 0;
+    if sticky && f.st_uid != user.uid && d.st_uid != user.uid {
+        bail!(
+            "output {} belongs to uid {} in a sticky folder: the sudo user (uid {}) may not replace it; name another file",
+            path.display(),
+            f.st_uid,
+            user.uid
+        );
     }
-    let id = |k: &str| std::env::var(k).ok()?.parse::<u32>().ok();
-    let (uid, gid) = (id("SUDO_UID")?, id("SUDO_GID")?);
-    Some((
-        rustix::fs::Uid::from_raw(uid),
-        rustix::fs::Gid::from_raw(gid),
-    ))
+    Ok(())
 }
 
 /// The process's umask, read from /proc (setting and restoring it would race other

@@ -1,6 +1,7 @@
 //! Emit: resolved rows, queues and packets into the outputs — the Kineto trace, the raw
 //! JSON Lines capture, the files they live in, and the summary. Knows nothing of probes.
 
+pub(crate) mod dirs;
 pub(crate) mod files;
 pub(crate) mod json;
 pub mod kineto;

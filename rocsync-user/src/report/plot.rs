@@ -3,11 +3,14 @@
 
 use std::{
     collections::{BTreeMap, BTreeSet},
+    io::Write as _,
     path::{Path, PathBuf},
 };
 
 use anyhow::{Result, anyhow};
 use plotters::prelude::*;
+
+use crate::emit::files::PendingFile;
 
 use super::{
     capture::{Capture, Observed},
@@ -19,14 +22,25 @@ pub const HISTOGRAMS: &str = "wait-histograms.svg";
 pub const DEPENDENCIES: &str = "stream-dependencies.svg";
 const BINS: usize = 20;
 
-/// Writes every figure into `dir` (created if needed); the files written.
+/// Writes every figure into `dir` (made if needed): as any output, never through a link
+/// root does not own, created as the sudo user ([`crate::emit::files`]). The files
+/// written.
 pub fn write_all(c: &Capture, f: &Figures, dir: &Path) -> Result<Vec<PathBuf>> {
-    std::fs::create_dir_all(dir)?;
-    let files = [TIMELINE, HISTOGRAMS, DEPENDENCIES].map(|n| dir.join(n));
-    timeline(c, &files[0])?;
-    histograms(c, &files[1])?;
-    dependencies(f, &files[2])?;
-    Ok(files.to_vec())
+    drop(crate::emit::dirs::make(dir)?);
+    let mut svgs = [String::new(), String::new(), String::new()];
+    timeline(c, &mut svgs[0])?;
+    histograms(c, &mut svgs[1])?;
+    dependencies(f, &mut svgs[2])?;
+    let first = PendingFile::create(&dir.join(TIMELINE))?;
+    let files = [first.sibling(HISTOGRAMS)?, first.sibling(DEPENDENCIES)?];
+    let mut written = Vec::new();
+    for (file, svg) in std::iter::once(first).chain(files).zip(&svgs) {
+        let mut out = file.stream()?;
+        out.write_all(svg.as_bytes())?;
+        out.close()?;
+        written.push(file.persist()?);
+    }
+    Ok(written)
 }
 
 fn err<E: std::fmt::Debug>(e: E) -> anyhow::Error {
@@ -34,7 +48,7 @@ fn err<E: std::fmt::Debug>(e: E) -> anyhow::Error {
 }
 
 /// Each thread a row; each synchronisation a bar from its start to its return.
-fn timeline(c: &Capture, path: &Path) -> Result<()> {
+fn timeline(c: &Capture, svg: &mut String) -> Result<()> {
     let syncs: Vec<&Observed> = c.calls.iter().filter(|o| o.sync.is_some()).collect();
     let threads: Vec<(u32, u32)> = syncs
         .iter()
@@ -47,8 +61,8 @@ fn timeline(c: &Capture, path: &Path) -> Result<()> {
         .map(|o| (o.start_ns + o.blocked_ns) as f64 / 1e6)
         .fold(0.0, f64::max)
         .max(1e-3);
-    let root =
-        SVGBackend::new(path, (1000, 120 + 40 * threads.len().max(1) as u32)).into_drawing_area();
+    let root = SVGBackend::with_string(svg, (1000, 120 + 40 * threads.len().max(1) as u32))
+        .into_drawing_area();
     root.fill(&WHITE).map_err(err)?;
     let mut chart = ChartBuilder::on(&root)
         .caption(
@@ -114,13 +128,13 @@ const KINDS: [&str; 4] = [
 ];
 
 /// One panel per synchronising API: how many calls blocked how long.
-fn histograms(c: &Capture, path: &Path) -> Result<()> {
+fn histograms(c: &Capture, svg: &mut String) -> Result<()> {
     let mut per_api: BTreeMap<&str, Vec<i64>> = BTreeMap::new();
     for o in c.calls.iter().filter(|o| o.sync.is_some()) {
         per_api.entry(&o.api).or_default().push(o.blocked_ns);
     }
     let panels = per_api.len().max(1);
-    let root = SVGBackend::new(path, (800, 260 * panels as u32)).into_drawing_area();
+    let root = SVGBackend::with_string(svg, (800, 260 * panels as u32)).into_drawing_area();
     root.fill(&WHITE).map_err(err)?;
     let areas = root.split_evenly((panels, 1));
     for ((api, times), area) in per_api.iter().zip(areas.iter()) {
@@ -163,7 +177,7 @@ fn histograms(c: &Capture, path: &Path) -> Result<()> {
 
 /// Waiters and recording streams on a circle; an arrow from each producer to its
 /// waiter, as thick as the waits are many, labelled with their count and time blocked.
-fn dependencies(f: &Figures, path: &Path) -> Result<()> {
+fn dependencies(f: &Figures, svg: &mut String) -> Result<()> {
     let nodes: Vec<(u32, &str)> = f
         .dependencies
         .iter()
@@ -172,7 +186,7 @@ fn dependencies(f: &Figures, path: &Path) -> Result<()> {
         .into_iter()
         .collect();
     let (w, h) = (900i32, 700i32);
-    let root = SVGBackend::new(path, (w as u32, h as u32)).into_drawing_area();
+    let root = SVGBackend::with_string(svg, (w as u32, h as u32)).into_drawing_area();
     root.fill(&WHITE).map_err(err)?;
     let title = ("sans-serif", 20).into_font();
     root.draw(&Text::new("Who waits on whom", (20, 15), title))

@@ -6,6 +6,7 @@
 // Built (and unit-tested) in both builds; used by the static one.
 #[cfg_attr(not(target_feature = "crt-static"), allow(dead_code))]
 mod getent;
+pub mod sudo;
 
 use anyhow::{Result, bail};
 #[cfg(not(target_feature = "crt-static"))]

@@ -67,7 +67,12 @@ fn trace_output_is_never_a_link_or_fifo_and_belongs_to_the_sudo_user() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("not a regular file"));
     // Under sudo: a regular file of the invoking user's, the trace of the process.
-    let mine = dir.path("mine.json");
+    // Created as the sudo user: in a folder they may write.
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(dir.0.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::create_dir(dir.path("theirs")).unwrap();
+    std::fs::set_permissions(dir.path("theirs"), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let mine = dir.path("theirs/mine.json");
     let out = trace_to(
         &sock,
         target.id(),

@@ -68,6 +68,7 @@ mod losses;
 mod never_stopped;
 mod no_surprises;
 mod outputs;
+mod outputs_links;
 mod pipeline;
 mod placement;
 mod processes;

@@ -78,6 +78,12 @@ fn under_sudo_outputs_belong_to_the_invoking_user() {
         return;
     }
     let dir = TempDir::new();
+    // Created as the sudo user: only where they may write.
+    std::fs::set_permissions(
+        dir.0.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
     let raw = raw_in(&dir);
     let trace = dir.path("t.json");
     run_ok(
