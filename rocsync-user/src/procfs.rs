@@ -53,6 +53,12 @@ pub fn status_field(pid: Option<u32>, name: &str) -> Option<String> {
     Some(line.trim().to_string())
 }
 
+/// The real uid of `pid`, from its status.
+pub fn uid(pid: u32) -> Option<u32> {
+    let uids = status_field(Some(pid), "Uid")?;
+    uids.split_whitespace().next()?.parse().ok()
+}
+
 /// A kernel setting, `/proc/sys/NAME` (e.g. `kernel/perf_event_paranoid`), trimmed.
 pub fn sysctl(name: &str) -> io::Result<String> {
     Ok(std::fs::read_to_string(Path::new("/proc/sys").join(name))?

@@ -17,6 +17,8 @@
  *                         its own (its log: $SCENARIO_LOG.child), then calls again
  *   stall N US            N times: US of work on stream 1, an event recorded after it,
  *                         stream 2 waiting on the event, stream 2 synchronized (blocks US)
+ *   stalls STEP...        each STEP in turn: US (> 0) a stall as stall's, -US a sleep on
+ *                         the host (no call), e.g. "stalls 80000 -2000000 5000000"
  *   poll                  prints "ready"; at each line on stdin: a thread starts
  *                         recording and waiting (logged), the main thread says
  *                         "polling from T" (T: CLOCK_REALTIME µs) and polls
@@ -194,6 +196,29 @@ static void stall(int n, int us) {
   StreamDestroy(s2);
 }
 
+/* Stalls of differing lengths, host sleeps between them. */
+static void stalls(int n, char **steps) {
+  hipStream_t s1 = 0, s2 = 0;
+  hipEvent_t e = 0;
+  StreamCreate(&s1);
+  StreamCreate(&s2);
+  EventCreate(&e);
+  for (int i = 0; i < n; i++) {
+    long us = atol(steps[i]);
+    if (us < 0) {
+      usleep((useconds_t)-us);
+      continue;
+    }
+    Launch(s1, (int)us);
+    EventRecord(e, s1);
+    StreamWaitEvent(s2, e);
+    StreamSynchronize(s2);
+  }
+  EventDestroy(e);
+  StreamDestroy(s1);
+  StreamDestroy(s2);
+}
+
 /* ---- poll: a dense polling phase between records and waits ---- */
 static int poll_phase; /* lines read on stdin */
 
@@ -322,6 +347,7 @@ static int run(int argc, char **argv) {
   else if (!strcmp(mode, "hang")) hang();
   else if (!strcmp(mode, "poll")) poll_mode();
   else if (!strcmp(mode, "stall") && argc == 4) stall(atoi(argv[2]), atoi(argv[3]));
+  else if (!strcmp(mode, "stalls") && argc >= 3) stalls(argc - 2, argv + 2);
   else if (!strcmp(mode, "fork") && argc == 3) return forked(atoi(argv[2]));
   else { fprintf(stderr, "unknown mode %s\n", mode); return 2; }
   return 0;

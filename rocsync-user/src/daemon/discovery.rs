@@ -180,7 +180,9 @@ impl Tracker {
             return; // read once already: never again while it is the same file
         }
         // A process whose uid is unreadable has just gone.
-        let Some(owner) = uid(pid) else { return };
+        let Some(owner) = procfs::uid(pid) else {
+            return;
+        };
         let cap = self
             .filters
             .max_files_per_user
@@ -297,7 +299,7 @@ impl Tracker {
         let matches_exe = |list: &[String]| list.iter().any(|e| *e == exe || *e == name);
         let cgroup = procfs::cgroup(pid).unwrap_or_default();
         let in_cgroup = |list: &[String]| list.iter().any(|c| cgroup.contains(c.as_str()));
-        let uid = uid(pid);
+        let uid = procfs::uid(pid);
         (f.include_exe.is_empty() || matches_exe(&f.include_exe))
             && !matches_exe(&f.exclude_exe)
             && (f.include_cgroup.is_empty() || in_cgroup(&f.include_cgroup))
@@ -335,12 +337,6 @@ pub fn exe(pid: u32) -> String {
     procfs::exe(pid)
         .map(|p| p.display().to_string())
         .unwrap_or_default()
-}
-
-/// The real uid, from /proc/PID/status.
-fn uid(pid: u32) -> Option<u32> {
-    let uids = procfs::status_field(Some(pid), "Uid")?;
-    uids.split_whitespace().next()?.parse().ok()
 }
 
 /// The uids user entries name (a uid, or a user's name); a name that no longer resolves

@@ -5,7 +5,8 @@ use aya::maps::{MapData, RingBuf};
 use rocsync_common::{Api, Decoded, GetDeviceMode, Op, PROCESS_EXIT, Switch, decode};
 
 use super::{
-    budget, exposition, http, protocol::Reply, state::Daemon, statedir, untrusted, writing::Done,
+    budget, exposition, hangs::Untraced, http, protocol::Reply, state::Daemon, statedir, untrusted,
+    writing::Done,
 };
 use crate::agents::ClaimId;
 use std::sync::atomic::Ordering::Relaxed;
@@ -305,9 +306,17 @@ impl Daemon {
                         stall_traces: exposition::StallView {
                             traces: self.stalls.traces,
                             skipped_interval: self.stalls.skipped_interval,
+                            skipped_node_limit: self.stalls.skipped_node_limit,
                             skipped_not_started: self.stalls.skipped_not_started,
                             skipped_hang: self.stalls.skipped_hang,
                             hang_traces: self.hangs.traces,
+                            hangs_untraced: Untraced::ALL
+                                .iter()
+                                .map(|u| {
+                                    let n = self.hangs.untraced.get(u.name());
+                                    (u.name(), n.copied().unwrap_or(0))
+                                })
+                                .collect(),
                             in_flight: self.hangs.oldest.clone().into_iter().collect(),
                         },
                         uploads: self.uploads.as_ref().map(|u| {

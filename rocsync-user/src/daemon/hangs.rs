@@ -1,12 +1,23 @@
 //! Hang detection: a synchronisation still blocked after `--hang-after` (1 s; at least
-//! the stall threshold) is a hang candidate while it is blocked (a deadlocked collective never returns, so a stall seen
-//! at the return comes too late). Each second the daemon reads the calls in flight the
-//! probes keep anyway (each counted thread's call start, `PENDING`); a tracked process
-//! with one past the threshold is traced from then — what the flight recorder holds of it
-//! first — until the call returns (plus `--stall-window-after`), the process exits, or
-//! `--hang-bound` passes: the trace's `rocsync.parameters.hang.ended` says which.
+//! the stall threshold) is a hang candidate while it is blocked (a deadlocked collective
+//! never returns, so a stall seen at the return comes too late). Each second the daemon
+//! reads the calls in flight the probes keep anyway (each counted thread's call start,
+//! `PENDING`); a tracked process with one past the threshold is traced from then — what
+//! the flight recorder holds of it first — until the call returns (plus
+//! `--stall-window-after`), the process exits, or `--hang-bound` passes: the trace's
+//! `rocsync.parameters.hang.ended` says which.
+//!
+//! Hangs rank above the stalls' rate limits: no stall, of the process or of anyone,
+//! keeps a hang from its trace, nor does another trace recording the process (a hang
+//! trace takes no agents' claim). Their own limits ([`Admission`]): a process's hang
+//! traces begin at most once per `--stall-interval`, a user has at most [`PER_USER`]
+//! recording and the node [`PER_NODE`]. A hang held back by them is looked at again
+//! each second while it blocks, and counted once per reason.
 
-use std::collections::{BTreeMap, HashMap};
+use std::{
+    collections::{BTreeMap, HashMap},
+    time::Duration,
+};
 
 use rocsync_common::{Api, Cookie, PendingCall};
 use serde_json::json;
@@ -70,22 +81,119 @@ fn ended(
         .collect()
 }
 
+/// Hang traces one user may have recording at once: others' hangs always find room.
+pub const PER_USER: usize = 4;
+/// Hang traces recording at once on the node.
+pub const PER_NODE: usize = 32;
+
+/// Why a hang has no trace (yet).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Untraced {
+    /// The process's last hang trace began within `--stall-interval`: looked at again.
+    Interval,
+    /// Its user has [`PER_USER`] hang traces recording: looked at again.
+    UserLimit,
+    /// The node has [`PER_NODE`] recording: looked at again.
+    NodeLimit,
+    /// Its trace could not start (its process exited): not again.
+    NotStarted,
+}
+
+impl Untraced {
+    pub const ALL: [Untraced; 4] = [
+        Untraced::Interval,
+        Untraced::UserLimit,
+        Untraced::NodeLimit,
+        Untraced::NotStarted,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Untraced::Interval => "interval",
+            Untraced::UserLimit => "user_limit",
+            Untraced::NodeLimit => "node_limit",
+            Untraced::NotStarted => "not_started",
+        }
+    }
+}
+
+/// The hangs' own rate limits: per process (an interval), per user and per node (hang
+/// traces recording at once).
+#[derive(Default)]
+pub struct Admission {
+    /// When each process's last hang trace began.
+    last: HashMap<u32, Instant>,
+}
+
+impl Admission {
+    /// Whether a hang of `pid` (of user `uid`) may begin its trace now; `recording`: the
+    /// users of the hang traces recording.
+    pub fn admit(
+        &mut self,
+        (pid, uid): (u32, u32),
+        now: Instant,
+        interval: Duration,
+        recording: &[u32],
+    ) -> Result<(), Untraced> {
+        self.last.retain(|_, t| now.duration_since(*t) < interval);
+        if self.last.contains_key(&pid) {
+            return Err(Untraced::Interval);
+        }
+        if recording.iter().filter(|&&u| u == uid).count() >= PER_USER {
+            return Err(Untraced::UserLimit);
+        }
+        if recording.len() >= PER_NODE {
+            return Err(Untraced::NodeLimit);
+        }
+        self.last.insert(pid, now);
+        Ok(())
+    }
+}
+
 /// A hang being traced.
 struct Hang {
     /// Its trace's id.
     trace: u64,
     tid: u32,
     entry_ns: u64,
+    uid: u32,
 }
 
 #[derive(Default)]
 pub struct Hangs {
     open: HashMap<u32, Hang>,
-    /// Hangs whose trace could not start, by process: (its call's entry), said once.
-    refused: HashMap<u32, u64>,
+    admission: Admission,
+    /// Hangs without a trace, by process: (its call's entry, why), each reason counted
+    /// and said once per call.
+    held: HashMap<u32, (u64, Untraced)>,
+    /// Hangs whose trace ended, by process (its call's entry): a call is traced once,
+    /// though a killed process's entry stays in flight until it is pruned.
+    ended: HashMap<u32, u64>,
+    /// Hangs without a trace, by reason (once per call and reason).
+    pub untraced: BTreeMap<&'static str, u64>,
     /// The oldest call in flight of each synchronising API, in seconds (last look).
     pub oldest: BTreeMap<&'static str, f64>,
     pub traces: u64,
+}
+
+impl Hangs {
+    /// `pid`'s call entered at `entry_ns` has no trace, for `why`: counted and said
+    /// once per call and reason.
+    fn hold(&mut self, pid: u32, entry_ns: u64, why: Untraced, detail: &str) {
+        if self.held.get(&pid) == Some(&(entry_ns, why)) {
+            return;
+        }
+        self.held.insert(pid, (entry_ns, why));
+        *self.untraced.entry(why.name()).or_default() += 1;
+        let again = match why {
+            Untraced::NotStarted => "",
+            _ => "; looked at again while it blocks",
+        };
+        crate::say!(
+            "rocsync daemon: hang of pid {pid} not traced ({}){detail}{again}",
+            why.name()
+        );
+    }
 }
 
 impl Daemon {
@@ -104,12 +212,20 @@ impl Daemon {
         let (oldest, blocked) = scan(&calls, tracked, now_ns, threshold);
         self.hangs.oldest = oldest;
         self.end_hangs(&calls);
+        // A held hang whose call returned is forgotten; a new call is a new hang.
+        let in_flight =
+            |pid: u32, entry: u64| calls.iter().any(|&(p, _, c)| p == pid && c.ns == entry);
         self.hangs
-            .refused
-            .retain(|&pid, entry| calls.iter().any(|&(p, _, c)| p == pid && c.ns == *entry));
+            .held
+            .retain(|&pid, (entry, _)| in_flight(pid, *entry));
+        self.hangs
+            .ended
+            .retain(|&pid, entry| in_flight(pid, *entry));
         for (pid, tid, api, entry_ns) in blocked {
-            let refused = self.hangs.refused.get(&pid) == Some(&entry_ns);
-            if !self.hangs.open.contains_key(&pid) && !refused {
+            let open = self.hangs.open.contains_key(&pid);
+            let failed = self.hangs.held.get(&pid) == Some(&(entry_ns, Untraced::NotStarted));
+            let traced = self.hangs.ended.get(&pid) == Some(&entry_ns);
+            if !open && !failed && !traced {
                 self.begin_hang(pid, tid, api, (entry_ns, now_ns));
             }
         }
@@ -129,6 +245,7 @@ impl Daemon {
         let Some(h) = self.hangs.open.remove(&pid) else {
             return;
         };
+        self.hangs.ended.insert(pid, h.entry_ns);
         let after = match how {
             "returned" => self.config.stall_window_after,
             _ => Default::default(),
@@ -164,16 +281,28 @@ impl Daemon {
         recording
     }
 
+    /// The users of the hang traces recording now.
+    fn hang_traces_recording(&self) -> Vec<u32> {
+        let recording = |id: u64| self.sessions.traces.iter().any(|(_, t)| t.id == id);
+        self.hangs
+            .open
+            .values()
+            .filter(|h| recording(h.trace))
+            .map(|h| h.uid)
+            .collect()
+    }
+
     fn begin_hang(&mut self, pid: u32, tid: u32, api: Api, (entry_ns, now_ns): (u64, u64)) {
-        // One stall or hang trace per interval, per process and per node: a storm of
-        // them is counted (its stalls, at their return), not traced each.
-        if self
-            .stalls
-            .admit(pid, Instant::now(), self.config.stall_interval)
-            .is_err()
-        {
-            self.hangs.refused.insert(pid, entry_ns);
-            return;
+        let uid = crate::procfs::uid(pid).unwrap_or(u32::MAX);
+        let recording = self.hang_traces_recording();
+        let admitted = self.hangs.admission.admit(
+            (pid, uid),
+            Instant::now(),
+            self.config.stall_interval,
+            &recording,
+        );
+        if let Err(why) = admitted {
+            return self.hangs.hold(pid, entry_ns, why, "");
         }
         let unix = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -201,12 +330,14 @@ impl Daemon {
         let started = self.trace_one(spec, pid, id, |t| t.hang = Some(hang));
         match started {
             Ok(()) => {
+                self.hangs.held.remove(&pid);
                 self.hangs.open.insert(
                     pid,
                     Hang {
                         trace: id,
                         tid,
                         entry_ns,
+                        uid,
                     },
                 );
                 self.hangs.traces += 1;
@@ -216,8 +347,9 @@ impl Daemon {
                 );
             }
             Err(e) => {
-                self.hangs.refused.insert(pid, entry_ns);
-                crate::say!("rocsync daemon: hang of pid {pid} not traced: {e:#}");
+                let detail = format!(": {e:#}");
+                self.hangs
+                    .hold(pid, entry_ns, Untraced::NotStarted, &detail);
             }
         }
     }
@@ -289,6 +421,7 @@ mod tests {
             trace: 0,
             tid,
             entry_ns,
+            uid: 0,
         };
         let open = HashMap::from([
             (1, hang(10, 5 * S)), // still blocked
@@ -309,5 +442,24 @@ mod tests {
         // A process gone is `exited` whether or not its call was seen to return.
         let gone = super::ended(&open, &[], |_| false);
         assert!(gone.iter().all(|&(_, how)| how == "exited") && gone.len() == 4);
+    }
+
+    #[test]
+    fn hangs_have_their_own_limits_per_process_user_and_node() {
+        let mut a = Admission::default();
+        let t = Instant::now();
+        let i = Duration::from_secs(60);
+        let at = |secs| t + Duration::from_secs(secs);
+        assert_eq!(a.admit((1, 100), t, i, &[]), Ok(()));
+        // The same process within the interval: held, and admitted once it passed.
+        assert_eq!(a.admit((1, 100), at(5), i, &[100]), Err(Untraced::Interval));
+        assert_eq!(a.admit((1, 100), t + i, i, &[]), Ok(()));
+        // A user with PER_USER recording waits; another user does not.
+        let busy = [100; PER_USER];
+        assert_eq!(a.admit((2, 100), at(1), i, &busy), Err(Untraced::UserLimit));
+        assert_eq!(a.admit((3, 200), at(1), i, &busy), Ok(()));
+        // The node's limit, whoever asks.
+        let full: Vec<u32> = (0..PER_NODE as u32).collect();
+        assert_eq!(a.admit((4, 999), at(1), i, &full), Err(Untraced::NodeLimit));
     }
 }

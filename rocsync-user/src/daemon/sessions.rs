@@ -25,8 +25,9 @@ use crate::agents::{AgentClaims, AgentSet, ClaimError, ClaimId};
 #[derive(Default)]
 pub struct Sessions {
     claims: AgentClaims,
-    /// Traces in progress, each with its claim.
-    pub traces: Vec<(ClaimId, Active)>,
+    /// Traces in progress, each with its claim (none: a stall or hang trace, which
+    /// records beside any session and keeps none from starting).
+    pub traces: Vec<(Option<ClaimId>, Active)>,
     /// Traces done, their processes' recording switched off: they still get what the
     /// probes wrote before the switch, then are written (`take_closing`).
     closing: Vec<Active>,
@@ -54,7 +55,12 @@ impl Sessions {
         mut trace: Active,
         history: impl Iterator<Item = &'a [u8]> + Clone,
     ) -> Result<()> {
-        let claim = self.claims.start(&trace.name(), trace.agents.clone())?;
+        // The daemon's own stall and hang traces claim nothing: a hang is traced whoever
+        // records the process, and no one's trace is refused for it.
+        let claim = match trace.unasked() {
+            true => None,
+            false => Some(self.claims.start(&trace.name(), trace.agents.clone())?),
+        };
         let first = history
             .clone()
             .filter_map(|r| match rocsync_common::decode(r) {
@@ -85,7 +91,7 @@ impl Sessions {
         if let Err(e) = self.apply(tracker, &pids) {
             // Refused whole: neither it nor its claim stays, and what it switched on is
             // put back as the other traces want it.
-            if let Some((claim, _)) = self.traces.pop() {
+            if let Some((Some(claim), _)) = self.traces.pop() {
                 let _ = self.claims.stop(claim);
             }
             let _ = self.apply(tracker, &pids);
@@ -160,7 +166,9 @@ impl Sessions {
             }
             changed.extend(t.pids.iter().copied());
             if t.deadline() {
-                let _ = self.claims.stop(*claim);
+                if let Some(claim) = claim {
+                    let _ = self.claims.stop(*claim);
+                }
                 self.closing.push(self.traces.remove(i).1);
             } else {
                 i += 1;

@@ -5,9 +5,13 @@
 //! records its waits resolve to) and `--stall-window-after` from then. Event query loops
 //! are not timed as one span (each query returns at once): a poll is not a stall.
 //!
-//! A storm of stalls gives one trace per `--stall-interval` per process, and per node;
-//! the others are counted (`rocsync_stalls_total` in the kernel, the skipped traces
-//! here).
+//! A storm of stalls gives one trace per `--stall-interval` per process and per user,
+//! and at most [`NODE_MAX`] per interval on the node; the others are counted
+//! (`rocsync_stalls_total` in the kernel, the skipped traces here). Within an interval a
+//! stall that took [`MUCH_LONGER`] times the longest one traced there still gets its own:
+//! a trivial stall does not hide a serious one (and a storm of ever longer ones gives a
+//! handful of traces, each several times the last). Hangs have their own admission
+//! (`hangs.rs`): no stall keeps one from its trace.
 
 use std::{
     collections::{HashMap, VecDeque},
@@ -27,24 +31,43 @@ use crate::clock;
 /// Stall traces listed by `rocsync status`.
 const LISTED: usize = 16;
 
+/// Stall traces on the node per interval at most, whoever stalls.
+pub const NODE_MAX: usize = 8;
+/// A stall this many times longer than the longest traced within the interval (of its
+/// process, of its user) is traced all the same.
+pub const MUCH_LONGER: u32 = 4;
+
 /// Why a stall got no trace of its own.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Skipped {
-    /// Another stall of the process, or of the node, was traced within the interval.
+    /// Another stall of the process, or of its user, was traced within the interval
+    /// (and this one is not [`MUCH_LONGER`]).
     Interval,
-    /// The trace could not start (another session records its agents, it has exited).
+    /// The node had [`NODE_MAX`] stall traces within the interval.
+    NodeLimit,
+    /// The trace could not start (it has exited).
     NotStarted,
     /// A hang trace records the process already (it holds the stall).
     Hang,
 }
 
+/// A stall traced: when its trace began, and the longest stall traced since then.
+#[derive(Clone, Copy)]
+struct Traced {
+    at: Instant,
+    longest: Duration,
+}
+
 #[derive(Default)]
 pub struct Stalls {
-    /// When each process's last stall trace began.
-    last: HashMap<u32, Instant>,
-    node_last: Option<Instant>,
+    /// Each process's and each user's last traced stall, within the interval.
+    by_pid: HashMap<u32, Traced>,
+    by_uid: HashMap<u32, Traced>,
+    /// When the node's stall traces of the last interval began.
+    node: VecDeque<Instant>,
     pub traces: u64,
     pub skipped_interval: u64,
+    pub skipped_node_limit: u64,
     pub skipped_not_started: u64,
     pub skipped_hang: u64,
     /// The newest stall traces' files.
@@ -52,21 +75,46 @@ pub struct Stalls {
 }
 
 impl Stalls {
-    /// Whether a stall of `pid` now may have a trace of its own.
-    pub fn admit(&mut self, pid: u32, now: Instant, interval: Duration) -> Result<(), Skipped> {
-        let recent = |t: Option<&Instant>| t.is_some_and(|&t| now.duration_since(t) < interval);
-        if recent(self.last.get(&pid)) || recent(self.node_last.as_ref()) {
+    /// Whether a stall of `pid` (of user `uid`) that took `took` may have a trace of its
+    /// own now.
+    pub fn admit(
+        &mut self,
+        (pid, uid): (u32, u32),
+        (now, took): (Instant, Duration),
+        interval: Duration,
+    ) -> Result<(), Skipped> {
+        let fresh = |t: &Traced| now.duration_since(t.at) < interval;
+        self.by_pid.retain(|_, t| fresh(t));
+        self.by_uid.retain(|_, t| fresh(t));
+        while self
+            .node
+            .front()
+            .is_some_and(|&t| now.duration_since(t) >= interval)
+        {
+            self.node.pop_front();
+        }
+        let hidden = |t: Option<&Traced>| t.is_some_and(|t| took < t.longest * MUCH_LONGER);
+        if hidden(self.by_pid.get(&pid)) || hidden(self.by_uid.get(&uid)) {
             return Err(Skipped::Interval);
         }
-        self.last.insert(pid, now);
-        self.node_last = Some(now);
-        self.last.retain(|_, t| now.duration_since(*t) < interval);
+        if self.node.len() >= NODE_MAX {
+            return Err(Skipped::NodeLimit);
+        }
+        self.node.push_back(now);
+        for t in [self.by_pid.entry(pid), self.by_uid.entry(uid)] {
+            let t = t.or_insert(Traced {
+                at: now,
+                longest: took,
+            });
+            t.longest = t.longest.max(took);
+        }
         Ok(())
     }
 
     fn skip(&mut self, why: Skipped) {
         match why {
             Skipped::Interval => self.skipped_interval += 1,
+            Skipped::NodeLimit => self.skipped_node_limit += 1,
             Skipped::NotStarted => self.skipped_not_started += 1,
             Skipped::Hang => self.skipped_hang += 1,
         }
@@ -132,12 +180,17 @@ impl Daemon {
         if self.stall_of_hang(r.pid, r.tid, r.entry_ns) {
             return self.stalls.skip(Skipped::Hang);
         }
-        let now = Instant::now();
-        if let Err(why) = self.stalls.admit(r.pid, now, self.config.stall_interval) {
+        let took = Duration::from_nanos(r.exit_ns.saturating_sub(r.entry_ns));
+        let uid = crate::procfs::uid(r.pid).unwrap_or(u32::MAX);
+        let admitted = self.stalls.admit(
+            (r.pid, uid),
+            (Instant::now(), took),
+            self.config.stall_interval,
+        );
+        if let Err(why) = admitted {
             return self.stalls.skip(why);
         }
         let api = Api::from_u32(r.api).map_or("unknown", |a| a.symbol());
-        let took = Duration::from_nanos(r.exit_ns.saturating_sub(r.entry_ns));
         let unix = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
@@ -191,20 +244,46 @@ mod tests {
     }
 
     #[test]
-    fn one_trace_per_interval_per_process_and_per_node() {
+    fn one_trace_per_interval_per_process_and_per_user_unless_much_longer() {
         let mut s = Stalls::default();
         let t = Instant::now();
         let i = Duration::from_secs(60);
-        assert_eq!(s.admit(1, t, i), Ok(()));
+        let ms = Duration::from_millis;
+        let at = |secs| t + Duration::from_secs(secs);
+        assert_eq!(s.admit((1, 100), (t, ms(80)), i), Ok(()));
         assert_eq!(
-            s.admit(1, t + Duration::from_secs(1), i),
+            s.admit((1, 100), (at(1), ms(80)), i),
             Err(Skipped::Interval)
         );
-        // The node's interval holds for another process too.
+        // Another process of the same user: the user's interval holds.
         assert_eq!(
-            s.admit(2, t + Duration::from_secs(2), i),
+            s.admit((2, 100), (at(2), ms(300)), i),
             Err(Skipped::Interval)
         );
-        assert_eq!(s.admit(2, t + i, i), Ok(()));
+        // Another user's process is not hidden by them.
+        assert_eq!(s.admit((3, 200), (at(2), ms(60)), i), Ok(()));
+        // Four times the longest traced: traced, and the bar rises with it.
+        assert_eq!(s.admit((1, 100), (at(3), ms(320)), i), Ok(()));
+        assert_eq!(
+            s.admit((1, 100), (at(4), ms(1000)), i),
+            Err(Skipped::Interval)
+        );
+        assert_eq!(s.admit((1, 100), (at(5), ms(1280)), i), Ok(()));
+        // The interval passed: any stall again.
+        assert_eq!(s.admit((1, 100), (t + i, ms(60)), i), Ok(()));
+    }
+
+    #[test]
+    fn the_node_traces_at_most_its_limit_per_interval() {
+        let mut s = Stalls::default();
+        let t = Instant::now();
+        let i = Duration::from_secs(60);
+        let ms = Duration::from_millis(80);
+        for uid in 0..NODE_MAX as u32 {
+            assert_eq!(s.admit((uid, uid), (t, ms), i), Ok(()));
+        }
+        let late = t + Duration::from_secs(1);
+        assert_eq!(s.admit((99, 99), (late, ms), i), Err(Skipped::NodeLimit));
+        assert_eq!(s.admit((99, 99), (t + i, ms), i), Ok(()));
     }
 }

@@ -196,6 +196,11 @@ impl Active {
         })
     }
 
+    /// A stall or hang trace: the daemon's own, which claims no agents.
+    pub fn unasked(&self) -> bool {
+        self.stall.is_some() || self.hang.is_some()
+    }
+
     /// The name other sessions see it by.
     pub fn name(&self) -> String {
         format!("trace {} of pid(s) {}", self.id, pids_shown(&self.pids))

@@ -86,8 +86,8 @@ fn calls_still_blocked_past_the_threshold_are_traced_while_they_block_until_they
     let (daemon, mut lines) = start_daemon(&dir, &exe, &hang_daemon(["--hang-after", "2s"]));
     let addr = metrics_addr(&lines);
 
-    // Blocked for a minute, killed while blocked: its trace ends as it exits. First: a
-    // hang trace claims every agent, so a second one cannot start while it records.
+    // Blocked for a minute, killed while blocked: its trace ends as it exits, and its
+    // call, in flight until the process is forgotten, is not traced again.
     let mut killed = blocked(&dir, &exe, &mut lines, "60000000", "killed.log");
     let killed_pid = killed.child.id();
     lines.wait_for(&format!("hang: pid {killed_pid}'s hipStreamSynchronize"));

@@ -33,6 +33,7 @@ mod daemon_discovery;
 mod daemon_dyno_hostile;
 mod daemon_dynolog;
 mod daemon_hangs;
+mod daemon_hangs_hidden;
 mod daemon_hostile_files;
 mod daemon_hsa;
 mod daemon_hsa_agents;

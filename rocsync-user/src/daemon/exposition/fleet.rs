@@ -9,9 +9,12 @@ use super::header;
 pub struct StallView {
     pub traces: u64,
     pub skipped_interval: u64,
+    pub skipped_node_limit: u64,
     pub skipped_not_started: u64,
     pub skipped_hang: u64,
     pub hang_traces: u64,
+    /// Hangs with no trace (yet), by reason: each counted once per call and reason.
+    pub hangs_untraced: Vec<(&'static str, u64)>,
     /// The oldest call in flight of each synchronising API (seconds).
     pub in_flight: Vec<(&'static str, f64)>,
 }
@@ -80,17 +83,18 @@ pub fn render_stalls(out: &mut String, st: &StallView) {
         out,
         "rocsync_stall_traces_total",
         "counter",
-        "Stall traces started; skipped ones by reason: interval (another within --stall-interval, of the process or the node), not_started.",
+        "Stall traces started; skipped ones are counted in rocsync_stall_traces_skipped_total.",
     );
     let _ = writeln!(out, "rocsync_stall_traces_total {}", st.traces);
     header(
         out,
         "rocsync_stall_traces_skipped_total",
         "counter",
-        "Stalls with no trace of their own, by reason: interval, not_started, hang_trace (a hang trace held it).",
+        "Stalls with no trace of their own, by reason: interval (another of the process or its user within --stall-interval, not 4x shorter), node_limit (8 on the node within the interval), not_started, hang_trace (a hang trace held it).",
     );
     for (reason, n) in [
         ("interval", st.skipped_interval),
+        ("node_limit", st.skipped_node_limit),
         ("not_started", st.skipped_not_started),
         ("hang_trace", st.skipped_hang),
     ] {
@@ -103,9 +107,21 @@ pub fn render_stalls(out: &mut String, st: &StallView) {
         out,
         "rocsync_hang_traces_total",
         "counter",
-        "Hang traces started: a synchronisation still blocked after the stall threshold.",
+        "Hang traces started: a synchronisation still blocked after --hang-after.",
     );
     let _ = writeln!(out, "rocsync_hang_traces_total {}", st.hang_traces);
+    header(
+        out,
+        "rocsync_hangs_untraced_total",
+        "counter",
+        "Hangs without a trace (yet), once per call and reason: interval (the process had a hang trace within --stall-interval), user_limit (4 of its user recording), node_limit (32 recording), not_started. All but not_started are looked at again while the call blocks.",
+    );
+    for (reason, n) in &st.hangs_untraced {
+        let _ = writeln!(
+            out,
+            "rocsync_hangs_untraced_total{{reason=\"{reason}\"}} {n}"
+        );
+    }
     header(
         out,
         "rocsync_calls_in_flight_seconds",

@@ -53,6 +53,7 @@ fn everything() -> String {
         stall_traces: StallView {
             traces: 1,
             skipped_interval: 49,
+            hangs_untraced: vec![("interval", 2), ("not_started", 0)],
             in_flight: vec![("hipStreamSynchronize", 2.5)],
             ..StallView::default()
         },
@@ -100,6 +101,7 @@ fn histogram_buckets_are_cumulative_and_end_in_the_count() {
     )));
     assert!(text.contains("rocsync_calls_in_flight_seconds{api=\"hipStreamSynchronize\"} 2.5\n"));
     assert!(text.contains("rocsync_stall_traces_skipped_total{reason=\"interval\"} 49\n"));
+    assert!(text.contains("rocsync_hangs_untraced_total{reason=\"interval\"} 2\n"));
 }
 
 /// The metrics table of docs/daemon.md names every series `/metrics` may show.

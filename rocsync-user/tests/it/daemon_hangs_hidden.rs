@@ -1,0 +1,231 @@
+//! Hangs are never hidden: not by a stall of their own process just before (which used
+//! the process's stall interval), not by another user's storm of stalls (which kept the
+//! node's), not by another trace recording the process; and a hang trace refuses no
+//! one's trace. Each checked against the scenarios' own logs. Needs root.
+
+use std::{
+    os::unix::fs::PermissionsExt as _,
+    path::{Path, PathBuf},
+    process::Command,
+};
+
+use rocsync_tests::read_log;
+use serde_json::Value;
+
+use crate::{
+    common::{daemon::*, *},
+    daemon_stalls::stall_traces,
+};
+
+const S: u64 = 1_000_000_000;
+
+/// The daemon as an operator starts it for hangs: stalls over 50 ms traced, the default
+/// interval (60 s) and hang threshold (1 s).
+const FLAGS: [&str; 2] = ["--capture-on-stall", "50ms"];
+
+/// The listed trace whose file starts `<kind>-hipStreamSynchronize-<pid>-`.
+fn listed_trace(listed: &[PathBuf], kind: &str, pid: u32) -> Value {
+    let prefix = format!("{kind}-hipStreamSynchronize-{pid}-");
+    let file = listed
+        .iter()
+        .find(|f| {
+            f.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with(&prefix)
+        })
+        .unwrap_or_else(|| panic!("no {prefix}… in {listed:?}"));
+    read_json(file)
+}
+
+/// The hang's entry, on the log's clock: within the logged call `before..after`.
+fn assert_hang_of(t: &Value, (before, after): (u64, u64)) {
+    let hang = &t["rocsync"]["parameters"]["hang"];
+    assert_eq!(hang["ended"], "returned", "{hang}");
+    let offset = t["rocsync"]["clock_offset_ns"].as_i64().unwrap();
+    let entry = hang["entry_unix_us"].as_i64().unwrap() * 1000 - offset;
+    let ms = 1_000_000;
+    assert!(
+        before as i64 - ms <= entry && entry <= after as i64 + ms,
+        "the hang's entry {entry} is not the logged call's ({before}..{after})"
+    );
+}
+
+/// The logged synchronisations' spans, in order.
+fn syncs(log: &Path) -> Vec<(u64, u64)> {
+    read_log(log)
+        .iter()
+        .filter(|c| c.api == "hipStreamSynchronize")
+        .map(|c| (c.before_ns, c.after_ns))
+        .collect()
+}
+
+fn untraced(addr: &str) -> f64 {
+    ["interval", "user_limit", "node_limit", "not_started"]
+        .iter()
+        .map(|r| {
+            metric(
+                addr,
+                &format!("rocsync_hangs_untraced_total{{reason=\"{r}\"}}"),
+            )
+        })
+        .sum()
+}
+
+#[test]
+fn a_stall_then_a_hang_in_one_process_are_both_traced() {
+    let name = "a_stall_then_a_hang_in_one_process_are_both_traced";
+    let Some((dir, exe)) = daemon_test(name) else {
+        return;
+    };
+    let (daemon, mut lines) = start_daemon(&dir, &exe, &FLAGS);
+    let addr = metrics_addr(&lines);
+    // An 80 ms stall, 2 s on the host, then a 5 s block.
+    let log = dir.path("job.log");
+    let mut target = Gated::start(
+        Command::new(&exe)
+            .args(["gated", "stalls", "80000", "-2000000", "5000000"])
+            .env("SCENARIO_LOG", &log),
+    );
+    target.open_when_tracked(&mut lines);
+    let pid = target.child.id();
+    lines.wait_for(&format!("stall: pid {pid}'s hipStreamSynchronize"));
+    lines.wait_for(&format!("hang: pid {pid}'s hipStreamSynchronize"));
+    assert!(target.child.wait().unwrap().success());
+    let listed = stall_traces(&dir.path("rocsync.sock"), 2);
+    let spans = syncs(&log);
+    assert_eq!(spans.len(), 2, "{spans:?}");
+    assert!(spans[1].1 - spans[1].0 >= 5 * S);
+    let stall = listed_trace(&listed, "stall", pid);
+    let ms = stall["rocsync"]["parameters"]["stall"]["duration_ms"]
+        .as_f64()
+        .unwrap();
+    assert!(
+        (50.0..1000.0).contains(&ms),
+        "the stall traced took {ms} ms"
+    );
+    assert_hang_of(&listed_trace(&listed, "hang", pid), spans[1]);
+    assert_eq!(metric(&addr, "rocsync_stall_traces_total"), 1.0);
+    assert_eq!(metric(&addr, "rocsync_hang_traces_total"), 1.0);
+    assert_eq!(untraced(&addr), 0.0);
+    stop(daemon);
+}
+
+#[test]
+fn another_users_storm_of_stalls_hides_no_hang() {
+    let name = "another_users_storm_of_stalls_hides_no_hang";
+    let Some((dir, exe)) = daemon_test(name) else {
+        return;
+    };
+    let (daemon, mut lines) = start_daemon(&dir, &exe, &FLAGS);
+    let addr = metrics_addr(&lines);
+    // The neighbour runs the test's scenario copy and logs into a folder of its own.
+    std::fs::set_permissions(dir.0.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::create_dir(dir.path("nobody")).unwrap();
+    std::fs::set_permissions(dir.path("nobody"), std::fs::Permissions::from_mode(0o777)).unwrap();
+    // Stalls of 300 ms, one after another for 12 s.
+    let mut storm = Gated::start(
+        Command::new("setpriv")
+            .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"])
+            .arg(&exe)
+            .args(["gated", "stall", "40", "300000"])
+            .env("SCENARIO_LOG", dir.path("nobody/storm.log")),
+    );
+    storm.open_when_tracked(&mut lines);
+    let storm_pid = storm.child.id();
+    lines.wait_for(&format!("stall: pid {storm_pid}'s hipStreamSynchronize"));
+    // Root's process blocks 4 s while the storm goes on.
+    let log = dir.path("victim.log");
+    let mut victim = Gated::start(
+        Command::new(&exe)
+            .args(["gated", "stall", "1", "4000000"])
+            .env("SCENARIO_LOG", &log),
+    );
+    victim.open_when_tracked(&mut lines);
+    let pid = victim.child.id();
+    lines.wait_for(&format!("hang: pid {pid}'s hipStreamSynchronize"));
+    assert!(victim.child.wait().unwrap().success());
+    assert!(
+        storm.child.try_wait().unwrap().is_none(),
+        "the storm ended before the hang was traced"
+    );
+    let listed = stall_traces(&dir.path("rocsync.sock"), 2);
+    assert_hang_of(&listed_trace(&listed, "hang", pid), syncs(&log)[0]);
+    assert_eq!(untraced(&addr), 0.0);
+    // The storm's later stalls were counted, not traced.
+    let skipped = "rocsync_stall_traces_skipped_total{reason=\"interval\"}";
+    assert!(metric(&addr, skipped) >= 1.0);
+    assert_eq!(metric(&addr, "rocsync_stall_traces_total"), 1.0);
+    storm.child.kill().unwrap();
+    let _ = storm.child.wait();
+    stop(daemon);
+}
+
+#[test]
+fn a_hang_is_traced_beside_an_asked_trace_and_refuses_none() {
+    let name = "a_hang_is_traced_beside_an_asked_trace_and_refuses_none";
+    let Some((dir, exe)) = daemon_test(name) else {
+        return;
+    };
+    let (daemon, mut lines) = start_daemon(&dir, &exe, &FLAGS);
+    let addr = metrics_addr(&lines);
+    let sock = dir.path("rocsync.sock");
+    // 2 s on the host, then a 5 s block; an asked trace of every agent records from the
+    // start for 5 s.
+    let log = dir.path("job.log");
+    let mut target = Gated::start(
+        Command::new(&exe)
+            .args(["gated", "stalls", "-2000000", "5000000"])
+            .env("SCENARIO_LOG", &log),
+    );
+    target.open_when_tracked(&mut lines);
+    let pid = target.child.id();
+    let trace = |out: &Path, secs: &str| {
+        rocsync()
+            .args(["trace", "--pid", &pid.to_string(), "--duration", secs, "-o"])
+            .arg(out)
+            .arg("--socket")
+            .arg(&sock)
+            .spawn()
+            .unwrap()
+    };
+    let mut asked = trace(&dir.path("asked.json"), "5s");
+    lines.wait_for(&format!("hang: pid {pid}'s hipStreamSynchronize"));
+    assert!(
+        asked.wait().unwrap().success(),
+        "the trace asked before the hang"
+    );
+    // Asked while the hang trace records (its call blocks until 7 s): not refused.
+    let mut during = trace(&dir.path("during.json"), "1s");
+    assert!(
+        during.wait().unwrap().success(),
+        "the trace asked during the hang"
+    );
+    assert!(
+        target.child.try_wait().unwrap().is_none(),
+        "the call returned before the second trace ended"
+    );
+    assert!(target.child.wait().unwrap().success());
+    let listed = stall_traces(&sock, 1);
+    let span = syncs(&log)[0];
+    assert_hang_of(&listed_trace(&listed, "hang", pid), span);
+    // The first holds the blocked call (begun while it recorded, in flight at its end);
+    // the second is the process's trace, as asked.
+    let rows = |file: &str| read_json(&dir.path(file))["traceEvents"].clone();
+    let asked_rows = rows("asked.json");
+    assert!(
+        asked_rows
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["name"] == "hipStreamSynchronize" && r["pid"] == pid),
+        "the asked trace holds no hipStreamSynchronize of pid {pid}"
+    );
+    let during = read_json(&dir.path("during.json"));
+    assert_eq!(
+        during["rocsync"]["parameters"]["pids"],
+        serde_json::json!([pid])
+    );
+    assert_eq!(untraced(&addr), 0.0);
+    stop(daemon);
+}
