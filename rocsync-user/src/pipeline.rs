@@ -296,6 +296,20 @@ impl<S: Sink> Pipeline<S> {
         }
     }
 
+    /// Where rows go (read: how much is written).
+    pub fn sink(&self) -> &S {
+        &self.sink
+    }
+
+    pub fn sink_mut(&mut self) -> &mut S {
+        &mut self.sink
+    }
+
+    /// Whether an output failed (what was written before is kept).
+    pub fn failed(&self) -> bool {
+        self.error.is_some()
+    }
+
     /// The first output error, if any (the capture loop stops on it).
     pub fn take_error(&mut self) -> Option<io::Error> {
         self.error.take()

@@ -19,6 +19,8 @@
  *                         stream 2 waiting on the event, stream 2 synchronized (blocks US)
  *   stalls STEP...        each STEP in turn: US (> 0) a stall as stall's, -US a sleep on
  *                         the host (no call), e.g. "stalls 80000 -2000000 5000000"
+ *   flood US N            one thread blocked US in hipStreamSynchronize while N threads
+ *                         record and wait flat out (counted, not logged); "flooded N"
  *   poll                  prints "ready"; at each line on stdin: a thread starts
  *                         recording and waiting (logged), the main thread says
  *                         "polling from T" (T: CLOCK_REALTIME µs) and polls
@@ -348,6 +350,7 @@ static int run(int argc, char **argv) {
   else if (!strcmp(mode, "poll")) poll_mode();
   else if (!strcmp(mode, "stall") && argc == 4) stall(atoi(argv[2]), atoi(argv[3]));
   else if (!strcmp(mode, "stalls") && argc >= 3) stalls(argc - 2, argv + 2);
+  else if (!strcmp(mode, "flood") && argc == 4) flood(atoi(argv[2]), atoi(argv[3]));
   else if (!strcmp(mode, "fork") && argc == 3) return forked(atoi(argv[2]));
   else { fprintf(stderr, "unknown mode %s\n", mode); return 2; }
   return 0;

@@ -212,3 +212,43 @@ int forked(int iters) {
   StreamDestroy(s);
   return 0;
 }
+
+/* ---- flood: one thread blocked, others flooding records and waits ---- */
+static int flood_done;
+static uint64_t flooded[8];
+
+static void *flooder(void *p) {
+  int i = (int)(intptr_t)p;
+  hipStream_t s = 0;
+  hipEvent_t e = 0;
+  StreamCreate(&s);
+  EventCreate(&e);
+  /* Counted, not logged: millions of calls. */
+  while (!__atomic_load_n(&flood_done, __ATOMIC_SEQ_CST)) {
+    H(hipEventRecord)(e, s);
+    H(hipStreamWaitEvent)(0, e, 0);
+    flooded[i] += 2;
+  }
+  EventDestroy(e);
+  StreamDestroy(s);
+  return NULL;
+}
+
+void flood(int us, int n) {
+  hipStream_t s = 0;
+  pthread_t t[8];
+  if (n > 8) n = 8;
+  StreamCreate(&s);
+  for (int i = 0; i < n; i++) pthread_create(&t[i], NULL, flooder, (void *)(intptr_t)i);
+  Launch(s, us);
+  StreamSynchronize(s);
+  __atomic_store_n(&flood_done, 1, __ATOMIC_SEQ_CST);
+  uint64_t total = 0;
+  for (int i = 0; i < n; i++) {
+    pthread_join(t[i], NULL);
+    total += flooded[i];
+  }
+  StreamDestroy(s);
+  printf("flooded %llu\n", (unsigned long long)total);
+  fflush(stdout);
+}

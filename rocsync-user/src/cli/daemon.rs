@@ -69,6 +69,10 @@ pub struct DaemonArgs {
     /// traced until the call returns, the process exits, or this long [default: 2m]
     #[arg(long, value_name = "DURATION", allow_negative_numbers = true)]
     pub hang_bound: Option<String>,
+    /// A trace that reaches SIZE on disk (any of its files; bytes, or with K, M or G)
+    /// ends there, marked truncated: one process cannot fill the disk [default: 512M]
+    #[arg(long, value_name = "SIZE")]
+    pub trace_max_bytes: Option<String>,
     /// A synchronisation still blocked this long is a hang [default: 1s, at least
     /// --capture-on-stall]
     #[arg(long, value_name = "DURATION", allow_negative_numbers = true)]

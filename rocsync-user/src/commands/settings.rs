@@ -82,6 +82,7 @@ impl From<DaemonArgs> for ConfigFlags {
             node_name: a.node_name,
             hang_bound: a.hang_bound,
             hang_after: a.hang_after,
+            trace_max_bytes: a.trace_max_bytes,
             metric_labels: a.metric_labels,
             lock: a.lock,
         }

@@ -90,6 +90,7 @@ impl DaemonConfig {
             ("stall_interval", duration(self.stall_interval)),
             ("hang_after", duration(self.hang_after)),
             ("hang_bound", duration(self.hang_bound)),
+            ("trace_max_bytes", self.trace_max_bytes.to_string()),
             (
                 "upload",
                 self.upload

@@ -32,6 +32,8 @@ pub const DEFAULT_STALL_WINDOW_AFTER: Duration = Duration::from_secs(2);
 pub const DEFAULT_STALL_INTERVAL: Duration = Duration::from_secs(60);
 /// A hang trace ends at the latest this long after it began.
 pub const DEFAULT_HANG_BOUND: Duration = Duration::from_secs(120);
+/// A trace's largest file: a hang beside flooding threads wrote 5.4 GB in 30 s.
+pub const DEFAULT_TRACE_MAX_BYTES: u64 = 512 << 20;
 /// A synchronisation blocked this long is a hang (a stall is found at its return).
 pub const DEFAULT_HANG_AFTER: Duration = Duration::from_secs(1);
 
@@ -65,6 +67,7 @@ struct File {
     hang_bound: Option<String>,
     #[serde(default, deserialize_with = "duration_key")]
     hang_after: Option<String>,
+    trace_max_bytes: Option<String>,
     upload: Option<String>,
     upload_endpoint: Option<String>,
     upload_region: Option<String>,
@@ -126,6 +129,7 @@ pub struct ConfigFlags {
     pub stall_interval: Option<String>,
     pub hang_bound: Option<String>,
     pub hang_after: Option<String>,
+    pub trace_max_bytes: Option<String>,
     pub upload: Option<String>,
     pub upload_endpoint: Option<String>,
     pub upload_region: Option<String>,
@@ -166,6 +170,8 @@ pub struct DaemonConfig {
     /// A synchronisation still blocked this long is a hang (at least the stall
     /// threshold).
     pub hang_after: Duration,
+    /// A trace file that reaches this size ends, marked truncated.
+    pub trace_max_bytes: u64,
     /// Where traces are uploaded (`None`: they stay on the node).
     pub upload: Option<StoreSettings>,
     /// This node's name in upload keys (as set; see [`super::upload::node_name`]).
@@ -282,6 +288,15 @@ impl DaemonConfig {
         let hang_after = duration("hang_after", pick(&args.hang_after, file.hang_after))?
             .unwrap_or(DEFAULT_HANG_AFTER)
             .max(capture_on_stall.unwrap_or_default());
+        let trace_max_bytes = pick(&args.trace_max_bytes, file.trace_max_bytes)
+            .map(|v| parse_size(&v).map_err(|e| anyhow::anyhow!("trace_max_bytes: {e}")))
+            .transpose()?
+            .unwrap_or(DEFAULT_TRACE_MAX_BYTES);
+        if trace_max_bytes < 1 << 20 {
+            bail!(
+                "trace_max_bytes must be at least 1MB (a trace's header and summary alone take kilobytes)"
+            );
+        }
         let upload = match pick(&args.upload, file.upload) {
             Some(url) => Some(StoreSettings {
                 destination: url.parse().context("upload")?,
@@ -316,6 +331,7 @@ impl DaemonConfig {
             stall_window_after,
             stall_interval,
             hang_bound,
+            trace_max_bytes,
             hang_after,
             upload,
             node_name: pick(&args.node_name, file.node_name),

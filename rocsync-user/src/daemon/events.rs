@@ -240,6 +240,10 @@ impl Daemon {
                     done.name,
                     untrusted::shown(error)
                 );
+                // A full disk fails every later trace too unless room is made.
+                let lost =
+                    statedir::apply_retention(&self.config.retention, &self.config.state_dir, &[]);
+                self.upload_totals.lost.fetch_add(lost, Relaxed);
             }
             _ => {}
         }
@@ -299,6 +303,7 @@ impl Daemon {
                         cpu_seconds: exposition::own_cpu_seconds(),
                         flight_evicted: self.flight.as_ref().map(|f| f.evicted),
                         traces_written: self.traces_written,
+                        traces_truncated: self.sessions.truncated,
                         not_started: self.not_started,
                         files_probed: self.tracker.files.count(),
                         files_refused: self.tracker.files.refused,

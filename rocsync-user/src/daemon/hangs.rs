@@ -307,7 +307,9 @@ impl Daemon {
         let unix = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
-        let name = format!("hang-{}-{pid}-{}", api.symbol(), stamp(unix));
+        // The id too: names stay unique whatever the limits let through in one second.
+        let id = self.take_id();
+        let name = format!("hang-{}-{pid}-{}-{id}", api.symbol(), stamp(unix));
         let spec = TraceSpec {
             flight: false,
             pids: vec![pid],
@@ -319,7 +321,6 @@ impl Daemon {
             output: None,
         };
         let offset = clock::realtime_offset_ns();
-        let id = self.take_id();
         let hang = json!({
             "api": api.symbol(), "pid": pid, "tid": tid,
             "entry_unix_us": (entry_ns as i64 + offset) / 1000,

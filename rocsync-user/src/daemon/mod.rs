@@ -174,6 +174,7 @@ async fn start(config: DaemonConfig, flags: ConfigFlags, signals: Signals) -> Re
     crate::preflight::check()?;
     let lock = node_lock(&config.lock)?;
     statedir::make(&config.state_dir)?;
+    statedir::sweep(&config.state_dir);
     let labelled = config.metric_labels.any().then_some(pods::LABELLED_SERIES);
     let mut probes = Probes::load(ProbeOptions {
         labelled_series: labelled,

@@ -37,6 +37,8 @@ pub struct Sessions {
     last_read: u64,
     /// The tracked processes' HSA queues now: a trace gets those of its processes first.
     pub queues: LiveQueues,
+    /// Traces that ended early (their size, a failed output).
+    pub truncated: u64,
 }
 
 impl Sessions {
@@ -166,6 +168,7 @@ impl Sessions {
             }
             changed.extend(t.pids.iter().copied());
             if t.deadline() {
+                self.truncated += u64::from(t.truncated());
                 if let Some(claim) = claim {
                     let _ = self.claims.stop(*claim);
                 }

@@ -161,6 +161,7 @@ impl Daemon {
     ) -> anyhow::Result<()> {
         let dir = &self.config.state_dir;
         let mut trace = Active::open_of(&self.tracker, spec, vec![pid], dir, (id, false))?;
+        trace.limit_size(self.config.trace_max_bytes);
         describe(&mut trace);
         match &mut self.flight {
             Some(f) => {
@@ -194,7 +195,9 @@ impl Daemon {
         let unix = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
-        let name = format!("stall-{api}-{}-{}", r.pid, stamp(unix));
+        // The id too: two stalls of a process may be traced within a second.
+        let id = self.take_id();
+        let name = format!("stall-{api}-{}-{}-{id}", r.pid, stamp(unix));
         let spec = TraceSpec {
             flight: false,
             pids: vec![r.pid],
@@ -207,7 +210,6 @@ impl Daemon {
         };
         let offset = clock::realtime_offset_ns();
         let unix_us = |mono_ns: u64| (mono_ns as i64 + offset) / 1000;
-        let id = self.take_id();
         let stall = json!({
             "api": api, "pid": r.pid, "tid": r.tid, "device": r.device,
             "arg0": format!("{:#x}", r.arg0), "ret": r.ret,

@@ -100,7 +100,8 @@ impl Daemon {
     /// Opens and starts a trace, if its agents are free.
     pub fn start(&mut self, spec: TraceSpec) -> Result<&mut Active> {
         let id = self.take_id();
-        let trace = Active::open(&self.tracker, spec, &self.config.state_dir, id)?;
+        let mut trace = Active::open(&self.tracker, spec, &self.config.state_dir, id)?;
+        trace.limit_size(self.config.trace_max_bytes);
         self.sessions.start(&mut self.tracker, trace)?;
         Ok(&mut self.sessions.traces.last_mut().expect("just started").1)
     }

@@ -28,6 +28,16 @@ pub fn make(state_dir: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Removes the temporaries a killed daemon left in the trace folders (a trace cut by
+/// the OOM killer could hold gigabytes no later trace would sweep soon).
+pub fn sweep(state_dir: &Path) {
+    for dir in trace_dirs(state_dir) {
+        if let Ok(fd) = crate::emit::dirs::open(&dir) {
+            crate::emit::stale::sweep(&fd);
+        }
+    }
+}
+
 /// Where the daemon writes traces.
 pub fn trace_dirs(state_dir: &Path) -> [PathBuf; 2] {
     [traces(state_dir), dyno(state_dir)]

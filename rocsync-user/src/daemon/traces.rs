@@ -38,6 +38,9 @@ use crate::{
 
 /// How long calls in flight get to return once a trace stops.
 const GRACE: Duration = Duration::from_millis(300);
+/// Records between two looks at whether the trace was cut short (its sink cuts it at
+/// its bound exactly; this only ends its recording).
+const SIZE_EVERY: u32 = 1024;
 /// Longest trace a request may ask for.
 pub const MAX_DURATION: Duration = Duration::from_secs(3600);
 /// Pids one request may name (a node's ranks are far fewer).
@@ -140,6 +143,12 @@ pub struct Active {
     /// When its recording was switched on and off (µs, the rows' clock): every call
     /// begun between is the trace's, which a reader cannot tell from the rows alone.
     recorded: (Option<u64>, Option<u64>),
+    /// The largest a file of it may grow (`--trace-max-bytes`), and records since that
+    /// was last looked at.
+    max_bytes: u64,
+    since_size: u32,
+    /// Why it ended early (its size, or an output that failed), for its `rocsync` object.
+    truncated: Option<Value>,
 }
 
 impl Active {
@@ -193,6 +202,13 @@ impl Active {
             stall: None,
             hang: None,
             recorded: (None, None),
+            max_bytes: 0,
+            since_size: 0,
+            truncated: None,
+        })
+        .map(|mut t| {
+            t.limit_size(super::config::DEFAULT_TRACE_MAX_BYTES);
+            t
         })
     }
 
@@ -227,6 +243,62 @@ impl Active {
             return self.pipeline.skip(e.correlation);
         }
         let _ = self.pipeline.record(bytes);
+        self.since_size += 1;
+        if self.since_size >= SIZE_EVERY {
+            self.check_size();
+        }
+    }
+
+    /// The largest a file of it may grow: there its sink writes nothing more (but its
+    /// end) and counts what it leaves out.
+    pub fn limit_size(&mut self, max_bytes: u64) {
+        self.max_bytes = max_bytes;
+        self.pipeline.sink_mut().trace_mut().max_bytes = Some(max_bytes);
+    }
+
+    /// Ends it now, marked truncated, once a file of it reached `max_bytes` (its sink cut
+    /// it short) or an output failed (a full disk): one process cannot fill the disk, nor
+    /// a failed trace hold its partial file until its end.
+    fn check_size(&mut self) {
+        self.since_size = 0;
+        if self.stopping {
+            return;
+        }
+        let traces = self.pipeline.sink().trace();
+        let largest = traces.largest_file();
+        let reason = if self.pipeline.failed() {
+            "output_error"
+        } else if traces.left_out().is_some() {
+            "size"
+        } else {
+            return;
+        };
+        self.truncated = Some(json!({
+            "reason": reason, "max_bytes": self.max_bytes, "bytes_when_ended": largest,
+            "at_unix_us": budget::now_us(),
+        }));
+        if let Some(hang) = &mut self.hang {
+            hang["ended"] = "truncated".into();
+        }
+        self.pipeline.sink_mut().trace_mut().cut_short();
+        crate::say!(
+            "rocsync daemon: trace {} of pid(s) {} ends early: {}",
+            self.id,
+            pids_shown(&self.pids),
+            match reason {
+                "size" => format!(
+                    "a file reached --trace-max-bytes ({} bytes)",
+                    self.max_bytes
+                ),
+                _ => "its output failed".into(),
+            }
+        );
+        self.deadline();
+    }
+
+    /// Whether it ended early ([`Active::check_size`]).
+    pub fn truncated(&self) -> bool {
+        self.truncated.is_some()
     }
 
     /// The id of a call this trace does not record.
@@ -236,6 +308,7 @@ impl Active {
 
     pub fn tick(&mut self) {
         self.pipeline.tick();
+        self.check_size();
     }
 
     /// Whether it still records entries (not yet stopping).
@@ -264,6 +337,10 @@ impl Active {
             .finish()
             .map_err(anyhow::Error::from)
             .and_then(|(sink, stats)| {
+                let mut truncated = self.truncated;
+                if let (Some(t), Some(n)) = (&mut truncated, sink.trace().left_out()) {
+                    t["left_out"] = n.into();
+                }
                 let report = Report {
                     parameters: json!({
                         "mode": "daemon trace", "id": self.id, "pids": self.pids,
@@ -273,6 +350,7 @@ impl Active {
                         "hang": self.hang,
                         "recorded_from_unix_us": self.recorded.0,
                         "recorded_until_unix_us": self.recorded.1,
+                        "truncated": truncated,
                     }),
                     libraries: Vec::new(),
                     single_stepped: Vec::new(),

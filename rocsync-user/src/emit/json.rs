@@ -10,6 +10,8 @@ pub struct JsonBuf<W: Write> {
     pub out: W,
     buf: Vec<u8>,
     int: itoa::Buffer,
+    /// Bytes handed to `out` so far.
+    flushed: u64,
 }
 
 impl<W: Write> JsonBuf<W> {
@@ -18,6 +20,7 @@ impl<W: Write> JsonBuf<W> {
             out,
             buf: Vec::with_capacity(FLUSH_AT + 4096),
             int: itoa::Buffer::new(),
+            flushed: 0,
         }
     }
 
@@ -93,8 +96,14 @@ impl<W: Write> JsonBuf<W> {
         Ok(())
     }
 
+    /// Bytes written so far, buffered or not (before any compression).
+    pub fn bytes(&self) -> u64 {
+        self.flushed + self.buf.len() as u64
+    }
+
     pub fn flush(&mut self) -> io::Result<()> {
         self.out.write_all(&self.buf)?;
+        self.flushed += self.buf.len() as u64;
         self.buf.clear();
         Ok(())
     }

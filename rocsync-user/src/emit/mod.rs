@@ -57,6 +57,10 @@ impl<A, B> Tee<A, B> {
         &mut self.trace
     }
 
+    pub fn trace(&self) -> &A {
+        &self.trace
+    }
+
     /// The error that stopped the raw capture, if any: it holds what came before, its
     /// last line possibly cut.
     pub fn take_raw_error(&mut self) -> Option<io::Error> {

@@ -65,6 +65,10 @@ pub struct ProcessTraces {
     /// naming, which dynolog's client prints).
     pub always_per_process: bool,
     traces: BTreeMap<u32, Trace>,
+    /// Rows, packets and queues left out after the trace was cut short (`Some`): counted.
+    left_out: Option<u64>,
+    /// The largest a file may grow: at it, the trace is cut short.
+    pub max_bytes: Option<u64>,
 }
 
 /// A file written, for the summary.
@@ -84,6 +88,8 @@ impl ProcessTraces {
             start_ns,
             traces: BTreeMap::new(),
             always_per_process: false,
+            left_out: None,
+            max_bytes: None,
         }
     }
 
@@ -104,6 +110,43 @@ impl ProcessTraces {
             self.traces.insert(key, Trace { file, writer });
         }
         Ok(&mut self.traces.get_mut(&key).expect("inserted").writer)
+    }
+
+    /// Writes nothing more but its end: what comes is counted instead (a trace cut short
+    /// at its size bound, whose calls behind a gap would otherwise still pour in).
+    pub fn cut_short(&mut self) {
+        self.left_out.get_or_insert(0);
+    }
+
+    /// What was left out since [`ProcessTraces::cut_short`].
+    pub fn left_out(&self) -> Option<u64> {
+        self.left_out
+    }
+
+    /// Whether to write what comes for `pid`'s file: not once the trace is cut short
+    /// (counted instead), which it is once that file reached `max_bytes`.
+    fn keeps(&mut self, pid: u32) -> bool {
+        let key = if self.shared { 0 } else { pid };
+        let full = |t: &Trace| self.max_bytes.is_some_and(|m| t.writer.bytes() >= m);
+        if self.left_out.is_none() && self.traces.get(&key).is_some_and(full) {
+            self.cut_short();
+        }
+        match &mut self.left_out {
+            Some(n) => {
+                *n += 1;
+                false
+            }
+            None => true,
+        }
+    }
+
+    /// The size of the largest file so far (before any compression).
+    pub fn largest_file(&self) -> u64 {
+        self.traces
+            .values()
+            .map(|t| t.writer.bytes())
+            .max()
+            .unwrap_or(0)
     }
 
     /// Closes every trace and moves it into place. `rocsync` is the capture's object
@@ -204,8 +247,8 @@ fn written(row: &Row) -> Option<u32> {
 impl Sink for ProcessTraces {
     fn row(&mut self, row: &Row) -> io::Result<()> {
         match written(row) {
-            Some(pid) => self.writer(pid)?.row(row),
-            None => Ok(()),
+            Some(pid) if self.keeps(pid) => self.writer(pid)?.row(row),
+            _ => Ok(()),
         }
     }
     fn deferred(&mut self, _row: &Row) -> io::Result<()> {
@@ -213,18 +256,24 @@ impl Sink for ProcessTraces {
     }
     fn completed(&mut self, row: &Row) -> io::Result<()> {
         match written(row) {
-            Some(pid) => self.writer(pid)?.completed(row),
-            None => Ok(()),
+            Some(pid) if self.keeps(pid) => self.writer(pid)?.completed(row),
+            _ => Ok(()),
         }
     }
     fn lost(&mut self, _first: u64, _count: u64) -> io::Result<()> {
         Ok(())
     }
     fn queue(&mut self, q: &Queue) -> io::Result<()> {
-        self.writer(q.pid)?.queue(q)
+        match self.keeps(q.pid) {
+            true => self.writer(q.pid)?.queue(q),
+            false => Ok(()),
+        }
     }
     fn packet(&mut self, p: &Packet) -> io::Result<()> {
-        self.writer(p.pid)?.packet(p)
+        match self.keeps(p.pid) {
+            true => self.writer(p.pid)?.packet(p),
+            false => Ok(()),
+        }
     }
 }
 

@@ -8,8 +8,13 @@
 //! - in flight at a tick, and a synchronisation (which changes no resolution state):
 //!   released at its place in the order ("deferred"); its exit completes it later;
 //! - in flight, and state-changing (record, destroy, create, …; all quick): wait;
-//! - not delivered at two consecutive ticks: lost. Later calls never resolve past it
-//!   (see the resolver), and if it does arrive, it is released as late.
+//! - not delivered at two consecutive ticks (below the highest id known at the first):
+//!   lost — every such gap at once, however many the ring's overflow made. Later calls
+//!   never resolve past it (see the resolver), and if it does arrive, it is released as
+//!   late.
+//!
+//! Calls waiting are bounded ([`MAX_PENDING`]): past it the head is given up (missing
+//! ids lost), so a flood of calls behind a gap never holds the daemon's memory.
 //!
 //! A daemon trace records some of the processes the probes number calls for: the ids of
 //! the others' calls, which the daemon reads and routes elsewhere, are skipped
@@ -21,6 +26,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use super::model::Call;
+
+/// Calls held waiting for an earlier id at most (about 200 bytes each).
+pub const MAX_PENDING: usize = 1 << 18;
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum Released {
@@ -77,8 +85,9 @@ pub struct Sequencer {
     deferred: HashSet<u64>,
     /// Arrived after being declared lost and still in flight.
     stragglers: HashMap<u64, Call>,
-    /// An id missing at the last tick: lost if still missing at the next.
-    suspect: Option<u64>,
+    /// The highest id known (entered or skipped) at the last tick: an id below it still
+    /// missing at the next tick had a whole tick to arrive, and is lost.
+    known_at_tick: Option<u64>,
     /// The last id the probes assigned, when known at the end: ids after the last one
     /// seen are lost too (no later id shows them as a gap).
     last_assigned: Option<u64>,
@@ -165,6 +174,9 @@ impl Sequencer {
         };
         self.pending.insert(call.correlation, (call, state));
         self.release(out);
+        if self.pending.len() > MAX_PENDING {
+            self.give_up_head(out);
+        }
     }
 
     /// The exit of the call with this correlation id.
@@ -229,25 +241,29 @@ impl Sequencer {
     }
 
     /// Periodic: an id missing at two consecutive ticks, with later ids waiting behind
-    /// it, is declared lost.
+    /// it (known at the first), is declared lost; every such gap at once.
     pub fn tick(&mut self, out: &mut impl FnMut(Released)) {
+        let known = self.known_at_tick.take();
         loop {
             self.release_with(true, out);
             let Some(first) = self.first_waiting() else {
-                self.suspect = None;
-                return;
+                break;
             };
+            // A state-changing call in flight holds the order: it has not returned.
             if self.pending.contains_key(&self.next) {
-                self.suspect = None;
-                return;
+                break;
             }
-            if self.suspect != Some(self.next) {
-                self.suspect = Some(self.next);
-                return;
+            match known {
+                Some(k) if self.next <= k => {
+                    out(Released::Lost(self.next, first - self.next));
+                    self.next = first;
+                }
+                _ => break,
             }
-            out(Released::Lost(self.next, first - self.next));
-            self.next = first;
         }
+        let call = self.pending.keys().next_back().copied();
+        let skip = self.skipped.last().copied();
+        self.known_at_tick = call.into_iter().chain(skip).max();
     }
 
     /// Replay of a capture whose gaps are known: `count` ids from `first` are lost.

@@ -25,6 +25,7 @@ mod concurrent;
 mod conventions;
 mod convert;
 mod daemon;
+mod daemon_bounds;
 mod daemon_budget;
 mod daemon_capabilities;
 mod daemon_clients;

@@ -29,6 +29,8 @@ pub struct Snapshot<'a> {
     pub flight_evicted: Option<u64>,
     /// Trace files written (on request, sampled, flight recorder, dynolog).
     pub traces_written: u64,
+    /// Traces that ended early: a file reached `--trace-max-bytes`, or an output failed.
+    pub traces_truncated: u64,
     pub not_started: NotStarted,
     /// Runtime library files probed now, and those refused.
     pub files_probed: usize,
@@ -249,6 +251,13 @@ pub fn render(s: &Snapshot<'_>) -> String {
         "Trace files the daemon wrote (on request, sampled, flight recorder, dynolog).",
     );
     let _ = writeln!(out, "rocsync_traces_written_total {}", s.traces_written);
+    header(
+        &mut out,
+        "rocsync_traces_truncated_total",
+        "counter",
+        "Traces that ended early, marked truncated: a file reached --trace-max-bytes, or an output failed.",
+    );
+    let _ = writeln!(out, "rocsync_traces_truncated_total {}", s.traces_truncated);
     header(
         &mut out,
         "rocsync_traces_not_started_total",

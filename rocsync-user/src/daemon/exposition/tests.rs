@@ -34,6 +34,7 @@ fn everything() -> String {
         cpu_seconds: 0.5,
         flight_evicted: None,
         traces_written: 2,
+        traces_truncated: 1,
         not_started: NotStarted {
             sampled: 3,
             scheduled: 4,
@@ -83,6 +84,7 @@ fn histogram_buckets_are_cumulative_and_end_in_the_count() {
         text.contains("rocsync_aql_packets_total{device=\"unknown\",kind=\"kernel_dispatch\"} 2")
     );
     assert!(text.contains("rocsync_traces_written_total 2"));
+    assert!(text.contains("rocsync_traces_truncated_total 1\n"));
     assert!(text.contains("rocsync_probed_files 2"));
     assert!(text.contains("rocsync_files_refused_total{reason=\"per_user_limit\"} 5"));
     assert!(text.contains("rocsync_traces_not_started_total{origin=\"sampled\"} 3"));

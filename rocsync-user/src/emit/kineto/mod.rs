@@ -86,6 +86,11 @@ impl<W: Write> KinetoWriter<W> {
         })
     }
 
+    /// Bytes of the trace so far (before any compression).
+    pub fn bytes(&self) -> u64 {
+        self.j.bytes()
+    }
+
     /// Trace time (ns since the base) of a CLOCK_MONOTONIC instant; saturating, so a
     /// hostile raw file cannot overflow it.
     fn ts(&self, mono_ns: u64) -> i64 {

@@ -188,3 +188,37 @@ fn giving_up_the_head_loses_the_missing_id_and_releases_the_rest() {
     s.entered(call(1, Api::HipEventRecord, true), &mut |r| got.push(r));
     assert_eq!(names(&got[3..]), ["1late"]);
 }
+
+#[test]
+fn every_gap_known_at_a_tick_is_lost_at_the_next() {
+    let mut s = Sequencer::new();
+    let mut got = Vec::new();
+    // An overflowing ring: gaps at 1, 3-4, 7, each with calls behind it.
+    for c in [2, 5, 6, 8] {
+        s.entered(call(c, Api::HipEventRecord, true), &mut |r| got.push(r));
+    }
+    s.tick(&mut |r| got.push(r));
+    assert!(got.is_empty(), "one tick is not enough: {:?}", names(&got));
+    // Arrived between the ticks, beyond what was known: not yet lost.
+    s.entered(call(10, Api::HipEventRecord, true), &mut |r| got.push(r));
+    s.tick(&mut |r| got.push(r));
+    assert_eq!(
+        names(&got),
+        ["1lost1", "2", "3lost2", "5", "6", "7lost1", "8"]
+    );
+    assert_eq!(s.pending(), 1);
+    s.tick(&mut |r| got.push(r));
+    assert_eq!(names(&got[7..]), ["9lost1", "10"]);
+}
+
+#[test]
+fn calls_waiting_are_bounded() {
+    let mut s = Sequencer::new();
+    let mut got = 0;
+    // Id 1 never comes: without a tick, the calls behind it are held up to the bound.
+    for c in 2..(MAX_PENDING as u64 + 10) {
+        s.entered(call(c, Api::HipEventRecord, true), &mut |_| got += 1);
+    }
+    assert!(s.pending() <= MAX_PENDING);
+    assert!(got >= 9, "the head was never given up");
+}
