@@ -82,14 +82,6 @@ fn raw(pid: u32) -> Option<Vec<u8>> {
     Some(environ)
 }
 
-/// One variable of `pid`'s environment as it started (the first, should it repeat).
-pub fn variable(pid: u32, name: &str) -> Option<Vec<u8>> {
-    let environ = raw(pid)?;
-    let vars = vars(&environ);
-    let (_, value) = vars.iter().find(|(k, _)| *k == name.as_bytes())?;
-    Some(value.to_vec())
-}
-
 fn vars(environ: &[u8]) -> Vec<(&[u8], &[u8])> {
     environ
         .split(|&b| b == 0)
@@ -195,14 +187,6 @@ mod tests {
         assert!(read(pid).is_none());
         let me = read(std::process::id()).expect("a live process is read");
         assert!(!me.info.name.is_empty());
-    }
-
-    #[test]
-    fn one_variable_as_the_process_started() {
-        let me = std::process::id();
-        let path = std::env::var_os("PATH").map(|p| p.into_encoded_bytes());
-        assert_eq!(variable(me, "PATH"), path);
-        assert_eq!(variable(me, "ROCSYNC_NO_SUCH_VARIABLE"), None);
     }
 
     #[test]

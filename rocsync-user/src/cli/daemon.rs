@@ -69,6 +69,14 @@ pub struct DaemonArgs {
     /// traced until the call returns, the process exits, or this long [default: 2m]
     #[arg(long, value_name = "DURATION", allow_negative_numbers = true)]
     pub hang_bound: Option<String>,
+    /// Where the node's kubelet keeps its state (its --root-dir): the pods' namespaces
+    /// it projects [default: /var/lib/kubelet]
+    #[arg(long, value_name = "DIR")]
+    pub kubelet_root: Option<PathBuf>,
+    /// Where the container runtimes keep their state (containerd's and CRI-O's bundles
+    /// name each container's pod) [default: /run]
+    #[arg(long, value_name = "DIR")]
+    pub runtime_state: Option<PathBuf>,
     /// A trace that reaches SIZE on disk (any of its files; bytes, or with K, M or G)
     /// ends there, marked truncated: one process cannot fill the disk [default: 512M]
     #[arg(long, value_name = "SIZE")]

@@ -113,8 +113,9 @@ pub struct TraceArgs {
     /// The tracked processes whose cgroup path contains PATH (a pod, a container)
     #[arg(long, value_name = "PATH")]
     pub cgroup: Option<String>,
-    /// Every tracked process of this Kubernetes pod (as `rocsync status` names it)
-    #[arg(long, value_name = "NAMESPACE/NAME", value_parser = PodName::parse)]
+    /// Every tracked process of this Kubernetes pod (as `rocsync status` names it, or
+    /// its UID where its names are unknown)
+    #[arg(long, value_name = "NAMESPACE/NAME|UID", value_parser = PodName::parse)]
     pub pod: Option<PodName>,
     /// Record only these agents (devices), e.g. 0,1
     #[arg(long, value_name = "LIST", conflicts_with = "flight", value_parser = AgentSet::parse)]

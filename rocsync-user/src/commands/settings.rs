@@ -83,6 +83,8 @@ impl From<DaemonArgs> for ConfigFlags {
             hang_bound: a.hang_bound,
             hang_after: a.hang_after,
             trace_max_bytes: a.trace_max_bytes,
+            kubelet_root: a.kubelet_root,
+            runtime_state: a.runtime_state,
             metric_labels: a.metric_labels,
             lock: a.lock,
         }

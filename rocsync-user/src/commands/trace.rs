@@ -17,6 +17,7 @@ use crate::{
         MAX_TRACE_DURATION as MAX_DURATION,
         protocol::{Reply, Request, TraceRequest},
         remote,
+        untrusted::escaped,
     },
     emit::{
         files::{PendingFile, refuse_existing},
@@ -165,6 +166,9 @@ pub fn status(args: StatusArgs) -> Result<i32> {
     out.extend(s.stall_traces.iter().map(|t| format!("  {t}")));
     out.push(format!("standalone captures: {}", s.claims.len()));
     out.extend(s.claims.iter().map(|c| format!("  {c}")));
+    // Names are their owners' (an executable may be named with a newline or an escape
+    // sequence): a line can neither be forged nor colour the terminal.
+    let out: Vec<String> = out.iter().map(|l| escaped(l)).collect();
     print_lines(&out)?;
     Ok(0)
 }

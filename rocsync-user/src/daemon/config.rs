@@ -14,6 +14,7 @@ use super::pods::MetricLabels;
 use super::protocol::DEFAULT_SOCKET;
 use super::retention::Retention;
 use super::upload::StoreSettings;
+use crate::kubernetes::HostState;
 use crate::units::{Share, duration_key, parse_budget, parse_duration, parse_learning, parse_size};
 use crate::users;
 
@@ -68,6 +69,8 @@ struct File {
     #[serde(default, deserialize_with = "duration_key")]
     hang_after: Option<String>,
     trace_max_bytes: Option<String>,
+    kubelet_root: Option<PathBuf>,
+    runtime_state: Option<PathBuf>,
     upload: Option<String>,
     upload_endpoint: Option<String>,
     upload_region: Option<String>,
@@ -130,6 +133,8 @@ pub struct ConfigFlags {
     pub hang_bound: Option<String>,
     pub hang_after: Option<String>,
     pub trace_max_bytes: Option<String>,
+    pub kubelet_root: Option<PathBuf>,
+    pub runtime_state: Option<PathBuf>,
     pub upload: Option<String>,
     pub upload_endpoint: Option<String>,
     pub upload_region: Option<String>,
@@ -172,6 +177,8 @@ pub struct DaemonConfig {
     pub hang_after: Duration,
     /// A trace file that reaches this size ends, marked truncated.
     pub trace_max_bytes: u64,
+    /// Where the kubelet and the container runtimes keep what names a pod.
+    pub host_state: HostState,
     /// Where traces are uploaded (`None`: they stay on the node).
     pub upload: Option<StoreSettings>,
     /// This node's name in upload keys (as set; see [`super::upload::node_name`]).
@@ -297,6 +304,13 @@ impl DaemonConfig {
                 "trace_max_bytes must be at least 1MB (a trace's header and summary alone take kilobytes)"
             );
         }
+        let defaults = HostState::default();
+        let host_state = HostState {
+            kubelet_root: (args.kubelet_root.clone().or(file.kubelet_root))
+                .unwrap_or(defaults.kubelet_root),
+            runtime_state: (args.runtime_state.clone().or(file.runtime_state))
+                .unwrap_or(defaults.runtime_state),
+        };
         let upload = match pick(&args.upload, file.upload) {
             Some(url) => Some(StoreSettings {
                 destination: url.parse().context("upload")?,
@@ -332,6 +346,7 @@ impl DaemonConfig {
             stall_interval,
             hang_bound,
             trace_max_bytes,
+            host_state,
             hang_after,
             upload,
             node_name: pick(&args.node_name, file.node_name),

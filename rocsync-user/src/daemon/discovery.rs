@@ -10,13 +10,7 @@ use super::files::{FileId, Files, MAX_FILES_PER_USER};
 use anyhow::Result;
 use rocsync_common::{Api, Config, Op};
 
-use super::{
-    budget::ShedLog,
-    config::Filters,
-    pods::{MetricLabels, Pods},
-    quiet::Quiet,
-    untrusted,
-};
+use super::{budget::ShedLog, config::Filters, pods::Pods, quiet::Quiet, untrusted};
 use crate::{
     backend::{RUNTIMES, Runtime},
     probes::{ApiChoice, Probes, elf::SymbolError, ld_so, library::OpenedLibrary, maps},
@@ -56,7 +50,7 @@ pub struct Tracker {
 }
 
 impl Tracker {
-    pub fn new(probes: Probes, filters: Filters, baseline: u32, labels: MetricLabels) -> Self {
+    pub fn new(probes: Probes, filters: Filters, baseline: u32, pods: Pods) -> Self {
         Self {
             probes,
             baseline,
@@ -69,7 +63,7 @@ impl Tracker {
             shed_log: ShedLog::default(),
             quiet: Quiet::new("files refused for their user's cap"),
             learning: false,
-            pods: Pods::new(labels),
+            pods,
         }
     }
 

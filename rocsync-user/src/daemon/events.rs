@@ -330,6 +330,7 @@ impl Daemon {
                                 uploaded: t.uploaded.load(Relaxed),
                                 bytes: t.bytes.load(Relaxed),
                                 failures: t.failures.load(Relaxed),
+                                refused: t.refused.load(Relaxed),
                                 pending: u.waiting(),
                                 lost: t.lost.load(Relaxed),
                             }

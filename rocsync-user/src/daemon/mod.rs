@@ -37,7 +37,7 @@ mod stalls;
 mod state;
 mod statedir;
 mod traces;
-mod untrusted;
+pub(crate) mod untrusted;
 mod upload;
 mod writing;
 
@@ -231,7 +231,7 @@ async fn start(config: DaemonConfig, flags: ConfigFlags, signals: Signals) -> Re
         probes,
         config.filters.clone(),
         baseline,
-        config.metric_labels,
+        pods::Pods::new(config.metric_labels, config.host_state.clone()),
     );
     let learn_for = config.learn_devices;
     tracker.scan_all(!learn_for.is_zero());

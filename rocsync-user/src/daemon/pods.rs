@@ -15,7 +15,7 @@ use std::{
 
 use anyhow::{Result, bail};
 
-use crate::kubernetes::{self, Pod};
+use crate::kubernetes::{self, HostState, Pod, PodName};
 
 /// How long an ended group's series stay on `/metrics`.
 pub const RETIRE_AFTER: Duration = Duration::from_secs(300);
@@ -69,6 +69,8 @@ struct Group {
 
 pub struct Pods {
     labels: MetricLabels,
+    /// Where the node's state names pods.
+    host: HostState,
     /// Each tracked process's pod (`None`: not in Kubernetes) and label group.
     of_pid: BTreeMap<u32, (Option<Pod>, u32)>,
     groups: BTreeMap<LabelValues, Group>,
@@ -76,9 +78,10 @@ pub struct Pods {
 }
 
 impl Pods {
-    pub fn new(labels: MetricLabels) -> Self {
+    pub fn new(labels: MetricLabels, host: HostState) -> Self {
         Self {
             labels,
+            host,
             of_pid: BTreeMap::new(),
             groups: BTreeMap::new(),
             next_group: 1,
@@ -87,7 +90,7 @@ impl Pods {
 
     /// Reads `pid`'s pod (a process newly tracked); returns its label group.
     pub fn track(&mut self, pid: u32) -> u32 {
-        let pod = kubernetes::pod_of(pid);
+        let pod = kubernetes::pod_of(pid, &self.host);
         self.track_as(pid, pod)
     }
 
@@ -170,14 +173,9 @@ impl Pods {
     }
 
     /// The tracked processes of pod `namespace`/`name`, of those `pids`.
-    pub fn of_pod(
-        &self,
-        pids: impl IntoIterator<Item = u32>,
-        namespace: &str,
-        name: &str,
-    ) -> Vec<u32> {
+    pub fn of_pod(&self, pids: impl IntoIterator<Item = u32>, named: &PodName) -> Vec<u32> {
         pids.into_iter()
-            .filter(|&p| self.pod(p).is_some_and(|pod| pod.is(namespace, name)))
+            .filter(|&p| self.pod(p).is_some_and(|pod| pod.is(named)))
             .collect()
     }
 
@@ -212,7 +210,7 @@ mod tests {
 
     #[test]
     fn processes_of_one_pod_share_a_group_and_the_rest_count_in_the_nodes() {
-        let mut pods = Pods::new(BOTH);
+        let mut pods = Pods::new(BOTH, HostState::default());
         let a = pods.track_as(10, pod(Some("ml"), "trainer-0"));
         assert_eq!(pods.track_as(11, pod(Some("ml"), "trainer-0")), a);
         let b = pods.track_as(12, pod(Some("ml"), "trainer-1"));
@@ -222,20 +220,22 @@ mod tests {
         assert_ne!(pods.group_of(14), 0, "a name alone is a label value");
         assert_eq!(pods.label_values()[&a].pod, "trainer-0");
         assert_eq!(pods.label_values()[&0], LabelValues::default());
-        assert_eq!(pods.of_pod([10, 11, 12, 13], "ml", "trainer-0"), [10, 11]);
+        let named = PodName::parse("ml/trainer-0").unwrap();
+        assert_eq!(pods.of_pod([10, 11, 12, 13], &named), [10, 11]);
         assert_eq!(pods.known(), ["?/x", "ml/trainer-0", "ml/trainer-1"]);
     }
 
     #[test]
     fn without_labels_every_process_counts_in_the_nodes_series() {
-        let mut pods = Pods::new(MetricLabels::default());
+        let mut pods = Pods::new(MetricLabels::default(), HostState::default());
         assert_eq!(pods.track_as(10, pod(Some("ml"), "trainer-0")), 0);
         assert_eq!(pods.pod(10).unwrap().shown(), "ml/trainer-0");
         // Namespaces only: a namespace's pods share a group.
-        let mut pods = Pods::new(MetricLabels {
+        let labels = MetricLabels {
             namespace: true,
             pod: false,
-        });
+        };
+        let mut pods = Pods::new(labels, HostState::default());
         let a = pods.track_as(10, pod(Some("ml"), "trainer-0"));
         assert_eq!(pods.track_as(11, pod(Some("ml"), "trainer-1")), a);
         assert_eq!(pods.track_as(12, pod(None, "x")), 0);
@@ -243,7 +243,7 @@ mod tests {
 
     #[test]
     fn an_ended_groups_series_stay_a_while_then_go() {
-        let mut pods = Pods::new(BOTH);
+        let mut pods = Pods::new(BOTH, HostState::default());
         let g = pods.track_as(10, pod(Some("ml"), "trainer-0"));
         let t0 = Instant::now();
         assert!(pods.retire(t0).is_empty());

@@ -43,6 +43,14 @@ impl Daemon {
             ("group", old.group != c.group),
             ("learn_devices", old.learn_devices != c.learn_devices),
             ("metric_labels", old.metric_labels != c.metric_labels),
+            (
+                "kubelet_root",
+                old.host_state.kubelet_root != c.host_state.kubelet_root,
+            ),
+            (
+                "runtime_state",
+                old.host_state.runtime_state != c.host_state.runtime_state,
+            ),
         ];
         for (key, _) in at_start.iter().filter(|(_, changed)| *changed) {
             crate::say!("rocsync daemon: warning: {key} changed: it takes effect at restart");
@@ -55,6 +63,7 @@ impl Daemon {
             group: old.group,
             learn_devices: old.learn_devices,
             metric_labels: old.metric_labels,
+            host_state: old.host_state.clone(),
             ..c
         };
         crate::say!("rocsync daemon: configuration reloaded");

@@ -50,11 +50,30 @@ pub fn apply_retention(retention: &Retention, state_dir: &Path, keep: &[&Path]) 
     retention.apply(&trace_dirs(state_dir), keep)
 }
 
-/// Creates `dir` (mode 0700) if missing; refuses a link or a non-directory.
+/// Creates `dir` (mode 0700) if missing; refuses a link or a non-directory, and one
+/// that is not the daemon's own or that others may write (whoever can plant a file or a
+/// link there has root upload it, or write through it).
 fn make_private_dir(dir: &Path) -> Result<()> {
-    use std::os::unix::fs::DirBuilderExt as _;
+    use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _};
     match std::fs::symlink_metadata(dir) {
-        Ok(m) if m.is_dir() => Ok(()),
+        Ok(m) if m.is_dir() => {
+            let me = rustix::process::geteuid().as_raw();
+            if m.uid() != me {
+                bail!(
+                    "state directory {} belongs to uid {}, not to the daemon (uid {me}): others could plant files the daemon uploads or writes through; chown it, or name another",
+                    dir.display(),
+                    m.uid()
+                );
+            }
+            if m.mode() & 0o022 != 0 {
+                bail!(
+                    "state directory {} may be written by others (mode {:o}): chmod 0700 it, or name another",
+                    dir.display(),
+                    m.mode() & 0o7777
+                );
+            }
+            Ok(())
+        }
         Ok(_) => bail!(
             "state directory {} is not a directory (nor may it be a link)",
             dir.display()
@@ -85,5 +104,11 @@ mod tests {
         std::fs::write(&file, "").unwrap();
         let e = make(&file).unwrap_err().to_string();
         assert!(e.contains("not a directory"), "{e}");
+        // One others may write is refused, whoever made it.
+        let open = dir.path().join("open");
+        std::fs::create_dir(&open).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let e = make(&open).unwrap_err().to_string();
+        assert!(e.contains("may be written by others"), "{e}");
     }
 }

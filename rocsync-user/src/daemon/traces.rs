@@ -87,7 +87,7 @@ pub fn matched(tracker: &Tracker, req: &TraceSpec) -> Result<Vec<u32>> {
                     .is_none_or(|c| cgroup(p).contains(c.as_str()))
         });
         match &req.pod {
-            Some(pod) => tracker.pods.of_pod(live, &pod.namespace, &pod.name),
+            Some(pod) => tracker.pods.of_pod(live, pod),
             None => live.collect(),
         }
     } else {

@@ -33,6 +33,18 @@ pub fn shown(text: &str) -> String {
     out
 }
 
+/// `text` with its control characters escaped, whole: what a client prints of the
+/// daemon's answer (an executable's name is its owner's to choose).
+pub fn escaped(text: &str) -> String {
+    text.chars()
+        .flat_map(|c| {
+            let esc = c.is_control().then(|| c.escape_default());
+            let plain = (!c.is_control()).then_some(c);
+            esc.into_iter().flatten().chain(plain)
+        })
+        .collect()
+}
+
 /// A pid list for a log line or a session's name: `[1, 2]`, or its first
 /// [`SHOWN_PIDS`] and a count.
 pub fn pids_shown(pids: &[u32]) -> String {

@@ -147,14 +147,13 @@ fn trimmed(write: impl FnOnce() -> Done) -> impl FnOnce() -> Done {
     }
 }
 
-/// Each process's pod (namespace, name) where both are known: its traces' upload keys.
+/// Each process's pod as its traces' upload keys name it (`Pod::key_parts`).
 fn pods_of(processes: &BTreeMap<u32, ProcessInfo>) -> BTreeMap<u32, (String, String)> {
     processes
         .iter()
         .filter_map(|(pid, info)| {
-            let pod = info.pod.as_ref()?;
-            let part = |k: &str| pod.get(k)?.as_str().map(str::to_string);
-            Some((*pid, (part("namespace")?, part("name")?)))
+            let pod: crate::kubernetes::Pod = serde_json::from_value(info.pod.clone()?).ok()?;
+            Some((*pid, pod.key_parts()))
         })
         .collect()
 }

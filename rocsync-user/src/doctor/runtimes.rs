@@ -82,13 +82,21 @@ pub fn checks() -> Vec<Check> {
             None
         }
     };
-    let installed = super::search::installed(|name| {
+    let (installed, skipped) = super::search::installed(|name| {
         RUNTIMES
             .iter()
             .map(|r| r.soname)
             .chain([HSA])
             .any(|s| is_version_of(name, s))
     });
+    for (path, why) in skipped {
+        let row = Check::ok(
+            "runtime-named file",
+            format!("{}: skipped ({why})", path.display()),
+            "nothing: it is no runtime",
+        );
+        checks.push(row.unknown());
+    }
     let kinds = RUNTIMES.iter().map(Kind::Runtime).chain([Kind::Hsa]);
     for kind in kinds {
         let files: Vec<&PathBuf> = installed

@@ -11,16 +11,42 @@ use std::{
     path::{Path, PathBuf},
 };
 
-/// Every runtime file found whose name `wanted` accepts, each once (by its real path).
-pub fn installed(wanted: impl Fn(&str) -> bool) -> BTreeSet<PathBuf> {
+/// The largest file taken for a runtime (ROCm's HIP is ~10 MB, CUDA's cudart ~1 MB):
+/// what is larger is no runtime, whatever its name.
+const MAX_RUNTIME_BYTES: u64 = 1 << 30;
+
+/// Every runtime file found whose name `wanted` accepts, each once (by its real path),
+/// and those passed over with why: anyone can put a file of that name in their own
+/// environment (a FIFO, a sparse giant), and it says nothing of this machine's runtimes.
+pub fn installed(wanted: impl Fn(&str) -> bool) -> (BTreeSet<PathBuf>, Vec<(PathBuf, String)>) {
     let mut paths = linker_cache();
     paths.extend(in_dirs(&prefixed_dirs(Path::new("/opt"), "rocm", &["lib"])));
     paths.extend(in_dirs(&python_lib_dirs(&python_prefixes())));
-    paths
+    let named: BTreeSet<PathBuf> = paths
         .into_iter()
         .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(&wanted))
         .filter_map(|p| p.canonicalize().ok())
-        .collect()
+        .collect();
+    let mut skipped = Vec::new();
+    let found = named
+        .into_iter()
+        .filter(|p| match std::fs::metadata(p) {
+            Ok(m) if !m.is_file() => {
+                skipped.push((p.clone(), "not a regular file".into()));
+                false
+            }
+            Ok(m) if m.len() > MAX_RUNTIME_BYTES => {
+                skipped.push((p.clone(), format!("{} bytes: no runtime is", m.len())));
+                false
+            }
+            Ok(_) => true,
+            Err(e) => {
+                skipped.push((p.clone(), e.to_string()));
+                false
+            }
+        })
+        .collect();
+    (found, skipped)
 }
 
 /// The libraries `ldconfig -p` lists: `\tlibamdhip64.so.5 (libc6,x86-64) => /lib/…`.

@@ -10,8 +10,11 @@
 //!   CRI-O writes `crio-<ID>`).
 //!
 //! The path comes from the kernel, but the kernel takes the names from whoever made the
-//! cgroups (a container may make its own below its scope): only the component right after
-//! the pod's is its container, and every part is checked (UUID, hex) before it is used.
+//! cgroups (a container may make its own below its scope, a user their own below a
+//! delegated `user@UID.service`): the kubelet's part must start at the cgroup root (or,
+//! read from inside a cgroup namespace, right after the kernel's `..`) and hold only
+//! names the kubelet makes down to the pod's; only the component right after the pod's
+//! is its container; every part is checked (UUID, hex) before it is used.
 
 /// What the cgroup path says of a process in a pod.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -40,16 +43,47 @@ pub fn parse(text: &str) -> Option<PodCgroup> {
 
 /// The pod of one cgroup path (in a cgroup namespace it may start with `/..`).
 pub fn of_path(path: &str) -> Option<PodCgroup> {
-    let parts: Vec<&str> = path.split('/').collect();
-    // Below a kubelet cgroup only: a directory of anyone else's named `pod…` is no pod.
-    let kubepods = parts.iter().position(|p| p.contains("kubepods"))?;
-    let (at, uid) = parts
-        .iter()
-        .enumerate()
-        .skip(kubepods)
-        .find_map(|(i, p)| Some((i, pod_uid(p)?)))?;
+    let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
+    // `..` only where the reader's cgroup namespace is below the root: the kernel writes
+    // them, no process can.
+    let climbed = parts.iter().take_while(|&&p| p == "..").count();
+    let parts = &parts[climbed..];
+    // At the root, the kubelet's own top cgroup; within a namespace, we are in the
+    // kubelet's tree already (the daemon's pod is), so any of its names.
+    let top = parts.first()?;
+    let anchored = match climbed {
+        0 => KUBELET_TOPS.contains(top),
+        _ => kubelet_name(top),
+    };
+    if !anchored {
+        return None;
+    }
+    // Down to the pod through the kubelet's names only: anyone's directory named
+    // `pod…` (or `kubepods…`) below a cgroup of their own is no pod.
+    let at = parts.iter().position(|p| pod_uid(p).is_some())?;
+    if !parts[..at].iter().all(|p| kubelet_name(p)) {
+        return None;
+    }
+    let uid = pod_uid(parts[at])?;
     let container = parts.get(at + 1).and_then(|p| container_id(p));
     Some(PodCgroup { uid, container })
+}
+
+/// The kubelet's top cgroups: its own (cgroupfs, systemd) and, as kind runs it, under
+/// a slice of its own.
+const KUBELET_TOPS: [&str; 3] = ["kubepods", "kubepods.slice", "kubelet.slice"];
+
+/// A name the kubelet gives a cgroup above a pod's: its tops, a QoS class's (cgroupfs
+/// `burstable`, systemd `kubepods-burstable.slice`, prefixed `kubelet-` under kind).
+fn kubelet_name(part: &str) -> bool {
+    let slice = part
+        .strip_suffix(".slice")
+        .map(|s| s.strip_prefix("kubelet-").unwrap_or(s));
+    KUBELET_TOPS.contains(&part)
+        || matches!(part, "burstable" | "besteffort")
+        || slice
+            .is_some_and(|s| matches!(s, "kubepods" | "kubepods-burstable" | "kubepods-besteffort"))
+        || pod_uid(part).is_some()
 }
 
 /// A pod's component: `pod<UID>` (cgroupfs) or `…kubepods…-pod<UID_>.slice` (systemd).
@@ -113,6 +147,43 @@ mod tests {
 
     fn systemd_uid() -> String {
         UID.replace('-', "_")
+    }
+
+    #[test]
+    fn a_kubepods_cgroup_made_anywhere_but_the_root_is_no_pod() {
+        let u = systemd_uid();
+        let fake = format!("kubepods.slice/kubepods-pod{u}.slice/cri-containerd-{ID}.scope");
+        // A user's delegated cgroup (systemd's user@UID.service), or any other.
+        for above in [
+            "/user.slice/user-1000.slice/user@1000.service",
+            "/system.slice",
+        ] {
+            assert_eq!(of_path(&format!("{above}/{fake}")), None, "{above}");
+        }
+        // Made by a container below its scope: the process is its real pod's.
+        let real = "00000000-0000-0000-0000-000000000000";
+        let nested = format!(
+            "/kubepods.slice/kubepods-pod{}.slice/cri-containerd-{ID}.scope/{fake}",
+            real.replace('-', "_")
+        );
+        assert_eq!(of_path(&nested).unwrap().uid, real);
+        // cgroupfs alike, and a pod directory under a non-kubelet name.
+        assert_eq!(of_path(&format!("/home/kubepods/pod{UID}/{ID}")), None);
+        assert_eq!(of_path(&format!("/kubepods/mine/pod{UID}/{ID}")), None);
+        // Read from inside a cgroup namespace: after the kernel's `..`, the kubelet's
+        // names only.
+        assert_eq!(
+            of_path(&format!(
+                "/../../kubepods-burstable.slice/kubepods-burstable-pod{u}.slice/cri-containerd-{ID}.scope"
+            )),
+            pod(Some(ID))
+        );
+        assert_eq!(
+            of_path(&format!(
+                "/../../../user.slice/user-1000.slice/user@1000.service/{fake}"
+            )),
+            None
+        );
     }
 
     #[test]

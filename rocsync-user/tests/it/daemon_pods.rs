@@ -1,10 +1,10 @@
 //! Kubernetes identity without an API server: a scenario process in its own cgroup and
-//! mount namespace arranged like a Kubernetes container (`common::pod`) is named by the
-//! real daemon — in `rocsync status`, in the trace `rocsync trace --pod` writes, and in
-//! `/metrics` with `--metric-labels namespace,pod`, whose counts per pod are the
-//! scenario's log; a pod whose files are hostile (a FIFO, a symlink out of its root, the
-//! node's host name) is named only as far as can be trusted, and the daemon keeps
-//! answering. Needs root (eBPF, mounts, cgroups), a cgroup v2 hierarchy, `unshare`, and
+//! mount namespace arranged like a Kubernetes container (`common::pod`), its container
+//! recorded on the node's side as containerd records it, is named by the real daemon —
+//! in `rocsync status`, in the trace `rocsync trace --pod` writes, and in `/metrics` with
+//! `--metric-labels namespace,pod`, whose counts per pod are the scenario's log; a pod
+//! whose own files are hostile or forged (a FIFO, a symlink out of its root, another
+//! pod's names) is named by the node's side only, and the daemon keeps answering. Needs root (eBPF, mounts, cgroups), a cgroup v2 hierarchy, `unshare`, and
 //! `ROCSYNC_HTA_PYTHON` (prometheus_client) for the metrics.
 
 use std::{collections::BTreeMap, path::Path, process::Command, time::Duration};
@@ -74,11 +74,14 @@ fn a_pods_process_is_named_in_status_traces_and_labelled_metrics() {
     let Some(hierarchy) = pod_test(name) else {
         return;
     };
-    let labels = ["--metric-labels", "namespace,pod"];
-    let (daemon, mut lines) = start_daemon(&dir, &exe, &labels);
+    let mut flags = host_flags(dir.0.path());
+    flags.extend(["--metric-labels".into(), "namespace,pod".into()]);
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let (daemon, mut lines) = start_daemon(&dir, &exe, &flags);
     let (addr, sock) = (metrics_addr(&lines), dir.path("rocsync.sock"));
 
     let cgroup = PodCgroup::create(&hierarchy);
+    in_runtime(dir.0.path(), &cgroup, "ml-team", "trainer-0");
     let trainer = spec("ml-team", "trainer-0", NamespaceFile::Plain, true);
     let mut pod = start_in_pod(&dir, &exe, &trainer, &cgroup, &["gated", "loop", "8000"]);
     let pid = pod.child.id();
@@ -193,15 +196,17 @@ fn a_pods_process_is_named_in_status_traces_and_labelled_metrics() {
 }
 
 #[test]
-fn a_hostile_pods_files_leave_its_names_unknown_and_the_daemon_answering() {
-    let name = "a_hostile_pods_files_leave_its_names_unknown_and_the_daemon_answering";
+fn a_pod_is_named_by_the_node_never_by_its_own_files() {
+    let name = "a_pod_is_named_by_the_node_never_by_its_own_files";
     let Some((dir, exe)) = daemon_test(name) else {
         return;
     };
     let Some(hierarchy) = pod_test(name) else {
         return;
     };
-    let (daemon, mut lines) = start_daemon(&dir, &exe, &[]);
+    let flags = host_flags(dir.0.path());
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let (daemon, mut lines) = start_daemon(&dir, &exe, &flags);
     let sock = dir.path("rocsync.sock");
     // A file of the node's, outside every container's root (its /run is its own).
     let node = tempfile::Builder::new()
@@ -211,68 +216,75 @@ fn a_hostile_pods_files_leave_its_names_unknown_and_the_daemon_answering() {
     let shadow = node.path().join("namespace");
     std::fs::write(&shadow, "kube-system").unwrap();
 
-    // A FIFO for the namespace file; a symlink to the node's file, in a pod on the
-    // node's UTS namespace (hostNetwork: its host name is the node's, whatever HOSTNAME
-    // says).
-    let fifo = spec("ml-team", "fifo-pod", NamespaceFile::Fifo, true);
+    // Both claim to be kube-system/etcd-0 (HOSTNAME, /etc/hostname, a namespace file
+    // that is a FIFO, or a symlink to the node's file). The node says: the first is
+    // ml-team/trainer-0 (containerd's bundle), the second is of ml-team, its name not
+    // recorded (the kubelet's projected namespace only).
+    let fifo = spec("kube-system", "etcd-0", NamespaceFile::Fifo, true);
     let escape = spec(
-        "ml-team",
-        "escape-pod",
+        "kube-system",
+        "etcd-0",
         NamespaceFile::SymlinkTo(shadow.clone()),
         false,
     );
-    let (fifo_cgroup, escape_cgroup) =
-        (PodCgroup::create(&hierarchy), PodCgroup::create(&hierarchy));
+    let (named, unnamed) = (PodCgroup::create(&hierarchy), PodCgroup::create(&hierarchy));
+    in_runtime(dir.0.path(), &named, "ml-team", "trainer-0");
+    in_kubelet(dir.0.path(), &unnamed, "ml-team");
     let mut pods = Vec::new();
-    for (spec, cgroup) in [(&fifo, &fifo_cgroup), (&escape, &escape_cgroup)] {
+    for (spec, cgroup) in [(&fifo, &named), (&escape, &unnamed)] {
         let mut pod = start_in_pod(&dir, &exe, spec, cgroup, &["gated", "loop", "6000"]);
         let start = std::time::Instant::now();
         pod.open_when_tracked(&mut lines);
         assert!(start.elapsed() < Duration::from_secs(5), "tracking waited");
         pods.push(pod);
     }
-    let fifo_pid = pods[0].child.id();
+    let (named_pid, unnamed_pid) = (pods[0].child.id(), pods[1].child.id());
     assert_eq!(
-        tracked(&sock, fifo_pid)["pod"],
+        tracked(&sock, named_pid)["pod"],
         json!({
-            "namespace": null,
-            "name": "fifo-pod",
-            "uid": fifo_cgroup.uid,
-            "container": fifo_cgroup.container,
+            "namespace": "ml-team",
+            "name": "trainer-0",
+            "uid": named.uid,
+            "container": named.container,
         })
     );
     assert_eq!(
-        tracked(&sock, pods[1].child.id())["pod"],
+        tracked(&sock, unnamed_pid)["pod"],
         json!({
-            "namespace": null,
+            "namespace": "ml-team",
             "name": null,
-            "uid": escape_cgroup.uid,
-            "container": escape_cgroup.container,
+            "uid": unnamed.uid,
+            "container": unnamed.container,
         })
     );
     assert!(lines.1.iter().any(|l| l.ends_with(&format!(
-        "tracking pid {fifo_pid} ({}) in pod ?/fifo-pod",
+        "tracking pid {named_pid} ({}) in pod ml-team/trainer-0",
         exe.display()
     ))));
-    // Named by what is known only; the daemon still answers and still traces.
+    // Asking for the pod they claim to be finds neither.
     let none = rocsync()
-        .args(["trace", "--pod", "kube-system/escape-pod", "--socket"])
+        .args(["trace", "--pod", "kube-system/etcd-0", "--socket"])
         .arg(&sock)
         .output()
         .unwrap();
-    assert!(String::from_utf8_lossy(&none.stderr).contains("?/?, ?/fifo-pod"));
+    let err = String::from_utf8_lossy(&none.stderr);
+    assert!(!none.status.success());
+    assert!(err.contains("ml-team/?, ml-team/trainer-0"), "{err}");
+    // The one known by its UID alone is asked for by its UID.
     let out = ask_daemon(
         &sock,
-        &[
-            "trace",
-            "--pid",
-            &fifo_pid.to_string(),
-            "--duration",
-            "200ms",
-        ],
+        &["trace", "--pod", &unnamed.uid, "--duration", "200ms"],
     );
     let t = read_json(Path::new(out.trim()));
-    assert_eq!(t["rocsync"]["pod"]["name"], "fifo-pod");
+    assert_eq!(t["rocsync"]["pid"], unnamed_pid);
+    assert_eq!(t["rocsync"]["pod"]["uid"], unnamed.uid.as_str());
+    let out = ask_daemon(
+        &sock,
+        &["trace", "--pod", "ml-team/trainer-0", "--duration", "200ms"],
+    );
+    let t = read_json(Path::new(out.trim()));
+    assert_eq!(t["rocsync"]["pid"], named_pid);
+    assert_eq!(t["rocsync"]["pod"]["name"], "trainer-0");
     for mut pod in pods {
         assert!(wait_within(&mut pod.child, Duration::from_secs(20), "a pod").success());
     }

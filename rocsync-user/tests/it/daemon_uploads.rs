@@ -107,14 +107,14 @@ impl Drop for Store {
     }
 }
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     l.local_addr().unwrap().port()
 }
 
 /// Where an uploading daemon finds its keys.
 #[derive(Clone, Copy)]
-enum Keys {
+pub(crate) enum Keys {
     /// The shared credentials file of a home of its own (no `AWS_*` in its environment).
     File,
     /// `AWS_ACCESS_KEY_ID`/`AWS_SECRET_ACCESS_KEY`, in a home holding no credentials
@@ -125,7 +125,7 @@ enum Keys {
 }
 
 /// A daemon uploading to `port` under `fleet/node-a`, its keys from `keys`.
-fn uploading_daemon(
+pub(crate) fn uploading_daemon(
     dir: &TempDir,
     exe: &Path,
     port: u16,
@@ -320,12 +320,17 @@ fn a_pods_trace_is_uploaded_under_its_namespace_and_pod() {
     let moto = Path::new(&python).with_file_name("moto_server");
     let port = free_port();
     let store = Store::start(&moto, port);
-    let (daemon, mut lines) = uploading_daemon(&dir, &exe, port, &[], Keys::File);
+    let host = crate::common::pod::host_flags(dir.0.path());
+    let host: Vec<&str> = host.iter().map(String::as_str).collect();
+    let (daemon, mut lines) = uploading_daemon(&dir, &exe, port, &host, Keys::File);
     let addr = metrics_addr(&lines);
     let cgroup = crate::common::pod::PodCgroup::create(&hierarchy);
+    // The node says ml-team/trainer-0; the pod's own files claim another's name, which
+    // must not reach the key (nor replace that pod's objects).
+    crate::common::pod::in_runtime(dir.0.path(), &cgroup, "ml-team", "trainer-0");
     let spec = crate::daemon_pods::spec(
-        "ml-team",
-        "trainer-0",
+        "kube-system",
+        "etcd-0",
         crate::common::pod::NamespaceFile::Plain,
         true,
     );

@@ -274,8 +274,10 @@ fn the_daemonset_is_the_units_daemon_on_every_gpu_node() {
     assert_eq!(v["configMap"]["name"], config_map["metadata"]["name"]);
     assert!(config_map["data"][config_path.file_name().unwrap().to_str().unwrap()].is_string());
 
-    // Host mounts: exactly the socket's directory, the state directory and BTF, each at
-    // its own path, so that the node's clients and this daemon meet.
+    // Host mounts: exactly the socket's directory, the state directory, BTF and what
+    // names pods (the runtimes' bundles, the kubelet's pods, read-only), each at its own
+    // path, so that the node's clients and this daemon meet, and the daemon's defaults
+    // (runtime_state /run, kubelet_root /var/lib/kubelet) read the node's.
     let state_dir = config["state_dir"].as_str().unwrap();
     let host: BTreeSet<&str> = volumes
         .iter()
@@ -283,7 +285,14 @@ fn the_daemonset_is_the_units_daemon_on_every_gpu_node() {
         .collect();
     assert_eq!(
         host,
-        BTreeSet::from(["/run/rocsync", state_dir, "/sys/kernel/btf"])
+        BTreeSet::from([
+            "/run/rocsync",
+            state_dir,
+            "/sys/kernel/btf",
+            "/run/containerd/io.containerd.runtime.v2.task",
+            "/run/containers/storage/overlay-containers",
+            "/var/lib/kubelet/pods",
+        ])
     );
     for path in &host {
         let m = mounted_at(path).unwrap_or_else(|| panic!("{path} is not mounted at {path}"));
@@ -293,7 +302,18 @@ fn the_daemonset_is_the_units_daemon_on_every_gpu_node() {
         );
     }
     assert_eq!(volume("run")["hostPath"]["type"], "DirectoryOrCreate");
-    assert_eq!(mounted_at("/sys/kernel/btf").unwrap()["readOnly"], true);
+    for read_only in [
+        "/sys/kernel/btf",
+        "/run/containerd/io.containerd.runtime.v2.task",
+        "/run/containers/storage/overlay-containers",
+        "/var/lib/kubelet/pods",
+    ] {
+        assert_eq!(
+            mounted_at(read_only).unwrap()["readOnly"],
+            true,
+            "{read_only}"
+        );
+    }
 
     // One port throughout: the configuration's, the container's, the annotation's, the
     // probes', the Service's and the ServiceMonitor's.

@@ -89,3 +89,69 @@ fn doctor_tries_runtimes_in_venvs_conda_envs_and_opt_rocm() {
         assert_eq!(row["status"], "ok", "{row:#}");
     }
 }
+
+#[test]
+fn runtime_named_files_in_a_users_venv_do_not_fail_roots_doctor() {
+    let test = "runtime_named_files_in_a_users_venv_do_not_fail_roots_doctor";
+    if !can_trace(test) {
+        return;
+    }
+    let opt = PathBuf::from(format!(
+        "/opt/rocsync-doctor-hostile-{}",
+        std::process::id()
+    ));
+    let _search = DOCTOR_SEARCH.write().unwrap_or_else(|e| e.into_inner());
+    let _planted = Planted(vec![opt.clone()]);
+    let doctor = || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_rocsync"))
+            .args(["doctor", "--json"])
+            .output()
+            .unwrap()
+    };
+    let before = doctor().status.code();
+    let site = opt.join(".venv/lib/python3.11/site-packages");
+    // A FIFO named as pip's CUDA runtime, a sparse 100 GB file named as PyTorch's HSA.
+    let fifo_dir = site.join("nvidia/cuda_runtime/lib");
+    std::fs::create_dir_all(&fifo_dir).unwrap();
+    let fifo = fifo_dir.join("libcudart.so.12");
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        &fifo,
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o666),
+        0,
+    )
+    .unwrap();
+    let torch = site.join("torch/lib");
+    std::fs::create_dir_all(&torch).unwrap();
+    let sparse = torch.join("libhsa-runtime64.so.1");
+    std::fs::File::create(&sparse)
+        .unwrap()
+        .set_len(100 << 30)
+        .unwrap();
+    let out = doctor();
+    // Root's doctor says what it said before the neighbour planted them.
+    assert_eq!(out.status.code(), before);
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = report["checks"].as_array().unwrap();
+    for planted in [&fifo, &sparse] {
+        let shown = planted.display().to_string();
+        let row = rows
+            .iter()
+            .find(|c| c["found"].as_str().is_some_and(|f| f.starts_with(&shown)))
+            .unwrap_or_else(|| panic!("{shown} not shown: {report:#}"));
+        assert_eq!(row["status"], "unknown", "{row:#}");
+        assert!(
+            row["found"].as_str().unwrap().contains("skipped"),
+            "{row:#}"
+        );
+    }
+    assert!(
+        rows.iter().all(|c| c["status"] != "MISSING"
+            || !c["found"]
+                .as_str()
+                .unwrap_or("")
+                .contains("rocsync-doctor-hostile")),
+        "{report:#}"
+    );
+}

@@ -142,6 +142,7 @@ pub struct UploadView {
     pub uploaded: u64,
     pub bytes: u64,
     pub failures: u64,
+    pub refused: u64,
     pub pending: u64,
     pub lost: u64,
 }
@@ -163,8 +164,14 @@ pub fn render_uploads(out: &mut String, u: &UploadView) {
         (
             "rocsync_upload_failures_total",
             "counter",
-            "Upload attempts that failed (each is retried; the trace waits on disk).",
+            "Upload attempts that failed (each trace is retried on its own; it waits on disk).",
             u.failures,
+        ),
+        (
+            "rocsync_uploads_refused_total",
+            "counter",
+            "Traces the store refused for good (denied, not authenticated): set aside, tried again at the next start.",
+            u.refused,
         ),
         (
             "rocsync_upload_pending",

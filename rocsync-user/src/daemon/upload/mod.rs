@@ -12,6 +12,7 @@ mod pending;
 mod store;
 
 use std::{
+    collections::VecDeque,
     path::{Path, PathBuf},
     sync::{
         Arc,
@@ -42,6 +43,8 @@ pub struct Totals {
     pub uploaded: AtomicU64,
     pub bytes: AtomicU64,
     pub failures: AtomicU64,
+    /// Traces the store refused for good (403, 401, …), set aside until a restart.
+    pub refused: AtomicU64,
     /// Traces retention removed before they were uploaded.
     pub lost: AtomicU64,
 }
@@ -50,6 +53,45 @@ pub struct Totals {
 struct Job {
     trace: PathBuf,
     key: String,
+}
+
+/// A job, when it may be tried next, and the pause after its next failure.
+struct Retry {
+    job: Job,
+    at: tokio::time::Instant,
+    pause: Duration,
+}
+
+impl Retry {
+    fn new(job: Job) -> Self {
+        Self {
+            job,
+            at: tokio::time::Instant::now(),
+            pause: FIRST_PAUSE,
+        }
+    }
+}
+
+/// Whether the store's answer holds for this object whatever the retries: access denied
+/// (403), not authenticated (401), a precondition, or an operation it does not have.
+fn refused_for_good(e: &anyhow::Error) -> bool {
+    e.chain().any(|cause| {
+        let store = cause.downcast_ref::<object_store::Error>().or_else(|| {
+            cause
+                .downcast_ref::<std::io::Error>()?
+                .get_ref()?
+                .downcast_ref::<object_store::Error>()
+        });
+        matches!(
+            store,
+            Some(
+                object_store::Error::PermissionDenied { .. }
+                    | object_store::Error::Unauthenticated { .. }
+                    | object_store::Error::Precondition { .. }
+                    | object_store::Error::NotSupported { .. }
+            )
+        )
+    })
 }
 
 /// The uploader of the settings in effect; a reload with other settings replaces it
@@ -211,56 +253,88 @@ impl Worker {
         }
     }
 
-    /// Uploads the queue in order; a failure pauses the queue (the store is most likely
-    /// down for every trace alike) and retries the same trace.
+    /// Uploads the queue in order. A failure pauses that trace alone (1 s, doubled up to
+    /// a minute): the others go on meanwhile, so one key the store rejects cannot hold
+    /// the node's traces. A refusal that retrying cannot change (denied, not
+    /// authenticated, a precondition) sets the trace aside, counted; its marker stays, so
+    /// a restart (new credentials, a new policy) tries it again.
     async fn serve(self, mut queue: mpsc::UnboundedReceiver<Job>) {
-        let mut pause = FIRST_PAUSE;
-        while let Some(job) = queue.recv().await {
-            loop {
-                if self.stop.load(Relaxed) {
+        let mut jobs: VecDeque<Retry> = VecDeque::new();
+        let mut open = true;
+        loop {
+            if self.stop.load(Relaxed) {
+                return;
+            }
+            while let Ok(job) = queue.try_recv() {
+                jobs.push_back(Retry::new(job));
+            }
+            let now = tokio::time::Instant::now();
+            let Some(i) = jobs.iter().position(|r| r.at <= now) else {
+                let next = jobs.iter().map(|r| r.at).min();
+                if !open && next.is_none() {
                     return;
                 }
-                match self.put(&job).await {
-                    Ok(Some(bytes)) => {
-                        if let Err(e) = pending::done(&job.trace) {
-                            crate::say!(
-                                "rocsync daemon: warning: recording {}'s upload: {e}",
-                                job.trace.display()
-                            );
-                        }
-                        // No longer waiting before it is counted uploaded: a reader that
-                        // sees the count sees the waiting one gone.
-                        self.waiting.fetch_sub(1, Relaxed);
-                        self.totals.uploaded.fetch_add(1, Relaxed);
-                        self.totals.bytes.fetch_add(bytes, Relaxed);
-                        crate::say!(
-                            "rocsync daemon: uploaded {} to {}/{}",
-                            job.trace.display(),
-                            self.destination_root(),
-                            job.key
-                        );
-                        pause = FIRST_PAUSE;
-                        break;
-                    }
-                    // Retention removed it meanwhile (and counted it).
-                    Ok(None) => {
-                        self.waiting.fetch_sub(1, Relaxed);
-                        break;
-                    }
-                    Err(e) => {
-                        self.totals.failures.fetch_add(1, Relaxed);
-                        crate::say!(
-                            "rocsync daemon: warning: uploading {} (retried in {} s): {e}: {}",
-                            job.trace.display(),
-                            pause.as_secs(),
-                            e.root_cause()
-                        );
-                        tokio::time::sleep(pause).await;
-                        pause = (pause * 2).min(LAST_PAUSE);
-                    }
+                let far = now + LAST_PAUSE;
+                tokio::select! {
+                    job = queue.recv(), if open => match job {
+                        Some(job) => jobs.push_back(Retry::new(job)),
+                        None => open = false,
+                    },
+                    _ = tokio::time::sleep_until(next.unwrap_or(far)) => {}
+                }
+                continue;
+            };
+            let mut retry = jobs.remove(i).expect("found");
+            match self.put(&retry.job).await {
+                Ok(Some(bytes)) => self.uploaded(&retry.job, bytes),
+                // Retention removed it meanwhile (and counted it).
+                Ok(None) => {
+                    self.waiting.fetch_sub(1, Relaxed);
+                }
+                Err(e) if refused_for_good(&e) => {
+                    self.waiting.fetch_sub(1, Relaxed);
+                    self.totals.refused.fetch_add(1, Relaxed);
+                    crate::say!(
+                        "rocsync daemon: warning: the store refused {} as {}: set aside (retried at the next start): {e}: {}",
+                        retry.job.trace.display(),
+                        retry.job.key,
+                        e.root_cause()
+                    );
+                }
+                Err(e) => {
+                    self.totals.failures.fetch_add(1, Relaxed);
+                    crate::say!(
+                        "rocsync daemon: warning: uploading {} (retried in {} s): {e}: {}",
+                        retry.job.trace.display(),
+                        retry.pause.as_secs(),
+                        e.root_cause()
+                    );
+                    retry.at = tokio::time::Instant::now() + retry.pause;
+                    retry.pause = (retry.pause * 2).min(LAST_PAUSE);
+                    jobs.push_back(retry);
                 }
             }
         }
+    }
+
+    fn uploaded(&self, job: &Job, bytes: u64) {
+        if let Err(e) = pending::done(&job.trace) {
+            crate::say!(
+                "rocsync daemon: warning: recording {}'s upload: {e}",
+                job.trace.display()
+            );
+        }
+        // No longer waiting before it is counted uploaded: a reader that sees the count
+        // sees the waiting one gone.
+        self.waiting.fetch_sub(1, Relaxed);
+        self.totals.uploaded.fetch_add(1, Relaxed);
+        self.totals.bytes.fetch_add(bytes, Relaxed);
+        crate::say!(
+            "rocsync daemon: uploaded {} to {}/{}",
+            job.trace.display(),
+            self.destination_root(),
+            job.key
+        );
     }
 
     fn destination_root(&self) -> String {
@@ -270,7 +344,13 @@ impl Worker {
     /// Streams the trace into the store (a multipart upload when it is large); `None`
     /// when the trace is gone.
     async fn put(&self, job: &Job) -> Result<Option<u64>> {
-        let mut file = match tokio::fs::File::open(&job.trace).await {
+        // Never through a link (one planted where a trace was would upload its target).
+        let mut file = match tokio::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+            .open(&job.trace)
+            .await
+        {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(e).context("reading the trace"),

@@ -55,8 +55,14 @@ pub fn all_waiting(dirs: &[PathBuf]) -> Vec<(PathBuf, String)> {
         else {
             continue;
         };
-        let (Ok(meta), Ok(key)) = (std::fs::metadata(&trace), std::fs::read_to_string(&path))
-        else {
+        // A regular file, never a link; a key naming that file (what `submit` made).
+        let meta = std::fs::symlink_metadata(&trace)
+            .ok()
+            .filter(|m| m.is_file());
+        let key = std::fs::read_to_string(&path)
+            .ok()
+            .filter(|k| key_names(k, &trace));
+        let (Some(meta), Some(key)) = (meta, key) else {
             let _ = std::fs::remove_file(&path);
             continue;
         };
@@ -70,9 +76,40 @@ pub fn all_waiting(dirs: &[PathBuf]) -> Vec<(PathBuf, String)> {
     found.into_iter().map(|(_, t, k)| (t, k)).collect()
 }
 
+/// Whether `key` is one the daemon makes for `trace`: it ends with the trace's file
+/// name, and no part of it climbs or is empty.
+fn key_names(key: &str, trace: &Path) -> bool {
+    let Some(name) = trace.file_name().and_then(|n| n.to_str()) else {
+        return false;
+    };
+    let parts: Vec<&str> = key.split('/').collect();
+    parts.last() == Some(&name)
+        && parts
+            .iter()
+            .all(|p| !p.is_empty() && *p != ".." && *p != "." && !p.contains(char::is_control))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_link_or_a_key_not_of_its_trace_is_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("real.json");
+        std::fs::write(&real, "{}").unwrap();
+        wait(&real, "p/node/real.json").unwrap();
+        // A link where a trace would be, and a key naming another object.
+        let leak = dir.path().join("leak.json");
+        std::os::unix::fs::symlink("/etc/hostname", &leak).unwrap();
+        wait(&leak, "p/node/leak.json").unwrap();
+        let other = dir.path().join("other.json");
+        std::fs::write(&other, "{}").unwrap();
+        wait(&other, "p/../victim/other.json").unwrap();
+        let found = all_waiting(&[dir.path().to_path_buf()]);
+        assert_eq!(found, [(real, "p/node/real.json".to_string())]);
+        assert!(!waiting(&leak) && !waiting(&other));
+    }
 
     #[test]
     fn waiting_then_done_and_found_again_after_a_restart() {

@@ -111,9 +111,35 @@ impl<R: BufRead> Reader<R> {
             return Ok(None);
         };
         let n = self.n;
-        parse_item(v).map(Some).with_context(|| format!("line {n}"))
+        let item = parse_item(v).with_context(|| format!("line {n}"))?;
+        let times = match &item {
+            Item::Call { call, .. } => vec![call.enter_ns, call.exit_ns.unwrap_or(call.enter_ns)],
+            Item::Completion(_, exit) => vec![exit.exit_ns],
+            _ => Vec::new(),
+        };
+        for ns in times {
+            self.check_time(ns).with_context(|| format!("line {n}"))?;
+        }
+        Ok(Some(item))
+    }
+
+    /// A time the trace can be written at: with the header's clock offset, within 2^62
+    /// ns (146 years) of 1970 (a damaged or hand-made file may say anything; beyond,
+    /// rows would be written with negative or wrapped durations).
+    fn check_time(&self, mono_ns: u64) -> Result<()> {
+        let offset = self.header.clock_offset_ns;
+        let wall = i128::from(mono_ns) + i128::from(offset);
+        if wall.abs() > MAX_WALL_NS {
+            bail!(
+                "a time of {mono_ns} ns with clock_offset_ns {offset} is no date rocsync can write (more than 146 years from 1970): the file is damaged or hand-made"
+            );
+        }
+        Ok(())
     }
 }
+
+/// The farthest wall-clock time (ns from 1970) a trace is written at: 2^62 (2116).
+const MAX_WALL_NS: i128 = 1 << 62;
 
 /// The value under `key`, when `v` is an object that has it.
 fn take(v: &mut Value, key: &str) -> Option<Value> {

@@ -237,3 +237,45 @@ pub fn cgroup2_mount() -> Option<PathBuf> {
         (fs.split(' ').next() == Some("cgroup2")).then(|| PathBuf::from(mount_point))
     })
 }
+
+/// The node's side of the test's pods, under `dir`: the flags that point the daemon at
+/// it (`--runtime-state`, `--kubelet-root`), in place of the node's `/run` and
+/// `/var/lib/kubelet`.
+pub fn host_flags(dir: &Path) -> Vec<String> {
+    vec![
+        "--runtime-state".into(),
+        dir.join("host/run").display().to_string(),
+        "--kubelet-root".into(),
+        dir.join("host/kubelet").display().to_string(),
+    ]
+}
+
+/// Records `cgroup`'s container as containerd does for a pod `namespace/name`: its OCI
+/// bundle's config, with the CRI's annotations (the pod's own files may say otherwise).
+pub fn in_runtime(dir: &Path, cgroup: &PodCgroup, namespace: &str, name: &str) {
+    let bundle = dir
+        .join("host/run/containerd/io.containerd.runtime.v2.task/k8s.io")
+        .join(&cgroup.container);
+    std::fs::create_dir_all(&bundle).unwrap();
+    let config = serde_json::json!({
+        "ociVersion": "1.1.0",
+        "annotations": {
+            "io.kubernetes.cri.container-type": "container",
+            "io.kubernetes.cri.sandbox-namespace": namespace,
+            "io.kubernetes.cri.sandbox-name": name,
+            "io.kubernetes.cri.sandbox-uid": cgroup.uid,
+        }
+    });
+    std::fs::write(bundle.join("config.json"), config.to_string()).unwrap();
+}
+
+/// Records the service-account namespace the kubelet projects into pod `cgroup`'s
+/// directory (its only name there).
+pub fn in_kubelet(dir: &Path, cgroup: &PodCgroup, namespace: &str) {
+    let sa = dir
+        .join("host/kubelet/pods")
+        .join(&cgroup.uid)
+        .join("volumes/kubernetes.io~projected/kube-api-access-4xk2p");
+    std::fs::create_dir_all(&sa).unwrap();
+    std::fs::write(sa.join("namespace"), namespace).unwrap();
+}

@@ -1,0 +1,117 @@
+//! The neighbours' second pass (its smaller items), each as the neighbour tried it: a
+//! state directory others may write is refused before anything is uploaded from it;
+//! `rocsync status` escapes the names processes chose; `daemon --check` never shows an
+//! endpoint's credentials; `convert` refuses times that are no date instead of writing
+//! negative durations. Needs root where a daemon runs.
+
+use std::{os::unix::fs::PermissionsExt as _, path::Path};
+
+use crate::common::{daemon::*, *};
+
+#[test]
+fn a_state_directory_others_may_write_is_refused() {
+    let name = "a_state_directory_others_may_write_is_refused";
+    let Some((dir, exe)) = daemon_test(name) else {
+        return;
+    };
+    // The neighbour's: theirs, open to all, a link to root's file planted as a trace
+    // with a marker naming a key outside the prefix.
+    let state = dir.path("state");
+    std::fs::create_dir_all(state.join("traces")).unwrap();
+    std::os::unix::fs::symlink("/etc/shadow", state.join("traces/leak.json")).unwrap();
+    std::fs::write(
+        state.join("traces/leak.json.upload"),
+        "../../elsewhere/shadow",
+    )
+    .unwrap();
+    for d in [state.clone(), state.join("traces")] {
+        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o777)).unwrap();
+    }
+    let out = daemon_command(&dir, &exe, &[]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "started: {stderr}");
+    assert!(stderr.contains("may be written by others"), "{stderr}");
+    // Owned by someone else, even closed: refused too.
+    for d in [state.clone(), state.join("traces")] {
+        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o700)).unwrap();
+    }
+    let nobody = |p: &Path| std::os::unix::fs::chown(p, Some(65534), Some(65534)).unwrap();
+    nobody(&state);
+    let out = daemon_command(&dir, &exe, &[]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "started: {stderr}");
+    assert!(stderr.contains("belongs to uid 65534"), "{stderr}");
+}
+
+#[test]
+fn status_escapes_the_names_processes_chose() {
+    let name = "status_escapes_the_names_processes_chose";
+    let Some((dir, scenario)) = daemon_test(name) else {
+        return;
+    };
+    // An executable named to forge a line of status and colour the terminal.
+    let exe = dir.path("x\ntracked processes: 0\u{1b}[31mred");
+    std::fs::copy(&scenario, &exe).unwrap();
+    let (daemon, mut lines) = start_daemon(&dir, &exe, &[]);
+    let mut target = tracked_loop(&dir, &exe, &mut lines, 4000);
+    let status = ask_daemon(&dir.path("rocsync.sock"), &["status"]);
+    assert!(!status.contains('\u{1b}'), "{status:?}");
+    let forged = status
+        .lines()
+        .filter(|l| l.starts_with("tracked processes"))
+        .count();
+    assert_eq!(forged, 1, "{status}");
+    assert!(
+        status.contains("x\\ntracked processes: 0\\u{1b}[31mred"),
+        "{status}"
+    );
+    target.kill().unwrap();
+    let _ = target.wait();
+    stop(daemon);
+}
+
+#[test]
+fn check_never_shows_an_endpoints_credentials() {
+    let out = run_ok(rocsync().args([
+        "daemon",
+        "--check",
+        "--upload",
+        "s3://bucket/p",
+        "--upload-endpoint",
+        "http://KEY:SECRET@127.0.0.1:9000",
+    ]));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!text.contains("SECRET") && !text.contains("KEY"), "{text}");
+    assert!(text.contains("http://REDACTED@127.0.0.1:9000"), "{text}");
+}
+
+#[test]
+fn convert_refuses_times_that_are_no_date() {
+    let dir = TempDir::new();
+    let raw = dir.path("c.jsonl");
+    let min = i64::MIN;
+    let near_max = u64::MAX - 10;
+    std::fs::write(
+        &raw,
+        format!(
+            "{{\"rocsync_raw\":{{\"version\":\"0.1.0\",\"clock_offset_ns\":{min},\"command\":[\"app\"]}}}}\n\
+             {{\"api\":\"hipDeviceSynchronize\",\"pid\":9,\"tid\":9,\"correlation\":1,\"enter_ns\":{near_max},\"exit_ns\":{},\"ret\":0,\"args\":{{}}}}\n",
+            near_max + 5
+        ),
+    )
+    .unwrap();
+    let out = rocsync()
+        .arg("convert")
+        .arg(&raw)
+        .arg("-o")
+        .arg(dir.path("t.json"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "converted: {stderr}");
+    assert!(
+        stderr.contains("line 2") && stderr.contains("no date"),
+        "{stderr}"
+    );
+    assert!(!dir.path("t.json").exists());
+}
