@@ -56,6 +56,15 @@ pub struct GroupSlot {
     pub slot: u32,
 }
 
+/// A process's calls counted before the daemon tracked it: (its tgid, the series'
+/// [`MetricKey::slot`]).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct EarlyKey {
+    pub tgid: u32,
+    pub slot: u32,
+}
+
 /// What the kernel counts per [`MetricKey`] (per CPU; userspace sums).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -148,6 +157,8 @@ mod pod {
     unsafe impl aya::Pod for super::MetricValue {}
     // SAFETY: as above (two u32).
     unsafe impl aya::Pod for super::GroupSlot {}
+    // SAFETY: as above (two u32).
+    unsafe impl aya::Pod for super::EarlyKey {}
     // SAFETY: as above (two u32, then two u64: no padding).
     unsafe impl aya::Pod for super::PendingCall {}
 }

@@ -10,9 +10,9 @@ use aya_ebpf::{
     maps::{Array, LruHashMap, PerCpuArray, PerCpuHashMap},
 };
 use rocsync_common::{
-    AQL_SLOTS, Api, Cookie, GroupSlot, HandleKey, METRIC_SLOTS, MetricKey, MetricValue, NO_DEVICE,
-    OutParam, PendingCall, RECORD_STALL, StallRecord, Switch, TRACE_RECORDING, TRACE_STOPPING,
-    WAIT_BUCKETS, aql_slot,
+    AQL_SLOTS, Api, Cookie, EarlyKey, GroupSlot, HandleKey, METRIC_SLOTS, MetricKey, MetricValue,
+    NO_DEVICE, OutParam, PendingCall, RECORD_STALL, StallRecord, Switch, TRACE_RECORDING,
+    TRACE_STOPPING, WAIT_BUCKETS, aql_slot,
 };
 
 use crate::{
@@ -87,13 +87,52 @@ fn series(group: u32, api: u32, device: i32) -> Option<*mut MetricValue> {
     METRICS.get_ptr_mut(slot)
 }
 
+/// Calls of a process the daemon has not looked at yet (a new process calls before its
+/// library load is announced and read), by process and series: the daemon folds them
+/// into the process's series when it tracks it. Those of processes it never tracks are
+/// forgotten by the LRU; those it looked at and does not count are `PASSED`.
+#[map]
+static EARLY: LruHashMap<EarlyKey, u64> = LruHashMap::with_max_entries(4096, 0);
+/// Processes the daemon looked at and counts not (its filters): not early.
+#[map]
+static PASSED: LruHashMap<u32, u8> = LruHashMap::with_max_entries(8192, 0);
+
+/// A call of a process not (yet) tracked: counted as early unless the daemon passed it.
+#[inline(always)]
+fn early(cookie: Cookie, args: &[u64; 3], pid_tgid: u64, tgid: u32) {
+    // SAFETY: plain map lookup.
+    if cookie.kind() == Cookie::KIND_GET_DEVICE || unsafe { PASSED.get(tgid) }.is_some() {
+        return;
+    }
+    let Some(slot) = MetricKey::slot(cookie.api(), device_of(args, cookie, pid_tgid)) else {
+        return;
+    };
+    let key = EarlyKey { tgid, slot };
+    match EARLY.get_ptr_mut(key) {
+        // SAFETY: the entry's value; the process's threads share it, so atomically.
+        Some(n) => unsafe {
+            core::arch::asm!(
+                "lock *(u64 *)({p} + 0) += {v}",
+                p = in(reg) n,
+                v = in(reg) 1u64,
+            );
+        },
+        None => {
+            let _ = EARLY.insert(key, 1, 0);
+        }
+    }
+}
+
 /// A call entered in a process the daemon tracks: counted, and remembered until it
 /// returns. Returns the settings to record it with when a trace records the process.
 #[inline(always)]
 pub fn entered(cookie: Cookie, args: &[u64; 3]) -> Option<Switch> {
     let pid_tgid = bpf_get_current_pid_tgid();
     let tgid = (pid_tgid >> 32) as u32;
-    let ptr = TARGETS.get_ptr_mut(tgid)?;
+    let Some(ptr) = TARGETS.get_ptr_mut(tgid) else {
+        early(cookie, args, pid_tgid, tgid);
+        return None;
+    };
     // SAFETY: the map's value, valid for the program's run; copied out.
     let cfg = unsafe { *ptr };
     if cfg.metrics == 0 {

@@ -3,7 +3,7 @@
 //! every process), subject to the configured filters. Each library file is probed once,
 //! file-wide; a tracked process enters `TARGETS` with counting on.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use super::files::{FileId, Files, MAX_FILES_PER_USER};
 
@@ -47,6 +47,10 @@ pub struct Tracker {
     learning: bool,
     /// Each tracked process's pod, and the label group its calls are counted in.
     pub pods: Pods,
+    /// Calls of tracked processes made before they were tracked (their first calls,
+    /// before discovery read their library load), by label group and series slot:
+    /// `/metrics` adds them to the kernel's counts.
+    pub early: BTreeMap<(u32, u32), u64>,
 }
 
 impl Tracker {
@@ -64,6 +68,7 @@ impl Tracker {
             quiet: Quiet::new("files refused for their user's cap"),
             learning: false,
             pods,
+            early: BTreeMap::new(),
         }
     }
 
@@ -112,7 +117,12 @@ impl Tracker {
         });
         // A process the filters exclude gets no probes of its own (its library may still
         // be probed for another process that maps the same file).
-        if !maps_runtime || !(self.tracked.contains(&pid) || self.admits(pid)) {
+        if !maps_runtime {
+            return;
+        }
+        if !(self.tracked.contains(&pid) || self.admits(pid)) {
+            // Its calls are not counted: nor are they early ones.
+            let _ = self.probes.pass(pid);
             return;
         }
         for r in &RUNTIMES {
@@ -145,9 +155,14 @@ impl Tracker {
             crate::environ::number_agents(&mut counted, &visible);
             self.visible.insert(pid, visible);
         }
+        let group = counted.metric_group;
         match self.probes.set_target(pid, counted) {
             Ok(()) => {
                 self.tracked.insert(pid);
+                // Its calls before this are its counts too.
+                for (slot, n) in self.probes.take_early(pid).unwrap_or_default() {
+                    *self.early.entry((group, slot)).or_default() += n;
+                }
                 // Names are checked (DNS-1123); any user names their executables: escaped.
                 let pod = self.pods.pod(pid).map(|p| format!(" in pod {}", p.shown()));
                 crate::say!(
@@ -276,6 +291,7 @@ impl Tracker {
         }
         for group in self.pods.retire(std::time::Instant::now()) {
             self.probes.forget_group(group)?;
+            self.early.retain(|(g, _), _| *g != group);
         }
         // A file's probes go with the last process it was probed for; detached in the
         // background (each unregistration waits for the kernel).

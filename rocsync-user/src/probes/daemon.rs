@@ -7,7 +7,8 @@ use aya::{
     programs::RawTracePoint,
 };
 use rocsync_common::{
-    AQL_SLOTS, AqlAgent, GroupSlot, METRIC_SLOTS, MetricKey, MetricValue, WAIT_BUCKETS, aql_series,
+    AQL_SLOTS, AqlAgent, EarlyKey, GroupSlot, METRIC_SLOTS, MetricKey, MetricValue, WAIT_BUCKETS,
+    aql_series,
 };
 
 use super::Probes;
@@ -54,6 +55,36 @@ impl Probes {
             .filter(|(_, c)| c.api != u32::MAX)
             .map(|(k, c)| ((k >> 32) as u32, k as u32, c))
             .collect())
+    }
+
+    /// Takes `pid`'s calls counted before it was tracked out of the kernel: (series
+    /// slot, calls).
+    pub fn take_early(&mut self, pid: u32) -> Result<Vec<(u32, u64)>> {
+        let mut map: aya::maps::HashMap<_, EarlyKey, u64> =
+            aya::maps::HashMap::try_from(self.ebpf.map_mut("EARLY").context("EARLY map missing")?)?;
+        let keys: Vec<EarlyKey> = map
+            .keys()
+            .filter_map(Result::ok)
+            .filter(|k| k.tgid == pid)
+            .collect();
+        let mut out = Vec::new();
+        for k in keys {
+            if let Ok(n) = map.get(&k, 0) {
+                out.push((k.slot, n));
+            }
+            let _ = map.remove(&k);
+        }
+        Ok(out)
+    }
+
+    /// `pid` was looked at and is not counted (the daemon's filters): its calls are not
+    /// early ones.
+    pub fn pass(&mut self, pid: u32) -> Result<()> {
+        let mut map: aya::maps::HashMap<_, u32, u8> = aya::maps::HashMap::try_from(
+            self.ebpf.map_mut("PASSED").context("PASSED map missing")?,
+        )?;
+        map.insert(pid, 1, 0)?;
+        Ok(())
     }
 
     /// Every series the kernel counted, summed over CPUs (the node's: of processes in no

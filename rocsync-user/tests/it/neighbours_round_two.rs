@@ -115,3 +115,45 @@ fn convert_refuses_times_that_are_no_date() {
     );
     assert!(!dir.path("t.json").exists());
 }
+
+#[test]
+fn a_new_process_is_counted_from_its_first_call() {
+    let name = "a_new_process_is_counted_from_its_first_call";
+    let Some((dir, exe)) = daemon_test(name) else {
+        return;
+    };
+    let (daemon, mut lines) = start_daemon(&dir, &exe, &[]);
+    let addr = metrics_addr(&lines);
+    // A process keeps the runtime probed (one record, then an 8 s block)...
+    let mut held = Gated::start(
+        std::process::Command::new(&exe)
+            .args(["gated", "stall", "1", "8000000"])
+            .env("SCENARIO_LOG", dir.path("held.log")),
+    );
+    held.open_when_tracked(&mut lines);
+    wait_for_calls(&addr, "hipStreamWaitEvent", 0, 1);
+    // ...and a new one calls at once, before the daemon has read its library load: its
+    // first calls trap, counted as early, and become its counts once it is tracked.
+    let log = dir.path("new.log");
+    let new = std::process::Command::new(&exe)
+        .args(["loop", "300"])
+        .env("SCENARIO_LOG", &log)
+        .stdout(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(new.success());
+    assert!(held.child.wait().unwrap().success());
+    let logged = |file: &str| {
+        rocsync_tests::read_log(&dir.path(file))
+            .iter()
+            .filter(|c| c.api == "hipEventRecord")
+            .count() as u64
+    };
+    let made = logged("held.log") + logged("new.log");
+    assert!(made > 100, "{made}");
+    until(10, "the calls counted", || {
+        calls_counted(&addr, "hipEventRecord") >= made
+    });
+    assert_eq!(calls_counted(&addr, "hipEventRecord"), made);
+    stop(daemon);
+}

@@ -27,15 +27,50 @@ pub struct Series {
 /// counted without them (the kernel's labelled series full).
 pub fn read(tracker: &Tracker) -> Result<(Vec<Series>, Option<u64>)> {
     let probes = &tracker.probes;
-    let node = probes.metrics()?;
+    let mut node = probes.metrics()?;
     let labels = tracker.pods.labels();
+    let mut groups = match labels.any() {
+        true => probes.group_metrics()?,
+        false => Vec::new(),
+    };
+    with_early(&mut node, &mut groups, &tracker.early);
     if !labels.any() {
         return Ok((of(node, Vec::new(), &BTreeMap::new(), labels), None));
     }
-    let groups = probes.group_metrics()?;
     let values = tracker.pods.label_values();
     let series = of(node, groups, &values, labels);
     Ok((series, Some(probes.unlabelled_calls()?)))
+}
+
+/// Adds the calls processes made before they were tracked to their series (made where
+/// the kernel has none yet).
+fn with_early(
+    node: &mut Vec<(MetricKey, MetricValue)>,
+    groups: &mut Vec<(u32, MetricKey, MetricValue)>,
+    early: &BTreeMap<(u32, u32), u64>,
+) {
+    for (&(group, slot), &n) in early {
+        let key = MetricKey::of_slot(slot);
+        let value = match group {
+            0 => match node.iter_mut().find(|(k, _)| *k == key) {
+                Some((_, v)) => v,
+                None => {
+                    node.push((key, MetricValue::default()));
+                    &mut node.last_mut().expect("pushed").1
+                }
+            },
+            g => match groups.iter_mut().find(|(gg, k, _)| *gg == g && *k == key) {
+                Some((_, _, v)) => v,
+                None => {
+                    groups.push((g, key, MetricValue::default()));
+                    &mut groups.last_mut().expect("pushed").2
+                }
+            },
+        };
+        value.calls += n;
+    }
+    node.sort_by_key(|(k, _)| *k);
+    groups.sort_by_key(|(g, k, _)| (*g, *k));
 }
 
 /// The node's series and the groups', each under its label values.
