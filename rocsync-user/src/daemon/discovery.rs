@@ -110,11 +110,15 @@ impl Tracker {
                 }
             }
         }
+        // HIP or CUDA, or HSA alone (OpenCL on ROCm, direct HSA users: their queues and
+        // packets are what there is to count).
         let maps_runtime = RUNTIMES.iter().any(|r| {
             maps::libraries(&mappings, |n| r.matches_library(n))
                 .next()
                 .is_some()
-        });
+        }) || maps::libraries(&mappings, maps::is_hsa_runtime)
+            .next()
+            .is_some();
         // A process the filters exclude gets no probes of its own (its library may still
         // be probed for another process that maps the same file).
         if !maps_runtime {

@@ -92,9 +92,12 @@ pub fn matched(tracker: &Tracker, req: &TraceSpec) -> Result<Vec<u32>> {
         }
     } else {
         for &p in &req.pids {
+            if !crate::procfs::exists(p) {
+                bail!("pid {p} does not exist");
+            }
             if !tracker.tracked.contains(&p) {
                 bail!(
-                    "pid {p} is not tracked: it maps no GPU runtime, or the daemon's filters exclude it"
+                    "pid {p} is not tracked: it maps no GPU runtime (HIP, CUDA or HSA), or the daemon's filters exclude it"
                 );
             }
             if !alive(p) {

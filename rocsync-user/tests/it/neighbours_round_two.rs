@@ -157,3 +157,48 @@ fn a_new_process_is_counted_from_its_first_call() {
     assert_eq!(calls_counted(&addr, "hipEventRecord"), made);
     stop(daemon);
 }
+
+#[test]
+fn a_process_of_hsa_alone_is_tracked_and_its_packets_counted() {
+    let name = "a_process_of_hsa_alone_is_tracked_and_its_packets_counted";
+    let Some((dir, _)) = daemon_test(name) else {
+        return;
+    };
+    // A program that maps the HSA runtime and nothing of HIP or CUDA (as OpenCL on ROCm).
+    let exe = dir.path("hsa_scenario");
+    std::fs::copy(rocsync_tests::hsa_scenario(), &exe).unwrap();
+    let (daemon, mut lines) = start_daemon(&dir, &exe, &[]);
+    let addr = metrics_addr(&lines);
+    let log = dir.path("packets.log");
+    let mut target = Gated::start(
+        std::process::Command::new(&exe)
+            .args(["12", "64"])
+            .env("SCENARIO_GATE", "0")
+            .env("SCENARIO_LOG", &log),
+    );
+    target.open_when_tracked(&mut lines);
+    assert!(target.child.wait().unwrap().success());
+    let published = std::fs::read_to_string(&log).unwrap().lines().count();
+    assert!(published >= 36, "{published}");
+    let counted = || {
+        get(&addr, "/metrics")
+            .lines()
+            .filter(|l| l.starts_with("rocsync_aql_packets_total{"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>() as usize
+    };
+    until(10, "its packets counted", || counted() >= published);
+    assert_eq!(counted(), published);
+    // A pid that does not exist is said to be none, not "not tracked".
+    let out = rocsync()
+        .args(["trace", "-p", "999999999", "--socket"])
+        .arg(dir.path("rocsync.sock"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("pid 999999999 does not exist"),
+        "{err}"
+    );
+    stop(daemon);
+}
