@@ -88,7 +88,10 @@ impl Daemon {
                 }
                 Err(e) => refuse(conn, &e.into()).await,
             },
-            Asked::Trace(spec, _) if spec.flight => self.dump_flight(conn, ring).await,
+            Asked::Trace(spec, send_files) if spec.flight => {
+                let client = PendingReply { conn, send_files };
+                self.dump_flight(client, ring).await
+            }
             Asked::Trace(spec, send_files) => match self.start(spec) {
                 Ok(trace) => trace.reply = Some(PendingReply { conn, send_files }),
                 Err(e) => refuse(conn, &e).await,
@@ -98,7 +101,8 @@ impl Daemon {
 
     /// Writes what the flight recorder holds, off the loop: every call made before the
     /// request, or counted lost.
-    async fn dump_flight(&mut self, conn: UnixStream, ring: &mut RingBuf<MapData>) {
+    async fn dump_flight(&mut self, client: PendingReply, ring: &mut RingBuf<MapData>) {
+        let conn = client.conn;
         let id = self.take_id();
         match &self.flight {
             None => {
@@ -141,8 +145,12 @@ impl Daemon {
                     known_from: f.known_from(),
                     queues,
                 };
+                let client = PendingReply {
+                    conn,
+                    send_files: client.send_files,
+                };
                 self.writing
-                    .flight(held, dir, id, processes, conn, (links, shed));
+                    .flight(held, dir, id, processes, client, (links, shed));
             }
         }
     }

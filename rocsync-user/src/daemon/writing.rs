@@ -10,10 +10,7 @@ use std::{
     path::PathBuf,
 };
 
-use tokio::{
-    net::UnixStream,
-    task::{Id, JoinSet},
-};
+use tokio::task::{Id, JoinSet};
 
 use super::{
     flight::{self, Held},
@@ -65,7 +62,7 @@ impl Writing {
         state_dir: PathBuf,
         id: u64,
         processes: BTreeMap<u32, ProcessInfo>,
-        client: UnixStream,
+        client: PendingReply,
         links: (&'static str, serde_json::Value),
     ) {
         let name = format!("flight recorder dump {id}");
@@ -84,10 +81,7 @@ impl Writing {
             );
             Done {
                 name: done_name,
-                client: Some(PendingReply {
-                    conn: client,
-                    send_files: false,
-                }),
+                client: Some(client),
                 reply: traces::answer(written),
                 pods,
             }

@@ -2,7 +2,9 @@
 //! state directory others may write is refused before anything is uploaded from it;
 //! `rocsync status` escapes the names processes chose; `daemon --check` never shows an
 //! endpoint's credentials; `convert` refuses times that are no date instead of writing
-//! negative durations. Needs root where a daemon runs.
+//! negative durations; a new process is counted from its first call; a process of HSA
+//! alone is tracked; and (a newcomer's finding) `trace --flight -o` copies the dump.
+//! Needs root where a daemon runs.
 
 use std::{os::unix::fs::PermissionsExt as _, path::Path};
 
@@ -200,5 +202,35 @@ fn a_process_of_hsa_alone_is_tracked_and_its_packets_counted() {
         !out.status.success() && err.contains("pid 999999999 does not exist"),
         "{err}"
     );
+    stop(daemon);
+}
+
+#[test]
+fn a_flight_dump_is_copied_where_o_says() {
+    let name = "a_flight_dump_is_copied_where_o_says";
+    let Some((dir, exe)) = daemon_test(name) else {
+        return;
+    };
+    let (daemon, mut lines) = start_daemon(&dir, &exe, &["--flight-recorder", "10s"]);
+    let mut target = tracked_loop(&dir, &exe, &mut lines, 3000);
+    let sock = dir.path("rocsync.sock");
+    wait_for_calls(&metrics_addr(&lines), "hipEventRecord", 0, 20);
+    for out in ["dump.json", "dump.json.gz"] {
+        let file = dir.path(out);
+        let said = ask_daemon(&sock, &["trace", "--flight", "-o", file.to_str().unwrap()]);
+        assert_eq!(said.trim(), file.display().to_string());
+        let mut text = String::new();
+        let raw = std::fs::File::open(&file).unwrap();
+        let mut reader: Box<dyn std::io::Read> = match out.ends_with(".gz") {
+            true => Box::new(flate2::read::GzDecoder::new(raw)),
+            false => Box::new(raw),
+        };
+        std::io::Read::read_to_string(&mut reader, &mut text).unwrap();
+        let t: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(t["rocsync"]["parameters"]["mode"], "daemon flight recorder");
+        assert!(t["rocsync"]["calls"].as_u64().unwrap() > 0, "{out}");
+    }
+    target.kill().unwrap();
+    let _ = target.wait();
     stop(daemon);
 }
