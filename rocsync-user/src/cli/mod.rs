@@ -187,12 +187,6 @@ pub struct CaptureArgs {
     /// annotate` uses to learn streams seen nowhere else. Each is hot: a trap per call
     #[arg(long, value_name = "SYMBOLS", value_delimiter = ',', value_parser = parse_apis)]
     pub probe: Vec<ApiList>,
-    /// Learn the devices running threads chose before the attach from *GetDevice, for at
-    /// most this long (each call traps meanwhile; a thread that calls none in it has
-    /// its device unknown until it sets one). 0 or off: never
-    #[arg(long, value_name = "DURATION", default_value = "100ms",
-          value_parser = crate::units::parse_learning)]
-    pub learn_devices: Duration,
     /// No live status line (it is shown only when stderr is a terminal)
     #[arg(long)]
     pub no_status: bool,
@@ -219,6 +213,12 @@ pub struct RunArgs {
     /// command runs as rocsync does (root under sudo)
     #[arg(short = 'u', long = "user", value_name = "USER")]
     pub user: Option<String>,
+    /// Stop tracing after this long: seconds (10, 1.5) or with a unit (500ms, 10s, 2m);
+    /// the command goes on untraced, and rocsync still exits with its status [default:
+    /// until the command exits or Ctrl-C]
+    #[arg(long, short, value_name = "DURATION", allow_negative_numbers = true,
+          value_parser = crate::units::parse_duration)]
+    pub duration: Option<Duration>,
     /// The command and its arguments (`--` before it is optional: what follows the
     /// command is its own, as perf, strace and nsys take it)
     #[arg(required = true, trailing_var_arg = true, num_args = 1.., value_name = "CMD")]
@@ -247,6 +247,12 @@ pub struct AttachArgs {
     /// libhsa-runtime64) instead of failing
     #[arg(long)]
     pub wait: bool,
+    /// Learn the devices running threads chose before the attach from *GetDevice, for at
+    /// most this long (each call traps meanwhile; a thread that calls none in it has
+    /// its device unknown until it sets one). 0 or off: never
+    #[arg(long, value_name = "DURATION", default_value = "100ms",
+          value_parser = crate::units::parse_learning)]
+    pub learn_devices: Duration,
 }
 
 #[derive(Debug, Args)]

@@ -45,7 +45,9 @@ pub async fn attach(args: AttachArgs, mut signals: Signals) -> Result<i32> {
         }
     }
     let what = format!("rocsync attach --pid {list}");
-    let mut capture = Capture::prepare(args.out.into(), &what, &pids)?;
+    let mut settings: crate::capture::CaptureSettings = args.out.into();
+    settings.learn_devices = args.learn_devices;
+    let mut capture = Capture::prepare(settings, &what, &pids)?;
     let exits = pids
         .iter()
         .map(|&p| launch::pidfd(p))

@@ -49,8 +49,11 @@ pub async fn run(args: RunArgs, mut signals: Signals) -> Result<i32> {
     let child = held.release()?;
     let exited = async { drop(child.exit_ready().await) };
     let stop = capture
-        .trace(&mut session, &mut signals, None, exited)
+        .trace(&mut session, &mut signals, args.duration, exited)
         .await?;
+    if matches!(stop, StopReason::Duration) {
+        crate::say!("rocsync: stopping (duration reached); {program} goes on untraced");
+    }
     if let StopReason::Signal(s) = stop {
         crate::say!("rocsync: stopping ({s}); waiting for {program} to exit");
         if s == "SIGTERM" {
@@ -59,7 +62,10 @@ pub async fn run(args: RunArgs, mut signals: Signals) -> Result<i32> {
         }
     }
     let agents = capture.settings.agents.to_json();
-    let params = json!({ "mode": "run", "pid": pid, "hip_lib": args.hip_lib, "agents": agents });
+    let params = json!({
+        "mode": "run", "pid": pid, "hip_lib": args.hip_lib, "agents": agents,
+        "duration_s": args.duration.map(|d| d.as_secs_f64()),
+    });
     let written = capture.finish(session, stop, params).await;
     // The command's status, whatever became of the outputs.
     let status = child.wait().await?;

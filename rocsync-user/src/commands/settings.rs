@@ -35,7 +35,8 @@ impl From<CaptureArgs> for CaptureSettings {
                 classic_uprobes: a.classic_uprobes,
                 labelled_series: None,
             },
-            learn_devices: a.learn_devices,
+            // Running threads' devices are learnt by `attach` alone (`AttachArgs`).
+            learn_devices: std::time::Duration::ZERO,
             status_line: !a.no_status,
             follow: !a.no_follow,
             daemon_socket: a.daemon_socket,

@@ -110,7 +110,7 @@ impl DaemonConfig {
                 self.upload
                     .as_ref()
                     .and_then(|u| u.endpoint.as_deref())
-                    .map_or_else(|| "default".into(), without_userinfo),
+                    .map_or_else(|| "default".into(), super::upload::redacted),
             ),
             (
                 "upload_region",
@@ -144,37 +144,9 @@ impl DaemonConfig {
     }
 }
 
-/// A URL with any `user:password@` in its authority replaced: `--check` output is
-/// pasted into tickets and CI logs.
-fn without_userinfo(url: &str) -> String {
-    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
-    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let (authority, path) = rest.split_at(end);
-    match authority.rsplit_once('@') {
-        Some((_, host)) => {
-            let sep = if scheme.is_empty() { "" } else { "://" };
-            format!("{scheme}{sep}REDACTED@{host}{path}")
-        }
-        None => url.to_string(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn userinfo_never_shows() {
-        assert_eq!(
-            without_userinfo("http://KEY:SECRET@minio:9000/x?y"),
-            "http://REDACTED@minio:9000/x?y"
-        );
-        assert_eq!(without_userinfo("http://minio:9000"), "http://minio:9000");
-        assert_eq!(
-            without_userinfo("https://a@b@host/p"),
-            "https://REDACTED@host/p"
-        );
-    }
 
     #[test]
     fn durations_in_the_largest_unit_that_divides_them() {

@@ -22,6 +22,7 @@ pub fn dyno(state_dir: &Path) -> PathBuf {
 /// Makes the state directory and its two (0700 each, where missing); refuses a link or
 /// a non-directory at any of them.
 pub fn make(state_dir: &Path) -> Result<()> {
+    check_ancestors(state_dir)?;
     for dir in [state_dir.to_path_buf(), traces(state_dir), dyno(state_dir)] {
         make_private_dir(&dir)?;
     }
@@ -48,6 +49,41 @@ pub fn trace_dirs(state_dir: &Path) -> [PathBuf; 2] {
 /// removed.
 pub fn apply_retention(retention: &Retention, state_dir: &Path, keep: &[&Path]) -> u64 {
     retention.apply(&trace_dirs(state_dir), keep)
+}
+
+/// The folders above the state directory: each root's or the daemon's, and none that
+/// others may write unless sticky (as /tmp): whoever can rename the state directory
+/// away could put a link of theirs where the daemon writes and names its traces.
+fn check_ancestors(state_dir: &Path) -> Result<()> {
+    use std::os::unix::fs::MetadataExt as _;
+    let me = rustix::process::geteuid().as_raw();
+    for a in state_dir.ancestors().skip(1) {
+        if a.as_os_str().is_empty() {
+            continue;
+        }
+        let Ok(link) = std::fs::symlink_metadata(a) else {
+            continue; // made below, by the daemon
+        };
+        let m = match link.file_type().is_symlink() {
+            true if link.uid() != 0 => bail!(
+                "{} above the state directory is a link of uid {}: name a state directory reached through root's folders only",
+                a.display(),
+                link.uid()
+            ),
+            true => std::fs::metadata(a)?,
+            false => link,
+        };
+        let open = m.mode() & 0o002 != 0 && m.mode() & 0o1000 == 0;
+        if (m.uid() != 0 && m.uid() != me) || open {
+            bail!(
+                "{} above the state directory belongs to uid {} (mode {:o}): others could move the state directory away; name one under root's folders",
+                a.display(),
+                m.uid(),
+                m.mode() & 0o7777
+            );
+        }
+    }
+    Ok(())
 }
 
 /// Creates `dir` (mode 0700) if missing; refuses a link or a non-directory, and one

@@ -50,7 +50,9 @@ impl Check {
     fn ok(what: impl Into<String>, found: impl Into<String>, needed_for: &'static str) -> Self {
         Self {
             what: what.into(),
-            found: found.into(),
+            // Paths are their owners' to name: no escape sequence or line of theirs
+            // reaches root's terminal.
+            found: crate::daemon::untrusted::escaped(&found.into()),
             needed_for,
             status: Status::Ok,
             fix: None,

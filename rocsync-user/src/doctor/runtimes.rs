@@ -124,6 +124,14 @@ pub fn checks() -> Vec<Check> {
             };
             checks.push(match trial(probes, &kind, path) {
                 Ok(found) => Check::ok(kind.what(), format!("{shown}: {found}"), kind.needed_for()),
+                // A user's own file of that name says nothing of this machine's runtimes
+                // (any user can plant one in their environment): shown, not counted.
+                Err(e) if !owned_by_root(path) => Check::ok(
+                    kind.what(),
+                    format!("{shown}: attach failed: {e:#} (a user's file: not counted)"),
+                    kind.needed_for(),
+                )
+                .unknown(),
                 Err(e) => Check::ok(
                     kind.what(),
                     format!("{shown}: attach failed: {e:#}"),
@@ -164,6 +172,15 @@ fn trial(probes: &mut Probes, kind: &Kind, path: &Path) -> Result<String> {
         "attached to {} functions ({via})",
         report.probed.len()
     ))
+}
+
+/// Whether root owns `path` and its folder, and no one else may write that folder: a
+/// file only root could have put there.
+fn owned_by_root(path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt as _;
+    let root_only =
+        |p: &Path| std::fs::metadata(p).is_ok_and(|m| m.uid() == 0 && m.mode() & 0o022 == 0);
+    root_only(path) && path.parent().is_some_and(root_only)
 }
 
 fn file_name(path: &Path) -> Option<&str> {

@@ -100,8 +100,13 @@ fn runtime_named_files_in_a_users_venv_do_not_fail_roots_doctor() {
         "/opt/rocsync-doctor-hostile-{}",
         std::process::id()
     ));
+    // A name that would colour root's terminal and forge a line of doctor's.
+    let named = PathBuf::from(format!(
+        "/opt/rocsync-doctor-hostile-{}-\u{1b}[31m\nmissing: x",
+        std::process::id()
+    ));
     let _search = DOCTOR_SEARCH.write().unwrap_or_else(|e| e.into_inner());
-    let _planted = Planted(vec![opt.clone()]);
+    let _planted = Planted(vec![opt.clone(), named.clone()]);
     let doctor = || {
         std::process::Command::new(env!("CARGO_BIN_EXE_rocsync"))
             .args(["doctor", "--json"])
@@ -129,20 +134,42 @@ fn runtime_named_files_in_a_users_venv_do_not_fail_roots_doctor() {
         .unwrap()
         .set_len(100 << 30)
         .unwrap();
+    // A user's small non-library file of a runtime's name, in a folder of theirs.
+    let junk_dir = named.join(".venv/lib/python3.11/site-packages/torch/lib");
+    std::fs::create_dir_all(&junk_dir).unwrap();
+    let junk = junk_dir.join("libamdhip64.so");
+    std::fs::write(&junk, vec![0u8; 4096]).unwrap();
+    for p in [&junk_dir, &junk] {
+        std::os::unix::fs::chown(p, Some(65534), Some(65534)).unwrap();
+    }
+    let text = std::process::Command::new(env!("CARGO_BIN_EXE_rocsync"))
+        .arg("doctor")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(!text.contains('\u{1b}'), "{text:?}");
+    assert!(!text.lines().any(|l| l.starts_with("missing: x")), "{text}");
     let out = doctor();
     // Root's doctor says what it said before the neighbour planted them.
     assert_eq!(out.status.code(), before);
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
     let rows = report["checks"].as_array().unwrap();
-    for planted in [&fifo, &sparse] {
-        let shown = planted.display().to_string();
+    for planted in [&fifo, &sparse, &junk] {
+        // As doctor shows paths: control characters escaped.
+        let shown = planted
+            .display()
+            .to_string()
+            .replace('\u{1b}', "\\u{1b}")
+            .replace('\n', "\\n");
         let row = rows
             .iter()
             .find(|c| c["found"].as_str().is_some_and(|f| f.starts_with(&shown)))
             .unwrap_or_else(|| panic!("{shown} not shown: {report:#}"));
         assert_eq!(row["status"], "unknown", "{row:#}");
         assert!(
-            row["found"].as_str().unwrap().contains("skipped"),
+            ["skipped", "not counted"]
+                .iter()
+                .any(|w| row["found"].as_str().unwrap().contains(w)),
             "{row:#}"
         );
     }

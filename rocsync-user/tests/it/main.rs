@@ -79,6 +79,7 @@ mod processes;
 mod readme;
 mod report;
 mod resolution;
+mod run_duration;
 mod rust_driver;
 mod signals;
 mod stop;

@@ -43,6 +43,30 @@ fn a_state_directory_others_may_write_is_refused() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "started: {stderr}");
     assert!(stderr.contains("belongs to uid 65534"), "{stderr}");
+    // Its own, but under a folder the neighbour may write (who could move it away).
+    let open = dir.path("open");
+    std::fs::create_dir(&open).unwrap();
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let state = open.join("state").display().to_string();
+    let out = rocsync()
+        .args([
+            "daemon",
+            "--metrics-addr",
+            "127.0.0.1:0",
+            "--state-dir",
+            &state,
+        ])
+        .arg("--socket")
+        .arg(dir.path("other.sock"))
+        .arg("--lock")
+        .arg(dir.path("other.lock"))
+        .arg("--include-exe")
+        .arg(&exe)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "started: {stderr}");
+    assert!(stderr.contains("above the state directory"), "{stderr}");
 }
 
 #[test]

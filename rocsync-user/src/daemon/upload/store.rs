@@ -23,12 +23,30 @@ pub struct Destination {
     pub prefix: String,
 }
 
+/// A URL as logs and `--check` show it: any `user:password@` in its authority and any
+/// query (a presigned signature) replaced; they are pasted into tickets and CI logs.
+pub fn redacted(url: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(end);
+    let host = authority
+        .rsplit_once('@')
+        .map_or(authority.to_string(), |(_, h)| format!("REDACTED@{h}"));
+    let path = match path.split_once('?') {
+        Some((p, _)) => format!("{p}?REDACTED"),
+        None => path.to_string(),
+    };
+    let sep = if scheme.is_empty() { "" } else { "://" };
+    format!("{scheme}{sep}{host}{path}")
+}
+
 impl FromStr for Destination {
     type Err = anyhow::Error;
 
     fn from_str(s: &str) -> Result<Self> {
+        let shown = redacted(s);
         let Some(rest) = s.strip_prefix("s3://") else {
-            bail!("{s:?}: expected s3://BUCKET or s3://BUCKET/PREFIX");
+            bail!("{shown:?}: expected s3://BUCKET or s3://BUCKET/PREFIX");
         };
         let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
         // S3's bucket naming rules, which S3-compatible servers share.
@@ -37,7 +55,8 @@ impl FromStr for Destination {
                 .bytes()
                 .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'.' || b == b'-');
         if !ok {
-            bail!("{s:?}: {bucket:?} is not a bucket name (3-63 of a-z, 0-9, '.', '-')");
+            let bucket = redacted(bucket);
+            bail!("{shown:?}: {bucket:?} is not a bucket name (3-63 of a-z, 0-9, '.', '-')");
         }
         let prefix = prefix.trim_matches('/');
         if prefix
@@ -45,7 +64,7 @@ impl FromStr for Destination {
             .any(|p| p.is_empty() || p == "." || p == "..")
             && !prefix.is_empty()
         {
-            bail!("{s:?}: the prefix has an empty, '.' or '..' part");
+            bail!("{shown:?}: the prefix has an empty, '.' or '..' part");
         }
         Ok(Self {
             bucket: bucket.into(),
@@ -129,6 +148,18 @@ pub fn open(s: &StoreSettings) -> Result<Arc<dyn ObjectStore>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn credentials_and_queries_never_show() {
+        assert_eq!(
+            redacted("http://KEY:SECRET@minio:9000/x?X-Amz-Signature=S"),
+            "http://REDACTED@minio:9000/x?REDACTED"
+        );
+        assert_eq!(redacted("http://minio:9000"), "http://minio:9000");
+        assert_eq!(redacted("https://a@b@host/p"), "https://REDACTED@host/p");
+        let e = "s3://KEY:SECRET@bkt/p".parse::<Destination>().unwrap_err();
+        assert!(!format!("{e:#}").contains("SECRET"), "{e:#}");
+    }
 
     #[test]
     fn a_bucket_and_a_prefix_or_a_clear_error() {
