@@ -1,7 +1,9 @@
 //! Builds the eBPF object from `rocsync-ebpf` and places it in `OUT_DIR/rocsync`; names
 //! the commit built and the object's hash for `rocsync --version`.
+use std::{env, path::PathBuf, process::Command};
+
 use anyhow::{Context as _, anyhow};
-use aya_build::{Package, Toolchain};
+use cargo_metadata::{Artifact, CompilerMessage, Message};
 use sha2::Digest as _;
 
 fn main() -> anyhow::Result<()> {
@@ -33,13 +35,7 @@ fn main() -> anyhow::Result<()> {
     } else {
         &[]
     };
-    let package = Package {
-        name: ebpf.name.as_str(),
-        root_dir: root_dir.as_str(),
-        features,
-        ..Default::default()
-    };
-    aya_build::build_ebpf([package], Toolchain::default())?;
+    build_probes(root_dir.as_str(), features)?;
     strip_debug_info()?;
     let object = std::fs::read(std::path::Path::new(&std::env::var("OUT_DIR")?).join("rocsync"))?;
     // A prefix of the object's SHA-256: `sha256sum` of the object says the same.
@@ -48,6 +44,76 @@ fn main() -> anyhow::Result<()> {
     let id = &hex[..16];
     println!("cargo:rustc-env=ROCSYNC_PROBES_ID={id}");
     println!("cargo:rustc-env=ROCSYNC_COMMIT={}", git_commit());
+    Ok(())
+}
+
+/// Builds the probes as aya-build 0.2 does (nightly, `bpfel-unknown-none`,
+/// `-Z build-std=core`, BTF from DWARF) into `OUT_DIR/rocsync`, and says only what the
+/// compiler says of the code. aya-build passes every line of the inner cargo on as a
+/// `warning:` (57 of them, "Compiling …", on a fresh build): a newcomer reads them as
+/// problems. Cargo's own lines are shown when the build fails, where they help.
+fn build_probes(root_dir: &str, features: &[&str]) -> anyhow::Result<()> {
+    println!("cargo:rerun-if-changed={root_dir}");
+    let out_dir = PathBuf::from(env::var("OUT_DIR")?);
+    let arch = env::var("CARGO_CFG_TARGET_ARCH")?;
+    let mut cmd = match Command::new("rustup").arg("--version").output() {
+        Ok(_) => {
+            let mut c = Command::new("rustup");
+            c.args(["run", "nightly", "cargo"]);
+            c
+        }
+        Err(_) => Command::new("cargo"),
+    };
+    cmd.args([
+        "build",
+        "--package",
+        "rocsync-ebpf",
+        "--bins",
+        "--message-format=json",
+        "--release",
+        "--target",
+        "bpfel-unknown-none",
+        "-Z",
+        "build-std=core",
+        "--features",
+        &features.join(","),
+    ])
+    .arg("--target-dir")
+    .arg(out_dir.join("aya-build/target/rocsync-ebpf"))
+    .env(
+        "CARGO_ENCODED_RUSTFLAGS",
+        format!("--cfg=bpf_target_arch=\"{arch}\"\x1f-Cdebuginfo=2\x1f-Clink-arg=--btf"),
+    )
+    .env_remove("RUSTC")
+    .env_remove("RUSTC_WORKSPACE_WRAPPER");
+    let out = cmd.output().with_context(|| format!("running {cmd:?}"))?;
+    let mut built = Vec::new();
+    for message in Message::parse_stream(&out.stdout[..]) {
+        match message.context("cargo's JSON messages")? {
+            Message::CompilerArtifact(Artifact {
+                executable: Some(exe),
+                target,
+                ..
+            }) => built.push((target.name, exe.into_std_path_buf())),
+            // What the compiler says of the probes' code: warnings and errors, kept.
+            Message::CompilerMessage(CompilerMessage { message, .. }) => {
+                for line in message.rendered.unwrap_or_default().lines() {
+                    println!("cargo:warning={line}");
+                }
+            }
+            _ => {}
+        }
+    }
+    if !out.status.success() {
+        for line in String::from_utf8_lossy(&out.stderr).lines() {
+            println!("cargo:warning={line}");
+        }
+        return Err(anyhow!("building the probes failed: {}", out.status));
+    }
+    for (name, exe) in built {
+        std::fs::copy(&exe, out_dir.join(&name))
+            .with_context(|| format!("copying {} into OUT_DIR", exe.display()))?;
+    }
     Ok(())
 }
 
