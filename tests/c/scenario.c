@@ -181,44 +181,43 @@ static void hang(void) {
 }
 
 /* ---- stall: synchronizations that block for as long as the work they wait on ---- */
-static void stall(int n, int us) {
+static void one_stall(hipStream_t s1, hipStream_t s2, hipEvent_t e, int us) {
+  Launch(s1, us);
+  EventRecord(e, s1);
+  StreamWaitEvent(s2, e);
+  StreamSynchronize(s2);
+}
+
+/* Each step a stall (us > 0) or a sleep on the host (us < 0), on two streams and an
+ * event made for them. */
+static void stall_steps(int n, const long *steps) {
   hipStream_t s1 = 0, s2 = 0;
   hipEvent_t e = 0;
   StreamCreate(&s1);
   StreamCreate(&s2);
   EventCreate(&e);
   for (int i = 0; i < n; i++) {
-    Launch(s1, us);
-    EventRecord(e, s1);
-    StreamWaitEvent(s2, e);
-    StreamSynchronize(s2);
+    if (steps[i] < 0) usleep((useconds_t)-steps[i]);
+    else one_stall(s1, s2, e, (int)steps[i]);
   }
   EventDestroy(e);
   StreamDestroy(s1);
   StreamDestroy(s2);
 }
 
+static void stall(int n, int us) {
+  long *steps = malloc(sizeof *steps * (size_t)(n > 0 ? n : 1));
+  for (int i = 0; i < n; i++) steps[i] = us;
+  stall_steps(n, steps);
+  free(steps);
+}
+
 /* Stalls of differing lengths, host sleeps between them. */
-static void stalls(int n, char **steps) {
-  hipStream_t s1 = 0, s2 = 0;
-  hipEvent_t e = 0;
-  StreamCreate(&s1);
-  StreamCreate(&s2);
-  EventCreate(&e);
-  for (int i = 0; i < n; i++) {
-    long us = atol(steps[i]);
-    if (us < 0) {
-      usleep((useconds_t)-us);
-      continue;
-    }
-    Launch(s1, (int)us);
-    EventRecord(e, s1);
-    StreamWaitEvent(s2, e);
-    StreamSynchronize(s2);
-  }
-  EventDestroy(e);
-  StreamDestroy(s1);
-  StreamDestroy(s2);
+static void stalls(int n, char **args) {
+  long *steps = malloc(sizeof *steps * (size_t)(n > 0 ? n : 1));
+  for (int i = 0; i < n; i++) steps[i] = atol(args[i]);
+  stall_steps(n, steps);
+  free(steps);
 }
 
 /* ---- poll: a dense polling phase between records and waits ---- */

@@ -40,8 +40,14 @@ fn a_hang_beside_a_flood_ends_at_the_size_bound_and_the_daemon_stays_small() {
     );
     assert!(!stale.exists(), "the stale temporary is still there");
     let addr = metrics_addr(&lines);
-    // Blocked 6 s while two threads record and wait flat out.
-    let mut target = Gated::start(Command::new(&exe).args(["gated", "flood", "6000000", "2"]));
+    // Blocked 4 s while a thread records and waits flat out; niced, so that the tests
+    // beside it (timing a daemon's ticks) keep their CPU.
+    let mut target = Gated::start(
+        Command::new("nice")
+            .args(["-n", "19"])
+            .arg(&exe)
+            .args(["gated", "flood", "4000000", "1"]),
+    );
     target.open_when_tracked(&mut lines);
     let pid = target.child.id();
     lines.wait_for(&format!("hang: pid {pid}'s hipStreamSynchronize"));

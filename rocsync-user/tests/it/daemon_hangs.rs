@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use crate::{
     common::{daemon::*, *},
-    daemon_stalls::stall_traces,
+    daemon_stalls::{listed_trace, stall_traces},
 };
 
 const S: u64 = 1_000_000_000;
@@ -37,17 +37,7 @@ fn blocked(dir: &TempDir, exe: &Path, lines: &mut Lines, us: &str, log: &str) ->
 
 /// The hang trace of `pid` among those `rocsync status` lists.
 fn hang_trace(listed: &[std::path::PathBuf], pid: u32) -> Value {
-    let prefix = format!("hang-hipStreamSynchronize-{pid}-");
-    let file = listed
-        .iter()
-        .find(|f| {
-            f.file_name()
-                .unwrap()
-                .to_string_lossy()
-                .starts_with(&prefix)
-        })
-        .unwrap_or_else(|| panic!("no {prefix}… in {listed:?}"));
-    read_json(file)
+    listed_trace(listed, "hang", pid)
 }
 
 fn the_sync(logged: &[LoggedCall]) -> &LoggedCall {

@@ -3,18 +3,14 @@
 //! node's), not by another trace recording the process; and a hang trace refuses no
 //! one's trace. Each checked against the scenarios' own logs. Needs root.
 
-use std::{
-    os::unix::fs::PermissionsExt as _,
-    path::{Path, PathBuf},
-    process::Command,
-};
+use std::{os::unix::fs::PermissionsExt as _, path::Path, process::Command};
 
 use rocsync_tests::read_log;
 use serde_json::Value;
 
 use crate::{
     common::{daemon::*, *},
-    daemon_stalls::stall_traces,
+    daemon_stalls::{listed_trace, stall_traces},
 };
 
 const S: u64 = 1_000_000_000;
@@ -22,21 +18,6 @@ const S: u64 = 1_000_000_000;
 /// The daemon as an operator starts it for hangs: stalls over 50 ms traced, the default
 /// interval (60 s) and hang threshold (1 s).
 const FLAGS: [&str; 2] = ["--capture-on-stall", "50ms"];
-
-/// The listed trace whose file starts `<kind>-hipStreamSynchronize-<pid>-`.
-fn listed_trace(listed: &[PathBuf], kind: &str, pid: u32) -> Value {
-    let prefix = format!("{kind}-hipStreamSynchronize-{pid}-");
-    let file = listed
-        .iter()
-        .find(|f| {
-            f.file_name()
-                .unwrap()
-                .to_string_lossy()
-                .starts_with(&prefix)
-        })
-        .unwrap_or_else(|| panic!("no {prefix}… in {listed:?}"));
-    read_json(file)
-}
 
 /// The hang's entry, on the log's clock: within the logged call `before..after`.
 fn assert_hang_of(t: &Value, (before, after): (u64, u64)) {

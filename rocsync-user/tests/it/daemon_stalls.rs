@@ -13,6 +13,21 @@ use rocsync_tests::read_log;
 
 use crate::common::{daemon::*, *};
 
+/// The listed stall or hang trace (`kind`) of `pid`'s `hipStreamSynchronize`, read.
+pub fn listed_trace(listed: &[PathBuf], kind: &str, pid: u32) -> serde_json::Value {
+    let prefix = format!("{kind}-hipStreamSynchronize-{pid}-");
+    let file = listed
+        .iter()
+        .find(|f| {
+            f.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with(&prefix)
+        })
+        .unwrap_or_else(|| panic!("no {prefix}… in {listed:?}"));
+    read_json(file)
+}
+
 /// The stall and hang traces `rocsync status` lists, once `n` are (at most 30 s).
 pub fn stall_traces(sock: &Path, n: usize) -> Vec<PathBuf> {
     let deadline = Instant::now() + Duration::from_secs(30);

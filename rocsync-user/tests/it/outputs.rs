@@ -5,7 +5,7 @@ use std::os::unix::fs::MetadataExt as _;
 
 use crate::common::*;
 
-const RAW: &str = concat!(
+pub(crate) const RAW: &str = concat!(
     r#"{"rocsync_raw":{"version":"0.1.0","clock_offset_ns":1700000000000000000,"command":["app"]}}"#,
     "\n",
     r#"{"api":"hipDeviceSynchronize","pid":9,"tid":9,"correlation":1,"enter_ns":1000,"exit_ns":2000,"ret":0,"args":{}}"#,

@@ -9,16 +9,8 @@ use std::{
     process::Output,
 };
 
-use crate::common::*;
+use crate::{common::*, outputs::RAW};
 
-const RAW: &str = concat!(
-    r#"{"rocsync_raw":{"version":"0.1.0","clock_offset_ns":1700000000000000000,"command":["app"]}}"#,
-    "\n",
-    r#"{"api":"hipDeviceSynchronize","pid":9,"tid":9,"correlation":1,"enter_ns":1000,"exit_ns":2000,"ret":0,"args":{}}"#,
-    "\n",
-    r#"{"rocsync_raw_end":{}}"#,
-    "\n"
-);
 /// The neighbour: nobody's uid, and a group of its own.
 const USER: (u32, u32) = (65534, 65533);
 const AS_USER: [(&str, &str); 2] = [("SUDO_UID", "65534"), ("SUDO_GID", "65533")];
