@@ -83,7 +83,9 @@ fn a_hang_beside_a_flood_ends_at_the_size_bound_and_the_daemon_stays_small() {
         calls > 1000 && calls < flooded,
         "{calls} of {flooded} calls"
     );
-    assert_eq!(metric(&addr, "rocsync_traces_truncated_total"), 1.0);
+    // The hang's, and maybe its return's stall trace too (the flood's calls the daemon
+    // had yet to read when it began are its own): each cut short is counted.
+    assert!(metric(&addr, "rocsync_traces_truncated_total") >= 1.0);
     let peak_mb = peak_rss_kb(daemon.id()) / 1024;
     assert!(peak_mb <= 256, "the daemon peaked at {peak_mb} MB");
     stop(daemon);
