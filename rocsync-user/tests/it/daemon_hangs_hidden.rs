@@ -104,12 +104,12 @@ fn another_users_storm_of_stalls_hides_no_hang() {
     std::fs::set_permissions(dir.0.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     std::fs::create_dir(dir.path("nobody")).unwrap();
     std::fs::set_permissions(dir.path("nobody"), std::fs::Permissions::from_mode(0o777)).unwrap();
-    // Stalls of 300 ms, one after another for 12 s.
+    // Stalls of 300 ms, one after another for 18 s.
     let mut storm = Gated::start(
         Command::new("setpriv")
             .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"])
             .arg(&exe)
-            .args(["gated", "stall", "40", "300000"])
+            .args(["gated", "stall", "60", "300000"])
             .env("SCENARIO_LOG", dir.path("nobody/storm.log")),
     );
     storm.open_when_tracked(&mut lines);
@@ -151,12 +151,13 @@ fn a_hang_is_traced_beside_an_asked_trace_and_refuses_none() {
     let (daemon, mut lines) = start_daemon(&dir, &exe, &FLAGS);
     let addr = metrics_addr(&lines);
     let sock = dir.path("rocsync.sock");
-    // 2 s on the host, then a 5 s block; an asked trace of every agent records from the
-    // start for 5 s.
+    // 2 s on the host, an 8 s block, 2 s more on the host; an asked trace of every agent
+    // records from the start for 5 s. (Margins for a loaded machine: the second trace is
+    // asked once the first is written, while the call still blocks.)
     let log = dir.path("job.log");
     let mut target = Gated::start(
         Command::new(&exe)
-            .args(["gated", "stalls", "-2000000", "5000000"])
+            .args(["gated", "stalls", "-2000000", "8000000", "-2000000"])
             .env("SCENARIO_LOG", &log),
     );
     target.open_when_tracked(&mut lines);
@@ -176,7 +177,7 @@ fn a_hang_is_traced_beside_an_asked_trace_and_refuses_none() {
         asked.wait().unwrap().success(),
         "the trace asked before the hang"
     );
-    // Asked while the hang trace records (its call blocks until 7 s): not refused.
+    // Asked while the hang trace records (its call blocks until 10 s): not refused.
     let mut during = trace(&dir.path("during.json"), "1s");
     assert!(
         during.wait().unwrap().success(),

@@ -75,7 +75,7 @@ fn a_refused_object_is_set_aside_and_holds_no_other() {
     });
     let (daemon, mut lines) = uploading_daemon(&dir, &exe, port, &[], Keys::File);
     let addr = metrics_addr(&lines);
-    let mut target = tracked_loop(&dir, &exe, &mut lines, 8000);
+    let mut target = tracked_loop(&dir, &exe, &mut lines, 15000);
     let sock = dir.path("rocsync.sock");
     let pid = target.id().to_string();
     let trace = |name: &str| {
