@@ -160,8 +160,8 @@ fn a_hang_is_traced_beside_an_asked_trace_and_refuses_none() {
             .args(["gated", "stalls", "-2000000", "8000000", "-2000000"])
             .env("SCENARIO_LOG", &log),
     );
-    target.open_when_tracked(&mut lines);
     let pid = target.child.id();
+    lines.wait_for(&format!("tracking pid {pid}"));
     let trace = |out: &Path, secs: &str| {
         rocsync()
             .args(["trace", "--pid", &pid.to_string(), "--duration", secs, "-o"])
@@ -172,6 +172,9 @@ fn a_hang_is_traced_beside_an_asked_trace_and_refuses_none() {
             .unwrap()
     };
     let mut asked = trace(&dir.path("asked.json"), "5s");
+    // The process goes on once the asked trace records it: all its calls are the trace's.
+    lines.wait_for(&format!("recording pid(s) [{pid}]"));
+    target.open();
     lines.wait_for(&format!("hang: pid {pid}'s hipStreamSynchronize"));
     assert!(
         asked.wait().unwrap().success(),
