@@ -7,10 +7,23 @@
 //! to 256 MiB) and is written off the daemon's loop while the recorder keeps recording
 //! (one dump at a time, so memory stays within twice the cap).
 
-use std::{collections::VecDeque, sync::Arc, time::Duration};
+use std::{
+    collections::{BTreeMap, VecDeque},
+    path::Path,
+    sync::Arc,
+    time::Duration,
+};
 
+use anyhow::Result;
 use rocsync_common::{Decoded, decode};
+use serde_json::{Value, json};
 use tokio::time::Instant;
+
+use super::traces;
+use crate::emit::{
+    outputs::Report,
+    processes::{ProcessInfo, Written},
+};
 
 /// Memory the recorder may hold; beyond it the oldest records go first, counted.
 pub const MAX_BYTES: usize = 256 << 20;
@@ -170,6 +183,50 @@ pub fn first_expected(first: Option<u64>, known_from: Option<u64>, assigned: Opt
         (None, Some(known)) => known + 1,
         (None, None) => assigned.map_or(1, |a| a + 1),
     }
+}
+
+/// Writes what the flight recorder holds (every process's last seconds) as traces;
+/// `processes`: what the processes it may hold said of themselves; `call_probe_links`:
+/// how the call probes are attached; `assigned`: the last id the probes had given.
+pub fn dump<'a>(
+    records: impl Iterator<Item = &'a [u8]> + Clone,
+    (assigned, known_from): (Option<u64>, Option<u64>),
+    state_dir: &Path,
+    id: u64,
+    processes: BTreeMap<u32, ProcessInfo>,
+    (call_probe_links, not_recorded): (&'static str, Value),
+) -> Result<Vec<Written>> {
+    let (mut pipeline, outputs) =
+        traces::open(state_dir, &traces::numbered_stem("flight", id), id, None)?;
+    let first = records
+        .clone()
+        .filter_map(|r| match decode(r) {
+            Ok(Decoded::Entry(e)) => Some(e.correlation),
+            _ => None,
+        })
+        .min();
+    let start = first_expected(first, known_from, assigned);
+    pipeline.start_at(start);
+    // Ids after the last record read were given, so lost (the ring was full, or the
+    // records never came): counted, never silently missing from the end.
+    if let Some(last) = assigned {
+        pipeline.assigned_up_to(last.max(start - 1));
+    }
+    for r in records {
+        let _ = pipeline.record(r);
+    }
+    pipeline.stopping();
+    let (sink, stats) = pipeline.finish()?;
+    let report = Report {
+        parameters: json!({
+            "mode": "daemon flight recorder", "id": id, "call_probe_links": call_probe_links,
+            "not_recorded": not_recorded,
+        }),
+        libraries: Vec::new(),
+        single_stepped: Vec::new(),
+        processes,
+    };
+    outputs.finish(sink, &stats, report)
 }
 
 #[cfg(test)]

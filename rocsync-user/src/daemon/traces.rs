@@ -366,7 +366,7 @@ impl Active {
 }
 
 /// Opens a trace's outputs in the state directory and the pipeline into them.
-fn open(
+pub(super) fn open(
     state_dir: &Path,
     stem: &str,
     id: u64,
@@ -419,52 +419,9 @@ pub fn identities(pids: impl IntoIterator<Item = u32>, pods: &Pods) -> BTreeMap<
 
 /// `<name>-<UTC time>-<id>`: ids start again at a restart; the time keeps names, and
 /// upload keys, unique.
-fn numbered_stem(name: &str, id: u64) -> String {
+pub(super) fn numbered_stem(name: &str, id: u64) -> String {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
     format!("{name}-{}-{id}", super::stalls::stamp(now.as_secs()))
-}
-
-/// Writes what the flight recorder holds (every process's last seconds) as traces;
-/// `processes`: what the processes it may hold said of themselves; `call_probe_links`:
-/// how the call probes are attached; `assigned`: the last id the probes had given.
-pub fn dump<'a>(
-    records: impl Iterator<Item = &'a [u8]> + Clone,
-    (assigned, known_from): (Option<u64>, Option<u64>),
-    state_dir: &Path,
-    id: u64,
-    processes: BTreeMap<u32, ProcessInfo>,
-    (call_probe_links, not_recorded): (&'static str, Value),
-) -> Result<Vec<Written>> {
-    let (mut pipeline, outputs) = open(state_dir, &numbered_stem("flight", id), id, None)?;
-    let first = records
-        .clone()
-        .filter_map(|r| match decode(r) {
-            Ok(Decoded::Entry(e)) => Some(e.correlation),
-            _ => None,
-        })
-        .min();
-    let start = super::flight::first_expected(first, known_from, assigned);
-    pipeline.start_at(start);
-    // Ids after the last record read were given, so lost (the ring was full, or the
-    // records never came): counted, never silently missing from the end.
-    if let Some(last) = assigned {
-        pipeline.assigned_up_to(last.max(start - 1));
-    }
-    for r in records {
-        let _ = pipeline.record(r);
-    }
-    pipeline.stopping();
-    let (sink, stats) = pipeline.finish()?;
-    let report = Report {
-        parameters: json!({
-            "mode": "daemon flight recorder", "id": id, "call_probe_links": call_probe_links,
-            "not_recorded": not_recorded,
-        }),
-        libraries: Vec::new(),
-        single_stepped: Vec::new(),
-        processes,
-    };
-    outputs.finish(sink, &stats, report)
 }

@@ -71,7 +71,7 @@ impl Writing {
         let job = self.jobs.spawn_blocking(trimmed(move || {
             let records = flight::records(&held.chunks);
             let queues = held.queues.iter().map(Vec::as_slice);
-            let written = traces::dump(
+            let written = flight::dump(
                 queues.chain(records),
                 (held.assigned, held.known_from),
                 &state_dir,

@@ -55,14 +55,7 @@ fn trace_output_is_never_a_link_or_fifo_and_belongs_to_the_sudo_user() {
     );
     // A FIFO: refused without blocking on it (nothing reads it).
     let fifo = dir.path("fifo.json");
-    rustix::fs::mknodat(
-        rustix::fs::CWD,
-        &fifo,
-        rustix::fs::FileType::Fifo,
-        rustix::fs::Mode::from_raw_mode(0o666),
-        0,
-    )
-    .unwrap();
+    make_fifo(&fifo);
     let out = trace_to(&sock, target.id(), &fifo, &[]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("not a regular file"));

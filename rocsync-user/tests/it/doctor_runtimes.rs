@@ -119,14 +119,7 @@ fn runtime_named_files_in_a_users_venv_do_not_fail_roots_doctor() {
     let fifo_dir = site.join("nvidia/cuda_runtime/lib");
     std::fs::create_dir_all(&fifo_dir).unwrap();
     let fifo = fifo_dir.join("libcudart.so.12");
-    rustix::fs::mknodat(
-        rustix::fs::CWD,
-        &fifo,
-        rustix::fs::FileType::Fifo,
-        rustix::fs::Mode::from_raw_mode(0o666),
-        0,
-    )
-    .unwrap();
+    make_fifo(&fifo);
     let torch = site.join("torch/lib");
     std::fs::create_dir_all(&torch).unwrap();
     let sparse = torch.join("libhsa-runtime64.so.1");

@@ -25,14 +25,7 @@ fn a_symlink_to_a_fifo_is_refused_without_blocking() {
     let dir = TempDir::new();
     let raw = raw_in(&dir);
     let fifo = dir.path("fifo");
-    rustix::fs::mknodat(
-        rustix::fs::CWD,
-        &fifo,
-        rustix::fs::FileType::Fifo,
-        rustix::fs::Mode::from_raw_mode(0o666),
-        0,
-    )
-    .unwrap();
+    make_fifo(&fifo);
     let link = dir.path("out.json");
     std::os::unix::fs::symlink(&fifo, &link).unwrap();
     // A blocking open of the FIFO would hang here: the test's timeout is the harness's.

@@ -126,6 +126,18 @@ impl TempDir {
     }
 }
 
+/// A FIFO at `path` (mode 0666): an output or input that must never be opened blocking.
+pub fn make_fifo(path: &Path) {
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        path,
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o666),
+        0,
+    )
+    .unwrap();
+}
+
 /// Reads a child's stderr lines until one contains `needle` (or panics after `timeout`);
 /// returns the reader so the rest can be drained.
 pub fn wait_for_line(child: &mut Child, needle: &str, timeout: Duration) -> Vec<String> {
