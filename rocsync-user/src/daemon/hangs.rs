@@ -208,7 +208,8 @@ impl Daemon {
             return;
         };
         let now_ns = clock::monotonic_ns() as u64;
-        let tracked = |pid| self.tracker.tracked.contains(&pid);
+        // A process gone stays tracked until pruned; its last call is no longer in flight.
+        let tracked = |pid| self.tracker.tracked.contains(&pid) && crate::procfs::exists(pid);
         let (oldest, blocked) = scan(&calls, tracked, now_ns, threshold);
         self.hangs.oldest = oldest;
         self.end_hangs(&calls);
