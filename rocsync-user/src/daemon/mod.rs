@@ -9,40 +9,21 @@
 //! [`run`] sets up and then waits on one loop; each thing it waits for is one method of
 //! [`state::Daemon`] (`events.rs`, `requests.rs`, `scheduled.rs`).
 
-mod budget;
-mod check;
-pub mod config;
-mod discovery;
-mod dynolog;
-mod events;
-mod exposition;
-mod files;
-mod flight;
-mod hangs;
-mod http;
-mod pods;
-mod polling;
-pub mod protocol;
-mod queues;
-mod quiet;
-mod readers;
-mod reload;
-pub mod remote;
-mod requests;
-mod retention;
-mod scheduled;
-mod sessions;
-mod socket;
-mod stalls;
+mod handlers;
+mod outputs;
+mod recording;
+mod serving;
+mod settings;
 mod state;
-mod statedir;
-mod traces;
-pub(crate) mod untrusted;
-mod upload;
-mod writing;
+mod tracking;
+mod triggers;
+
+pub(crate) use serving::untrusted;
+pub use serving::{protocol, remote};
+pub use settings::config;
 
 /// Longest trace a request may ask for (`rocsync trace --duration` checks it first).
-pub use traces::MAX_DURATION as MAX_TRACE_DURATION;
+pub use recording::traces::MAX_DURATION as MAX_TRACE_DURATION;
 
 use std::time::Duration;
 
@@ -62,11 +43,15 @@ use crate::{
     probes::{ProbeOptions, Probes, async_ring},
     signals::Signals,
 };
-use config::{ConfigFlags, DaemonConfig};
-use discovery::Tracker;
-use events::Flow;
-use readers::{Incoming, Readers};
+use handlers::events::{self, Flow};
+use outputs::{statedir, upload};
+use serving::{
+    readers::{Incoming, Readers},
+    socket,
+};
+use settings::config::{ConfigFlags, DaemonConfig};
 use state::Daemon;
+use tracking::{budget, discovery::Tracker, pods};
 
 /// How often tracked processes that exited are forgotten.
 const PRUNE_EVERY: Duration = Duration::from_secs(5);
@@ -207,9 +192,9 @@ async fn start(config: DaemonConfig, flags: ConfigFlags, signals: Signals) -> Re
         metrics.local_addr()?
     );
     // Ids the probes gave before it began were never its.
-    let flight = config
-        .flight_recorder
-        .map(|span| flight::FlightRecorder::new(span, probes.correlations_assigned().ok()));
+    let flight = config.flight_recorder.map(|span| {
+        recording::flight::FlightRecorder::new(span, probes.correlations_assigned().ok())
+    });
     let baseline = if flight.is_some() {
         rocsync_common::TRACE_RECORDING
     } else {

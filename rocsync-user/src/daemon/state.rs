@@ -7,23 +7,23 @@ use std::sync::Arc;
 use anyhow::Result;
 use tokio::{sync::mpsc::UnboundedSender, time::Instant};
 
-use super::{
-    budget::Budget,
-    config::{ConfigFlags, DaemonConfig},
-    discovery::{self, Tracker},
-    exposition::NotStarted,
-    flight::FlightRecorder,
-    hangs::Hangs,
-    protocol::{Recording, Scheduled, Status, Tracked},
-    quiet::Quiet,
-    scheduled::Waiting,
-    sessions::Sessions,
-    stalls::Stalls,
-    traces::{Active, TraceSpec},
-    upload::{self, Uploads},
-    writing::Writing,
-};
 use crate::agents::ClaimId;
+use crate::daemon::{
+    outputs::upload::{self, Uploads},
+    recording::flight::FlightRecorder,
+    recording::sessions::Sessions,
+    recording::traces::{Active, TraceSpec},
+    recording::writing::Writing,
+    serving::exposition::NotStarted,
+    serving::protocol::{Recording, Scheduled, Status, Tracked},
+    serving::quiet::Quiet,
+    settings::config::{ConfigFlags, DaemonConfig},
+    tracking::budget::Budget,
+    tracking::discovery::{self, Tracker},
+    triggers::hangs::Hangs,
+    triggers::scheduled::Waiting,
+    triggers::stalls::Stalls,
+};
 
 pub struct Daemon {
     pub config: DaemonConfig,

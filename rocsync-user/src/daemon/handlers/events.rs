@@ -1,0 +1,377 @@
+//! What the daemon does when its loop wakes: the probes wrote, a timer came, a trace was
+//! written, a signal. Requests are in `requests.rs`, timed starts in `scheduled.rs`.
+
+use aya::maps::{MapData, RingBuf};
+use rocsync_common::{Api, Decoded, GetDeviceMode, Op, PROCESS_EXIT, Switch, decode};
+
+use crate::agents::ClaimId;
+use crate::daemon::{
+    outputs::statedir, recording::writing::Done, serving::exposition, serving::http,
+    serving::protocol::Reply, serving::untrusted, state::Daemon, tracking::budget,
+    triggers::hangs::Untraced,
+};
+use std::sync::atomic::Ordering::Relaxed;
+
+/// Whether the loop goes on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flow {
+    Go,
+    Stop,
+}
+
+impl Daemon {
+    /// Whether call records are wanted now (a trace records, or the flight recorder).
+    pub fn wants_calls(&self) -> bool {
+        self.sessions.recording() || self.flight.is_some()
+    }
+
+    /// Reads what the probes wrote: announcements feed discovery, call records the
+    /// flight recorder and the traces in progress.
+    pub fn drain(&mut self, ring: &mut RingBuf<MapData>) {
+        let until = self.tracker.probes.calls_reserved();
+        self.drain_until(ring, until);
+    }
+
+    /// Reads everything the probes wrote before now, however much (a drain reads at most
+    /// a ring's worth): what a flight recorder dump asked now must hold.
+    pub fn catch_up(&mut self, ring: &mut RingBuf<MapData>) {
+        let until = self.tracker.probes.calls_reserved();
+        while self.drain_until(ring, until) > 0 {}
+    }
+
+    /// Returns how many call records were read.
+    fn drain_until(&mut self, ring: &mut RingBuf<MapData>, calls_until: u64) -> usize {
+        // The ring first, then the calls reserved before (see `Probes::drain_calls`).
+        self.drain_ring(ring);
+        let (flight, sessions) = (&mut self.flight, &mut self.sessions);
+        self.tracker.probes.drain_calls(calls_until, |item| {
+            if let Ok(decoded) = decode(item) {
+                if let Some(f) = flight.as_mut() {
+                    f.keep(item);
+                }
+                sessions.route(item, &decoded);
+            }
+        })
+    }
+
+    fn drain_ring(&mut self, ring: &mut RingBuf<MapData>) {
+        while let Some(item) = ring.next() {
+            match decode(&item) {
+                Ok(Decoded::LinkMap(r)) => self.look(r.pid),
+                Ok(Decoded::Process(r)) if r.event == PROCESS_EXIT => {}
+                Ok(Decoded::Process(r)) => self.look(r.pid),
+                Ok(Decoded::Wake) => {}
+                Ok(Decoded::Stall(r)) => self.on_stall(r),
+                Ok(decoded) => {
+                    if let Some(f) = &mut self.flight {
+                        f.keep(&item);
+                    }
+                    self.sessions.route(&item, &decoded);
+                }
+                Err(_) => {}
+            }
+        }
+    }
+
+    /// Looks at a process (`Tracker::look`). One it now tracks is sampled for the budget
+    /// at once: the next tick measures its share, rather than only sampling it — a
+    /// process that polls from its start is shed within a tick, not two.
+    fn look(&mut self, pid: u32) {
+        let tracked = self.tracker.tracked.contains(&pid);
+        self.tracker.look(pid);
+        if !tracked && self.tracker.tracked.contains(&pid) {
+            let calls = self.tracker.probes.target_calls(pid);
+            if let Some((c, cpu)) = calls.zip(budget::cpu_ns(pid)) {
+                self.budget.first_sample(pid, c, cpu);
+            }
+        }
+    }
+
+    /// A standalone capture ended (its claim's connection closed).
+    pub fn on_released(&mut self, claim: ClaimId) -> Flow {
+        self.sessions.release(claim);
+        Flow::Go
+    }
+
+    /// The scan's temporary `*GetDevice` probes have learnt long enough.
+    pub fn on_learned(&mut self) -> Flow {
+        self.learn_until = None;
+        if let Err(e) = self.tracker.probes.set_switch(switch(GetDeviceMode::Off)) {
+            crate::say!("rocsync daemon: warning: {e:#}");
+        }
+        // Detached in the background (unregistering uprobes takes a while), and said
+        // once done: until then a probe whose switch could not be set still records.
+        let detaching = self.tracker.probes.detach_temporary();
+        std::thread::spawn(move || {
+            let _ = detaching.join();
+            crate::say!("rocsync daemon: *GetDevice probes removed");
+        });
+        Flow::Go
+    }
+
+    /// A sampled window is due.
+    pub fn on_sample_due(&mut self) -> Flow {
+        // A reload clears the schedule with sampling; never trust that here.
+        let Some((window, every)) = self.config.sampling else {
+            self.next_sample = None;
+            return Flow::Go;
+        };
+        self.next_sample = self.next_sample.map(|t| t + every);
+        self.sample(window);
+        Flow::Go
+    }
+
+    pub fn on_tick(&mut self) -> Flow {
+        self.sessions.tick();
+        Flow::Go
+    }
+
+    /// Each tracked process's probes' share of its CPU, measured; the budget held.
+    pub fn on_budget(&mut self) -> Flow {
+        let now = tokio::time::Instant::now();
+        let Some(limit) = self.config.budget else {
+            // Measured all the same (`/metrics`); turned off at a reload, what was shed
+            // comes back.
+            for pid in self.tracker.tracked.clone() {
+                let calls = self.tracker.probes.target_calls(pid);
+                if let Some((c, cpu)) = calls.zip(budget::cpu_ns(pid)) {
+                    self.budget.measure(pid, c, cpu);
+                }
+            }
+            self.budget.retain(crate::procfs::exists);
+            for said in self.tracker.restore(|_| true, now) {
+                crate::say!("rocsync daemon: budget off: {said}");
+            }
+            return Flow::Go;
+        };
+        let mut over = std::collections::BTreeSet::new();
+        let mut alone = Vec::new();
+        for pid in self.tracker.tracked.clone() {
+            let calls = self.tracker.probes.target_calls(pid);
+            let cpu = budget::cpu_ns(pid);
+            let Some(shares) = calls
+                .zip(cpu)
+                .and_then(|(c, cpu)| self.budget.measure(pid, c, cpu))
+            else {
+                continue;
+            };
+            if shares.all <= limit.0 {
+                self.budget.over.remove(&pid);
+                continue;
+            }
+            // Polls worth shedding, still probed: shed.
+            if shares.polling > 0.0 && !self.tracker.nothing_to_shed(pid) {
+                over.insert(pid);
+                crate::say!(
+                    "rocsync daemon: budget: pid {pid}'s probes cost {}, its polls {:.1}%",
+                    budget::shown(shares.all, limit),
+                    shares.polling * 100.0
+                );
+            }
+            // What is never shed costs more than the budget on its own: said once.
+            if shares.kept() > limit.0 {
+                if self.budget.over.insert(pid) {
+                    alone.push((pid, shares.kept()));
+                }
+            } else {
+                self.budget.over.remove(&pid);
+            }
+        }
+        for said in self.tracker.enforce(&over, now) {
+            crate::say!("rocsync daemon: budget: {said}");
+        }
+        for (pid, share) in alone {
+            crate::say!(
+                "rocsync daemon: warning: budget: pid {pid}'s records and waits alone cost {}: \
+                 they are still recorded (never shed); raise --budget, turn it off, or trace \
+                 it in sampled windows",
+                budget::shown(share, limit)
+            );
+        }
+        self.budget.retain(crate::procfs::exists);
+        Flow::Go
+    }
+
+    /// Tracked processes that exited are forgotten.
+    pub fn on_prune(&mut self) -> anyhow::Result<Flow> {
+        self.quiet_dyno.flush(tokio::time::Instant::now());
+        self.tracker.prune()?;
+        self.sessions.queues.retain_processes(crate::procfs::exists);
+        Ok(Flow::Go)
+    }
+
+    /// A trace or a flight recorder dump was written (or failed: said here, whether or
+    /// not a client waits): counted, retention applied, and its client answered.
+    /// Stopping ends once the last is written.
+    pub async fn written(&mut self, done: Done) -> Flow {
+        match &done.reply {
+            Reply::Written(w) => {
+                self.traces_written += w.files.len() as u64;
+                let is_stall = |f: &&String| {
+                    let name = std::path::Path::new(f.as_str()).file_name();
+                    name.is_some_and(|n| {
+                        let n = n.to_string_lossy();
+                        n.starts_with("stall-") || n.starts_with("hang-")
+                    })
+                };
+                let stalls: Vec<String> = w.files.iter().filter(is_stall).cloned().collect();
+                self.stalls.written(&stalls);
+                if let Some(uploads) = &self.uploads {
+                    for (file, pid) in w.files.iter().zip(&w.pids) {
+                        let pod = pid.and_then(|p| done.pods.get(&p));
+                        let pod = pod.map(|(ns, n)| (ns.as_str(), n.as_str()));
+                        uploads.submit(std::path::Path::new(file), pod);
+                    }
+                }
+                // Every file of this trace stays: the client is about to be told of them.
+                let written: Vec<&std::path::Path> =
+                    w.files.iter().map(std::path::Path::new).collect();
+                if !written.is_empty() {
+                    let lost = statedir::apply_retention(
+                        &self.config.retention,
+                        &self.config.state_dir,
+                        &written,
+                    );
+                    self.upload_totals.lost.fetch_add(lost, Relaxed);
+                }
+            }
+            Reply::Refused { error } => {
+                crate::say!(
+                    "rocsync daemon: error: {}: {}",
+                    done.name,
+                    untrusted::shown(error)
+                );
+                // A full disk fails every later trace too unless room is made.
+                let lost =
+                    statedir::apply_retention(&self.config.retention, &self.config.state_dir, &[]);
+                self.upload_totals.lost.fetch_add(lost, Relaxed);
+            }
+            _ => {}
+        }
+        if let Some(client) = done.client {
+            client.send(&done.reply).await;
+        }
+        if self.stopping && !self.sessions.recording() && self.writing.is_empty() {
+            return Flow::Stop;
+        }
+        Flow::Go
+    }
+
+    /// SIGHUP reloads the configuration; the others stop the daemon once the traces in
+    /// progress are written.
+    pub fn on_signal(&mut self, signal: &'static str) -> Flow {
+        if signal == "SIGHUP" {
+            self.reload();
+            return Flow::Go;
+        }
+        crate::say!("rocsync daemon: stopping ({signal})");
+        self.drop_scheduled();
+        if !self.sessions.recording() && self.writing.is_empty() {
+            return Flow::Stop;
+        }
+        // Finish the traces in progress (their deadlines come now) and write them, then
+        // stop.
+        self.sessions.end_all_now();
+        self.stopping = true;
+        Flow::Go
+    }
+
+    /// `/metrics` and `/healthz`.
+    pub fn http_page(&mut self, path: &str) -> http::Response {
+        let budget = exposition::BudgetView {
+            limit: self.config.budget.map(|b| b.0),
+            call_seconds: self.budget.call_cost.map(|c| c.as_secs_f64()),
+            highest: self.budget.highest(),
+            over: self.budget.over.len(),
+            shed: self.tracker.shed_apis(),
+        };
+        let probes = &self.tracker.probes;
+        match path {
+            "/metrics" => match (
+                exposition::read_series(&self.tracker),
+                probes.drops(),
+                probes.aql_packets(),
+            ) {
+                (Ok((series, unlabelled)), Ok(drops), Ok(packets)) => (
+                    "200 OK",
+                    "text/plain; version=0.0.4; charset=utf-8",
+                    exposition::render(&exposition::Snapshot {
+                        series: &series,
+                        unlabelled,
+                        packets: &packets,
+                        drops: &drops,
+                        tracked: self.tracker.tracked.len(),
+                        cpu_seconds: exposition::own_cpu_seconds(),
+                        flight_evicted: self.flight.as_ref().map(|f| f.evicted),
+                        traces_written: self.traces_written,
+                        traces_truncated: self.sessions.truncated,
+                        not_started: self.not_started,
+                        files_probed: self.tracker.files.count(),
+                        files_refused: self.tracker.files.refused,
+                        budget,
+                        stall_traces: exposition::StallView {
+                            traces: self.stalls.traces,
+                            skipped_interval: self.stalls.skipped_interval,
+                            skipped_node_limit: self.stalls.skipped_node_limit,
+                            skipped_not_started: self.stalls.skipped_not_started,
+                            skipped_hang: self.stalls.skipped_hang,
+                            hang_traces: self.hangs.traces,
+                            hangs_untraced: Untraced::ALL
+                                .iter()
+                                .map(|u| {
+                                    let n = self.hangs.untraced.get(u.name());
+                                    (u.name(), n.copied().unwrap_or(0))
+                                })
+                                .collect(),
+                            in_flight: self.hangs.oldest.clone().into_iter().collect(),
+                        },
+                        uploads: self.uploads.as_ref().map(|u| {
+                            let t = &self.upload_totals;
+                            exposition::UploadView {
+                                uploaded: t.uploaded.load(Relaxed),
+                                bytes: t.bytes.load(Relaxed),
+                                failures: t.failures.load(Relaxed),
+                                refused: t.refused.load(Relaxed),
+                                pending: u.waiting(),
+                                lost: t.lost.load(Relaxed),
+                            }
+                        }),
+                    }),
+                ),
+                (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => (
+                    "500 Internal Server Error",
+                    "text/plain",
+                    format!("reading the probes' maps: {e:#}\n"),
+                ),
+            },
+            "/healthz" => ("200 OK", "text/plain", "ok\n".into()),
+            "/" => (
+                "200 OK",
+                "text/html; charset=utf-8",
+                format!(
+                    "<html><head><title>rocsync daemon</title></head><body>\
+                     <h1>rocsync daemon</h1><p>{}</p><ul>\
+                     <li><a href=\"/metrics\">/metrics</a> (Prometheus)</li>\
+                     <li><a href=\"/healthz\">/healthz</a></li></ul></body></html>\n",
+                    crate::VERSION
+                ),
+            ),
+            _ => ("404 Not Found", "text/plain", "not found\n".into()),
+        }
+    }
+}
+
+/// The daemon's switch: calls counted, by process. Its only `*GetDevice` probes are the
+/// scan's temporary ones: while they learn, a trace (the flight recorder's, from the
+/// start) records a thread's calls until one succeeds, and none while they go.
+pub fn switch(get_device: GetDeviceMode) -> Switch {
+    let mut s = Switch {
+        by_process: 1,
+        metrics: 1,
+        ..Switch::default()
+    };
+    for &api in Api::ALL.iter().filter(|a| a.op() == Op::GetDevice) {
+        s.set_get_device(api, get_device);
+    }
+    s
+}

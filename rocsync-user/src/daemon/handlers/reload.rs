@@ -1,0 +1,97 @@
+//! SIGHUP: the configuration read again and checked whole before it replaces the one in
+//! effect; what was set up at start is kept and said to wait for a restart.
+
+use crate::daemon::{
+    first_sample, outputs::statedir, outputs::upload, serving::untrusted,
+    settings::config::DaemonConfig, state::Daemon,
+};
+
+impl Daemon {
+    /// A new configuration, checked whole before it replaces the one in effect (a bad
+    /// one is said and the old kept): the state directory made as at start, and the
+    /// sampling schedule follows the sampling now configured.
+    pub(crate) fn reload(&mut self) {
+        let checked = DaemonConfig::load(&self.flags).and_then(|c| {
+            statedir::make(&c.state_dir)?;
+            Ok(c)
+        });
+        let c = match checked {
+            Ok(c) => c,
+            Err(e) => {
+                let e = format!("{e:#}");
+                return crate::say!(
+                    "rocsync daemon: warning: keeping the configuration: {}",
+                    untrusted::shown(&e)
+                );
+            }
+        };
+        if c.capture_on_stall != self.config.capture_on_stall
+            && let Err(e) = self.tracker.probes.set_stall_threshold(c.capture_on_stall)
+        {
+            crate::say!("rocsync daemon: warning: {e:#}");
+        }
+        if c.sampling != self.config.sampling {
+            self.next_sample = c.sampling.map(|(_, every)| first_sample(every));
+        }
+        self.tracker.set_filters(c.filters.clone());
+        let c = self.reload_uploads(c);
+        // What was set up at start stays as it is (listeners, the flight recorder, the
+        // socket's group, the learning done): said, never pretended.
+        let old = &self.config;
+        let at_start = [
+            ("socket", old.socket != c.socket),
+            ("metrics_addr", old.metrics_addr != c.metrics_addr),
+            ("dynolog_addr", old.dynolog_addr != c.dynolog_addr),
+            ("flight_recorder", old.flight_recorder != c.flight_recorder),
+            ("group", old.group != c.group),
+            ("learn_devices", old.learn_devices != c.learn_devices),
+            ("metric_labels", old.metric_labels != c.metric_labels),
+            (
+                "kubelet_root",
+                old.host_state.kubelet_root != c.host_state.kubelet_root,
+            ),
+            (
+                "runtime_state",
+                old.host_state.runtime_state != c.host_state.runtime_state,
+            ),
+        ];
+        for (key, _) in at_start.iter().filter(|(_, changed)| *changed) {
+            crate::say!("rocsync daemon: warning: {key} changed: it takes effect at restart");
+        }
+        self.config = DaemonConfig {
+            socket: old.socket.clone(),
+            metrics_addr: old.metrics_addr,
+            dynolog_addr: old.dynolog_addr,
+            flight_recorder: old.flight_recorder,
+            group: old.group,
+            learn_devices: old.learn_devices,
+            metric_labels: old.metric_labels,
+            host_state: old.host_state.clone(),
+            ..c
+        };
+        crate::say!("rocsync daemon: configuration reloaded");
+    }
+
+    /// A new uploader where the upload settings changed (the old one stops; what waits
+    /// on disk is the new one's); where it cannot start, the old settings stay.
+    fn reload_uploads(&mut self, mut c: DaemonConfig) -> DaemonConfig {
+        let old = &self.config;
+        if (&c.upload, &c.node_name, &c.state_dir) == (&old.upload, &old.node_name, &old.state_dir)
+        {
+            return c;
+        }
+        self.uploads = None;
+        match upload::start_for(&c, &self.upload_totals) {
+            Ok(u) => self.uploads = u,
+            Err(e) => {
+                crate::say!(
+                    "rocsync daemon: warning: keeping the upload settings: {}",
+                    untrusted::shown(&format!("{e:#}"))
+                );
+                (c.upload, c.node_name) = (old.upload.clone(), old.node_name.clone());
+                self.uploads = upload::start_for(&c, &self.upload_totals).ok().flatten();
+            }
+        }
+        c
+    }
+}

@@ -1,0 +1,188 @@
+//! The state directory's traces are kept within a total size and an age, oldest removed
+//! first (traces asked for, sampled and dyno's alike, as one budget); the trace just
+//! written (every per-process file of it) is always kept. With uploads on, a trace still waiting for its upload is
+//! spared by age and removed for size only after every uploaded one: then it is lost,
+//! and counted.
+
+use std::{
+    path::{Path, PathBuf},
+    time::{Duration, SystemTime},
+};
+
+use crate::daemon::outputs::upload;
+
+/// The limits; `None` is no limit.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Retention {
+    pub max_bytes: Option<u64>,
+    pub max_age: Option<Duration>,
+}
+
+/// A trace file: (path, size, modification time, waiting for its upload).
+pub type Entry = (PathBuf, u64, SystemTime, bool);
+
+impl Retention {
+    /// Which of `files` to remove at `now`, sparing `keep`, each with whether it was
+    /// still waiting for its upload.
+    pub fn expired(
+        &self,
+        mut files: Vec<Entry>,
+        now: SystemTime,
+        keep: &[&Path],
+    ) -> Vec<(PathBuf, bool)> {
+        // Uploaded (or never to be uploaded) traces first, oldest first.
+        files.sort_by_key(|f| (f.3, f.2));
+        let mut total: u64 = files.iter().map(|f| f.1).sum();
+        let mut gone = Vec::new();
+        for (path, size, time, waiting) in files {
+            if keep.contains(&path.as_path()) {
+                continue;
+            }
+            let old = !waiting
+                && self
+                    .max_age
+                    .is_some_and(|a| now.duration_since(time).unwrap_or_default() > a);
+            let over = self.max_bytes.is_some_and(|m| total > m);
+            if old || over {
+                total -= size;
+                gone.push((path, waiting));
+            }
+        }
+        gone
+    }
+
+    /// Applies the limits to the trace files in `dirs`, together; returns how many
+    /// traces waiting for their upload it removed.
+    pub fn apply(&self, dirs: &[PathBuf], keep: &[&Path]) -> u64 {
+        let files: Vec<Entry> = dirs
+            .iter()
+            .flat_map(std::fs::read_dir)
+            .flatten()
+            .flatten()
+            .filter_map(|e| {
+                let m = e.metadata().ok()?;
+                let json = m.is_file() && e.file_name().to_string_lossy().ends_with(".json");
+                let path = e.path();
+                let waiting = upload::waiting(&path);
+                json.then_some((path, m.len(), m.modified().ok()?, waiting))
+            })
+            .collect();
+        let mut lost = 0;
+        for (path, waiting) in self.expired(files, SystemTime::now(), keep) {
+            match std::fs::remove_file(&path) {
+                Ok(()) if waiting => {
+                    lost += 1;
+                    crate::say!(
+                        "rocsync daemon: warning: retention removed {} before its upload",
+                        path.display()
+                    );
+                }
+                Ok(()) => crate::say!("rocsync daemon: retention removed {}", path.display()),
+                Err(e) => crate::say!("rocsync daemon: warning: removing {}: {e}", path.display()),
+            }
+            upload::forget(&path);
+        }
+        lost
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn oldest_first_within_size_and_age_and_never_the_newest() {
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let f = |n: &str, size, age_s| {
+            (
+                PathBuf::from(n),
+                size,
+                t0 - Duration::from_secs(age_s),
+                false,
+            )
+        };
+        let names = |gone: Vec<(PathBuf, bool)>| gone.into_iter().map(|g| g.0).collect::<Vec<_>>();
+        let files = vec![
+            f("a", 10, 300),
+            f("b", 10, 200),
+            f("c", 10, 100),
+            f("d", 10, 0),
+        ];
+        let by_size = Retention {
+            max_bytes: Some(25),
+            max_age: None,
+        };
+        assert_eq!(
+            names(by_size.expired(files.clone(), t0, &[Path::new("d")])),
+            ["a", "b"].map(PathBuf::from)
+        );
+        let by_age = Retention {
+            max_bytes: None,
+            max_age: Some(Duration::from_secs(150)),
+        };
+        assert_eq!(
+            names(by_age.expired(files.clone(), t0, &[Path::new("d")])),
+            ["a", "b"].map(PathBuf::from)
+        );
+        let tiny = Retention {
+            max_bytes: Some(1),
+            max_age: None,
+        };
+        assert_eq!(
+            tiny.expired(files, t0, &[Path::new("d")]).len(),
+            3,
+            "the newest stays"
+        );
+    }
+
+    #[test]
+    fn a_trace_waiting_for_its_upload_goes_last_and_never_for_age() {
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let f = |n: &str, age_s, waiting| {
+            (
+                PathBuf::from(n),
+                10,
+                t0 - Duration::from_secs(age_s),
+                waiting,
+            )
+        };
+        let files = vec![
+            f("a", 300, true),
+            f("b", 200, false),
+            f("c", 100, false),
+            f("d", 0, false),
+        ];
+        let both = Retention {
+            max_bytes: Some(25),
+            max_age: Some(Duration::from_secs(50)),
+        };
+        let gone = both.expired(files.clone(), t0, &[Path::new("d")]);
+        // b and c by age (a is spared by age); then 20 bytes left: within the size.
+        assert_eq!(gone, vec![("b".into(), false), ("c".into(), false)]);
+        let tight = Retention {
+            max_bytes: Some(15),
+            max_age: None,
+        };
+        let gone = tight.expired(files, t0, &[Path::new("d")]);
+        assert_eq!(
+            gone,
+            vec![("b".into(), false), ("c".into(), false), ("a".into(), true)],
+            "the waiting one last, counted as such"
+        );
+    }
+
+    #[test]
+    fn every_file_of_the_trace_just_written_stays() {
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let f = |n: &str, age_s| (PathBuf::from(n), 10, t0 - Duration::from_secs(age_s), false);
+        // One trace of three processes, its files written over a second, and an old one.
+        let files = vec![f("old", 300), f("p1", 2), f("p2", 1), f("p3", 0)];
+        let tiny = Retention {
+            max_bytes: Some(1),
+            max_age: Some(Duration::from_secs(1)),
+        };
+        let keep = ["p1", "p2", "p3"].map(Path::new);
+        let gone = tiny.expired(files, t0, &keep);
+        assert_eq!(gone, vec![("old".into(), false)]);
+    }
+}

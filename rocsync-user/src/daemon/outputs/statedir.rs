@@ -1,0 +1,150 @@
+//! The state directory: private to root (0700), with `traces/` (traces asked for on the
+//! socket, sampled windows, flight recorder dumps) and `dyno/` (dynolog's traces, apart,
+//! so that no dyno request can name another request's trace). Made by the same rules at
+//! start and at a reload that moves it; retention covers both.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context as _, Result, bail};
+
+use crate::daemon::outputs::retention::Retention;
+
+/// Where traces asked for on the socket, sampled windows and dumps go.
+pub fn traces(state_dir: &Path) -> PathBuf {
+    state_dir.join("traces")
+}
+
+/// Where dyno's traces go.
+pub fn dyno(state_dir: &Path) -> PathBuf {
+    state_dir.join("dyno")
+}
+
+/// Makes the state directory and its two (0700 each, where missing); refuses a link or
+/// a non-directory at any of them.
+pub fn make(state_dir: &Path) -> Result<()> {
+    check_ancestors(state_dir)?;
+    for dir in [state_dir.to_path_buf(), traces(state_dir), dyno(state_dir)] {
+        make_private_dir(&dir)?;
+    }
+    Ok(())
+}
+
+/// Removes the temporaries a killed daemon left in the trace folders (a trace cut by
+/// the OOM killer could hold gigabytes no later trace would sweep soon).
+pub fn sweep(state_dir: &Path) {
+    for dir in trace_dirs(state_dir) {
+        if let Ok(fd) = crate::emit::dirs::open(&dir) {
+            crate::emit::stale::sweep(&fd);
+        }
+    }
+}
+
+/// Where the daemon writes traces.
+pub fn trace_dirs(state_dir: &Path) -> [PathBuf; 2] {
+    [traces(state_dir), dyno(state_dir)]
+}
+
+/// Applies `retention` to everything the daemon wrote there, as one budget, sparing
+/// `keep` (the files just written); returns how many traces waiting for their upload it
+/// removed.
+pub fn apply_retention(retention: &Retention, state_dir: &Path, keep: &[&Path]) -> u64 {
+    retention.apply(&trace_dirs(state_dir), keep)
+}
+
+/// The folders above the state directory: each root's or the daemon's, and none that
+/// others may write unless sticky (as /tmp): whoever can rename the state directory
+/// away could put a link of theirs where the daemon writes and names its traces.
+fn check_ancestors(state_dir: &Path) -> Result<()> {
+    use std::os::unix::fs::MetadataExt as _;
+    let me = rustix::process::geteuid().as_raw();
+    for a in state_dir.ancestors().skip(1) {
+        if a.as_os_str().is_empty() {
+            continue;
+        }
+        let Ok(link) = std::fs::symlink_metadata(a) else {
+            continue; // made below, by the daemon
+        };
+        let m = match link.file_type().is_symlink() {
+            true if link.uid() != 0 => bail!(
+                "{} above the state directory is a link of uid {}: name a state directory reached through root's folders only",
+                a.display(),
+                link.uid()
+            ),
+            true => std::fs::metadata(a)?,
+            false => link,
+        };
+        let open = m.mode() & 0o002 != 0 && m.mode() & 0o1000 == 0;
+        if (m.uid() != 0 && m.uid() != me) || open {
+            bail!(
+                "{} above the state directory belongs to uid {} (mode {:o}): others could move the state directory away; name one under root's folders",
+                a.display(),
+                m.uid(),
+                m.mode() & 0o7777
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Creates `dir` (mode 0700) if missing; refuses a link or a non-directory, and one
+/// that is not the daemon's own or that others may write (whoever can plant a file or a
+/// link there has root upload it, or write through it).
+fn make_private_dir(dir: &Path) -> Result<()> {
+    use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _};
+    match std::fs::symlink_metadata(dir) {
+        Ok(m) if m.is_dir() => {
+            let me = rustix::process::geteuid().as_raw();
+            if m.uid() != me {
+                bail!(
+                    "state directory {} belongs to uid {}, not to the daemon (uid {me}): others could plant files the daemon uploads or writes through; chown it, or name another",
+                    dir.display(),
+                    m.uid()
+                );
+            }
+            if m.mode() & 0o022 != 0 {
+                bail!(
+                    "state directory {} may be written by others (mode {:o}): chmod 0700 it, or name another",
+                    dir.display(),
+                    m.mode() & 0o7777
+                );
+            }
+            Ok(())
+        }
+        Ok(_) => bail!(
+            "state directory {} is not a directory (nor may it be a link)",
+            dir.display()
+        ),
+        Err(_) => std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .with_context(|| format!("cannot create the state directory {}", dir.display())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt as _;
+
+    #[test]
+    fn made_private_with_its_two_and_a_file_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("a/state");
+        make(&state).unwrap();
+        for d in [&state, &traces(&state), &dyno(&state)] {
+            let mode = std::fs::metadata(d).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o700, "{}", d.display());
+        }
+        let file = dir.path().join("file");
+        std::fs::write(&file, "").unwrap();
+        let e = make(&file).unwrap_err().to_string();
+        assert!(e.contains("not a directory"), "{e}");
+        // One others may write is refused, whoever made it.
+        let open = dir.path().join("open");
+        std::fs::create_dir(&open).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let e = make(&open).unwrap_err().to_string();
+        assert!(e.contains("may be written by others"), "{e}");
+    }
+}

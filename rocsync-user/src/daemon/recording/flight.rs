@@ -1,0 +1,336 @@
+//! The flight recorder: every tracked process's calls kept in memory for the last N
+//! seconds (and at most `MAX_BYTES`), so `rocsync trace --flight` writes what just
+//! happened — the seconds before a hang or a slow step — without having asked in advance.
+//!
+//! Records are kept back to back in chunks of at most `CHUNK_SPAN`'s reading, shared
+//! with the dumps that write them: a dump takes the chunks in O(chunks) (not a copy of up
+//! to 256 MiB) and is written off the daemon's loop while the recorder keeps recording
+//! (one dump at a time, so memory stays within twice the cap).
+
+use std::{
+    collections::{BTreeMap, VecDeque},
+    path::Path,
+    sync::Arc,
+    time::Duration,
+};
+
+use anyhow::Result;
+use rocsync_common::{Decoded, decode};
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
+use crate::daemon::recording::traces;
+use crate::emit::{
+    outputs::Report,
+    processes::{ProcessInfo, Written},
+};
+
+/// Memory the recorder may hold; beyond it the oldest records go first, counted.
+pub const MAX_BYTES: usize = 256 << 20;
+/// A chunk holds what was read within this span (so what is kept is the last N seconds
+/// to within it), and at most `CHUNK_BYTES`.
+const CHUNK_SPAN: Duration = Duration::from_millis(50);
+const CHUNK_BYTES: usize = 1 << 20;
+
+/// Records read within one short span, each after its length (u32, native-endian).
+#[derive(Default)]
+pub struct Chunk {
+    bytes: Vec<u8>,
+    records: u64,
+    /// When its first and its last record were read.
+    span: Option<(Instant, Instant)>,
+}
+
+impl Chunk {
+    fn push(&mut self, record: &[u8], now: Instant) {
+        self.bytes
+            .extend_from_slice(&(record.len() as u32).to_ne_bytes());
+        self.bytes.extend_from_slice(record);
+        self.records += 1;
+        self.span = Some((self.span.map_or(now, |(first, _)| first), now));
+    }
+
+    /// Its records, in the order they were read.
+    pub fn records(&self) -> impl Iterator<Item = &[u8]> + Clone {
+        let mut rest = self.bytes.as_slice();
+        std::iter::from_fn(move || {
+            let (len, tail) = rest.split_first_chunk::<4>()?;
+            let (record, tail) = tail.split_at(u32::from_ne_bytes(*len) as usize);
+            rest = tail;
+            Some(record)
+        })
+    }
+}
+
+pub struct FlightRecorder {
+    span: Duration,
+    sealed: VecDeque<Arc<Chunk>>,
+    open: Chunk,
+    /// Held in `sealed` and `open`.
+    bytes: usize,
+    /// Records dropped for memory before their time was up.
+    pub evicted: u64,
+    /// The highest correlation id it may lack without losing it: the probes' counter
+    /// when it began (ids before were never its), then the highest call it forgot.
+    /// `None`: unknown (every id before its first held call is then taken as forgotten).
+    known_from: Option<u64>,
+}
+
+impl FlightRecorder {
+    /// `from`: the last correlation id the probes had given when it begins.
+    pub fn new(span: Duration, from: Option<u64>) -> Self {
+        Self {
+            span,
+            sealed: VecDeque::new(),
+            open: Chunk::default(),
+            bytes: 0,
+            evicted: 0,
+            known_from: from,
+        }
+    }
+
+    /// See the field; a dump counts the ids after it that it lacks as lost.
+    pub fn known_from(&self) -> Option<u64> {
+        self.known_from
+    }
+
+    /// How far back it keeps.
+    pub fn span(&self) -> Duration {
+        self.span
+    }
+
+    /// Keeps a ring record; forgets what is older than the span, or over the memory cap.
+    pub fn keep(&mut self, record: &[u8]) {
+        let now = Instant::now();
+        let full = self.open.bytes.len() + 4 + record.len() > CHUNK_BYTES;
+        if full
+            || self
+                .open
+                .span
+                .is_some_and(|(first, _)| now - first >= CHUNK_SPAN)
+        {
+            self.seal();
+        }
+        self.bytes += 4 + record.len();
+        self.open.push(record, now);
+        self.forget(now);
+    }
+
+    /// What it holds now, oldest first, for a dump; it goes on recording meanwhile.
+    pub fn chunks(&mut self) -> Vec<Arc<Chunk>> {
+        self.forget(Instant::now());
+        self.seal();
+        self.sealed.iter().cloned().collect()
+    }
+
+    fn seal(&mut self) {
+        if self.open.records > 0 {
+            self.sealed
+                .push_back(Arc::new(std::mem::take(&mut self.open)));
+        }
+    }
+
+    /// Drops the oldest chunks while their last record is older than the span, or while
+    /// over the cap (those counted: dropped before their time).
+    fn forget(&mut self, now: Instant) {
+        while let Some(oldest) = self.sealed.front() {
+            let last = oldest.span.map_or(now, |(_, last)| last);
+            let expired = now.duration_since(last) > self.span;
+            if !expired && self.bytes <= MAX_BYTES {
+                break;
+            }
+            self.bytes -= oldest.bytes.len();
+            if !expired {
+                self.evicted += oldest.records;
+            }
+            let forgot = oldest.records().filter_map(|r| match decode(r) {
+                Ok(Decoded::Entry(e)) => Some(e.correlation),
+                _ => None,
+            });
+            if let (Some(known), Some(id)) = (self.known_from, forgot.max()) {
+                self.known_from = Some(known.max(id));
+            }
+            self.sealed.pop_front();
+        }
+    }
+}
+
+/// What a dump writes: the recorder's chunks, and the last correlation id the probes had
+/// given when it was asked (ids after the last record read are lost, not unmade).
+pub struct Held {
+    pub chunks: Vec<Arc<Chunk>>,
+    pub assigned: Option<u64>,
+    /// [`FlightRecorder::known_from`] when it was asked.
+    pub known_from: Option<u64>,
+    /// The records of live HSA queues made before the window (their packets need them).
+    pub queues: Vec<Vec<u8>>,
+}
+
+/// The records of `chunks`, oldest first.
+pub fn records(chunks: &[Arc<Chunk>]) -> impl Iterator<Item = &[u8]> + Clone {
+    chunks.iter().flat_map(|c| c.records())
+}
+
+/// The first id a dump must account for: the one after what the recorder may lack
+/// without losing it (ids before it began, and those it forgot for age or memory) —
+/// the calls between that and its first held one are lost, counted, not silently
+/// missing from its start. Where that is unknown, or its first held call is older (the
+/// records of one span are read in any order across CPUs), its first held call.
+pub fn first_expected(first: Option<u64>, known_from: Option<u64>, assigned: Option<u64>) -> u64 {
+    match (first, known_from) {
+        (Some(first), Some(known)) if first > known => known + 1,
+        (Some(first), _) => first,
+        (None, Some(known)) => known + 1,
+        (None, None) => assigned.map_or(1, |a| a + 1),
+    }
+}
+
+/// Writes what the flight recorder holds (every process's last seconds) as traces;
+/// `processes`: what the processes it may hold said of themselves; `call_probe_links`:
+/// how the call probes are attached; `assigned`: the last id the probes had given.
+pub fn dump<'a>(
+    records: impl Iterator<Item = &'a [u8]> + Clone,
+    (assigned, known_from): (Option<u64>, Option<u64>),
+    state_dir: &Path,
+    id: u64,
+    processes: BTreeMap<u32, ProcessInfo>,
+    (call_probe_links, not_recorded): (&'static str, Value),
+) -> Result<Vec<Written>> {
+    let (mut pipeline, outputs) =
+        traces::open(state_dir, &traces::numbered_stem("flight", id), id, None)?;
+    let first = records
+        .clone()
+        .filter_map(|r| match decode(r) {
+            Ok(Decoded::Entry(e)) => Some(e.correlation),
+            _ => None,
+        })
+        .min();
+    let start = first_expected(first, known_from, assigned);
+    pipeline.start_at(start);
+    // Ids after the last record read were given, so lost (the ring was full, or the
+    // records never came): counted, never silently missing from the end.
+    if let Some(last) = assigned {
+        pipeline.assigned_up_to(last.max(start - 1));
+    }
+    for r in records {
+        let _ = pipeline.record(r);
+    }
+    pipeline.stopping();
+    let (sink, stats) = pipeline.finish()?;
+    let report = Report {
+        parameters: json!({
+            "mode": "daemon flight recorder", "id": id, "call_probe_links": call_probe_links,
+            "not_recorded": not_recorded,
+        }),
+        libraries: Vec::new(),
+        single_stepped: Vec::new(),
+        processes,
+    };
+    outputs.finish(sink, &stats, report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn firsts(f: &mut FlightRecorder) -> Vec<u8> {
+        records(&f.chunks()).map(|r| r[0]).collect()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn keeps_the_last_span_only() {
+        let mut f = FlightRecorder::new(Duration::from_secs(2), Some(0));
+        f.keep(&[1; 8]);
+        tokio::time::advance(Duration::from_secs(1)).await;
+        f.keep(&[2; 8]);
+        tokio::time::advance(Duration::from_millis(1500)).await;
+        f.keep(&[3; 8]);
+        assert_eq!(firsts(&mut f), vec![2, 3], "the first is older than 2 s");
+        assert_eq!(f.evicted, 0, "expiry is no loss");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn records_come_back_whole_and_in_order() {
+        let mut f = FlightRecorder::new(Duration::from_secs(10), Some(0));
+        let sent: Vec<Vec<u8>> = (0..3000u32)
+            .map(|i| vec![(i % 251) as u8; 1 + (i as usize * 7) % 700])
+            .collect();
+        for (i, r) in sent.iter().enumerate() {
+            f.keep(r);
+            if i % 100 == 0 {
+                tokio::time::advance(Duration::from_millis(20)).await;
+            }
+        }
+        let chunks = f.chunks();
+        assert!(chunks.len() > 1, "sealed by span and by size");
+        let got: Vec<&[u8]> = records(&chunks).collect();
+        assert_eq!(got, sent.iter().map(Vec::as_slice).collect::<Vec<_>>());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_dump_keeps_its_chunks_while_recording_goes_on() {
+        let mut f = FlightRecorder::new(Duration::from_secs(1), Some(0));
+        f.keep(&[1; 8]);
+        let dump = f.chunks();
+        tokio::time::advance(Duration::from_secs(3)).await;
+        f.keep(&[2; 8]);
+        assert_eq!(firsts(&mut f), vec![2], "the recorder forgot the first");
+        assert_eq!(records(&dump).map(|r| r[0]).collect::<Vec<_>>(), vec![1]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_cap_drops_the_oldest_and_counts_them() {
+        let mut f = FlightRecorder::new(Duration::from_secs(3600), Some(0));
+        let record = vec![7u8; 60_000];
+        let n = MAX_BYTES / record.len() + 100;
+        for _ in 0..n {
+            f.keep(&record);
+        }
+        let kept = records(&f.chunks()).count() as u64;
+        assert!(f.bytes <= MAX_BYTES + CHUNK_BYTES, "{} held", f.bytes);
+        assert_eq!(kept + f.evicted, n as u64, "every record kept or counted");
+        assert!(f.evicted >= 100);
+    }
+
+    #[test]
+    fn a_dump_accounts_for_every_id_after_what_the_recorder_may_lack() {
+        // Began at id 0, forgot nothing: ids before its first held call are lost.
+        assert_eq!(first_expected(Some(102), Some(0), Some(500)), 1);
+        // Forgot up to 90: 91 on are its to hold.
+        assert_eq!(first_expected(Some(95), Some(90), Some(500)), 91);
+        // Its first held call older than the last it forgot (read in another order).
+        assert_eq!(first_expected(Some(88), Some(90), Some(500)), 88);
+        // Holding nothing: every id it was given since is lost.
+        assert_eq!(first_expected(None, Some(7), Some(500)), 8);
+        // Unknown beginning: from its first held call, as before.
+        assert_eq!(first_expected(Some(102), None, Some(500)), 102);
+        assert_eq!(first_expected(None, None, Some(500)), 501);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn what_it_forgets_moves_what_it_may_lack() {
+        let mut f = FlightRecorder::new(Duration::from_secs(1), Some(0));
+        let entry = |id: u64| {
+            let e = rocsync_common::EntryRecord {
+                kind: rocsync_common::RECORD_ENTRY,
+                api: rocsync_common::Api::HipStreamSynchronize as u16,
+                correlation: id,
+                ..Default::default()
+            };
+            // SAFETY: the bytes of a plain record.
+            unsafe {
+                std::slice::from_raw_parts(
+                    (&raw const e).cast::<u8>(),
+                    size_of::<rocsync_common::EntryRecord>(),
+                )
+            }
+            .to_vec()
+        };
+        f.keep(&entry(5));
+        f.keep(&entry(3));
+        tokio::time::advance(Duration::from_millis(1200)).await;
+        f.keep(&entry(9));
+        let _ = f.chunks();
+        assert_eq!(f.known_from(), Some(5));
+    }
+}

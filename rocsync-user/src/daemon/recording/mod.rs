@@ -1,0 +1,8 @@
+//! Traces being recorded: the sessions on the node, each trace's pipeline, the flight
+//! recorder, the tracked processes' HSA queues, and the writing of what was recorded.
+
+pub mod flight;
+pub mod queues;
+pub mod sessions;
+pub mod traces;
+pub mod writing;

@@ -1,0 +1,378 @@
+//! The sessions running on the node: traces the daemon records and claims held by
+//! standalone captures (`rocsync attach`/`run` while a daemon runs). Sessions may run
+//! together only on disjoint agent sets (`AgentClaims`); an overlapping one is refused,
+//! naming the session it conflicts with.
+//!
+//! Traces on disjoint agents may record the same process: the kernel then records the
+//! union of their agents (attributing each call to its device) and each trace is given the
+//! calls of the others' agents marked filtered — what a standalone `--agents` capture of
+//! its own would have recorded. Their packets go to the traces of their agent only: the
+//! kernel, recording the union (or, beside the flight recorder, every agent), lets them
+//! all through.
+
+use std::collections::BTreeSet;
+
+use anyhow::Result;
+use rocsync_common::{
+    Api, Cookie, Decoded, ENTRY_FILTERED, EntryRecord, PacketRecord, TRACE_RECORDING,
+    TRACE_STOPPING,
+};
+use tokio::time::Instant;
+
+use crate::agents::{AgentClaims, AgentSet, ClaimError, ClaimId};
+use crate::daemon::{
+    recording::queues::LiveQueues, recording::traces::Active, serving::untrusted,
+    tracking::discovery::Tracker,
+};
+
+#[derive(Default)]
+pub struct Sessions {
+    claims: AgentClaims,
+    /// Traces in progress, each with its claim (none: a stall or hang trace, which
+    /// records beside any session and keeps none from starting).
+    pub traces: Vec<(Option<ClaimId>, Active)>,
+    /// Traces done, their processes' recording switched off: they still get what the
+    /// probes wrote before the switch, then are written (`take_closing`).
+    closing: Vec<Active>,
+    /// Claims of standalone captures: (claim, its name), held while their connection is.
+    pub held: Vec<(ClaimId, String)>,
+    /// The highest call id read so far: a trace starting now numbers its calls after it.
+    last_read: u64,
+    /// The tracked processes' HSA queues now: a trace gets those of its processes first.
+    pub queues: LiveQueues,
+    /// Traces that ended early (their size, a failed output).
+    pub truncated: u64,
+}
+
+impl Sessions {
+    /// Starts a trace opened by `Active::open`, unless it would share an agent with a
+    /// running session: then nothing of it stays.
+    pub fn start(&mut self, tracker: &mut Tracker, trace: Active) -> Result<()> {
+        self.start_from(tracker, trace, std::iter::empty())
+    }
+
+    /// As [`Sessions::start`], the trace beginning with `history` (what the flight
+    /// recorder holds, every process's records as they were read): its processes' calls
+    /// from the first id there, the others' ids passed over.
+    pub fn start_from<'a>(
+        &mut self,
+        tracker: &mut Tracker,
+        mut trace: Active,
+        history: impl Iterator<Item = &'a [u8]> + Clone,
+    ) -> Result<()> {
+        // The daemon's own stall and hang traces claim nothing: a hang is traced whoever
+        // records the process, and no one's trace is refused for it.
+        let claim = match trace.unasked() {
+            true => None,
+            false => Some(self.claims.start(&trace.name(), trace.agents.clone())?),
+        };
+        let first = history
+            .clone()
+            .filter_map(|r| match rocsync_common::decode(r) {
+                Ok(Decoded::Entry(e)) => Some(e.correlation),
+                _ => None,
+            })
+            .min()
+            .filter(|&f| f <= self.last_read);
+        match first {
+            Some(first) => {
+                trace.begin_after(first - 1);
+                for r in history {
+                    if let Ok(d) = rocsync_common::decode(r)
+                        && let Some(pid) = pid_of(&d)
+                    {
+                        feed(&mut trace, r, &d, pid);
+                    }
+                }
+            }
+            None => trace.begin_after(self.last_read),
+        }
+        // Its processes' queues made before it: their packets are placed by them.
+        let pids = trace.pids.clone();
+        for q in self.queues.of(&pids) {
+            trace.record(q);
+        }
+        self.traces.push((claim, trace));
+        if let Err(e) = self.apply(tracker, &pids) {
+            // Refused whole: neither it nor its claim stays, and what it switched on is
+            // put back as the other traces want it.
+            if let Some((Some(claim), _)) = self.traces.pop() {
+                let _ = self.claims.stop(claim);
+            }
+            let _ = self.apply(tracker, &pids);
+            return Err(e);
+        }
+        // Said once it is so: a process's calls from this line on are recorded.
+        if let Some((_, trace)) = self.traces.last_mut() {
+            trace.switched_on();
+            crate::say!(
+                "rocsync daemon: trace {}: recording pid(s) {} ({}) until {:?} from now",
+                trace.id,
+                untrusted::pids_shown(&pids),
+                trace.agents,
+                trace.until - Instant::now()
+            );
+        }
+        Ok(())
+    }
+
+    /// A standalone capture's claim.
+    pub fn hold(&mut self, name: String, agents: AgentSet) -> Result<ClaimId, ClaimError> {
+        let id = self.claims.start(&name, agents)?;
+        crate::say!(
+            "rocsync daemon: {} holds its agents",
+            untrusted::shown(&name)
+        );
+        self.held.push((id, name));
+        Ok(id)
+    }
+
+    /// A standalone capture ended (its connection closed).
+    pub fn release(&mut self, id: ClaimId) {
+        let _ = self.claims.stop(id);
+        self.held.retain(|(h, _)| *h != id);
+    }
+
+    pub fn recording(&self) -> bool {
+        !self.traces.is_empty()
+    }
+
+    /// The earliest moment a trace stops or finishes.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.traces.iter().map(|(_, t)| t.until).min()
+    }
+
+    /// Ends every trace now (the daemon stops: each still finishes and is written).
+    pub fn end_all_now(&mut self) {
+        let now = Instant::now();
+        for (_, t) in &mut self.traces {
+            t.until = t.until.min(now);
+        }
+    }
+
+    pub fn tick(&mut self) {
+        for (_, t) in &mut self.traces {
+            t.tick();
+        }
+    }
+
+    /// Traces whose time came: recording ones start stopping; stopped ones are done:
+    /// closing, their processes' recording switched off (what the probes wrote before is
+    /// still theirs: read the ring, then `take_closing`).
+    pub fn due(&mut self, tracker: &mut Tracker) -> Result<()> {
+        let now = Instant::now();
+        let mut changed = BTreeSet::new();
+        let mut i = 0;
+        while i < self.traces.len() {
+            let (claim, t) = &mut self.traces[i];
+            if t.until > now {
+                i += 1;
+                continue;
+            }
+            changed.extend(t.pids.iter().copied());
+            if t.deadline() {
+                self.truncated += u64::from(t.truncated());
+                if let Some(claim) = claim {
+                    let _ = self.claims.stop(*claim);
+                }
+                self.closing.push(self.traces.remove(i).1);
+            } else {
+                i += 1;
+            }
+        }
+        let changed: Vec<u32> = changed.into_iter().collect();
+        self.apply(tracker, &changed)
+    }
+
+    /// The traces done, to be written: the ring was read since their recording was
+    /// switched off (a record written before the switch, read later, would otherwise go
+    /// to the process's next trace, or nowhere).
+    pub fn take_closing(&mut self) -> Vec<Active> {
+        std::mem::take(&mut self.closing)
+    }
+
+    pub fn has_closing(&self) -> bool {
+        !self.closing.is_empty()
+    }
+
+    /// Gives a record to the traces of its process.
+    pub fn route(&mut self, bytes: &[u8], decoded: &Decoded) {
+        let Some(pid) = pid_of(decoded) else { return };
+        if let Decoded::Queue(r) = decoded {
+            self.queues.note(bytes, r);
+        }
+        if let Decoded::Entry(e) = decoded {
+            self.last_read = self.last_read.max(e.correlation);
+        }
+        let closing = self.closing.iter_mut();
+        for t in self.traces.iter_mut().map(|(_, t)| t).chain(closing) {
+            feed(t, bytes, decoded, pid);
+        }
+    }
+
+    /// Sets each process's recording in the kernel from the traces that hold it:
+    /// recording (the union of their agents), stopping (returns only), or the baseline.
+    fn apply(&self, tracker: &mut Tracker, pids: &[u32]) -> Result<()> {
+        for &pid in pids {
+            let holding = || {
+                self.traces
+                    .iter()
+                    .map(|(_, t)| t)
+                    .filter(|t| t.pids.contains(&pid))
+            };
+            let recording: Vec<u64> = holding()
+                .filter(|t| t.recording())
+                .map(|t| t.agents.mask())
+                .collect();
+            let (capture, mut agents) = if !recording.is_empty() {
+                let all = recording.contains(&0);
+                let union = recording.iter().fold(0, |m, a| m | a);
+                (TRACE_RECORDING, if all { 0 } else { union })
+            } else if holding().next().is_some() && tracker.baseline == 0 {
+                (TRACE_STOPPING, 0)
+            } else {
+                (tracker.baseline, 0)
+            };
+            // The flight recorder keeps every agent: attribute without dropping, and let
+            // `route` split.
+            if tracker.baseline == TRACE_RECORDING && agents != 0 {
+                agents = u64::MAX;
+            }
+            tracker.set_capture(pid, capture, agents)?;
+        }
+        Ok(())
+    }
+}
+
+/// Whether an entry the kernel let through belongs to agents outside `agents` (a trace
+/// on some agents, sharing the process with a trace on others): its synchronisations and
+/// event records are then filtered for that trace, as the kernel filters them.
+/// The process a call or HSA record is of.
+fn pid_of(decoded: &Decoded) -> Option<u32> {
+    match decoded {
+        Decoded::Entry(r) => Some(r.pid),
+        Decoded::Exit(r) => Some(r.pid),
+        Decoded::Queue(r) => Some(r.pid),
+        Decoded::Packet(r) => Some(r.pid),
+        _ => None,
+    }
+}
+
+/// One record of `pid` to a trace: its own, or (another process's call) an id it passes.
+fn feed(t: &mut Active, bytes: &[u8], decoded: &Decoded, pid: u32) {
+    if !t.pids.contains(&pid) {
+        // Its id is another trace's call, or no trace's: not this one's loss.
+        if let Decoded::Entry(e) = decoded {
+            t.skip(e.correlation);
+        }
+        return;
+    }
+    match decoded {
+        Decoded::Entry(e) if other_agents(e, &t.agents) => t.record(&filtered(bytes)),
+        // Dropped, as the kernel drops them for a capture of its own: not counted either.
+        Decoded::Packet(p) if other_agents_packet(p, &t.agents) => {}
+        _ => t.record(bytes),
+    }
+}
+
+fn other_agents(e: &EntryRecord, agents: &AgentSet) -> bool {
+    let filterable = Api::from_u32(u32::from(e.api)).is_some_and(|a| {
+        let kind = Cookie::of(a).kind();
+        kind == Cookie::KIND_SYNC || kind == Cookie::KIND_RECORD
+    });
+    matches!(agents, AgentSet::Only(_))
+        && filterable
+        && e.flags & ENTRY_FILTERED == 0
+        && (0..64).contains(&e.device)
+        && !agents.contains(e.device as u32)
+}
+
+/// Whether a packet the kernel let through is of a queue outside `agents` (one of
+/// unknown agent, found at a doorbell, is outside any set, as the kernel has it).
+fn other_agents_packet(p: &PacketRecord, agents: &AgentSet) -> bool {
+    !agents.contains(p.ordinal)
+}
+
+/// The entry's bytes, marked filtered.
+fn filtered(bytes: &[u8]) -> Vec<u8> {
+    let mut b = bytes.to_vec();
+    let at = std::mem::offset_of!(EntryRecord, flags);
+    if let Some(f) = b.get_mut(at) {
+        *f |= ENTRY_FILTERED;
+    }
+    b
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(api: Api, device: i32, flags: u8) -> EntryRecord {
+        EntryRecord {
+            kind: rocsync_common::RECORD_ENTRY,
+            api: api as u16,
+            device: EntryRecord::agent(device),
+            flags,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_trace_gets_other_agents_syncs_and_records_filtered() {
+        let on_1 = &AgentSet::Only([1].into());
+        assert!(other_agents(&entry(Api::HipStreamSynchronize, 0, 0), on_1));
+        assert!(other_agents(&entry(Api::HipEventRecord, 2, 0), on_1));
+        assert!(!other_agents(&entry(Api::HipEventRecord, 1, 0), on_1));
+        // Not a call the filter drops, already filtered, unattributed, or every agent.
+        assert!(!other_agents(&entry(Api::HipSetDevice, 0, 0), on_1));
+        assert!(!other_agents(
+            &entry(Api::HipStreamSynchronize, 0, ENTRY_FILTERED),
+            on_1
+        ));
+        assert!(!other_agents(
+            &entry(Api::HipStreamSynchronize, rocsync_common::NO_DEVICE, 0),
+            on_1
+        ));
+        assert!(!other_agents(
+            &entry(Api::HipStreamSynchronize, 0, 0),
+            &AgentSet::All
+        ));
+    }
+
+    #[test]
+    fn a_trace_gets_only_its_agents_packets_as_the_kernel_filters_them() {
+        let on = |ordinal| PacketRecord {
+            ordinal,
+            ..Default::default()
+        };
+        let on_1 = &AgentSet::Only([1].into());
+        assert!(!other_agents_packet(&on(1), on_1));
+        assert!(other_agents_packet(&on(0), on_1));
+        // A queue of unknown agent (found at a doorbell) is no set's.
+        let unknown = on(rocsync_common::UNKNOWN_AGENT);
+        assert!(other_agents_packet(&unknown, on_1));
+        assert!(!other_agents_packet(&unknown, &AgentSet::All));
+    }
+
+    #[test]
+    fn marking_filtered_changes_only_the_flag() {
+        let e = entry(Api::HipStreamWaitEvent, 3, 0);
+        // SAFETY: a plain `#[repr(C)]` record without padding, read as its bytes.
+        let bytes = unsafe {
+            std::slice::from_raw_parts(
+                (&e as *const EntryRecord).cast::<u8>(),
+                size_of::<EntryRecord>(),
+            )
+        };
+        let Ok(Decoded::Entry(f)) = rocsync_common::decode(&filtered(bytes)) else {
+            panic!("still an entry");
+        };
+        assert_eq!(
+            f,
+            EntryRecord {
+                flags: ENTRY_FILTERED,
+                ..e
+            }
+        );
+    }
+}

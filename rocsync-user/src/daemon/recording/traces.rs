@@ -1,0 +1,430 @@
+//! Traces on demand: a request names tracked processes (or all) and a duration. Their
+//! calls then also go to the ring (`TRACE_RECORDING` in their settings) and through the
+//! capture pipeline into one trace per process in the state directory; at the end, exits
+//! only for a grace period (calls in flight complete), then counting only again.
+
+use std::{
+    collections::BTreeMap,
+    path::{Path, PathBuf},
+    time::Duration,
+};
+
+use anyhow::{Result, bail};
+use rocsync_common::{Decoded, decode};
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
+use crate::daemon::{
+    outputs::statedir,
+    serving::protocol::{self, Reply},
+    serving::socket::PendingReply,
+    serving::untrusted::{pids_shown, pods_shown},
+    tracking::budget::{self, ShedLog},
+    tracking::discovery::Tracker,
+    tracking::pods::Pods,
+};
+use crate::{
+    agents::AgentSet,
+    clock,
+    emit::{
+        outputs::{CaptureSink, Outputs, Report},
+        processes::{ProcessInfo, Written},
+        raw::Header,
+    },
+    environ,
+    kubernetes::PodName,
+    pipeline::Pipeline,
+};
+
+/// How long calls in flight get to return once a trace stops.
+const GRACE: Duration = Duration::from_millis(300);
+/// Records between two looks at whether the trace was cut short (its sink cuts it at
+/// its bound exactly; this only ends its recording).
+const SIZE_EVERY: u32 = 1024;
+/// Longest trace a request may ask for.
+pub const MAX_DURATION: Duration = Duration::from_secs(3600);
+/// Pids one request may name (a node's ranks are far fewer).
+pub const MAX_PIDS: usize = 1024;
+
+/// A trace to record, as checked from a client's request (or made by the daemon: a
+/// sampled window, a dyno request).
+#[derive(Debug)]
+pub struct TraceSpec {
+    /// What the flight recorder holds, at once (no `pids`).
+    pub flight: bool,
+    /// Empty: every tracked process (in `cgroup`, when named).
+    pub pids: Vec<u32>,
+    /// Only tracked processes whose cgroup path contains this (a pod, a container).
+    pub cgroup: Option<String>,
+    /// Only tracked processes of this pod.
+    pub pod: Option<PodName>,
+    pub agents: AgentSet,
+    pub duration: Duration,
+    /// The traces' file name stem (letters, digits, `-`, `_`).
+    pub name: String,
+    /// Where to write instead (dyno's log file, in the state directory's `dyno/`):
+    /// always `<stem>_<pid>.json`, never replacing a file.
+    pub output: Option<PathBuf>,
+}
+
+/// Tracked processes are forgotten some seconds after they end (the prune); a trace
+/// asks now. A zombie has ended too: its parent has not reaped it yet.
+pub fn alive(pid: u32) -> bool {
+    !crate::procfs::exited(pid)
+}
+
+/// The live tracked processes a request names: its pids (each must be tracked and
+/// alive), else every live tracked one (in its cgroup or its pod, when it names one);
+/// never none.
+pub fn matched(tracker: &Tracker, req: &TraceSpec) -> Result<Vec<u32>> {
+    let pids: Vec<u32> = if req.pids.is_empty() {
+        let cgroup = |p: u32| crate::procfs::cgroup(p).unwrap_or_default();
+        let live = tracker.tracked.iter().copied().filter(|&p| {
+            alive(p)
+                && req
+                    .cgroup
+                    .as_ref()
+                    .is_none_or(|c| cgroup(p).contains(c.as_str()))
+        });
+        match &req.pod {
+            Some(pod) => tracker.pods.of_pod(live, pod),
+            None => live.collect(),
+        }
+    } else {
+        for &p in &req.pids {
+            if !crate::procfs::exists(p) {
+                bail!("pid {p} does not exist");
+            }
+            if !tracker.tracked.contains(&p) {
+                bail!(
+                    "pid {p} is not tracked: it maps no GPU runtime (HIP, CUDA or HSA), or the daemon's filters exclude it"
+                );
+            }
+            if !alive(p) {
+                bail!("pid {p} has exited");
+            }
+        }
+        req.pids.clone()
+    };
+    if pids.is_empty() {
+        match (&req.cgroup, &req.pod) {
+            (Some(c), _) => bail!("no tracked process is in a cgroup matching {c:?}"),
+            (_, Some(pod)) => bail!(
+                "no tracked process is in pod {pod}; pods of tracked processes: {}",
+                pods_shown(&tracker.pods.known())
+            ),
+            _ => bail!("no process is tracked"),
+        }
+    }
+    Ok(pids)
+}
+
+pub struct Active {
+    pub id: u64,
+    pub pids: Vec<u32>,
+    /// What each said of itself when the trace began (name, rank): its trace's.
+    pub processes: BTreeMap<u32, ProcessInfo>,
+    pub agents: AgentSet,
+    pipeline: Pipeline<CaptureSink>,
+    outputs: Outputs,
+    /// When recording ends (then, when stopping ends).
+    pub until: Instant,
+    stopping: bool,
+    /// The client waiting for the files.
+    pub reply: Option<PendingReply>,
+    /// How the daemon's call probes are attached (`uprobe_multi` or `perf_event`).
+    call_probe_links: &'static str,
+    /// dyno's log file, whose name no other request may take meanwhile.
+    pub output: Option<PathBuf>,
+    /// What the budget shed, and when it began (µs, the rows' clock): the trace says
+    /// which APIs it does not hold and from when.
+    shed: (ShedLog, u64),
+    /// The stall it was started for (a stall trace), for its `rocsync` object.
+    pub stall: Option<Value>,
+    /// The call in flight it was started for (a hang trace), and how it ended.
+    pub hang: Option<Value>,
+    /// When its recording was switched on and off (µs, the rows' clock): every call
+    /// begun between is the trace's, which a reader cannot tell from the rows alone.
+    recorded: (Option<u64>, Option<u64>),
+    /// The largest a file of it may grow (`--trace-max-bytes`), and records since that
+    /// was last looked at.
+    max_bytes: u64,
+    since_size: u32,
+    /// Why it ended early (its size, or an output that failed), for its `rocsync` object.
+    truncated: Option<Value>,
+}
+
+impl Active {
+    /// Opens a trace of the requested processes; `Sessions` then switches their
+    /// recording on.
+    pub fn open(tracker: &Tracker, req: TraceSpec, state_dir: &Path, id: u64) -> Result<Self> {
+        Self::open_as(tracker, req, state_dir, id, true)
+    }
+
+    /// As [`Active::open`]; its file is `<name>-<UTC time>-<id>.json`, or `<name>.json`
+    /// when not `numbered` (a name that is unique already).
+    pub fn open_as(
+        tracker: &Tracker,
+        req: TraceSpec,
+        state_dir: &Path,
+        id: u64,
+        numbered: bool,
+    ) -> Result<Self> {
+        let pids = matched(tracker, &req)?;
+        Self::open_of(tracker, req, pids, state_dir, (id, numbered))
+    }
+
+    /// As [`Active::open_as`], of `pids` as they are (a stall's process may have exited
+    /// since: what the flight recorder holds of it is still its trace).
+    pub fn open_of(
+        tracker: &Tracker,
+        req: TraceSpec,
+        pids: Vec<u32>,
+        state_dir: &Path,
+        (id, numbered): (u64, bool),
+    ) -> Result<Self> {
+        let stem = match numbered {
+            true => numbered_stem(&req.name, id),
+            false => req.name.clone(),
+        };
+        let (pipeline, outputs) = open(state_dir, &stem, id, req.output.as_deref())?;
+        let output = req.output;
+        Ok(Self {
+            id,
+            processes: identities(pids.iter().copied(), &tracker.pods),
+            pids,
+            agents: req.agents,
+            pipeline,
+            outputs,
+            until: Instant::now() + req.duration,
+            stopping: false,
+            reply: None,
+            call_probe_links: tracker.probes.link_kind().name(),
+            output,
+            shed: (tracker.shed_log.clone(), budget::now_us()),
+            stall: None,
+            hang: None,
+            recorded: (None, None),
+            max_bytes: 0,
+            since_size: 0,
+            truncated: None,
+        })
+        .map(|mut t| {
+            t.limit_size(crate::daemon::settings::config::DEFAULT_TRACE_MAX_BYTES);
+            t
+        })
+    }
+
+    /// A stall or hang trace: the daemon's own, which claims no agents.
+    pub fn unasked(&self) -> bool {
+        self.stall.is_some() || self.hang.is_some()
+    }
+
+    /// The name other sessions see it by.
+    pub fn name(&self) -> String {
+        format!("trace {} of pid(s) {}", self.id, pids_shown(&self.pids))
+    }
+
+    /// Numbers its calls after `last_read`, the highest id the daemon has read: the
+    /// probes number every recorded process's calls, and those before are not its own.
+    pub fn begin_after(&mut self, last_read: u64) {
+        self.pipeline.start_at(last_read + 1);
+    }
+
+    /// Its processes' recording is on: every call begun from now is its own (those
+    /// before may be too, when something else had them recorded already).
+    pub fn switched_on(&mut self) {
+        self.recorded.0 = Some(budget::now_us());
+    }
+
+    /// A ring record of a recorded process. Once stopping, only returns: entries that
+    /// keep coming (the flight recorder's, another trace's) are passed over, not lost.
+    pub fn record(&mut self, bytes: &[u8]) {
+        if self.stopping
+            && let Ok(Decoded::Entry(e)) = decode(bytes)
+        {
+            return self.pipeline.skip(e.correlation);
+        }
+        let _ = self.pipeline.record(bytes);
+        self.since_size += 1;
+        if self.since_size >= SIZE_EVERY {
+            self.check_size();
+        }
+    }
+
+    /// The largest a file of it may grow: there its sink writes nothing more (but its
+    /// end) and counts what it leaves out.
+    pub fn limit_size(&mut self, max_bytes: u64) {
+        self.max_bytes = max_bytes;
+        self.pipeline.sink_mut().trace_mut().max_bytes = Some(max_bytes);
+    }
+
+    /// Ends it now, marked truncated, once a file of it reached `max_bytes` (its sink cut
+    /// it short) or an output failed (a full disk): one process cannot fill the disk, nor
+    /// a failed trace hold its partial file until its end.
+    fn check_size(&mut self) {
+        self.since_size = 0;
+        if self.stopping {
+            return;
+        }
+        let traces = self.pipeline.sink().trace();
+        let largest = traces.largest_file();
+        let reason = if self.pipeline.failed() {
+            "output_error"
+        } else if traces.left_out().is_some() {
+            "size"
+        } else {
+            return;
+        };
+        self.truncated = Some(json!({
+            "reason": reason, "max_bytes": self.max_bytes, "bytes_when_ended": largest,
+            "at_unix_us": budget::now_us(),
+        }));
+        if let Some(hang) = &mut self.hang {
+            hang["ended"] = "truncated".into();
+        }
+        self.pipeline.sink_mut().trace_mut().cut_short();
+        crate::say!(
+            "rocsync daemon: trace {} of pid(s) {} ends early: {}",
+            self.id,
+            pids_shown(&self.pids),
+            match reason {
+                "size" => format!(
+                    "a file reached --trace-max-bytes ({} bytes)",
+                    self.max_bytes
+                ),
+                _ => "its output failed".into(),
+            }
+        );
+        self.deadline();
+    }
+
+    /// Whether it ended early ([`Active::check_size`]).
+    pub fn truncated(&self) -> bool {
+        self.truncated.is_some()
+    }
+
+    /// The id of a call this trace does not record.
+    pub fn skip(&mut self, correlation: u64) {
+        self.pipeline.skip(correlation);
+    }
+
+    pub fn tick(&mut self) {
+        self.pipeline.tick();
+        self.check_size();
+    }
+
+    /// Whether it still records entries (not yet stopping).
+    pub fn recording(&self) -> bool {
+        !self.stopping
+    }
+
+    /// At `until`: first stop recording entries; after the grace period, finish. Returns
+    /// whether the trace is done.
+    pub fn deadline(&mut self) -> bool {
+        if self.stopping {
+            return true;
+        }
+        self.pipeline.stopping();
+        self.stopping = true;
+        // Entries read from now are passed over, and no call begun from now was read.
+        self.recorded.1 = Some(budget::now_us());
+        self.until = Instant::now() + GRACE;
+        false
+    }
+
+    /// Writes the traces; returns the client's stream and what to send on it.
+    pub fn finish(self) -> (Option<PendingReply>, Reply) {
+        let written: Result<Vec<Written>> = self
+            .pipeline
+            .finish()
+            .map_err(anyhow::Error::from)
+            .and_then(|(sink, stats)| {
+                let mut truncated = self.truncated;
+                if let (Some(t), Some(n)) = (&mut truncated, sink.trace().left_out()) {
+                    t["left_out"] = n.into();
+                }
+                let report = Report {
+                    parameters: json!({
+                        "mode": "daemon trace", "id": self.id, "pids": self.pids,
+                        "call_probe_links": self.call_probe_links,
+                        "not_recorded": self.shed.0.overlapping(self.shed.1),
+                        "stall": self.stall,
+                        "hang": self.hang,
+                        "recorded_from_unix_us": self.recorded.0,
+                        "recorded_until_unix_us": self.recorded.1,
+                        "truncated": truncated,
+                    }),
+                    libraries: Vec::new(),
+                    single_stepped: Vec::new(),
+                    processes: self.processes,
+                };
+                self.outputs.finish(sink, &stats, report)
+            });
+        (self.reply, answer(written))
+    }
+}
+
+/// Opens a trace's outputs in the state directory and the pipeline into them.
+pub(crate) fn open(
+    state_dir: &Path,
+    stem: &str,
+    id: u64,
+    output: Option<&Path>,
+) -> Result<(Pipeline<CaptureSink>, Outputs)> {
+    // Made again should anyone have removed them, by the rules of the start.
+    statedir::make(state_dir)?;
+    let mut outputs = match output {
+        Some(dyno) => Outputs::never_replacing(dyno.to_path_buf())?,
+        None => {
+            let path = statedir::traces(state_dir).join(format!("{stem}.json"));
+            Outputs::at(path, false, None)?
+        }
+    };
+    let header = Header {
+        clock_offset_ns: clock::realtime_offset_ns(),
+        start_ns: clock::monotonic_ns() as u64,
+        command: vec![format!("rocsync daemon: trace {id}")],
+        from_start: false,
+    };
+    let mut sink = outputs.open(header)?;
+    sink.trace_mut().always_per_process = output.is_some();
+    let pipeline = Pipeline::new(sink, false);
+    Ok((pipeline, outputs))
+}
+
+/// The answer to a trace's client: the files written and the process each holds.
+pub fn answer(written: Result<Vec<Written>>) -> Reply {
+    match written {
+        Ok(w) => Reply::Written(protocol::Written {
+            files: w.iter().map(|w| w.path.display().to_string()).collect(),
+            pids: w.iter().map(|w| w.pid).collect(),
+        }),
+        Err(e) => Reply::refused(&e.context("writing the traces")),
+    }
+}
+
+/// What each of `pids` says of itself now (name, rank in a distributed job), for its
+/// trace's `distributedInfo` (without it, HTA takes every rank's trace for rank 0), and
+/// its pod, as read when it was first tracked.
+pub fn identities(pids: impl IntoIterator<Item = u32>, pods: &Pods) -> BTreeMap<u32, ProcessInfo> {
+    pids.into_iter()
+        .filter_map(|p| {
+            let mut info = environ::read(p)?.info;
+            info.pod = pods.pod(p).and_then(|pod| serde_json::to_value(pod).ok());
+            Some((p, info))
+        })
+        .collect()
+}
+
+/// `<name>-<UTC time>-<id>`: ids start again at a restart; the time keeps names, and
+/// upload keys, unique.
+pub(crate) fn numbered_stem(name: &str, id: u64) -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    format!(
+        "{name}-{}-{id}",
+        crate::daemon::triggers::stalls::stamp(now.as_secs())
+    )
+}

@@ -1,0 +1,127 @@
+//! The exposition's text, series by series.
+
+use super::*;
+use rocsync_common::MetricValue;
+
+/// Every series the daemon can show but the labelled ones' overflow, each with a value.
+fn everything() -> String {
+    let mut v = MetricValue {
+        calls: 3,
+        timed: 3,
+        wait_ns: 6_000,
+        ..Default::default()
+    };
+    v.buckets[0] = 1;
+    v.buckets[2] = 2;
+    let key = MetricKey {
+        api: Api::HipStreamSynchronize as u32,
+        device: 1,
+    };
+    let series = Series {
+        key,
+        value: v,
+        labels: String::new(),
+    };
+    render(&Snapshot {
+        series: &[series],
+        unlabelled: None,
+        packets: &[
+            (AqlAgent::Ordinal(1), "barrier_and", 7),
+            (AqlAgent::Unknown, "kernel_dispatch", 2),
+        ],
+        drops: &KernelDrops::default(),
+        tracked: 1,
+        cpu_seconds: 0.5,
+        flight_evicted: None,
+        traces_written: 2,
+        traces_truncated: 1,
+        not_started: NotStarted {
+            sampled: 3,
+            scheduled: 4,
+        },
+        files_probed: 2,
+        files_refused: Refused {
+            unusable: 1,
+            per_user_limit: 5,
+        },
+        budget: BudgetView {
+            limit: Some(0.01),
+            call_seconds: Some(2e-6),
+            highest: 0.25,
+            over: 1,
+            shed: vec![("hipEventQuery", 1), ("cudaEventQuery", 0)],
+        },
+        stall_traces: StallView {
+            traces: 1,
+            skipped_interval: 49,
+            hangs_untraced: vec![("interval", 2), ("not_started", 0)],
+            in_flight: vec![("hipStreamSynchronize", 2.5)],
+            ..StallView::default()
+        },
+        uploads: Some(UploadView {
+            pending: 3,
+            ..UploadView::default()
+        }),
+    })
+}
+
+#[test]
+fn histogram_buckets_are_cumulative_and_end_in_the_count() {
+    let text = everything();
+    let l = "api=\"hipStreamSynchronize\",device=\"1\"";
+    assert!(text.contains(&format!(
+        "rocsync_sync_wait_seconds_bucket{{{l},le=\"0.000001\"}} 1"
+    )));
+    assert!(text.contains(&format!(
+        "rocsync_sync_wait_seconds_bucket{{{l},le=\"0.000004\"}} 3"
+    )));
+    assert!(text.contains(&format!(
+        "rocsync_sync_wait_seconds_bucket{{{l},le=\"+Inf\"}} 3"
+    )));
+    assert!(text.contains(&format!("rocsync_sync_wait_seconds_count{{{l}}} 3")));
+    assert!(text.contains("rocsync_aql_packets_total{device=\"1\",kind=\"barrier_and\"} 7"));
+    assert!(
+        text.contains("rocsync_aql_packets_total{device=\"unknown\",kind=\"kernel_dispatch\"} 2")
+    );
+    assert!(text.contains("rocsync_traces_written_total 2"));
+    assert!(text.contains("rocsync_traces_truncated_total 1\n"));
+    assert!(text.contains("rocsync_probed_files 2"));
+    assert!(text.contains("rocsync_files_refused_total{reason=\"per_user_limit\"} 5"));
+    assert!(text.contains("rocsync_traces_not_started_total{origin=\"sampled\"} 3"));
+    assert!(text.contains("rocsync_traces_not_started_total{origin=\"dyno_scheduled\"} 4"));
+    assert!(text.contains("rocsync_probes_shed{api=\"hipEventQuery\"} 1\n"));
+    assert!(text.contains("rocsync_probe_cost_ratio 0.25\n"));
+    assert!(text.contains("rocsync_budget_ratio 0.01\n"));
+    assert!(text.contains("rocsync_over_budget_processes 1\n"));
+    assert!(text.contains("rocsync_stall_traces_total 1\n"));
+    assert!(text.contains("rocsync_upload_pending 3\n"));
+    assert!(text.contains("rocsync_upload_lost_total 0\n"));
+    assert!(text.contains(&format!(
+        "rocsync_build_info{{version=\"{}\",commit=\"{}\"}} 1\n",
+        env!("CARGO_PKG_VERSION"),
+        env!("ROCSYNC_COMMIT")
+    )));
+    assert!(text.contains("rocsync_calls_in_flight_seconds{api=\"hipStreamSynchronize\"} 2.5\n"));
+    assert!(text.contains("rocsync_stall_traces_skipped_total{reason=\"interval\"} 49\n"));
+    assert!(text.contains("rocsync_hangs_untraced_total{reason=\"interval\"} 2\n"));
+}
+
+/// The metrics table of docs/daemon.md names every series `/metrics` may show.
+#[test]
+fn every_metric_is_in_the_daemon_docs_table() {
+    let docs = include_str!("../../../../../docs/daemon.md");
+    let text = everything();
+    let names: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE ")?.split(' ').next())
+        .collect();
+    assert!(names.len() > 20, "{names:?}");
+    let missing: Vec<&&str> = names
+        .iter()
+        .filter(|n| !docs.contains(&format!("| `{n}` |")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "docs/daemon.md's table lacks {missing:?}"
+    );
+}

@@ -1,0 +1,166 @@
+//! The configuration file's keys and their defaults.
+
+use super::*;
+
+#[test]
+fn every_key_and_a_clear_error_for_a_wrong_one() {
+    let f: File = toml::from_str(
+        "metrics_addr = \"0.0.0.0:9000\"\nstate_dir = \"/srv/r\"\ninclude_exe = [\"python3\"]\nuser = [\"1000\"]\n",
+    )
+    .unwrap();
+    assert_eq!(f.metrics_addr.as_deref(), Some("0.0.0.0:9000"));
+    assert_eq!(f.include_exe, vec!["python3"]);
+    let f: File = toml::from_str("max_files_per_user = 3\n").unwrap();
+    assert_eq!(f.max_files_per_user, Some(3));
+    let f: File = toml::from_str("metric_labels = [\"namespace\", \"pod\"]\n").unwrap();
+    assert_eq!(f.metric_labels, ["namespace", "pod"]);
+    let e = toml::from_str::<File>("metric_addr = \"x\"").unwrap_err();
+    assert!(e.to_string().contains("unknown field"), "{e}");
+}
+
+#[test]
+fn the_learning_window_is_100ms_unless_set_and_off_turns_it_off() {
+    let load = |flag: Option<&str>| {
+        let flags = ConfigFlags {
+            learn_devices: flag.map(str::to_string),
+            ..ConfigFlags::default()
+        };
+        DaemonConfig::load(&flags).map(|c| c.learn_devices)
+    };
+    assert_eq!(load(None).unwrap(), Duration::from_millis(100));
+    assert_eq!(load(Some("2s")).unwrap(), Duration::from_secs(2));
+    assert_eq!(load(Some("off")).unwrap(), Duration::ZERO);
+    let e = load(Some("soon")).unwrap_err().to_string();
+    assert!(e.starts_with("learn_devices: "), "{e}");
+}
+
+#[test]
+fn the_upload_keys_are_read_from_the_file_and_flags_win() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rocsync.toml");
+    std::fs::write(
+        &path,
+        "upload = \"s3://traces/fleet\"\nupload_endpoint = \"http://minio.internal:9000\"\n\
+         upload_region = \"eu-west-1\"\nnode_name = \"gpu-7\"\n",
+    )
+    .unwrap();
+    let flags = ConfigFlags {
+        config: Some(path.clone()),
+        ..ConfigFlags::default()
+    };
+    let c = DaemonConfig::load(&flags).unwrap();
+    let expected = StoreSettings {
+        destination: "s3://traces/fleet".parse().unwrap(),
+        endpoint: Some("http://minio.internal:9000".into()),
+        region: Some("eu-west-1".into()),
+    };
+    assert_eq!(c.upload, Some(expected));
+    assert_eq!(c.node_name.as_deref(), Some("gpu-7"));
+    // Each flag wins over its key alone; the others still come from the file.
+    let flags = ConfigFlags {
+        config: Some(path.clone()),
+        upload: Some("s3://other".into()),
+        upload_region: Some("us-west-2".into()),
+        ..ConfigFlags::default()
+    };
+    let u = DaemonConfig::load(&flags).unwrap().upload.unwrap();
+    assert_eq!(u.destination.to_string(), "s3://other");
+    assert_eq!(u.endpoint.as_deref(), Some("http://minio.internal:9000"));
+    assert_eq!(u.region.as_deref(), Some("us-west-2"));
+    // No `upload`: the endpoint alone uploads nothing.
+    std::fs::write(&path, "upload_endpoint = \"http://minio.internal:9000\"\n").unwrap();
+    let flags = ConfigFlags {
+        config: Some(path.clone()),
+        ..ConfigFlags::default()
+    };
+    assert_eq!(DaemonConfig::load(&flags).unwrap().upload, None);
+    // A bad destination names its key.
+    std::fs::write(&path, "upload = \"traces\"\n").unwrap();
+    let e = format!("{:#}", DaemonConfig::load(&flags).unwrap_err());
+    assert!(e.starts_with("upload: "), "{e}");
+    // Credentials are never read from the file (documented): an unknown key.
+    std::fs::write(&path, "aws_secret_access_key = \"x\"\n").unwrap();
+    let e = format!("{:#}", DaemonConfig::load(&flags).unwrap_err());
+    assert!(e.contains("unknown field"), "{e}");
+}
+
+/// The example configurations with every commented-out `# key = value` line taken in.
+const EXAMPLES: [(&str, &str); 2] = [
+    (
+        "dist/rocsync.toml",
+        include_str!("../../../../../dist/rocsync.toml"),
+    ),
+    (
+        "deploy/kubernetes/rocsync.toml",
+        include_str!("../../../../../deploy/kubernetes/rocsync.toml"),
+    ),
+];
+
+fn uncommented(text: &str) -> String {
+    let example = |l: &str| {
+        let key: String = l
+            .chars()
+            .take_while(|c| c.is_ascii_lowercase() || *c == '_')
+            .collect();
+        !key.is_empty() && l[key.len()..].starts_with(" = ")
+    };
+    text.lines()
+        .map(|l| match l.strip_prefix("# ") {
+            Some(rest) if example(rest) => rest,
+            _ => l,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Every setting a flag gives has its key in each example (commented out or set),
+/// and the examples, uncommented, are a configuration the daemon takes: a misspelt key, a
+/// bad duration or destination in a comment would mislead whoever uncomments it.
+#[test]
+fn every_setting_has_an_example_and_the_examples_load() {
+    let cli = <crate::cli::Cli as clap::CommandFactory>::command();
+    let daemon = cli.find_subcommand("daemon").unwrap();
+    let settings: Vec<String> = daemon
+        .get_arguments()
+        .filter_map(|a| a.get_long())
+        // The file itself, --check, and the hidden lock are no keys; the socket and
+        // group have their defaults in the unit.
+        .filter(|l| !["config", "check", "lock", "socket", "group"].contains(l))
+        .map(|l| l.replace('-', "_"))
+        .collect();
+    assert!(settings.len() > 20, "{settings:?}");
+    let dir = tempfile::tempdir().unwrap();
+    for (name, text) in EXAMPLES {
+        let text = uncommented(text);
+        let table: toml::Table = text.parse().unwrap_or_else(|e| panic!("{name}: {e}"));
+        let missing: Vec<&String> = settings
+            .iter()
+            .filter(|s| !table.contains_key(*s))
+            .collect();
+        assert!(missing.is_empty(), "{name} has no example of {missing:?}");
+        let path = dir.path().join("example.toml");
+        std::fs::write(&path, &text).unwrap();
+        let flags = ConfigFlags {
+            config: Some(path),
+            ..ConfigFlags::default()
+        };
+        let c = DaemonConfig::load(&flags).unwrap_or_else(|e| panic!("{name}: {e:#}"));
+        // What the stall and upload examples say, as loaded.
+        assert_eq!(
+            c.capture_on_stall,
+            Some(Duration::from_millis(50)),
+            "{name}"
+        );
+        assert_eq!(c.hang_bound, Duration::from_secs(120), "{name}");
+        let upload = c.upload.unwrap_or_else(|| panic!("{name}: no upload"));
+        assert_eq!(upload.destination.to_string(), "s3://my-bucket/rocsync");
+        assert!(
+            upload.endpoint.is_some() && upload.region.is_some(),
+            "{name}"
+        );
+        assert_eq!(
+            c.metric_labels,
+            MetricLabels::parse(&["namespace".into(), "pod".into()]).unwrap()
+        );
+    }
+}

@@ -1,0 +1,372 @@
+//! Finding the processes to count: every process mapping a GPU runtime, found by a scan
+//! at start and then as the probes announce an exec or a library load (no polling of
+//! every process), subject to the configured filters. Each library file is probed once,
+//! file-wide; a tracked process enters `TARGETS` with counting on.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+
+use crate::daemon::tracking::files::{FileId, Files, MAX_FILES_PER_USER};
+
+use anyhow::Result;
+use rocsync_common::{Api, Config, Op};
+
+use crate::daemon::{
+    serving::quiet::Quiet, serving::untrusted, settings::config::Filters,
+    tracking::budget::ShedLog, tracking::pods::Pods,
+};
+use crate::{
+    backend::{RUNTIMES, Runtime},
+    probes::{ApiChoice, Probes, elf::SymbolError, ld_so, library::OpenedLibrary, maps},
+    procfs,
+};
+
+const COUNTED: Config = Config {
+    metrics: 1,
+    ..Config::INACTIVE
+};
+
+pub struct Tracker {
+    pub probes: Probes,
+    /// What the ring gets of a tracked process outside traces: nothing, or (flight
+    /// recorder) every call.
+    pub baseline: u32,
+    filters: Filters,
+    /// The uids `filters.users` names, resolved when the filters are set: a lookup per
+    /// process found would run the host's `getent` each time (the static build).
+    user_ids: Vec<u32>,
+    pub tracked: BTreeSet<u32>,
+    /// (device, inode) of every loader probed.
+    probed: HashSet<(u64, u64)>,
+    /// Tracked processes' `HIP_VISIBLE_DEVICES`: their agents numbered as HIP devices.
+    visible: HashMap<u32, Vec<u32>>,
+    /// The runtime files probed, and those refused.
+    pub files: Files,
+    /// What the budget shed, and when (`budget.rs`).
+    pub shed_log: ShedLog,
+    /// Files refused for their user's cap, said in the log per user.
+    quiet: Quiet,
+    /// During the scan at start: probe `*GetDevice` too, for a while, to learn the devices
+    /// of threads that chose theirs before the daemon ran.
+    learning: bool,
+    /// Each tracked process's pod, and the label group its calls are counted in.
+    pub pods: Pods,
+    /// Calls of tracked processes made before they were tracked (their first calls,
+    /// before discovery read their library load), by label group and series slot:
+    /// `/metrics` adds them to the kernel's counts.
+    pub early: BTreeMap<(u32, u32), u64>,
+}
+
+impl Tracker {
+    pub fn new(probes: Probes, filters: Filters, baseline: u32, pods: Pods) -> Self {
+        Self {
+            probes,
+            baseline,
+            user_ids: user_ids(&filters.users),
+            filters,
+            tracked: BTreeSet::new(),
+            probed: HashSet::new(),
+            visible: HashMap::new(),
+            files: Files::default(),
+            shed_log: ShedLog::default(),
+            quiet: Quiet::new("files refused for their user's cap"),
+            learning: false,
+            pods,
+            early: BTreeMap::new(),
+        }
+    }
+
+    /// Looks at every process now. Processes running already may have threads on a
+    /// device they chose before: `*GetDevice` is probed too (temporarily), so their
+    /// device is learnt at their next call of it (unless `learn` is false).
+    pub fn scan_all(&mut self, learn: bool) {
+        self.learning = learn;
+        for pid in crate::procfs::pids() {
+            self.look(pid);
+        }
+        self.learning = false;
+    }
+
+    /// Looks at one process: hooks its loader (so its later library loads are announced),
+    /// probes the runtimes it maps, and tracks it if it maps one and passes the filters.
+    pub fn look(&mut self, pid: u32) {
+        if pid == std::process::id() {
+            return;
+        }
+        let Ok(text) = procfs::maps(pid) else {
+            return; // gone, or a kernel thread
+        };
+        let mappings = maps::parse(&text);
+        if let Some(loader) = ld_so::of_process(pid, &mappings)
+            && self.probed.insert((loader.dev, loader.ino))
+        {
+            match self.probes.attach_loader(&loader.path(), pid) {
+                Ok(true) => {}
+                // Tried again at the next process that maps it.
+                Ok(false) => {
+                    self.probed.remove(&(loader.dev, loader.ino));
+                }
+                Err(e) => {
+                    self.probed.remove(&(loader.dev, loader.ino));
+                    crate::say!(
+                        "rocsync daemon: warning: pid {pid}: library loads will not be seen: {e:#}"
+                    );
+                }
+            }
+        }
+        // HIP or CUDA, or HSA alone (OpenCL on ROCm, direct HSA users: their queues and
+        // packets are what there is to count).
+        let maps_runtime = RUNTIMES.iter().any(|r| {
+            maps::libraries(&mappings, |n| r.matches_library(n))
+                .next()
+                .is_some()
+        }) || maps::libraries(&mappings, maps::is_hsa_runtime)
+            .next()
+            .is_some();
+        // A process the filters exclude gets no probes of its own (its library may still
+        // be probed for another process that maps the same file).
+        if !maps_runtime {
+            return;
+        }
+        if !(self.tracked.contains(&pid) || self.admits(pid)) {
+            // Its calls are not counted: nor are they early ones.
+            let _ = self.probes.pass(pid);
+            return;
+        }
+        for r in &RUNTIMES {
+            let copies = maps::libraries(&mappings, |n| r.matches_library(n))
+                .map(|m| (m, false))
+                .chain(maps::libraries(&mappings, |n| r.carried_by(n)).map(|m| (m, true)));
+            for (m, carried) in copies {
+                if let Ok(lib) = OpenedLibrary::of_mapping(pid, m) {
+                    self.probe_file(Probed::Runtime(r, carried), lib, pid);
+                }
+            }
+        }
+        // The HSA write path: queues, doorbells and packets (counted; recorded by traces).
+        for m in maps::libraries(&mappings, maps::is_hsa_runtime) {
+            if let Ok(lib) = OpenedLibrary::of_mapping(pid, m) {
+                self.probe_file(Probed::Hsa, lib, pid);
+            }
+        }
+        if self.tracked.contains(&pid) {
+            return; // a library more, in a process already counted
+        }
+        // Its pod first: with labels, its first call is counted in its pod's group.
+        let mut counted = Config {
+            capture: self.baseline,
+            metric_group: self.pods.track(pid),
+            ..COUNTED
+        };
+        // Its packets counted on its HIP devices, as a capture numbers them.
+        if let Some(visible) = crate::environ::read(pid).and_then(|id| id.visible) {
+            crate::environ::number_agents(&mut counted, &visible);
+            self.visible.insert(pid, visible);
+        }
+        let group = counted.metric_group;
+        match self.probes.set_target(pid, counted) {
+            Ok(()) => {
+                self.tracked.insert(pid);
+                // Its calls before this are its counts too.
+                for (slot, n) in self.probes.take_early(pid).unwrap_or_default() {
+                    *self.early.entry((group, slot)).or_default() += n;
+                }
+                // Names are checked (DNS-1123); any user names their executables: escaped.
+                let pod = self.pods.pod(pid).map(|p| format!(" in pod {}", p.shown()));
+                crate::say!(
+                    "rocsync daemon: tracking pid {pid} ({}){}",
+                    untrusted::shown(&exe(pid)),
+                    pod.unwrap_or_default()
+                );
+            }
+            Err(e) => {
+                self.pods.forget(pid);
+                crate::say!("rocsync daemon: warning: pid {pid}: {e:#}");
+            }
+        }
+    }
+
+    /// Probes one runtime file `pid` maps, unless it is probed already, was found
+    /// unusable, or its user has as many files probed as allowed.
+    fn probe_file(&mut self, what: Probed, lib: OpenedLibrary, pid: u32) {
+        if self.files.serves(&lib, pid) {
+            return;
+        }
+        let id = FileId::of(&lib);
+        if self.files.is_unusable(&id) {
+            return; // read once already: never again while it is the same file
+        }
+        // A process whose uid is unreadable has just gone.
+        let Some(owner) = procfs::uid(pid) else {
+            return;
+        };
+        let cap = self
+            .filters
+            .max_files_per_user
+            .unwrap_or(MAX_FILES_PER_USER);
+        let shown = || untrusted::shown(&lib.shown.to_string_lossy());
+        match self.files.admit(owner, id, cap) {
+            (true, _) => {}
+            (false, first) => {
+                let peer = format!("uid {owner}");
+                if first && self.quiet.allow(&peer, tokio::time::Instant::now()) {
+                    crate::say!(
+                        "rocsync daemon: warning: {} (pid {pid}) not probed: uid {owner} has {cap} files probed already",
+                        shown()
+                    );
+                }
+                return;
+            }
+        }
+        let mark = self.probes.links_mark();
+        let attached = match what {
+            Probed::Runtime(r, carried) => {
+                // The polling probes are attached apart (below): the budget sheds them.
+                let mut choice = ApiChoice {
+                    skip: r.apis().filter(|a| a.is_polling()).collect(),
+                    ..ApiChoice::default()
+                };
+                if self.learning {
+                    choice.temporary = Api::ALL
+                        .iter()
+                        .copied()
+                        .filter(|a| a.op() == Op::GetDevice)
+                        .collect();
+                }
+                self.probes
+                    .attach_runtime(r, &choice, &lib.path(), Some(pid), carried)
+            }
+            Probed::Hsa => self.probes.attach_hsa(&lib.path(), pid),
+        };
+        match attached {
+            Ok(_) => {
+                let links = self.probes.take_links(mark);
+                let hsa = if matches!(what, Probed::Hsa) {
+                    " (HSA queues and doorbells)"
+                } else {
+                    ""
+                };
+                let polling = match what {
+                    Probed::Runtime(r, carried) => {
+                        let (clone, log) = (lib.try_clone(), self.shed_log.clone());
+                        clone.and_then(|l| self.polling_of(l, (r, carried), pid, &log))
+                    }
+                    Probed::Hsa => None,
+                };
+                self.files.add(&lib, (owner, pid), links, polling);
+                // Said once every probe of the file is on.
+                crate::say!("rocsync daemon: probing {}{hsa}", shown());
+            }
+            // What is wrong with the file itself is remembered; a refusal of the kernel
+            // (attaching) is tried again at the next process that maps it.
+            Err(e) if is_unusable(&e) => {
+                self.files.unusable(id);
+                crate::say!("rocsync daemon: warning: {} not probed: {e:#}", shown());
+            }
+            Err(e) => crate::say!("rocsync daemon: warning: {e:#}"),
+        }
+    }
+
+    /// Sets what the ring gets of a tracked process: nothing (0), or its calls (of
+    /// `agents`, a mask; 0 is every agent) while a trace records it.
+    pub fn set_capture(&mut self, pid: u32, capture: u32, agents: u64) -> Result<()> {
+        let mut t = Config {
+            capture,
+            agents,
+            metric_group: self.pods.group_of(pid),
+            ..COUNTED
+        };
+        if let Some(visible) = self.visible.get(&pid) {
+            crate::environ::number_agents(&mut t, visible);
+        }
+        self.probes.set_target(pid, t)
+    }
+
+    /// Forgets processes that are gone.
+    pub fn prune(&mut self) -> Result<()> {
+        self.quiet.flush(tokio::time::Instant::now());
+        let gone: Vec<u32> = self
+            .tracked
+            .iter()
+            .copied()
+            .filter(|&p| !procfs::exists(p))
+            .collect();
+        for pid in gone {
+            self.tracked.remove(&pid);
+            self.visible.remove(&pid);
+            self.pods.forget(pid);
+            self.probes.forget_target(pid)?;
+        }
+        for group in self.pods.retire(std::time::Instant::now()) {
+            self.probes.forget_group(group)?;
+            self.early.retain(|(g, _), _| *g != group);
+        }
+        // A file's probes go with the last process it was probed for; detached in the
+        // background (each unregistration waits for the kernel).
+        let probes = &mut self.probes;
+        self.files
+            .unmapped(procfs::exists, |released| probes.release(released));
+        Ok(())
+    }
+
+    /// Whether the filters admit `pid`.
+    fn admits(&self, pid: u32) -> bool {
+        let f = &self.filters;
+        let exe = exe(pid);
+        let name = exe.rsplit('/').next().unwrap_or_default().to_string();
+        let matches_exe = |list: &[String]| list.iter().any(|e| *e == exe || *e == name);
+        let cgroup = procfs::cgroup(pid).unwrap_or_default();
+        let in_cgroup = |list: &[String]| list.iter().any(|c| cgroup.contains(c.as_str()));
+        let uid = procfs::uid(pid);
+        (f.include_exe.is_empty() || matches_exe(&f.include_exe))
+            && !matches_exe(&f.exclude_exe)
+            && (f.include_cgroup.is_empty() || in_cgroup(&f.include_cgroup))
+            && !in_cgroup(&f.exclude_cgroup)
+            && (f.users.is_empty() || uid.is_some_and(|u| self.user_ids.contains(&u)))
+    }
+
+    /// The filters processes are tracked by from now on.
+    pub fn set_filters(&mut self, filters: Filters) {
+        self.user_ids = user_ids(&filters.users);
+        self.filters = filters;
+    }
+}
+
+/// Whether attaching failed for the file's content, not for a passing reason (a read
+/// error, descriptors short, a kernel refusal), which the next look tries again.
+/// What a probed file is to the daemon.
+#[derive(Clone, Copy)]
+enum Probed {
+    /// A GPU runtime, and whether it is a copy carried inside another library.
+    Runtime(&'static Runtime, bool),
+    /// `libhsa-runtime64`: its queue write path.
+    Hsa,
+}
+
+pub(crate) fn is_unusable(e: &anyhow::Error) -> bool {
+    matches!(
+        e.downcast_ref::<SymbolError>(),
+        Some(SymbolError::NotElf { .. } | SymbolError::NoneHooked(_))
+    )
+}
+
+/// The executable's path as the process sees it (inside its container).
+pub fn exe(pid: u32) -> String {
+    procfs::exe(pid)
+        .map(|p| p.display().to_string())
+        .unwrap_or_default()
+}
+
+/// The uids user entries name (a uid, or a user's name); a name that no longer resolves
+/// (checked at load) is said and matches nothing.
+fn user_ids(users: &[String]) -> Vec<u32> {
+    users
+        .iter()
+        .filter_map(|u| match crate::users::user_id(u) {
+            Ok(id) => Some(id),
+            Err(e) => {
+                crate::say!("rocsync daemon: warning: users: {e:#}");
+                None
+            }
+        })
+        .collect()
+}

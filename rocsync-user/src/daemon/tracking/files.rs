@@ -1,0 +1,198 @@
+//! The runtime library files the daemon probes, each for the processes that map it.
+//!
+//! Any local user can map files named like a runtime. So a file's probes are released
+//! once no process it was probed for lives (its copies would otherwise hold links and
+//! descriptors for ever), each user (the real uid of the process a file was first probed
+//! for) has a cap of its own (one user's files never push out another's; a released
+//! file still counts until the kernel has let go of its links, which takes about 0.1 s
+//! per link, so churning copies cannot outrun the detach), and a file
+//! that could not be used is remembered by device, inode, size and modification time, so
+//! that it is not read again at every library load.
+
+use std::{
+    collections::{BTreeSet, HashMap, HashSet},
+    thread::JoinHandle,
+};
+
+use crate::daemon::tracking::polling::Polling;
+use crate::probes::{LinkGroup, library::OpenedLibrary};
+
+/// Files probed for one user's processes unless the configuration says otherwise: a
+/// job maps a few (HIP, HSA, a framework carrying its own copy), per container.
+pub const MAX_FILES_PER_USER: usize = 16;
+/// Files remembered as refused; past this the memory starts again (a user creating new
+/// bad files costs one bounded read each in any case).
+const MAX_REMEMBERED: usize = 4096;
+
+/// A file as it is now: a file rewritten in place is another.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct FileId {
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mtime_ns: i128,
+}
+
+impl FileId {
+    pub fn of(lib: &OpenedLibrary) -> Self {
+        Self {
+            dev: lib.dev,
+            ino: lib.ino,
+            size: lib.size,
+            mtime_ns: lib.mtime_ns,
+        }
+    }
+}
+
+/// Files refused, by reason, for `/metrics`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Refused {
+    /// Not a usable runtime (not ELF, bounds exceeded, no hooked function).
+    pub unusable: u64,
+    /// Their user had as many files probed as allowed.
+    pub per_user_limit: u64,
+}
+
+struct Probed {
+    uid: u32,
+    links: LinkGroup,
+    /// Processes it was probed or seen for; released when none lives.
+    pids: BTreeSet<u32>,
+    /// Its polling probes, apart (a runtime that has them).
+    polling: Option<Polling>,
+}
+
+#[derive(Default)]
+pub struct Files {
+    /// By (device, inode).
+    probed: HashMap<(u64, u64), Probed>,
+    per_uid: HashMap<u32, usize>,
+    unusable: HashSet<FileId>,
+    /// Refused for their user's cap, so each is counted and said once (tried again at
+    /// each look: the user's count may have dropped).
+    over_cap: HashSet<FileId>,
+    /// Released files whose links are still being detached: (their users, the detach).
+    releasing: Vec<(Vec<u32>, JoinHandle<()>)>,
+    pub refused: Refused,
+}
+
+impl Files {
+    /// Whether `lib` is probed already; if so `pid` is one more process it serves.
+    pub fn serves(&mut self, lib: &OpenedLibrary, pid: u32) -> bool {
+        match self.probed.get_mut(&(lib.dev, lib.ino)) {
+            Some(p) => {
+                p.pids.insert(pid);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Whether `id` was found unusable before.
+    pub fn is_unusable(&self, id: &FileId) -> bool {
+        self.unusable.contains(id)
+    }
+
+    /// Whether `uid` may have one more file probed; when not, the refusal is counted
+    /// once per file and true is returned the first time in the second field.
+    pub fn admit(&mut self, uid: u32, id: FileId, cap: usize) -> (bool, bool) {
+        self.reap();
+        if self.per_uid.get(&uid).copied().unwrap_or(0) < cap {
+            return (true, false);
+        }
+        let first = remember(&mut self.over_cap, id);
+        if first {
+            self.refused.per_user_limit += 1;
+        }
+        (false, first)
+    }
+
+    /// A file that cannot be used: counted, and never read again while it is the same.
+    pub fn unusable(&mut self, id: FileId) {
+        if remember(&mut self.unusable, id) {
+            self.refused.unusable += 1;
+        }
+    }
+
+    pub fn add(
+        &mut self,
+        lib: &OpenedLibrary,
+        (uid, pid): (u32, u32),
+        links: LinkGroup,
+        polling: Option<Polling>,
+    ) {
+        *self.per_uid.entry(uid).or_default() += 1;
+        self.over_cap.remove(&FileId::of(lib));
+        let pids = BTreeSet::from([pid]);
+        let probed = Probed {
+            uid,
+            links,
+            pids,
+            polling,
+        };
+        self.probed.insert((lib.dev, lib.ino), probed);
+    }
+
+    /// Each file's processes and its polling probes.
+    pub fn polling(&mut self) -> impl Iterator<Item = (&BTreeSet<u32>, &mut Polling)> {
+        self.probed
+            .values_mut()
+            .filter_map(|p| Some((&p.pids, p.polling.as_mut()?)))
+    }
+
+    /// Forgets the processes `alive` says are gone; the links of the files none of whose
+    /// processes lives are handed to `release`, and their users keep them counted until
+    /// the detach it returns has finished.
+    pub fn unmapped(
+        &mut self,
+        alive: impl Fn(u32) -> bool,
+        release: impl FnOnce(Vec<LinkGroup>) -> JoinHandle<()>,
+    ) {
+        let mut gone = Vec::new();
+        for (key, p) in &mut self.probed {
+            p.pids.retain(|&pid| alive(pid));
+            if p.pids.is_empty() {
+                gone.push(*key);
+            }
+        }
+        let (mut uids, mut links) = (Vec::new(), Vec::new());
+        for p in gone.iter().filter_map(|key| self.probed.remove(key)) {
+            uids.push(p.uid);
+            links.push(p.links);
+            links.extend(p.polling.and_then(Polling::release));
+        }
+        if !links.is_empty() {
+            self.releasing.push((uids, release(links)));
+        }
+        self.reap();
+    }
+
+    /// Uncounts the files whose links the kernel has let go of.
+    fn reap(&mut self) {
+        let (done, pending) = std::mem::take(&mut self.releasing)
+            .into_iter()
+            .partition(|(_, detach)| detach.is_finished());
+        self.releasing = pending;
+        for (uids, _) in done {
+            for uid in uids {
+                if let Some(n) = self.per_uid.get_mut(&uid) {
+                    *n = n.saturating_sub(1);
+                }
+            }
+        }
+        self.per_uid.retain(|_, n| *n > 0);
+    }
+
+    /// Files probed now.
+    pub fn count(&self) -> usize {
+        self.probed.len()
+    }
+}
+
+/// Inserts `id`, starting the set again when full; whether it was new.
+fn remember(set: &mut HashSet<FileId>, id: FileId) -> bool {
+    if set.len() >= MAX_REMEMBERED && !set.contains(&id) {
+        set.clear();
+    }
+    set.insert(id)
+}

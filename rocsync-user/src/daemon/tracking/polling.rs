@@ -1,0 +1,252 @@
+//! A runtime file's polling probes (`*EventQuery`), attached apart from its others so
+//! that the budget (`budget.rs`) can take them off and put them back. Probes are
+//! file-wide: shedding them stops recording the polls of every process mapping the file.
+
+use std::{collections::BTreeSet, time::Duration};
+
+use anyhow::Result;
+use rocsync_common::Api;
+use tokio::time::Instant;
+
+use crate::daemon::{
+    serving::untrusted,
+    tracking::budget::{FIRST_RETRY, LAST_RETRY, ShedLog},
+    tracking::discovery::{Tracker, is_unusable},
+};
+use crate::{
+    backend::Runtime,
+    probes::{ApiChoice, LinkGroup, Probes, library::OpenedLibrary},
+};
+
+pub enum PollingState {
+    Probed(LinkGroup),
+    Shed {
+        retry_at: Instant,
+    },
+    /// Its file is done with (its links handed over to be detached).
+    Released,
+}
+
+/// What the polling probes are attached to.
+struct Target {
+    lib: OpenedLibrary,
+    runtime: &'static Runtime,
+    carried: bool,
+}
+
+impl Target {
+    /// Attaches its polling probes, for `pid` (where probes are per process).
+    fn attach(&self, probes: &mut Probes, pid: Option<u32>) -> Result<LinkGroup> {
+        let choice = ApiChoice {
+            skip: self.runtime.apis().filter(|a| !a.is_polling()).collect(),
+            ..ApiChoice::default()
+        };
+        let mark = probes.links_mark();
+        probes.attach_runtime(self.runtime, &choice, &self.lib.path(), pid, self.carried)?;
+        Ok(probes.take_links(mark))
+    }
+
+    fn library(&self) -> String {
+        untrusted::shown(&self.lib.shown.to_string_lossy())
+    }
+
+    fn file(&self) -> (u64, u64) {
+        (self.lib.dev, self.lib.ino)
+    }
+
+    fn apis(&self) -> impl Iterator<Item = Api> + '_ {
+        self.runtime.apis().filter(|a| a.is_polling())
+    }
+
+    fn names(&self) -> String {
+        self.apis()
+            .map(|a| a.symbol())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+pub struct Polling {
+    target: Target,
+    pub state: PollingState,
+    /// The wait before the next try once shed.
+    backoff: Duration,
+    /// When last put back: shed again soon after, the wait doubles.
+    restored: Option<Instant>,
+    log: ShedLog,
+}
+
+impl Polling {
+    /// The polling APIs it probes (or would).
+    pub fn apis(&self) -> impl Iterator<Item = Api> + '_ {
+        self.target.apis()
+    }
+
+    /// Its links, if attached, as its file is released.
+    pub fn release(mut self) -> Option<LinkGroup> {
+        match std::mem::replace(&mut self.state, PollingState::Released) {
+            PollingState::Probed(links) => Some(links),
+            PollingState::Shed { .. } => {
+                self.end_spans();
+                None
+            }
+            PollingState::Released => None,
+        }
+    }
+
+    fn end_spans(&self) {
+        for api in self.target.apis() {
+            self.log.end(api.symbol(), self.target.file());
+        }
+    }
+
+    pub fn is_shed(&self) -> bool {
+        matches!(self.state, PollingState::Shed { .. })
+    }
+
+    fn shed(&mut self, now: Instant) -> Option<LinkGroup> {
+        // Shed again soon after a retry: the process still polls; the wait doubles.
+        self.backoff = match self.restored {
+            Some(at) if now.duration_since(at) <= self.backoff + FIRST_RETRY => {
+                (self.backoff * 2).min(LAST_RETRY)
+            }
+            _ => FIRST_RETRY,
+        };
+        let retry_at = now + self.backoff;
+        let PollingState::Probed(links) =
+            std::mem::replace(&mut self.state, PollingState::Shed { retry_at })
+        else {
+            return None;
+        };
+        for api in self.target.apis() {
+            self.log
+                .begin(api.symbol(), self.target.library(), self.target.file());
+        }
+        Some(links)
+    }
+}
+
+impl Tracker {
+    /// `lib`'s polling probes, attached for `pid`; `None` when it has none (or they
+    /// could not be attached: said).
+    pub(crate) fn polling_of(
+        &mut self,
+        lib: OpenedLibrary,
+        (runtime, carried): (&'static Runtime, bool),
+        pid: u32,
+        log: &ShedLog,
+    ) -> Option<Polling> {
+        let target = Target {
+            lib,
+            runtime,
+            carried,
+        };
+        match target.attach(&mut self.probes, Some(pid)) {
+            Ok(links) => Some(Polling {
+                target,
+                state: PollingState::Probed(links),
+                backoff: FIRST_RETRY,
+                restored: None,
+                log: log.clone(),
+            }),
+            Err(e) => {
+                // A file without them has nothing to shed; any other failure is said.
+                if !is_unusable(&e) {
+                    crate::say!(
+                        "rocsync daemon: warning: {} (pid {pid}): polling calls not probed: {e:#}",
+                        target.library()
+                    );
+                }
+                None
+            }
+        }
+    }
+
+    /// Sheds the polling probes of the files the processes `over` map (said once
+    /// detached); puts back those whose wait is over (measured again at the next
+    /// period), and returns what it says of those.
+    pub fn enforce(&mut self, over: &BTreeSet<u32>, now: Instant) -> Vec<String> {
+        let probes = &mut self.probes;
+        for (pids, p) in self.files.polling() {
+            if !matches!(p.state, PollingState::Probed(_)) || pids.is_disjoint(over) {
+                continue;
+            }
+            let Some(links) = p.shed(now) else {
+                continue;
+            };
+            // Detached in the background (each unregistration waits for the kernel); not
+            // probed, and said so, only once none of them fires.
+            let said = format!(
+                "{} not probed in {} (tried again in {:?})",
+                p.target.names(),
+                p.target.library(),
+                p.backoff
+            );
+            let (log, file) = (p.log.clone(), p.target.file());
+            drop(probes.release_then(links, move || {
+                log.detached(file);
+                crate::say!("rocsync daemon: budget: {said}");
+            }));
+        }
+        self.restore(|retry_at| retry_at <= now, now)
+    }
+
+    /// Puts back the shed polling probes `due` says are due (by their retry time).
+    pub fn restore(&mut self, due: impl Fn(Instant) -> bool, now: Instant) -> Vec<String> {
+        let mut said = Vec::new();
+        let probes = &mut self.probes;
+        for (pids, p) in self.files.polling() {
+            let PollingState::Shed { retry_at } = p.state else {
+                continue;
+            };
+            // Not while its probes are still being detached: both would fire.
+            if !due(retry_at) || p.log.detaching(p.target.file()) {
+                continue;
+            }
+            match p.target.attach(probes, pids.first().copied()) {
+                Ok(links) => {
+                    p.end_spans();
+                    p.state = PollingState::Probed(links);
+                    p.restored = Some(now);
+                    said.push(format!(
+                        "{} probed again in {}",
+                        p.target.names(),
+                        p.target.library()
+                    ));
+                }
+                Err(e) => {
+                    p.state = PollingState::Shed {
+                        retry_at: now + p.backoff,
+                    };
+                    said.push(format!(
+                        "warning: {} not probed again in {}: {e:#}",
+                        p.target.names(),
+                        p.target.library()
+                    ));
+                }
+            }
+        }
+        said
+    }
+
+    /// Polling APIs shed now: how many files each.
+    pub fn shed_apis(&mut self) -> Vec<(&'static str, usize)> {
+        let mut shed = std::collections::BTreeMap::new();
+        for (_, p) in self.files.polling() {
+            for api in p.apis() {
+                *shed.entry(api.symbol()).or_default() += usize::from(p.is_shed());
+            }
+        }
+        shed.into_iter().collect()
+    }
+}
+
+impl Tracker {
+    /// Whether every file `pid` maps has its polling probes shed (or none to shed).
+    pub fn nothing_to_shed(&mut self, pid: u32) -> bool {
+        !self
+            .files
+            .polling()
+            .any(|(pids, p)| pids.contains(&pid) && !p.is_shed())
+    }
+}

@@ -1,0 +1,291 @@
+//! Stall capture: a tracked process's synchronisation that took longer than
+//! `--capture-on-stall` is found in the kernel at its return (`StallRecord`: nothing is
+//! sent for calls under the threshold), and the daemon traces that process around it on
+//! its own: what the flight recorder holds of it (when on: the slow call's entry and the
+//! records its waits resolve to) and `--stall-window-after` from then. Event query loops
+//! are not timed as one span (each query returns at once): a poll is not a stall.
+//!
+//! A storm of stalls gives one trace per `--stall-interval` per process and per user,
+//! and at most [`NODE_MAX`] per interval on the node; the others are counted
+//! (`rocsync_stalls_total` in the kernel, the skipped traces here). Within an interval a
+//! stall that took [`MUCH_LONGER`] times the longest one traced there still gets its own:
+//! a trivial stall does not hide a serious one (and a storm of ever longer ones gives a
+//! handful of traces, each several times the last). Hangs have their own admission
+//! (`hangs.rs`): no stall keeps one from its trace.
+
+use std::{
+    collections::{HashMap, VecDeque},
+    time::{Duration, SystemTime, UNIX_EPOCH},
+};
+
+use rocsync_common::{Api, StallRecord};
+use serde_json::json;
+use tokio::time::Instant;
+
+use crate::clock;
+use crate::daemon::{
+    recording::traces::{Active, TraceSpec},
+    state::Daemon,
+};
+
+/// Stall traces listed by `rocsync status`.
+const LISTED: usize = 16;
+
+/// Stall traces on the node per interval at most, whoever stalls.
+pub const NODE_MAX: usize = 8;
+/// A stall this many times longer than the longest traced within the interval (of its
+/// process, of its user) is traced all the same.
+pub const MUCH_LONGER: u32 = 4;
+
+/// Why a stall got no trace of its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Skipped {
+    /// Another stall of the process, or of its user, was traced within the interval
+    /// (and this one is not [`MUCH_LONGER`]).
+    Interval,
+    /// The node had [`NODE_MAX`] stall traces within the interval.
+    NodeLimit,
+    /// The trace could not start (it has exited).
+    NotStarted,
+    /// A hang trace records the process already (it holds the stall).
+    Hang,
+}
+
+/// A stall traced: when its trace began, and the longest stall traced since then.
+#[derive(Clone, Copy)]
+struct Traced {
+    at: Instant,
+    longest: Duration,
+}
+
+#[derive(Default)]
+pub struct Stalls {
+    /// Each process's and each user's last traced stall, within the interval.
+    by_pid: HashMap<u32, Traced>,
+    by_uid: HashMap<u32, Traced>,
+    /// When the node's stall traces of the last interval began.
+    node: VecDeque<Instant>,
+    pub traces: u64,
+    pub skipped_interval: u64,
+    pub skipped_node_limit: u64,
+    pub skipped_not_started: u64,
+    pub skipped_hang: u64,
+    /// The newest stall traces' files.
+    pub recent: VecDeque<String>,
+}
+
+impl Stalls {
+    /// Whether a stall of `pid` (of user `uid`) that took `took` may have a trace of its
+    /// own now.
+    pub fn admit(
+        &mut self,
+        (pid, uid): (u32, u32),
+        (now, took): (Instant, Duration),
+        interval: Duration,
+    ) -> Result<(), Skipped> {
+        let fresh = |t: &Traced| now.duration_since(t.at) < interval;
+        self.by_pid.retain(|_, t| fresh(t));
+        self.by_uid.retain(|_, t| fresh(t));
+        while self
+            .node
+            .front()
+            .is_some_and(|&t| now.duration_since(t) >= interval)
+        {
+            self.node.pop_front();
+        }
+        let hidden = |t: Option<&Traced>| t.is_some_and(|t| took < t.longest * MUCH_LONGER);
+        if hidden(self.by_pid.get(&pid)) || hidden(self.by_uid.get(&uid)) {
+            return Err(Skipped::Interval);
+        }
+        if self.node.len() >= NODE_MAX {
+            return Err(Skipped::NodeLimit);
+        }
+        self.node.push_back(now);
+        for t in [self.by_pid.entry(pid), self.by_uid.entry(uid)] {
+            let t = t.or_insert(Traced {
+                at: now,
+                longest: took,
+            });
+            t.longest = t.longest.max(took);
+        }
+        Ok(())
+    }
+
+    fn skip(&mut self, why: Skipped) {
+        match why {
+            Skipped::Interval => self.skipped_interval += 1,
+            Skipped::NodeLimit => self.skipped_node_limit += 1,
+            Skipped::NotStarted => self.skipped_not_started += 1,
+            Skipped::Hang => self.skipped_hang += 1,
+        }
+    }
+
+    /// A stall trace's files were written.
+    pub fn written(&mut self, files: &[String]) {
+        for f in files {
+            if self.recent.len() == LISTED {
+                self.recent.pop_front();
+            }
+            self.recent.push_back(f.clone());
+        }
+    }
+}
+
+/// `YYYYmmddTHHMMSS` (UTC) of a Unix time: sortable, and a valid file name stem.
+pub fn stamp(unix_s: u64) -> String {
+    let (days, s) = (unix_s / 86_400, unix_s % 86_400);
+    // Days to a civil date (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    let (h, mi, se) = (s / 3600, s % 3600 / 60, s % 60);
+    format!("{y:04}{m:02}{d:02}T{h:02}{mi:02}{se:02}")
+}
+
+impl Daemon {
+    /// Starts the trace `spec` of `pid` as it is (it may have exited since), file
+    /// `<name>.json`, beginning with what the flight recorder holds (when on); `describe`
+    /// says in it what it was started for.
+    pub fn trace_one(
+        &mut self,
+        spec: TraceSpec,
+        pid: u32,
+        id: u64,
+        describe: impl FnOnce(&mut Active),
+    ) -> anyhow::Result<()> {
+        let dir = &self.config.state_dir;
+        let mut trace = Active::open_of(&self.tracker, spec, vec![pid], dir, (id, false))?;
+        trace.limit_size(self.config.trace_max_bytes);
+        describe(&mut trace);
+        match &mut self.flight {
+            Some(f) => {
+                let chunks = f.chunks();
+                let history = crate::daemon::recording::flight::records(&chunks);
+                self.sessions.start_from(&mut self.tracker, trace, history)
+            }
+            None => self.sessions.start(&mut self.tracker, trace),
+        }
+    }
+
+    /// A tracked process's synchronisation took longer than the threshold.
+    pub fn on_stall(&mut self, r: StallRecord) {
+        if self.config.capture_on_stall.is_none() || !self.tracker.tracked.contains(&r.pid) {
+            return;
+        }
+        if self.stall_of_hang(r.pid, r.tid, r.entry_ns) {
+            return self.stalls.skip(Skipped::Hang);
+        }
+        let took = Duration::from_nanos(r.exit_ns.saturating_sub(r.entry_ns));
+        let uid = crate::procfs::uid(r.pid).unwrap_or(u32::MAX);
+        let admitted = self.stalls.admit(
+            (r.pid, uid),
+            (Instant::now(), took),
+            self.config.stall_interval,
+        );
+        if let Err(why) = admitted {
+            return self.stalls.skip(why);
+        }
+        let api = Api::from_u32(r.api).map_or("unknown", |a| a.symbol());
+        let unix = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        // The id too: two stalls of a process may be traced within a second.
+        let id = self.take_id();
+        let name = format!("stall-{api}-{}-{}-{id}", r.pid, stamp(unix));
+        let spec = TraceSpec {
+            flight: false,
+            pids: vec![r.pid],
+            cgroup: None,
+            pod: None,
+            agents: Default::default(),
+            duration: self.config.stall_window_after,
+            name: name.clone(),
+            output: None,
+        };
+        let offset = clock::realtime_offset_ns();
+        let unix_us = |mono_ns: u64| (mono_ns as i64 + offset) / 1000;
+        let stall = json!({
+            "api": api, "pid": r.pid, "tid": r.tid, "device": r.device,
+            "arg0": format!("{:#x}", r.arg0), "ret": r.ret,
+            "entry_unix_us": unix_us(r.entry_ns), "exit_unix_us": unix_us(r.exit_ns),
+            "duration_ms": took.as_secs_f64() * 1e3,
+            "threshold_ms": self.config.capture_on_stall.map(|t| t.as_secs_f64() * 1e3),
+        });
+        let started = self.trace_one(spec, r.pid, id, |t| t.stall = Some(stall));
+        match started {
+            Ok(()) => {
+                self.stalls.traces += 1;
+                crate::say!(
+                    "rocsync daemon: stall: pid {}'s {api} took {took:.0?}: tracing it as {name}.json",
+                    r.pid
+                );
+            }
+            Err(e) => {
+                self.stalls.skip(Skipped::NotStarted);
+                crate::say!("rocsync daemon: stall of pid {} not traced: {e:#}", r.pid);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stamps_are_utc_and_sortable() {
+        assert_eq!(stamp(0), "19700101T000000");
+        assert_eq!(stamp(951_782_400), "20000229T000000");
+        assert_eq!(stamp(1_796_288_645), "20261203T090405");
+    }
+
+    #[test]
+    fn one_trace_per_interval_per_process_and_per_user_unless_much_longer() {
+        let mut s = Stalls::default();
+        let t = Instant::now();
+        let i = Duration::from_secs(60);
+        let ms = Duration::from_millis;
+        let at = |secs| t + Duration::from_secs(secs);
+        assert_eq!(s.admit((1, 100), (t, ms(80)), i), Ok(()));
+        assert_eq!(
+            s.admit((1, 100), (at(1), ms(80)), i),
+            Err(Skipped::Interval)
+        );
+        // Another process of the same user: the user's interval holds.
+        assert_eq!(
+            s.admit((2, 100), (at(2), ms(300)), i),
+            Err(Skipped::Interval)
+        );
+        // Another user's process is not hidden by them.
+        assert_eq!(s.admit((3, 200), (at(2), ms(60)), i), Ok(()));
+        // Four times the longest traced: traced, and the bar rises with it.
+        assert_eq!(s.admit((1, 100), (at(3), ms(320)), i), Ok(()));
+        assert_eq!(
+            s.admit((1, 100), (at(4), ms(1000)), i),
+            Err(Skipped::Interval)
+        );
+        assert_eq!(s.admit((1, 100), (at(5), ms(1280)), i), Ok(()));
+        // The interval passed: any stall again.
+        assert_eq!(s.admit((1, 100), (t + i, ms(60)), i), Ok(()));
+    }
+
+    #[test]
+    fn the_node_traces_at_most_its_limit_per_interval() {
+        let mut s = Stalls::default();
+        let t = Instant::now();
+        let i = Duration::from_secs(60);
+        let ms = Duration::from_millis(80);
+        for uid in 0..NODE_MAX as u32 {
+            assert_eq!(s.admit((uid, uid), (t, ms), i), Ok(()));
+        }
+        let late = t + Duration::from_secs(1);
+        assert_eq!(s.admit((99, 99), (late, ms), i), Err(Skipped::NodeLimit));
+        assert_eq!(s.admit((99, 99), (t + i, ms), i), Ok(()));
+    }
+}
