@@ -14,7 +14,10 @@ use aya_ebpf::{
 };
 use rocsync_common::{LinkMapRecord, NO_R_DEBUG, RECORD_LINK_MAP, drop_index};
 
-use crate::{BPF_RB_FORCE_WAKEUP, EVENTS, SWITCH, TARGETS, count_drops, release::holder_gone};
+use crate::{
+    BPF_RB_FORCE_WAKEUP, EVENTS, SWITCH, TARGETS, count_drops,
+    release::{CONTINUED, STOPPED, holder_gone},
+};
 
 const SIGSTOP: u32 = 19;
 const SIGCONT: u32 = 18;
@@ -23,15 +26,6 @@ const RT_CONSISTENT: u32 = 0;
 const RT_DELETE: u32 = 2;
 /// Offset of `r_state` in `struct r_debug` on x86-64.
 const R_STATE_OFFSET: u64 = 24;
-
-/// The latest stop of each process this capture stopped (tgid → stop time), written only
-/// here. Userspace writes the stop time it continued into CONTINUED, only there; a process
-/// whose latest stop is not the one continued is still stopped — so rocsync's exit paths,
-/// its exit program (`release`) and its watchdog know what to continue whenever it dies.
-#[map]
-pub(crate) static STOPPED: HashMap<u32, u64> = HashMap::with_max_entries(1024, 0);
-#[map]
-pub(crate) static CONTINUED: HashMap<u32, u64> = HashMap::with_max_entries(1024, 0);
 
 /// Each target's previous `r_state`, to tell a change that added objects from a dlclose.
 #[map]

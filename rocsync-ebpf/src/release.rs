@@ -9,7 +9,7 @@ use core::ffi::c_void;
 use aya_ebpf::{
     helpers::{bpf_get_current_pid_tgid, generated::bpf_for_each_map_elem},
     macros::{btf_tracepoint, map},
-    maps::Array,
+    maps::{Array, HashMap},
     programs::BtfTracePointContext,
 };
 use rocsync_common::{
@@ -17,12 +17,19 @@ use rocsync_common::{
     RELEASE_SLOTS,
 };
 
-use crate::{
-    fetch_add_by,
-    link_map::{CONTINUED, STOPPED},
-};
+use crate::fetch_add_by;
 
 const SIGCONT: i32 = 18;
+
+/// The latest stop of each process this capture stopped (tgid → stop time), written only
+/// by the loader probe (`link_map.rs`). Userspace writes the stop time it continued into CONTINUED, only there; a process
+/// whose latest stop is not the one continued is still stopped — so rocsync's exit paths,
+/// its exit program (here) and its watchdog know what to continue whenever it dies.
+#[map]
+pub(crate) static STOPPED: HashMap<u32, u64> = HashMap::with_max_entries(1024, 0);
+#[map]
+pub(crate) static CONTINUED: HashMap<u32, u64> = HashMap::with_max_entries(1024, 0);
+
 /// `enum pid_type`: the signal goes to the whole process.
 const PIDTYPE_TGID: u32 = 1;
 

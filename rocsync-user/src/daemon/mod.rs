@@ -11,19 +11,20 @@
 
 mod handlers;
 mod outputs;
+mod quiet;
 mod recording;
 mod serving;
 mod settings;
 mod state;
 mod tracking;
 mod triggers;
+pub(crate) mod untrusted;
 
-pub(crate) use serving::untrusted;
 pub use serving::{protocol, remote};
 pub use settings::config;
 
 /// Longest trace a request may ask for (`rocsync trace --duration` checks it first).
-pub use recording::traces::MAX_DURATION as MAX_TRACE_DURATION;
+pub use triggers::MAX_DURATION as MAX_TRACE_DURATION;
 
 use std::time::Duration;
 
@@ -52,6 +53,7 @@ use serving::{
 use settings::config::{ConfigFlags, DaemonConfig};
 use state::Daemon;
 use tracking::{budget, discovery::Tracker, pods};
+use triggers::sampled::Sampling;
 
 /// How often tracked processes that exited are forgotten.
 const PRUNE_EVERY: Duration = Duration::from_secs(5);
@@ -220,7 +222,6 @@ async fn start(config: DaemonConfig, flags: ConfigFlags, signals: Signals) -> Re
     );
     let learn_for = config.learn_devices;
     tracker.scan_all(!learn_for.is_zero());
-    let next_sample = config.sampling.map(|(_, every)| first_sample(every));
     // The temporary *GetDevice probes of the scan, removed after a while (they trap
     // every call of a hot function).
     let learn_until = tracker.probes.has_temporary().then(|| {
@@ -235,9 +236,16 @@ async fn start(config: DaemonConfig, flags: ConfigFlags, signals: Signals) -> Re
     let mut d = Daemon::new(config, flags, tracker, flight, released_tx);
     d.budget.call_cost = call_cost;
     d.budget.log = d.tracker.shed_log.clone();
-    d.next_sample = next_sample;
+    d.sampling = Sampling::new(d.config.sampling);
     d.learn_until = learn_until;
-    d.uploads = upload::start_for(&d.config, &d.upload_totals)?;
+    d.uploads = upload::start_for(
+        d.config.upload.as_ref(),
+        (
+            d.config.node_name.as_deref(),
+            statedir::trace_dirs(&d.config.state_dir),
+        ),
+        &d.upload_totals,
+    )?;
     // The line clients wait for: said once nothing left can fail.
     crate::say!(
         "rocsync daemon: tracking {} process(es); SIGHUP reloads, SIGTERM stops",
@@ -268,6 +276,7 @@ async fn start(config: DaemonConfig, flags: ConfigFlags, signals: Signals) -> Re
 async fn serve(mut d: Daemon, mut io: Io) -> Result<()> {
     loop {
         let deadline = d.sessions.next_deadline();
+        let next_due = d.next_due();
         let resumes_at = io.resumes_at();
         let accepting = [METRICS, REQUESTS, DYNO].map(|l| io.accepting(l));
         let flow = tokio::select! {
@@ -308,13 +317,7 @@ async fn serve(mut d: Daemon, mut io: Io) -> Result<()> {
             Some(asked) = io.incoming.recv() => d.on_incoming(asked, io.ring.get_mut()).await,
             Some(claim) = io.released.recv() => d.on_released(claim),
             _ = sleep_until(d.learn_until), if d.learn_until.is_some() => d.on_learned(),
-            _ = sleep_until(d.next_scheduled()), if !d.stopping => {
-                d.start_scheduled();
-                Flow::Go
-            }
-            _ = sleep_until(d.next_sample), if d.next_sample.is_some() && !d.stopping => {
-                d.on_sample_due()
-            }
+            _ = sleep_until(next_due), if next_due.is_some() && !d.stopping => d.on_due(),
             _ = sleep_until(deadline), if deadline.is_some() => {
                 // What the probes wrote up to now belongs to the traces.
                 d.drain(io.ring.get_mut());
@@ -353,21 +356,6 @@ async fn sleep_until(deadline: Option<Instant>) {
         Some(d) => tokio::time::sleep_until(d).await,
         None => std::future::pending().await,
     }
-}
-
-/// The first sampled window of a schedule `every` long: at a random point of the
-/// period, so a fleet's nodes spread.
-fn first_sample(every: Duration) -> Instant {
-    Instant::now() + every.mul_f64(random_fraction())
-}
-
-/// A number in [0, 1) that differs between runs (std's hasher keys are random).
-fn random_fraction() -> f64 {
-    use std::hash::{BuildHasher as _, Hasher as _};
-    let h = std::collections::hash_map::RandomState::new()
-        .build_hasher()
-        .finish();
-    (h >> 11) as f64 / (1u64 << 53) as f64
 }
 
 /// Takes the node's daemon lock, or says which daemon holds it.

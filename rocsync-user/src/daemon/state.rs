@@ -4,23 +4,22 @@
 
 use std::sync::Arc;
 
-use anyhow::Result;
 use tokio::{sync::mpsc::UnboundedSender, time::Instant};
 
 use crate::agents::ClaimId;
 use crate::daemon::{
     outputs::upload::{self, Uploads},
+    quiet::Quiet,
     recording::flight::FlightRecorder,
     recording::sessions::Sessions,
-    recording::traces::{Active, TraceSpec},
     recording::writing::Writing,
     serving::exposition::NotStarted,
     serving::protocol::{Recording, Scheduled, Status, Tracked},
-    serving::quiet::Quiet,
     settings::config::{ConfigFlags, DaemonConfig},
     tracking::budget::Budget,
     tracking::discovery::{self, Tracker},
     triggers::hangs::Hangs,
+    triggers::sampled::Sampling,
     triggers::scheduled::Waiting,
     triggers::stalls::Stalls,
 };
@@ -41,7 +40,7 @@ pub struct Daemon {
     /// dyno's requests with a synchronized start, by start time.
     pub scheduled: Vec<Waiting>,
     /// When the next sampled window starts (sampling configured).
-    pub next_sample: Option<Instant>,
+    pub sampling: Sampling,
     /// When the scan's temporary `*GetDevice` probes come off.
     pub learn_until: Option<Instant>,
     /// What the probes cost each process, and what was shed to hold the budget.
@@ -79,7 +78,7 @@ impl Daemon {
             not_started: NotStarted::default(),
             stopping: false,
             scheduled: Vec::new(),
-            next_sample: None,
+            sampling: Sampling::default(),
             learn_until: None,
             budget: Budget::default(),
             stalls: Stalls::default(),
@@ -97,15 +96,6 @@ impl Daemon {
         self.next_id - 1
     }
 
-    /// Opens and starts a trace, if its agents are free.
-    pub fn start(&mut self, spec: TraceSpec) -> Result<&mut Active> {
-        let id = self.take_id();
-        let mut trace = Active::open(&self.tracker, spec, &self.config.state_dir, id)?;
-        trace.limit_size(self.config.trace_max_bytes);
-        self.sessions.start(&mut self.tracker, trace)?;
-        Ok(&mut self.sessions.traces.last_mut().expect("just started").1)
-    }
-
     /// What `rocsync status` shows.
     pub fn status(&self) -> Status {
         let now = Instant::now();
@@ -115,7 +105,7 @@ impl Daemon {
                 .scheduled
                 .iter()
                 .map(|w| Scheduled {
-                    session: w.spec.name.clone(),
+                    session: w.start.spec.name.clone(),
                     starts_in_ms: w.at.saturating_duration_since(now).as_millis() as u64,
                 })
                 .collect(),

@@ -10,7 +10,7 @@
 use std::{
     fmt::Write as _,
     io::{BufRead as _, BufReader, Read as _, Write as _},
-    path::{Path, PathBuf},
+    path::Path,
     process::{Child, ChildStdout, Command, Stdio},
     sync::mpsc::{Receiver, channel},
     time::{Duration, Instant},
@@ -198,33 +198,7 @@ pub(crate) fn median(mut xs: Vec<f64>) -> f64 {
     xs[xs.len() / 2]
 }
 
-pub fn daemon() -> Result<(String, Value)> {
-    let dir = PathBuf::from(format!("/tmp/rocsync-bench-daemon-{}", std::process::id()));
-    std::fs::create_dir_all(dir.join("counted"))?;
-    std::fs::create_dir_all(dir.join("plain"))?;
-    // Counted: an executable the daemon includes, with a library copy of its own (probed
-    // by the daemon). Plain: another name and library, never probed by the daemon.
-    let counted = dir.join("counted/bench_calls");
-    let plain = dir.join("plain/bench_calls");
-    let (counted_lib, plain_lib) = (
-        dir.join("counted/libamdhip64.so"),
-        dir.join("plain/libamdhip64.so"),
-    );
-    for (exe, lib) in [(&counted, &counted_lib), (&plain, &plain_lib)] {
-        std::fs::copy(rocsync_tests::bench_calls(), exe)?;
-        std::fs::copy(rocsync_tests::sim_hip(), lib)?;
-    }
-    let result = measure(&dir, &counted, &counted_lib, &plain, &plain_lib).and_then(|(md, v)| {
-        let (flight_md, flight) = super::flight::flight(&dir, &counted, &counted_lib)?;
-        let mut v = v;
-        v["flight"] = flight;
-        Ok((md + &flight_md, v))
-    });
-    let _ = std::fs::remove_dir_all(&dir);
-    result
-}
-
-fn measure(
+pub fn measure(
     dir: &Path,
     counted: &Path,
     counted_lib: &Path,

@@ -1,7 +1,7 @@
 //! `cargo xtask bench`: rocsync's costs measured side by side, interleaved and repeated,
 //! written to bench/results.json and bench/RESULTS.md.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result};
 use serde_json::{Value, json};
@@ -86,7 +86,7 @@ const PARTS: [(&str, &str, &str); 6] = [
 fn measure_part(part: &str) -> Result<(String, Value)> {
     match part {
         "tree" => tree::tree(),
-        "daemon" => daemon::daemon(),
+        "daemon" => daemon_suite(),
         "learning" => learning::learning(ROUNDS),
         "budget" => budget::budget(),
         "soak" => soak::soak(soak::MINUTES, "cargo xtask bench"),
@@ -285,4 +285,32 @@ pub fn bench() -> Result<()> {
     }
     let extra = (md, json);
     report(&cases, (&results, &pooled), &threads, &pipeline, extra)
+}
+
+/// The daemon's cost on a counted process beside a plain one, then its flight recorder's.
+fn daemon_suite() -> Result<(String, Value)> {
+    let dir = PathBuf::from(format!("/tmp/rocsync-bench-daemon-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("counted"))?;
+    std::fs::create_dir_all(dir.join("plain"))?;
+    // Counted: an executable the daemon includes, with a library copy of its own (probed
+    // by the daemon). Plain: another name and library, never probed by the daemon.
+    let counted = dir.join("counted/bench_calls");
+    let plain = dir.join("plain/bench_calls");
+    let (counted_lib, plain_lib) = (
+        dir.join("counted/libamdhip64.so"),
+        dir.join("plain/libamdhip64.so"),
+    );
+    for (exe, lib) in [(&counted, &counted_lib), (&plain, &plain_lib)] {
+        std::fs::copy(rocsync_tests::bench_calls(), exe)?;
+        std::fs::copy(rocsync_tests::sim_hip(), lib)?;
+    }
+    let result =
+        daemon::measure(&dir, &counted, &counted_lib, &plain, &plain_lib).and_then(|(md, v)| {
+            let (flight_md, flight) = flight::flight(&dir, &counted, &counted_lib)?;
+            let mut v = v;
+            v["flight"] = flight;
+            Ok((md + &flight_md, v))
+        });
+    let _ = std::fs::remove_dir_all(&dir);
+    result
 }

@@ -7,8 +7,8 @@ use rocsync_common::{Api, Decoded, GetDeviceMode, Op, PROCESS_EXIT, Switch, deco
 use crate::agents::ClaimId;
 use crate::daemon::{
     outputs::statedir, recording::writing::Done, serving::exposition, serving::http,
-    serving::protocol::Reply, serving::untrusted, state::Daemon, tracking::budget,
-    triggers::hangs::Untraced,
+    serving::protocol::Reply, state::Daemon, tracking::budget, tracking::polling,
+    triggers::hangs::Untraced, untrusted,
 };
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -109,18 +109,6 @@ impl Daemon {
         Flow::Go
     }
 
-    /// A sampled window is due.
-    pub fn on_sample_due(&mut self) -> Flow {
-        // A reload clears the schedule with sampling; never trust that here.
-        let Some((window, every)) = self.config.sampling else {
-            self.next_sample = None;
-            return Flow::Go;
-        };
-        self.next_sample = self.next_sample.map(|t| t + every);
-        self.sample(window);
-        Flow::Go
-    }
-
     pub fn on_tick(&mut self) -> Flow {
         self.sessions.tick();
         Flow::Go
@@ -139,7 +127,8 @@ impl Daemon {
                 }
             }
             self.budget.retain(crate::procfs::exists);
-            for said in self.tracker.restore(|_| true, now) {
+            let t = &mut self.tracker;
+            for said in polling::restore(&mut t.probes, t.files.polling(), |_| true, now) {
                 crate::say!("rocsync daemon: budget off: {said}");
             }
             return Flow::Go;
@@ -160,7 +149,7 @@ impl Daemon {
                 continue;
             }
             // Polls worth shedding, still probed: shed.
-            if shares.polling > 0.0 && !self.tracker.nothing_to_shed(pid) {
+            if shares.polling > 0.0 && !self.tracker.files.nothing_to_shed(pid) {
                 over.insert(pid);
                 crate::say!(
                     "rocsync daemon: budget: pid {pid}'s probes cost {}, its polls {:.1}%",
@@ -177,7 +166,8 @@ impl Daemon {
                 self.budget.over.remove(&pid);
             }
         }
-        for said in self.tracker.enforce(&over, now) {
+        let t = &mut self.tracker;
+        for said in polling::enforce(&mut t.probes, t.files.polling(), &over, now) {
             crate::say!("rocsync daemon: budget: {said}");
         }
         for (pid, share) in alone {
@@ -207,15 +197,9 @@ impl Daemon {
         match &done.reply {
             Reply::Written(w) => {
                 self.traces_written += w.files.len() as u64;
-                let is_stall = |f: &&String| {
-                    let name = std::path::Path::new(f.as_str()).file_name();
-                    name.is_some_and(|n| {
-                        let n = n.to_string_lossy();
-                        n.starts_with("stall-") || n.starts_with("hang-")
-                    })
-                };
-                let stalls: Vec<String> = w.files.iter().filter(is_stall).cloned().collect();
-                self.stalls.written(&stalls);
+                if done.unasked {
+                    self.stalls.written(&w.files);
+                }
                 if let Some(uploads) = &self.uploads {
                     for (file, pid) in w.files.iter().zip(&w.pids) {
                         let pod = pid.and_then(|p| done.pods.get(&p));
@@ -283,7 +267,7 @@ impl Daemon {
             call_seconds: self.budget.call_cost.map(|c| c.as_secs_f64()),
             highest: self.budget.highest(),
             over: self.budget.over.len(),
-            shed: self.tracker.shed_apis(),
+            shed: polling::shed_apis(self.tracker.files.polling()),
         };
         let probes = &self.tracker.probes;
         match path {

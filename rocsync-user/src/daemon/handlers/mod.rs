@@ -5,3 +5,6 @@
 pub mod events;
 pub mod reload;
 pub mod requests;
+pub mod start;
+pub mod timed;
+pub mod unasked;

@@ -2,8 +2,8 @@
 //! effect; what was set up at start is kept and said to wait for a restart.
 
 use crate::daemon::{
-    first_sample, outputs::statedir, outputs::upload, serving::untrusted,
-    settings::config::DaemonConfig, state::Daemon,
+    outputs::statedir, outputs::upload, settings::config::DaemonConfig, state::Daemon,
+    triggers::sampled::Sampling, untrusted,
 };
 
 impl Daemon {
@@ -31,7 +31,7 @@ impl Daemon {
             crate::say!("rocsync daemon: warning: {e:#}");
         }
         if c.sampling != self.config.sampling {
-            self.next_sample = c.sampling.map(|(_, every)| first_sample(every));
+            self.sampling = Sampling::new(c.sampling);
         }
         self.tracker.set_filters(c.filters.clone());
         let c = self.reload_uploads(c);
@@ -81,7 +81,11 @@ impl Daemon {
             return c;
         }
         self.uploads = None;
-        match upload::start_for(&c, &self.upload_totals) {
+        match upload::start_for(
+            c.upload.as_ref(),
+            (c.node_name.as_deref(), statedir::trace_dirs(&c.state_dir)),
+            &self.upload_totals,
+        ) {
             Ok(u) => self.uploads = u,
             Err(e) => {
                 crate::say!(
@@ -89,7 +93,13 @@ impl Daemon {
                     untrusted::shown(&format!("{e:#}"))
                 );
                 (c.upload, c.node_name) = (old.upload.clone(), old.node_name.clone());
-                self.uploads = upload::start_for(&c, &self.upload_totals).ok().flatten();
+                self.uploads = upload::start_for(
+                    c.upload.as_ref(),
+                    (c.node_name.as_deref(), statedir::trace_dirs(&c.state_dir)),
+                    &self.upload_totals,
+                )
+                .ok()
+                .flatten();
             }
         }
         c

@@ -13,20 +13,22 @@ use crate::agents::ClaimError;
 use crate::daemon::{
     handlers::events::Flow,
     recording::flight,
-    recording::traces::{self, TraceSpec},
+    recording::{selection, traces},
     serving::dynolog,
     serving::protocol::{ClaimRequest, Reply, Request},
     serving::readers::Incoming,
     serving::socket::{self, PendingReply},
-    serving::untrusted::{self, Peer},
     state::Daemon,
     tracking::budget,
+    triggers::{Origin, Start, TraceSpec, asked},
+    untrusted::{self, Peer},
 };
 
 /// A request on the socket, checked.
 enum Asked {
-    /// A trace, and whether to send the files' descriptors.
-    Trace(TraceSpec, bool),
+    /// A trace (none: a flight recorder dump), and whether to send the files'
+    /// descriptors.
+    Trace(Option<TraceSpec>, bool),
     Claim(ClaimRequest),
 }
 
@@ -58,7 +60,7 @@ impl Daemon {
             }
             Ok(Request::Trace(t)) => {
                 let send_files = t.send_files;
-                socket::checked(t).map(|spec| Asked::Trace(spec, send_files))
+                asked::checked(t).map(|spec| Asked::Trace(spec, send_files))
             }
             Ok(Request::Claim(c)) => Ok(Asked::Claim(c)),
             Err(e) => Err(e),
@@ -89,14 +91,16 @@ impl Daemon {
                 }
                 Err(e) => refuse(conn, &e.into()).await,
             },
-            Asked::Trace(spec, send_files) if spec.flight => {
+            Asked::Trace(None, send_files) => {
                 let client = PendingReply { conn, send_files };
                 self.dump_flight(client, ring).await
             }
-            Asked::Trace(spec, send_files) => match self.start(spec) {
-                Ok(trace) => trace.reply = Some(PendingReply { conn, send_files }),
-                Err(e) => refuse(conn, &e).await,
-            },
+            Asked::Trace(Some(spec), send_files) => {
+                match self.begin(Start::new(spec, Origin::Asked)) {
+                    Ok(trace) => trace.reply = Some(PendingReply { conn, send_files }),
+                    Err(e) => refuse(conn, &e).await,
+                }
+            }
         }
     }
 
@@ -189,14 +193,12 @@ impl Daemon {
             .file_stem()
             .map_or("trace".into(), |s| s.to_string_lossy().into_owned());
         let spec = TraceSpec {
-            flight: false,
             pids: d.pids,
             cgroup: None,
             pod: None,
             agents: Default::default(),
             duration: d.duration,
             name,
-            output: Some(d.log_file.clone()),
         };
         // Names no trace of another request, waiting, recording or already written.
         if self.dyno_log_file_taken(&d.log_file) {
@@ -205,13 +207,15 @@ impl Daemon {
                 d.log_file.display()
             );
         }
-        dynolog::names_free(&d.log_file, &traces::matched(&self.tracker, &spec)?)?;
+        dynolog::names_free(&d.log_file, &selection::matched(&self.tracker, &spec)?)?;
         let ahead = d
             .start
             .and_then(|t| t.duration_since(std::time::SystemTime::now()).ok());
+        let log_file = d.log_file;
+        let start = Start::new(spec, Origin::Dyno { log_file });
         match ahead {
-            Some(ahead) => self.schedule(spec, ahead, peer),
-            None => Ok(self.start(spec)?.pids.clone()),
+            Some(ahead) => self.schedule(start, ahead, peer),
+            None => Ok(self.begin(start)?.pids.clone()),
         }
     }
 
@@ -220,12 +224,12 @@ impl Daemon {
         let log = Some(log);
         self.scheduled
             .iter()
-            .any(|w| w.spec.output.as_deref() == log)
+            .any(|w| w.start.origin.output() == log)
             || self
                 .sessions
                 .traces
                 .iter()
-                .any(|(_, t)| t.output.as_deref() == log)
+                .any(|(_, t)| t.origin.output() == log)
     }
 }
 

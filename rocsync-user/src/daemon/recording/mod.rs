@@ -3,6 +3,7 @@
 
 pub mod flight;
 pub mod queues;
+pub mod selection;
 pub mod sessions;
 pub mod traces;
 pub mod writing;

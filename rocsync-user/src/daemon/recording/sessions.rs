@@ -21,8 +21,8 @@ use tokio::time::Instant;
 
 use crate::agents::{AgentClaims, AgentSet, ClaimError, ClaimId};
 use crate::daemon::{
-    recording::queues::LiveQueues, recording::traces::Active, serving::untrusted,
-    tracking::discovery::Tracker,
+    recording::queues::LiveQueues, recording::traces::Active, tracking::discovery::Tracker,
+    untrusted,
 };
 
 #[derive(Default)]
@@ -62,7 +62,7 @@ impl Sessions {
     ) -> Result<()> {
         // The daemon's own stall and hang traces claim nothing: a hang is traced whoever
         // records the process, and no one's trace is refused for it.
-        let claim = match trace.unasked() {
+        let claim = match trace.origin.unasked() {
             true => None,
             false => Some(self.claims.start(&trace.name(), trace.agents.clone())?),
         };

@@ -3,13 +3,9 @@
 //! capture pipeline into one trace per process in the state directory; at the end, exits
 //! only for a grace period (calls in flight complete), then counting only again.
 
-use std::{
-    collections::BTreeMap,
-    path::{Path, PathBuf},
-    time::Duration,
-};
+use std::{collections::BTreeMap, path::Path, time::Duration};
 
-use anyhow::{Result, bail};
+use anyhow::Result;
 use rocsync_common::{Decoded, decode};
 use serde_json::{Value, json};
 use tokio::time::Instant;
@@ -18,10 +14,11 @@ use crate::daemon::{
     outputs::statedir,
     serving::protocol::{self, Reply},
     serving::socket::PendingReply,
-    serving::untrusted::{pids_shown, pods_shown},
     tracking::budget::{self, ShedLog},
     tracking::discovery::Tracker,
     tracking::pods::Pods,
+    triggers::{Origin, Start},
+    untrusted::pids_shown,
 };
 use crate::{
     agents::AgentSet,
@@ -32,7 +29,6 @@ use crate::{
         raw::Header,
     },
     environ,
-    kubernetes::PodName,
     pipeline::Pipeline,
 };
 
@@ -41,86 +37,10 @@ const GRACE: Duration = Duration::from_millis(300);
 /// Records between two looks at whether the trace was cut short (its sink cuts it at
 /// its bound exactly; this only ends its recording).
 const SIZE_EVERY: u32 = 1024;
-/// Longest trace a request may ask for.
-pub const MAX_DURATION: Duration = Duration::from_secs(3600);
-/// Pids one request may name (a node's ranks are far fewer).
-pub const MAX_PIDS: usize = 1024;
-
-/// A trace to record, as checked from a client's request (or made by the daemon: a
-/// sampled window, a dyno request).
-#[derive(Debug)]
-pub struct TraceSpec {
-    /// What the flight recorder holds, at once (no `pids`).
-    pub flight: bool,
-    /// Empty: every tracked process (in `cgroup`, when named).
-    pub pids: Vec<u32>,
-    /// Only tracked processes whose cgroup path contains this (a pod, a container).
-    pub cgroup: Option<String>,
-    /// Only tracked processes of this pod.
-    pub pod: Option<PodName>,
-    pub agents: AgentSet,
-    pub duration: Duration,
-    /// The traces' file name stem (letters, digits, `-`, `_`).
-    pub name: String,
-    /// Where to write instead (dyno's log file, in the state directory's `dyno/`):
-    /// always `<stem>_<pid>.json`, never replacing a file.
-    pub output: Option<PathBuf>,
-}
-
-/// Tracked processes are forgotten some seconds after they end (the prune); a trace
-/// asks now. A zombie has ended too: its parent has not reaped it yet.
-pub fn alive(pid: u32) -> bool {
-    !crate::procfs::exited(pid)
-}
-
-/// The live tracked processes a request names: its pids (each must be tracked and
-/// alive), else every live tracked one (in its cgroup or its pod, when it names one);
-/// never none.
-pub fn matched(tracker: &Tracker, req: &TraceSpec) -> Result<Vec<u32>> {
-    let pids: Vec<u32> = if req.pids.is_empty() {
-        let cgroup = |p: u32| crate::procfs::cgroup(p).unwrap_or_default();
-        let live = tracker.tracked.iter().copied().filter(|&p| {
-            alive(p)
-                && req
-                    .cgroup
-                    .as_ref()
-                    .is_none_or(|c| cgroup(p).contains(c.as_str()))
-        });
-        match &req.pod {
-            Some(pod) => tracker.pods.of_pod(live, pod),
-            None => live.collect(),
-        }
-    } else {
-        for &p in &req.pids {
-            if !crate::procfs::exists(p) {
-                bail!("pid {p} does not exist");
-            }
-            if !tracker.tracked.contains(&p) {
-                bail!(
-                    "pid {p} is not tracked: it maps no GPU runtime (HIP, CUDA or HSA), or the daemon's filters exclude it"
-                );
-            }
-            if !alive(p) {
-                bail!("pid {p} has exited");
-            }
-        }
-        req.pids.clone()
-    };
-    if pids.is_empty() {
-        match (&req.cgroup, &req.pod) {
-            (Some(c), _) => bail!("no tracked process is in a cgroup matching {c:?}"),
-            (_, Some(pod)) => bail!(
-                "no tracked process is in pod {pod}; pods of tracked processes: {}",
-                pods_shown(&tracker.pods.known())
-            ),
-            _ => bail!("no process is tracked"),
-        }
-    }
-    Ok(pids)
-}
-
 pub struct Active {
     pub id: u64,
+    /// Its file's name, `<stem>.json` (in the state directory's `traces/`).
+    pub stem: String,
     pub pids: Vec<u32>,
     /// What each said of itself when the trace began (name, rank): its trace's.
     pub processes: BTreeMap<u32, ProcessInfo>,
@@ -130,19 +50,15 @@ pub struct Active {
     /// When recording ends (then, when stopping ends).
     pub until: Instant,
     stopping: bool,
+    /// Who started it, and why (its `rocsync` object says).
+    pub origin: Origin,
     /// The client waiting for the files.
     pub reply: Option<PendingReply>,
     /// How the daemon's call probes are attached (`uprobe_multi` or `perf_event`).
     call_probe_links: &'static str,
-    /// dyno's log file, whose name no other request may take meanwhile.
-    pub output: Option<PathBuf>,
     /// What the budget shed, and when it began (µs, the rows' clock): the trace says
     /// which APIs it does not hold and from when.
     shed: (ShedLog, u64),
-    /// The stall it was started for (a stall trace), for its `rocsync` object.
-    pub stall: Option<Value>,
-    /// The call in flight it was started for (a hang trace), and how it ended.
-    pub hang: Option<Value>,
     /// When its recording was switched on and off (µs, the rows' clock): every call
     /// begun between is the trace's, which a reader cannot tell from the rows alone.
     recorded: (Option<u64>, Option<u64>),
@@ -155,69 +71,44 @@ pub struct Active {
 }
 
 impl Active {
-    /// Opens a trace of the requested processes; `Sessions` then switches their
-    /// recording on.
-    pub fn open(tracker: &Tracker, req: TraceSpec, state_dir: &Path, id: u64) -> Result<Self> {
-        Self::open_as(tracker, req, state_dir, id, true)
-    }
-
-    /// As [`Active::open`]; its file is `<name>-<UTC time>-<id>.json`, or `<name>.json`
-    /// when not `numbered` (a name that is unique already).
-    pub fn open_as(
+    /// Opens a trace of `pids` as `start` asks, file `<name>-<UTC time>-<id>.json` (or
+    /// in dyno's log file), each file at most `max_bytes`; `Sessions` then switches
+    /// their recording on.
+    pub fn open(
         tracker: &Tracker,
-        req: TraceSpec,
-        state_dir: &Path,
-        id: u64,
-        numbered: bool,
-    ) -> Result<Self> {
-        let pids = matched(tracker, &req)?;
-        Self::open_of(tracker, req, pids, state_dir, (id, numbered))
-    }
-
-    /// As [`Active::open_as`], of `pids` as they are (a stall's process may have exited
-    /// since: what the flight recorder holds of it is still its trace).
-    pub fn open_of(
-        tracker: &Tracker,
-        req: TraceSpec,
+        start: Start,
         pids: Vec<u32>,
         state_dir: &Path,
-        (id, numbered): (u64, bool),
+        (id, max_bytes): (u64, u64),
     ) -> Result<Self> {
-        let stem = match numbered {
-            true => numbered_stem(&req.name, id),
-            false => req.name.clone(),
-        };
-        let (pipeline, outputs) = open(state_dir, &stem, id, req.output.as_deref())?;
-        let output = req.output;
-        Ok(Self {
+        let Start {
+            spec,
+            origin,
+            reply,
+        } = start;
+        let stem = numbered_stem(&spec.name, id);
+        let (pipeline, outputs) = open(state_dir, &stem, id, origin.output())?;
+        let mut trace = Self {
             id,
+            stem,
             processes: identities(pids.iter().copied(), &tracker.pods),
             pids,
-            agents: req.agents,
+            agents: spec.agents,
             pipeline,
             outputs,
-            until: Instant::now() + req.duration,
+            until: Instant::now() + spec.duration,
             stopping: false,
-            reply: None,
+            origin,
+            reply,
             call_probe_links: tracker.probes.link_kind().name(),
-            output,
             shed: (tracker.shed_log.clone(), budget::now_us()),
-            stall: None,
-            hang: None,
             recorded: (None, None),
             max_bytes: 0,
             since_size: 0,
             truncated: None,
-        })
-        .map(|mut t| {
-            t.limit_size(crate::daemon::settings::config::DEFAULT_TRACE_MAX_BYTES);
-            t
-        })
-    }
-
-    /// A stall or hang trace: the daemon's own, which claims no agents.
-    pub fn unasked(&self) -> bool {
-        self.stall.is_some() || self.hang.is_some()
+        };
+        trace.limit_size(max_bytes);
+        Ok(trace)
     }
 
     /// The name other sessions see it by.
@@ -280,7 +171,7 @@ impl Active {
             "reason": reason, "max_bytes": self.max_bytes, "bytes_when_ended": largest,
             "at_unix_us": budget::now_us(),
         }));
-        if let Some(hang) = &mut self.hang {
+        if let Origin::Hang(hang) = &mut self.origin {
             hang["ended"] = "truncated".into();
         }
         self.pipeline.sink_mut().trace_mut().cut_short();
@@ -349,8 +240,8 @@ impl Active {
                         "mode": "daemon trace", "id": self.id, "pids": self.pids,
                         "call_probe_links": self.call_probe_links,
                         "not_recorded": self.shed.0.overlapping(self.shed.1),
-                        "stall": self.stall,
-                        "hang": self.hang,
+                        "stall": match &self.origin { Origin::Stall(s) => Some(s), _ => None },
+                        "hang": match &self.origin { Origin::Hang(h) => Some(h), _ => None },
                         "recorded_from_unix_us": self.recorded.0,
                         "recorded_until_unix_us": self.recorded.1,
                         "truncated": truncated,
@@ -423,8 +314,5 @@ pub(crate) fn numbered_stem(name: &str, id: u64) -> String {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
-    format!(
-        "{name}-{}-{id}",
-        crate::daemon::triggers::stalls::stamp(now.as_secs())
-    )
+    format!("{name}-{}-{id}", crate::clock::utc_stamp(now.as_secs()))
 }

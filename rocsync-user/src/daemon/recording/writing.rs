@@ -27,6 +27,8 @@ pub struct Done {
     pub reply: Reply,
     /// The traced processes' pods (namespace, name), for upload keys.
     pub pods: BTreeMap<u32, (String, String)>,
+    /// A stall or hang trace (`rocsync status` lists the newest).
+    pub unasked: bool,
 }
 
 #[derive(Default)]
@@ -43,6 +45,7 @@ impl Writing {
         let name = trace.name();
         let done_name = name.clone();
         let pods = pods_of(&trace.processes);
+        let unasked = trace.origin.unasked();
         let job = self.jobs.spawn_blocking(trimmed(move || {
             let (client, reply) = trace.finish();
             Done {
@@ -50,6 +53,7 @@ impl Writing {
                 client,
                 reply,
                 pods,
+                unasked,
             }
         }));
         self.names.insert(job.id(), (name, false));
@@ -84,6 +88,7 @@ impl Writing {
                 client: Some(client),
                 reply: traces::answer(written),
                 pods,
+                unasked: false,
             }
         }));
         self.names.insert(job.id(), (name, true));

@@ -20,7 +20,7 @@ use tokio::{
     net::TcpStream,
 };
 
-use crate::daemon::{outputs::statedir, recording::traces::MAX_PIDS};
+use crate::daemon::{outputs::statedir, serving::protocol::MAX_PIDS};
 use crate::emit::processes::per_process_name;
 
 const MAX_MESSAGE: usize = 64 << 10;

@@ -5,8 +5,6 @@ pub mod dynolog;
 pub mod exposition;
 pub mod http;
 pub mod protocol;
-pub mod quiet;
 pub mod readers;
 pub mod remote;
 pub mod socket;
-pub mod untrusted;

@@ -20,6 +20,9 @@ use crate::{
     kubernetes::{Pod, PodName},
 };
 
+/// Pids one request may name (a node's ranks are far fewer).
+pub const MAX_PIDS: usize = 1024;
+
 /// Where `rocsync daemon` listens unless told otherwise.
 pub const DEFAULT_SOCKET: &str = "/run/rocsync/rocsync.sock";
 

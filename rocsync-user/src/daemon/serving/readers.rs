@@ -30,7 +30,7 @@ use crate::daemon::{
     serving::http,
     serving::protocol::{Reply, Request},
     serving::socket,
-    serving::untrusted::Peer,
+    untrusted::Peer,
 };
 
 /// Requests being read at once, per listener.

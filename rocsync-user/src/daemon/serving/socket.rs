@@ -15,11 +15,7 @@ use tokio::{
     net::{UnixListener, UnixStream},
 };
 
-use crate::daemon::{
-    recording::traces::{self, MAX_DURATION, MAX_PIDS},
-    serving::protocol::{Reply, Request, TraceRequest},
-    serving::untrusted::stem,
-};
+use crate::daemon::serving::protocol::{Reply, Request};
 
 const MAX_REQUEST: u64 = 16 << 10;
 const READ_TIMEOUT: Duration = Duration::from_secs(5);
@@ -101,7 +97,7 @@ pub async fn read_request(conn: &mut UnixStream) -> Result<Request> {
     parse(&line)
 }
 
-fn parse(line: &str) -> Result<Request> {
+pub fn parse(line: &str) -> Result<Request> {
     let request = serde_json::from_str(line).map_err(|e| {
         if e.is_syntax() || e.is_eof() {
             anyhow::anyhow!("the request is not JSON")
@@ -121,54 +117,6 @@ fn parse(line: &str) -> Result<Request> {
 }
 
 /// A trace request as the daemon runs it, checked.
-pub fn checked(t: TraceRequest) -> Result<traces::TraceSpec> {
-    let TraceRequest {
-        pids,
-        all,
-        flight,
-        cgroup,
-        pod,
-        agents,
-        duration_ms,
-        name,
-        send_files: _,
-    } = t;
-    let selectors = usize::from(!pids.is_empty())
-        + usize::from(all)
-        + usize::from(cgroup.is_some())
-        + usize::from(pod.is_some());
-    if flight && selectors > 0 {
-        bail!("\"flight\" writes every process the recorder holds: no \"pids\" or \"all\"");
-    }
-    if !flight && selectors != 1 {
-        bail!("name processes with \"pids\", \"all\", \"cgroup\" or \"pod\": one of the four");
-    }
-    if let Some(pod) = &pod {
-        pod.check().map_err(anyhow::Error::msg)?;
-    }
-    if pids.len() > MAX_PIDS {
-        bail!("{} pids: a request names at most {MAX_PIDS}", pids.len());
-    }
-    let duration = Duration::from_millis(duration_ms.unwrap_or(1000));
-    if duration.is_zero() || duration > MAX_DURATION {
-        bail!(
-            "\"duration_ms\" must be from 1 to {}",
-            MAX_DURATION.as_millis()
-        );
-    }
-    Ok(traces::TraceSpec {
-        flight,
-        pids,
-        cgroup,
-        pod,
-        agents,
-        duration,
-        name: stem(name.as_deref())?,
-        output: None,
-    })
-}
-
-/// A client waiting for a trace to be written.
 pub struct PendingReply {
     pub conn: UnixStream,
     /// Send the files' descriptors with the answer (`rocsync trace -o`).
@@ -272,13 +220,6 @@ mod tests {
     use super::*;
     use crate::agents::AgentSet;
 
-    fn trace(line: &str) -> Result<traces::TraceSpec> {
-        match parse(line)? {
-            Request::Trace(t) => checked(t),
-            other => bail!("not a trace request: {other:?}"),
-        }
-    }
-
     #[test]
     fn claims_and_status_are_read() {
         let Request::Claim(c) =
@@ -304,41 +245,5 @@ mod tests {
             parse(r#"{"trace":{"all":true,"send_files":true}}"#).unwrap(),
             Request::Trace(t) if t.send_files
         ));
-    }
-
-    #[test]
-    fn requests_are_checked() {
-        let r = trace(r#"{"trace":{"pids":[12,13],"duration_ms":250,"name":"step-9"}}"#).unwrap();
-        assert_eq!(
-            (r.pids, r.duration.as_millis(), r.name.as_str()),
-            (vec![12, 13], 250, "step-9")
-        );
-        assert!(trace(r#"{"trace":{"all":true}}"#).unwrap().pids.is_empty());
-        assert!(trace(r#"{"trace":{"flight":true}}"#).unwrap().flight);
-        assert!(trace(r#"{"trace":{"flight":true,"all":true}}"#).is_err());
-        let r = trace(r#"{"trace":{"cgroup":"pod-7","agents":"0,2"}}"#).unwrap();
-        assert_eq!(
-            (r.cgroup.as_deref(), r.agents.mask()),
-            (Some("pod-7"), 0b101)
-        );
-        assert!(trace(r#"{"trace":{"all":true,"agents":"99"}}"#).is_err());
-        let r = trace(r#"{"trace":{"pod":{"namespace":"ml","name":"trainer-0"}}}"#).unwrap();
-        assert_eq!(r.pod.unwrap().to_string(), "ml/trainer-0");
-        for bad in [
-            "nope",
-            r#"{"other":{}}"#,
-            r#"{"trace":{}}"#,
-            r#"{"trace":{"pids":[1],"all":true}}"#,
-            r#"{"trace":{"pids":[-1]}}"#,
-            r#"{"trace":{"all":true,"duration_ms":0}}"#,
-            r#"{"trace":{"all":true,"name":"../etc/x"}}"#,
-            r#"{"trace":{"pod":{"namespace":"ml","name":"t"},"all":true}}"#,
-            r#"{"trace":{"pod":{"namespace":"ml","name":"t"},"flight":true}}"#,
-            r#"{"trace":{"pod":{"namespace":"../x","name":"t"}}}"#,
-            r#"{"trace":{"pod":{"namespace":"ml","name":"a\nb"}}}"#,
-            r#"{"trace":{"pod":"ml/t"}}"#,
-        ] {
-            assert!(trace(bad).is_err(), "{bad}");
-        }
     }
 }

@@ -13,6 +13,7 @@ use serde::Deserialize;
 use crate::daemon::outputs::retention::Retention;
 use crate::daemon::outputs::upload::StoreSettings;
 use crate::daemon::serving::protocol::DEFAULT_SOCKET;
+pub use crate::daemon::tracking::filters::Filters;
 use crate::daemon::tracking::pods::MetricLabels;
 use crate::kubernetes::HostState;
 use crate::units::{Share, duration_key, parse_budget, parse_duration, parse_learning, parse_size};
@@ -37,22 +38,6 @@ pub const DEFAULT_HANG_BOUND: Duration = Duration::from_secs(120);
 pub const DEFAULT_TRACE_MAX_BYTES: u64 = 512 << 20;
 /// A synchronisation blocked this long is a hang (a stall is found at its return).
 pub const DEFAULT_HANG_AFTER: Duration = Duration::from_secs(1);
-
-/// Which processes are tracked: an empty include list includes every process.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Filters {
-    /// Executables, by file name or full path.
-    pub include_exe: Vec<String>,
-    pub exclude_exe: Vec<String>,
-    /// Cgroup paths (a pod's, a container's): a process whose cgroup path contains one.
-    pub include_cgroup: Vec<String>,
-    pub exclude_cgroup: Vec<String>,
-    /// Users, by name or uid.
-    pub users: Vec<String>,
-    /// Most library files probed for one user's processes (`None`: the default,
-    /// [`crate::daemon::tracking::files::MAX_FILES_PER_USER`]).
-    pub max_files_per_user: Option<usize>,
-}
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -6,17 +6,21 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use crate::daemon::tracking::files::{FileId, Files, MAX_FILES_PER_USER};
+use crate::daemon::tracking::polling::{Polling, is_unusable};
 
 use anyhow::Result;
 use rocsync_common::{Api, Config, Op};
 
 use crate::daemon::{
-    serving::quiet::Quiet, serving::untrusted, settings::config::Filters,
-    tracking::budget::ShedLog, tracking::pods::Pods,
+    quiet::Quiet,
+    tracking::budget::ShedLog,
+    tracking::filters::{Admitting, Filters},
+    tracking::pods::Pods,
+    untrusted,
 };
 use crate::{
     backend::{RUNTIMES, Runtime},
-    probes::{ApiChoice, Probes, elf::SymbolError, ld_so, library::OpenedLibrary, maps},
+    probes::{ApiChoice, Probes, ld_so, library::OpenedLibrary, maps},
     procfs,
 };
 
@@ -30,10 +34,7 @@ pub struct Tracker {
     /// What the ring gets of a tracked process outside traces: nothing, or (flight
     /// recorder) every call.
     pub baseline: u32,
-    filters: Filters,
-    /// The uids `filters.users` names, resolved when the filters are set: a lookup per
-    /// process found would run the host's `getent` each time (the static build).
-    user_ids: Vec<u32>,
+    filters: Admitting,
     pub tracked: BTreeSet<u32>,
     /// (device, inode) of every loader probed.
     probed: HashSet<(u64, u64)>,
@@ -61,8 +62,7 @@ impl Tracker {
         Self {
             probes,
             baseline,
-            user_ids: user_ids(&filters.users),
-            filters,
+            filters: Admitting::new(filters),
             tracked: BTreeSet::new(),
             probed: HashSet::new(),
             visible: HashMap::new(),
@@ -127,7 +127,7 @@ impl Tracker {
         if !maps_runtime {
             return;
         }
-        if !(self.tracked.contains(&pid) || self.admits(pid)) {
+        if !(self.tracked.contains(&pid) || self.filters.admits(pid)) {
             // Its calls are not counted: nor are they early ones.
             let _ = self.probes.pass(pid);
             return;
@@ -201,6 +201,7 @@ impl Tracker {
         };
         let cap = self
             .filters
+            .filters()
             .max_files_per_user
             .unwrap_or(MAX_FILES_PER_USER);
         let shown = || untrusted::shown(&lib.shown.to_string_lossy());
@@ -248,7 +249,9 @@ impl Tracker {
                 let polling = match what {
                     Probed::Runtime(r, carried) => {
                         let (clone, log) = (lib.try_clone(), self.shed_log.clone());
-                        clone.and_then(|l| self.polling_of(l, (r, carried), pid, &log))
+                        clone.and_then(|l| {
+                            Polling::attach(&mut self.probes, l, (r, carried), pid, &log)
+                        })
                     }
                     Probed::Hsa => None,
                 };
@@ -308,31 +311,12 @@ impl Tracker {
         Ok(())
     }
 
-    /// Whether the filters admit `pid`.
-    fn admits(&self, pid: u32) -> bool {
-        let f = &self.filters;
-        let exe = exe(pid);
-        let name = exe.rsplit('/').next().unwrap_or_default().to_string();
-        let matches_exe = |list: &[String]| list.iter().any(|e| *e == exe || *e == name);
-        let cgroup = procfs::cgroup(pid).unwrap_or_default();
-        let in_cgroup = |list: &[String]| list.iter().any(|c| cgroup.contains(c.as_str()));
-        let uid = procfs::uid(pid);
-        (f.include_exe.is_empty() || matches_exe(&f.include_exe))
-            && !matches_exe(&f.exclude_exe)
-            && (f.include_cgroup.is_empty() || in_cgroup(&f.include_cgroup))
-            && !in_cgroup(&f.exclude_cgroup)
-            && (f.users.is_empty() || uid.is_some_and(|u| self.user_ids.contains(&u)))
-    }
-
     /// The filters processes are tracked by from now on.
     pub fn set_filters(&mut self, filters: Filters) {
-        self.user_ids = user_ids(&filters.users);
-        self.filters = filters;
+        self.filters = Admitting::new(filters);
     }
 }
 
-/// Whether attaching failed for the file's content, not for a passing reason (a read
-/// error, descriptors short, a kernel refusal), which the next look tries again.
 /// What a probed file is to the daemon.
 #[derive(Clone, Copy)]
 enum Probed {
@@ -342,31 +326,9 @@ enum Probed {
     Hsa,
 }
 
-pub(crate) fn is_unusable(e: &anyhow::Error) -> bool {
-    matches!(
-        e.downcast_ref::<SymbolError>(),
-        Some(SymbolError::NotElf { .. } | SymbolError::NoneHooked(_))
-    )
-}
-
 /// The executable's path as the process sees it (inside its container).
 pub fn exe(pid: u32) -> String {
     procfs::exe(pid)
         .map(|p| p.display().to_string())
         .unwrap_or_default()
-}
-
-/// The uids user entries name (a uid, or a user's name); a name that no longer resolves
-/// (checked at load) is said and matches nothing.
-fn user_ids(users: &[String]) -> Vec<u32> {
-    users
-        .iter()
-        .filter_map(|u| match crate::users::user_id(u) {
-            Ok(id) => Some(id),
-            Err(e) => {
-                crate::say!("rocsync daemon: warning: users: {e:#}");
-                None
-            }
-        })
-        .collect()
 }

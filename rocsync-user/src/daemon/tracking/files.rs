@@ -134,6 +134,13 @@ impl Files {
     }
 
     /// Each file's processes and its polling probes.
+    /// Whether every file `pid` maps has its polling probes shed (or none to shed).
+    pub fn nothing_to_shed(&mut self, pid: u32) -> bool {
+        !self
+            .polling()
+            .any(|(pids, p)| pids.contains(&pid) && !p.is_shed())
+    }
+
     pub fn polling(&mut self) -> impl Iterator<Item = (&BTreeSet<u32>, &mut Polling)> {
         self.probed
             .values_mut()

@@ -4,5 +4,6 @@
 pub mod budget;
 pub mod discovery;
 pub mod files;
+pub mod filters;
 pub mod pods;
 pub mod polling;

@@ -9,13 +9,12 @@ use rocsync_common::Api;
 use tokio::time::Instant;
 
 use crate::daemon::{
-    serving::untrusted,
     tracking::budget::{FIRST_RETRY, LAST_RETRY, ShedLog},
-    tracking::discovery::{Tracker, is_unusable},
+    untrusted,
 };
 use crate::{
     backend::Runtime,
-    probes::{ApiChoice, LinkGroup, Probes, library::OpenedLibrary},
+    probes::{ApiChoice, LinkGroup, Probes, elf::SymbolError, library::OpenedLibrary},
 };
 
 pub enum PollingState {
@@ -126,11 +125,11 @@ impl Polling {
     }
 }
 
-impl Tracker {
+impl Polling {
     /// `lib`'s polling probes, attached for `pid`; `None` when it has none (or they
     /// could not be attached: said).
-    pub(crate) fn polling_of(
-        &mut self,
+    pub fn attach(
+        probes: &mut Probes,
         lib: OpenedLibrary,
         (runtime, carried): (&'static Runtime, bool),
         pid: u32,
@@ -141,7 +140,7 @@ impl Tracker {
             runtime,
             carried,
         };
-        match target.attach(&mut self.probes, Some(pid)) {
+        match target.attach(probes, Some(pid)) {
             Ok(links) => Some(Polling {
                 target,
                 state: PollingState::Probed(links),
@@ -161,92 +160,113 @@ impl Tracker {
             }
         }
     }
+}
 
-    /// Sheds the polling probes of the files the processes `over` map (said once
-    /// detached); puts back those whose wait is over (measured again at the next
-    /// period), and returns what it says of those.
-    pub fn enforce(&mut self, over: &BTreeSet<u32>, now: Instant) -> Vec<String> {
-        let probes = &mut self.probes;
-        for (pids, p) in self.files.polling() {
-            if !matches!(p.state, PollingState::Probed(_)) || pids.is_disjoint(over) {
-                continue;
-            }
-            let Some(links) = p.shed(now) else {
-                continue;
-            };
-            // Detached in the background (each unregistration waits for the kernel); not
-            // probed, and said so, only once none of them fires.
-            let said = format!(
-                "{} not probed in {} (tried again in {:?})",
-                p.target.names(),
-                p.target.library(),
-                p.backoff
-            );
-            let (log, file) = (p.log.clone(), p.target.file());
-            drop(probes.release_then(links, move || {
-                log.detached(file);
-                crate::say!("rocsync daemon: budget: {said}");
-            }));
+/// Sheds the polling probes of the `probed` files (with the processes that map each)
+/// the processes `over` map (said once detached); puts back those whose wait is over
+/// (measured again at the next period), and returns what it says of those.
+pub fn enforce<'a>(
+    probes: &mut Probes,
+    probed: impl Iterator<Item = (&'a BTreeSet<u32>, &'a mut Polling)>,
+    over: &BTreeSet<u32>,
+    now: Instant,
+) -> Vec<String> {
+    let mut said = Vec::new();
+    for (pids, p) in probed {
+        if !matches!(p.state, PollingState::Probed(_)) || pids.is_disjoint(over) {
+            said.extend(p.restore(probes, pids, |retry_at| retry_at <= now, now));
+            continue;
         }
-        self.restore(|retry_at| retry_at <= now, now)
+        let Some(links) = p.shed(now) else {
+            continue;
+        };
+        // Detached in the background (each unregistration waits for the kernel); not
+        // probed, and said so, only once none of them fires.
+        let line = format!(
+            "{} not probed in {} (tried again in {:?})",
+            p.target.names(),
+            p.target.library(),
+            p.backoff
+        );
+        let (log, file) = (p.log.clone(), p.target.file());
+        drop(probes.release_then(links, move || {
+            log.detached(file);
+            crate::say!("rocsync daemon: budget: {line}");
+        }));
     }
+    said
+}
 
-    /// Puts back the shed polling probes `due` says are due (by their retry time).
-    pub fn restore(&mut self, due: impl Fn(Instant) -> bool, now: Instant) -> Vec<String> {
-        let mut said = Vec::new();
-        let probes = &mut self.probes;
-        for (pids, p) in self.files.polling() {
-            let PollingState::Shed { retry_at } = p.state else {
-                continue;
-            };
-            // Not while its probes are still being detached: both would fire.
-            if !due(retry_at) || p.log.detaching(p.target.file()) {
-                continue;
-            }
-            match p.target.attach(probes, pids.first().copied()) {
-                Ok(links) => {
-                    p.end_spans();
-                    p.state = PollingState::Probed(links);
-                    p.restored = Some(now);
-                    said.push(format!(
-                        "{} probed again in {}",
-                        p.target.names(),
-                        p.target.library()
-                    ));
-                }
-                Err(e) => {
-                    p.state = PollingState::Shed {
-                        retry_at: now + p.backoff,
-                    };
-                    said.push(format!(
-                        "warning: {} not probed again in {}: {e:#}",
-                        p.target.names(),
-                        p.target.library()
-                    ));
-                }
-            }
+/// Puts back the shed polling probes of the `probed` files that `due` says are due (by
+/// their retry time); returns what it says of those.
+pub fn restore<'a>(
+    probes: &mut Probes,
+    probed: impl Iterator<Item = (&'a BTreeSet<u32>, &'a mut Polling)>,
+    due: impl Fn(Instant) -> bool,
+    now: Instant,
+) -> Vec<String> {
+    (probed.filter_map(|(pids, p)| p.restore(probes, pids, &due, now))).collect()
+}
+
+/// Polling APIs shed now, of the `probed` files: how many files each.
+pub fn shed_apis<'a>(
+    probed: impl Iterator<Item = (&'a BTreeSet<u32>, &'a mut Polling)>,
+) -> Vec<(&'static str, usize)> {
+    let mut shed = std::collections::BTreeMap::new();
+    for (_, p) in probed {
+        for api in p.apis() {
+            *shed.entry(api.symbol()).or_default() += usize::from(p.is_shed());
         }
-        said
     }
+    shed.into_iter().collect()
+}
 
-    /// Polling APIs shed now: how many files each.
-    pub fn shed_apis(&mut self) -> Vec<(&'static str, usize)> {
-        let mut shed = std::collections::BTreeMap::new();
-        for (_, p) in self.files.polling() {
-            for api in p.apis() {
-                *shed.entry(api.symbol()).or_default() += usize::from(p.is_shed());
+impl Polling {
+    /// Puts its probes back if shed and `due` (by its retry time); what it says of it.
+    fn restore(
+        &mut self,
+        probes: &mut Probes,
+        pids: &BTreeSet<u32>,
+        due: impl Fn(Instant) -> bool,
+        now: Instant,
+    ) -> Option<String> {
+        let PollingState::Shed { retry_at } = self.state else {
+            return None;
+        };
+        // Not while its probes are still being detached: both would fire.
+        if !due(retry_at) || self.log.detaching(self.target.file()) {
+            return None;
+        }
+        match self.target.attach(probes, pids.first().copied()) {
+            Ok(links) => {
+                self.end_spans();
+                self.state = PollingState::Probed(links);
+                self.restored = Some(now);
+                Some(format!(
+                    "{} probed again in {}",
+                    self.target.names(),
+                    self.target.library()
+                ))
+            }
+            Err(e) => {
+                self.state = PollingState::Shed {
+                    retry_at: now + self.backoff,
+                };
+                Some(format!(
+                    "warning: {} not probed again in {}: {e:#}",
+                    self.target.names(),
+                    self.target.library()
+                ))
             }
         }
-        shed.into_iter().collect()
     }
 }
 
-impl Tracker {
-    /// Whether every file `pid` maps has its polling probes shed (or none to shed).
-    pub fn nothing_to_shed(&mut self, pid: u32) -> bool {
-        !self
-            .files
-            .polling()
-            .any(|(pids, p)| pids.contains(&pid) && !p.is_shed())
-    }
+/// Whether attaching failed for the file's content, not for a passing reason (a read
+/// error, descriptors short, a kernel refusal), which the next look tries again.
+pub fn is_unusable(e: &anyhow::Error) -> bool {
+    matches!(
+        e.downcast_ref::<SymbolError>(),
+        Some(SymbolError::NotElf { .. } | SymbolError::NoneHooked(_))
+    )
 }

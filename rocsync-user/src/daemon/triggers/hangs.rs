@@ -24,12 +24,12 @@ use serde_json::json;
 use tokio::time::Instant;
 
 use crate::clock;
-use crate::daemon::{recording::traces::TraceSpec, state::Daemon, triggers::stalls::stamp};
+use crate::daemon::triggers::{Origin, Start, TraceSpec};
 
 /// A call in flight as the kernel keeps it: (pid, tid, its start).
-type InFlight = (u32, u32, PendingCall);
+pub type InFlight = (u32, u32, PendingCall);
 /// A call blocked past the threshold: (pid, tid, API, its entry).
-type Blocked = (u32, u32, Api, u64);
+pub type Blocked = (u32, u32, Api, u64);
 
 /// The oldest age of each synchronising API's calls in flight (seconds), and the calls
 /// blocked `threshold` or longer (pid, tid, API, entry), among `tracked` processes'.
@@ -196,165 +196,112 @@ impl Hangs {
     }
 }
 
-impl Daemon {
-    /// Looks at the calls in flight: hangs begin and end.
-    pub fn check_in_flight(&mut self) {
-        self.hangs.oldest.clear();
-        if self.config.capture_on_stall.is_none() {
-            return;
-        }
-        let threshold = self.config.hang_after;
-        let Ok(calls) = self.tracker.probes.calls_in_flight() else {
-            return;
-        };
-        let now_ns = clock::monotonic_ns() as u64;
-        // A process gone stays tracked until pruned; its last call is no longer in flight.
-        let tracked = |pid| self.tracker.tracked.contains(&pid) && crate::procfs::exists(pid);
-        let (oldest, blocked) = scan(&calls, tracked, now_ns, threshold);
-        self.hangs.oldest = oldest;
-        self.end_hangs(&calls);
+impl Hangs {
+    /// Looks at the calls in flight (`tracked`: whether a pid is tracked and alive):
+    /// the oldest ages noted; returns the open hangs that ended (pid, its trace, how;
+    /// forgotten here) and the calls blocked past `threshold` that may begin a hang.
+    pub fn look(
+        &mut self,
+        calls: &[InFlight],
+        tracked: impl Fn(u32) -> bool,
+        now_ns: u64,
+        threshold: Duration,
+    ) -> (Vec<(u32, u64, &'static str)>, Vec<Blocked>) {
+        let (oldest, blocked) = scan(calls, tracked, now_ns, threshold);
+        self.oldest = oldest;
+        let ended: Vec<_> = ended(&self.open, calls, crate::procfs::exists)
+            .into_iter()
+            .filter_map(|(pid, how)| Some((pid, self.end(pid)?, how)))
+            .collect();
         // A held hang whose call returned is forgotten; a new call is a new hang.
         let in_flight =
             |pid: u32, entry: u64| calls.iter().any(|&(p, _, c)| p == pid && c.ns == entry);
-        self.hangs
-            .held
-            .retain(|&pid, (entry, _)| in_flight(pid, *entry));
-        self.hangs
-            .ended
-            .retain(|&pid, entry| in_flight(pid, *entry));
-        for (pid, tid, api, entry_ns) in blocked {
-            let open = self.hangs.open.contains_key(&pid);
-            let failed = self.hangs.held.get(&pid) == Some(&(entry_ns, Untraced::NotStarted));
-            let traced = self.hangs.ended.get(&pid) == Some(&entry_ns);
-            if !open && !failed && !traced {
-                self.begin_hang(pid, tid, api, (entry_ns, now_ns));
-            }
-        }
+        self.held.retain(|&pid, (entry, _)| in_flight(pid, *entry));
+        self.ended.retain(|&pid, entry| in_flight(pid, *entry));
+        let fresh = blocked
+            .into_iter()
+            .filter(|&(pid, _, _, entry_ns)| {
+                let open = self.open.contains_key(&pid);
+                let failed = self.held.get(&pid) == Some(&(entry_ns, Untraced::NotStarted));
+                let traced = self.ended.get(&pid) == Some(&entry_ns);
+                !open && !failed && !traced
+            })
+            .collect();
+        (ended, fresh)
     }
 
-    /// Ends the hang traces whose call returned or whose process exited.
-    fn end_hangs(&mut self, calls: &[InFlight]) {
-        let ended = ended(&self.hangs.open, calls, crate::procfs::exists);
-        for (pid, how) in ended {
-            self.end_hang(pid, how);
-        }
+    /// The hang of `pid` ended: its trace's id (none: no hang open).
+    pub fn end(&mut self, pid: u32) -> Option<u64> {
+        let h = self.open.remove(&pid)?;
+        self.ended.insert(pid, h.entry_ns);
+        Some(h.trace)
     }
 
-    /// The hang of `pid` ended (`how`: returned, exited): its trace goes on for the
-    /// window after a stall (after a return), then is written.
-    fn end_hang(&mut self, pid: u32, how: &'static str) {
-        let Some(h) = self.hangs.open.remove(&pid) else {
-            return;
-        };
-        self.hangs.ended.insert(pid, h.entry_ns);
-        let after = match how {
-            "returned" => self.config.stall_window_after,
-            _ => Default::default(),
-        };
-        let until = Instant::now() + after;
-        if let Some((_, t)) = self
-            .sessions
-            .traces
-            .iter_mut()
-            .find(|(_, t)| t.id == h.trace)
-        {
-            t.until = t.until.min(until);
-            if let Some(hang) = &mut t.hang {
-                hang["ended"] = how.into();
-            }
-        }
-        crate::say!("rocsync daemon: hang of pid {pid}: the call {how}");
+    /// A stall's return of `pid`: the open hang's trace, and whether the stall is that
+    /// hang's own call (then it returned).
+    pub fn of_return(&self, pid: u32, tid: u32, entry_ns: u64) -> Option<(u64, bool)> {
+        let h = self.open.get(&pid)?;
+        Some((h.trace, h.tid == tid && h.entry_ns == entry_ns))
     }
 
-    /// A stall's return: whether a hang trace of its process records it now. Its own
-    /// call returning ends the hang. Once `--hang-bound` has passed, the hang's trace is
-    /// written and holds nothing more: the stall is then like any other.
-    pub fn stall_of_hang(&mut self, pid: u32, tid: u32, entry_ns: u64) -> bool {
-        let Some(h) = self.hangs.open.get(&pid) else {
-            return false;
-        };
-        let own = h.tid == tid && h.entry_ns == entry_ns;
-        let trace = h.trace;
-        let recording = self.sessions.traces.iter().any(|(_, t)| t.id == trace);
-        if own {
-            self.end_hang(pid, "returned");
-        }
-        recording
-    }
-
-    /// The users of the hang traces recording now.
-    fn hang_traces_recording(&self) -> Vec<u32> {
-        let recording = |id: u64| self.sessions.traces.iter().any(|(_, t)| t.id == id);
-        self.hangs
-            .open
-            .values()
+    /// Whether the hang `blocked` of user `uid` may begin its trace now (`recording`:
+    /// whether a trace is still recording), else held back, counted and said.
+    pub fn admit(
+        &mut self,
+        blocked: Blocked,
+        uid: u32,
+        interval: Duration,
+        recording: impl Fn(u64) -> bool,
+    ) -> bool {
+        let users: Vec<u32> = (self.open.values())
             .filter(|h| recording(h.trace))
             .map(|h| h.uid)
-            .collect()
+            .collect();
+        let (pid, _, _, entry_ns) = blocked;
+        let admitted = self
+            .admission
+            .admit((pid, uid), Instant::now(), interval, &users);
+        match admitted {
+            Ok(()) => true,
+            Err(why) => {
+                self.hold(pid, entry_ns, why, "");
+                false
+            }
+        }
     }
 
-    fn begin_hang(&mut self, pid: u32, tid: u32, api: Api, (entry_ns, now_ns): (u64, u64)) {
-        let uid = crate::procfs::uid(pid).unwrap_or(u32::MAX);
-        let recording = self.hang_traces_recording();
-        let admitted = self.hangs.admission.admit(
-            (pid, uid),
-            Instant::now(),
-            self.config.stall_interval,
-            &recording,
-        );
-        if let Err(why) = admitted {
-            return self.hangs.hold(pid, entry_ns, why, "");
-        }
-        let unix = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
-        // The id too: names stay unique whatever the limits let through in one second.
-        let id = self.take_id();
-        let name = format!("hang-{}-{pid}-{}-{id}", api.symbol(), stamp(unix));
-        let spec = TraceSpec {
-            flight: false,
-            pids: vec![pid],
-            cgroup: None,
-            pod: None,
-            agents: Default::default(),
-            duration: self.config.hang_bound,
-            name: name.clone(),
-            output: None,
+    /// The hang `blocked` of user `uid` is traced by trace `trace`.
+    pub fn began(&mut self, (pid, tid, _, entry_ns): Blocked, uid: u32, trace: u64) {
+        self.held.remove(&pid);
+        let hang = Hang {
+            trace,
+            tid,
+            entry_ns,
+            uid,
         };
-        let offset = clock::realtime_offset_ns();
-        let hang = json!({
-            "api": api.symbol(), "pid": pid, "tid": tid,
-            "entry_unix_us": (entry_ns as i64 + offset) / 1000,
-            "blocked_ms_when_found": now_ns.saturating_sub(entry_ns) as f64 / 1e6,
-            // Until it is seen to return or its process to exit.
-            "ended": "bound",
-        });
-        let started = self.trace_one(spec, pid, id, |t| t.hang = Some(hang));
-        match started {
-            Ok(()) => {
-                self.hangs.held.remove(&pid);
-                self.hangs.open.insert(
-                    pid,
-                    Hang {
-                        trace: id,
-                        tid,
-                        entry_ns,
-                        uid,
-                    },
-                );
-                self.hangs.traces += 1;
-                crate::say!(
-                    "rocsync daemon: hang: pid {pid}'s {} (thread {tid}) still blocked: tracing it as {name}.json",
-                    api.symbol()
-                );
-            }
-            Err(e) => {
-                let detail = format!(": {e:#}");
-                self.hangs
-                    .hold(pid, entry_ns, Untraced::NotStarted, &detail);
-            }
-        }
+        self.open.insert(pid, hang);
+        self.traces += 1;
     }
+
+    /// The trace of `blocked` could not start: not looked at again.
+    pub fn not_started(&mut self, (pid, _, _, entry_ns): Blocked, e: &anyhow::Error) {
+        self.hold(pid, entry_ns, Untraced::NotStarted, &format!(": {e:#}"));
+    }
+}
+
+/// The trace of the hang `blocked`, found `now_ns`: it records until `bound` at the
+/// latest (its `ended` says "bound" until the call is seen to return or its process to
+/// exit).
+pub fn trace_of((pid, tid, api, entry_ns): Blocked, now_ns: u64, bound: Duration) -> Start {
+    let offset = clock::realtime_offset_ns();
+    let hang = json!({
+        "api": api.symbol(), "pid": pid, "tid": tid,
+        "entry_unix_us": (entry_ns as i64 + offset) / 1000,
+        "blocked_ms_when_found": now_ns.saturating_sub(entry_ns) as f64 / 1e6,
+        "ended": "bound",
+    });
+    let spec = TraceSpec::of(pid, bound, format!("hang-{}-{pid}", api.symbol()));
+    Start::new(spec, Origin::Hang(hang))
 }
 
 #[cfg(test)]

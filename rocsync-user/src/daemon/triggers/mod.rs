@@ -1,6 +1,101 @@
-//! What starts a trace: dyno's requests with a synchronized start and sampled windows
-//! (at a time), stalls (at a slow call's return) and hangs (a call still blocked).
+//! What starts a trace. Each trigger keeps only its own state and says what to record
+//! as a [`Start`]; one place (`handlers/start.rs`) turns a `Start` into a recording.
+//! Asked on the socket (`asked.rs`), dyno's requests with a synchronized start
+//! (`scheduled.rs`), sampled windows (`sampled.rs`), stalls at a slow call's return
+//! (`stalls.rs`), hangs while a call is still blocked (`hangs.rs`).
 
+pub mod asked;
 pub mod hangs;
+pub mod sampled;
 pub mod scheduled;
 pub mod stalls;
+
+use std::{path::PathBuf, time::Duration};
+
+use serde_json::Value;
+
+use crate::{agents::AgentSet, daemon::serving::socket::PendingReply, kubernetes::PodName};
+
+/// Longest trace a request may ask for.
+pub const MAX_DURATION: Duration = Duration::from_secs(3600);
+
+/// A trace to record: which processes, which agents, for how long.
+#[derive(Debug)]
+pub struct TraceSpec {
+    /// Empty: every tracked process (in `cgroup`, when named).
+    pub pids: Vec<u32>,
+    /// Only tracked processes whose cgroup path contains this (a pod, a container).
+    pub cgroup: Option<String>,
+    /// Only tracked processes of this pod.
+    pub pod: Option<PodName>,
+    pub agents: AgentSet,
+    pub duration: Duration,
+    /// The traces' file name stem (letters, digits, `-`, `_`); the trace's file is
+    /// `<name>-<UTC time>-<id>.json`.
+    pub name: String,
+}
+
+impl TraceSpec {
+    /// A trace of one process, on every agent.
+    pub fn of(pid: u32, duration: Duration, name: String) -> Self {
+        Self {
+            pids: vec![pid],
+            cgroup: None,
+            pod: None,
+            agents: AgentSet::default(),
+            duration,
+            name,
+        }
+    }
+}
+
+/// Who started a trace, and what it says of why in its `rocsync` object.
+#[derive(Debug)]
+pub enum Origin {
+    /// `rocsync trace` on the socket.
+    Asked,
+    /// dyno's `gputrace`: written to its log file (`<stem>_<pid>.json`, never replacing
+    /// a file), whose name no other request may take meanwhile.
+    Dyno { log_file: PathBuf },
+    /// A sampled window.
+    Sampled,
+    /// A stall: the slow call, as its return said.
+    Stall(Value),
+    /// A hang: the blocked call, and how it ended.
+    Hang(Value),
+}
+
+impl Origin {
+    /// The daemon's own traces, unasked: they claim no agents, record beside any
+    /// session, begin with what the flight recorder holds, and name their process as
+    /// it is (it may have exited since).
+    pub fn unasked(&self) -> bool {
+        matches!(self, Origin::Stall(_) | Origin::Hang(_))
+    }
+
+    /// Where its traces go instead of the state directory.
+    pub fn output(&self) -> Option<&std::path::Path> {
+        match self {
+            Origin::Dyno { log_file } => Some(log_file),
+            _ => None,
+        }
+    }
+}
+
+/// What a trigger asks to record.
+pub struct Start {
+    pub spec: TraceSpec,
+    pub origin: Origin,
+    /// The client waiting for the files.
+    pub reply: Option<PendingReply>,
+}
+
+impl Start {
+    pub fn new(spec: TraceSpec, origin: Origin) -> Self {
+        Self {
+            spec,
+            origin,
+            reply: None,
+        }
+    }
+}

@@ -1,17 +1,10 @@
-//! Traces the daemon starts at a time: dyno's requests with a synchronized start, the
-//! sampled windows, and the end of every trace whose time came.
-
-use std::time::Duration;
+//! dyno's requests with a synchronized start: each waits, with its pids, until its time
+//! (at most an hour), bounded per peer and in all since any local user may send them.
 
 use anyhow::{Result, bail};
-use aya::maps::{MapData, RingBuf};
 use tokio::time::Instant;
 
-use crate::daemon::{
-    recording::traces::{self, TraceSpec},
-    serving::untrusted::{self, Peer},
-    state::Daemon,
-};
+use crate::daemon::{triggers::Start, untrusted::Peer};
 
 /// dyno requests waiting for their start, per peer and in all: each holds its pids and
 /// a timer for up to an hour, and any local user may send them.
@@ -21,13 +14,13 @@ pub const MAX_WAITING: usize = 64;
 /// A dyno request waiting for its synchronized start.
 pub struct Waiting {
     pub at: Instant,
-    pub spec: TraceSpec,
+    pub start: Start,
     /// Who asked, for the limits.
     pub peer: Peer,
 }
 
 /// Whether `peer` may add a request to those `waiting`.
-fn admit(waiting: &[Waiting], peer: Peer) -> Result<()> {
+pub fn admit(waiting: &[Waiting], peer: Peer) -> Result<()> {
     let of_peer = waiting.iter().filter(|w| w.peer == peer).count();
     if of_peer >= MAX_WAITING_PER_PEER {
         bail!(
@@ -45,104 +38,17 @@ fn admit(waiting: &[Waiting], peer: Peer) -> Result<()> {
     Ok(())
 }
 
-impl Daemon {
-    /// A request for later, from `peer`: answered with the processes it names now,
-    /// started when due.
-    pub fn schedule(&mut self, spec: TraceSpec, ahead: Duration, peer: Peer) -> Result<Vec<u32>> {
-        admit(&self.scheduled, peer)?;
-        let pids = traces::matched(&self.tracker, &spec)?;
-        crate::say!(
-            "rocsync daemon: dyno trace {:?} of pid(s) {} from {peer} starts in {} ms",
-            spec.name,
-            untrusted::pids_shown(&pids),
-            ahead.as_millis()
-        );
-        let at = Instant::now() + ahead;
-        let i = self.scheduled.partition_point(|w| w.at <= at);
-        self.scheduled.insert(i, Waiting { at, spec, peer });
-        Ok(pids)
-    }
-
-    /// When the next scheduled trace starts.
-    pub fn next_scheduled(&self) -> Option<Instant> {
-        self.scheduled.first().map(|w| w.at)
-    }
-
-    /// Starts the scheduled traces whose time came; one that cannot start (its processes
-    /// gone, its agents recorded by another session) is said, not retried.
-    pub fn start_scheduled(&mut self) {
-        let due = self.scheduled.partition_point(|w| w.at <= Instant::now());
-        for w in self.scheduled.drain(..due).collect::<Vec<_>>() {
-            let name = w.spec.name.clone();
-            if let Err(e) = self.start(w.spec) {
-                self.not_started.scheduled += 1;
-                crate::say!("rocsync daemon: scheduled dyno trace {name:?} not started: {e:#}");
-            }
-        }
-    }
-
-    /// Stopping: scheduled traces will not start.
-    pub fn drop_scheduled(&mut self) {
-        for w in self.scheduled.drain(..) {
-            self.not_started.scheduled += 1;
-            crate::say!(
-                "rocsync daemon: scheduled dyno trace {:?} not started: the daemon is stopping",
-                w.spec.name
-            );
-        }
-    }
-
-    /// A sampled window of every tracked process, unless another session holds agents.
-    pub fn sample(&mut self, window: Duration) {
-        // No window is due while nothing runs (the ended are forgotten a little later).
-        if !self.tracker.tracked.iter().any(|&p| traces::alive(p)) {
-            return;
-        }
-        let spec = TraceSpec {
-            flight: false,
-            pids: Vec::new(),
-            cgroup: None,
-            pod: None,
-            agents: Default::default(),
-            duration: window,
-            name: "sample".into(),
-            output: None,
-        };
-        if let Err(e) = self.start(spec) {
-            self.not_started.sampled += 1;
-            crate::say!("rocsync daemon: sampled window skipped: {e:#}");
-        }
-    }
-
-    /// Finishes the traces whose time came: their recording switched off, then what the
-    /// probes wrote before read (theirs), then they are written off the loop.
-    pub fn finish_due(&mut self, ring: &mut RingBuf<MapData>) -> Result<()> {
-        self.sessions.due(&mut self.tracker)?;
-        if self.sessions.has_closing() {
-            self.catch_up(ring);
-        }
-        for trace in self.sessions.take_closing() {
-            self.writing.trace(trace);
-        }
-        Ok(())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::daemon::triggers::{Origin, TraceSpec};
+    use std::time::Duration;
 
     #[test]
     fn requests_waiting_are_bounded_per_peer_and_in_all() {
-        let spec = || TraceSpec {
-            flight: false,
-            pids: vec![1],
-            cgroup: None,
-            pod: None,
-            agents: Default::default(),
-            duration: Duration::from_millis(1),
-            name: "t".into(),
-            output: None,
+        let start = || {
+            let spec = TraceSpec::of(1, Duration::from_millis(1), "t".into());
+            Start::new(spec, Origin::Sampled)
         };
         let at = Instant::now();
         let mut waiting = Vec::new();
@@ -151,7 +57,7 @@ mod tests {
             admit(&waiting, nobody).unwrap();
             waiting.push(Waiting {
                 at,
-                spec: spec(),
+                start: start(),
                 peer: nobody,
             });
         }
@@ -163,7 +69,7 @@ mod tests {
             admit(&waiting, peer).unwrap();
             waiting.push(Waiting {
                 at,
-                spec: spec(),
+                start: start(),
                 peer,
             });
             uid += 1;

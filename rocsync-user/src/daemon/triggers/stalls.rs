@@ -15,7 +15,7 @@
 
 use std::{
     collections::{HashMap, VecDeque},
-    time::{Duration, SystemTime, UNIX_EPOCH},
+    time::Duration,
 };
 
 use rocsync_common::{Api, StallRecord};
@@ -23,10 +23,7 @@ use serde_json::json;
 use tokio::time::Instant;
 
 use crate::clock;
-use crate::daemon::{
-    recording::traces::{Active, TraceSpec},
-    state::Daemon,
-};
+use crate::daemon::triggers::{Origin, Start, TraceSpec};
 
 /// Stall traces listed by `rocsync status`.
 const LISTED: usize = 16;
@@ -111,7 +108,7 @@ impl Stalls {
         Ok(())
     }
 
-    fn skip(&mut self, why: Skipped) {
+    pub fn skip(&mut self, why: Skipped) {
         match why {
             Skipped::Interval => self.skipped_interval += 1,
             Skipped::NodeLimit => self.skipped_node_limit += 1,
@@ -131,119 +128,31 @@ impl Stalls {
     }
 }
 
-/// `YYYYmmddTHHMMSS` (UTC) of a Unix time: sortable, and a valid file name stem.
-pub fn stamp(unix_s: u64) -> String {
-    let (days, s) = (unix_s / 86_400, unix_s % 86_400);
-    // Days to a civil date (Howard Hinnant's algorithm).
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    let (h, mi, se) = (s / 3600, s % 3600 / 60, s % 60);
-    format!("{y:04}{m:02}{d:02}T{h:02}{mi:02}{se:02}")
-}
-
-impl Daemon {
-    /// Starts the trace `spec` of `pid` as it is (it may have exited since), file
-    /// `<name>.json`, beginning with what the flight recorder holds (when on); `describe`
-    /// says in it what it was started for.
-    pub fn trace_one(
-        &mut self,
-        spec: TraceSpec,
-        pid: u32,
-        id: u64,
-        describe: impl FnOnce(&mut Active),
-    ) -> anyhow::Result<()> {
-        let dir = &self.config.state_dir;
-        let mut trace = Active::open_of(&self.tracker, spec, vec![pid], dir, (id, false))?;
-        trace.limit_size(self.config.trace_max_bytes);
-        describe(&mut trace);
-        match &mut self.flight {
-            Some(f) => {
-                let chunks = f.chunks();
-                let history = crate::daemon::recording::flight::records(&chunks);
-                self.sessions.start_from(&mut self.tracker, trace, history)
-            }
-            None => self.sessions.start(&mut self.tracker, trace),
-        }
-    }
-
-    /// A tracked process's synchronisation took longer than the threshold.
-    pub fn on_stall(&mut self, r: StallRecord) {
-        if self.config.capture_on_stall.is_none() || !self.tracker.tracked.contains(&r.pid) {
-            return;
-        }
-        if self.stall_of_hang(r.pid, r.tid, r.entry_ns) {
-            return self.stalls.skip(Skipped::Hang);
-        }
-        let took = Duration::from_nanos(r.exit_ns.saturating_sub(r.entry_ns));
-        let uid = crate::procfs::uid(r.pid).unwrap_or(u32::MAX);
-        let admitted = self.stalls.admit(
-            (r.pid, uid),
-            (Instant::now(), took),
-            self.config.stall_interval,
-        );
-        if let Err(why) = admitted {
-            return self.stalls.skip(why);
-        }
-        let api = Api::from_u32(r.api).map_or("unknown", |a| a.symbol());
-        let unix = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
-        // The id too: two stalls of a process may be traced within a second.
-        let id = self.take_id();
-        let name = format!("stall-{api}-{}-{}-{id}", r.pid, stamp(unix));
-        let spec = TraceSpec {
-            flight: false,
-            pids: vec![r.pid],
-            cgroup: None,
-            pod: None,
-            agents: Default::default(),
-            duration: self.config.stall_window_after,
-            name: name.clone(),
-            output: None,
-        };
-        let offset = clock::realtime_offset_ns();
-        let unix_us = |mono_ns: u64| (mono_ns as i64 + offset) / 1000;
-        let stall = json!({
-            "api": api, "pid": r.pid, "tid": r.tid, "device": r.device,
-            "arg0": format!("{:#x}", r.arg0), "ret": r.ret,
-            "entry_unix_us": unix_us(r.entry_ns), "exit_unix_us": unix_us(r.exit_ns),
-            "duration_ms": took.as_secs_f64() * 1e3,
-            "threshold_ms": self.config.capture_on_stall.map(|t| t.as_secs_f64() * 1e3),
-        });
-        let started = self.trace_one(spec, r.pid, id, |t| t.stall = Some(stall));
-        match started {
-            Ok(()) => {
-                self.stalls.traces += 1;
-                crate::say!(
-                    "rocsync daemon: stall: pid {}'s {api} took {took:.0?}: tracing it as {name}.json",
-                    r.pid
-                );
-            }
-            Err(e) => {
-                self.stalls.skip(Skipped::NotStarted);
-                crate::say!("rocsync daemon: stall of pid {} not traced: {e:#}", r.pid);
-            }
-        }
-    }
+/// The trace of a stall that took `took`, as its return said (`threshold`: the stall
+/// threshold in effect); `window`: how long it records after.
+pub fn trace_of(
+    r: &StallRecord,
+    took: Duration,
+    threshold: Option<Duration>,
+    window: Duration,
+) -> Start {
+    let api = Api::from_u32(r.api).map_or("unknown", |a| a.symbol());
+    let offset = clock::realtime_offset_ns();
+    let unix_us = |mono_ns: u64| (mono_ns as i64 + offset) / 1000;
+    let stall = json!({
+        "api": api, "pid": r.pid, "tid": r.tid, "device": r.device,
+        "arg0": format!("{:#x}", r.arg0), "ret": r.ret,
+        "entry_unix_us": unix_us(r.entry_ns), "exit_unix_us": unix_us(r.exit_ns),
+        "duration_ms": took.as_secs_f64() * 1e3,
+        "threshold_ms": threshold.map(|t| t.as_secs_f64() * 1e3),
+    });
+    let spec = TraceSpec::of(r.pid, window, format!("stall-{api}-{}", r.pid));
+    Start::new(spec, Origin::Stall(stall))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn stamps_are_utc_and_sortable() {
-        assert_eq!(stamp(0), "19700101T000000");
-        assert_eq!(stamp(951_782_400), "20000229T000000");
-        assert_eq!(stamp(1_796_288_645), "20261203T090405");
-    }
 
     #[test]
     fn one_trace_per_interval_per_process_and_per_user_unless_much_longer() {

@@ -23,7 +23,6 @@ use std::{
 
 use anyhow::{Context as _, Result};
 
-use crate::daemon::{outputs::statedir, settings::config::DaemonConfig};
 use object_store::{ObjectStore, buffered::BufWriter};
 use tokio::{
     io::{AsyncReadExt as _, AsyncWriteExt as _},
@@ -149,13 +148,17 @@ impl Uploads {
     }
 }
 
-/// The uploader `config` asks for, if any.
-pub fn start_for(config: &DaemonConfig, totals: &Arc<Totals>) -> Result<Option<Uploads>> {
-    let Some(settings) = &config.upload else {
+/// The uploader `upload` asks for, if any, as node `node_name` (as set: see
+/// [`node_name`]), of the traces in `dirs` (the state directory's).
+pub fn start_for(
+    upload: Option<&StoreSettings>,
+    (node_name, dirs): (Option<&str>, [PathBuf; 2]),
+    totals: &Arc<Totals>,
+) -> Result<Option<Uploads>> {
+    let Some(settings) = upload else {
         return Ok(None);
     };
-    let node = node_name(config.node_name.as_deref());
-    let dirs = statedir::trace_dirs(&config.state_dir);
+    let node = self::node_name(node_name);
     let uploads = Uploads::start(settings.clone(), node, &dirs, totals.clone())?;
     crate::say!(
         "rocsync daemon: traces are uploaded to {} ({} waiting)",

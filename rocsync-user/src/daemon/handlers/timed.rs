@@ -1,0 +1,93 @@
+//! Traces started and ended at a time: dyno's requests with a synchronized start, the
+//! sampled windows (one wake-up for both: the earlier), and the end of every trace
+//! whose time came.
+
+use std::time::Duration;
+
+use anyhow::Result;
+use aya::maps::{MapData, RingBuf};
+use tokio::time::Instant;
+
+use crate::daemon::{
+    handlers::events::Flow,
+    recording::selection,
+    state::Daemon,
+    triggers::{
+        Start,
+        scheduled::{self, Waiting},
+    },
+    untrusted::{self, Peer},
+};
+
+impl Daemon {
+    /// A request for later, from `peer`: answered with the processes it names now,
+    /// started when due.
+    pub fn schedule(&mut self, start: Start, ahead: Duration, peer: Peer) -> Result<Vec<u32>> {
+        scheduled::admit(&self.scheduled, peer)?;
+        let pids = selection::matched(&self.tracker, &start.spec)?;
+        crate::say!(
+            "rocsync daemon: dyno trace {:?} of pid(s) {} from {peer} starts in {} ms",
+            start.spec.name,
+            untrusted::pids_shown(&pids),
+            ahead.as_millis()
+        );
+        let at = Instant::now() + ahead;
+        let i = self.scheduled.partition_point(|w| w.at <= at);
+        self.scheduled.insert(i, Waiting { at, start, peer });
+        Ok(pids)
+    }
+
+    /// When the next timed trace starts: a scheduled one or a sampled window.
+    pub fn next_due(&self) -> Option<Instant> {
+        let scheduled = self.scheduled.first().map(|w| w.at);
+        scheduled.into_iter().chain(self.sampling.next).min()
+    }
+
+    /// Starts the timed traces whose time came. A scheduled one that cannot start (its
+    /// processes gone, its agents recorded by another session) is said, not retried; a
+    /// sampled window is skipped while another session holds agents, and while nothing
+    /// runs (the ended are forgotten a little later).
+    pub fn on_due(&mut self) -> Flow {
+        let due = self.scheduled.partition_point(|w| w.at <= Instant::now());
+        for w in self.scheduled.drain(..due).collect::<Vec<_>>() {
+            let name = w.start.spec.name.clone();
+            if let Err(e) = self.begin(w.start) {
+                self.not_started.scheduled += 1;
+                crate::say!("rocsync daemon: scheduled dyno trace {name:?} not started: {e:#}");
+            }
+        }
+        let window = self.sampling.due(self.config.sampling);
+        let running = || (self.tracker.tracked.iter()).any(|&p| selection::alive(p));
+        if let Some(window) = window.filter(|_| running())
+            && let Err(e) = self.begin(window)
+        {
+            self.not_started.sampled += 1;
+            crate::say!("rocsync daemon: sampled window skipped: {e:#}");
+        }
+        Flow::Go
+    }
+
+    /// Stopping: scheduled traces will not start.
+    pub fn drop_scheduled(&mut self) {
+        for w in self.scheduled.drain(..) {
+            self.not_started.scheduled += 1;
+            crate::say!(
+                "rocsync daemon: scheduled dyno trace {:?} not started: the daemon is stopping",
+                w.start.spec.name
+            );
+        }
+    }
+
+    /// Finishes the traces whose time came: their recording switched off, then what the
+    /// probes wrote before read (theirs), then they are written off the loop.
+    pub fn finish_due(&mut self, ring: &mut RingBuf<MapData>) -> Result<()> {
+        self.sessions.due(&mut self.tracker)?;
+        if self.sessions.has_closing() {
+            self.catch_up(ring);
+        }
+        for trace in self.sessions.take_closing() {
+            self.writing.trace(trace);
+        }
+        Ok(())
+    }
+}

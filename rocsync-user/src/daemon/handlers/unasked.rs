@@ -1,0 +1,133 @@
+//! The daemon's own traces: a stall found at its return, a hang while its call still
+//! blocks. The triggers (`triggers/stalls.rs`, `triggers/hangs.rs`) decide and say what
+//! to record; here their `Start`s begin, and a hang's end shortens its trace.
+
+use std::time::Duration;
+
+use rocsync_common::{Api, StallRecord};
+use tokio::time::Instant;
+
+use crate::{
+    clock,
+    daemon::{
+        state::Daemon,
+        triggers::{Origin, hangs, stalls},
+    },
+};
+
+impl Daemon {
+    /// A tracked process's synchronisation took longer than the threshold.
+    pub fn on_stall(&mut self, r: StallRecord) {
+        if self.config.capture_on_stall.is_none() || !self.tracker.tracked.contains(&r.pid) {
+            return;
+        }
+        if self.stall_of_hang(r.pid, r.tid, r.entry_ns) {
+            return self.stalls.skip(stalls::Skipped::Hang);
+        }
+        let took = Duration::from_nanos(r.exit_ns.saturating_sub(r.entry_ns));
+        let uid = crate::procfs::uid(r.pid).unwrap_or(u32::MAX);
+        let interval = self.config.stall_interval;
+        let admitted = self
+            .stalls
+            .admit((r.pid, uid), (Instant::now(), took), interval);
+        if let Err(why) = admitted {
+            return self.stalls.skip(why);
+        }
+        let (threshold, after) = (self.config.capture_on_stall, self.config.stall_window_after);
+        let start = stalls::trace_of(&r, took, threshold, after);
+        let api = Api::from_u32(r.api).map_or("unknown", |a| a.symbol());
+        match self.begin(start) {
+            Ok(trace) => {
+                let stem = trace.stem.clone();
+                self.stalls.traces += 1;
+                crate::say!(
+                    "rocsync daemon: stall: pid {}'s {api} took {took:.0?}: tracing it as {stem}.json",
+                    r.pid
+                );
+            }
+            Err(e) => {
+                self.stalls.skip(stalls::Skipped::NotStarted);
+                crate::say!("rocsync daemon: stall of pid {} not traced: {e:#}", r.pid);
+            }
+        }
+    }
+
+    /// Looks at the calls in flight: hangs begin and end.
+    pub fn check_in_flight(&mut self) {
+        self.hangs.oldest.clear();
+        if self.config.capture_on_stall.is_none() {
+            return;
+        }
+        let Ok(calls) = self.tracker.probes.calls_in_flight() else {
+            return;
+        };
+        let now_ns = clock::monotonic_ns() as u64;
+        // A process gone stays tracked until pruned; its last call is no longer in flight.
+        let tracker = &self.tracker;
+        let tracked = |pid| tracker.tracked.contains(&pid) && crate::procfs::exists(pid);
+        let (ended, blocked) = self
+            .hangs
+            .look(&calls, tracked, now_ns, self.config.hang_after);
+        for (pid, trace, how) in ended {
+            self.hang_ended(pid, trace, how);
+        }
+        for b in blocked {
+            self.begin_hang(b, now_ns);
+        }
+    }
+
+    /// The hang of `pid`, traced by `trace`, ended (`how`: returned, exited): its trace
+    /// goes on for the window after a stall (after a return), then is written.
+    fn hang_ended(&mut self, pid: u32, trace: u64, how: &'static str) {
+        let after = match how {
+            "returned" => self.config.stall_window_after,
+            _ => Duration::ZERO,
+        };
+        let until = Instant::now() + after;
+        let traces = self.sessions.traces.iter_mut().map(|(_, t)| t);
+        if let Some(t) = traces.into_iter().find(|t| t.id == trace) {
+            t.until = t.until.min(until);
+            if let Origin::Hang(hang) = &mut t.origin {
+                hang["ended"] = how.into();
+            }
+        }
+        crate::say!("rocsync daemon: hang of pid {pid}: the call {how}");
+    }
+
+    /// A stall's return: whether a hang trace of its process records it now. Its own
+    /// call returning ends the hang. Once `--hang-bound` has passed, the hang's trace is
+    /// written and holds nothing more: the stall is then like any other.
+    fn stall_of_hang(&mut self, pid: u32, tid: u32, entry_ns: u64) -> bool {
+        let Some((trace, own)) = self.hangs.of_return(pid, tid, entry_ns) else {
+            return false;
+        };
+        let recording = self.sessions.traces.iter().any(|(_, t)| t.id == trace);
+        if own && self.hangs.end(pid).is_some() {
+            self.hang_ended(pid, trace, "returned");
+        }
+        recording
+    }
+
+    fn begin_hang(&mut self, blocked: hangs::Blocked, now_ns: u64) {
+        let (pid, tid, api, _) = blocked;
+        let uid = crate::procfs::uid(pid).unwrap_or(u32::MAX);
+        let traces = &self.sessions.traces;
+        let recording = |id: u64| traces.iter().any(|(_, t)| t.id == id);
+        let interval = self.config.stall_interval;
+        if !self.hangs.admit(blocked, uid, interval, recording) {
+            return;
+        }
+        let start = hangs::trace_of(blocked, now_ns, self.config.hang_bound);
+        match self.begin(start) {
+            Ok(trace) => {
+                let (id, stem) = (trace.id, trace.stem.clone());
+                self.hangs.began(blocked, uid, id);
+                crate::say!(
+                    "rocsync daemon: hang: pid {pid}'s {} (thread {tid}) still blocked: tracing it as {stem}.json",
+                    api.symbol()
+                );
+            }
+            Err(e) => self.hangs.not_started(blocked, &e),
+        }
+    }
+}

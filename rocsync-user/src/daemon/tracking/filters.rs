@@ -1,0 +1,71 @@
+//! Which processes are tracked: by executable, cgroup and user (`--include-exe`, …).
+
+use crate::procfs;
+
+/// Which processes are tracked: an empty include list includes every process.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Filters {
+    /// Executables, by file name or full path.
+    pub include_exe: Vec<String>,
+    pub exclude_exe: Vec<String>,
+    /// Cgroup paths (a pod's, a container's): a process whose cgroup path contains one.
+    pub include_cgroup: Vec<String>,
+    pub exclude_cgroup: Vec<String>,
+    /// Users, by name or uid.
+    pub users: Vec<String>,
+    /// Most library files probed for one user's processes (`None`: the default,
+    /// [`crate::daemon::tracking::files::MAX_FILES_PER_USER`]).
+    pub max_files_per_user: Option<usize>,
+}
+
+/// The filters in effect, their users resolved to uids when set: a lookup per process
+/// found would run the host's `getent` each time (the static build).
+#[derive(Default)]
+pub struct Admitting {
+    filters: Filters,
+    user_ids: Vec<u32>,
+}
+
+impl Admitting {
+    pub fn new(filters: Filters) -> Self {
+        Self {
+            user_ids: user_ids(&filters.users),
+            filters,
+        }
+    }
+
+    pub fn filters(&self) -> &Filters {
+        &self.filters
+    }
+
+    /// Whether the filters admit `pid`.
+    pub fn admits(&self, pid: u32) -> bool {
+        let f = &self.filters;
+        let exe = procfs::exe(pid).map_or_else(String::new, |p| p.display().to_string());
+        let name = exe.rsplit('/').next().unwrap_or_default().to_string();
+        let matches_exe = |list: &[String]| list.iter().any(|e| *e == exe || *e == name);
+        let cgroup = procfs::cgroup(pid).unwrap_or_default();
+        let in_cgroup = |list: &[String]| list.iter().any(|c| cgroup.contains(c.as_str()));
+        let uid = procfs::uid(pid);
+        (f.include_exe.is_empty() || matches_exe(&f.include_exe))
+            && !matches_exe(&f.exclude_exe)
+            && (f.include_cgroup.is_empty() || in_cgroup(&f.include_cgroup))
+            && !in_cgroup(&f.exclude_cgroup)
+            && (f.users.is_empty() || uid.is_some_and(|u| self.user_ids.contains(&u)))
+    }
+}
+
+/// The uids user entries name (a uid, or a user's name); a name that no longer resolves
+/// (checked at load) is said and matches nothing.
+fn user_ids(users: &[String]) -> Vec<u32> {
+    users
+        .iter()
+        .filter_map(|u| match crate::users::user_id(u) {
+            Ok(id) => Some(id),
+            Err(e) => {
+                crate::say!("rocsync daemon: warning: users: {e:#}");
+                None
+            }
+        })
+        .collect()
+}
