@@ -42,26 +42,6 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         .ok_or_else(|| format!("{s:?}: must be above zero and below 500 million years"))
 }
 
-/// A TOML duration key: `"10s"`, or a bare number of seconds (`10`, `1.5`), as on the
-/// command line; checked later by [`parse_duration`].
-pub fn duration_key<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
-    #[derive(serde::Deserialize)]
-    #[serde(
-        untagged,
-        expecting = "a duration: seconds (10, 1.5) or a string such as \"500ms\""
-    )]
-    enum Key {
-        Text(String),
-        Whole(i64),
-        Fraction(f64),
-    }
-    Ok(Some(match serde::Deserialize::deserialize(d)? {
-        Key::Text(s) => s,
-        Key::Whole(n) => n.to_string(),
-        Key::Fraction(x) => x.to_string(),
-    }))
-}
-
 /// `512M`, `10G`, `100K`, or bytes.
 pub fn parse_size(s: &str) -> Result<u64, String> {
     let (n, shift) = match s.as_bytes().last() {

@@ -14,7 +14,7 @@ mod daemon;
 #[cfg(test)]
 mod documented;
 
-pub use daemon::{DaemonArgs, FilterArgs};
+pub use daemon::DaemonArgs;
 
 #[derive(Debug, Parser)]
 #[command(

@@ -26,5 +26,5 @@ use crate::{cli::DaemonArgs, signals::Signals};
 /// `rocsync daemon`.
 pub async fn daemon(args: DaemonArgs, signals: Signals) -> Result<i32> {
     let check = args.check;
-    crate::daemon::run(args.into(), check, signals).await
+    crate::daemon::run(args.settings, check, signals).await
 }

@@ -2,8 +2,8 @@
 //! effect; what was set up at start is kept and said to wait for a restart.
 
 use crate::daemon::{
-    outputs::statedir, outputs::upload, settings::config::DaemonConfig, state::Daemon,
-    triggers::sampled::Sampling, untrusted,
+    outputs::statedir, outputs::upload, settings::config::DaemonConfig, settings::keys::SETTINGS,
+    state::Daemon, triggers::sampled::Sampling, untrusted,
 };
 
 impl Daemon {
@@ -38,37 +38,12 @@ impl Daemon {
         // What was set up at start stays as it is (listeners, the flight recorder, the
         // socket's group, the learning done): said, never pretended.
         let old = &self.config;
-        let at_start = [
-            ("socket", old.socket != c.socket),
-            ("metrics_addr", old.metrics_addr != c.metrics_addr),
-            ("dynolog_addr", old.dynolog_addr != c.dynolog_addr),
-            ("flight_recorder", old.flight_recorder != c.flight_recorder),
-            ("group", old.group != c.group),
-            ("learn_devices", old.learn_devices != c.learn_devices),
-            ("metric_labels", old.metric_labels != c.metric_labels),
-            (
-                "kubelet_root",
-                old.host_state.kubelet_root != c.host_state.kubelet_root,
-            ),
-            (
-                "runtime_state",
-                old.host_state.runtime_state != c.host_state.runtime_state,
-            ),
-        ];
-        for (key, _) in at_start.iter().filter(|(_, changed)| *changed) {
+        let restart = SETTINGS.iter().filter(|s| s.restart);
+        for s in restart.filter(|s| (s.shown)(old) != (s.shown)(&c)) {
+            let key = s.key;
             crate::say!("rocsync daemon: warning: {key} changed: it takes effect at restart");
         }
-        self.config = DaemonConfig {
-            socket: old.socket.clone(),
-            metrics_addr: old.metrics_addr,
-            dynolog_addr: old.dynolog_addr,
-            flight_recorder: old.flight_recorder,
-            group: old.group,
-            learn_devices: old.learn_devices,
-            metric_labels: old.metric_labels,
-            host_state: old.host_state.clone(),
-            ..c
-        };
+        self.config = c.keeping_start(old);
         crate::say!("rocsync daemon: configuration reloaded");
     }
 

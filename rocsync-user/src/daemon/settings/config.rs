@@ -8,7 +8,6 @@ use std::{
 };
 
 use anyhow::{Context as _, Result, bail};
-use serde::Deserialize;
 
 use crate::daemon::outputs::retention::Retention;
 use crate::daemon::outputs::upload::StoreSettings;
@@ -16,7 +15,7 @@ use crate::daemon::serving::protocol::DEFAULT_SOCKET;
 pub use crate::daemon::tracking::filters::Filters;
 use crate::daemon::tracking::pods::MetricLabels;
 use crate::kubernetes::HostState;
-use crate::units::{Share, duration_key, parse_budget, parse_duration, parse_learning, parse_size};
+use crate::units::{Share, parse_budget, parse_duration, parse_learning, parse_size};
 use crate::users;
 
 pub const DEFAULT_STATE_DIR: &str = "/var/lib/rocsync";
@@ -39,95 +38,7 @@ pub const DEFAULT_TRACE_MAX_BYTES: u64 = 512 << 20;
 /// A synchronisation blocked this long is a hang (a stall is found at its return).
 pub const DEFAULT_HANG_AFTER: Duration = Duration::from_secs(1);
 
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct File {
-    budget: Option<String>,
-    #[serde(default, deserialize_with = "duration_key")]
-    capture_on_stall: Option<String>,
-    #[serde(default, deserialize_with = "duration_key")]
-    stall_window_after: Option<String>,
-    #[serde(default, deserialize_with = "duration_key")]
-    stall_interval: Option<String>,
-    #[serde(default, deserialize_with = "duration_key")]
-    hang_bound: Option<String>,
-    #[serde(default, deserialize_with = "duration_key")]
-    hang_after: Option<String>,
-    trace_max_bytes: Option<String>,
-    kubelet_root: Option<PathBuf>,
-    runtime_state: Option<PathBuf>,
-    upload: Option<String>,
-    upload_endpoint: Option<String>,
-    upload_region: Option<String>,
-    node_name: Option<String>,
-    dynolog_addr: Option<String>,
-    #[serde(default, deserialize_with = "duration_key")]
-    learn_devices: Option<String>,
-    #[serde(default, deserialize_with = "duration_key")]
-    flight_recorder: Option<String>,
-    #[serde(default, deserialize_with = "duration_key")]
-    sample_window: Option<String>,
-    #[serde(default, deserialize_with = "duration_key")]
-    sample_every: Option<String>,
-    retention_max_bytes: Option<String>,
-    #[serde(default, deserialize_with = "duration_key")]
-    retention_max_age: Option<String>,
-    socket: Option<PathBuf>,
-    group: Option<String>,
-    state_dir: Option<PathBuf>,
-    metrics_addr: Option<String>,
-    #[serde(default)]
-    include_exe: Vec<String>,
-    #[serde(default)]
-    exclude_exe: Vec<String>,
-    #[serde(default)]
-    include_cgroup: Vec<String>,
-    #[serde(default)]
-    exclude_cgroup: Vec<String>,
-    #[serde(default)]
-    user: Vec<String>,
-    /// The key before it was named as its flag (`--user`): read, with a warning.
-    #[serde(default)]
-    users: Vec<String>,
-    max_files_per_user: Option<usize>,
-    #[serde(default)]
-    metric_labels: Vec<String>,
-}
-
-/// The settings given on the command line (each `None`/empty where not given): the
-/// configuration file's name, and the values that win over the file's.
-#[derive(Clone, Debug, Default)]
-pub struct ConfigFlags {
-    pub config: Option<PathBuf>,
-    pub socket: Option<PathBuf>,
-    pub group: Option<String>,
-    pub state_dir: Option<PathBuf>,
-    pub metrics_addr: Option<String>,
-    pub filters: Filters,
-    pub dynolog_addr: Option<String>,
-    pub flight_recorder: Option<String>,
-    pub sample_window: Option<String>,
-    pub sample_every: Option<String>,
-    pub retention_max_bytes: Option<String>,
-    pub retention_max_age: Option<String>,
-    pub learn_devices: Option<String>,
-    pub budget: Option<String>,
-    pub capture_on_stall: Option<String>,
-    pub stall_window_after: Option<String>,
-    pub stall_interval: Option<String>,
-    pub hang_bound: Option<String>,
-    pub hang_after: Option<String>,
-    pub trace_max_bytes: Option<String>,
-    pub kubelet_root: Option<PathBuf>,
-    pub runtime_state: Option<PathBuf>,
-    pub upload: Option<String>,
-    pub upload_endpoint: Option<String>,
-    pub upload_region: Option<String>,
-    pub node_name: Option<String>,
-    /// Empty: not given.
-    pub metric_labels: Vec<String>,
-    pub lock: Option<PathBuf>,
-}
+pub use super::keys::ConfigFlags;
 
 /// The settings in effect.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -176,68 +87,41 @@ pub struct DaemonConfig {
 
 impl DaemonConfig {
     /// The file's settings under the flags'.
-    pub fn load(args: &ConfigFlags) -> Result<Self> {
-        let mut file = match &args.config {
-            Some(path) => parse_file(path)?,
-            None => File::default(),
+    pub fn load(flags: &ConfigFlags) -> Result<Self> {
+        let args = &match &flags.config {
+            Some(path) => flags.over(parse_file(path)?),
+            None => flags.clone(),
         };
-        if !file.users.is_empty() {
-            if !file.user.is_empty() {
-                bail!("users: the key is now `user` (as the flag --user): give it once, as user");
-            }
-            crate::say!(
-                "rocsync: warning: the configuration key `users` is deprecated: name it `user`, as the flag --user"
-            );
-            file.user = std::mem::take(&mut file.users);
-        }
         let addr = args
             .metrics_addr
             .clone()
-            .or(file.metrics_addr)
             .unwrap_or_else(|| DEFAULT_METRICS_ADDR.into());
         let metrics_addr = addr
             .parse()
             .with_context(|| format!("--metrics-addr {addr:?}: expected ADDRESS:PORT"))?;
-        let mut filters = Filters {
-            include_exe: file.include_exe,
-            exclude_exe: file.exclude_exe,
-            include_cgroup: file.include_cgroup,
-            exclude_cgroup: file.exclude_cgroup,
-            users: file.user,
-            max_files_per_user: file.max_files_per_user,
+        let filters = Filters {
+            include_exe: args.include_exe.clone(),
+            exclude_exe: args.exclude_exe.clone(),
+            include_cgroup: args.include_cgroup.clone(),
+            exclude_cgroup: args.exclude_cgroup.clone(),
+            users: args.user.clone(),
+            max_files_per_user: args.max_files_per_user,
         };
-        let flags = &args.filters;
-        for (from, into) in [
-            (&flags.include_exe, &mut filters.include_exe),
-            (&flags.exclude_exe, &mut filters.exclude_exe),
-            (&flags.include_cgroup, &mut filters.include_cgroup),
-            (&flags.exclude_cgroup, &mut filters.exclude_cgroup),
-            (&flags.users, &mut filters.users),
-        ] {
-            if !from.is_empty() {
-                *into = from.clone();
-            }
-        }
-        let pick = |flag: &Option<String>, key: Option<String>| flag.clone().or(key);
         let duration = |name: &str, v: Option<String>| -> Result<Option<Duration>> {
             v.map(|v| parse_duration(&v).map_err(|e| anyhow::anyhow!("{name}: {e}")))
                 .transpose()
         };
-        let window = duration(
-            "sample_window",
-            pick(&args.sample_window, file.sample_window),
-        )?;
-        let every = duration("sample_every", pick(&args.sample_every, file.sample_every))?;
-        let dynolog_addr = pick(&args.dynolog_addr, file.dynolog_addr)
+        let window = duration("sample_window", args.sample_window.clone())?;
+        let every = duration("sample_every", args.sample_every.clone())?;
+        let dynolog_addr = args
+            .dynolog_addr
+            .clone()
             .map(|a| {
                 a.parse()
                     .with_context(|| format!("--dynolog-addr {a:?}: expected ADDRESS:PORT"))
             })
             .transpose()?;
-        let flight_recorder = duration(
-            "flight_recorder",
-            pick(&args.flight_recorder, file.flight_recorder),
-        )?;
+        let flight_recorder = duration("flight_recorder", args.flight_recorder.clone())?;
         let sampling = match (window, every) {
             (Some(w), Some(e)) if w < e => Some((w, e)),
             (Some(_), Some(_)) => bail!("sample_window must be shorter than sample_every"),
@@ -245,42 +129,36 @@ impl DaemonConfig {
             _ => bail!("sampling needs both sample_window and sample_every"),
         };
         let retention = Retention {
-            max_bytes: pick(&args.retention_max_bytes, file.retention_max_bytes)
+            max_bytes: args
+                .retention_max_bytes
+                .clone()
                 .map(|v| parse_size(&v).map_err(|e| anyhow::anyhow!("retention_max_bytes: {e}")))
                 .transpose()?,
-            max_age: duration(
-                "retention_max_age",
-                pick(&args.retention_max_age, file.retention_max_age),
-            )?,
+            max_age: duration("retention_max_age", args.retention_max_age.clone())?,
         };
-        let learn_devices = pick(&args.learn_devices, file.learn_devices)
+        let learn_devices = args
+            .learn_devices
+            .clone()
             .map(|v| parse_learning(&v).map_err(|e| anyhow::anyhow!("learn_devices: {e}")))
             .transpose()?
             .unwrap_or(crate::probes::LEARN_DEVICES);
-        let budget = match pick(&args.budget, file.budget) {
+        let budget = match args.budget.clone() {
             Some(v) => parse_budget(&v).map_err(|e| anyhow::anyhow!("budget: {e}"))?,
             None => Some(DEFAULT_BUDGET),
         };
-        let capture_on_stall = duration(
-            "capture_on_stall",
-            pick(&args.capture_on_stall, file.capture_on_stall),
-        )?;
-        let stall_window_after = duration(
-            "stall_window_after",
-            pick(&args.stall_window_after, file.stall_window_after),
-        )?
-        .unwrap_or(DEFAULT_STALL_WINDOW_AFTER);
-        let stall_interval = duration(
-            "stall_interval",
-            pick(&args.stall_interval, file.stall_interval),
-        )?
-        .unwrap_or(DEFAULT_STALL_INTERVAL);
-        let hang_bound = duration("hang_bound", pick(&args.hang_bound, file.hang_bound))?
-            .unwrap_or(DEFAULT_HANG_BOUND);
-        let hang_after = duration("hang_after", pick(&args.hang_after, file.hang_after))?
+        let capture_on_stall = duration("capture_on_stall", args.capture_on_stall.clone())?;
+        let stall_window_after = duration("stall_window_after", args.stall_window_after.clone())?
+            .unwrap_or(DEFAULT_STALL_WINDOW_AFTER);
+        let stall_interval = duration("stall_interval", args.stall_interval.clone())?
+            .unwrap_or(DEFAULT_STALL_INTERVAL);
+        let hang_bound =
+            duration("hang_bound", args.hang_bound.clone())?.unwrap_or(DEFAULT_HANG_BOUND);
+        let hang_after = duration("hang_after", args.hang_after.clone())?
             .unwrap_or(DEFAULT_HANG_AFTER)
             .max(capture_on_stall.unwrap_or_default());
-        let trace_max_bytes = pick(&args.trace_max_bytes, file.trace_max_bytes)
+        let trace_max_bytes = args
+            .trace_max_bytes
+            .clone()
             .map(|v| parse_size(&v).map_err(|e| anyhow::anyhow!("trace_max_bytes: {e}")))
             .transpose()?
             .unwrap_or(DEFAULT_TRACE_MAX_BYTES);
@@ -291,16 +169,14 @@ impl DaemonConfig {
         }
         let defaults = HostState::default();
         let host_state = HostState {
-            kubelet_root: (args.kubelet_root.clone().or(file.kubelet_root))
-                .unwrap_or(defaults.kubelet_root),
-            runtime_state: (args.runtime_state.clone().or(file.runtime_state))
-                .unwrap_or(defaults.runtime_state),
+            kubelet_root: args.kubelet_root.clone().unwrap_or(defaults.kubelet_root),
+            runtime_state: args.runtime_state.clone().unwrap_or(defaults.runtime_state),
         };
-        let upload = match pick(&args.upload, file.upload) {
+        let upload = match args.upload.clone() {
             Some(url) => Some(StoreSettings {
                 destination: url.parse().context("upload")?,
-                endpoint: pick(&args.upload_endpoint, file.upload_endpoint),
-                region: pick(&args.upload_region, file.upload_region),
+                endpoint: args.upload_endpoint.clone(),
+                region: args.upload_region.clone(),
             }),
             None => None,
         };
@@ -313,12 +189,8 @@ impl DaemonConfig {
         for u in &filters.users {
             users::user_id(u).context("user")?;
         }
-        let labels = match args.metric_labels.is_empty() {
-            true => &file.metric_labels,
-            false => &args.metric_labels,
-        };
-        let metric_labels = MetricLabels::parse(labels)?;
-        let group = match args.group.clone().or(file.group) {
+        let metric_labels = MetricLabels::parse(&args.metric_labels)?;
+        let group = match args.group.clone() {
             Some(g) => Some(users::group_id(&g)?),
             None => None,
         };
@@ -334,21 +206,16 @@ impl DaemonConfig {
             host_state,
             hang_after,
             upload,
-            node_name: pick(&args.node_name, file.node_name),
+            node_name: args.node_name.clone(),
             metric_labels,
             flight_recorder,
             sampling,
             retention,
-            socket: args
-                .socket
-                .clone()
-                .or(file.socket)
-                .unwrap_or_else(|| DEFAULT_SOCKET.into()),
+            socket: args.socket.clone().unwrap_or_else(|| DEFAULT_SOCKET.into()),
             group,
             state_dir: args
                 .state_dir
                 .clone()
-                .or(file.state_dir)
                 .unwrap_or_else(|| DEFAULT_STATE_DIR.into()),
             metrics_addr,
             filters,
@@ -357,7 +224,27 @@ impl DaemonConfig {
     }
 }
 
-fn parse_file(path: &Path) -> Result<File> {
+impl DaemonConfig {
+    /// These settings, but those set up at start as they were in `old` (the listeners,
+    /// the flight recorder, the socket's group, the learning done, the pods' state and
+    /// labels): a reload says they wait for a restart (each setting `restart`).
+    pub fn keeping_start(self, old: &Self) -> Self {
+        Self {
+            socket: old.socket.clone(),
+            metrics_addr: old.metrics_addr,
+            dynolog_addr: old.dynolog_addr,
+            flight_recorder: old.flight_recorder,
+            group: old.group,
+            learn_devices: old.learn_devices,
+            metric_labels: old.metric_labels,
+            host_state: old.host_state.clone(),
+            ..self
+        }
+    }
+}
+
+/// The configuration file's keys; the old `users` is read as `user`, with a warning.
+fn parse_file(path: &Path) -> Result<ConfigFlags> {
     let meta = std::fs::metadata(path)
         .with_context(|| format!("cannot read the configuration {}", path.display()))?;
     if !meta.is_file() || meta.len() > 1 << 20 {
@@ -368,7 +255,21 @@ fn parse_file(path: &Path) -> Result<File> {
     }
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read the configuration {}", path.display()))?;
-    toml::from_str(&text).with_context(|| format!("{}: not a valid configuration", path.display()))
+    parse(&text).with_context(|| format!("{}: not a valid configuration", path.display()))
+}
+
+fn parse(text: &str) -> Result<ConfigFlags> {
+    let mut table: toml::Table = toml::from_str(text)?;
+    if let Some(users) = table.remove("users") {
+        if table.contains_key("user") {
+            bail!("users: the key is now `user` (as the flag --user): give it once, as user");
+        }
+        crate::say!(
+            "rocsync: warning: the configuration key `users` is deprecated: name it `user`, as the flag --user"
+        );
+        table.insert("user".into(), users);
+    }
+    ConfigFlags::from_toml(table)
 }
 
 #[cfg(test)]

@@ -32,6 +32,14 @@ pub struct MetricLabels {
 }
 
 impl MetricLabels {
+    /// The labels on, as the settings name them.
+    pub fn names(&self) -> Vec<String> {
+        let on = [("namespace", self.namespace), ("pod", self.pod)];
+        (on.into_iter().filter(|(_, on)| *on))
+            .map(|(n, _)| n.to_string())
+            .collect()
+    }
+
     /// From `namespace`, `pod` (each once at most; a flag's value may be `a,b`).
     pub fn parse(list: &[String]) -> Result<Self> {
         let mut labels = Self::default();

@@ -4,18 +4,88 @@ use super::*;
 
 #[test]
 fn every_key_and_a_clear_error_for_a_wrong_one() {
-    let f: File = toml::from_str(
+    let f = parse(
         "metrics_addr = \"0.0.0.0:9000\"\nstate_dir = \"/srv/r\"\ninclude_exe = [\"python3\"]\nuser = [\"1000\"]\n",
     )
     .unwrap();
     assert_eq!(f.metrics_addr.as_deref(), Some("0.0.0.0:9000"));
+    assert_eq!(f.state_dir, Some("/srv/r".into()));
     assert_eq!(f.include_exe, vec!["python3"]);
-    let f: File = toml::from_str("max_files_per_user = 3\n").unwrap();
-    assert_eq!(f.max_files_per_user, Some(3));
-    let f: File = toml::from_str("metric_labels = [\"namespace\", \"pod\"]\n").unwrap();
+    assert_eq!(
+        parse("max_files_per_user = 3\n")
+            .unwrap()
+            .max_files_per_user,
+        Some(3)
+    );
+    let f = parse("metric_labels = [\"namespace\", \"pod\"]\n").unwrap();
     assert_eq!(f.metric_labels, ["namespace", "pod"]);
-    let e = toml::from_str::<File>("metric_addr = \"x\"").unwrap_err();
-    assert!(e.to_string().contains("unknown field"), "{e}");
+    // Durations are strings or seconds; the others only what they are.
+    assert_eq!(
+        parse("stall_interval = 90\n")
+            .unwrap()
+            .stall_interval
+            .as_deref(),
+        Some("90")
+    );
+    let e = parse("metric_addr = \"x\"").unwrap_err().to_string();
+    assert!(e.contains("unknown field `metric_addr`"), "{e}");
+    for (bad, says) in [
+        ("socket = 5", "expected a string for key `socket`"),
+        (
+            "include_exe = \"python3\"",
+            "expected a list of strings for key `include_exe`",
+        ),
+        ("max_files_per_user = -1", "expected a whole number"),
+        ("hang_bound = true", "expected a duration"),
+    ] {
+        let e = parse(bad).unwrap_err().to_string();
+        assert!(e.contains(says), "{bad}: {e}");
+    }
+}
+
+/// A flag wins over its key alone; lists too (given whole, never merged).
+#[test]
+fn flags_win_over_the_files_keys_one_by_one() {
+    let file = parse("socket = \"/f.sock\"\ngroup = \"wheel\"\ninclude_exe = [\"a\"]\n").unwrap();
+    let flags = ConfigFlags {
+        socket: Some("/flag.sock".into()),
+        include_exe: vec!["b".into()],
+        ..ConfigFlags::default()
+    };
+    let given = flags.over(file);
+    assert_eq!(given.socket, Some("/flag.sock".into()));
+    assert_eq!(given.group.as_deref(), Some("wheel"));
+    assert_eq!(given.include_exe, ["b"]);
+}
+
+/// What a reload keeps from the start is what the settings say waits for a restart.
+#[test]
+fn a_reload_keeps_exactly_the_settings_that_wait_for_a_restart() {
+    let old = DaemonConfig::load(&ConfigFlags::default()).unwrap();
+    let new = DaemonConfig::load(&ConfigFlags {
+        socket: Some("/other.sock".into()),
+        group: Some("0".into()),
+        state_dir: Some("/other".into()),
+        metrics_addr: Some("127.0.0.1:1".into()),
+        dynolog_addr: Some("127.0.0.1:2".into()),
+        flight_recorder: Some("3s".into()),
+        learn_devices: Some("off".into()),
+        budget: Some("5%".into()),
+        kubelet_root: Some("/k".into()),
+        runtime_state: Some("/r".into()),
+        metric_labels: vec!["pod".into()],
+        include_exe: vec!["x".into()],
+        ..ConfigFlags::default()
+    })
+    .unwrap();
+    let kept = new.clone().keeping_start(&old);
+    for s in crate::daemon::settings::keys::SETTINGS {
+        let (was, asked, is) = ((s.shown)(&old), (s.shown)(&new), (s.shown)(&kept));
+        match s.restart {
+            true => assert_eq!(is, was, "{} waits for a restart", s.key),
+            false => assert_eq!(is, asked, "{} is reloaded", s.key),
+        }
+    }
 }
 
 #[test]

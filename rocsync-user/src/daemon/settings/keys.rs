@@ -1,0 +1,95 @@
+//! Every daemon setting, defined once: its flag and TOML key, its help, whether a reload
+//! keeps it until a restart, and how `--check` shows it (see `defined.rs`). What each
+//! becomes is `config.rs`'s one conversion.
+
+use super::{
+    check::{duration, list, off, or},
+    defined::settings,
+};
+use crate::daemon::{outputs::upload::redacted, tracking::files::MAX_FILES_PER_USER};
+
+settings! {
+    /// The socket `rocsync trace` asks [default: /run/rocsync/rocsync.sock]
+    socket: path "PATH" restart => |c| c.socket.display().to_string();
+    /// Members of this group (name or id) may ask for traces, besides root
+    group: text "GROUP" restart => |c| c.group.map_or("none (root only)".into(), |g| format!("gid {g}"));
+    /// Where the daemon keeps its state and the traces it writes [default: /var/lib/rocsync]
+    state_dir: path "DIR" => |c| c.state_dir.display().to_string();
+    /// Serve /metrics and /healthz here [default: 127.0.0.1:9464]
+    metrics_addr: text "ADDR:PORT" restart => |c| c.metrics_addr.to_string();
+    /// Also answer dynolog's `dyno gputrace` here (e.g. 127.0.0.1:1778; it has no
+    /// authentication: keep it on localhost); its log files must lie in the state directory
+    dynolog_addr: text "ADDR:PORT" restart => |c| c.dynolog_addr.map_or_else(off, |a| a.to_string());
+    /// Keep every tracked process's calls of the last DURATION (e.g. 10s) in memory, for
+    /// `rocsync trace --flight` (costs a capture's per-call price all the time)
+    flight_recorder: duration "DURATION" restart => |c| c.flight_recorder.map_or_else(off, duration);
+    /// Record every tracked process for this long (e.g. 2s) every --sample-every
+    sample_window: duration "DURATION" => |c| c.sampling.map_or_else(off, |(w, _)| duration(w));
+    /// How often a sampled window starts (e.g. 5m; the first at a random point of it)
+    sample_every: duration "DURATION" => |c| c.sampling.map_or_else(off, |(_, e)| duration(e));
+    /// Keep the state directory's traces under this total (e.g. 10G), oldest removed first
+    retention_max_bytes: size "SIZE" => |c| c.retention.max_bytes.map_or("none".into(), |b| b.to_string());
+    /// Remove traces older than this (e.g. 7d)
+    retention_max_age: duration "DURATION" => |c| c.retention.max_age.map_or("none".into(), duration);
+    /// Learn the devices of processes running at start from *GetDevice for this long
+    /// [default: 100ms]; each call traps meanwhile. 0 or off: never
+    learn_devices: duration "DURATION" restart => |c| match c.learn_devices.is_zero() {
+        true => off(),
+        false => duration(c.learn_devices),
+    };
+    /// Most share of a tracked process's CPU time its probes may cost (e.g. 1%, 0.5%)
+    /// [default: 1%]: above it, polling calls (*EventQuery) stop being probed until the
+    /// rate falls; off: no budget
+    budget: percent "PERCENT" => |c| c.budget.map_or_else(off, |b| b.to_string());
+    /// Trace a process on its own when one of its synchronisations takes longer than
+    /// DURATION (e.g. 50ms): the flight recorder's span before (when on) and
+    /// --stall-window-after after, as stall-<api>-<pid>-<time>.json
+    capture_on_stall: duration "DURATION" => |c| c.capture_on_stall.map_or_else(off, duration);
+    /// How long a stall trace goes on after the stall [default: 2s]
+    stall_window_after: duration "DURATION" => |c| duration(c.stall_window_after);
+    /// At most one stall trace per process, and per node, this often [default: 60s]
+    stall_interval: duration "DURATION" => |c| duration(c.stall_interval);
+    /// A synchronisation still blocked this long is a hang [default: 1s, at least
+    /// --capture-on-stall]
+    hang_after: duration "DURATION" => |c| duration(c.hang_after);
+    /// A synchronisation still blocked after --hang-after is a hang: its process is
+    /// traced until the call returns, the process exits, or this long [default: 2m]
+    hang_bound: duration "DURATION" => |c| duration(c.hang_bound);
+    /// A trace that reaches SIZE on disk (any of its files; bytes, or with K, M or G)
+    /// ends there, marked truncated: one process cannot fill the disk [default: 512M]
+    trace_max_bytes: size "SIZE" => |c| c.trace_max_bytes.to_string();
+    /// Where the node's kubelet keeps its state (its --root-dir): the pods' namespaces
+    /// it projects [default: /var/lib/kubelet]
+    kubelet_root: path "DIR" restart => |c| c.host_state.kubelet_root.display().to_string();
+    /// Where the container runtimes keep their state (containerd's and CRI-O's bundles
+    /// name each container's pod) [default: /run]
+    runtime_state: path "DIR" restart => |c| c.host_state.runtime_state.display().to_string();
+    /// Upload every trace written to s3://BUCKET[/PREFIX] (credentials from AWS_* or
+    /// ~/.aws/credentials); traces wait on disk while the store is down
+    upload: text "S3_URL" => |c| c.upload.as_ref().map_or_else(off, |u| u.destination.to_string());
+    /// An S3-compatible server's URL for --upload (path-style requests) [default: AWS, or
+    /// AWS_ENDPOINT_URL]
+    upload_endpoint: text "URL" => |c| or(c.upload.as_ref().and_then(|u| u.endpoint.as_deref()).map(redacted), "default");
+    /// The bucket's region for --upload [default: AWS_REGION / AWS_DEFAULT_REGION, else
+    /// us-east-1]
+    upload_region: text "REGION" => |c| or(c.upload.as_ref().and_then(|u| u.region.clone()), "default");
+    /// This node's name in upload keys [default: NODE_NAME, else the host name]
+    node_name: text "NAME" => |c| or(c.node_name.clone(), "default");
+    /// Label the per-API series with the Kubernetes namespace and/or pod of the processes
+    /// counted (e.g. namespace,pod; empty values outside Kubernetes). Off by default: the
+    /// series then grow with the pods on the node
+    metric_labels: labels "LABELS" restart => |c| list(&c.metric_labels.names(), "none");
+    /// Only these executables (file name or full path; may repeat)
+    include_exe: list "EXE" => |c| list(&c.filters.include_exe, "any");
+    /// Never these executables
+    exclude_exe: list "EXE" => |c| list(&c.filters.exclude_exe, "none");
+    /// Only processes whose cgroup path contains this (a pod, a container)
+    include_cgroup: list "PATH" => |c| list(&c.filters.include_cgroup, "any");
+    /// Never processes whose cgroup path contains this
+    exclude_cgroup: list "PATH" => |c| list(&c.filters.exclude_cgroup, "none");
+    /// Only processes of these users (name or uid)
+    user: list "USER" => |c| list(&c.filters.users, "any");
+    /// Most runtime library files probed for one user's processes [default: 16]: a user
+    /// cannot make the daemon probe files without end
+    max_files_per_user: count "N" => |c| c.filters.max_files_per_user.unwrap_or(MAX_FILES_PER_USER).to_string();
+}
