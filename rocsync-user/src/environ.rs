@@ -55,16 +55,20 @@ pub fn number_agents(config: &mut rocsync_common::Config, visible: &[u32]) {
 /// (or has exited and not been reaped: a zombie's environment reads empty, which would
 /// say nothing of who it was).
 pub fn read(pid: u32) -> Option<Identity> {
+    read_with_maps(pid, &procfs::maps(pid).unwrap_or_default())
+}
+
+/// As [`read`], its maps read already (the libraries it maps name its backend).
+pub fn read_with_maps(pid: u32, maps: &str) -> Option<Identity> {
     let environ = raw(pid)?;
     if environ.is_empty() && exited(pid) {
         return None;
     }
     let comm = procfs::read(pid, "comm").ok()?;
-    let maps = procfs::maps(pid).unwrap_or_default();
     Some(Identity {
         info: ProcessInfo {
             name: comm.trim_end().to_string(),
-            distributed: distributed(&environ, &maps),
+            distributed: distributed(&environ, maps),
             pod: None,
         },
         visible: visible_devices(&vars(&environ)),

@@ -135,7 +135,12 @@ impl std::fmt::Display for PodName {
 /// The Kubernetes pod of process `pid`, or `None` when its cgroup names no pod (not in
 /// Kubernetes, or gone); its names as `host` says them.
 pub fn pod_of(pid: u32, host: &HostState) -> Option<Pod> {
-    let ids = cgroup::parse(&procfs::cgroup(pid)?)?;
+    pod_of_cgroup(&procfs::cgroup(pid)?, host)
+}
+
+/// The pod a process's `/proc/PID/cgroup` text names, its names as `host` says them.
+pub fn pod_of_cgroup(cgroup: &str, host: &HostState) -> Option<Pod> {
+    let ids = cgroup::parse(cgroup)?;
     let (namespace, name) = host.names(&ids.uid, ids.container.as_deref());
     Some(Pod {
         namespace,

@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use crate::daemon::tracking::files::{FileId, Files, MAX_FILES_PER_USER};
 use crate::daemon::tracking::polling::{Polling, is_unusable};
+use crate::daemon::tracking::snapshot::Snapshot;
 
 use anyhow::Result;
 use rocsync_common::{Api, Config, Op};
@@ -92,11 +93,11 @@ impl Tracker {
         if pid == std::process::id() {
             return;
         }
-        let Ok(text) = procfs::maps(pid) else {
+        let Some(p) = Snapshot::of(pid) else {
             return; // gone, or a kernel thread
         };
-        let mappings = maps::parse(&text);
-        if let Some(loader) = ld_so::of_process(pid, &mappings)
+        let mappings = &p.mappings;
+        if let Some(loader) = ld_so::of_process(pid, mappings)
             && self.probed.insert((loader.dev, loader.ino))
         {
             match self.probes.attach_loader(&loader.path(), pid) {
@@ -116,10 +117,10 @@ impl Tracker {
         // HIP or CUDA, or HSA alone (OpenCL on ROCm, direct HSA users: their queues and
         // packets are what there is to count).
         let maps_runtime = RUNTIMES.iter().any(|r| {
-            maps::libraries(&mappings, |n| r.matches_library(n))
+            maps::libraries(mappings, |n| r.matches_library(n))
                 .next()
                 .is_some()
-        }) || maps::libraries(&mappings, maps::is_hsa_runtime)
+        }) || maps::libraries(mappings, maps::is_hsa_runtime)
             .next()
             .is_some();
         // A process the filters exclude gets no probes of its own (its library may still
@@ -127,25 +128,25 @@ impl Tracker {
         if !maps_runtime {
             return;
         }
-        if !(self.tracked.contains(&pid) || self.filters.admits(pid)) {
+        if !(self.tracked.contains(&pid) || self.filters.admits(&p)) {
             // Its calls are not counted: nor are they early ones.
             let _ = self.probes.pass(pid);
             return;
         }
         for r in &RUNTIMES {
-            let copies = maps::libraries(&mappings, |n| r.matches_library(n))
+            let copies = maps::libraries(mappings, |n| r.matches_library(n))
                 .map(|m| (m, false))
-                .chain(maps::libraries(&mappings, |n| r.carried_by(n)).map(|m| (m, true)));
+                .chain(maps::libraries(mappings, |n| r.carried_by(n)).map(|m| (m, true)));
             for (m, carried) in copies {
                 if let Ok(lib) = OpenedLibrary::of_mapping(pid, m) {
-                    self.probe_file(Probed::Runtime(r, carried), lib, pid);
+                    self.probe_file(Probed::Runtime(r, carried), lib, &p);
                 }
             }
         }
         // The HSA write path: queues, doorbells and packets (counted; recorded by traces).
-        for m in maps::libraries(&mappings, maps::is_hsa_runtime) {
+        for m in maps::libraries(mappings, maps::is_hsa_runtime) {
             if let Ok(lib) = OpenedLibrary::of_mapping(pid, m) {
-                self.probe_file(Probed::Hsa, lib, pid);
+                self.probe_file(Probed::Hsa, lib, &p);
             }
         }
         if self.tracked.contains(&pid) {
@@ -154,11 +155,11 @@ impl Tracker {
         // Its pod first: with labels, its first call is counted in its pod's group.
         let mut counted = Config {
             capture: self.baseline,
-            metric_group: self.pods.track(pid),
+            metric_group: self.pods.track(pid, p.cgroup()),
             ..COUNTED
         };
         // Its packets counted on its HIP devices, as a capture numbers them.
-        if let Some(visible) = crate::environ::read(pid).and_then(|id| id.visible) {
+        if let Some(visible) = p.identity().and_then(|id| id.visible.clone()) {
             crate::environ::number_agents(&mut counted, &visible);
             self.visible.insert(pid, visible);
         }
@@ -174,7 +175,7 @@ impl Tracker {
                 let pod = self.pods.pod(pid).map(|p| format!(" in pod {}", p.shown()));
                 crate::say!(
                     "rocsync daemon: tracking pid {pid} ({}){}",
-                    untrusted::shown(&exe(pid)),
+                    untrusted::shown(p.exe()),
                     pod.unwrap_or_default()
                 );
             }
@@ -187,7 +188,8 @@ impl Tracker {
 
     /// Probes one runtime file `pid` maps, unless it is probed already, was found
     /// unusable, or its user has as many files probed as allowed.
-    fn probe_file(&mut self, what: Probed, lib: OpenedLibrary, pid: u32) {
+    fn probe_file(&mut self, what: Probed, lib: OpenedLibrary, p: &Snapshot) {
+        let pid = p.pid;
         if self.files.serves(&lib, pid) {
             return;
         }
@@ -196,7 +198,7 @@ impl Tracker {
             return; // read once already: never again while it is the same file
         }
         // A process whose uid is unreadable has just gone.
-        let Some(owner) = procfs::uid(pid) else {
+        let Some(owner) = p.uid() else {
             return;
         };
         let cap = self

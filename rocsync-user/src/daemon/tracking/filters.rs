@@ -1,6 +1,6 @@
 //! Which processes are tracked: by executable, cgroup and user (`--include-exe`, …).
 
-use crate::procfs;
+use crate::daemon::tracking::snapshot::Snapshot;
 
 /// Which processes are tracked: an empty include list includes every process.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -38,15 +38,15 @@ impl Admitting {
         &self.filters
     }
 
-    /// Whether the filters admit `pid`.
-    pub fn admits(&self, pid: u32) -> bool {
+    /// Whether the filters admit the process `p`.
+    pub fn admits(&self, p: &Snapshot) -> bool {
         let f = &self.filters;
-        let exe = procfs::exe(pid).map_or_else(String::new, |p| p.display().to_string());
-        let name = exe.rsplit('/').next().unwrap_or_default().to_string();
-        let matches_exe = |list: &[String]| list.iter().any(|e| *e == exe || *e == name);
-        let cgroup = procfs::cgroup(pid).unwrap_or_default();
+        let exe = p.exe();
+        let name = exe.rsplit('/').next().unwrap_or_default();
+        let matches_exe = |list: &[String]| list.iter().any(|e| e == exe || e == name);
+        let cgroup = p.cgroup().unwrap_or_default();
         let in_cgroup = |list: &[String]| list.iter().any(|c| cgroup.contains(c.as_str()));
-        let uid = procfs::uid(pid);
+        let uid = p.uid();
         (f.include_exe.is_empty() || matches_exe(&f.include_exe))
             && !matches_exe(&f.exclude_exe)
             && (f.include_cgroup.is_empty() || in_cgroup(&f.include_cgroup))

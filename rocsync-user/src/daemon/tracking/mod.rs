@@ -7,3 +7,4 @@ pub mod files;
 pub mod filters;
 pub mod pods;
 pub mod polling;
+pub mod snapshot;

@@ -96,9 +96,10 @@ impl Pods {
         }
     }
 
-    /// Reads `pid`'s pod (a process newly tracked); returns its label group.
-    pub fn track(&mut self, pid: u32) -> u32 {
-        let pod = kubernetes::pod_of(pid, &self.host);
+    /// The pod of a process newly tracked (its cgroup, as read); returns its label
+    /// group.
+    pub fn track(&mut self, pid: u32, cgroup: Option<&str>) -> u32 {
+        let pod = cgroup.and_then(|c| kubernetes::pod_of_cgroup(c, &self.host));
         self.track_as(pid, pod)
     }
 

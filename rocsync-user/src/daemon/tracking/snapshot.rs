@@ -1,0 +1,62 @@
+//! What the daemon reads of a process it looks at, each file of `/proc/PID` at most
+//! once, and only when asked: its maps (always), executable, uid, cgroup and
+//! environment. One snapshot goes to discovery, the filters, the files' per-user limit,
+//! pod identity and the environment's readers.
+
+use std::cell::OnceCell;
+
+use crate::{environ, probes::maps, procfs};
+
+pub struct Snapshot {
+    pub pid: u32,
+    /// `/proc/PID/maps`, parsed.
+    pub mappings: Vec<maps::Mapping>,
+    maps: String,
+    exe: OnceCell<String>,
+    uid: OnceCell<Option<u32>>,
+    cgroup: OnceCell<Option<String>>,
+    identity: OnceCell<Option<environ::Identity>>,
+}
+
+impl Snapshot {
+    /// `None`: gone, or a kernel thread (no maps).
+    pub fn of(pid: u32) -> Option<Self> {
+        let maps = procfs::maps(pid).ok()?;
+        Some(Self {
+            pid,
+            mappings: maps::parse(&maps),
+            maps,
+            exe: OnceCell::new(),
+            uid: OnceCell::new(),
+            cgroup: OnceCell::new(),
+            identity: OnceCell::new(),
+        })
+    }
+
+    /// The executable's path as the process sees it (inside its container); empty when
+    /// unreadable.
+    pub fn exe(&self) -> &str {
+        self.exe.get_or_init(|| {
+            procfs::exe(self.pid).map_or_else(String::new, |p| p.display().to_string())
+        })
+    }
+
+    /// Its real uid (`None`: it has just gone).
+    pub fn uid(&self) -> Option<u32> {
+        *self.uid.get_or_init(|| procfs::uid(self.pid))
+    }
+
+    /// `/proc/PID/cgroup` (`None`: gone).
+    pub fn cgroup(&self) -> Option<&str> {
+        (self.cgroup)
+            .get_or_init(|| procfs::cgroup(self.pid))
+            .as_deref()
+    }
+
+    /// What it says of itself in its environment (name, rank, visible devices).
+    pub fn identity(&self) -> Option<&environ::Identity> {
+        (self.identity)
+            .get_or_init(|| environ::read_with_maps(self.pid, &self.maps))
+            .as_ref()
+    }
+}
