@@ -28,12 +28,8 @@ use crate::{
     stats::CaptureStats,
 };
 
-/// How long stop waits for calls already entered to return before writing them in flight.
-const IN_FLIGHT_GRACE: Duration = Duration::from_millis(300);
-/// How often the ring is read when the probes have not woken the reader.
-const DRAIN_EVERY: Duration = Duration::from_millis(10);
-/// How often missing correlation ids are looked at (two looks in a row: lost).
-const TICK_EVERY: Duration = Duration::from_millis(100);
+use crate::pipeline::cadence::{DRAIN_EVERY, IN_FLIGHT_GRACE, TICK_EVERY};
+
 /// Safety net for library loads the loader hook cannot see (e.g. a dropped notification).
 const RESCAN_EVERY: Duration = Duration::from_secs(1);
 

@@ -55,12 +55,10 @@ use state::Daemon;
 use tracking::{budget, discovery::Tracker, pods};
 use triggers::sampled::Sampling;
 
+use crate::pipeline::cadence::{DRAIN_EVERY, TICK_EVERY};
+
 /// How often tracked processes that exited are forgotten.
 const PRUNE_EVERY: Duration = Duration::from_secs(5);
-/// How often a trace's pipeline looks for lost correlation ids.
-const TICK_EVERY: Duration = Duration::from_millis(100);
-/// How often the ring is read while a trace or the flight recorder wants call records.
-const DRAIN_EVERY: Duration = Duration::from_millis(10);
 
 /// Runs the daemon with `flags` over its configuration file; `check`: print the settings
 /// in effect and exit.

@@ -3,7 +3,7 @@
 //! capture pipeline into one trace per process in the state directory; at the end, exits
 //! only for a grace period (calls in flight complete), then counting only again.
 
-use std::{collections::BTreeMap, path::Path, time::Duration};
+use std::{collections::BTreeMap, path::Path};
 
 use anyhow::Result;
 use rocsync_common::{Decoded, decode};
@@ -29,11 +29,9 @@ use crate::{
         raw::Header,
     },
     environ,
-    pipeline::Pipeline,
+    pipeline::{Pipeline, cadence::IN_FLIGHT_GRACE},
 };
 
-/// How long calls in flight get to return once a trace stops.
-const GRACE: Duration = Duration::from_millis(300);
 /// Records between two looks at whether the trace was cut short (its sink cuts it at
 /// its bound exactly; this only ends its recording).
 const SIZE_EVERY: u32 = 1024;
@@ -220,7 +218,7 @@ impl Active {
         self.stopping = true;
         // Entries read from now are passed over, and no call begun from now was read.
         self.recorded.1 = Some(budget::now_us());
-        self.until = Instant::now() + GRACE;
+        self.until = Instant::now() + IN_FLIGHT_GRACE;
         false
     }
 
