@@ -1,8 +1,6 @@
 //! The daemon's fleet series: the overhead budget, stalls and hangs.
 
-use std::fmt::Write as _;
-
-use crate::daemon::serving::exposition::header;
+use crate::daemon::serving::exposition::families::*;
 
 /// Stalls and hangs as `/metrics` shows them.
 #[derive(Clone, Debug, Default)]
@@ -34,105 +32,42 @@ pub struct BudgetView {
     pub shed: Vec<(&'static str, usize)>,
 }
 
-pub fn render_budget(out: &mut String, b: &BudgetView) {
-    header(
-        out,
-        "rocsync_probes_shed",
-        "gauge",
-        "Probed runtime files whose probes of this polling API are off to hold the budget.",
-    );
+pub fn render_budget(t: &mut Text, b: &BudgetView) {
+    let mut f = t.family(&PROBES_SHED);
     for (api, files) in &b.shed {
-        let _ = writeln!(out, "rocsync_probes_shed{{api=\"{api}\"}} {files}");
+        f.labelled(&format!("api=\"{api}\""), files);
     }
-    header(
-        out,
-        "rocsync_probe_cost_ratio",
-        "gauge",
-        "The highest share of a tracked process's CPU time its probes cost (last second).",
-    );
-    let _ = writeln!(out, "rocsync_probe_cost_ratio {}", b.highest);
-    header(
-        out,
-        "rocsync_budget_ratio",
-        "gauge",
-        "The budget: the most share of a process's CPU its probes may cost (absent: off).",
-    );
+    t.family(&PROBE_COST).value(b.highest);
+    let mut f = t.family(&BUDGET);
     if let Some(limit) = b.limit {
-        let _ = writeln!(out, "rocsync_budget_ratio {limit}");
+        f.value(limit);
     }
-    header(
-        out,
-        "rocsync_probe_call_seconds",
-        "gauge",
-        "What one probed call costs on this node (calibrated at start).",
-    );
+    let mut f = t.family(&PROBE_CALL);
     if let Some(c) = b.call_seconds {
-        let _ = writeln!(out, "rocsync_probe_call_seconds {c}");
+        f.value(c);
     }
-    header(
-        out,
-        "rocsync_over_budget_processes",
-        "gauge",
-        "Tracked processes whose records and waits alone cost more than the budget (never shed).",
-    );
-    let _ = writeln!(out, "rocsync_over_budget_processes {}", b.over);
+    t.family(&OVER_BUDGET).value(b.over);
 }
 
-pub fn render_stalls(out: &mut String, st: &StallView) {
-    header(
-        out,
-        "rocsync_stall_traces_total",
-        "counter",
-        "Stall traces started; skipped ones are counted in rocsync_stall_traces_skipped_total.",
-    );
-    let _ = writeln!(out, "rocsync_stall_traces_total {}", st.traces);
-    header(
-        out,
-        "rocsync_stall_traces_skipped_total",
-        "counter",
-        "Stalls with no trace of their own, by reason: interval (another of the process or its user within --stall-interval, not 4x shorter), node_limit (8 on the node within the interval), not_started, hang_trace (a hang trace held it).",
-    );
+pub fn render_stalls(t: &mut Text, st: &StallView) {
+    t.family(&STALL_TRACES).value(st.traces);
+    let mut f = t.family(&STALL_TRACES_SKIPPED);
     for (reason, n) in [
         ("interval", st.skipped_interval),
         ("node_limit", st.skipped_node_limit),
         ("not_started", st.skipped_not_started),
         ("hang_trace", st.skipped_hang),
     ] {
-        let _ = writeln!(
-            out,
-            "rocsync_stall_traces_skipped_total{{reason=\"{reason}\"}} {n}"
-        );
+        f.labelled(&format!("reason=\"{reason}\""), n);
     }
-    header(
-        out,
-        "rocsync_hang_traces_total",
-        "counter",
-        "Hang traces started: a synchronisation still blocked after --hang-after.",
-    );
-    let _ = writeln!(out, "rocsync_hang_traces_total {}", st.hang_traces);
-    header(
-        out,
-        "rocsync_hangs_untraced_total",
-        "counter",
-        "Hangs without a trace (yet), once per call and reason: interval (the process had a hang trace within --stall-interval), user_limit (4 of its user recording), node_limit (32 recording), not_started. All but not_started are looked at again while the call blocks.",
-    );
+    t.family(&HANG_TRACES).value(st.hang_traces);
+    let mut f = t.family(&HANGS_UNTRACED);
     for (reason, n) in &st.hangs_untraced {
-        let _ = writeln!(
-            out,
-            "rocsync_hangs_untraced_total{{reason=\"{reason}\"}} {n}"
-        );
+        f.labelled(&format!("reason=\"{reason}\""), n);
     }
-    header(
-        out,
-        "rocsync_calls_in_flight_seconds",
-        "gauge",
-        "The oldest synchronisation in flight of tracked processes, by API (read each second; with --capture-on-stall).",
-    );
+    let mut f = t.family(&CALLS_IN_FLIGHT);
     for (api, secs) in &st.in_flight {
-        let _ = writeln!(
-            out,
-            "rocsync_calls_in_flight_seconds{{api=\"{api}\"}} {secs}"
-        );
+        f.labelled(&format!("api=\"{api}\""), secs);
     }
 }
 
@@ -147,46 +82,15 @@ pub struct UploadView {
     pub lost: u64,
 }
 
-pub fn render_uploads(out: &mut String, u: &UploadView) {
-    for (name, kind, help, value) in [
-        (
-            "rocsync_uploads_total",
-            "counter",
-            "Traces uploaded to the store (--upload).",
-            u.uploaded,
-        ),
-        (
-            "rocsync_upload_bytes_total",
-            "counter",
-            "Bytes of traces uploaded.",
-            u.bytes,
-        ),
-        (
-            "rocsync_upload_failures_total",
-            "counter",
-            "Upload attempts that failed (each trace is retried on its own; it waits on disk).",
-            u.failures,
-        ),
-        (
-            "rocsync_uploads_refused_total",
-            "counter",
-            "Traces the store refused for good (denied, not authenticated): set aside, tried again at the next start.",
-            u.refused,
-        ),
-        (
-            "rocsync_upload_pending",
-            "gauge",
-            "Traces waiting for their upload.",
-            u.pending,
-        ),
-        (
-            "rocsync_upload_lost_total",
-            "counter",
-            "Traces retention removed (for size) before their upload.",
-            u.lost,
-        ),
+pub fn render_uploads(t: &mut Text, u: &UploadView) {
+    for (family, value) in [
+        (&UPLOADS, u.uploaded),
+        (&UPLOAD_BYTES, u.bytes),
+        (&UPLOAD_FAILURES, u.failures),
+        (&UPLOADS_REFUSED, u.refused),
+        (&UPLOAD_PENDING, u.pending),
+        (&UPLOAD_LOST, u.lost),
     ] {
-        header(out, name, kind, help);
-        let _ = writeln!(out, "{name} {value}");
+        t.family(family).value(value);
     }
 }

@@ -3,7 +3,7 @@
 use super::*;
 use rocsync_common::MetricValue;
 
-/// Every series the daemon can show but the labelled ones' overflow, each with a value.
+/// Every series the daemon can show, each with a value.
 fn everything() -> String {
     let mut v = MetricValue {
         calls: 3,
@@ -24,7 +24,7 @@ fn everything() -> String {
     };
     render(&Snapshot {
         series: &[series],
-        unlabelled: None,
+        unlabelled: Some(5),
         packets: &[
             (AqlAgent::Ordinal(1), "barrier_and", 7),
             (AqlAgent::Unknown, "kernel_dispatch", 2),
@@ -32,7 +32,7 @@ fn everything() -> String {
         drops: &KernelDrops::default(),
         tracked: 1,
         cpu_seconds: 0.5,
-        flight_evicted: None,
+        flight_evicted: Some(6),
         traces_written: 2,
         traces_truncated: 1,
         not_started: NotStarted {
@@ -106,17 +106,19 @@ fn histogram_buckets_are_cumulative_and_end_in_the_count() {
     assert!(text.contains("rocsync_hangs_untraced_total{reason=\"interval\"} 2\n"));
 }
 
-/// The metrics table of docs/daemon.md names every series `/metrics` may show.
+/// The metrics table of docs/daemon.md names every family `/metrics` may show, and a
+/// scrape with everything on shows each family of the table.
 #[test]
 fn every_metric_is_in_the_daemon_docs_table() {
     let docs = include_str!("../../../../../docs/daemon.md");
     let text = everything();
-    let names: Vec<&str> = text
+    let shown: Vec<&str> = text
         .lines()
         .filter_map(|l| l.strip_prefix("# TYPE ")?.split(' ').next())
         .collect();
-    assert!(names.len() > 20, "{names:?}");
-    let missing: Vec<&&str> = names
+    let defined: Vec<&str> = families::ALL.iter().map(|f| f.name).collect();
+    assert_eq!(shown, defined);
+    let missing: Vec<&&str> = defined
         .iter()
         .filter(|n| !docs.contains(&format!("| `{n}` |")))
         .collect();
@@ -124,4 +126,29 @@ fn every_metric_is_in_the_daemon_docs_table() {
         missing.is_empty(),
         "docs/daemon.md's table lacks {missing:?}"
     );
+}
+
+/// Each family's samples follow its header, all together (the text format's rule:
+/// a sample apart from its family is another family to a parser).
+#[test]
+fn every_family_s_samples_are_together() {
+    let text = everything();
+    let mut family = "";
+    let mut seen = std::collections::BTreeSet::new();
+    for line in text.lines() {
+        if let Some(name) = line
+            .strip_prefix("# TYPE ")
+            .and_then(|l| l.split(' ').next())
+        {
+            assert!(seen.insert(name), "{name} twice");
+            family = name;
+        } else if !line.starts_with('#') {
+            let name = line.split(['{', ' ']).next().unwrap_or_default();
+            let base = ["_bucket", "_sum", "_count"]
+                .iter()
+                .find_map(|s| name.strip_suffix(s).filter(|b| *b == family))
+                .unwrap_or(name);
+            assert_eq!(base, family, "{line}");
+        }
+    }
 }

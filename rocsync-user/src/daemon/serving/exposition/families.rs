@@ -1,0 +1,130 @@
+//! Every metric family `/metrics` shows: name, kind and help, once. `render` writes
+//! their samples through [`Text::family`]; the docs' table is checked against this list.
+
+use std::fmt::{Display, Write as _};
+
+pub struct Family {
+    pub name: &'static str,
+    pub kind: &'static str,
+    pub help: &'static str,
+}
+
+macro_rules! families {
+    ($($id:ident: $name:literal $kind:ident $help:literal;)+) => {
+        $(pub const $id: Family = Family { name: $name, kind: stringify!($kind), help: $help };)+
+        /// All of them, in the order a scrape shows them (the docs' table is checked
+        /// against it).
+        #[cfg(test)]
+        pub const ALL: &[&Family] = &[$(&$id),+];
+    };
+}
+
+families! {
+    SYNC_CALLS: "rocsync_sync_calls_total" counter
+        "Calls of hooked GPU runtime functions, by API and device.";
+    SYNC_CALL_ERRORS: "rocsync_sync_call_errors_total" counter
+        "Calls that returned an error, by API and device.";
+    CROSS_STREAM_WAITS: "rocsync_cross_stream_waits_total" counter
+        "Stream waits on an event recorded on another stream.";
+    STALLS: "rocsync_stalls_total" counter
+        "Synchronisations longer than the stall threshold (--capture-on-stall), by API and device.";
+    STALL_TRACES: "rocsync_stall_traces_total" counter
+        "Stall traces started; skipped ones are counted in rocsync_stall_traces_skipped_total.";
+    STALL_TRACES_SKIPPED: "rocsync_stall_traces_skipped_total" counter
+        "Stalls with no trace of their own, by reason: interval (another of the process or its user within --stall-interval, not 4x shorter), node_limit (8 on the node within the interval), not_started, hang_trace (a hang trace held it).";
+    HANG_TRACES: "rocsync_hang_traces_total" counter
+        "Hang traces started: a synchronisation still blocked after --hang-after.";
+    HANGS_UNTRACED: "rocsync_hangs_untraced_total" counter
+        "Hangs without a trace (yet), once per call and reason: interval (the process had a hang trace within --stall-interval), user_limit (4 of its user recording), node_limit (32 recording), not_started. All but not_started are looked at again while the call blocks.";
+    CALLS_IN_FLIGHT: "rocsync_calls_in_flight_seconds" gauge
+        "The oldest synchronisation in flight of tracked processes, by API (read each second; with --capture-on-stall).";
+    UPLOADS: "rocsync_uploads_total" counter
+        "Traces uploaded to the store (--upload).";
+    UPLOAD_BYTES: "rocsync_upload_bytes_total" counter
+        "Bytes of traces uploaded.";
+    UPLOAD_FAILURES: "rocsync_upload_failures_total" counter
+        "Upload attempts that failed (each trace is retried on its own; it waits on disk).";
+    UPLOADS_REFUSED: "rocsync_uploads_refused_total" counter
+        "Traces the store refused for good (denied, not authenticated): set aside, tried again at the next start.";
+    UPLOAD_PENDING: "rocsync_upload_pending" gauge
+        "Traces waiting for their upload.";
+    UPLOAD_LOST: "rocsync_upload_lost_total" counter
+        "Traces retention removed (for size) before their upload.";
+    SYNC_WAIT: "rocsync_sync_wait_seconds" histogram
+        "Time spent in synchronisation calls (entry to return), by API and device.";
+    AQL_PACKETS: "rocsync_aql_packets_total" counter
+        "AQL packets the tracked processes published, by HSA agent (its ordinal; unknown for a queue found at its first doorbell) and packet kind.";
+    DROPPED_RECORDS: "rocsync_dropped_records_total" counter
+        "Records the probes could not deliver, by reason.";
+    UNLABELLED_CALLS: "rocsync_unlabelled_calls_total" counter
+        "Calls of processes with label values counted under empty ones: the kernel held as many labelled series as it can (--metric-labels).";
+    TRACKED: "rocsync_tracked_processes" gauge
+        "Processes mapping a GPU runtime that the daemon counts.";
+    PROBED_FILES: "rocsync_probed_files" gauge
+        "Runtime library files probed now (released when no process they serve lives).";
+    FILES_REFUSED: "rocsync_files_refused_total" counter
+        "Runtime library files not probed, by reason: unusable (not a runtime, or past the bounds of what is read), per_user_limit (their user's cap).";
+    TRACES_WRITTEN: "rocsync_traces_written_total" counter
+        "Trace files the daemon wrote (on request, sampled, flight recorder, dynolog).";
+    TRACES_TRUNCATED: "rocsync_traces_truncated_total" counter
+        "Traces that ended early, marked truncated: a file reached --trace-max-bytes, or an output failed.";
+    TRACES_NOT_STARTED: "rocsync_traces_not_started_total" counter
+        "Traces due to start that could not: sampled windows skipped, dyno requests with a start time that could not start then.";
+    PROBES_SHED: "rocsync_probes_shed" gauge
+        "Probed runtime files whose probes of this polling API are off to hold the budget.";
+    PROBE_COST: "rocsync_probe_cost_ratio" gauge
+        "The highest share of a tracked process's CPU time its probes cost (last second).";
+    BUDGET: "rocsync_budget_ratio" gauge
+        "The budget: the most share of a process's CPU its probes may cost (absent: off).";
+    PROBE_CALL: "rocsync_probe_call_seconds" gauge
+        "What one probed call costs on this node (calibrated at start).";
+    OVER_BUDGET: "rocsync_over_budget_processes" gauge
+        "Tracked processes whose records and waits alone cost more than the budget (never shed).";
+    BUILD_INFO: "rocsync_build_info" gauge
+        "The daemon's release and the commit it was built from (always 1).";
+    DAEMON_CPU: "rocsync_daemon_cpu_seconds_total" counter
+        "CPU time the daemon itself used (user and system).";
+}
+
+/// The scrape's text, family by family.
+#[derive(Default)]
+pub struct Text {
+    pub out: String,
+}
+
+impl Text {
+    /// Begins `f` (its `# HELP` and `# TYPE`); its samples follow, all together.
+    pub fn family(&mut self, f: &Family) -> Samples<'_> {
+        let _ = writeln!(
+            self.out,
+            "# HELP {} {}\n# TYPE {} {}",
+            f.name, f.help, f.name, f.kind
+        );
+        Samples {
+            out: &mut self.out,
+            name: f.name,
+        }
+    }
+}
+
+/// The samples of one family.
+pub struct Samples<'a> {
+    out: &'a mut String,
+    name: &'static str,
+}
+
+impl Samples<'_> {
+    pub fn value(&mut self, v: impl Display) {
+        let _ = writeln!(self.out, "{} {v}", self.name);
+    }
+
+    /// `labels`: `k="v",…`, escaped already.
+    pub fn labelled(&mut self, labels: &str, v: impl Display) {
+        let _ = writeln!(self.out, "{}{{{labels}}} {v}", self.name);
+    }
+
+    /// A histogram's `_bucket`, `_sum` or `_count` sample.
+    pub fn part(&mut self, suffix: &str, labels: &str, v: impl Display) {
+        let _ = writeln!(self.out, "{}{suffix}{{{labels}}} {v}", self.name);
+    }
+}
