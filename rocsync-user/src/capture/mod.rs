@@ -6,6 +6,7 @@
 pub(crate) mod claim;
 mod front;
 pub(crate) mod launch;
+pub(crate) mod running;
 pub(crate) mod session;
 mod settings;
 pub(crate) mod status;
