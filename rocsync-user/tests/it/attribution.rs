@@ -262,8 +262,7 @@ fn attach_through_removal(
     unsafe { libc::kill(tracer.id() as i32, libc::SIGINT) };
     let status = wait_within(&mut tracer, std::time::Duration::from_secs(30), "rocsync");
     assert!(status.success(), "{:#?}", err.all());
-    let _ = target.child.kill();
-    let _ = target.child.wait();
+    target.child.end();
     assert!(
         still_calling,
         "the loop ended before the probes were removed"

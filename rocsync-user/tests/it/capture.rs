@@ -209,13 +209,12 @@ fn a_cuda_runtime_is_found_and_traced_like_hip() {
     assert!(logged.iter().any(|l| l.api == "cudaStreamWaitEvent_ptsz"));
     assert_same_calls(&logged, calls);
     // Forcing the other backend finds nothing to probe in this process.
-    let out = rocsync()
-        .args(["run", "--backend", "hip", "--"])
-        .arg(rocsync_tests::scenario_cuda())
-        .arg("basic")
-        .output()
-        .unwrap();
-    assert!(out.status.success());
+    let out = run_ok(
+        rocsync()
+            .args(["run", "--backend", "hip", "--"])
+            .arg(rocsync_tests::scenario_cuda())
+            .arg("basic"),
+    );
     assert!(String::from_utf8_lossy(&out.stderr).contains("captured 0 calls"));
 }
 

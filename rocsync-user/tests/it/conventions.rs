@@ -220,12 +220,7 @@ fn run_takes_the_command_with_or_without_a_separator() {
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "-o x");
     assert!(trace.exists());
     for args in [&["/bin/true"][..], &["--", "/bin/true"]] {
-        let out = rocsync()
-            .args(["run", "--no-status", "-o", "-"])
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+        run_ok(rocsync().args(["run", "--no-status", "-o", "-"]).args(args));
     }
 }
 

@@ -132,8 +132,7 @@ fn attach_to_a_process_without_hip_suggests_wait() {
     // Its claim on the process went with it: no lock file is left behind.
     let claim = std::path::PathBuf::from(format!("/run/rocsync/pid-{}.lock", sleeper.id()));
     assert!(!claim.exists(), "{} left behind", claim.display());
-    sleeper.kill().unwrap();
-    sleeper.wait().unwrap();
+    sleeper.end();
 }
 
 /// What attach needs, measured on this kernel (see preflight.rs): an unprivileged user

@@ -1,7 +1,7 @@
 //! rocsync's integration tests, one test binary of topic modules (as aya's
 //! `test/integration-test`): one binary links once, where a binary per file linked ~37
 //! times. Each module is a former `tests/<topic>.rs`; its tests are `<topic>::<test>`
-//! (`cargo test -p rocsync-user --test it -- daemon_sessions::` runs one topic).
+//! (`cargo test -p rocsync-user --test it -- daemon::recording::sessions::` runs one topic).
 //!
 //! Every test runs as a thread of this one process, beside the other topics' tests, so a
 //! test may change nothing process-wide (environment, working directory, signal
@@ -25,31 +25,6 @@ mod concurrent;
 mod conventions;
 mod convert;
 mod daemon;
-mod daemon_bounds;
-mod daemon_budget;
-mod daemon_capabilities;
-mod daemon_clients;
-mod daemon_config;
-mod daemon_discovery;
-mod daemon_dyno_hostile;
-mod daemon_dynolog;
-mod daemon_hangs;
-mod daemon_hangs_hidden;
-mod daemon_hostile_files;
-mod daemon_hsa;
-mod daemon_hsa_agents;
-mod daemon_hsa_windows;
-mod daemon_ids;
-mod daemon_neighbours;
-mod daemon_outputs;
-mod daemon_pods;
-mod daemon_reload;
-mod daemon_sessions;
-mod daemon_stalls;
-mod daemon_uploads;
-mod daemon_uploads_refused;
-mod daemon_windows;
-mod daemon_writing;
 mod deploy;
 mod deploy_kubernetes;
 mod dist_binary;

@@ -48,8 +48,7 @@ fn sigkill_of_rocsync_with_a_stop_pending_never_leaves_the_target_stopped() {
         drop(lines);
         // Let it answer stops for a while, then kill it at a varying point.
         std::thread::sleep(Duration::from_millis(20 + (i * 37) % 90));
-        tracer.kill().unwrap();
-        tracer.wait().unwrap();
+        tracer.end();
         // The kernel (or the watchdog) continues it within moments of rocsync's death.
         assert_continued(target.pid(), "pid left stopped");
     }

@@ -84,13 +84,12 @@ fn an_existing_output_is_refused_unless_forced() {
         assert!(!marker.exists(), "{flag}: the command ran");
         assert_eq!(std::fs::read_to_string(&old).unwrap(), "keep me");
     }
-    let out = rocsync()
-        .args(["run", "--no-status", "--force", "-o"])
-        .arg(&old)
-        .args(["sh", "-c", &touch])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
+    run_ok(
+        rocsync()
+            .args(["run", "--no-status", "--force", "-o"])
+            .arg(&old)
+            .args(["sh", "-c", &touch]),
+    );
     assert!(marker.exists());
     // Replaced by this run's trace (of a command that calls no runtime).
     assert_eq!(read_json(&old)["rocsync"]["calls"], 0);
@@ -122,8 +121,7 @@ fn an_existing_output_is_refused_unless_forced() {
         "{err}"
     );
     for mut p in [sleeper, other] {
-        p.kill().unwrap();
-        p.wait().unwrap();
+        p.end();
     }
 }
 
@@ -186,8 +184,7 @@ fn a_capture_of_nothing_says_so() {
         .arg(&trace)
         .output()
         .unwrap();
-    idle.kill().unwrap();
-    idle.wait().unwrap();
+    idle.end();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(
         stderr(&out).contains("nothing was captured"),

@@ -108,6 +108,5 @@ fn an_ignored_sighup_does_not_end_an_attach_and_sigterm_still_does() {
         "rocsync after SIGTERM",
     );
     assert!(ended.success(), "{ended}");
-    let _ = sleeper.kill();
-    let _ = sleeper.wait();
+    sleeper.end();
 }

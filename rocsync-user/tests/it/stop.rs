@@ -54,8 +54,7 @@ fn target_killed_mid_call_reports_the_call_in_flight() {
     let raw = dir.path("calls.jsonl");
     let mut tracer = attach_and_start(&mut target, &raw);
     wait_until_blocked(&mut target);
-    target.kill().unwrap();
-    target.wait().unwrap();
+    target.end();
     assert!(tracer.wait().unwrap().success());
     let (_, calls) = read_raw(&raw);
     let names: Vec<_> = calls.iter().map(|c| c.api.as_str()).collect();
@@ -101,8 +100,7 @@ fn a_duration_stop_keeps_the_blocked_call_in_flight() {
         (None, None),
         "in flight at stop"
     );
-    target.kill().unwrap();
-    target.wait().unwrap();
+    target.end();
 }
 
 #[test]

@@ -116,8 +116,7 @@ fn a_killed_converts_temporary_is_removed_by_the_next_run() {
         assert!(Instant::now() < deadline, "no temporary appeared");
         std::thread::yield_now();
     }
-    child.kill().unwrap();
-    child.wait().unwrap();
+    child.end();
     let left = names(out.0.path());
     assert!(
         !left.contains("t.json"),

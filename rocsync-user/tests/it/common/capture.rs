@@ -1,6 +1,7 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
+use crate::common::End as _;
 use std::{
     collections::{BTreeMap, BTreeSet},
     io::{BufRead, BufReader},
@@ -96,8 +97,7 @@ pub fn wait_within(child: &mut Child, timeout: Duration, what: &str) -> std::pro
             return status;
         }
         if start.elapsed() > timeout {
-            let _ = child.kill();
-            let _ = child.wait();
+            child.end();
             panic!("{what}: still running after {timeout:?} (killed)");
         }
         std::thread::sleep(Duration::from_millis(5));

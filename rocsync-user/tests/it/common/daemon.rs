@@ -1,5 +1,6 @@
 //! Helpers of the daemon tests: a daemon of a test's own, its HTTP endpoint, its stop.
 
+use crate::common::{End as _, Reaped};
 use std::{
     collections::BTreeMap,
     ffi::OsStr,
@@ -226,7 +227,7 @@ pub fn start_daemon(dir: &TempDir, exe: &std::path::Path, extra: &[&str]) -> (Da
 
 /// A scenario process calling the runtime in a loop for `ms` (its log `dir/loop.log`),
 /// returned once the daemon says it tracks it.
-pub fn tracked_loop(dir: &TempDir, exe: &std::path::Path, lines: &mut Lines, ms: u32) -> Child {
+pub fn tracked_loop(dir: &TempDir, exe: &std::path::Path, lines: &mut Lines, ms: u32) -> Reaped {
     tracked_loop_with(dir, exe, lines, ms, &[])
 }
 
@@ -237,7 +238,7 @@ pub fn tracked_loop_with(
     lines: &mut Lines,
     ms: u32,
     env: &[(&str, &str)],
-) -> Child {
+) -> Reaped {
     let suffix: String = env.iter().map(|(k, v)| format!("-{k}{v}")).collect();
     let target = Command::new(exe)
         .args(["loop", &ms.to_string()])
@@ -246,6 +247,7 @@ pub fn tracked_loop_with(
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
+    let target = Reaped(target);
     lines.wait_for(&format!("tracking pid {}", target.id()));
     target
 }

@@ -1,6 +1,7 @@
 //! A target that rocsync's loader probe stops hundreds of times a second, and how a test
 //! sees whether it is left stopped.
 
+use crate::common::End as _;
 use std::{
     process::{Child, Command},
     time::{Duration, Instant},
@@ -49,8 +50,7 @@ impl Target {
 
 impl Drop for Target {
     fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+        self.0.end();
     }
 }
 

@@ -35,3 +35,40 @@ pub fn doctor_output(cmd: &mut std::process::Command) -> std::process::Output {
     let _search = DOCTOR_SEARCH.read().unwrap_or_else(|e| e.into_inner());
     cmd.output().unwrap()
 }
+
+/// A test's child process, killed and reaped however the test ends (a failed assertion
+/// included): nothing a test started outlives it.
+pub struct Reaped(pub std::process::Child);
+
+/// A child ended by the test: killed (if it still runs) and reaped.
+pub trait End {
+    fn end(&mut self);
+}
+
+impl End for std::process::Child {
+    fn end(&mut self) {
+        let _ = self.kill();
+        let _ = self.wait();
+    }
+}
+
+impl std::ops::Deref for Reaped {
+    type Target = std::process::Child;
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Reaped {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.0
+    }
+}
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            self.end();
+        }
+    }
+}

@@ -5,7 +5,6 @@
 
 use std::{
     path::Path,
-    process::Child,
     time::{Duration, Instant, SystemTime, UNIX_EPOCH},
 };
 
@@ -36,7 +35,7 @@ struct Looping {
     /// The daemon's stderr, read to its end (a closed pipe would end the daemon).
     lines: Lines,
     addr: String,
-    target: Child,
+    target: Reaped,
     pid: u32,
 }
 

@@ -7,7 +7,7 @@
 use std::{
     collections::BTreeMap,
     path::Path,
-    process::{Child, Command, Stdio},
+    process::{Command, Stdio},
     time::Duration,
 };
 
@@ -338,7 +338,7 @@ fn a_daemon_trace_says_each_process_rank() {
         return;
     };
     let (daemon, mut lines) = start_daemon(&dir, &exe, &["--retention-max-bytes", "1"]);
-    let mut ranks: Vec<(Child, u64)> = (0..2u64)
+    let mut ranks: Vec<(Reaped, u64)> = (0..2u64)
         .map(|r| {
             let env = [("RANK", &*r.to_string()), ("WORLD_SIZE", "2")];
             (tracked_loop_with(&dir, &exe, &mut lines, 1500, &env), r)

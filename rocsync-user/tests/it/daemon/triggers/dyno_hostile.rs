@@ -8,7 +8,7 @@ use std::{
     io::{Read as _, Write as _},
     os::unix::fs::MetadataExt as _,
     path::Path,
-    process::{Child, Command},
+    process::Command,
     time::{Duration, Instant, SystemTime, UNIX_EPOCH},
 };
 
@@ -22,7 +22,7 @@ struct Dyno {
     daemon: Daemon,
     lines: Lines,
     addr: String,
-    target: Child,
+    target: Reaped,
     pid: u32,
 }
 
@@ -157,8 +157,7 @@ fn dyno_requests_of_a_peer_are_bounded_and_refused_clearly() {
     for l in &d.lines.1 {
         assert!(l.len() < 500, "a long log line: {l}");
     }
-    d.target.kill().unwrap();
-    d.target.wait().unwrap();
+    d.target.end();
     stop(d.daemon);
 }
 
@@ -225,8 +224,7 @@ fn a_dyno_request_never_replaces_a_file_nor_names_another_trace() {
         std::fs::metadata(root_trace).unwrap().ino(),
     );
     assert!(after == before, "root's trace changed");
-    d.target.kill().unwrap();
-    d.target.wait().unwrap();
+    d.target.end();
     stop(d.daemon);
 }
 
@@ -269,8 +267,7 @@ fn a_dyno_trace_at_a_link_or_fifo_is_answered_with_the_failure() {
         );
     }
     assert_eq!(std::fs::read(&victim).unwrap(), b"keep");
-    d.target.kill().unwrap();
-    d.target.wait().unwrap();
+    d.target.end();
     stop(d.daemon);
 }
 
@@ -298,8 +295,7 @@ fn control_characters_are_refused_and_never_logged_raw() {
     conn.read_to_string(&mut reply).unwrap();
     assert!(reply.contains("unknown variant"), "{reply}");
     d.lines.wait_for("request refused");
-    d.target.kill().unwrap();
-    d.target.wait().unwrap();
+    d.target.end();
     stop(d.daemon);
     let all = d.lines.all();
     let raw: Vec<&String> = all
@@ -341,8 +337,7 @@ fn out_of_range_durations_are_refused() {
     }
     let status = daemon_status(&sock);
     assert_eq!(status["traces"], json!([]), "{status}");
-    d.target.kill().unwrap();
-    d.target.wait().unwrap();
+    d.target.end();
     stop(d.daemon);
 }
 
@@ -374,8 +369,7 @@ fn dyno_traces_are_under_retention() {
     poll("the first dyno trace removed", || !traced("first").exists());
     d.lines.wait_for("retention removed");
     assert!(traced("second").exists());
-    d.target.kill().unwrap();
-    d.target.wait().unwrap();
+    d.target.end();
     stop(d.daemon);
 }
 
@@ -404,7 +398,6 @@ fn a_peers_refusals_are_logged_in_a_bounded_burst_and_counted() {
         .filter(|l| l.contains("dyno request from uid 0 refused"))
         .count();
     assert_eq!(said, 20, "{:#?}", d.lines.1);
-    d.target.kill().unwrap();
-    d.target.wait().unwrap();
+    d.target.end();
     stop(d.daemon);
 }

@@ -7,7 +7,7 @@ use std::{os::unix::fs::DirBuilderExt as _, process::Command};
 
 use crate::{
     common::{daemon::*, *},
-    daemon_stalls::stall_traces,
+    daemon::triggers::stalls::stall_traces,
 };
 
 /// The daemon's peak resident set, from its status (kB).

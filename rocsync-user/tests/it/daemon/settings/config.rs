@@ -94,13 +94,12 @@ fn the_systemd_unit_verifies() {
     let path = dir.path("rocsync.service");
     std::fs::write(&path, unit).unwrap();
     // The Documentation= pages come with the .deb (dist_deb.rs checks them there).
-    let out = Command::new("systemd-analyze")
-        .args(["verify", "--man=no"])
-        .arg(&path)
-        .output()
-        .unwrap();
+    let out = run_ok(
+        Command::new("systemd-analyze")
+            .args(["verify", "--man=no"])
+            .arg(&path),
+    );
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{err}");
     assert!(
         !err.contains("rocsync.service:"),
         "warnings about the unit: {err}"

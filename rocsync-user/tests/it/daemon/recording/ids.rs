@@ -4,8 +4,6 @@
 //! first, and the flight recorder's own dump count nothing lost and leave no wait
 //! unresolved for a lost producer. Needs root.
 
-use std::process::Child;
-
 use crate::common::{daemon::*, *};
 
 /// What a trace says it lost, and its waits unresolved for a lost producer. (It also
@@ -31,7 +29,7 @@ fn a_daemon_trace_is_not_charged_with_other_processes_calls() {
     };
     let (daemon, mut lines) = start_daemon(&dir, &exe, &["--flight-recorder", "30s"]);
     // Two processes recorded by the flight recorder: their calls' ids interleave.
-    let loops: Vec<Child> = ["0", "1"]
+    let loops: Vec<Reaped> = ["0", "1"]
         .iter()
         .map(|r| tracked_loop_with(&dir, &exe, &mut lines, 5000, &[("RANK", r)]))
         .collect();
@@ -61,7 +59,7 @@ fn a_daemon_trace_is_not_charged_with_other_processes_calls() {
             .unwrap();
         files.push((f.to_string(), pid as u32));
     }
-    let pids: Vec<u32> = loops.iter().map(Child::id).collect();
+    let pids: Vec<u32> = loops.iter().map(|l| l.id()).collect();
     for mut l in loops {
         assert!(l.wait().unwrap().success());
     }

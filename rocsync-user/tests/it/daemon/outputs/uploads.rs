@@ -95,15 +95,13 @@ for o in s3.list_objects_v2(Bucket=sys.argv[2]).get("Contents", []):
     }
 
     fn stop(mut self) {
-        self.server.kill().unwrap();
-        self.server.wait().unwrap();
+        self.server.end();
     }
 }
 
 impl Drop for Store {
     fn drop(&mut self) {
-        let _ = self.server.kill();
-        let _ = self.server.wait();
+        self.server.end();
     }
 }
 
@@ -266,8 +264,7 @@ fn traces_reach_the_store_and_wait_on_disk_while_it_is_down() {
     for f in [&first, &second, &third] {
         assert!(f.exists(), "{}", f.display());
     }
-    let _ = target.kill();
-    let _ = target.wait();
+    target.end();
     stop(daemon);
     drop(store);
 }
@@ -303,8 +300,7 @@ fn a_waiting_trace_retention_must_remove_is_counted_lost() {
     });
     assert_eq!(metric(&addr, "rocsync_upload_pending"), 0.0);
     assert_stored(&store, &python, &dir, &[&second]);
-    let _ = target.kill();
-    let _ = target.wait();
+    target.end();
     stop(daemon);
 }
 
@@ -314,7 +310,7 @@ fn a_pods_trace_is_uploaded_under_its_namespace_and_pod() {
     let Some((dir, exe, python)) = metrics_test(name) else {
         return;
     };
-    let Some(hierarchy) = crate::daemon_pods::pod_test(name) else {
+    let Some(hierarchy) = crate::daemon::tracking::pods::pod_test(name) else {
         return;
     };
     let moto = Path::new(&python).with_file_name("moto_server");
@@ -328,14 +324,14 @@ fn a_pods_trace_is_uploaded_under_its_namespace_and_pod() {
     // The node says ml-team/trainer-0; the pod's own files claim another's name, which
     // must not reach the key (nor replace that pod's objects).
     crate::common::pod::in_runtime(dir.0.path(), &cgroup, "ml-team", "trainer-0");
-    let spec = crate::daemon_pods::spec(
+    let spec = crate::daemon::tracking::pods::spec(
         "kube-system",
         "etcd-0",
         crate::common::pod::NamespaceFile::Plain,
         true,
     );
     let args = ["gated", "loop", "6000"];
-    let mut pod = crate::daemon_pods::start_in_pod(&dir, &exe, &spec, &cgroup, &args);
+    let mut pod = crate::daemon::tracking::pods::start_in_pod(&dir, &exe, &spec, &cgroup, &args);
     pod.open_when_tracked(&mut lines);
     let sock = dir.path("rocsync.sock");
     let out = ask_daemon(

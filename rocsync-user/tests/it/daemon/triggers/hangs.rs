@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use crate::{
     common::{daemon::*, *},
-    daemon_stalls::{listed_trace, stall_traces},
+    daemon::triggers::stalls::{listed_trace, stall_traces},
 };
 
 const S: u64 = 1_000_000_000;

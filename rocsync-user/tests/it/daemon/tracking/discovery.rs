@@ -191,8 +191,7 @@ fn the_flight_recorder_keeps_one_get_device_per_thread_while_the_daemon_learns()
     let still_calling = target.child.try_wait().unwrap().is_none();
     let file = ask_daemon(&dir.path("rocsync.sock"), &["trace", "--flight"]);
     stop(daemon);
-    let _ = target.child.kill();
-    let _ = target.child.wait();
+    target.child.end();
     assert!(
         still_calling,
         "the loop ended before the probes were removed"

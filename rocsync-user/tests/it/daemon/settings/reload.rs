@@ -112,8 +112,7 @@ fn a_reload_turning_sampling_off_or_on_never_crashes_it() {
         "configuration reloaded",
     );
     wait_for_windows_past(&dir, &lines, after);
-    target.kill().unwrap();
-    target.wait().unwrap();
+    target.end();
     stop(daemon);
 }
 
@@ -153,8 +152,7 @@ fn a_reload_moving_the_state_directory_makes_it_private() {
     // As at start: the directories root's alone, whatever the umask made the file.
     assert_eq!(mode(&dir.path("b/state")), 0o700);
     assert_eq!(mode(&dir.path("b/state/traces")), 0o700);
-    target.kill().unwrap();
-    target.wait().unwrap();
+    target.end();
     stop(daemon);
 }
 

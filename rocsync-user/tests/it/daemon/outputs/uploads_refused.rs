@@ -3,11 +3,12 @@
 //! node's next trace is uploaded at once. The store is a small S3 stand-in of the
 //! test's own (moto grants every key); its log is what it received. Needs root.
 
+use crate::common::End as _;
 use std::{path::Path, process::Stdio};
 
 use crate::{
     common::daemon::*,
-    daemon_uploads::{Keys, free_port, uploading_daemon},
+    daemon::outputs::uploads::{Keys, free_port, uploading_daemon},
 };
 
 /// PUTs of keys holding "refused" answered 403 (S3's error body), others 200 with an
@@ -41,8 +42,7 @@ struct FakeStore(std::process::Child);
 
 impl Drop for FakeStore {
     fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+        self.0.end();
     }
 }
 

@@ -1,0 +1,7 @@
+//! Which processes are tracked and what probing them costs.
+
+mod budget;
+mod discovery;
+mod hostile_files;
+mod hsa;
+pub(crate) mod pods;

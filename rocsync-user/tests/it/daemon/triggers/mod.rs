@@ -1,0 +1,8 @@
+//! What starts a trace: stalls, hangs, dyno requests, sampled windows.
+
+mod dyno_hostile;
+mod dynolog;
+mod hangs;
+mod hangs_hidden;
+pub(crate) mod stalls;
+mod windows;
