@@ -251,6 +251,19 @@ impl<S: Sink> Pipeline<S> {
         self.release(out);
     }
 
+    /// A synchronisation entered before this pipeline began, known from elsewhere (the
+    /// daemon's in-flight entry of a hang, a stall's return): its row, with id 0 (the
+    /// probes gave it none), and, in flight, its exit still to come on its thread.
+    pub fn entered_before(&mut self, call: Call) {
+        debug_assert!(call.correlation == 0 && call.api.op().waits());
+        if call.exit_ns.is_none() {
+            self.pairing.entered(call.pid, call.tid, 0, call.api);
+        }
+        let mut out = Vec::new();
+        self.sequencer.outside(call, &mut |r| out.push(r));
+        self.release(out);
+    }
+
     /// A complete call, in any order (tests, synthetic input).
     pub fn call(&mut self, call: Call) {
         let mut out = Vec::new();

@@ -109,6 +109,19 @@ impl Sequencer {
         }
     }
 
+    /// A synchronisation entered before this sequence began (none of its ids): released
+    /// at once, outside the order — it changes no state — and, in flight, completed by
+    /// its exit.
+    pub fn outside(&mut self, call: Call, out: &mut impl FnMut(Released)) {
+        match call.exit_ns {
+            Some(_) => out(Released::Call(call)),
+            None => {
+                self.deferred.insert(call.correlation);
+                out(Released::Deferred(call));
+            }
+        }
+    }
+
     /// An id that is not this sequence's: passed over, not lost.
     pub fn skip(&mut self, correlation: u64, out: &mut impl FnMut(Released)) {
         if correlation < self.next || self.pending.contains_key(&correlation) {

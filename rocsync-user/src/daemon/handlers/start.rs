@@ -3,17 +3,19 @@
 //! daemon's own stall and hang traces beginning with what the flight recorder holds.
 
 use anyhow::Result;
+use rocsync_common::Decoded;
 
 use crate::daemon::{
     recording::{flight, selection, traces::Active},
     state::Daemon,
     triggers::Start,
 };
+use crate::ingest::Call;
 
 impl Daemon {
     /// Starts what a trigger asked, unless its processes are gone or (asked) its agents
     /// are another session's: then nothing of it stays. Returns the trace.
-    pub fn begin(&mut self, start: Start) -> Result<&mut Active> {
+    pub fn begin(&mut self, mut start: Start) -> Result<&mut Active> {
         // A stall's or a hang's process is named as it is: it may have exited since, and
         // what the flight recorder holds of it is still its trace.
         let unasked = start.origin.unasked();
@@ -21,6 +23,7 @@ impl Daemon {
             true => start.spec.pids.clone(),
             false => selection::matched(&self.tracker, &start.spec)?,
         };
+        let mut slow_call = start.slow_call.take();
         let id = self.take_id();
         let limits = (id, self.config.trace_max_bytes);
         let trace = Active::open(&self.tracker, start, pids, &self.config.state_dir, limits)?;
@@ -28,11 +31,33 @@ impl Daemon {
             (Some(f), true) => {
                 let chunks = f.chunks();
                 let history = flight::records(&chunks);
+                slow_call = slow_call.filter(|c| !holds(history.clone(), c));
                 self.sessions
                     .start_from(&mut self.tracker, trace, history)?;
             }
             _ => self.sessions.start(&mut self.tracker, trace)?,
         }
-        Ok(&mut self.sessions.traces.last_mut().expect("just started").1)
+        let trace = &mut self.sessions.traces.last_mut().expect("just started").1;
+        // Before the loop reads its exit: its thread's next exit of its API is its own.
+        if let Some(call) = slow_call {
+            trace.hold_slow_call(call);
+        }
+        Ok(trace)
     }
+}
+
+/// Whether `records` hold the entry of `call` (of its thread and API, within a
+/// millisecond: the in-flight start and the entry record are two reads of the clock).
+fn holds<'a>(records: impl Iterator<Item = &'a [u8]>, call: &Call) -> bool {
+    records
+        .into_iter()
+        .any(|r| match rocsync_common::decode(r) {
+            Ok(Decoded::Entry(e)) => {
+                e.pid == call.pid
+                    && e.tid == call.tid
+                    && u32::from(e.api) == call.api as u32
+                    && e.enter_ns.abs_diff(call.enter_ns) < 1_000_000
+            }
+            _ => false,
+        })
 }

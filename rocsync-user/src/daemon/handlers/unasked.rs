@@ -109,7 +109,7 @@ impl Daemon {
     }
 
     fn begin_hang(&mut self, blocked: hangs::Blocked, now_ns: u64) {
-        let (pid, tid, api, _) = blocked;
+        let (pid, tid, api, _, _) = blocked;
         let uid = crate::procfs::uid(pid).unwrap_or(u32::MAX);
         let traces = &self.sessions.traces;
         let recording = |id: u64| traces.iter().any(|(_, t)| t.id == id);

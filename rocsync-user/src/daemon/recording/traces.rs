@@ -29,6 +29,7 @@ use crate::{
         raw::Header,
     },
     environ,
+    ingest::Call,
     pipeline::{Pipeline, cadence::IN_FLIGHT_GRACE},
 };
 
@@ -79,10 +80,12 @@ impl Active {
         state_dir: &Path,
         (id, max_bytes): (u64, u64),
     ) -> Result<Self> {
+        // Its slow call, if any, is given once its recording is on (`hold_slow_call`).
         let Start {
             spec,
             origin,
             reply,
+            slow_call: _,
         } = start;
         let stem = numbered_stem(&spec.name, id);
         let (pipeline, outputs) = open(state_dir, &stem, id, origin.output())?;
@@ -118,6 +121,12 @@ impl Active {
     /// probes number every recorded process's calls, and those before are not its own.
     pub fn begin_after(&mut self, last_read: u64) {
         self.pipeline.start_at(last_read + 1);
+    }
+
+    /// The slow call it was started for, entered before its recording (see
+    /// [`Pipeline::entered_before`]).
+    pub fn hold_slow_call(&mut self, call: Call) {
+        self.pipeline.entered_before(call);
     }
 
     /// Its processes' recording is on: every call begun from now is its own (those

@@ -24,15 +24,18 @@ use serde_json::json;
 use tokio::time::Instant;
 
 use crate::clock;
-use crate::daemon::triggers::{Origin, Start, TraceSpec};
+use crate::{
+    daemon::triggers::{Origin, Start, TraceSpec},
+    ingest::Call,
+};
 
 /// A call in flight as the kernel keeps it: (pid, tid, its start).
 pub type InFlight = (u32, u32, PendingCall);
-/// A call blocked past the threshold: (pid, tid, API, its entry).
-pub type Blocked = (u32, u32, Api, u64);
+/// A call blocked past the threshold: (pid, tid, API, its entry, its first argument).
+pub type Blocked = (u32, u32, Api, u64, u64);
 
 /// The oldest age of each synchronising API's calls in flight (seconds), and the calls
-/// blocked `threshold` or longer (pid, tid, API, entry), among `tracked` processes'.
+/// blocked `threshold` or longer, among `tracked` processes'.
 /// Polls are not blocked calls: each returns at once, their loop is not one call.
 fn scan(
     calls: &[InFlight],
@@ -53,7 +56,7 @@ fn scan(
         let o = oldest.entry(api.symbol()).or_default();
         *o = o.max(age as f64 / 1e9);
         if age >= threshold.as_nanos() as u64 {
-            blocked.push((pid, tid, api, c.ns));
+            blocked.push((pid, tid, api, c.ns, c.arg0));
         }
     }
     (oldest, blocked)
@@ -220,7 +223,7 @@ impl Hangs {
         self.ended.retain(|&pid, entry| in_flight(pid, *entry));
         let fresh = blocked
             .into_iter()
-            .filter(|&(pid, _, _, entry_ns)| {
+            .filter(|&(pid, _, _, entry_ns, _)| {
                 let open = self.open.contains_key(&pid);
                 let failed = self.held.get(&pid) == Some(&(entry_ns, Untraced::NotStarted));
                 let traced = self.ended.get(&pid) == Some(&entry_ns);
@@ -257,7 +260,7 @@ impl Hangs {
             .filter(|h| recording(h.trace))
             .map(|h| h.uid)
             .collect();
-        let (pid, _, _, entry_ns) = blocked;
+        let (pid, _, _, entry_ns, _) = blocked;
         let admitted = self
             .admission
             .admit((pid, uid), Instant::now(), interval, &users);
@@ -271,7 +274,7 @@ impl Hangs {
     }
 
     /// The hang `blocked` of user `uid` is traced by trace `trace`.
-    pub fn began(&mut self, (pid, tid, _, entry_ns): Blocked, uid: u32, trace: u64) {
+    pub fn began(&mut self, (pid, tid, _, entry_ns, _): Blocked, uid: u32, trace: u64) {
         self.held.remove(&pid);
         let hang = Hang {
             trace,
@@ -284,7 +287,7 @@ impl Hangs {
     }
 
     /// The trace of `blocked` could not start: not looked at again.
-    pub fn not_started(&mut self, (pid, _, _, entry_ns): Blocked, e: &anyhow::Error) {
+    pub fn not_started(&mut self, (pid, _, _, entry_ns, _): Blocked, e: &anyhow::Error) {
         self.hold(pid, entry_ns, Untraced::NotStarted, &format!(": {e:#}"));
     }
 }
@@ -292,7 +295,8 @@ impl Hangs {
 /// The trace of the hang `blocked`, found `now_ns`: it records until `bound` at the
 /// latest (its `ended` says "bound" until the call is seen to return or its process to
 /// exit).
-pub fn trace_of((pid, tid, api, entry_ns): Blocked, now_ns: u64, bound: Duration) -> Start {
+pub fn trace_of(blocked: Blocked, now_ns: u64, bound: Duration) -> Start {
+    let (pid, tid, api, entry_ns, arg0) = blocked;
     let offset = clock::realtime_offset_ns();
     let hang = json!({
         "api": api.symbol(), "pid": pid, "tid": tid,
@@ -301,7 +305,20 @@ pub fn trace_of((pid, tid, api, entry_ns): Blocked, now_ns: u64, bound: Duration
         "ended": "bound",
     });
     let spec = TraceSpec::of(pid, bound, format!("hang-{}-{pid}", api.symbol()));
-    Start::new(spec, Origin::Hang(hang))
+    let mut start = Start::new(spec, Origin::Hang(hang));
+    // Its row, still in flight: its exit, when it comes, completes it.
+    start.slow_call = Some(Call {
+        api,
+        pid,
+        tid,
+        correlation: 0,
+        enter_ns: entry_ns,
+        exit_ns: None,
+        ret: None,
+        args: [arg0, 0, 0],
+        filtered: false,
+    });
+    start
 }
 
 #[cfg(test)]

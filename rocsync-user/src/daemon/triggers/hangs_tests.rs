@@ -50,8 +50,8 @@ fn only_tracked_synchronisations_count_and_the_threshold_is_inclusive() {
     assert_eq!(
         blocked,
         [
-            (1, 10, Api::HipStreamSynchronize, now - 3 * S),
-            (2, 20, Api::HipDeviceSynchronize, now - 2 * S)
+            (1, 10, Api::HipStreamSynchronize, now - 3 * S, 0),
+            (2, 20, Api::HipDeviceSynchronize, now - 2 * S, 0)
         ]
     );
 }

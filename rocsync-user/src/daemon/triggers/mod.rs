@@ -14,7 +14,9 @@ use std::{path::PathBuf, time::Duration};
 
 use serde_json::Value;
 
-use crate::{agents::AgentSet, daemon::serving::socket::PendingReply, kubernetes::PodName};
+use crate::{
+    agents::AgentSet, daemon::serving::socket::PendingReply, ingest::Call, kubernetes::PodName,
+};
 
 /// Longest trace a request may ask for.
 pub const MAX_DURATION: Duration = Duration::from_secs(3600);
@@ -88,6 +90,9 @@ pub struct Start {
     pub origin: Origin,
     /// The client waiting for the files.
     pub reply: Option<PendingReply>,
+    /// The slow call a stall or hang trace is for, entered before its recording: the
+    /// trace holds it, whether or not the flight recorder does.
+    pub slow_call: Option<Call>,
 }
 
 impl Start {
@@ -96,6 +101,7 @@ impl Start {
             spec,
             origin,
             reply: None,
+            slow_call: None,
         }
     }
 }

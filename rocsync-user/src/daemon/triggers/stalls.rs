@@ -23,7 +23,10 @@ use serde_json::json;
 use tokio::time::Instant;
 
 use crate::clock;
-use crate::daemon::triggers::{Origin, Start, TraceSpec};
+use crate::{
+    daemon::triggers::{Origin, Start, TraceSpec},
+    ingest::Call,
+};
 
 /// Stall traces listed by `rocsync status`.
 const LISTED: usize = 16;
@@ -147,7 +150,20 @@ pub fn trace_of(
         "threshold_ms": threshold.map(|t| t.as_secs_f64() * 1e3),
     });
     let spec = TraceSpec::of(r.pid, window, format!("stall-{api}-{}", r.pid));
-    Start::new(spec, Origin::Stall(stall))
+    let mut start = Start::new(spec, Origin::Stall(stall));
+    // Its row: it returned before its trace began.
+    start.slow_call = Api::from_u32(r.api).map(|api| Call {
+        api,
+        pid: r.pid,
+        tid: r.tid,
+        correlation: 0,
+        enter_ns: r.entry_ns,
+        exit_ns: Some(r.exit_ns),
+        ret: Some(r.ret),
+        args: [r.arg0, 0, 0],
+        filtered: false,
+    });
+    start
 }
 
 #[cfg(test)]

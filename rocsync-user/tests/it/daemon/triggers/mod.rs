@@ -4,5 +4,6 @@ mod dyno_hostile;
 mod dynolog;
 mod hangs;
 mod hangs_hidden;
+mod slow_call;
 pub(crate) mod stalls;
 mod windows;

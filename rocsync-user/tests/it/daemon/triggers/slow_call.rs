@@ -1,0 +1,150 @@
+//! A stall or hang trace holds the slow call itself, with the flight recorder on or off:
+//! off, its row comes from what the daemon knew of it (the stall's return, the hang's
+//! in-flight entry), id 0 (the probes gave it none), its times as the scenario logged
+//! them, and its exit — for a hang — completes it (no unpaired exit); on, the recorder's
+//! own entry is its row, once.
+
+use std::{path::PathBuf, process::Command};
+
+use rocsync_tests::{LoggedCall, read_log};
+use serde_json::Value;
+
+use crate::{
+    common::{daemon::*, packets::monotonic_ns, *},
+    daemon::triggers::stalls::{listed_trace, stall_traces},
+};
+
+/// Stall traces of calls over 50 ms (300 ms after), one a second; `flight` or not.
+fn daemon_args(flight: bool) -> Vec<&'static str> {
+    let mut args = vec![
+        "--capture-on-stall",
+        "50ms",
+        "--stall-window-after",
+        "300ms",
+        "--stall-interval",
+        "1s",
+    ];
+    if flight {
+        args.extend(["--flight-recorder", "10s"]);
+    }
+    args
+}
+
+/// The scenario blocked once in `hipStreamSynchronize` for `us`, let go once tracked and
+/// run to its end; its pid and logged calls.
+fn stall_once(
+    dir: &TempDir,
+    exe: &std::path::Path,
+    lines: &mut Lines,
+    us: &str,
+) -> (u32, Vec<LoggedCall>) {
+    let log = dir.path(&format!("stall-{us}.log"));
+    let mut target = Gated::start(
+        Command::new(exe)
+            .args(["gated", "stall", "1", us])
+            .env("SCENARIO_LOG", &log),
+    );
+    target.open_when_tracked(lines);
+    let pid = target.child.id();
+    assert!(target.child.wait().unwrap().success());
+    (pid, read_log(&log))
+}
+
+/// The trace's rows of the logged synchronisation's thread and API.
+fn rows_of<'a>(t: &'a Value, sync: &LoggedCall) -> Vec<&'a Value> {
+    t["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| {
+            e["ph"] == "X"
+                && e["cat"] == "cuda_runtime"
+                && e["name"] == "hipStreamSynchronize"
+                && e["tid"].as_u64() == Some(u64::from(sync.tid))
+        })
+        .collect()
+}
+
+/// The row is the logged call: its start and end within a millisecond of the log's
+/// (the probe runs inside the logged span), its stream, its return code.
+fn assert_row_is(t: &Value, row: &Value, sync: &LoggedCall) {
+    let start = monotonic_ns(t, row["ts"].as_f64().unwrap());
+    let end = start + (row["dur"].as_f64().unwrap() * 1000.0) as i64;
+    let ms = 1_000_000;
+    let (before, after) = (sync.before_ns as i64, sync.after_ns as i64);
+    assert!(
+        (before - ms..=before + ms).contains(&start) && (after - ms..=after + ms).contains(&end),
+        "row {start}..{end} ns, logged {before}..{after}: {row}"
+    );
+    assert_eq!(row["args"]["ret"], sync.ret, "{row}");
+    assert_eq!(
+        row["args"]["hip_stream"],
+        format!("{:#x}", sync.args[0]),
+        "{row}"
+    );
+}
+
+fn the_sync(logged: &[LoggedCall]) -> &LoggedCall {
+    logged
+        .iter()
+        .find(|c| c.api == "hipStreamSynchronize")
+        .unwrap()
+}
+
+fn trace_of(dir: &TempDir, kind: &str, pid: u32) -> Value {
+    let listed: Vec<PathBuf> = stall_traces(&dir.path("rocsync.sock"), 1);
+    listed_trace(&listed, kind, pid)
+}
+
+#[test]
+fn a_hang_trace_holds_its_blocked_call_without_the_flight_recorder() {
+    let name = "a_hang_trace_holds_its_blocked_call_without_the_flight_recorder";
+    let Some((dir, exe)) = daemon_test(name) else {
+        return;
+    };
+    let (_daemon, mut lines) = start_daemon(&dir, &exe, &daemon_args(false));
+    // Blocked 3 s: found after 1-2 s, long after it began.
+    let (pid, logged) = stall_once(&dir, &exe, &mut lines, "3000000");
+    let sync = the_sync(&logged);
+    let t = trace_of(&dir, "hang", pid);
+    assert_eq!(t["rocsync"]["parameters"]["hang"]["ended"], "returned");
+    let rows = rows_of(&t, sync);
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows[0]["args"]["correlation"], 0, "{}", rows[0]);
+    assert_row_is(&t, rows[0], sync);
+    // Its exit, recorded, completed it.
+    assert_eq!(t["rocsync"]["drops"]["unpaired_exits"], 0);
+}
+
+#[test]
+fn a_stall_trace_holds_its_slow_call_without_the_flight_recorder() {
+    let name = "a_stall_trace_holds_its_slow_call_without_the_flight_recorder";
+    let Some((dir, exe)) = daemon_test(name) else {
+        return;
+    };
+    let (_daemon, mut lines) = start_daemon(&dir, &exe, &daemon_args(false));
+    // 200 ms: a stall (over 50 ms), never a hang (under 1 s).
+    let (pid, logged) = stall_once(&dir, &exe, &mut lines, "200000");
+    let sync = the_sync(&logged);
+    let t = trace_of(&dir, "stall", pid);
+    let rows = rows_of(&t, sync);
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows[0]["args"]["correlation"], 0, "{}", rows[0]);
+    assert_row_is(&t, rows[0], sync);
+}
+
+#[test]
+fn with_the_flight_recorder_a_hang_trace_holds_its_call_once_as_recorded() {
+    let name = "with_the_flight_recorder_a_hang_trace_holds_its_call_once_as_recorded";
+    let Some((dir, exe)) = daemon_test(name) else {
+        return;
+    };
+    let (_daemon, mut lines) = start_daemon(&dir, &exe, &daemon_args(true));
+    let (pid, logged) = stall_once(&dir, &exe, &mut lines, "3000000");
+    let sync = the_sync(&logged);
+    let t = trace_of(&dir, "hang", pid);
+    let rows = rows_of(&t, sync);
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_ne!(rows[0]["args"]["correlation"], 0, "{}", rows[0]);
+    assert_row_is(&t, rows[0], sync);
+}
