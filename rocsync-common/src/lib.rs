@@ -15,8 +15,9 @@ mod target_cache;
 pub use api::{Api, Backend, Cookie, Op, OutParam};
 pub use call_ring::{CallCursor, CallSlot, MMAPABLE, call_slots};
 pub use metrics::{
-    AQL_SLOTS, AQL_TYPES, AqlAgent, EarlyKey, GroupSlot, METRIC_APIS, METRIC_DEVICES, METRIC_SLOTS,
-    MetricKey, MetricValue, OTHER_DEVICE, PendingCall, WAIT_BUCKETS, aql_series, aql_slot,
+    AQL_SLOTS, AQL_TYPES, AqlAgent, Dependency, EarlyKey, GroupSlot, METRIC_APIS, METRIC_DEVICES,
+    METRIC_SLOTS, MetricKey, MetricValue, OTHER_DEVICE, PendingCall, WAIT_BUCKETS, aql_series,
+    aql_slot,
 };
 pub use record::{
     AgentQuery, ENTRY_FILTERED, EXIT_OUT_READ, EntryRecord, ExitRecord, HandleKey, HsaQueue,

@@ -95,6 +95,18 @@ pub struct PendingCall {
     pub arg0: u64,
 }
 
+/// The dependency state the probes keep of every counted process (daemon mode), by
+/// handle: where an event was last recorded, and which event a stream last waited on.
+/// From it a blocked synchronisation is followed back to what it waits on.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Dependency {
+    /// The other handle: the stream an event was recorded on, the event a stream waited on.
+    pub handle: u64,
+    /// CLOCK_MONOTONIC ns of the call.
+    pub ns: u64,
+}
+
 /// AQL packets counted (daemon mode), per agent and packet type: an index per packet, as
 /// for calls. Agents 0..[`METRIC_DEVICES`] have their own series; beyond them they share
 /// "other", and a queue found at its first doorbell (its agent unread) is "unknown".
@@ -161,6 +173,8 @@ mod pod {
     unsafe impl aya::Pod for super::EarlyKey {}
     // SAFETY: as above (two u32, then two u64: no padding).
     unsafe impl aya::Pod for super::PendingCall {}
+    // SAFETY: as above (two u64).
+    unsafe impl aya::Pod for super::Dependency {}
 }
 
 #[cfg(test)]

@@ -342,4 +342,6 @@ mod pod {
     unsafe impl aya::Pod for super::OutSlot {}
     // SAFETY: as above.
     unsafe impl aya::Pod for super::TaskLayout {}
+    // SAFETY: as above (two u64).
+    unsafe impl aya::Pod for super::HandleKey {}
 }

@@ -10,9 +10,9 @@ use aya_ebpf::{
     maps::{Array, LruHashMap, PerCpuArray, PerCpuHashMap},
 };
 use rocsync_common::{
-    AQL_SLOTS, Api, Cookie, EarlyKey, GroupSlot, HandleKey, METRIC_SLOTS, MetricKey, MetricValue,
-    NO_DEVICE, OutParam, PendingCall, RECORD_STALL, StallRecord, Switch, TRACE_RECORDING,
-    TRACE_STOPPING, WAIT_BUCKETS, aql_slot,
+    AQL_SLOTS, Api, Cookie, Dependency, EarlyKey, GroupSlot, HandleKey, METRIC_SLOTS, MetricKey,
+    MetricValue, NO_DEVICE, OutParam, PendingCall, RECORD_STALL, StallRecord, Switch,
+    TRACE_RECORDING, TRACE_STOPPING, WAIT_BUCKETS, aql_slot,
 };
 
 use crate::{
@@ -39,9 +39,13 @@ static ZERO_SERIES: Array<MetricValue> = Array::with_max_entries(1, 0);
 /// The call each thread is in (its start), by `pid_tgid`.
 #[map]
 static PENDING: LruHashMap<u64, PendingCall> = LruHashMap::with_max_entries(16384, 0);
-/// The stream each event was last recorded on, to count cross-stream waits.
+/// The stream each event was last recorded on (and when), to count cross-stream waits
+/// and follow a blocked wait back to its record.
 #[map]
-static EVENT_STREAM: LruHashMap<HandleKey, u64> = LruHashMap::with_max_entries(65536, 0);
+static EVENT_STREAM: LruHashMap<HandleKey, Dependency> = LruHashMap::with_max_entries(65536, 0);
+/// The event each stream last waited on (and when): a synchronised stream's wait.
+#[map]
+static STREAM_WAIT: LruHashMap<HandleKey, Dependency> = LruHashMap::with_max_entries(65536, 0);
 
 /// The daemon's stall threshold (ns; 0: none): a synchronisation that takes longer is
 /// counted and announced on the ring (`StallRecord`).
@@ -182,19 +186,20 @@ fn count(cookie: Cookie, args: &[u64; 3], pid_tgid: u64, tgid: u32, group: u32) 
     } else {
         device_of(args, cookie, pid_tgid)
     };
+    // SAFETY: helper without preconditions.
+    let ns = unsafe { bpf_ktime_get_ns() };
     if !learning {
         let Some(v) = series(group, cookie.api(), device) else {
             return;
         };
         // SAFETY: this CPU's slot of the series, valid for the program's run.
         unsafe { (*v).calls += 1 };
-        count_stream_use(cookie, args, tgid, v);
+        count_stream_use(cookie, args, (tgid, ns), v);
     }
     let pending = PendingCall {
         api: cookie.api(),
         device,
-        // SAFETY: helper without preconditions.
-        ns: unsafe { bpf_ktime_get_ns() },
+        ns,
         arg0: args[0],
     };
     // Overwritten in place: a thread's entry lives on between its calls, so the common
@@ -208,31 +213,43 @@ fn count(cookie: Cookie, args: &[u64; 3], pid_tgid: u64, tgid: u32, group: u32) 
     }
 }
 
-/// Remembers the stream each event is recorded on, and counts stream waits on an event
-/// recorded on another stream.
+/// `map[key] = value`, in place when the entry exists (the common case: nothing
+/// allocated).
 #[inline(always)]
-fn count_stream_use(cookie: Cookie, args: &[u64; 3], tgid: u32, v: *mut MetricValue) {
-    if cookie.kind() == Cookie::KIND_RECORD {
-        let key = HandleKey {
-            tgid: tgid as u64,
-            handle: args[0],
-        };
-        match EVENT_STREAM.get_ptr_mut(key) {
-            // SAFETY: the event's own entry; rewritten in place, as `PENDING`'s.
-            Some(s) => unsafe { *s = args[1] },
-            None => {
-                let _ = EVENT_STREAM.insert(key, args[1], 0);
-            }
+fn remember(map: &LruHashMap<HandleKey, Dependency>, key: HandleKey, value: Dependency) {
+    match map.get_ptr_mut(key) {
+        // SAFETY: the handle's own entry, valid for the program's run.
+        Some(d) => unsafe { *d = value },
+        None => {
+            let _ = map.insert(key, value, 0);
         }
-    } else if cookie.stream_arg() > 0 && cookie.event_arg() > 0 {
-        // A stream wait: is its event recorded on another stream?
-        let key = HandleKey {
-            tgid: tgid as u64,
+    }
+}
+
+/// Remembers the stream each event is recorded on and the event each stream waits on,
+/// and counts stream waits on an event recorded on another stream.
+#[inline(always)]
+fn count_stream_use(cookie: Cookie, args: &[u64; 3], (tgid, ns): (u32, u64), v: *mut MetricValue) {
+    let key = |handle| HandleKey {
+        tgid: tgid as u64,
+        handle,
+    };
+    if cookie.kind() == Cookie::KIND_RECORD {
+        let recorded = Dependency {
             handle: args[1],
+            ns,
         };
+        remember(&EVENT_STREAM, key(args[0]), recorded);
+    } else if cookie.stream_arg() > 0 && cookie.event_arg() > 0 {
+        let waited = Dependency {
+            handle: args[1],
+            ns,
+        };
+        remember(&STREAM_WAIT, key(args[0]), waited);
+        // A stream wait: is its event recorded on another stream?
         // SAFETY: plain map lookup.
-        if let Some(&s) = unsafe { EVENT_STREAM.get(key) }
-            && s != args[0]
+        if let Some(r) = unsafe { EVENT_STREAM.get(key(args[1])) }
+            && r.handle != args[0]
         {
             // SAFETY: as above.
             unsafe { (*v).cross_stream += 1 };

@@ -164,6 +164,14 @@ pub fn status(args: StatusArgs) -> Result<i32> {
         s.stall_traces.len()
     ));
     out.extend(s.stall_traces.iter().map(|t| format!("  {t}")));
+    out.push(format!("hangs traced now: {}", s.hangs.len()));
+    for h in &s.hangs {
+        let waits = h.waits_on.as_deref().unwrap_or("unknown");
+        out.push(format!(
+            "  pid {} thread {} {} blocked {:.1} s, waits on {waits}",
+            h.pid, h.tid, h.api, h.blocked_s
+        ));
+    }
     out.push(format!("standalone captures: {}", s.claims.len()));
     out.extend(s.claims.iter().map(|c| format!("  {c}")));
     // Names are their owners' (an executable may be named with a newline or an escape

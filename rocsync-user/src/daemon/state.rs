@@ -131,6 +131,7 @@ impl Daemon {
                 .collect(),
             writing: self.writing.names().into_iter().map(String::from).collect(),
             stall_traces: self.stalls.recent.iter().cloned().collect(),
+            hangs: self.hangs.shown(crate::clock::monotonic_ns() as u64),
         }
     }
 }

@@ -7,8 +7,8 @@ use aya::{
     programs::RawTracePoint,
 };
 use rocsync_common::{
-    AQL_SLOTS, AqlAgent, EarlyKey, GroupSlot, METRIC_SLOTS, MetricKey, MetricValue, WAIT_BUCKETS,
-    aql_series,
+    AQL_SLOTS, AqlAgent, EarlyKey, GroupSlot, HandleKey, METRIC_SLOTS, MetricKey, MetricValue,
+    WAIT_BUCKETS, aql_series,
 };
 
 use super::Probes;
@@ -55,6 +55,26 @@ impl Probes {
             .filter(|(_, c)| c.api != u32::MAX)
             .map(|(k, c)| ((k >> 32) as u32, k as u32, c))
             .collect())
+    }
+
+    /// Where `pid`'s `event` was last recorded: (stream, ns), if the probes saw it.
+    pub fn last_record(&self, pid: u32, event: u64) -> Option<rocsync_common::Dependency> {
+        self.dependency("EVENT_STREAM", pid, event)
+    }
+
+    /// The event `pid`'s `stream` last waited on: (event, ns), if the probes saw it.
+    pub fn last_wait(&self, pid: u32, stream: u64) -> Option<rocsync_common::Dependency> {
+        self.dependency("STREAM_WAIT", pid, stream)
+    }
+
+    fn dependency(&self, map: &str, pid: u32, handle: u64) -> Option<rocsync_common::Dependency> {
+        let map: aya::maps::HashMap<_, HandleKey, rocsync_common::Dependency> =
+            aya::maps::HashMap::try_from(self.ebpf.map(map)?).ok()?;
+        let key = HandleKey {
+            tgid: u64::from(pid),
+            handle,
+        };
+        map.get(&key, 0).ok()
     }
 
     /// Takes `pid`'s calls counted before it was tracked out of the kernel: (series

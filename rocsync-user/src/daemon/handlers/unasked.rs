@@ -4,15 +4,17 @@
 
 use std::time::Duration;
 
-use rocsync_common::{Api, StallRecord};
+use rocsync_common::{Api, Dependency, StallRecord};
+use serde_json::Value;
 use tokio::time::Instant;
 
 use crate::{
     clock,
     daemon::{
         state::Daemon,
-        triggers::{Origin, hangs, stalls},
+        triggers::{Origin, chain, hangs, stalls},
     },
+    probes::Probes,
 };
 
 impl Daemon {
@@ -34,14 +36,18 @@ impl Daemon {
             return self.stalls.skip(why);
         }
         let (threshold, after) = (self.config.capture_on_stall, self.config.stall_window_after);
-        let start = stalls::trace_of(&r, took, threshold, after);
+        let steps = self.waits_on(r.pid, Api::from_u32(r.api), r.arg0, r.entry_ns);
+        let waits =
+            chain::said(&steps, r.entry_ns).map_or(String::new(), |w| format!(" (waited on {w})"));
+        let steps = chain::on_wall_clock(steps, clock::realtime_offset_ns());
+        let start = stalls::trace_of(&r, (took, threshold), after, steps);
         let api = Api::from_u32(r.api).map_or("unknown", |a| a.symbol());
         match self.begin(start) {
             Ok(trace) => {
                 let stem = trace.stem.clone();
                 self.stalls.traces += 1;
                 crate::say!(
-                    "rocsync daemon: stall: pid {}'s {api} took {took:.0?}: tracing it as {stem}.json",
+                    "rocsync daemon: stall: pid {}'s {api} took {took:.0?}{waits}: tracing it as {stem}.json",
                     r.pid
                 );
             }
@@ -117,17 +123,43 @@ impl Daemon {
         if !self.hangs.admit(blocked, uid, interval, recording) {
             return;
         }
-        let start = hangs::trace_of(blocked, now_ns, self.config.hang_bound);
+        let (_, _, _, entry_ns, arg0) = blocked;
+        let steps = self.waits_on(pid, Some(api), arg0, entry_ns);
+        let said = chain::said(&steps, entry_ns);
+        let waits = said
+            .as_ref()
+            .map_or(String::new(), |w| format!(", waits on {w}"));
+        let steps = chain::on_wall_clock(steps, clock::realtime_offset_ns());
+        let start = hangs::trace_of(blocked, now_ns, self.config.hang_bound, steps);
         match self.begin(start) {
             Ok(trace) => {
                 let (id, stem) = (trace.id, trace.stem.clone());
-                self.hangs.began(blocked, uid, id);
+                self.hangs.began(blocked, uid, id, said);
                 crate::say!(
-                    "rocsync daemon: hang: pid {pid}'s {} (thread {tid}) still blocked: tracing it as {stem}.json",
+                    "rocsync daemon: hang: pid {pid}'s {} (thread {tid}) still blocked{waits}: tracing it as {stem}.json",
                     api.symbol()
                 );
             }
             Err(e) => self.hangs.not_started(blocked, &e),
         }
+    }
+
+    /// What `pid`'s call `api(arg0)`, entered at `entry_ns`, waits on, from the probes'
+    /// dependency state.
+    fn waits_on(&self, pid: u32, api: Option<Api>, arg0: u64, entry_ns: u64) -> Vec<Value> {
+        let state = Of(&self.tracker.probes, pid);
+        api.map_or_else(Vec::new, |api| chain::waits_on(api, arg0, entry_ns, &state))
+    }
+}
+
+/// One process's dependency state, as the probes keep it.
+struct Of<'a>(&'a Probes, u32);
+
+impl chain::State for Of<'_> {
+    fn last_wait(&self, stream: u64) -> Option<Dependency> {
+        self.0.last_wait(self.1, stream)
+    }
+    fn last_record(&self, event: u64) -> Option<Dependency> {
+        self.0.last_record(self.1, event)
     }
 }

@@ -105,6 +105,21 @@ pub struct Status {
     /// The newest stall traces written (oldest first).
     #[serde(default)]
     pub stall_traces: Vec<String>,
+    /// Hangs being traced now, with what each waits on.
+    #[serde(default)]
+    pub hangs: Vec<Hung>,
+}
+
+/// A synchronisation blocked past `--hang-after`, its trace recording.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Hung {
+    pub pid: u32,
+    pub tid: u32,
+    pub api: String,
+    pub blocked_s: f64,
+    /// What it waits on, in a line (absent: unknown).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waits_on: Option<String>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -172,15 +187,17 @@ mod tests {
         assert!(matches!(w, Reply::Written(Written { ref pids, .. }) if pids == &[Some(7)]));
         let e: Reply = serde_json::from_str(r#"{"error":"no"}"#).unwrap();
         assert!(matches!(e, Reply::Refused { .. }));
-        let s = r#"{"claims":[],"scheduled":[],"traces":[],"tracked":[{"exe":"/bin/x","pid":3}],"writing":[],"stall_traces":["/t/stall-x.json"]}"#;
+        let s = r#"{"claims":[],"scheduled":[],"traces":[],"tracked":[{"exe":"/bin/x","pid":3}],"writing":[],"stall_traces":["/t/stall-x.json"],"hangs":[{"pid":3,"tid":4,"api":"hipStreamSynchronize","blocked_s":2.5,"waits_on":"event 0x1 recorded on stream 0x2 2.0 s before"}]}"#;
         let status: Reply = serde_json::from_str(s).unwrap();
         assert_eq!(status.line(), format!("{s}\n"));
-        let s = r#"{"claims":[],"scheduled":[],"traces":[],"tracked":[{"exe":"/bin/x","pid":3,"pod":{"namespace":null,"name":"t-0","uid":"u","container":null}}],"writing":[],"stall_traces":[]}"#;
+        let s = r#"{"claims":[],"scheduled":[],"traces":[],"tracked":[{"exe":"/bin/x","pid":3,"pod":{"namespace":null,"name":"t-0","uid":"u","container":null}}],"writing":[],"stall_traces":[],"hangs":[]}"#;
         let status: Reply = serde_json::from_str(s).unwrap();
         assert_eq!(status.line(), format!("{s}\n"));
-        // An older daemon's status (no stall traces) still reads.
+        // An older daemon's status (no stall traces, no hangs) still reads.
         let old = r#"{"claims":[],"scheduled":[],"traces":[],"tracked":[],"writing":[]}"#;
         let status: Reply = serde_json::from_str(old).unwrap();
-        assert!(matches!(status, Reply::Status(s) if s.stall_traces.is_empty()));
+        assert!(
+            matches!(status, Reply::Status(s) if s.stall_traces.is_empty() && s.hangs.is_empty())
+        );
     }
 }

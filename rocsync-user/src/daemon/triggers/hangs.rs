@@ -20,12 +20,15 @@ use std::{
 };
 
 use rocsync_common::{Api, Cookie, PendingCall};
-use serde_json::json;
+use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use crate::clock;
 use crate::{
-    daemon::triggers::{Origin, Start, TraceSpec},
+    daemon::{
+        serving::protocol::Hung,
+        triggers::{Origin, Start, TraceSpec},
+    },
     ingest::Call,
 };
 
@@ -158,8 +161,11 @@ struct Hang {
     /// Its trace's id.
     trace: u64,
     tid: u32,
+    api: Api,
     entry_ns: u64,
     uid: u32,
+    /// What it waits on, in a line.
+    waits_on: Option<String>,
 }
 
 #[derive(Default)]
@@ -233,6 +239,22 @@ impl Hangs {
         (ended, fresh)
     }
 
+    /// The hangs being traced, as `rocsync status` shows them (`now_ns`: the probes'
+    /// clock now).
+    pub fn shown(&self, now_ns: u64) -> Vec<Hung> {
+        let mut hung: Vec<Hung> = (self.open.iter())
+            .map(|(&pid, h)| Hung {
+                pid,
+                tid: h.tid,
+                api: h.api.symbol().into(),
+                blocked_s: now_ns.saturating_sub(h.entry_ns) as f64 / 1e9,
+                waits_on: h.waits_on.clone(),
+            })
+            .collect();
+        hung.sort_by_key(|h| h.pid);
+        hung
+    }
+
     /// The hang of `pid` ended: its trace's id (none: no hang open).
     pub fn end(&mut self, pid: u32) -> Option<u64> {
         let h = self.open.remove(&pid)?;
@@ -273,14 +295,17 @@ impl Hangs {
         }
     }
 
-    /// The hang `blocked` of user `uid` is traced by trace `trace`.
-    pub fn began(&mut self, (pid, tid, _, entry_ns, _): Blocked, uid: u32, trace: u64) {
+    /// The hang `blocked` of user `uid`, waiting on `waits_on`, is traced by `trace`.
+    pub fn began(&mut self, blocked: Blocked, uid: u32, trace: u64, waits_on: Option<String>) {
+        let (pid, tid, api, entry_ns, _) = blocked;
         self.held.remove(&pid);
         let hang = Hang {
             trace,
             tid,
+            api,
             entry_ns,
             uid,
+            waits_on,
         };
         self.open.insert(pid, hang);
         self.traces += 1;
@@ -295,13 +320,15 @@ impl Hangs {
 /// The trace of the hang `blocked`, found `now_ns`: it records until `bound` at the
 /// latest (its `ended` says "bound" until the call is seen to return or its process to
 /// exit).
-pub fn trace_of(blocked: Blocked, now_ns: u64, bound: Duration) -> Start {
+/// `waits_on`: what the call waits on (`chain.rs`), in the wall clock.
+pub fn trace_of(blocked: Blocked, now_ns: u64, bound: Duration, waits_on: Vec<Value>) -> Start {
     let (pid, tid, api, entry_ns, arg0) = blocked;
     let offset = clock::realtime_offset_ns();
     let hang = json!({
         "api": api.symbol(), "pid": pid, "tid": tid,
         "entry_unix_us": (entry_ns as i64 + offset) / 1000,
         "blocked_ms_when_found": now_ns.saturating_sub(entry_ns) as f64 / 1e6,
+        "waits_on": waits_on,
         "ended": "bound",
     });
     let spec = TraceSpec::of(pid, bound, format!("hang-{}-{pid}", api.symbol()));

@@ -61,8 +61,10 @@ fn a_hang_ends_when_its_call_is_gone_or_its_process_is() {
     let hang = |tid, entry_ns| Hang {
         trace: 0,
         tid,
+        api: Api::HipStreamSynchronize,
         entry_ns,
         uid: 0,
+        waits_on: None,
     };
     let open = HashMap::from([
         (1, hang(10, 5 * S)), // still blocked

@@ -5,6 +5,7 @@
 //! (`stalls.rs`), hangs while a call is still blocked (`hangs.rs`).
 
 pub mod asked;
+pub mod chain;
 pub mod hangs;
 pub mod sampled;
 pub mod scheduled;

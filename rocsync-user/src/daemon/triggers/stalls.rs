@@ -133,11 +133,12 @@ impl Stalls {
 
 /// The trace of a stall that took `took`, as its return said (`threshold`: the stall
 /// threshold in effect); `window`: how long it records after.
+/// `waits_on`: what the call waited on (`chain.rs`), in the wall clock.
 pub fn trace_of(
     r: &StallRecord,
-    took: Duration,
-    threshold: Option<Duration>,
+    (took, threshold): (Duration, Option<Duration>),
     window: Duration,
+    waits_on: Vec<serde_json::Value>,
 ) -> Start {
     let api = Api::from_u32(r.api).map_or("unknown", |a| a.symbol());
     let offset = clock::realtime_offset_ns();
@@ -148,6 +149,7 @@ pub fn trace_of(
         "entry_unix_us": unix_us(r.entry_ns), "exit_unix_us": unix_us(r.exit_ns),
         "duration_ms": took.as_secs_f64() * 1e3,
         "threshold_ms": threshold.map(|t| t.as_secs_f64() * 1e3),
+        "waits_on": waits_on,
     });
     let spec = TraceSpec::of(r.pid, window, format!("stall-{api}-{}", r.pid));
     let mut start = Start::new(spec, Origin::Stall(stall));

@@ -148,3 +148,75 @@ fn with_the_flight_recorder_a_hang_trace_holds_its_call_once_as_recorded() {
     assert_ne!(rows[0]["args"]["correlation"], 0, "{}", rows[0]);
     assert_row_is(&t, rows[0], sync);
 }
+
+/// The hang says what it waits on, from the probes' dependency state: the synchronised
+/// stream's wait, the event's record on the other stream (handles and times as the
+/// scenario logged them), and that stream's own state; in the trace and in the log.
+#[test]
+fn a_hang_names_the_event_it_waits_on_and_the_stream_that_recorded_it() {
+    let name = "a_hang_names_the_event_it_waits_on_and_the_stream_that_recorded_it";
+    let Some((dir, exe)) = daemon_test(name) else {
+        return;
+    };
+    let (_daemon, mut lines) = start_daemon(&dir, &exe, &daemon_args(false));
+    let log = dir.path("hang.log");
+    let mut target = Gated::start(
+        Command::new(&exe)
+            .args(["gated", "stall", "1", "3000000"])
+            .env("SCENARIO_LOG", &log),
+    );
+    target.open_when_tracked(&mut lines);
+    let pid = target.child.id();
+    lines.wait_for_all(&[&format!("hang: pid {pid}'s hipStreamSynchronize")]);
+    // While it blocks, `rocsync status` says it and what it waits on.
+    let status = ask_daemon(&dir.path("rocsync.sock"), &["status"]);
+    assert!(status.contains("hangs traced now: 1\n"), "{status}");
+    assert!(target.child.wait().unwrap().success());
+    let logged = read_log(&log);
+    let call = |api: &str| logged.iter().find(|c| c.api == api).unwrap();
+    let (record, wait, sync) = (
+        call("hipEventRecord"),
+        call("hipStreamWaitEvent"),
+        the_sync(&logged),
+    );
+    let (event, s1, s2) = (record.args[0], record.args[1], wait.args[0]);
+    assert_eq!((wait.args[1], sync.args[0]), (event, s2));
+    let t = trace_of(&dir, "hang", pid);
+    let offset = t["rocsync"]["clock_offset_ns"].as_i64().unwrap();
+    let steps = t["rocsync"]["parameters"]["hang"]["waits_on"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let hex = |h: u64| format!("{h:#x}");
+    assert_eq!(steps.len(), 3, "{steps:?}");
+    assert_eq!(steps[0]["stream"], hex(s2));
+    assert_eq!(steps[0]["waited_on_event"], hex(event));
+    assert_eq!(steps[1]["event"], hex(event));
+    assert_eq!(steps[1]["recorded_on_stream"], hex(s1));
+    assert_eq!(steps[2]["stream"], hex(s1));
+    assert_eq!(steps[2]["waited"], "nothing the probes saw");
+    // Each at its call, as logged (µs, and two readings of the wall clock's offset).
+    for (step, logged) in [(&steps[0], wait), (&steps[1], record)] {
+        let at = step["at_unix_us"].as_i64().unwrap() * 1000 - offset;
+        let (before, after) = (logged.before_ns as i64, logged.after_ns as i64);
+        assert!(
+            (before - 1_000_000..=after + 1_000_000).contains(&at),
+            "{step} at {at}, logged {before}..{after}"
+        );
+    }
+    let waits = format!(
+        "waits on event {} recorded on stream {}",
+        hex(event),
+        hex(s1)
+    );
+    lines.wait_for_all(&[&format!(
+        "hang: pid {pid}'s hipStreamSynchronize (thread {}) still blocked, {waits}",
+        sync.tid,
+    )]);
+    let line = format!(
+        "  pid {pid} thread {} hipStreamSynchronize blocked ",
+        sync.tid
+    );
+    let shown = status.lines().find(|l| l.starts_with(&line));
+    assert!(shown.is_some_and(|l| l.contains(&waits)), "{status}");
+}

@@ -1,0 +1,214 @@
+//! What a blocked synchronisation waits on, from the dependency state the probes keep
+//! of every counted process (`Dependency`: where each event was last recorded, which
+//! event each stream last waited on): a stream's last wait before the call, the record
+//! that wait was on, then that stream's own last wait, and so on. A step the state
+//! cannot vouch for ends the chain with why — it never names a later record or wait
+//! than the one the call depended on.
+
+use rocsync_common::{Api, Cookie, Dependency};
+use serde_json::{Value, json};
+
+/// Steps followed at most: a chain across a node's streams is short.
+const MAX_STEPS: usize = 8;
+
+/// The probes' dependency state of one process: (stream → its last wait, event → its
+/// last record).
+pub trait State {
+    fn last_wait(&self, stream: u64) -> Option<Dependency>;
+    fn last_record(&self, event: u64) -> Option<Dependency>;
+}
+
+/// What the call `api(arg0)` entered at `entry_ns` waits on, step by step; the log's
+/// short form of it; `offset_ns` turns the probes' clock into the wall clock.
+pub fn waits_on(api: Api, arg0: u64, entry_ns: u64, state: &impl State) -> Vec<Value> {
+    let cookie = Cookie::of(api);
+    let mut steps = Vec::new();
+    let hex = |h: u64| format!("{h:#x}");
+    // Stream to follow, and the moment its work was enqueued up to.
+    let (mut stream, mut before) = if cookie.stream_arg() == 1 {
+        (arg0, entry_ns)
+    } else if cookie.event_arg() == 1 {
+        match recorded(arg0, entry_ns, state, &mut steps) {
+            Some(s) => s,
+            None => return steps,
+        }
+    } else {
+        // A device's synchronisation waits on every stream: no one chain.
+        return steps;
+    };
+    let mut seen = vec![stream];
+    while steps.len() < MAX_STEPS {
+        let Some(w) = state.last_wait(stream) else {
+            // Its own work, and nothing it waited on: the chain ends at this stream.
+            steps.push(json!({"stream": hex(stream), "waited": "nothing the probes saw"}));
+            return steps;
+        };
+        if w.ns > before {
+            steps.push(json!({
+                "stream": hex(stream),
+                "unknown": "it waited again since: its wait before is not kept",
+            }));
+            return steps;
+        }
+        steps.push(json!({"stream": hex(stream), "waited_on_event": hex(w.handle), "at_ns": w.ns}));
+        match recorded(w.handle, w.ns, state, &mut steps) {
+            Some((s, at)) if !seen.contains(&s) => {
+                seen.push(s);
+                (stream, before) = (s, at);
+            }
+            _ => return steps,
+        }
+    }
+    steps
+}
+
+/// The step of `event`'s record before `before`; its stream and when.
+fn recorded(
+    event: u64,
+    before: u64,
+    state: &impl State,
+    steps: &mut Vec<Value>,
+) -> Option<(u64, u64)> {
+    let hex = |h: u64| format!("{h:#x}");
+    let Some(r) = state.last_record(event) else {
+        steps.push(json!({"event": hex(event), "unknown": "never recorded while counted"}));
+        return None;
+    };
+    if r.ns > before {
+        steps.push(json!({
+            "event": hex(event),
+            "unknown": "recorded again since: the record waited on is not kept",
+        }));
+        return None;
+    }
+    steps.push(json!({"event": hex(event), "recorded_on_stream": hex(r.handle), "at_ns": r.ns}));
+    Some((r.handle, r.ns))
+}
+
+/// The chain in a line: `event 0x… recorded on stream 0x… 1.2 s before`.
+pub fn said(steps: &[Value], entry_ns: u64) -> Option<String> {
+    let last = steps
+        .iter()
+        .rev()
+        .find(|s| s.get("recorded_on_stream").is_some())?;
+    let ago = entry_ns.saturating_sub(last["at_ns"].as_u64()?) as f64 / 1e9;
+    Some(format!(
+        "event {} recorded on stream {} {ago:.1} s before",
+        last["event"].as_str()?,
+        last["recorded_on_stream"].as_str()?
+    ))
+}
+
+/// `at_ns` (the probes' clock) as `at_unix_us`.
+pub fn on_wall_clock(mut steps: Vec<Value>, offset_ns: i64) -> Vec<Value> {
+    for s in &mut steps {
+        if let Some(ns) = s.get("at_ns").and_then(Value::as_u64)
+            && let Some(o) = s.as_object_mut()
+        {
+            o.remove("at_ns");
+            o.insert("at_unix_us".into(), ((ns as i64 + offset_ns) / 1000).into());
+        }
+    }
+    steps
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    #[derive(Default)]
+    struct Fake {
+        waits: HashMap<u64, Dependency>,
+        records: HashMap<u64, Dependency>,
+    }
+
+    impl State for Fake {
+        fn last_wait(&self, stream: u64) -> Option<Dependency> {
+            self.waits.get(&stream).copied()
+        }
+        fn last_record(&self, event: u64) -> Option<Dependency> {
+            self.records.get(&event).copied()
+        }
+    }
+
+    fn dep(handle: u64, ns: u64) -> Dependency {
+        Dependency { handle, ns }
+    }
+
+    #[test]
+    fn a_stream_sync_follows_its_wait_to_the_record_and_that_streams_own_wait() {
+        let mut s = Fake::default();
+        // Stream 2 waited (at 20) on event 7, recorded (at 10) on stream 1, which waited
+        // (at 5) on event 8, recorded (at 1) on stream 3, which waited on nothing.
+        s.waits.insert(2, dep(7, 20));
+        s.records.insert(7, dep(1, 10));
+        s.waits.insert(1, dep(8, 5));
+        s.records.insert(8, dep(3, 1));
+        let steps = waits_on(Api::HipStreamSynchronize, 2, 30, &s);
+        let keys: Vec<String> = steps
+            .iter()
+            .map(|v| {
+                let o = v.as_object().unwrap();
+                o.keys()
+                    .filter(|k| *k != "at_ns")
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(",")
+            })
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                "stream,waited_on_event",
+                "event,recorded_on_stream",
+                "stream,waited_on_event",
+                "event,recorded_on_stream",
+                "stream,waited",
+            ]
+        );
+        assert_eq!(steps[1]["recorded_on_stream"], "0x1");
+        assert_eq!(
+            said(&steps, 30).unwrap(),
+            "event 0x8 recorded on stream 0x3 0.0 s before"
+        );
+    }
+
+    #[test]
+    fn a_later_wait_or_record_ends_the_chain_with_why_never_naming_it() {
+        let mut s = Fake::default();
+        s.waits.insert(2, dep(7, 40)); // after the call began at 30
+        let steps = waits_on(Api::HipStreamSynchronize, 2, 30, &s);
+        assert_eq!(steps.len(), 1);
+        assert!(
+            steps[0]["unknown"]
+                .as_str()
+                .unwrap()
+                .contains("waited again")
+        );
+        s.waits.insert(2, dep(7, 20));
+        s.records.insert(7, dep(1, 25)); // recorded after the wait
+        let steps = waits_on(Api::HipStreamSynchronize, 2, 30, &s);
+        assert!(
+            steps[1]["unknown"]
+                .as_str()
+                .unwrap()
+                .contains("recorded again")
+        );
+        assert_eq!(said(&steps, 30), None);
+    }
+
+    #[test]
+    fn an_event_sync_starts_at_its_record_and_a_device_sync_has_no_chain() {
+        let mut s = Fake::default();
+        s.records.insert(7, dep(1, 10));
+        let steps = waits_on(Api::HipEventSynchronize, 7, 30, &s);
+        assert_eq!(steps[0]["recorded_on_stream"], "0x1");
+        assert_eq!(steps[1]["waited"], "nothing the probes saw");
+        assert!(waits_on(Api::HipDeviceSynchronize, 0, 30, &s).is_empty());
+        // A cycle ends: stream 1 waits on an event recorded on itself.
+        s.waits.insert(1, dep(7, 20));
+        let steps = waits_on(Api::HipStreamSynchronize, 1, 30, &s);
+        assert_eq!(steps.len(), 2);
+    }
+}
