@@ -7,7 +7,7 @@ use aya_ebpf::{
     bindings::BPF_NOEXIST,
     helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns},
     macros::map,
-    maps::{Array, LruHashMap, PerCpuArray, PerCpuHashMap},
+    maps::{Array, HashMap, LruHashMap, PerCpuArray, PerCpuHashMap},
 };
 use rocsync_common::{
     AQL_SLOTS, Api, Cookie, Dependency, EarlyKey, GroupSlot, HandleKey, METRIC_SLOTS, MetricKey,
@@ -29,8 +29,15 @@ static METRICS: PerCpuArray<MetricValue> = PerCpuArray::with_max_entries(METRIC_
 /// preallocated, per CPU) and removes a group's series when the group has ended.
 #[map]
 static GROUP_METRICS: PerCpuHashMap<GroupSlot, MetricValue> = PerCpuHashMap::with_max_entries(1, 0);
-/// Calls of a labelled process counted in `METRICS` instead, `GROUP_METRICS` being full:
-/// the totals stay right, the labels say less.
+/// Series each label group (a pod) may have at most, set at load (0: no cap): one pod
+/// cannot take every labelled series and leave the others none.
+#[unsafe(no_mangle)]
+static SERIES_PER_GROUP: u32 = 0;
+/// Series made of each label group, for the cap (as many groups as series at most).
+#[map]
+static GROUP_SERIES: HashMap<u32, u32> = HashMap::with_max_entries(1, 0);
+/// Calls of a labelled process counted in `METRICS` instead, `GROUP_METRICS` being full
+/// or its group at its cap: the totals stay right, the labels say less.
 #[map]
 static UNLABELLED: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
 /// A series at zero, a new labelled series' first value (too big for the stack).
@@ -76,9 +83,12 @@ fn series(group: u32, api: u32, device: i32) -> Option<*mut MetricValue> {
         if let Some(v) = GROUP_METRICS.get_ptr_mut(key) {
             return Some(v);
         }
-        if let Some(zero) = ZERO_SERIES.get(0) {
-            // Another CPU may make it meanwhile: either way it is there after.
-            let _ = GROUP_METRICS.insert(key, zero, BPF_NOEXIST as u64);
+        if let (Some(zero), Some(made)) = (ZERO_SERIES.get(0), series_made(group)) {
+            // Another CPU may make it meanwhile: either way it is there after, counted once.
+            if GROUP_METRICS.insert(key, zero, BPF_NOEXIST as u64).is_ok() {
+                // SAFETY: the group's own counter slot, valid for the program's run.
+                unsafe { add_u32(made) };
+            }
             if let Some(v) = GROUP_METRICS.get_ptr_mut(key) {
                 return Some(v);
             }
@@ -89,6 +99,23 @@ fn series(group: u32, api: u32, device: i32) -> Option<*mut MetricValue> {
         }
     }
     METRICS.get_ptr_mut(slot)
+}
+
+/// The counter of `group`'s series, unless the group is at its cap. CPUs making series
+/// at once may pass the cap by one each: bounded all the same.
+#[inline(always)]
+fn series_made(group: u32) -> Option<*mut u32> {
+    // SAFETY: a read-only global, set at load.
+    let cap = unsafe { core::ptr::read_volatile(&SERIES_PER_GROUP) };
+    let made = match GROUP_SERIES.get_ptr_mut(group) {
+        Some(m) => m,
+        None => {
+            let _ = GROUP_SERIES.insert(group, 0, BPF_NOEXIST as u64);
+            GROUP_SERIES.get_ptr_mut(group)?
+        }
+    };
+    // SAFETY: as above.
+    (cap == 0 || unsafe { *made } < cap).then_some(made)
 }
 
 /// Calls of a process the daemon has not looked at yet (a new process calls before its

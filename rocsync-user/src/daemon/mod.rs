@@ -160,7 +160,8 @@ async fn start(config: DaemonConfig, flags: ConfigFlags, signals: Signals) -> Re
     let lock = node_lock(&config.lock)?;
     statedir::make(&config.state_dir)?;
     statedir::sweep(&config.state_dir);
-    let labelled = config.metric_labels.any().then_some(pods::LABELLED_SERIES);
+    let labelled =
+        (config.metric_labels.any()).then_some((pods::LABELLED_SERIES, config.max_series_per_pod));
     let mut probes = Probes::load(ProbeOptions {
         labelled_series: labelled,
         ..ProbeOptions::default()

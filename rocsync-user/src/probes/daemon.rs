@@ -151,6 +151,10 @@ impl Probes {
         for k in keys.into_iter().filter(|k| k.group == group) {
             let _ = map.remove(&k);
         }
+        let mut made: aya::maps::HashMap<_, u32, u32> = aya::maps::HashMap::try_from(
+            (self.ebpf.map_mut("GROUP_SERIES")).context("GROUP_SERIES map missing")?,
+        )?;
+        let _ = made.remove(&group);
         Ok(())
     }
 

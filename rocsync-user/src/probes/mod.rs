@@ -118,9 +118,9 @@ pub struct ProbeOptions {
     /// Attach the call probes as classic (perf-event) uprobes even where the kernel has
     /// multi-uprobe links.
     pub classic_uprobes: bool,
-    /// The daemon's labelled series (`--metric-labels`): how many the kernel holds
-    /// (`None`: none labelled).
-    pub labelled_series: Option<u32>,
+    /// The daemon's labelled series (`--metric-labels`): how many the kernel holds, and
+    /// how many of them one label group (a pod) may have (`None`: none labelled).
+    pub labelled_series: Option<(u32, u32)>,
 }
 
 pub struct Probes {
@@ -157,9 +157,11 @@ impl Probes {
         let slots = rocsync_common::call_slots(options.ring_bytes.unwrap_or(DEFAULT_RING));
         loader.map_max_entries("CALL_RING", slots);
         // Preallocated per CPU: one entry unless series are labelled.
-        if let Some(n) = options.labelled_series {
-            loader.map_max_entries("GROUP_METRICS", n.max(1));
-        }
+        // The loader borrows a global's value until it loads.
+        let (labelled, per_group) = options.labelled_series.unwrap_or((1, 0));
+        loader.map_max_entries("GROUP_METRICS", labelled.max(1));
+        loader.map_max_entries("GROUP_SERIES", labelled.max(1));
+        loader.override_global("SERIES_PER_GROUP", &per_group, true);
         loader.override_global("CALL_SLOTS", &slots, true);
         diagnostics::set_level(&mut loader, options.diagnostics);
         // The release at rocsync's exit needs the kernel's kfuncs linked into the object.

@@ -35,6 +35,9 @@ pub const DEFAULT_STALL_INTERVAL: Duration = Duration::from_secs(60);
 pub const DEFAULT_HANG_BOUND: Duration = Duration::from_secs(120);
 /// A trace's largest file: a hang beside flooding threads wrote 5.4 GB in 30 s.
 pub const DEFAULT_TRACE_MAX_BYTES: u64 = 512 << 20;
+/// Labelled series one pod may have by default: eight pods at their cap fill the kernel's.
+pub const DEFAULT_SERIES_PER_POD: usize = 128;
+const LABELLED_SERIES_USIZE: usize = crate::daemon::tracking::pods::LABELLED_SERIES as usize;
 /// A synchronisation blocked this long is a hang (a stall is found at its return).
 pub const DEFAULT_HANG_AFTER: Duration = Duration::from_secs(1);
 
@@ -81,6 +84,8 @@ pub struct DaemonConfig {
     pub node_name: Option<String>,
     /// Labels the per-API series gain (none by default: each multiplies the series).
     pub metric_labels: MetricLabels,
+    /// The most labelled series one pod may have.
+    pub max_series_per_pod: u32,
     /// The node's daemon lock (a flag only: a reload keeps the one taken at start).
     pub lock: PathBuf,
 }
@@ -190,6 +195,10 @@ impl DaemonConfig {
             users::user_id(u).context("user")?;
         }
         let metric_labels = MetricLabels::parse(&args.metric_labels)?;
+        let max_series_per_pod = match args.max_series_per_pod.unwrap_or(DEFAULT_SERIES_PER_POD) {
+            n @ 1..=LABELLED_SERIES_USIZE => n as u32,
+            n => bail!("max_series_per_pod must be from 1 to {LABELLED_SERIES_USIZE}, not {n}"),
+        };
         let group = match args.group.clone() {
             Some(g) => Some(users::group_id(&g)?),
             None => None,
@@ -208,6 +217,7 @@ impl DaemonConfig {
             upload,
             node_name: args.node_name.clone(),
             metric_labels,
+            max_series_per_pod,
             flight_recorder,
             sampling,
             retention,
@@ -237,6 +247,7 @@ impl DaemonConfig {
             group: old.group,
             learn_devices: old.learn_devices,
             metric_labels: old.metric_labels,
+            max_series_per_pod: old.max_series_per_pod,
             host_state: old.host_state.clone(),
             ..self
         }

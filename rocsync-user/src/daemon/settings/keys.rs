@@ -79,6 +79,10 @@ settings! {
     /// counted (e.g. namespace,pod; empty values outside Kubernetes). Off by default: the
     /// series then grow with the pods on the node
     metric_labels: labels "LABELS" restart => |c| list(&c.metric_labels.names(), "none");
+    /// With --metric-labels, the most series one pod may have of the 1 024 the kernel
+    /// holds [default: 128]: past it the pod's calls are counted in the node's series
+    /// (rocsync_unlabelled_calls_total), so no pod takes every series
+    max_series_per_pod: count "N" restart => |c| c.max_series_per_pod.to_string();
     /// Only these executables (file name or full path; may repeat)
     include_exe: list "EXE" => |c| list(&c.filters.include_exe, "any");
     /// Never these executables

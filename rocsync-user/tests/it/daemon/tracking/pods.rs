@@ -195,6 +195,72 @@ fn a_pods_process_is_named_in_status_traces_and_labelled_metrics() {
     drop(cgroup);
 }
 
+/// One pod cannot take every labelled series: past `--max-series-per-pod` its calls are
+/// counted in the node's series (and as unlabelled), so every call is still counted,
+/// once, and the pod has exactly its cap of labelled series.
+#[test]
+fn a_pod_has_at_most_its_cap_of_labelled_series_and_every_call_is_counted() {
+    let name = "a_pod_has_at_most_its_cap_of_labelled_series_and_every_call_is_counted";
+    let Some((dir, exe, python)) = metrics_test(name) else {
+        return;
+    };
+    let Some(hierarchy) = pod_test(name) else {
+        return;
+    };
+    let mut flags = host_flags(dir.0.path());
+    flags.extend(["--metric-labels", "pod", "--max-series-per-pod", "2"].map(String::from));
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let (daemon, mut lines) = start_daemon(&dir, &exe, &flags);
+    let addr = metrics_addr(&lines);
+    let cgroup = PodCgroup::create(&hierarchy);
+    in_runtime(dir.0.path(), &cgroup, "ml-team", "greedy-0");
+    let greedy = spec("ml-team", "greedy-0", NamespaceFile::Plain, true);
+    let mut pod = start_in_pod(
+        &dir,
+        &exe,
+        &greedy,
+        &cgroup,
+        &["gated", "loop", "1500", "2"],
+    );
+    pod.open_when_tracked(&mut lines);
+    assert!(wait_within(&mut pod.child, Duration::from_secs(20), "the pod").success());
+
+    let m = Metrics::scrape(&python, &addr);
+    let mut labelled = 0;
+    let mut counted: BTreeMap<String, usize> = BTreeMap::new();
+    for (metric, l, v) in &m.samples {
+        if metric == "rocsync_sync_calls_total" {
+            labelled += usize::from(l["pod"] == "greedy-0");
+            *counted
+                .entry(l["api"].as_str().unwrap().into())
+                .or_default() += *v as usize;
+        }
+    }
+    let mut logged: BTreeMap<String, usize> = BTreeMap::new();
+    let log = read_log(&dir.path("greedy-0.log"));
+    for l in probed(&log) {
+        *logged.entry(l.api).or_default() += 1;
+    }
+    // A series per API and device: its APIs alone are more than its cap.
+    assert!(logged.len() > 2, "the scenario calls {logged:?}");
+    assert_eq!(labelled, 2, "the pod's labelled series");
+    assert_eq!(counted, logged, "calls per API: /metrics, then the log");
+    let unlabelled = m
+        .samples
+        .iter()
+        .find(|s| s.0 == "rocsync_unlabelled_calls_total");
+    let past_cap: usize = m
+        .samples
+        .iter()
+        .filter(|(metric, l, _)| metric == "rocsync_sync_calls_total" && l["pod"] == "")
+        .map(|s| s.2 as usize)
+        .sum();
+    assert!(past_cap > 0);
+    assert_eq!(unlabelled.map(|s| s.2 as usize), Some(past_cap));
+    stop(daemon);
+    drop(cgroup);
+}
+
 #[test]
 fn a_pod_is_named_by_the_node_never_by_its_own_files() {
     let name = "a_pod_is_named_by_the_node_never_by_its_own_files";
