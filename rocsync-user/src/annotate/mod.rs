@@ -18,7 +18,6 @@ mod summary;
 
 use std::{
     collections::{HashMap, HashSet},
-    io::Read as _,
     path::{Path, PathBuf},
 };
 
@@ -28,7 +27,7 @@ use rocsync_common::Op;
 pub use summary::Summary;
 
 use crate::{
-    input::{decompressed, open_regular},
+    input::{decompressed, json_text, open_regular},
     resolve::Row,
 };
 use capture::Capture;
@@ -36,9 +35,9 @@ use matching::Matches;
 use profile::{Flavour, Profile};
 use streams::StreamMap;
 
-/// The largest profiler trace read (decompressed): a hostile file cannot make annotate
-/// allocate without bound.
-const MAX_TRACE: u64 = 8 << 30;
+/// The largest profiler trace read (decompressed, its blank runs cut): annotate holds
+/// it whole, and a hostile file cannot make it allocate without bound.
+const MAX_TRACE: u64 = 4 << 30;
 
 /// What to annotate, as plain values.
 #[derive(Clone, Debug)]
@@ -153,11 +152,7 @@ fn listed(dir: &Path, ends: &[&str]) -> Result<Vec<PathBuf>> {
 
 fn read_profile(path: &Path) -> Result<Profile> {
     let file = open_regular(path, "annotate reads a profiler trace file")?;
-    let mut text = String::new();
-    decompressed(file)?
-        .take(MAX_TRACE)
-        .read_to_string(&mut text)
-        .with_context(|| format!("reading {} (JSON text)", path.display()))?;
+    let text = json_text(decompressed(file)?, MAX_TRACE, &path.display().to_string())?;
     Profile::parse(text).with_context(|| format!("{}", path.display()))
 }
 

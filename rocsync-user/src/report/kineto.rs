@@ -5,85 +5,180 @@
 use std::{collections::BTreeMap, io::BufRead};
 
 use anyhow::{Result, bail};
+use serde::{
+    Deserialize, Deserializer as _,
+    de::{DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor},
+};
 use serde_json::Value;
 
 use super::capture::{Capture, Observed, Produced, waits_on_event};
+use crate::input::Squeezed;
+
+/// What the report reads of an event: a runtime or device sync row's fields, each as
+/// the trace has it (a field of the wrong type is a row it cannot use, not an error).
+#[derive(Default, Deserialize)]
+#[serde(default)]
+struct Event {
+    ph: Value,
+    cat: Value,
+    name: Value,
+    pid: Value,
+    tid: Value,
+    ts: Value,
+    dur: Value,
+    args: Args,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(default)]
+struct Args {
+    correlation: Value,
+    in_flight: Value,
+    hip_stream: Value,
+    cuda_stream: Value,
+    wait_on_stream: Value,
+    wait_on_hip_event_record_corr_id: Value,
+    wait_on_cuda_event_record_corr_id: Value,
+    wait_on_unknown_reason: Value,
+}
+
+/// A trace read as it streams by: its runtime and device sync rows (every other event
+/// passed over as it is parsed, none held), and its `rocsync` object. A trace of
+/// hundreds of megabytes is never held whole.
+#[derive(Default)]
+struct Read {
+    runtime: Vec<Event>,
+    syncs: Vec<Event>,
+    rocsync: Option<Value>,
+    has_events: bool,
+}
+
+impl<'de> Visitor<'de> for &mut Read {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a trace: an object with a traceEvents array")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        while let Some(key) = map.next_key::<String>()? {
+            match key.as_str() {
+                "traceEvents" => {
+                    self.has_events = true;
+                    map.next_value_seed(Events(self))?;
+                }
+                "rocsync" => self.rocsync = Some(map.next_value()?),
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The `traceEvents` array, each element kept or passed over as it comes.
+struct Events<'a>(&'a mut Read);
+
+impl<'de> DeserializeSeed<'de> for Events<'_> {
+    type Value = ();
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Events<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a traceEvents array")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while let Some(e) = seq.next_element::<Event>()? {
+            if e.ph != "X" {
+                continue;
+            }
+            if e.cat == "cuda_runtime" {
+                self.0.runtime.push(e);
+            } else if e.cat == "cuda_sync" {
+                self.0.syncs.push(e);
+            }
+        }
+        Ok(())
+    }
+}
 
 pub fn read(input: impl BufRead) -> Result<Capture> {
-    let trace: Value = serde_json::from_reader(input)?;
-    let Some(events) = trace["traceEvents"].as_array() else {
+    let mut trace = Read::default();
+    let mut de = serde_json::Deserializer::from_reader(Squeezed::new(input));
+    de.deserialize_map(&mut trace)?;
+    de.end()?;
+    if !trace.has_events {
         bail!("it has no traceEvents array");
-    };
-    if !trace["rocsync"].is_object() {
+    }
+    let Some(rocsync) = trace.rocsync.filter(Value::is_object) else {
         bail!(
             "it has no rocsync object: report reads traces rocsync wrote \
              (a profiler's trace has no resolved waits to report)"
         );
-    }
+    };
     let mut capture = Capture::default();
     // The device sync row of each call, by correlation: its name and device.
     let mut device_rows: BTreeMap<u64, (String, i32)> = BTreeMap::new();
-    for e in events
-        .iter()
-        .filter(|e| e["ph"] == "X" && e["cat"] == "cuda_sync")
-    {
-        let (Some(corr), Some(name), Some(dev)) = (
-            e["args"]["correlation"].as_u64(),
-            e["name"].as_str(),
-            e["pid"].as_i64(),
-        ) else {
+    for e in &trace.syncs {
+        let (Some(corr), Some(name), Some(dev)) =
+            (e.args.correlation.as_u64(), e.name.as_str(), e.pid.as_i64())
+        else {
             capture.unusable("cuda_sync row without correlation, name or device");
             continue;
         };
         device_rows.insert(corr, (name.to_string(), dev as i32));
     }
-    let runtime: Vec<&Value> = events
-        .iter()
-        .filter(|e| e["ph"] == "X" && e["cat"] == "cuda_runtime")
-        .collect();
+    let runtime = &trace.runtime;
     // Record rows by correlation: the producer's thread and time.
     let mut rows_by_corr: BTreeMap<u64, (u32, i64, i64)> = BTreeMap::new();
-    for e in &runtime {
+    for e in runtime {
         if let (Some(c), Some(tid), Some(ts), Some(dur)) = (
-            e["args"]["correlation"].as_u64(),
-            e["tid"].as_u64(),
-            e["ts"].as_f64(),
-            e["dur"].as_f64(),
+            e.args.correlation.as_u64(),
+            e.tid.as_u64(),
+            e.ts.as_f64(),
+            e.dur.as_f64(),
         ) {
             rows_by_corr.insert(c, (tid as u32, ns(ts), ns(dur)));
         }
     }
     for e in runtime {
-        let a = &e["args"];
+        let a = &e.args;
         let (Some(api), Some(corr), Some(pid), Some(tid), Some(ts), Some(dur)) = (
-            e["name"].as_str(),
-            a["correlation"].as_u64(),
-            e["pid"].as_u64(),
-            e["tid"].as_u64(),
-            e["ts"].as_f64(),
-            e["dur"].as_f64(),
+            e.name.as_str(),
+            a.correlation.as_u64(),
+            e.pid.as_u64(),
+            e.tid.as_u64(),
+            e.ts.as_f64(),
+            e.dur.as_f64(),
         ) else {
             capture.unusable("cuda_runtime row without name, correlation, pid, tid, ts or dur");
             continue;
         };
-        if a["in_flight"] == true {
+        if a.in_flight == true {
             capture.unusable("call still in flight at the end (no duration)");
             continue;
         }
-        let prefix = if api.starts_with("cuda") {
-            "cuda"
-        } else {
-            "hip"
+        let cuda = api.starts_with("cuda");
+        let (stream, record) = match cuda {
+            true => (&a.cuda_stream, &a.wait_on_cuda_event_record_corr_id),
+            false => (&a.hip_stream, &a.wait_on_hip_event_record_corr_id),
         };
-        let field = |name: &str| &a[format!("{prefix}_{name}")];
         let device_row = device_rows.get(&corr);
         let sync = device_row.map(|(n, _)| n.clone());
         let waits = sync.as_deref().is_some_and(waits_on_event);
-        let record = a[format!("wait_on_{prefix}_event_record_corr_id")].as_i64();
+        let record = record.as_i64();
         let producer = match (waits, record) {
             (true, Some(r)) if r >= 0 => {
                 let r = r as u64;
-                match (rows_by_corr.get(&r), hex(&a["wait_on_stream"])) {
+                match (rows_by_corr.get(&r), hex(&a.wait_on_stream)) {
                     (Some(&(ptid, pts, pdur)), Some(stream)) => Some(Produced {
                         correlation: r,
                         stream,
@@ -102,7 +197,7 @@ pub fn read(input: impl BufRead) -> Result<Capture> {
         // unusable, not as unresolved.
         let resolved = record.is_some_and(|r| r >= 0);
         let unresolved = (waits && !resolved).then(|| {
-            a["wait_on_unknown_reason"]
+            a.wait_on_unknown_reason
                 .as_str()
                 .unwrap_or("unknown")
                 .to_string()
@@ -116,12 +211,12 @@ pub fn read(input: impl BufRead) -> Result<Capture> {
             blocked_ns: ns(dur),
             sync,
             device: device_row.map(|&(_, d)| d),
-            stream: hex(field("stream")),
+            stream: hex(stream),
             producer,
             unresolved,
         });
     }
-    if let Some(drops) = trace["rocsync"]["drops"].as_object() {
+    if let Some(drops) = rocsync["drops"].as_object() {
         for (k, v) in drops {
             match v.as_u64() {
                 Some(n) => {

@@ -46,6 +46,7 @@ mod losses;
 mod neighbours_round_two;
 mod never_stopped;
 mod no_surprises;
+mod offline_memory;
 mod outputs;
 mod outputs_links;
 mod pipeline;

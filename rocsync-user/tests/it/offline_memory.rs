@@ -1,0 +1,111 @@
+//! Files users hand to the offline commands cannot make them allocate without bound: a
+//! gzip of gigabytes of blanks costs what its text means (its blank runs are cut as it
+//! is read), and `report` streams a trace, holding its runtime rows only — measured by
+//! the command's own peak resident set (`peak_rss`).
+
+use std::{io::Write as _, path::Path};
+
+use crate::common::*;
+
+/// Peak RSS (KiB) of `rocsync ARGS` and its output; it must fail or succeed as `ok`.
+fn peak_kib(args: &[&Path], ok: bool) -> (i64, String) {
+    let out = std::process::Command::new(rocsync_tests::peak_rss())
+        .arg(env!("CARGO_BIN_EXE_rocsync"))
+        .args(args)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.success(), ok, "{args:?}: {stderr}");
+    let peak = text.lines().last().and_then(|l| l.parse().ok());
+    (
+        peak.unwrap_or_else(|| panic!("no peak in {text:?}")),
+        stderr,
+    )
+}
+
+/// A gzip of `blanks` bytes of spaces between `head` and `tail`.
+fn blank_bomb(path: &Path, head: &str, blanks: usize, tail: &str) {
+    let file = std::fs::File::create(path).unwrap();
+    let mut gz = flate2::write::GzEncoder::new(file, flate2::Compression::fast());
+    gz.write_all(head.as_bytes()).unwrap();
+    let chunk = vec![b' '; 1 << 20];
+    for _ in 0..blanks / chunk.len() {
+        gz.write_all(&chunk).unwrap();
+    }
+    gz.write_all(tail.as_bytes()).unwrap();
+    gz.finish().unwrap();
+}
+
+const MIB: i64 = 1024;
+
+#[test]
+fn a_gzip_of_blanks_costs_what_its_text_means() {
+    let dir = TempDir::new();
+    // 512 MiB of blanks inside a valid trace: read whole, it took 512 MiB and more.
+    let bomb = dir.path("bomb.json.gz");
+    let trace = r#"{"traceEvents": ["#;
+    let rest = r#"], "rocsync": {"drops": {}}}"#;
+    blank_bomb(&bomb, trace, 512 << 20, rest);
+    assert!(std::fs::metadata(&bomb).unwrap().len() < 8 << 20);
+    let (peak, _) = peak_kib(&[Path::new("report"), &bomb], true);
+    assert!(peak < 64 * MIB, "report held {peak} KiB");
+    // annotate: the profiler trace it edits is held whole, its blanks cut.
+    let raw = dir.path("capture.jsonl");
+    std::fs::write(
+        &raw,
+        concat!(
+            r#"{"rocsync_raw":{"version":"0.1.0","clock_offset_ns":1700000000000000000,"command":["app"],"drops":0}}"#,
+            "\n",
+            r#"{"rocsync_raw_end":{}}"#,
+            "\n"
+        ),
+    )
+    .unwrap();
+    let out = dir.path("annotated.json");
+    let args = [
+        Path::new("annotate"),
+        &bomb,
+        Path::new("--capture"),
+        &raw,
+        Path::new("-o"),
+        &out,
+    ];
+    let (peak, stderr) = peak_kib(&args, false);
+    // It read the trace through (and found no call in it to annotate).
+    assert!(stderr.contains("no runtime row"), "{stderr}");
+    assert!(peak < 64 * MIB, "annotate held {peak} KiB: {stderr}");
+}
+
+#[test]
+fn report_streams_a_large_trace_holding_its_runtime_rows_only() {
+    let dir = TempDir::new();
+    let trace = dir.path("big.json");
+    let mut w = std::io::BufWriter::new(std::fs::File::create(&trace).unwrap());
+    write!(w, r#"{{"schemaVersion": 1, "traceEvents": ["#).unwrap();
+    // 256 MiB of kernel rows and flows, which the report does not use, then one call.
+    let pad = "x".repeat(400);
+    let rows = (256 << 20) / (pad.len() + 150);
+    for i in 0..rows {
+        write!(
+            w,
+            r#"{{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 1, "ts": {i}, "dur": 1, "args": {{"note": "{pad}"}}}},"#
+        )
+        .unwrap();
+    }
+    write!(
+        w,
+        r#"{{"ph": "X", "cat": "cuda_runtime", "name": "hipDeviceSynchronize", "pid": 7, "tid": 7, "ts": 1.0, "dur": 2.0, "args": {{"correlation": 1}}}}"#
+    )
+    .unwrap();
+    write!(w, r#"], "rocsync": {{"drops": {{"lost_ids": 0}}}}}}"#).unwrap();
+    w.flush().unwrap();
+    drop(w);
+    let size_kib = std::fs::metadata(&trace).unwrap().len() as i64 / 1024;
+    let (peak, _) = peak_kib(&[Path::new("report"), Path::new("--json"), &trace], true);
+    // Held whole as a JSON value, it took several times its size.
+    assert!(
+        peak < size_kib / 4,
+        "report held {peak} KiB of a {size_kib} KiB trace"
+    );
+}
