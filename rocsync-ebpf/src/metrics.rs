@@ -74,9 +74,10 @@ pub fn count_packet(ordinal: u64, header: u8) {
 }
 
 /// This CPU's counters of one API on one device, in the process's label group (0: the
-/// node's series).
+/// node's series); `entry`: a call's entry, counted once as unlabelled when its group has
+/// no series for it (its return reaches the same series, and is not a call).
 #[inline(always)]
-fn series(group: u32, api: u32, device: i32) -> Option<*mut MetricValue> {
+fn series(group: u32, (api, device): (u32, i32), entry: bool) -> Option<*mut MetricValue> {
     let slot = MetricKey::slot(api, device)?;
     if group != 0 {
         let key = GroupSlot { group, slot };
@@ -93,7 +94,7 @@ fn series(group: u32, api: u32, device: i32) -> Option<*mut MetricValue> {
                 return Some(v);
             }
         }
-        if let Some(n) = UNLABELLED.get_ptr_mut(0) {
+        if let Some(n) = UNLABELLED.get_ptr_mut(0).filter(|_| entry) {
             // SAFETY: per-CPU slot, no concurrent writer on this CPU while the program runs.
             unsafe { *n += 1 };
         }
@@ -216,7 +217,7 @@ fn count(cookie: Cookie, args: &[u64; 3], pid_tgid: u64, tgid: u32, group: u32) 
     // SAFETY: helper without preconditions.
     let ns = unsafe { bpf_ktime_get_ns() };
     if !learning {
-        let Some(v) = series(group, cookie.api(), device) else {
+        let Some(v) = series(group, (cookie.api(), device), true) else {
             return;
         };
         // SAFETY: this CPU's slot of the series, valid for the program's run.
@@ -330,7 +331,7 @@ fn count_return(cookie: Cookie, ret: i64, pid_tgid: u64, group: u32) {
             _ => {}
         }
     }
-    let Some(v) = series(group, p.api, p.device) else {
+    let Some(v) = series(group, (p.api, p.device), false) else {
         return;
     };
     // SAFETY: this CPU's slot of the series, valid for the program's run.

@@ -90,9 +90,50 @@ pub fn parse_budget(s: &str) -> Result<Option<Share>, String> {
     Ok(Some(Share(share / 100.0)))
 }
 
+/// A duration as the flags take it: the largest unit that divides it (`2m`, `1500ms`).
+pub fn shown_duration(d: Duration) -> String {
+    let ms = d.as_millis();
+    for (unit, per) in [
+        ("d", 86_400_000),
+        ("h", 3_600_000),
+        ("m", 60_000),
+        ("s", 1000),
+    ] {
+        if ms >= per && ms.is_multiple_of(per) {
+            return format!("{}{unit}", ms / per);
+        }
+    }
+    format!("{ms}ms")
+}
+
+/// `1 row`, `2 rows`: a count and its noun, in the number it takes.
+pub fn counted(n: u64, noun: &str) -> String {
+    match n {
+        1 => format!("1 {noun}"),
+        _ => format!("{n} {noun}s"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn counts_take_their_number() {
+        assert_eq!(
+            [0, 1, 2].map(|n| counted(n, "row")),
+            ["0 rows", "1 row", "2 rows"]
+        );
+    }
+
+    #[test]
+    fn durations_in_the_largest_unit_that_divides_them() {
+        let d = |ms| shown_duration(Duration::from_millis(ms));
+        assert_eq!(d(120_000), "2m");
+        assert_eq!(d(1500), "1500ms");
+        assert_eq!(d(2000), "2s");
+        assert_eq!(d(7 * 86_400_000), "7d");
+    }
 
     /// One syntax for every duration (issue 36): bare seconds, fractions, every unit.
     #[test]

@@ -4,6 +4,8 @@ use std::{collections::BTreeMap, fmt::Write as _, path::PathBuf};
 
 use serde::Serialize;
 
+use crate::units::counted;
+
 /// Why a wait was left as it was (CUDA) or added without a producer / not added (ROCm).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Reason {
@@ -134,8 +136,11 @@ impl Summary {
         let k = &self.calls;
         let _ = writeln!(
             s,
-            "  calls: {} of the profiler's {} rows matched ({} rows and {} calls without a partner)",
-            k.matched, k.profiler_rows, k.rows_unmatched, k.calls_unmatched
+            "  calls: {} of the profiler's {} matched ({} and {} without a partner)",
+            k.matched,
+            counted(k.profiler_rows as u64, "row"),
+            counted(k.rows_unmatched as u64, "row"),
+            counted(k.calls_unmatched as u64, "call"),
         );
         let st = &self.streams;
         let _ = writeln!(

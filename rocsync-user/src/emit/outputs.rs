@@ -28,6 +28,8 @@ pub struct Outputs {
     default_name: bool,
     raw: Option<PendingFile>,
     header: Header,
+    /// Who says the summary (`rocsync`; the daemon and its trace).
+    who: String,
 }
 
 /// What the capture adds to the trace's `rocsync` object and the summary.
@@ -66,6 +68,7 @@ impl Outputs {
             default_name,
             raw: raw.as_deref().map(PendingFile::create).transpose()?,
             header: Header::default(),
+            who: "rocsync".into(),
         })
     }
 
@@ -77,6 +80,7 @@ impl Outputs {
             default_name: false,
             raw: None,
             header: Header::default(),
+            who: "rocsync".into(),
         })
     }
 
@@ -90,6 +94,11 @@ impl Outputs {
     }
 
     /// Opens the outputs for a capture described by `header`.
+    /// Its summary said as `who` (the daemon's traces: `rocsync daemon: trace N`).
+    pub fn said_as(&mut self, who: String) {
+        self.who = who;
+    }
+
     pub fn open(&mut self, header: Header) -> Result<CaptureSink> {
         let reserved = self.trace.take().context("the outputs are open already")?;
         let traces = ProcessTraces::new(reserved, header.clock_offset_ns, header.start_ns);
@@ -133,7 +142,7 @@ impl Outputs {
             drop(traces);
             lines.insert(0, format!("the trace was not written: {e}"));
             lines.push("(`rocsync convert` makes the trace from the raw capture)".into());
-            crate::say!("{}", summary::render(stats, &lines).trim_end());
+            crate::say!("{}", summary::render(stats, &lines, &self.who).trim_end());
             return Err(anyhow::Error::from(e).context("writing the trace"));
         }
         let mut rocsync = json!({
@@ -167,7 +176,7 @@ impl Outputs {
         if raw_error.is_some() {
             lines.push("(the trace holds the whole capture: nothing was lost from it)".into());
         }
-        crate::say!("{}", summary::render(stats, &lines).trim_end());
+        crate::say!("{}", summary::render(stats, &lines, &self.who).trim_end());
         match raw_error {
             Some(e) => Err(e),
             None => Ok(written),
@@ -196,7 +205,7 @@ impl Outputs {
                 raw_error.unwrap_or_else(|| std::io::Error::new(error.kind(), error.to_string()));
             close_raw(f, raw, Some(e), &Trailer::default(), &mut lines);
         }
-        crate::say!("{}", summary::render(stats, &lines).trim_end());
+        crate::say!("{}", summary::render(stats, &lines, &self.who).trim_end());
         Err(anyhow::Error::from(error).context("writing the outputs"))
     }
 }

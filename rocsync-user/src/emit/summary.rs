@@ -4,10 +4,11 @@ use std::fmt::Write as _;
 
 use crate::stats::CaptureStats;
 
-/// Calls per API, waits, packets, every loss by kind, and the outputs.
-pub fn render(stats: &CaptureStats, outputs: &[String]) -> String {
+/// Calls per API, waits, packets, every loss by kind, and the outputs; `who` says it
+/// (`rocsync`, or the daemon and its trace).
+pub fn render(stats: &CaptureStats, outputs: &[String], who: &str) -> String {
     let mut s = String::new();
-    let _ = writeln!(s, "rocsync: captured {} calls", stats.calls());
+    let _ = writeln!(s, "{who}: captured {} calls", stats.calls());
     for (api, n) in &stats.per_api {
         let _ = write!(s, "  {api:<28} {:>9}", n.calls);
         if n.failed > 0 {
@@ -17,6 +18,18 @@ pub fn render(stats: &CaptureStats, outputs: &[String]) -> String {
             let _ = write!(s, "  ({} never returned while traced)", n.no_return);
         }
         s.push('\n');
+    }
+    // Calls a trace has no row of: the same count as `report`'s, and why.
+    let selections: u64 = (stats.per_api.iter())
+        .filter(|(api, _)| api.ends_with("SetDevice") || api.ends_with("GetDevice"))
+        .map(|(_, n)| n.calls)
+        .sum();
+    if selections > 0 {
+        let _ = writeln!(
+            s,
+            "  rows: {} (the {selections} device selections set the calls' devices: no row of their own)",
+            stats.calls() - selections
+        );
     }
     for (kind, n) in &stats.packets {
         let _ = writeln!(s, "  AQL {kind:<24} {n:>9}");
@@ -90,7 +103,7 @@ mod tests {
     fn calls_the_temporary_probes_did_not_record_are_said_and_not_lost() {
         let mut stats = CaptureStats::default();
         stats.kernel.get_device_unrecorded = 4_000;
-        let said = render(&stats, &[]);
+        let said = render(&stats, &[], "rocsync");
         assert!(
             said.contains("not recorded: 4000 *GetDevice calls"),
             "{said}"
@@ -98,5 +111,25 @@ mod tests {
         assert!(said.contains("lost: nothing"), "{said}");
         assert_eq!(stats.lost_total(), 0);
         assert_eq!(stats.to_json()["get_device_calls_not_recorded"], 4_000);
+    }
+
+    #[test]
+    fn device_selections_are_counted_and_said_to_have_no_row() {
+        let mut stats = CaptureStats::default();
+        stats.per_api.entry("hipSetDevice").or_default().calls = 3;
+        stats
+            .per_api
+            .entry("hipStreamSynchronize")
+            .or_default()
+            .calls = 477;
+        let said = render(&stats, &[], "rocsync daemon: trace 7");
+        assert!(
+            said.starts_with("rocsync daemon: trace 7: captured 480 calls\n"),
+            "{said}"
+        );
+        assert!(
+            said.contains("  rows: 477 (the 3 device selections"),
+            "{said}"
+        );
     }
 }

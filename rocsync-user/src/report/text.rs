@@ -10,15 +10,21 @@ pub fn render(f: &Figures) -> String {
     let _ = writeln!(o, "\nTime blocked per API and device (µs)");
     let _ = writeln!(
         o,
-        "  {:<28} {:>6} {:>8} {:>12} {:>12} {:>12}",
-        "api", "device", "calls", "p50", "p99", "max"
+        "  {:<28} {:>6} {:>8} {:>12} {:>12} {:>12} {:>14}",
+        "api", "device", "calls", "p50", "p99", "max", "total"
     );
     for a in &f.per_api {
         let dev = a.device.map_or("-".to_string(), |d| d.to_string());
         let _ = writeln!(
             o,
-            "  {:<28} {:>6} {:>8} {:>12.3} {:>12.3} {:>12.3}",
-            a.api, dev, a.calls, a.blocked_p50_us, a.blocked_p99_us, a.blocked_max_us
+            "  {:<28} {:>6} {:>8} {:>12.3} {:>12.3} {:>12.3} {:>14.3}",
+            a.api,
+            dev,
+            a.calls,
+            a.blocked_p50_us,
+            a.blocked_p99_us,
+            a.blocked_max_us,
+            a.blocked_total_us
         );
     }
     let _ = writeln!(o, "\nLongest waits");

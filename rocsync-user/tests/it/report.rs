@@ -83,6 +83,19 @@ fn report_says_what_the_scenario_log_says() {
     }
     assert_eq!(got_calls, want_calls, "calls per API");
     assert_eq!(r["calls"], want_calls.values().sum::<u64>());
+    // The text's table says each API's total blocked time, as the JSON's.
+    let text = run_ok(rocsync().arg("report").arg(&trace));
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("p99          max          total"), "{text}");
+    for a in r["per_api"].as_array().unwrap() {
+        let total = format!("{:.3}", a["blocked_total_us"].as_f64().unwrap());
+        let api = a["api"].as_str().unwrap();
+        assert!(
+            text.lines()
+                .any(|l| l.trim_start().starts_with(api) && l.ends_with(&total)),
+            "{api}'s total {total} in\n{text}"
+        );
+    }
 
     // Who waits on whom, as often as the log says.
     let got_deps: BTreeMap<(String, String), u64> = r["dependencies"]

@@ -10,7 +10,7 @@
 //! kernel, recording the union (or, beside the flight recorder, every agent), lets them
 //! all through.
 
-use std::collections::BTreeSet;
+use std::{collections::BTreeSet, time::Duration};
 
 use anyhow::Result;
 use rocsync_common::{
@@ -106,11 +106,16 @@ impl Sessions {
         if let Some((_, trace)) = self.traces.last_mut() {
             trace.switched_on();
             crate::say!(
-                "rocsync daemon: trace {}: recording pid(s) {} ({}) until {:?} from now",
+                "rocsync daemon: trace {}: recording pid(s) {} ({}) for {}",
                 trace.id,
                 untrusted::pids_shown(&pids),
                 trace.agents,
-                trace.until - Instant::now()
+                // To the millisecond: the time since it was asked is not the user's.
+                crate::units::shown_duration(Duration::from_millis(
+                    (trace.until - Instant::now())
+                        .as_secs_f64()
+                        .mul_add(1e3, 0.5) as u64
+                ))
             );
         }
         Ok(())

@@ -279,6 +279,7 @@ pub(crate) fn open(
             Outputs::at(path, false, None)?
         }
     };
+    outputs.said_as(format!("rocsync daemon: trace {id}"));
     let header = Header {
         clock_offset_ns: clock::realtime_offset_ns(),
         start_ns: clock::monotonic_ns() as u64,

@@ -1,25 +1,9 @@
 //! `rocsync daemon --check`: the settings in effect, one per line, named as the flags
 //! and TOML keys that set them (not a Rust `Debug` dump).
 
-use std::time::Duration;
-
 use crate::daemon::settings::{config::DaemonConfig, keys::SETTINGS};
 
-/// A duration as the flags take it: the largest unit that divides it (`2m`, `1500ms`).
-pub fn duration(d: Duration) -> String {
-    let ms = d.as_millis();
-    for (unit, per) in [
-        ("d", 86_400_000),
-        ("h", 3_600_000),
-        ("m", 60_000),
-        ("s", 1000),
-    ] {
-        if ms >= per && ms.is_multiple_of(per) {
-            return format!("{}{unit}", ms / per);
-        }
-    }
-    format!("{ms}ms")
-}
+pub use crate::units::shown_duration as duration;
 
 pub fn list(items: &[String], empty: &str) -> String {
     match items {
@@ -45,20 +29,6 @@ impl DaemonConfig {
             .iter()
             .map(|s| format!("{:width$}  {}\n", s.key, (s.shown)(self)))
             .collect()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn durations_in_the_largest_unit_that_divides_them() {
-        let d = |ms| duration(Duration::from_millis(ms));
-        assert_eq!(d(120_000), "2m");
-        assert_eq!(d(1500), "1500ms");
-        assert_eq!(d(2000), "2s");
-        assert_eq!(d(7 * 86_400_000), "7d");
     }
 }
 

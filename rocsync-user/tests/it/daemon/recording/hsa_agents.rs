@@ -57,6 +57,13 @@ fn check_agent_0(name: &str, flags: &[&str]) {
     assert!(target.child.wait().unwrap().success());
     let asked = asked.wait_with_output().unwrap();
     assert!(asked.status.success());
+    // The log says the span asked, and whose summary it prints.
+    lines.wait_for_all(&[": captured "]);
+    let said = |needle: &str| lines.1.iter().find(|l| l.contains(needle)).cloned();
+    let recording = said(&format!("recording pid(s) [{pid}]")).unwrap();
+    assert!(recording.ends_with(" for 1500ms"), "{recording}");
+    let summary = said(": captured ").unwrap();
+    assert!(summary.contains("rocsync daemon: trace "), "{summary}");
     let m = Metrics::scrape(&python, &addr);
     stop(daemon);
     let t = read_json(Path::new(String::from_utf8(asked.stdout).unwrap().trim()));
