@@ -96,7 +96,7 @@ impl Tracker {
         let Some(p) = Snapshot::of(pid) else {
             return; // gone, or a kernel thread
         };
-        let mappings = &p.mappings;
+        let mappings = &self.readable(&p);
         if let Some(loader) = ld_so::of_process(pid, mappings)
             && self.probed.insert((loader.dev, loader.ino))
         {
@@ -184,6 +184,36 @@ impl Tracker {
                 crate::say!("rocsync daemon: warning: pid {pid}: {e:#}");
             }
         }
+    }
+
+    /// `p`'s mappings but those on a user's FUSE mount, which are never read (`fuse.rs`):
+    /// a runtime or loader there is refused, counted and said once.
+    fn readable(&mut self, p: &Snapshot) -> Vec<maps::Mapping> {
+        let wanted = |n: &str| {
+            maps::is_dynamic_loader(n)
+                || maps::is_hsa_runtime(n)
+                || RUNTIMES
+                    .iter()
+                    .any(|r| r.matches_library(n) || r.carried_by(n))
+        };
+        let mut readable = Vec::with_capacity(p.mappings.len());
+        for m in &p.mappings {
+            let Some(uid) = p.on_user_fuse(m) else {
+                readable.push(m.clone());
+                continue;
+            };
+            let name = m.path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            if wanted(name) && self.files.refuse_fuse(m) {
+                crate::say!(
+                    "rocsync daemon: warning: {} (pid {}) is on a FUSE mount of uid {uid}: \
+                     the daemon never reads a user's FUSE files (its server could hold it); \
+                     not probed",
+                    untrusted::shown(&m.path.to_string_lossy()),
+                    p.pid
+                );
+            }
+        }
+        readable
     }
 
     /// Probes one runtime file `pid` maps, unless it is probed already, was found

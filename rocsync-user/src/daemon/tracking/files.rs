@@ -51,6 +51,8 @@ pub struct Refused {
     pub unusable: u64,
     /// Their user had as many files probed as allowed.
     pub per_user_limit: u64,
+    /// On a user's FUSE mount: never read (`fuse.rs`).
+    pub user_fuse: u64,
 }
 
 struct Probed {
@@ -73,6 +75,8 @@ pub struct Files {
     over_cap: HashSet<FileId>,
     /// Released files whose links are still being detached: (their users, the detach).
     releasing: Vec<(Vec<u32>, JoinHandle<()>)>,
+    /// Runtimes refused on a user's FUSE mount, by (device, inode): said once each.
+    on_fuse: HashSet<(Option<(u32, u32)>, u64)>,
     pub refused: Refused,
 }
 
@@ -89,6 +93,13 @@ impl Files {
     }
 
     /// Whether `id` was found unusable before.
+    /// A runtime on a user's FUSE mount, refused: whether it is the first time (counted).
+    pub fn refuse_fuse(&mut self, m: &crate::probes::maps::Mapping) -> bool {
+        let first = self.on_fuse.insert((m.dev, m.inode));
+        self.refused.user_fuse += u64::from(first);
+        first
+    }
+
     pub fn is_unusable(&self, id: &FileId) -> bool {
         self.unusable.contains(id)
     }

@@ -5,6 +5,7 @@ pub mod budget;
 pub mod discovery;
 pub mod files;
 pub mod filters;
+pub mod fuse;
 pub mod pods;
 pub mod polling;
 pub mod snapshot;

@@ -1,6 +1,6 @@
 //! What the daemon reads of a process it looks at, each file of `/proc/PID` at most
-//! once, and only when asked: its maps (always), executable, uid, cgroup and
-//! environment. One snapshot goes to discovery, the filters, the files' per-user limit,
+//! once, and only when asked: its maps (always), executable, uid, cgroup, environment
+//! and mount table. One snapshot goes to discovery, the filters, the files' per-user limit,
 //! pod identity and the environment's readers.
 
 use std::cell::OnceCell;
@@ -16,6 +16,7 @@ pub struct Snapshot {
     uid: OnceCell<Option<u32>>,
     cgroup: OnceCell<Option<String>>,
     identity: OnceCell<Option<environ::Identity>>,
+    mountinfo: OnceCell<String>,
 }
 
 impl Snapshot {
@@ -30,6 +31,7 @@ impl Snapshot {
             uid: OnceCell::new(),
             cgroup: OnceCell::new(),
             identity: OnceCell::new(),
+            mountinfo: OnceCell::new(),
         })
     }
 
@@ -51,6 +53,14 @@ impl Snapshot {
         (self.cgroup)
             .get_or_init(|| procfs::cgroup(self.pid))
             .as_deref()
+    }
+
+    /// The uid of the user's FUSE mount `m` is on, if it is on one (see `fuse.rs`).
+    pub fn on_user_fuse(&self, m: &maps::Mapping) -> Option<u32> {
+        let dev = m.dev?;
+        let table = (self.mountinfo)
+            .get_or_init(|| procfs::read(self.pid, "mountinfo").unwrap_or_default());
+        super::fuse::user_mount(table, dev)
     }
 
     /// What it says of itself in its environment (name, rank, visible devices).

@@ -63,7 +63,7 @@ families! {
     PROBED_FILES: "rocsync_probed_files" gauge
         "Runtime library files probed now (released when no process they serve lives).";
     FILES_REFUSED: "rocsync_files_refused_total" counter
-        "Runtime library files not probed, by reason: unusable (not a runtime, or past the bounds of what is read), per_user_limit (their user's cap).";
+        "Runtime library files not probed, by reason: unusable (not a runtime, or past the bounds of what is read), per_user_limit (their user's cap), user_fuse (on a user's FUSE mount: never read).";
     TRACES_WRITTEN: "rocsync_traces_written_total" counter
         "Trace files the daemon wrote (on request, sampled, flight recorder, dynolog).";
     TRACES_TRUNCATED: "rocsync_traces_truncated_total" counter

@@ -136,6 +136,7 @@ pub fn render(s: &Snapshot<'_>) -> String {
     for (reason, n) in [
         ("unusable", s.files_refused.unusable),
         ("per_user_limit", s.files_refused.per_user_limit),
+        ("user_fuse", s.files_refused.user_fuse),
     ] {
         f.labelled(&format!("reason=\"{reason}\""), n);
     }

@@ -43,6 +43,7 @@ fn everything() -> String {
         files_refused: Refused {
             unusable: 1,
             per_user_limit: 5,
+            user_fuse: 6,
         },
         budget: BudgetView {
             limit: Some(0.01),

@@ -272,3 +272,99 @@ fn churned_copies_count_against_their_user_until_their_links_are_gone() {
     );
     stop(daemon);
 }
+
+/// A FUSE server of one file, `libamdhip64.so` (the simulated runtime), mounted at
+/// argv[1] as uid 65534 with `allow_other`: it stops answering once argv[2] exists.
+const FUSE_SERVER: &str = r#"
+import os, struct, ctypes, sys
+mnt, freeze, lib = sys.argv[1], sys.argv[2], sys.argv[3]
+data = open(lib, 'rb').read()
+fd = os.open('/dev/fuse', os.O_RDWR)
+libc = ctypes.CDLL(None, use_errno=True)
+opts = f"fd={fd},rootmode=40000,user_id=65534,group_id=65534,allow_other".encode()
+if libc.mount(b"hold", mnt.encode(), b"fuse", ctypes.c_ulong(6), opts) != 0:
+    print("mount failed", ctypes.get_errno(), flush=True); sys.exit(1)
+print("mounted", flush=True)
+def attr(ino):
+    if ino == 1: return struct.pack("<QQQQQQIIIIIIIIII", 1,0,0,0,0,0,0,0,0,0o40755,2,0,0,0,4096,0)
+    return struct.pack("<QQQQQQIIIIIIIIII", 2,len(data),(len(data)+511)//512,0,0,0,0,0,0,0o100755,1,0,0,0,4096,0)
+def reply(uniq, err=0, body=b""): os.write(fd, struct.pack("<IiQ", 16+len(body), -err, uniq) + body)
+while True:
+    try: buf = os.read(fd, 1 << 20)
+    except OSError as e:
+        if e.errno == 19: break
+        continue
+    ln, op, uniq, node = struct.unpack_from("<IIQQ", buf); body = buf[40:]
+    if os.path.exists(freeze): continue
+    if op == 26:
+        maj, mi, ra, fl = struct.unpack_from("<IIII", body)
+        reply(uniq, 0, struct.pack("<IIIIHHIIHHI7I", 7, 31, ra, 0, 16, 12, 1 << 17, 1, 32, 0, 0, *([0]*7)))
+    elif op == 1:
+        name = body.split(b"\0")[0]
+        if node == 1 and name == b"libamdhip64.so": reply(uniq, 0, struct.pack("<QQQQII", 2,0,0,0,0,0) + attr(2))
+        else: reply(uniq, 2)
+    elif op == 3: reply(uniq, 0, struct.pack("<QII", 0,0,0) + attr(node))
+    elif op in (14, 27): reply(uniq, 0, struct.pack("<QII", 0,0,0))
+    elif op == 15:
+        fh, off, size = struct.unpack_from("<QQI", body); reply(uniq, 0, data[off:off+size])
+    elif op in (18, 29, 25, 28): reply(uniq, 0)
+    elif op in (2, 42, 36): pass
+    elif op == 38: reply(uniq, 0); break
+    else: reply(uniq, 38)
+"#;
+
+/// A runtime on a user's FUSE mount is never read: its server could stop answering and
+/// hold the daemon's thread in the kernel (it held it 67 s, every scrape and request
+/// unanswered, until the server was killed). The file is refused, said once and
+/// counted, and the daemon goes on answering while the server holds every request.
+#[test]
+fn a_runtime_on_a_users_fuse_mount_is_never_read() {
+    let name = "a_runtime_on_a_users_fuse_mount_is_never_read";
+    let Some((dir, _)) = daemon_test(name) else {
+        return;
+    };
+    let program = open_dir(&dir);
+    let (daemon, mut lines) = start_daemon(&dir, &program, &[]);
+    let addr = metrics_addr(&lines);
+    let mnt = dir.path("fuse");
+    std::fs::create_dir(&mnt).unwrap();
+    std::fs::set_permissions(&mnt, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let freeze = dir.path("freeze");
+    let mut server = Command::new("python3")
+        .args(["-c", FUSE_SERVER])
+        .arg(&mnt)
+        .arg(&freeze)
+        .arg(rocsync_tests::sim_hip())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut said = String::new();
+    BufReader::new(server.stdout.take().unwrap())
+        .read_line(&mut said)
+        .unwrap();
+    assert_eq!(said.trim(), "mounted");
+    let lib = mnt.join("libamdhip64.so");
+    let mut n = Neighbour::start(&program, &[&lib]);
+    // From now on the server answers nothing.
+    std::fs::write(&freeze, "").unwrap();
+    n.load();
+    lines.wait_for_all(&["is on a FUSE mount of uid 65534"]);
+    let refused = "rocsync_files_refused_total{reason=\"user_fuse\"}";
+    for _ in 0..3 {
+        let t = Instant::now();
+        assert_eq!(metric(&addr, refused), 1.0);
+        assert!(
+            t.elapsed() < Duration::from_secs(2),
+            "a scrape took {:?}",
+            t.elapsed()
+        );
+        n.load();
+    }
+    let status = ask_daemon(&dir.path("rocsync.sock"), &["status"]);
+    assert!(status.contains("tracked processes: 0"), "{status}");
+    // The server gone, its requests fail and the neighbour ends.
+    server.end();
+    let _ = Command::new("umount").arg("-l").arg(&mnt).status();
+    n.child.end();
+    stop(daemon);
+}
