@@ -9,7 +9,6 @@ use tokio::{
     net::{TcpStream, UnixStream},
 };
 
-use crate::agents::ClaimError;
 use crate::daemon::{
     handlers::events::Flow,
     recording::flight,
@@ -20,7 +19,7 @@ use crate::daemon::{
     serving::socket::{self, PendingReply},
     state::Daemon,
     tracking::budget,
-    triggers::{Origin, Start, TraceSpec, asked},
+    triggers::{Origin, Start, TraceSpec, asked, dyno},
     untrusted::{self, Peer},
 };
 
@@ -166,8 +165,9 @@ impl Daemon {
         let reply = match asked.and_then(|v| self.dyno_request(&v, peer)) {
             Ok(pids) => dynolog::answer(&pids, false, None),
             Err(e) => {
-                // Busy (another session records the agents) is dyno's own answer.
-                let busy = e.downcast_ref::<ClaimError>().is_some();
+                // Busy (the peer's or the node's dyno traces at their bound) is dyno's
+                // own answer.
+                let busy = e.downcast_ref::<dyno::Busy>().is_some();
                 let e = format!("{e:#}");
                 if self
                     .quiet_dyno
@@ -212,10 +212,13 @@ impl Daemon {
             .start
             .and_then(|t| t.duration_since(std::time::SystemTime::now()).ok());
         let log_file = d.log_file;
-        let start = Start::new(spec, Origin::Dyno { log_file });
+        let start = Start::new(spec, Origin::Dyno { log_file, peer });
         match ahead {
             Some(ahead) => self.schedule(start, ahead, peer),
-            None => Ok(self.begin(start)?.pids.clone()),
+            None => {
+                dyno::admit(peer, self.sessions.origins())?;
+                Ok(self.begin(start)?.pids.clone())
+            }
         }
     }
 

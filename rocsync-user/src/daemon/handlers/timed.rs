@@ -13,7 +13,7 @@ use crate::daemon::{
     recording::selection,
     state::Daemon,
     triggers::{
-        Start,
+        Start, dyno,
         scheduled::{self, Waiting},
     },
     untrusted::{self, Peer},
@@ -51,7 +51,11 @@ impl Daemon {
         let due = self.scheduled.partition_point(|w| w.at <= Instant::now());
         for w in self.scheduled.drain(..due).collect::<Vec<_>>() {
             let name = w.start.spec.name.clone();
-            if let Err(e) = self.begin(w.start) {
+            let admitted = dyno::admit(w.peer, self.sessions.origins());
+            if let Err(e) = admitted.map_err(anyhow::Error::from).and_then(|()| {
+                self.begin(w.start)?;
+                Ok(())
+            }) {
                 self.not_started.scheduled += 1;
                 crate::say!("rocsync daemon: scheduled dyno trace {name:?} not started: {e:#}");
             }

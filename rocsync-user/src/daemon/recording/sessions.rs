@@ -22,13 +22,13 @@ use tokio::time::Instant;
 use crate::agents::{AgentClaims, AgentSet, ClaimError, ClaimId};
 use crate::daemon::{
     recording::queues::LiveQueues, recording::traces::Active, tracking::discovery::Tracker,
-    untrusted,
+    triggers::Origin, untrusted,
 };
 
 #[derive(Default)]
 pub struct Sessions {
     claims: AgentClaims,
-    /// Traces in progress, each with its claim (none: a stall or hang trace, which
+    /// Traces in progress, each with its claim (none: a stall, hang or dyno trace, which
     /// records beside any session and keeps none from starting).
     pub traces: Vec<(Option<ClaimId>, Active)>,
     /// Traces done, their processes' recording switched off: they still get what the
@@ -62,9 +62,9 @@ impl Sessions {
     ) -> Result<()> {
         // The daemon's own stall and hang traces claim nothing: a hang is traced whoever
         // records the process, and no one's trace is refused for it.
-        let claim = match trace.origin.unasked() {
-            true => None,
-            false => Some(self.claims.start(&trace.name(), trace.agents.clone())?),
+        let claim = match trace.origin.claims_agents() {
+            false => None,
+            true => Some(self.claims.start(&trace.name(), trace.agents.clone())?),
         };
         let first = history
             .clone()
@@ -136,6 +136,11 @@ impl Sessions {
     pub fn release(&mut self, id: ClaimId) {
         let _ = self.claims.stop(id);
         self.held.retain(|(h, _)| *h != id);
+    }
+
+    /// Who started each trace recording.
+    pub fn origins(&self) -> impl Iterator<Item = &Origin> {
+        self.traces.iter().map(|(_, t)| &t.origin)
     }
 
     pub fn recording(&self) -> bool {

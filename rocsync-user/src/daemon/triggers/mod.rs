@@ -6,6 +6,7 @@
 
 pub mod asked;
 pub mod chain;
+pub mod dyno;
 pub mod hangs;
 pub mod sampled;
 pub mod scheduled;
@@ -16,7 +17,10 @@ use std::{path::PathBuf, time::Duration};
 use serde_json::Value;
 
 use crate::{
-    agents::AgentSet, daemon::serving::socket::PendingReply, ingest::Call, kubernetes::PodName,
+    agents::AgentSet,
+    daemon::{serving::socket::PendingReply, untrusted::Peer},
+    ingest::Call,
+    kubernetes::PodName,
 };
 
 /// Longest trace a request may ask for.
@@ -57,9 +61,9 @@ impl TraceSpec {
 pub enum Origin {
     /// `rocsync trace` on the socket.
     Asked,
-    /// dyno's `gputrace`: written to its log file (`<stem>_<pid>.json`, never replacing
-    /// a file), whose name no other request may take meanwhile.
-    Dyno { log_file: PathBuf },
+    /// dyno's `gputrace` from `peer`: written to its log file (`<stem>_<pid>.json`,
+    /// never replacing a file), whose name no other request may take meanwhile.
+    Dyno { log_file: PathBuf, peer: Peer },
     /// A sampled window.
     Sampled,
     /// A stall: the slow call, as its return said.
@@ -76,10 +80,17 @@ impl Origin {
         matches!(self, Origin::Stall(_) | Origin::Hang(_))
     }
 
+    /// Whether it claims its agents, refusing sessions that overlap them. dyno's port
+    /// has no authentication: its traces are guests, which never refuse anyone's
+    /// (`dyno.rs` bounds them instead), as the daemon's own stall and hang traces.
+    pub fn claims_agents(&self) -> bool {
+        matches!(self, Origin::Asked | Origin::Sampled)
+    }
+
     /// Where its traces go instead of the state directory.
     pub fn output(&self) -> Option<&std::path::Path> {
         match self {
-            Origin::Dyno { log_file } => Some(log_file),
+            Origin::Dyno { log_file, .. } => Some(log_file),
             _ => None,
         }
     }

@@ -401,3 +401,48 @@ fn a_peers_refusals_are_logged_in_a_bounded_burst_and_counted() {
     d.target.end();
     stop(d.daemon);
 }
+
+/// dyno's traces are guests: a neighbour's trace of every agent, asked again and
+/// again, never refuses root's `rocsync trace` (it did 24 times in 25 over ten
+/// minutes), and the neighbour has one recording at a time — a second is answered busy.
+#[test]
+fn a_neighbours_dyno_traces_refuse_no_one_and_one_records_at_a_time() {
+    let Some(mut d) = dyno_daemon(
+        "a_neighbours_dyno_traces_refuse_no_one_and_one_records_at_a_time",
+        20_000,
+        &[],
+    ) else {
+        return;
+    };
+    let log = d.dir.path("state/dyno/all.json").display().to_string();
+    let first = as_nobody(
+        &d.addr,
+        &request(&log, &[0], "ACTIVITIES_DURATION_MSECS=4000"),
+    );
+    assert_eq!(first["processesMatched"], json!([d.pid]), "{first}");
+    d.lines
+        .wait_for_all(&[&format!("recording pid(s) [{}]", d.pid)]);
+    // Root's own trace of the process, on every agent, meanwhile.
+    let sock = d.dir.path("rocsync.sock");
+    let pid = d.pid.to_string();
+    let out = ask_daemon(&sock, &["trace", "-p", &pid, "--duration", "300ms"]);
+    assert_eq!(out.lines().count(), 1, "{out}");
+    // The neighbour's second, while its first records: busy, said as dyno says it.
+    let log2 = d.dir.path("state/dyno/again.json").display().to_string();
+    let second = as_nobody(
+        &d.addr,
+        &request(&log2, &[0], "ACTIVITIES_DURATION_MSECS=1000"),
+    );
+    assert_eq!(second["activityProfilersBusy"], 1, "{second}");
+    assert_eq!(second["processesMatched"], json!([]), "{second}");
+    let first_file = d.dir.path(&format!("state/dyno/all_{}.json", d.pid));
+    poll("the first dyno trace is written", || first_file.exists());
+    // Written, it holds no one's turn: the next is taken.
+    let third = as_nobody(
+        &d.addr,
+        &request(&log2, &[0], "ACTIVITIES_DURATION_MSECS=100"),
+    );
+    assert_eq!(third["processesMatched"], json!([d.pid]), "{third}");
+    d.target.end();
+    stop(d.daemon);
+}
