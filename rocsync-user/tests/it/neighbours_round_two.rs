@@ -79,7 +79,9 @@ fn status_escapes_the_names_processes_chose() {
     let exe = dir.path("x\ntracked processes: 0\u{1b}[31mred");
     std::fs::copy(&scenario, &exe).unwrap();
     let (daemon, mut lines) = start_daemon(&dir, &exe, &[]);
-    let mut target = tracked_loop(&dir, &exe, &mut lines, 4000);
+    // Long enough to be running when asked on a loaded machine (a process that has
+    // exited has no executable to name).
+    let mut target = tracked_loop(&dir, &exe, &mut lines, 30_000);
     let status = ask_daemon(&dir.path("rocsync.sock"), &["status"]);
     assert!(!status.contains('\u{1b}'), "{status:?}");
     let forged = status
