@@ -9,7 +9,8 @@ use crate::daemon::config::ConfigFlags;
 pub struct DaemonArgs {
     #[command(flatten)]
     pub settings: ConfigFlags,
-    /// Check the configuration, print the settings in effect, and exit
+    /// Check the configuration and the state directory (as the start would, making
+    /// nothing), print the settings in effect, and exit
     #[arg(long)]
     pub check: bool,
 }

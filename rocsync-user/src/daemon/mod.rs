@@ -65,6 +65,8 @@ const PRUNE_EVERY: Duration = Duration::from_secs(5);
 pub async fn run(flags: ConfigFlags, check: bool, signals: Signals) -> Result<i32> {
     let config = DaemonConfig::load(&flags)?;
     if check {
+        // What the start would refuse of the state directory, said now.
+        statedir::check(&config.state_dir)?;
         use std::io::Write as _;
         std::io::stdout()
             .write_all(config.summary().as_bytes())

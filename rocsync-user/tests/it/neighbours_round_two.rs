@@ -33,6 +33,11 @@ fn a_state_directory_others_may_write_is_refused() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "started: {stderr}");
     assert!(stderr.contains("may be written by others"), "{stderr}");
+    // `--check` says so too, before a start would.
+    let out = daemon_command(&dir, &exe, &["--check"]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "checked: {stderr}");
+    assert!(stderr.contains("may be written by others"), "{stderr}");
     // Owned by someone else, even closed: refused too.
     for d in [state.clone(), state.join("traces")] {
         std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o700)).unwrap();

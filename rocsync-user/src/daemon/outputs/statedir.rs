@@ -29,6 +29,16 @@ pub fn make(state_dir: &Path) -> Result<()> {
     Ok(())
 }
 
+/// What [`make`] would refuse, making nothing (`daemon --check`): the folders above,
+/// and the state directory and its two where they exist.
+pub fn check(state_dir: &Path) -> Result<()> {
+    check_ancestors(state_dir)?;
+    for dir in [state_dir.to_path_buf(), traces(state_dir), dyno(state_dir)] {
+        existing_private_dir(&dir)?;
+    }
+    Ok(())
+}
+
 /// Removes the temporaries a killed daemon left in the trace folders (a trace cut by
 /// the OOM killer could hold gigabytes no later trace would sweep soon).
 pub fn sweep(state_dir: &Path) {
@@ -90,7 +100,20 @@ fn check_ancestors(state_dir: &Path) -> Result<()> {
 /// that is not the daemon's own or that others may write (whoever can plant a file or a
 /// link there has root upload it, or write through it).
 fn make_private_dir(dir: &Path) -> Result<()> {
-    use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _};
+    use std::os::unix::fs::DirBuilderExt as _;
+    if existing_private_dir(dir)? {
+        return Ok(());
+    }
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .with_context(|| format!("cannot create the state directory {}", dir.display()))
+}
+
+/// Whether `dir` exists, as a private directory of the daemon's (else an error).
+fn existing_private_dir(dir: &Path) -> Result<bool> {
+    use std::os::unix::fs::MetadataExt as _;
     match std::fs::symlink_metadata(dir) {
         Ok(m) if m.is_dir() => {
             let me = rustix::process::geteuid().as_raw();
@@ -108,17 +131,13 @@ fn make_private_dir(dir: &Path) -> Result<()> {
                     m.mode() & 0o7777
                 );
             }
-            Ok(())
+            Ok(true)
         }
         Ok(_) => bail!(
             "state directory {} is not a directory (nor may it be a link)",
             dir.display()
         ),
-        Err(_) => std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .with_context(|| format!("cannot create the state directory {}", dir.display())),
+        Err(_) => Ok(false),
     }
 }
 
@@ -146,5 +165,11 @@ mod tests {
         std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
         let e = make(&open).unwrap_err().to_string();
         assert!(e.contains("may be written by others"), "{e}");
+        // --check says the same, and makes nothing.
+        let e = check(&open).unwrap_err().to_string();
+        assert!(e.contains("may be written by others"), "{e}");
+        let missing = dir.path().join("b/state");
+        check(&missing).unwrap();
+        assert!(!missing.exists() && !dir.path().join("b").exists());
     }
 }
