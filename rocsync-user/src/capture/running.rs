@@ -59,6 +59,9 @@ pub fn nothing_mapped(settings: &CaptureSettings, pids: &[u32], wait: bool) -> R
     Ok(format!("rocsync: waiting for {targets} to load {wanted}"))
 }
 
+/// Looks at an ancestor's wait, 25 ms apart: half a second.
+const WAIT_LOOKS: u32 = 20;
+
 /// Refuses rocsync itself (as strace refuses its own pid) and an ancestor blocked waiting
 /// for its child to end (the shell that typed `rocsync attach -p $$`, or `sudo`'s): that
 /// process makes no GPU call before rocsync ends, so the trace would be empty, and with
@@ -74,7 +77,15 @@ fn not_this_rocsync(pid: u32) -> Result<()> {
     let mut ancestor = Stat::of_self().map(|s| s.ppid);
     while let Some(a) = ancestor.filter(|&a| a > 1) {
         if a == pid {
-            let waiting = procfs::read(a, "wchan").is_ok_and(|w| w.trim() == "do_wait");
+            // A shell that started this rocsync in the foreground may not be in its wait
+            // yet (on a loaded machine the child runs first): looked at for a while.
+            let in_wait = || procfs::read(a, "wchan").is_ok_and(|w| w.trim() == "do_wait");
+            let waiting = (0..WAIT_LOOKS).any(|i| {
+                if i > 0 {
+                    std::thread::sleep(std::time::Duration::from_millis(25));
+                }
+                in_wait()
+            });
             if waiting {
                 let name = procfs::read(a, "comm").unwrap_or_default();
                 bail!(
