@@ -4,23 +4,47 @@
 //! 67 s parked until the server was killed). The kernel refuses root's reads of such a
 //! mount unless the mount allows others (`allow_other`, which `user_allow_other` in
 //! `/etc/fuse.conf` lets users set): that is the case kept out here. A mount of root's
-//! (`user_id=0`: squashfuse for containers, say) is read as any file.
+//! (`user_id=0`: squashfuse for containers, say) is read as any file. Only files on an
+//! anonymous device (major 0) can be a user's FUSE files: `fuseblk` sits on a block
+//! device, which only root may mount.
+
+/// The most of a process's mount table read: a namespace of its own can hold many
+/// mounts, and a table cut short is said (see [`user_mount`]).
+pub const MAX_MOUNTINFO: u64 = 1 << 20;
+
+/// `pid`'s mount table (`/proc/PID/mountinfo`), at most [`MAX_MOUNTINFO`] of it; one cut
+/// short ends in a line that says so.
+pub fn mount_table(pid: u32) -> String {
+    use std::io::Read as _;
+    let mut table = String::new();
+    let read = std::fs::File::open(crate::procfs::path(pid, "mountinfo"))
+        .and_then(|f| f.take(MAX_MOUNTINFO + 1).read_to_string(&mut table));
+    if read.is_ok() && table.len() as u64 > MAX_MOUNTINFO {
+        table.push_str(CUT_SHORT);
+    }
+    table
+}
+
+/// The last line of a mount table read only in part.
+const CUT_SHORT: &str = "\n(cut short)";
 
 /// The uid that mounted the FUSE file system on device `dev` (major, minor) in the
 /// mount table `mountinfo` (`/proc/PID/mountinfo`), when it is FUSE and not root's.
+/// A device not in a table cut short may be a user's mount past the cut: not trusted.
 pub fn user_mount(mountinfo: &str, dev: (u32, u32)) -> Option<u32> {
     let want = format!("{}:{}", dev.0, dev.1);
-    mountinfo.lines().find_map(|line| {
+    let found = mountinfo.lines().find_map(|line| {
         // ID PARENT MAJ:MIN ROOT POINT OPTIONS [TAGS…] - FSTYPE SOURCE SUPER_OPTIONS
         let mut fields = line.split(' ');
         if fields.nth(2)? != want {
             return None;
         }
+        // The device's mount: FUSE of a user's, or not.
         let (_, after) = line.split_once(" - ")?;
         let mut after = after.split(' ');
         let fstype = after.next()?;
         if fstype != "fuse" && !fstype.starts_with("fuse.") && fstype != "fuseblk" {
-            return None;
+            return Some(None);
         }
         let options = after.nth(1).unwrap_or_default();
         // A FUSE mount always says who mounted it; unsaid, it is no one's to trust.
@@ -29,8 +53,13 @@ pub fn user_mount(mountinfo: &str, dev: (u32, u32)) -> Option<u32> {
             .find_map(|o| o.strip_prefix("user_id="))
             .and_then(|u| u.parse().ok())
             .unwrap_or(u32::MAX);
-        (uid != 0).then_some(uid)
-    })
+        Some((uid != 0).then_some(uid))
+    });
+    match found {
+        Some(user) => user,
+        None if mountinfo.ends_with(CUT_SHORT) => Some(u32::MAX),
+        None => None,
+    }
 }
 
 #[cfg(test)]
@@ -56,5 +85,9 @@ mod tests {
         assert_eq!(user_mount(TABLE, (0, 55)), None, "tmpfs");
         assert_eq!(user_mount(TABLE, (259, 1)), None);
         assert_eq!(user_mount(TABLE, (9, 9)), None);
+        // Past a table cut short, a device is not trusted; in it, as before.
+        let cut = format!("{TABLE}{CUT_SHORT}");
+        assert_eq!(user_mount(&cut, (0, 99)), Some(u32::MAX));
+        assert_eq!(user_mount(&cut, (0, 53)), None);
     }
 }
