@@ -36,10 +36,8 @@ impl Daemon {
             return self.stalls.skip(why);
         }
         let (threshold, after) = (self.config.capture_on_stall, self.config.stall_window_after);
-        let steps = self.waits_on(r.pid, Api::from_u32(r.api), r.arg0, r.entry_ns);
-        let waits =
-            chain::said(&steps, r.entry_ns).map_or(String::new(), |w| format!(" (waited on {w})"));
-        let steps = chain::on_wall_clock(steps, clock::realtime_offset_ns());
+        let (steps, said) = self.waits_on(r.pid, Api::from_u32(r.api), r.arg0, r.entry_ns);
+        let waits = said.map_or(String::new(), |w| format!(" (waited on {w})"));
         let start = stalls::trace_of(&r, (took, threshold), after, steps);
         let api = Api::from_u32(r.api).map_or("unknown", |a| a.symbol());
         match self.begin(start) {
@@ -124,12 +122,8 @@ impl Daemon {
             return;
         }
         let (_, _, _, entry_ns, arg0) = blocked;
-        let steps = self.waits_on(pid, Some(api), arg0, entry_ns);
-        let said = chain::said(&steps, entry_ns);
-        let waits = said
-            .as_ref()
-            .map_or(String::new(), |w| format!(", waits on {w}"));
-        let steps = chain::on_wall_clock(steps, clock::realtime_offset_ns());
+        let (steps, said) = self.waits_on(pid, Some(api), arg0, entry_ns);
+        let waits = (said.as_ref()).map_or(String::new(), |w| format!(", waits on {w}"));
         let start = hangs::trace_of(blocked, now_ns, self.config.hang_bound, steps);
         match self.begin(start) {
             Ok(trace) => {
@@ -145,10 +139,21 @@ impl Daemon {
     }
 
     /// What `pid`'s call `api(arg0)`, entered at `entry_ns`, waits on, from the probes'
-    /// dependency state.
-    fn waits_on(&self, pid: u32, api: Option<Api>, arg0: u64, entry_ns: u64) -> Vec<Value> {
+    /// dependency state: its steps (in the wall clock) and the line that says it.
+    fn waits_on(
+        &self,
+        pid: u32,
+        api: Option<Api>,
+        arg0: u64,
+        entry_ns: u64,
+    ) -> (Vec<Value>, Option<String>) {
         let state = Of(&self.tracker.probes, pid);
-        api.map_or_else(Vec::new, |api| chain::waits_on(api, arg0, entry_ns, &state))
+        let steps = api.map_or_else(Vec::new, |api| chain::waits_on(api, arg0, entry_ns, &state));
+        let said = chain::said(&steps, entry_ns);
+        (
+            chain::on_wall_clock(steps, clock::realtime_offset_ns()),
+            said,
+        )
     }
 }
 

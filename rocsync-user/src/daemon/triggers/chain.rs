@@ -23,7 +23,6 @@ pub trait State {
 pub fn waits_on(api: Api, arg0: u64, entry_ns: u64, state: &impl State) -> Vec<Value> {
     let cookie = Cookie::of(api);
     let mut steps = Vec::new();
-    let hex = |h: u64| format!("{h:#x}");
     // Stream to follow, and the moment its work was enqueued up to.
     let (mut stream, mut before) = if cookie.stream_arg() == 1 {
         (arg0, entry_ns)
@@ -62,6 +61,11 @@ pub fn waits_on(api: Api, arg0: u64, entry_ns: u64, state: &impl State) -> Vec<V
     steps
 }
 
+/// A handle as traces write them.
+fn hex(h: u64) -> String {
+    format!("{h:#x}")
+}
+
 /// The step of `event`'s record before `before`; its stream and when.
 fn recorded(
     event: u64,
@@ -69,7 +73,6 @@ fn recorded(
     state: &impl State,
     steps: &mut Vec<Value>,
 ) -> Option<(u64, u64)> {
-    let hex = |h: u64| format!("{h:#x}");
     let Some(r) = state.last_record(event) else {
         steps.push(json!({"event": hex(event), "unknown": "never recorded while counted"}));
         return None;

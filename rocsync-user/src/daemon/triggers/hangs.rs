@@ -24,12 +24,9 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use crate::clock;
-use crate::{
-    daemon::{
-        serving::protocol::Hung,
-        triggers::{Origin, Start, TraceSpec},
-    },
-    ingest::Call,
+use crate::daemon::{
+    serving::protocol::Hung,
+    triggers::{Origin, Start, TraceSpec, slow_call},
 };
 
 /// A call in flight as the kernel keeps it: (pid, tid, its start).
@@ -334,17 +331,7 @@ pub fn trace_of(blocked: Blocked, now_ns: u64, bound: Duration, waits_on: Vec<Va
     let spec = TraceSpec::of(pid, bound, format!("hang-{}-{pid}", api.symbol()));
     let mut start = Start::new(spec, Origin::Hang(hang));
     // Its row, still in flight: its exit, when it comes, completes it.
-    start.slow_call = Some(Call {
-        api,
-        pid,
-        tid,
-        correlation: 0,
-        enter_ns: entry_ns,
-        exit_ns: None,
-        ret: None,
-        args: [arg0, 0, 0],
-        filtered: false,
-    });
+    start.slow_call = Some(slow_call(api, (pid, tid), (entry_ns, None), arg0));
     start
 }
 

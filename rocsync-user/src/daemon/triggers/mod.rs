@@ -96,6 +96,28 @@ impl Origin {
     }
 }
 
+/// The slow call a stall or hang trace is for, as the daemon knew it before the trace
+/// (a stall's return, a hang's in-flight entry): id 0, since the probes gave it none;
+/// `exit`: its return and code, if it returned.
+pub fn slow_call(
+    api: rocsync_common::Api,
+    (pid, tid): (u32, u32),
+    (enter_ns, exit): (u64, Option<(u64, i64)>),
+    arg0: u64,
+) -> Call {
+    Call {
+        api,
+        pid,
+        tid,
+        correlation: 0,
+        enter_ns,
+        exit_ns: exit.map(|(ns, _)| ns),
+        ret: exit.map(|(_, ret)| ret),
+        args: [arg0, 0, 0],
+        filtered: false,
+    }
+}
+
 /// What a trigger asks to record.
 pub struct Start {
     pub spec: TraceSpec,

@@ -23,10 +23,7 @@ use serde_json::json;
 use tokio::time::Instant;
 
 use crate::clock;
-use crate::{
-    daemon::triggers::{Origin, Start, TraceSpec},
-    ingest::Call,
-};
+use crate::daemon::triggers::{Origin, Start, TraceSpec, slow_call};
 
 /// Stall traces listed by `rocsync status`.
 const LISTED: usize = 16;
@@ -154,17 +151,9 @@ pub fn trace_of(
     let spec = TraceSpec::of(r.pid, window, format!("stall-{api}-{}", r.pid));
     let mut start = Start::new(spec, Origin::Stall(stall));
     // Its row: it returned before its trace began.
-    start.slow_call = Api::from_u32(r.api).map(|api| Call {
-        api,
-        pid: r.pid,
-        tid: r.tid,
-        correlation: 0,
-        enter_ns: r.entry_ns,
-        exit_ns: Some(r.exit_ns),
-        ret: Some(r.ret),
-        args: [r.arg0, 0, 0],
-        filtered: false,
-    });
+    let returned = (r.entry_ns, Some((r.exit_ns, r.ret)));
+    start.slow_call =
+        Api::from_u32(r.api).map(|api| slow_call(api, (r.pid, r.tid), returned, r.arg0));
     start
 }
 
