@@ -45,7 +45,7 @@ use crate::{
     signals::Signals,
 };
 use handlers::events::{self, Flow};
-use outputs::{statedir, upload};
+use outputs::statedir;
 use serving::{
     readers::{Incoming, Readers},
     socket,
@@ -239,14 +239,7 @@ async fn start(config: DaemonConfig, flags: ConfigFlags, signals: Signals) -> Re
     d.budget.log = d.tracker.shed_log.clone();
     d.sampling = Sampling::new(d.config.sampling);
     d.learn_until = learn_until;
-    d.uploads = upload::start_for(
-        d.config.upload.as_ref(),
-        (
-            d.config.node_name.as_deref(),
-            statedir::trace_dirs(&d.config.state_dir),
-        ),
-        &d.upload_totals,
-    )?;
+    d.uploads = handlers::reload::uploads_of(&d.config, &d.upload_totals)?;
     // The line clients wait for: said once nothing left can fail.
     crate::say!(
         "rocsync daemon: tracking {} process(es); SIGHUP reloads, SIGTERM stops",

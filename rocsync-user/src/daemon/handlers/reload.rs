@@ -56,11 +56,7 @@ impl Daemon {
             return c;
         }
         self.uploads = None;
-        match upload::start_for(
-            c.upload.as_ref(),
-            (c.node_name.as_deref(), statedir::trace_dirs(&c.state_dir)),
-            &self.upload_totals,
-        ) {
+        match uploads_of(&c, &self.upload_totals) {
             Ok(u) => self.uploads = u,
             Err(e) => {
                 crate::say!(
@@ -68,15 +64,18 @@ impl Daemon {
                     untrusted::shown(&format!("{e:#}"))
                 );
                 (c.upload, c.node_name) = (old.upload.clone(), old.node_name.clone());
-                self.uploads = upload::start_for(
-                    c.upload.as_ref(),
-                    (c.node_name.as_deref(), statedir::trace_dirs(&c.state_dir)),
-                    &self.upload_totals,
-                )
-                .ok()
-                .flatten();
+                self.uploads = uploads_of(&c, &self.upload_totals).ok().flatten();
             }
         }
         c
     }
+}
+
+/// The uploader `c` asks for, if any, of the traces in its state directory.
+pub fn uploads_of(
+    c: &DaemonConfig,
+    totals: &std::sync::Arc<upload::Totals>,
+) -> anyhow::Result<Option<upload::Uploads>> {
+    let at = (c.node_name.as_deref(), statedir::trace_dirs(&c.state_dir));
+    upload::start_for(c.upload.as_ref(), at, totals)
 }
