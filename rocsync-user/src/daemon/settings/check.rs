@@ -1,25 +1,7 @@
 //! `rocsync daemon --check`: the settings in effect, one per line, named as the flags
 //! and TOML keys that set them (not a Rust `Debug` dump).
 
-use crate::daemon::settings::{config::DaemonConfig, keys::SETTINGS};
-
-pub use crate::units::shown_duration as duration;
-
-pub fn list(items: &[String], empty: &str) -> String {
-    match items {
-        [] => empty.into(),
-        _ => items.join(", "),
-    }
-}
-
-pub fn off() -> String {
-    "off".into()
-}
-
-/// The value, or what stands for its default.
-pub fn or(value: Option<String>, default: &str) -> String {
-    value.unwrap_or_else(|| default.into())
-}
+use crate::daemon::settings::{effect::DaemonConfig, keys::SETTINGS};
 
 impl DaemonConfig {
     /// The settings in effect, `key  value` per line.

@@ -125,7 +125,7 @@ macro_rules! settings {
                 value: $value,
                 help: concat!($($doc, "\n"),+),
                 restart: stringify!($($restart)?).len() > 0,
-                shown: |$c: &$crate::daemon::settings::config::DaemonConfig| $shown,
+                shown: |$c: &$crate::daemon::settings::effect::DaemonConfig| $shown,
             },
         )+];
     };
@@ -146,7 +146,7 @@ pub struct Setting {
     /// A reload keeps the value taken at start (said, when it changed).
     pub restart: bool,
     /// How `--check` shows it, from the settings in effect.
-    pub shown: fn(&super::config::DaemonConfig) -> String,
+    pub shown: fn(&super::effect::DaemonConfig) -> String,
 }
 
 impl Setting {

@@ -3,8 +3,8 @@
 //! becomes is `config.rs`'s one conversion.
 
 use super::{
-    check::{duration, list, off, or},
     defined::settings,
+    shown::{duration, list, off, or},
 };
 use crate::daemon::{outputs::upload::redacted, tracking::files::MAX_FILES_PER_USER};
 

@@ -4,4 +4,6 @@
 pub mod check;
 pub mod config;
 pub mod defined;
+pub mod effect;
 pub mod keys;
+pub mod shown;
