@@ -197,6 +197,29 @@ fn main() {
     args.push(format!("-Wl,-rpath,{}", nccl.display()));
     gcc(&out.join("nccl_user"), &c.join("nccl_user.c"), &args);
 
+    // A collective library of nccl.h's exports over the runtime it links, as RCCL links
+    // the HIP runtime (librccl) and, under CUDA's names, as a libnccl would; and a job of
+    // rank processes for each.
+    let nccl_api = c.join("nccl_api.c");
+    let rccl = out.join("rccl");
+    let mut args = link_to(&sim, "amdhip64");
+    args.push("-fvisibility=hidden".into());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    shared_lib(&rccl, "librccl.so.1", Some("librccl.so"), &nccl_api, &args);
+    let mut args = link_to(&rccl, "rccl");
+    args.extend(link_to(&sim, "amdhip64"));
+    gcc(&out.join("nccl_ranks"), &c.join("nccl_ranks.c"), &args);
+    let nccl2 = out.join("nccl2");
+    let mut args = vec!["-include".to_string(), names.clone()];
+    args.extend(link_to(&cuda, "cudart"));
+    args.push("-fvisibility=hidden".into());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    shared_lib(&nccl2, "libnccl.so.2", Some("libnccl.so"), &nccl_api, &args);
+    let mut args = vec!["-include".to_string(), names.clone()];
+    args.extend(link_to(&nccl2, "nccl"));
+    args.extend(link_to(&cuda, "cudart"));
+    gcc(&out.join("nccl_ranks_cuda"), &c.join("nccl_ranks.c"), &args);
+
     // The real-library program needs Debian's HIP headers (libamdhip64-dev).
     let real = out.join("real_hip");
     if Path::new("/usr/include/hip/hip_runtime_api.h").exists() {

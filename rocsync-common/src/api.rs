@@ -8,6 +8,9 @@
 pub enum Backend {
     Hip,
     Cuda,
+    /// NCCL and RCCL: the same exports, the same signatures (`librccl.so` names its
+    /// functions `nccl*`).
+    Nccl,
 }
 
 /// What a function does, whichever runtime it belongs to: HIP and CUDA share the shapes.
@@ -32,13 +35,28 @@ pub enum Op {
     /// no state change.
     LaunchKernel,
     MemcpyAsync,
+    /// `ncclCommInitRank(comm*, nranks, ncclUniqueId, rank)` and `…Config`: the
+    /// communicator's id is hashed from the unique id at entry ([`crate::comm_id`]).
+    CommInitRank,
+    /// `ncclCommInitAll(comm*, ndev, devlist)`: one process's communicators, no unique id.
+    CommInitAll,
+    /// `ncclCommSplit(comm, color, key, newcomm*, config)`.
+    CommSplit,
+    /// `ncclCommDestroy(comm)`, `ncclCommAbort(comm)`: entry only.
+    CommEnd,
+    /// A collective: entry only ([`crate::Layout`] says where its arguments are).
+    Collective,
+    /// `ncclSend`/`ncclRecv`: entry only.
+    PointToPoint,
+    /// `ncclGroupStart`/`ncclGroupEnd`: entry only.
+    Group,
 }
 
 /// What the exit probe reads through the first argument once the call has returned.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OutParam {
     None,
-    /// A pointer-sized handle (`hipStream_t*`, `cudaStream_t*`).
+    /// A pointer-sized handle (`hipStream_t*`, `cudaStream_t*`, `ncclComm_t*`).
     Handle,
     /// A C `int` (`int* device`).
     Int,
@@ -123,6 +141,24 @@ apis! {
     HipMemcpyAsync = 37, Hip, MemcpyAsync, "hipMemcpyAsync";
     CudaLaunchKernel = 38, Cuda, LaunchKernel, "cudaLaunchKernel";
     CudaMemcpyAsync = 39, Cuda, MemcpyAsync, "cudaMemcpyAsync";
+    NcclCommInitRank = 40, Nccl, CommInitRank, "ncclCommInitRank";
+    NcclCommInitRankConfig = 41, Nccl, CommInitRank, "ncclCommInitRankConfig";
+    NcclCommInitAll = 42, Nccl, CommInitAll, "ncclCommInitAll";
+    NcclCommSplit = 43, Nccl, CommSplit, "ncclCommSplit";
+    NcclCommDestroy = 44, Nccl, CommEnd, "ncclCommDestroy";
+    NcclCommAbort = 45, Nccl, CommEnd, "ncclCommAbort";
+    NcclAllReduce = 46, Nccl, Collective, "ncclAllReduce";
+    NcclBroadcast = 47, Nccl, Collective, "ncclBroadcast";
+    NcclReduce = 48, Nccl, Collective, "ncclReduce";
+    NcclAllGather = 49, Nccl, Collective, "ncclAllGather";
+    NcclReduceScatter = 50, Nccl, Collective, "ncclReduceScatter";
+    NcclAllToAll = 51, Nccl, Collective, "ncclAllToAll";
+    NcclSend = 52, Nccl, PointToPoint, "ncclSend";
+    NcclRecv = 53, Nccl, PointToPoint, "ncclRecv";
+    NcclGroupStart = 54, Nccl, Group, "ncclGroupStart";
+    NcclGroupEnd = 55, Nccl, Group, "ncclGroupEnd";
+    // NCCL 2.28 spells it so; RCCL `ncclAllToAll`.
+    NcclAlltoAll = 56, Nccl, Collective, "ncclAlltoAll";
 }
 
 impl Op {
@@ -162,6 +198,14 @@ impl Op {
             // (`Cookie::stream_source`) into the second slot.
             Op::LaunchKernel => &["function", "stream"],
             Op::MemcpyAsync => &["dst", "stream"],
+            // Read where the ABI puts them ([`crate::Layout`]); `ranks` is
+            // `nranks | rank << 32`, `split` is `color | key << 32`.
+            Op::CommInitRank => &["comm", "comm_id", "ranks"],
+            Op::CommInitAll => &["comm", "ndev"],
+            Op::CommSplit => &["comm", "comm_id", "split"],
+            Op::CommEnd => &["comm"],
+            Op::Collective | Op::PointToPoint => &["comm", "stream", "count"],
+            Op::Group => &[],
         }
     }
 
@@ -181,9 +225,12 @@ impl Op {
     /// Position of the stream argument, if any.
     pub const fn stream_index(self) -> Option<usize> {
         match self {
-            Op::EventRecord | Op::EventRecordWithFlags | Op::LaunchKernel | Op::MemcpyAsync => {
-                Some(1)
-            }
+            Op::EventRecord
+            | Op::EventRecordWithFlags
+            | Op::LaunchKernel
+            | Op::MemcpyAsync
+            | Op::Collective
+            | Op::PointToPoint => Some(1),
             Op::StreamWaitEvent
             | Op::StreamSynchronize
             | Op::StreamDestroy
@@ -197,9 +244,12 @@ impl Op {
     pub const fn out_param(self) -> OutParam {
         match self {
             Op::GetDevice => OutParam::Int,
-            Op::StreamCreate | Op::StreamCreateWithFlags | Op::StreamCreateWithPriority => {
-                OutParam::Handle
-            }
+            Op::StreamCreate
+            | Op::StreamCreateWithFlags
+            | Op::StreamCreateWithPriority
+            | Op::CommInitRank
+            | Op::CommInitAll
+            | Op::CommSplit => OutParam::Handle,
             _ => OutParam::None,
         }
     }
@@ -219,6 +269,12 @@ impl Cookie {
     pub const KIND_RECORD: u64 = 4;
     pub const KIND_OTHER: u64 = 5;
     pub const KIND_LAUNCH: u64 = 6;
+    /// A communicator's set-up: its handle read at return, its id kept by the probes.
+    pub const KIND_COMM_SETUP: u64 = 7;
+    /// A collective or a send/receive: entry only, numbered per communicator.
+    pub const KIND_COLLECTIVE: u64 = 8;
+    /// Group calls and a communicator's end: entry only.
+    pub const KIND_ENTRY_ONLY: u64 = 9;
 
     /// Where a launch's stream argument is at entry (x86-64 SysV), [`Cookie::stream_source`].
     pub const STREAM_IN_ARGS: u64 = 0;
@@ -252,11 +308,17 @@ impl Cookie {
             | Op::DeviceSynchronize => Self::KIND_SYNC,
             Op::EventDestroy | Op::StreamDestroy => Self::KIND_OTHER,
             Op::LaunchKernel | Op::MemcpyAsync => Self::KIND_LAUNCH,
+            Op::CommInitRank | Op::CommInitAll | Op::CommSplit => Self::KIND_COMM_SETUP,
+            Op::Collective | Op::PointToPoint => Self::KIND_COLLECTIVE,
+            Op::CommEnd | Op::Group => Self::KIND_ENTRY_ONLY,
         };
         let source = match op {
             Op::LaunchKernel => Self::STREAM_STACK_2,
             Op::MemcpyAsync => Self::STREAM_R8,
-            _ => Self::STREAM_IN_ARGS,
+            _ => match crate::Layout::of(api) {
+                Some(layout) => layout as u64,
+                None => Self::STREAM_IN_ARGS,
+            },
         };
         Cookie(api as u64 | stream << 16 | event << 20 | kind << 24 | source << 28)
     }
@@ -279,9 +341,15 @@ impl Cookie {
         (self.0 >> 24) & 0xf
     }
 
-    /// Where the entry probe reads the stream argument from (`STREAM_*`).
+    /// Where the entry probe reads the stream argument from (`STREAM_*`), or an NCCL
+    /// call's [`crate::Layout`].
     pub const fn stream_source(self) -> u64 {
         (self.0 >> 28) & 0xf
+    }
+
+    /// Whether the call has no return probe: its entry probe writes its whole record.
+    pub const fn entry_only(self) -> bool {
+        self.kind() == Self::KIND_COLLECTIVE || self.kind() == Self::KIND_ENTRY_ONLY
     }
 }
 
@@ -306,6 +374,12 @@ impl Api {
     /// them, for streams seen nowhere else): asked for by name with `--probe`.
     pub const fn probed_by_default(self) -> bool {
         !matches!(self.op(), Op::GetDevice) && !self.op().launches()
+    }
+
+    /// Whether it has no return probe ([`Cookie::entry_only`]): collectives are
+    /// enqueued, not waited in, and a few hundred a step need not pay two traps.
+    pub const fn entry_only(self) -> bool {
+        Cookie::of(self).entry_only()
     }
 
     /// The launch and copy functions (`--probe launches` names them all).

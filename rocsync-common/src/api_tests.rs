@@ -38,7 +38,7 @@ fn arguments_follow_the_prototypes() {
     // stream are.
     // (op, argument names, event position, stream position)
     type Prototype = (Op, &'static [&'static str], Option<usize>, Option<usize>);
-    let prototypes: [Prototype; 16] = [
+    let prototypes: [Prototype; 23] = [
         (Op::EventRecord, &["event", "stream"], Some(0), Some(1)),
         (
             Op::EventRecordWithFlags,
@@ -76,6 +76,19 @@ fn arguments_follow_the_prototypes() {
         // The stream read from r8 / [rsp+16] into the second slot (`Cookie::stream_source`).
         (Op::LaunchKernel, &["function", "stream"], None, Some(1)),
         (Op::MemcpyAsync, &["dst", "stream"], None, Some(1)),
+        // From nccl.h / rccl.h, read where `Layout` says.
+        (Op::CommInitRank, &["comm", "comm_id", "ranks"], None, None),
+        (Op::CommInitAll, &["comm", "ndev"], None, None),
+        (Op::CommSplit, &["comm", "comm_id", "split"], None, None),
+        (Op::CommEnd, &["comm"], None, None),
+        (Op::Collective, &["comm", "stream", "count"], None, Some(1)),
+        (
+            Op::PointToPoint,
+            &["comm", "stream", "count"],
+            None,
+            Some(1),
+        ),
+        (Op::Group, &[], None, None),
     ];
     for (op, names, event, stream) in prototypes {
         assert_eq!(op.arg_names(), names, "{op:?}");
@@ -170,6 +183,7 @@ fn symbols_are_unique_and_name_their_backend() {
         let prefix = match a.backend() {
             Backend::Hip => "hip",
             Backend::Cuda => "cuda",
+            Backend::Nccl => "nccl",
         };
         assert!(a.symbol().starts_with(prefix));
         assert!(Api::ALL[i + 1..].iter().all(|b| b.symbol() != a.symbol()));
@@ -182,4 +196,28 @@ fn the_probes_polling_test_is_the_tables() {
         assert_eq!(Api::id_is_polling(api as u32), api.is_polling(), "{api:?}");
     }
     assert!(Api::HipEventQuery.is_polling() && !Api::HipEventRecord.is_polling());
+}
+
+#[test]
+fn nccl_calls_are_entry_only_but_the_set_up_whose_handle_is_read_at_return() {
+    for &api in Api::ALL {
+        let entry_only = matches!(
+            api.op(),
+            Op::Collective | Op::PointToPoint | Op::Group | Op::CommEnd
+        );
+        assert_eq!(api.entry_only(), entry_only, "{api:?}");
+        assert!(!entry_only || api.backend() == Backend::Nccl);
+    }
+    assert_eq!(
+        Cookie::of(Api::NcclCommSplit).kind(),
+        Cookie::KIND_COMM_SETUP
+    );
+    assert_eq!(
+        Cookie::of(Api::NcclReduce).stream_source(),
+        crate::Layout::Eight as u64
+    );
+    assert_eq!(
+        OutParam::of_api_id(Api::NcclCommInitRank as u32),
+        OutParam::Handle
+    );
 }

@@ -6,6 +6,7 @@
 
 mod api;
 mod call_ring;
+mod collective;
 mod metrics;
 mod record;
 mod release;
@@ -14,18 +15,22 @@ mod target_cache;
 
 pub use api::{Api, Backend, Cookie, Op, OutParam};
 pub use call_ring::{CallCursor, CallSlot, MMAPABLE, call_slots};
+pub use collective::{
+    CommSetup, CommState, LastCollective, Layout, Numbered, UNIQUE_ID_BYTES, comm_id, fnv_words,
+    split_id,
+};
 pub use metrics::{
     AQL_SLOTS, AQL_TYPES, AqlAgent, Dependency, EarlyKey, GroupSlot, METRIC_APIS, METRIC_DEVICES,
     METRIC_SLOTS, MetricKey, MetricValue, OTHER_DEVICE, PendingCall, WAIT_BUCKETS, aql_series,
     aql_slot,
 };
 pub use record::{
-    AgentQuery, ENTRY_FILTERED, EXIT_OUT_READ, EntryRecord, ExitRecord, HandleKey, HsaQueue,
-    LinkMapRecord, MAX_PACKETS_PER_DOORBELL, NO_DEVICE, NO_R_DEBUG, OutSlot, PROCESS_EXEC,
-    PROCESS_EXIT, PROCESS_FORK, PacketRecord, ProcessRecord, QUEUE_CREATED, QUEUE_DESTROYED,
-    QUEUE_DISCOVERED, QueueCreate, QueueInfo, QueueRecord, RECORD_ENTRY, RECORD_EXIT,
-    RECORD_LINK_MAP, RECORD_PACKET, RECORD_PROCESS, RECORD_QUEUE, RECORD_STALL, RECORD_WAKE,
-    StallRecord, TaskLayout, UNKNOWN_AGENT, WakeRecord, drop_index,
+    AgentQuery, ENTRY_FILTERED, EXIT_ENTRY_ONLY, EXIT_OUT_READ, EntryRecord, ExitRecord, HandleKey,
+    HsaQueue, LinkMapRecord, MAX_PACKETS_PER_DOORBELL, NO_DEVICE, NO_R_DEBUG, OutSlot,
+    PROCESS_EXEC, PROCESS_EXIT, PROCESS_FORK, PacketRecord, ProcessRecord, QUEUE_CREATED,
+    QUEUE_DESTROYED, QUEUE_DISCOVERED, QueueCreate, QueueInfo, QueueRecord, RECORD_ENTRY,
+    RECORD_EXIT, RECORD_LINK_MAP, RECORD_PACKET, RECORD_PROCESS, RECORD_QUEUE, RECORD_STALL,
+    RECORD_WAKE, StallRecord, TaskLayout, UNKNOWN_AGENT, WakeRecord, drop_index,
 };
 pub use release::{
     KFUNC_SEND_SIGNAL_TASK, KFUNC_TASK_FROM_PID, KFUNC_TASK_RELEASE, KFUNCS, RELEASE_GONE,

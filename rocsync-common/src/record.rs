@@ -42,6 +42,10 @@ pub mod drop_index {
 pub const ENTRY_FILTERED: u8 = 1;
 /// [`ExitRecord::flags`]: the call had an out-parameter and its value was read.
 pub const EXIT_OUT_READ: u32 = 1;
+/// [`ExitRecord::flags`]: written by the entry probe of a call that has no return probe
+/// (NCCL's collectives): `exit_ns` is its entry's, `ret` its
+/// [`crate::Numbered::word`].
+pub const EXIT_ENTRY_ONLY: u32 = 2;
 
 /// A call entered: written by the entry probe. Its exit follows as an [`ExitRecord`]
 /// from the same thread; userspace pairs them per thread, so nested calls stay two calls.

@@ -90,4 +90,21 @@ programs! {
     HipMemcpyAsync: call_enter_37, call_exit_37;
     CudaLaunchKernel: call_enter_38, call_exit_38;
     CudaMemcpyAsync: call_enter_39, call_exit_39;
+    NcclCommInitRank: call_enter_40, call_exit_40;
+    NcclCommInitRankConfig: call_enter_41, call_exit_41;
+    NcclCommInitAll: call_enter_42, call_exit_42;
+    NcclCommSplit: call_enter_43, call_exit_43;
+    NcclCommDestroy: call_enter_44, call_exit_44;
+    NcclCommAbort: call_enter_45, call_exit_45;
+    NcclAllReduce: call_enter_46, call_exit_46;
+    NcclBroadcast: call_enter_47, call_exit_47;
+    NcclReduce: call_enter_48, call_exit_48;
+    NcclAllGather: call_enter_49, call_exit_49;
+    NcclReduceScatter: call_enter_50, call_exit_50;
+    NcclAllToAll: call_enter_51, call_exit_51;
+    NcclSend: call_enter_52, call_exit_52;
+    NcclRecv: call_enter_53, call_exit_53;
+    NcclGroupStart: call_enter_54, call_exit_54;
+    NcclGroupEnd: call_enter_55, call_exit_55;
+    NcclAlltoAll: call_enter_56, call_exit_56;
 }

@@ -10,14 +10,14 @@ use aya_ebpf::{
 };
 use aya_log_ebpf::warn;
 use rocsync_common::{
-    Cookie, ENTRY_FILTERED, EXIT_OUT_READ, EntryRecord, ExitRecord, GetDeviceMode, HandleKey,
-    NO_DEVICE, OutSlot, RECORD_ENTRY, RECORD_EXIT, Switch, TargetState, drop_index,
+    Cookie, ENTRY_FILTERED, EXIT_ENTRY_ONLY, EXIT_OUT_READ, EntryRecord, ExitRecord, GetDeviceMode,
+    HandleKey, NO_DEVICE, OutSlot, RECORD_ENTRY, RECORD_EXIT, Switch, TargetState, drop_index,
 };
 
 use crate::{
     SWITCH, call_ring, count_drops,
     device::{EVENT_DEVICE, device_of, read_out, track_devices},
-    fetch_add, metrics, target_cache,
+    fetch_add, metrics, nccl, target_cache,
 };
 
 /// The one correlation counter, so ids order calls across threads.
@@ -40,16 +40,19 @@ fn next_correlation(counter: *mut u64) -> u64 {
 fn needs_slot(kind: u64, restricted: bool) -> bool {
     kind == Cookie::KIND_GET_DEVICE
         || kind == Cookie::KIND_STREAM_CREATE
+        || kind == Cookie::KIND_COMM_SETUP
         || (restricted && kind == Cookie::KIND_SET_DEVICE)
 }
 
 /// The first three arguments of a call; for a launch or a copy, its first and its
-/// stream, from where the ABI put it ([`Cookie::stream_source`], a constant of each
-/// program: the other branches fold away, default probes are unchanged).
+/// stream, from where the ABI put it; an NCCL call's as its layout says
+/// ([`Cookie::stream_source`], a constant of each program: the other branches fold
+/// away, default probes are unchanged).
 #[inline(always)]
-fn args_of(ctx: &ProbeContext, cookie: Cookie) -> [u64; 3] {
+fn args_of(ctx: &ProbeContext, cookie: Cookie, tgid: u32) -> [u64; 3] {
     let first = ctx.arg::<u64>(0).unwrap_or(0);
     match cookie.stream_source() {
+        s if s > Cookie::STREAM_STACK_2 => nccl::args(ctx, s, tgid),
         Cookie::STREAM_R8 => [first, ctx.arg::<u64>(4).unwrap_or(0), 0],
         Cookie::STREAM_STACK_2 => {
             // SAFETY: the probe's pt_regs; the stack slot through the checked helper. The
@@ -113,15 +116,21 @@ fn switched_on(tgid: u32) -> Option<Switch> {
 #[inline(always)]
 pub fn enter(ctx: &ProbeContext, cookie: Cookie) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
+    let tgid = (pid_tgid >> 32) as u32;
     // A process not traced returns here, having read nothing of the call.
-    let (cfg, args) = match switched_on((pid_tgid >> 32) as u32) {
-        Some(cfg) => (cfg, args_of(ctx, cookie)),
+    let (cfg, args, word) = match switched_on(tgid) {
+        Some(cfg) => {
+            let args = args_of(ctx, cookie, tgid);
+            (cfg, args, nccl_state(ctx, cookie, &args, pid_tgid))
+        }
         // Not capturing: the daemon's always-on mode counts, and records the calls of a
         // process a trace on demand is recording.
         None if SWITCH.get(0).is_some_and(|s| s.metrics != 0) => {
-            let args = args_of(ctx, cookie);
-            match metrics::entered(cookie, &args) {
-                Some(cfg) => (cfg, args),
+            let args = args_of(ctx, cookie, tgid);
+            let mut word = 0;
+            let nccl = |args: &[u64; 3]| word = nccl_state(ctx, cookie, args, pid_tgid);
+            match metrics::entered(cookie, &args, nccl) {
+                Some(cfg) => (cfg, args, word),
                 None => return 0,
             }
         }
@@ -163,14 +172,15 @@ pub fn enter(ctx: &ProbeContext, cookie: Cookie) -> u32 {
         return 0;
     };
     let correlation = next_correlation(counter);
+    // SAFETY: helper without preconditions.
+    let enter_ns = unsafe { bpf_ktime_get_ns() };
     let written = call_ring::write(EntryRecord {
         kind: RECORD_ENTRY,
-        pid: (pid_tgid >> 32) as u32,
+        pid: tgid,
         tid: pid_tgid as u32,
         api: cookie.api() as u16,
         correlation,
-        // SAFETY: helper without preconditions.
-        enter_ns: unsafe { bpf_ktime_get_ns() },
+        enter_ns,
         args,
         flags,
         device: EntryRecord::agent(device),
@@ -178,7 +188,37 @@ pub fn enter(ctx: &ProbeContext, cookie: Cookie) -> u32 {
     if !written {
         count_drops(drop_index::ENTRY, 1);
     }
+    if cookie.entry_only() {
+        // No return probe: its exit written now, its number in it.
+        let exit = ExitRecord {
+            kind: RECORD_EXIT,
+            pid: tgid,
+            tid: pid_tgid as u32,
+            api: cookie.api(),
+            exit_ns: enter_ns,
+            ret: word,
+            out: 0,
+            flags: EXIT_ENTRY_ONLY,
+            pad: 0,
+        };
+        if !call_ring::write(exit) {
+            count_drops(drop_index::EXIT, 1);
+        }
+    }
     0
+}
+
+/// An NCCL call's communicator state (`nccl`), kept for every tracked process whether a
+/// trace records it or not; a collective's [`rocsync_common::Numbered`] word. Nothing for
+/// the runtimes' calls (a constant of their programs).
+#[inline(always)]
+fn nccl_state(ctx: &ProbeContext, cookie: Cookie, args: &[u64; 3], pid_tgid: u64) -> i64 {
+    match cookie.kind() {
+        Cookie::KIND_COMM_SETUP | Cookie::KIND_COLLECTIVE | Cookie::KIND_ENTRY_ONLY => {
+            nccl::entered(ctx, cookie, args, pid_tgid)
+        }
+        _ => 0,
+    }
 }
 
 /// A temporary `*GetDevice` probe read the thread's device: its later calls need not be
@@ -194,6 +234,9 @@ fn learned(cookie: Cookie, pid_tgid: u64) {
 #[inline(always)]
 pub fn exit(ctx: &RetProbeContext, cookie: Cookie) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
+    if cookie.kind() == Cookie::KIND_COMM_SETUP {
+        nccl::set_up(ctx, pid_tgid);
+    }
     // Enter = active, exit = registered: a call entered while capturing is completed
     // even after the capture was switched off. File-wide probes register the targets'.
     let counting = match SWITCH.get(0) {

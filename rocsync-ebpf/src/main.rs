@@ -18,6 +18,7 @@ mod doorbell;
 mod hsa;
 mod link_map;
 mod metrics;
+mod nccl;
 mod release;
 mod target_cache;
 mod tree;

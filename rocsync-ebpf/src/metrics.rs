@@ -156,9 +156,10 @@ fn early(cookie: Cookie, args: &[u64; 3], pid_tgid: u64, tgid: u32) {
 }
 
 /// A call entered in a process the daemon tracks: counted, and remembered until it
-/// returns. Returns the settings to record it with when a trace records the process.
+/// returns; `nccl` keeps an NCCL call's communicator state. Returns the settings to
+/// record it with when a trace records the process.
 #[inline(always)]
-pub fn entered(cookie: Cookie, args: &[u64; 3]) -> Option<Switch> {
+pub fn entered(cookie: Cookie, args: &[u64; 3], nccl: impl FnOnce(&[u64; 3])) -> Option<Switch> {
     let pid_tgid = bpf_get_current_pid_tgid();
     let tgid = (pid_tgid >> 32) as u32;
     let Some(ptr) = TARGETS.get_ptr_mut(tgid) else {
@@ -170,6 +171,7 @@ pub fn entered(cookie: Cookie, args: &[u64; 3]) -> Option<Switch> {
     if cfg.metrics == 0 {
         return None;
     }
+    nccl(args);
     if cookie.kind() != Cookie::KIND_GET_DEVICE {
         // SAFETY: the value's aligned fields; one atomic add each (the process's threads
         // share them).
@@ -223,6 +225,10 @@ fn count(cookie: Cookie, args: &[u64; 3], pid_tgid: u64, tgid: u32, group: u32) 
         // SAFETY: this CPU's slot of the series, valid for the program's run.
         unsafe { (*v).calls += 1 };
         count_stream_use(cookie, args, (tgid, ns), v);
+    }
+    // No return comes to end it: it would look in flight for ever (a hang).
+    if cookie.entry_only() {
+        return;
     }
     let pending = PendingCall {
         api: cookie.api(),

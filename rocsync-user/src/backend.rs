@@ -11,6 +11,8 @@ pub struct Runtime {
     pub library: &'static str,
     /// Its file name, unversioned: any `<soname>.N…` is the runtime too.
     pub soname: &'static str,
+    /// Another library of the same exports (RCCL, for NCCL).
+    pub twin: Option<&'static str>,
     /// Libraries that link the runtime statically, keeping its functions as local symbols
     /// (NCCL carries its own CUDA runtime: its stream waits never reach libcudart).
     pub carried_by: Option<&'static str>,
@@ -18,12 +20,13 @@ pub struct Runtime {
     pub field_prefix: &'static str,
 }
 
-pub static RUNTIMES: [Runtime; 2] = [
+pub static RUNTIMES: [Runtime; 3] = [
     Runtime {
         backend: Backend::Hip,
         name: "hip",
         library: "libamdhip64",
         soname: "libamdhip64.so",
+        twin: None,
         carried_by: None,
         field_prefix: "hip",
     },
@@ -32,8 +35,18 @@ pub static RUNTIMES: [Runtime; 2] = [
         name: "cuda",
         library: "libcudart",
         soname: "libcudart.so",
+        twin: None,
         carried_by: Some("libnccl.so"),
         field_prefix: "cuda",
+    },
+    Runtime {
+        backend: Backend::Nccl,
+        name: "nccl",
+        library: "libnccl/librccl",
+        soname: "libnccl.so",
+        twin: Some("librccl.so"),
+        carried_by: None,
+        field_prefix: "nccl",
     },
 ];
 
@@ -52,6 +65,7 @@ impl Runtime {
     /// Whether `file_name` is this runtime's library (any version of it).
     pub fn matches_library(&self, file_name: &str) -> bool {
         is_version_of(file_name, self.soname)
+            || self.twin.is_some_and(|t| is_version_of(file_name, t))
     }
 
     /// Whether `file_name` is a library carrying this runtime statically.
@@ -134,5 +148,38 @@ mod tests {
         assert!(!Runtime::of(Backend::Hip).matches_library("libcudart.so.13"));
         assert!(Runtime::of(Backend::Cuda).carried_by("libnccl.so.2"));
         assert!(!Runtime::of(Backend::Hip).carried_by("libnccl.so.2"));
+    }
+
+    #[test]
+    fn nccl_and_rccl_are_one_table_of_nccl_h_functions() {
+        // Written from nccl.h (RCCL's rccl.h has the same names, `ncclAllToAll` for
+        // NCCL 2.28's `ncclAlltoAll`).
+        let mut want = [
+            "ncclCommInitRank",
+            "ncclCommInitRankConfig",
+            "ncclCommInitAll",
+            "ncclCommSplit",
+            "ncclCommDestroy",
+            "ncclCommAbort",
+            "ncclAllReduce",
+            "ncclBroadcast",
+            "ncclReduce",
+            "ncclAllGather",
+            "ncclReduceScatter",
+            "ncclAllToAll",
+            "ncclAlltoAll",
+            "ncclSend",
+            "ncclRecv",
+            "ncclGroupStart",
+            "ncclGroupEnd",
+        ];
+        want.sort();
+        let nccl = Runtime::of(Backend::Nccl);
+        let mut got: Vec<&str> = nccl.apis().map(|a| a.symbol()).collect();
+        got.sort();
+        assert_eq!(got, want);
+        assert!(nccl.matches_library("libnccl.so.2"));
+        assert!(nccl.matches_library("librccl.so.1.0"));
+        assert!(!nccl.matches_library("libnccl-net.so"));
     }
 }

@@ -106,6 +106,8 @@ impl CaptureStats {
         let n = self.per_api.entry(c.api.symbol()).or_default();
         n.calls += 1;
         match c.ret {
+            // Entry only: no return probed, `ret` holds its number.
+            _ if c.api.entry_only() => {}
             None => n.no_return += 1,
             Some(0) => {}
             Some(_) => n.failed += 1,

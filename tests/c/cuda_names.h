@@ -23,5 +23,6 @@
 #define hipEventElapsedTime cudaEventElapsedTime
 #define hipEventDestroy cudaEventDestroy
 #define hipSimLaunch cudaSimLaunch
+#define hipSimGate cudaSimGate
 #define hipLaunchKernel cudaLaunchKernel
 #define hipMemcpyAsync cudaMemcpyAsync

@@ -148,13 +148,29 @@ hipError_t hipSimLaunch(hipStream_t stream, unsigned int work_us) {
   return hipSuccess;
 }
 
+/* Work that completes when another process says so (a simulated collective): the
+ * stream's synchronisation blocks until gate(arg) is non-zero. */
+hipError_t hipSimGate(hipStream_t stream, int (*gate)(void *), void *arg) {
+  pthread_mutex_lock(&lock);
+  struct ihipStream_t *s = find_stream(stream);
+  if (s) {
+    s->gate = gate;
+    s->gate_arg = arg;
+  }
+  pthread_mutex_unlock(&lock);
+  return s ? hipSuccess : hipErrorInvalidHandle;
+}
+
 static hipError_t stream_sync(hipStream_t stream) {
   pthread_mutex_lock(&lock);
   struct ihipStream_t *s = find_stream(stream);
   uint64_t until = s ? s->busy_until : 0;
+  int (*gate)(void *) = s ? s->gate : NULL;
+  void *arg = s ? s->gate_arg : NULL;
   pthread_mutex_unlock(&lock);
   if (!s) return hipErrorInvalidHandle;
   sleep_until(until);
+  while (gate && !gate(arg)) sleep_until(now_ns() + 1000000ull);
   return hipSuccess;
 }
 

@@ -63,6 +63,8 @@ enum {
 
 #ifndef HIP_SIM_NO_PROTOTYPES
 HIP_SIM_APIS(HIP_API)
+/* Not a HIP API: the stream's synchronisation waits until gate(arg) is non-zero. */
+hipError_t hipSimGate(hipStream_t stream, int (*gate)(void *), void *arg);
 #endif
 
 #endif

@@ -16,6 +16,9 @@ struct ihipStream_t {
   uint64_t magic;
   int device;
   uint64_t busy_until; /* ns, CLOCK_MONOTONIC */
+  /* hipSimGate: the stream's work is done only once gate(gate_arg) says so. */
+  int (*gate)(void *);
+  void *gate_arg;
   struct ihipStream_t *next;
 #ifdef SIM_HSA
   hsa_queue_t *queue;

@@ -2,8 +2,8 @@
 //! decoded and typed from the probes' records (or read back from a raw capture).
 
 use rocsync_common::{
-    Api, ENTRY_FILTERED, EntryRecord, OutParam, PacketRecord, QUEUE_DESTROYED, QUEUE_DISCOVERED,
-    QueueRecord,
+    Api, ENTRY_FILTERED, EntryRecord, Numbered, Op, OutParam, PacketRecord, QUEUE_DESTROYED,
+    QUEUE_DISCOVERED, QueueRecord,
 };
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -65,6 +65,13 @@ impl Call {
 
     pub fn ok(&self) -> bool {
         self.ret == Some(0)
+    }
+
+    /// An entry-only call's number and the arguments its entry's three words leave out:
+    /// its `ret` holds them, as its entry probe wrote them.
+    pub fn numbered(&self) -> Option<Numbered> {
+        let n = Numbered::of_word(self.ret?);
+        (self.api.op() == Op::Collective || self.api.op() == Op::PointToPoint).then_some(n)
     }
 
     /// The value of a named argument, if this API has it.

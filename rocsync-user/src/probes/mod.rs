@@ -182,7 +182,7 @@ impl Probes {
         let calls = || {
             Api::ALL
                 .iter()
-                .flat_map(|a| [a.enter_program(), a.exit_program()])
+                .flat_map(|&a| call_programs(a).map(|(p, _)| p))
         };
         let multi = (!options.classic_uprobes && LinkKind::preferred() == LinkKind::Multi)
             .then(|| multi::MultiPrograms::load(&ebpf, crate::PROBES, calls()))
@@ -328,7 +328,7 @@ impl Probes {
                 f.placement.offset
             };
             let temporary = choice.temporary.contains(&api);
-            for (prog, ret) in [(api.enter_program(), false), (api.exit_program(), true)] {
+            for (prog, ret) in call_programs(api) {
                 let at = (offset, ret);
                 if let Err(e) = self.attach_call(prog, at, path, pid, &f.names, temporary) {
                     self.rollback(mark);
@@ -367,6 +367,12 @@ impl Probes {
             get_device_unrecorded: sum(drop_index::GET_DEVICE_UNRECORDED)?,
         })
     }
+}
+
+/// An API's programs (name, return probe?): entry-only calls have no return probe.
+pub fn call_programs(api: Api) -> impl Iterator<Item = (&'static str, bool)> {
+    let exit = (!api.entry_only()).then_some((api.exit_program(), true));
+    [(api.enter_program(), false)].into_iter().chain(exit)
 }
 
 fn uprobe<'a>(ebpf: &'a mut Ebpf, name: &str) -> Result<&'a mut UProbe> {

@@ -32,6 +32,9 @@ impl<W: Write> KinetoWriter<W> {
         if c.filtered {
             return Ok(());
         }
+        if c.api.backend() == Backend::Nccl {
+            return self.nccl_row(r);
+        }
         self.last_ns = self.last_ns.max(c.exit_ns.unwrap_or(c.enter_ns));
         if !cpu_row(c.api) {
             return Ok(());

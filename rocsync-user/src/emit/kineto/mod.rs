@@ -9,6 +9,7 @@
 //! metadata follow them.
 
 mod calls;
+pub(crate) mod collectives;
 mod meta;
 mod packets;
 
@@ -59,6 +60,8 @@ pub struct KinetoWriter<W: Write> {
     next_flow: u64,
     /// The latest time seen: stands in for the end of calls still in flight.
     last_ns: u64,
+    /// NCCL communicators, for their calls' rows.
+    pub(crate) comms: collectives::Comms,
 }
 
 impl<W: Write> KinetoWriter<W> {
@@ -83,6 +86,7 @@ impl<W: Write> KinetoWriter<W> {
             signal_producers: HashMap::default(),
             next_flow: packets::PACKET_FLOW_BASE,
             last_ns: first_ns,
+            comms: collectives::Comms::default(),
         })
     }
 
