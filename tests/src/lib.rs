@@ -144,6 +144,18 @@ pub fn nccl_user() -> PathBuf {
     Path::new(OUT).join("nccl_user")
 }
 
+/// A job of rank processes over the simulated RCCL (`rccl/librccl.so.1`, over the
+/// simulated HIP runtime): `nccl_ranks NRANKS STEPS LAGGARD STOP_AT PAUSE_MS [WARMUP_MS]`
+/// (tests/c/nccl_ranks.c says what it prints).
+pub fn nccl_ranks() -> PathBuf {
+    Path::new(OUT).join("nccl_ranks")
+}
+
+/// The same job over a simulated `libnccl.so.2` under CUDA's names.
+pub fn nccl_ranks_cuda() -> PathBuf {
+    Path::new(OUT).join("nccl_ranks_cuda")
+}
+
 /// Program linked against Debian's real `libamdhip64.so.5`, if its headers were installed.
 pub fn real_hip_program() -> Option<PathBuf> {
     let p = Path::new(OUT).join("real_hip");

@@ -86,7 +86,8 @@ pub struct Session {
     targets: Vec<u32>,
     /// (device, inode) of every library file probed: one file seen through two paths
     /// must not be probed twice.
-    probed_files: HashSet<(u64, u64)>,
+    /// Files probed, and for what.
+    probed_files: HashSet<(u64, u64, libraries::Probed)>,
     libraries: Vec<LibraryReport>,
     pipeline: Pipeline<CaptureSink>,
     status: Status,

@@ -67,6 +67,32 @@ impl Probes {
         self.dependency("STREAM_WAIT", pid, stream)
     }
 
+    /// The last collective enqueued on `pid`'s `stream`, if the probes saw one.
+    pub fn last_collective(&self, pid: u32, stream: u64) -> Option<rocsync_common::LastCollective> {
+        let map: aya::maps::HashMap<_, HandleKey, rocsync_common::LastCollective> =
+            aya::maps::HashMap::try_from(self.ebpf.map("STREAM_COLLECTIVE")?).ok()?;
+        let key = HandleKey {
+            tgid: u64::from(pid),
+            handle: stream,
+        };
+        map.get(&key, 0).ok()
+    }
+
+    /// Every communicator of the tracked processes: (pid, handle, its state).
+    pub fn comms(&self) -> Vec<(u32, u64, rocsync_common::CommState)> {
+        let Some(Ok(map)) = self
+            .ebpf
+            .map("COMMS")
+            .map(aya::maps::HashMap::<_, HandleKey, rocsync_common::CommState>::try_from)
+        else {
+            return Vec::new();
+        };
+        map.iter()
+            .filter_map(Result::ok)
+            .map(|(k, c)| (k.tgid as u32, k.handle, c))
+            .collect()
+    }
+
     fn dependency(&self, map: &str, pid: u32, handle: u64) -> Option<rocsync_common::Dependency> {
         let map: aya::maps::HashMap<_, HandleKey, rocsync_common::Dependency> =
             aya::maps::HashMap::try_from(self.ebpf.map(map)?).ok()?;

@@ -48,7 +48,7 @@ fn the_alert_rules_pass_promtools_checks_and_unit_tests() {
     }
     let dir = deploy().join("prometheus");
     let checked = promtool(&["check", "rules", "rocsync-rules.yml"], &dir);
-    assert!(checked.contains("SUCCESS: 6 rules found"), "{checked}");
+    assert!(checked.contains("SUCCESS: 7 rules found"), "{checked}");
     let tested = promtool(&["test", "rules", "rocsync-rules.test.yml"], &dir);
     assert!(tested.contains("SUCCESS"), "{tested}");
 }

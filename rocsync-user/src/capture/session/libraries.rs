@@ -55,12 +55,16 @@ impl Session {
     /// Hooks a dynamic loader file for `pid`, once per file (a file-wide hook serves every
     /// process of the tree). Returns whether the file has the hook.
     fn hook_loader(&mut self, loader: &OpenedLibrary, pid: u32) -> Result<bool> {
-        if !self.probed_files.insert((loader.dev, loader.ino)) {
+        if !self
+            .probed_files
+            .insert((loader.dev, loader.ino, Probed::Loader))
+        {
             return Ok(true);
         }
         let hooked = self.probes.attach_loader(&loader.path(), pid);
         if !matches!(hooked, Ok(true)) {
-            self.probed_files.remove(&(loader.dev, loader.ino));
+            self.probed_files
+                .remove(&(loader.dev, loader.ino, Probed::Loader));
         }
         hooked
     }
@@ -74,9 +78,10 @@ impl Session {
         carried: bool,
     ) -> Result<bool> {
         let choice = self.choice.clone();
-        let Some(report) = self.probe_once(lib, |probes, path| {
-            probes.attach_runtime(runtime, &choice, path, Some(pid), carried)
-        })?
+        let Some(report) =
+            self.probe_once(lib, Probed::Runtime(runtime.backend), |probes, path| {
+                probes.attach_runtime(runtime, &choice, path, Some(pid), carried)
+            })?
         else {
             return Ok(false);
         };
@@ -160,9 +165,10 @@ impl Session {
     fn probe_once(
         &mut self,
         lib: &OpenedLibrary,
+        what: Probed,
         attach: impl FnOnce(&mut crate::probes::Probes, &std::path::Path) -> Result<LibraryReport>,
     ) -> Result<Option<LibraryReport>> {
-        if !self.probed_files.insert((lib.dev, lib.ino)) {
+        if !self.probed_files.insert((lib.dev, lib.ino, what)) {
             return Ok(None);
         }
         match attach(&mut self.probes, &lib.path()) {
@@ -171,7 +177,7 @@ impl Session {
                 Ok(Some(report))
             }
             Err(e) => {
-                self.probed_files.remove(&(lib.dev, lib.ino));
+                self.probed_files.remove(&(lib.dev, lib.ino, what));
                 Err(e.context(format!("probing {}", lib.shown.display())))
             }
         }
@@ -179,7 +185,9 @@ impl Session {
 
     /// Probes an HSA runtime file for `pid`, once per file.
     fn attach_hsa(&mut self, lib: &OpenedLibrary, pid: u32) -> Result<()> {
-        let Some(report) = self.probe_once(lib, |probes, path| probes.attach_hsa(path, pid))?
+        let Some(report) = self.probe_once(lib, Probed::Hsa, |probes, path| {
+            probes.attach_hsa(path, pid)
+        })?
         else {
             return Ok(());
         };
@@ -282,4 +290,13 @@ impl Session {
             self.temporary_detaching = Some(self.probes.detach_temporary());
         }
     }
+}
+
+/// What a file was probed for: once each. One file may hold two runtimes (libnccl's own
+/// exports and the CUDA runtime it carries).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(in crate::capture) enum Probed {
+    Loader,
+    Hsa,
+    Runtime(rocsync_common::Backend),
 }

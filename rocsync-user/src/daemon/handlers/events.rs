@@ -6,9 +6,16 @@ use rocsync_common::{Api, Decoded, GetDeviceMode, Op, PROCESS_EXIT, Switch, deco
 
 use crate::agents::ClaimId;
 use crate::daemon::{
-    outputs::statedir, recording::writing::Done, serving::exposition, serving::http,
-    serving::protocol::Reply, state::Daemon, tracking::budget, tracking::polling,
-    triggers::hangs::Untraced, untrusted,
+    outputs::statedir,
+    recording::writing::Done,
+    serving::exposition,
+    serving::http,
+    serving::protocol::Reply,
+    state::Daemon,
+    tracking::budget,
+    tracking::polling,
+    triggers::{collectives, hangs::Untraced},
+    untrusted,
 };
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -270,6 +277,9 @@ impl Daemon {
             shed: polling::shed_apis(self.tracker.files.polling()),
         };
         let probes = &self.tracker.probes;
+        let tracker = &self.tracker;
+        let collectives =
+            collectives::sequences(&probes.comms(), |pid| tracker.tracked.contains(&pid));
         match path {
             "/metrics" => match (
                 exposition::read_series(&self.tracker),
@@ -291,6 +301,7 @@ impl Daemon {
                         traces_truncated: self.sessions.truncated,
                         not_started: self.not_started,
                         files_probed: self.tracker.files.count(),
+                        collectives: &collectives,
                         files_refused: self.tracker.files.refused,
                         budget,
                         stall_traces: exposition::StallView {

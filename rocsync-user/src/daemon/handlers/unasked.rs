@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use rocsync_common::{Api, Dependency, StallRecord};
+use rocsync_common::{Api, CommState, Dependency, LastCollective, StallRecord};
 use serde_json::Value;
 use tokio::time::Instant;
 
@@ -12,7 +12,7 @@ use crate::{
     clock,
     daemon::{
         state::Daemon,
-        triggers::{Origin, chain, hangs, stalls},
+        triggers::{Origin, Start, chain, collectives, hangs, stalls},
     },
     probes::Probes,
 };
@@ -36,9 +36,10 @@ impl Daemon {
             return self.stalls.skip(why);
         }
         let (threshold, after) = (self.config.capture_on_stall, self.config.stall_window_after);
-        let (steps, said) = self.waits_on(r.pid, Api::from_u32(r.api), r.arg0, r.entry_ns);
-        let waits = said.map_or(String::new(), |w| format!(" (waited on {w})"));
-        let start = stalls::trace_of(&r, (took, threshold), after, steps);
+        let chain = self.waits_on(r.pid, Api::from_u32(r.api), r.arg0, r.entry_ns);
+        let waits = (chain.said.as_ref()).map_or(String::new(), |w| format!(" (waited on {w})"));
+        let mut start = stalls::trace_of(&r, (took, threshold), after, chain.steps.clone());
+        chain.answer(&mut start);
         let api = Api::from_u32(r.api).map_or("unknown", |a| a.symbol());
         match self.begin(start) {
             Ok(trace) => {
@@ -122,9 +123,12 @@ impl Daemon {
             return;
         }
         let (_, _, _, entry_ns, arg0) = blocked;
-        let (steps, said) = self.waits_on(pid, Some(api), arg0, entry_ns);
-        let waits = (said.as_ref()).map_or(String::new(), |w| format!(", waits on {w}"));
-        let start = hangs::trace_of(blocked, now_ns, self.config.hang_bound, steps);
+        let chain = self.waits_on(pid, Some(api), arg0, entry_ns);
+        let waits = (chain.said.as_ref()).map_or(String::new(), |w| format!(", waits on {w}"));
+        let mut start =
+            hangs::trace_of(blocked, now_ns, self.config.hang_bound, chain.steps.clone());
+        chain.answer(&mut start);
+        let said = chain.said;
         match self.begin(start) {
             Ok(trace) => {
                 let (id, stem) = (trace.id, trace.stem.clone());
@@ -139,21 +143,44 @@ impl Daemon {
     }
 
     /// What `pid`'s call `api(arg0)`, entered at `entry_ns`, waits on, from the probes'
-    /// dependency state: its steps (in the wall clock) and the line that says it.
-    fn waits_on(
-        &self,
-        pid: u32,
-        api: Option<Api>,
-        arg0: u64,
-        entry_ns: u64,
-    ) -> (Vec<Value>, Option<String>) {
-        let state = Of(&self.tracker.probes, pid);
+    /// dependency state: its steps (in the wall clock), the line that says it, and the
+    /// collective it ends at with the local ranks behind it (`collective`, `behind`).
+    fn waits_on(&self, pid: u32, api: Option<Api>, arg0: u64, entry_ns: u64) -> Chain {
+        let probes = &self.tracker.probes;
+        let state = Of(probes, pid);
         let steps = api.map_or_else(Vec::new, |api| chain::waits_on(api, arg0, entry_ns, &state));
-        let said = chain::said(&steps, entry_ns);
-        (
-            chain::on_wall_clock(steps, clock::realtime_offset_ns()),
+        let mut said = chain::said(&steps, entry_ns);
+        let collective = chain::collective(&steps).cloned().unwrap_or(Value::Null);
+        let tracked = |p: u32| p != pid && self.tracker.tracked.contains(&p);
+        let behind = collectives::behind(&collective, &probes.comms(), tracked);
+        if let (Some(s), Some(b)) = (&mut said, collectives::said_behind(&behind)) {
+            s.push_str(&b);
+        }
+        let steps = chain::on_wall_clock(steps, clock::realtime_offset_ns());
+        Chain {
+            steps,
             said,
-        )
+            collective,
+            behind,
+        }
+    }
+}
+
+/// What a slow call waits on ([`Daemon::waits_on`]).
+struct Chain {
+    steps: Vec<Value>,
+    said: Option<String>,
+    collective: Value,
+    behind: Vec<Value>,
+}
+
+impl Chain {
+    /// Its collective and the ranks behind, in the stall or hang object.
+    fn answer(&self, start: &mut Start) {
+        if let Origin::Hang(o) | Origin::Stall(o) = &mut start.origin {
+            o["collective"] = self.collective.clone();
+            o["behind"] = self.behind.clone().into();
+        }
     }
 }
 
@@ -166,5 +193,15 @@ impl chain::State for Of<'_> {
     }
     fn last_record(&self, event: u64) -> Option<Dependency> {
         self.0.last_record(self.1, event)
+    }
+    fn last_collective(&self, stream: u64) -> Option<LastCollective> {
+        self.0.last_collective(self.1, stream)
+    }
+    fn comm(&self, handle: u64) -> Option<CommState> {
+        self.0
+            .comms()
+            .into_iter()
+            .find(|c| c.0 == self.1 && c.1 == handle)
+            .map(|c| c.2)
     }
 }

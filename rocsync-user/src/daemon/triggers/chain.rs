@@ -1,11 +1,12 @@
 //! What a blocked synchronisation waits on, from the dependency state the probes keep
 //! of every counted process (`Dependency`: where each event was last recorded, which
-//! event each stream last waited on): a stream's last wait before the call, the record
-//! that wait was on, then that stream's own last wait, and so on. A step the state
-//! cannot vouch for ends the chain with why — it never names a later record or wait
-//! than the one the call depended on.
+//! event each stream last waited on; each stream's last collective): a stream's last
+//! collective or wait before the call, whichever came later — a collective ends the
+//! chain; a wait leads to the record it was on, then to that stream, and so on. A step
+//! the state cannot vouch for ends the chain with why — it never names a later record,
+//! wait or collective than the one the call depended on.
 
-use rocsync_common::{Api, Cookie, Dependency};
+use rocsync_common::{Api, CommState, Cookie, Dependency, LastCollective};
 use serde_json::{Value, json};
 
 /// Steps followed at most: a chain across a node's streams is short.
@@ -16,6 +17,8 @@ const MAX_STEPS: usize = 8;
 pub trait State {
     fn last_wait(&self, stream: u64) -> Option<Dependency>;
     fn last_record(&self, event: u64) -> Option<Dependency>;
+    fn last_collective(&self, stream: u64) -> Option<LastCollective>;
+    fn comm(&self, handle: u64) -> Option<CommState>;
 }
 
 /// What the call `api(arg0)` entered at `entry_ns` waits on, step by step; the log's
@@ -37,7 +40,15 @@ pub fn waits_on(api: Api, arg0: u64, entry_ns: u64, state: &impl State) -> Vec<V
     };
     let mut seen = vec![stream];
     while steps.len() < MAX_STEPS {
-        let Some(w) = state.last_wait(stream) else {
+        let wait = state.last_wait(stream);
+        // Enqueued on it before the call, and after its last wait: what it waits on.
+        if let Some(c) = state.last_collective(stream).filter(|c| c.ns <= before)
+            && wait.is_none_or(|w| w.ns > before || c.ns >= w.ns)
+        {
+            steps.push(collective_step(stream, &c, state.comm(c.comm)));
+            return steps;
+        }
+        let Some(w) = wait else {
             // Its own work, and nothing it waited on: the chain ends at this stream.
             steps.push(json!({"stream": hex(stream), "waited": "nothing the probes saw"}));
             return steps;
@@ -59,6 +70,27 @@ pub fn waits_on(api: Api, arg0: u64, entry_ns: u64, state: &impl State) -> Vec<V
         }
     }
     steps
+}
+
+/// The step of a stream's last collective: its API, number and communicator.
+fn collective_step(stream: u64, c: &LastCollective, comm: Option<CommState>) -> Value {
+    let known = |v: u32| (v != u32::MAX).then_some(v);
+    let api = Api::from_u32(c.api).map_or("unknown", Api::symbol);
+    let id = comm.map(|m| m.id).filter(|&id| id != 0).map(hex);
+    json!({
+        "stream": hex(stream),
+        "collective": {
+            "api": api, "seq": c.seq, "comm": id, "comm_handle": hex(c.comm),
+            "rank": comm.and_then(|m| known(m.rank)),
+            "nranks": comm.and_then(|m| known(m.nranks)),
+        },
+        "at_ns": c.ns,
+    })
+}
+
+/// The collective the chain ends at, if it does.
+pub fn collective(steps: &[Value]) -> Option<&Value> {
+    steps.last()?.get("collective")
 }
 
 /// A handle as traces write them.
@@ -90,6 +122,16 @@ fn recorded(
 
 /// The chain in a line: `event 0x… recorded on stream 0x… 1.2 s before`.
 pub fn said(steps: &[Value], entry_ns: u64) -> Option<String> {
+    if let Some(c) = collective(steps) {
+        let comm = c["comm"]
+            .as_str()
+            .unwrap_or("unknown (set up before the probes)");
+        return Some(format!(
+            "{} #{} of comm {comm}",
+            c["api"].as_str()?,
+            c["seq"]
+        ));
+    }
     let last = steps
         .iter()
         .rev()
@@ -124,6 +166,8 @@ mod tests {
     struct Fake {
         waits: HashMap<u64, Dependency>,
         records: HashMap<u64, Dependency>,
+        collectives: HashMap<u64, LastCollective>,
+        comms: HashMap<u64, CommState>,
     }
 
     impl State for Fake {
@@ -133,6 +177,63 @@ mod tests {
         fn last_record(&self, event: u64) -> Option<Dependency> {
             self.records.get(&event).copied()
         }
+        fn last_collective(&self, stream: u64) -> Option<LastCollective> {
+            self.collectives.get(&stream).copied()
+        }
+        fn comm(&self, handle: u64) -> Option<CommState> {
+            self.comms.get(&handle).copied()
+        }
+    }
+
+    fn coll(comm: u64, seq: u64, ns: u64) -> LastCollective {
+        LastCollective {
+            comm,
+            seq,
+            ns,
+            api: Api::NcclAllReduce as u32,
+            pad: 0,
+        }
+    }
+
+    #[test]
+    fn a_chain_ends_at_the_collective_of_the_blocked_stream_or_of_the_producer() {
+        let mut s = Fake::default();
+        s.comms.insert(
+            0xc0,
+            CommState {
+                id: 0xabc,
+                seq: 21,
+                rank: 0,
+                nranks: 2,
+                ..CommState::default()
+            },
+        );
+        // The blocked stream's own collective (PyTorch's synchronous all_reduce).
+        s.collectives.insert(2, coll(0xc0, 21, 10));
+        let steps = waits_on(Api::CudaStreamSynchronize, 2, 30, &s);
+        let c = collective(&steps).unwrap();
+        assert_eq!(
+            (c["seq"].as_u64(), c["comm"].as_str()),
+            (Some(21), Some("0xabc"))
+        );
+        assert_eq!(said(&steps, 30).unwrap(), "ncclAllReduce #21 of comm 0xabc");
+        // Its wait came later: the wait's producer stream, and that one's collective.
+        s.waits.insert(2, dep(7, 20));
+        s.records.insert(7, dep(5, 15));
+        s.collectives.insert(5, coll(0xc0, 22, 12));
+        let steps = waits_on(Api::CudaStreamSynchronize, 2, 30, &s);
+        assert_eq!(steps.len(), 3);
+        assert_eq!(collective(&steps).unwrap()["seq"], 22);
+        // One enqueued after the call began is never named.
+        s.collectives.insert(5, coll(0xc0, 23, 40));
+        let steps = waits_on(Api::CudaStreamSynchronize, 2, 30, &s);
+        assert!(collective(&steps).is_none());
+        // A communicator the probes never saw set up: its id unknown, said so.
+        s.comms.clear();
+        s.collectives.insert(5, coll(0xc0, 3, 12));
+        let steps = waits_on(Api::CudaStreamSynchronize, 2, 30, &s);
+        assert!(collective(&steps).unwrap()["comm"].is_null());
+        assert!(said(&steps, 30).unwrap().contains("unknown"));
     }
 
     fn dep(handle: u64, ns: u64) -> Dependency {

@@ -6,6 +6,7 @@
 
 pub mod asked;
 pub mod chain;
+pub mod collectives;
 pub mod dyno;
 pub mod hangs;
 pub mod sampled;

@@ -167,6 +167,11 @@ pub fn own_bench_calls(dir: &TempDir) -> PathBuf {
     own_copy_of(dir, &rocsync_tests::bench_calls(), "bench_calls")
 }
 
+/// The job of rank processes (`nccl_ranks`) under a path of this test's own.
+pub fn own_nccl_ranks(dir: &TempDir) -> PathBuf {
+    own_copy_of(dir, &rocsync_tests::nccl_ranks(), "nccl_ranks")
+}
+
 fn own_copy_of(dir: &TempDir, program: &std::path::Path, name: &str) -> PathBuf {
     let exe = dir.path(name);
     std::fs::copy(program, &exe).unwrap();

@@ -58,6 +58,8 @@ families! {
         "Records the probes could not deliver, by reason.";
     UNLABELLED_CALLS: "rocsync_unlabelled_calls_total" counter
         "Calls of processes with label values counted under empty ones: the kernel held as many labelled series as it can (--metric-labels).";
+    COLLECTIVE_SEQ: "rocsync_collective_seq" gauge
+        "The last collective (or send/receive) each local rank entered, by communicator id (the same on every rank), rank and pid: a rank whose number stays below its communicator's others is behind.";
     TRACKED: "rocsync_tracked_processes" gauge
         "Processes mapping a GPU runtime that the daemon counts.";
     PROBED_FILES: "rocsync_probed_files" gauge

@@ -39,6 +39,8 @@ pub struct Snapshot<'a> {
     pub budget: BudgetView,
     pub stall_traces: StallView,
     pub uploads: Option<UploadView>,
+    /// Each local rank's last collective: (comm id, rank, pid, seq).
+    pub collectives: &'a [(String, String, u32, u64)],
 }
 
 /// Traces the daemon was due to start on its own and could not: nobody else would know.
@@ -129,6 +131,13 @@ pub fn render(s: &Snapshot<'_>) -> String {
     }
     if let Some(n) = s.unlabelled {
         t.family(&UNLABELLED_CALLS).value(n);
+    }
+    let mut f = t.family(&COLLECTIVE_SEQ);
+    for (comm, rank, pid, seq) in s.collectives {
+        f.labelled(
+            &format!("comm=\"{comm}\",rank=\"{rank}\",pid=\"{pid}\""),
+            seq,
+        );
     }
     t.family(&TRACKED).value(s.tracked);
     t.family(&PROBED_FILES).value(s.files_probed);

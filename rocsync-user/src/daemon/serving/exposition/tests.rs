@@ -63,7 +63,14 @@ fn everything() -> String {
             pending: 3,
             ..UploadView::default()
         }),
+        collectives: &[("0xabc".into(), "1".into(), 77, 20)],
     })
+}
+
+#[test]
+fn each_local_rank_shows_its_last_collective() {
+    let text = everything();
+    assert!(text.contains("rocsync_collective_seq{comm=\"0xabc\",rank=\"1\",pid=\"77\"} 20"));
 }
 
 #[test]

@@ -1,5 +1,6 @@
 //! What starts a trace: stalls, hangs, dyno requests, sampled windows.
 
+mod collectives;
 mod dyno_hostile;
 mod dynolog;
 mod hangs;
