@@ -23,6 +23,7 @@ pub mod cadence {
     pub const IN_FLIGHT_GRACE: Duration = Duration::from_millis(300);
 }
 
+use crate::emit::Comm;
 use std::io;
 
 use rocsync_common::{
@@ -262,6 +263,11 @@ impl<S: Sink> Pipeline<S> {
         let mut out = Vec::new();
         self.sequencer.outside(call, &mut |r| out.push(r));
         self.release(out);
+    }
+
+    /// A communicator of `pid` set up before this pipeline began (the probes' state).
+    pub fn communicator(&mut self, pid: u32, handle: u64, comm: Comm) {
+        let _ = self.sink.communicator(pid, handle, comm);
     }
 
     /// A complete call, in any order (tests, synthetic input).

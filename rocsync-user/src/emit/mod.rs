@@ -18,6 +18,8 @@ use crate::{
     resolve::Row,
 };
 
+pub use kineto::collectives::Comm;
+
 /// Where the pipeline delivers what it resolved, in the order it resolved it.
 pub trait Sink {
     /// A call at its place in the correlation order, returned (or known never to).
@@ -30,6 +32,11 @@ pub trait Sink {
     fn lost(&mut self, first: u64, count: u64) -> io::Result<()>;
     fn queue(&mut self, q: &Queue) -> io::Result<()>;
     fn packet(&mut self, p: &Packet) -> io::Result<()>;
+    /// A communicator of `pid` set up before the capture, known from the probes' state:
+    /// its calls' rows name it.
+    fn communicator(&mut self, _pid: u32, _handle: u64, _comm: Comm) -> io::Result<()> {
+        Ok(())
+    }
 }
 
 /// Both outputs of a capture: the trace and, if asked for, the raw capture. Each goes on
@@ -125,6 +132,12 @@ impl<A: Sink, B: Sink> Sink for Tee<A, B> {
     }
     fn packet(&mut self, p: &Packet) -> io::Result<()> {
         self.both(|b| b.packet(p), |a| a.packet(p))
+    }
+    fn communicator(&mut self, pid: u32, handle: u64, comm: Comm) -> io::Result<()> {
+        self.both(
+            |b| b.communicator(pid, handle, comm),
+            |a| a.communicator(pid, handle, comm),
+        )
     }
 }
 

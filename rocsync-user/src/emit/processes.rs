@@ -4,6 +4,7 @@
 //! several were (the naming of Kineto's on-demand traces). Correlation ids come from one
 //! counter, so they stay unique across the files of a capture.
 
+use crate::emit::Comm;
 use std::{
     collections::BTreeMap,
     io,
@@ -274,6 +275,10 @@ impl Sink for ProcessTraces {
             true => self.writer(p.pid)?.packet(p),
             false => Ok(()),
         }
+    }
+    fn communicator(&mut self, pid: u32, handle: u64, comm: Comm) -> io::Result<()> {
+        self.writer(pid)?.comms.insert(pid, handle, comm);
+        Ok(())
     }
 }
 

@@ -42,6 +42,7 @@ impl Daemon {
         if let Some(call) = slow_call {
             trace.hold_slow_call(call);
         }
+        trace.know_communicators(&self.tracker.probes.comms());
         Ok(trace)
     }
 }

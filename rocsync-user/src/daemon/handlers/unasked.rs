@@ -90,10 +90,21 @@ impl Daemon {
         };
         let until = Instant::now() + after;
         let traces = self.sessions.traces.iter_mut().map(|(_, t)| t);
-        if let Some(t) = traces.into_iter().find(|t| t.id == trace) {
-            t.until = t.until.min(until);
-            if let Origin::Hang(hang) = &mut t.origin {
-                hang["ended"] = how.into();
+        for t in traces {
+            let waited = match &mut t.origin {
+                Origin::Hang(hang) if t.id == trace => {
+                    hang["ended"] = how.into();
+                    true
+                }
+                // A laggard's trace ends with the hang that waited for it.
+                Origin::Behind(b) if b["waited_by"]["pid"] == pid => {
+                    b["ended"] = "hang_ended".into();
+                    true
+                }
+                _ => false,
+            };
+            if waited {
+                t.until = t.until.min(until);
             }
         }
         crate::say!("rocsync daemon: hang of pid {pid}: the call {how}");
@@ -128,7 +139,11 @@ impl Daemon {
         let mut start =
             hangs::trace_of(blocked, now_ns, self.config.hang_bound, chain.steps.clone());
         chain.answer(&mut start);
-        let said = chain.said;
+        let waited_by = match &start.origin {
+            Origin::Hang(h) => h.clone(),
+            _ => Value::Null,
+        };
+        let (said, behind) = (chain.said, chain.behind);
         match self.begin(start) {
             Ok(trace) => {
                 let (id, stem) = (trace.id, trace.stem.clone());
@@ -137,8 +152,43 @@ impl Daemon {
                     "rocsync daemon: hang: pid {pid}'s {} (thread {tid}) still blocked{waits}: tracing it as {stem}.json",
                     api.symbol()
                 );
+                for b in &behind {
+                    self.trace_behind(b, &waited_by);
+                }
             }
             Err(e) => self.hangs.not_started(blocked, &e),
+        }
+    }
+
+    /// A rank other ranks wait for in a collective: traced too, unless a trace of it
+    /// as a laggard records already or [`collectives::MAX_BEHIND_TRACES`] do.
+    fn trace_behind(&mut self, b: &Value, waited_by: &Value) {
+        let behind: Vec<u32> = (self.sessions.traces.iter())
+            .filter_map(|(_, t)| match &t.origin {
+                Origin::Behind(o) => o["pid"].as_u64().map(|p| p as u32),
+                _ => None,
+            })
+            .collect();
+        let pid = b["pid"].as_u64().map(|p| p as u32);
+        if pid.is_none_or(|p| behind.contains(&p)) || behind.len() >= collectives::MAX_BEHIND_TRACES
+        {
+            return;
+        }
+        let Some(start) = collectives::trace_of_behind(b, waited_by, self.config.hang_bound) else {
+            return;
+        };
+        match self.begin(start) {
+            Ok(trace) => crate::say!(
+                "rocsync daemon: rank behind: pid {} is at #{} of comm {}: tracing it as {}.json",
+                b["pid"],
+                b["seq"],
+                b["comm"].as_str().unwrap_or("?"),
+                trace.stem
+            ),
+            Err(e) => crate::say!(
+                "rocsync daemon: rank behind (pid {}) not traced: {e:#}",
+                b["pid"]
+            ),
         }
     }
 

@@ -3,6 +3,7 @@
 //! capture pipeline into one trace per process in the state directory; at the end, exits
 //! only for a grace period (calls in flight complete), then counting only again.
 
+use crate::emit::Comm;
 use std::{collections::BTreeMap, path::Path};
 
 use anyhow::Result;
@@ -129,6 +130,20 @@ impl Active {
         self.pipeline.entered_before(call);
     }
 
+    /// The communicators of its processes set up before it began, as the probes keep
+    /// them: its collectives' rows name them.
+    pub fn know_communicators(&mut self, comms: &[(u32, u64, rocsync_common::CommState)]) {
+        let known = |v: u32| (v != u32::MAX).then_some(v);
+        for (pid, handle, c) in comms.iter().filter(|(pid, ..)| self.pids.contains(pid)) {
+            let comm = Comm {
+                id: c.id,
+                rank: known(c.rank),
+                nranks: known(c.nranks),
+            };
+            self.pipeline.communicator(*pid, *handle, comm);
+        }
+    }
+
     /// Its processes' recording is on: every call begun from now is its own (those
     /// before may be too, when something else had them recorded already).
     pub fn switched_on(&mut self) {
@@ -249,6 +264,7 @@ impl Active {
                         "not_recorded": self.shed.0.overlapping(self.shed.1),
                         "stall": match &self.origin { Origin::Stall(s) => Some(s), _ => None },
                         "hang": match &self.origin { Origin::Hang(h) => Some(h), _ => None },
+                        "behind": match &self.origin { Origin::Behind(b) => Some(b), _ => None },
                         "recorded_from_unix_us": self.recorded.0,
                         "recorded_until_unix_us": self.recorded.1,
                         "truncated": truncated,

@@ -6,7 +6,7 @@
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
-use crate::daemon::tracking::files::{FileId, Files, MAX_FILES_PER_USER};
+use crate::daemon::tracking::files::{FileId, Files, MAX_FILES_PER_USER, Part};
 use crate::daemon::tracking::polling::{Polling, is_unusable};
 use crate::daemon::tracking::snapshot::Snapshot;
 
@@ -233,10 +233,14 @@ impl Tracker {
     /// unusable, or its user has as many files probed as allowed.
     fn probe_file(&mut self, what: Probed, lib: OpenedLibrary, p: &Snapshot) {
         let pid = p.pid;
-        if self.files.serves(&lib, pid) {
+        let part = match what {
+            Probed::Runtime(r, _) => Part::Runtime(r.backend),
+            Probed::Hsa => Part::Hsa,
+        };
+        if self.files.serves(&lib, part, pid) {
             return;
         }
-        let id = FileId::of(&lib);
+        let id = FileId::of(&lib, part);
         if self.files.is_unusable(&id) {
             return; // read once already: never again while it is the same file
         }
@@ -300,7 +304,7 @@ impl Tracker {
                     }
                     Probed::Hsa => None,
                 };
-                self.files.add(&lib, (owner, pid), links, polling);
+                self.files.add((&lib, part), (owner, pid), links, polling);
                 // Said once every probe of the file is on.
                 crate::say!("rocsync daemon: probing {}{hsa}", shown());
             }

@@ -24,22 +24,32 @@ pub const MAX_FILES_PER_USER: usize = 16;
 /// bad files costs one bounded read each in any case).
 const MAX_REMEMBERED: usize = 4096;
 
-/// A file as it is now: a file rewritten in place is another.
+/// What of a file is probed: one file may hold two runtimes (libnccl: its own exports
+/// and the CUDA runtime it carries), each probed, counted and released apart.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Part {
+    Runtime(rocsync_common::Backend),
+    Hsa,
+}
+
+/// A file as it is now, and the part of it probed: a file rewritten in place is another.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct FileId {
     dev: u64,
     ino: u64,
     size: u64,
     mtime_ns: i128,
+    part: Part,
 }
 
 impl FileId {
-    pub fn of(lib: &OpenedLibrary) -> Self {
+    pub fn of(lib: &OpenedLibrary, part: Part) -> Self {
         Self {
             dev: lib.dev,
             ino: lib.ino,
             size: lib.size,
             mtime_ns: lib.mtime_ns,
+            part,
         }
     }
 }
@@ -66,8 +76,8 @@ struct Probed {
 
 #[derive(Default)]
 pub struct Files {
-    /// By (device, inode).
-    probed: HashMap<(u64, u64), Probed>,
+    /// By (device, inode, part).
+    probed: HashMap<(u64, u64, Part), Probed>,
     per_uid: HashMap<u32, usize>,
     unusable: HashSet<FileId>,
     /// Refused for their user's cap, so each is counted and said once (tried again at
@@ -82,8 +92,8 @@ pub struct Files {
 
 impl Files {
     /// Whether `lib` is probed already; if so `pid` is one more process it serves.
-    pub fn serves(&mut self, lib: &OpenedLibrary, pid: u32) -> bool {
-        match self.probed.get_mut(&(lib.dev, lib.ino)) {
+    pub fn serves(&mut self, lib: &OpenedLibrary, part: Part, pid: u32) -> bool {
+        match self.probed.get_mut(&(lib.dev, lib.ino, part)) {
             Some(p) => {
                 p.pids.insert(pid);
                 true
@@ -127,13 +137,13 @@ impl Files {
 
     pub fn add(
         &mut self,
-        lib: &OpenedLibrary,
+        (lib, part): (&OpenedLibrary, Part),
         (uid, pid): (u32, u32),
         links: LinkGroup,
         polling: Option<Polling>,
     ) {
         *self.per_uid.entry(uid).or_default() += 1;
-        self.over_cap.remove(&FileId::of(lib));
+        self.over_cap.remove(&FileId::of(lib, part));
         let pids = BTreeSet::from([pid]);
         let probed = Probed {
             uid,
@@ -141,7 +151,7 @@ impl Files {
             pids,
             polling,
         };
-        self.probed.insert((lib.dev, lib.ino), probed);
+        self.probed.insert((lib.dev, lib.ino, part), probed);
     }
 
     /// Each file's processes and its polling probes.

@@ -71,6 +71,9 @@ pub enum Origin {
     Stall(Value),
     /// A hang: the blocked call, and how it ended.
     Hang(Value),
+    /// A rank behind in a collective other ranks block in (`collectives.rs`): what it
+    /// does meanwhile.
+    Behind(Value),
 }
 
 impl Origin {
@@ -78,7 +81,7 @@ impl Origin {
     /// session, begin with what the flight recorder holds, and name their process as
     /// it is (it may have exited since).
     pub fn unasked(&self) -> bool {
-        matches!(self, Origin::Stall(_) | Origin::Hang(_))
+        matches!(self, Origin::Stall(_) | Origin::Hang(_) | Origin::Behind(_))
     }
 
     /// Whether it claims its agents, refusing sessions that overlap them. dyno's port

@@ -81,7 +81,7 @@ fn a_hang_names_the_collective_it_waits_on_and_the_rank_behind() {
         at(&format!("rank 0 pid {r0} allreduce 3")) < at(&format!("rank 1 pid {r1} allreduce 3"))
     );
 
-    let listed = stall_traces(&dir.path("rocsync.sock"), 1);
+    let listed = stall_traces(&dir.path("rocsync.sock"), 2);
     let t = listed_trace(&listed, "hang", r0);
     let hang = &t["rocsync"]["parameters"]["hang"];
     let c = &hang["collective"];
