@@ -27,6 +27,21 @@ pub fn open_regular(path: &Path, what: &str) -> Result<File> {
     Ok(File::from(fd))
 }
 
+/// The files of `dir` whose names end in one of `ends`, sorted (directories of
+/// per-rank traces and captures).
+pub fn listed(dir: &Path, ends: &[&str]) -> Result<Vec<std::path::PathBuf>> {
+    let mut v: Vec<std::path::PathBuf> = std::fs::read_dir(dir)
+        .with_context(|| format!("reading {}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            let n = p.file_name().map(|n| n.to_string_lossy().into_owned());
+            n.is_some_and(|n| ends.iter().any(|e| n.ends_with(e)))
+        })
+        .collect();
+    v.sort();
+    Ok(v)
+}
+
 /// The file as written: `--raw FILE.gz` and `-o FILE.json.gz` compress, so a gzip stream
 /// (by its magic, whatever the name) is read through a decoder.
 pub fn decompressed(file: File) -> Result<Box<dyn BufRead>> {

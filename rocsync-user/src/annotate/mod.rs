@@ -27,7 +27,7 @@ use rocsync_common::Op;
 pub use summary::Summary;
 
 use crate::{
-    input::{decompressed, json_text, open_regular},
+    input::{decompressed, json_text, listed, open_regular},
     resolve::Row,
 };
 use capture::Capture;
@@ -134,20 +134,6 @@ fn captures(path: &Path) -> Result<Vec<(PathBuf, Capture)>> {
         );
     }
     Ok(all)
-}
-
-/// The files of `dir` whose names end in one of `ends`, sorted.
-fn listed(dir: &Path, ends: &[&str]) -> Result<Vec<PathBuf>> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .with_context(|| format!("reading {}", dir.display()))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            let n = p.file_name().map(|n| n.to_string_lossy().into_owned());
-            n.is_some_and(|n| ends.iter().any(|e| n.ends_with(e)))
-        })
-        .collect();
-    v.sort();
-    Ok(v)
 }
 
 fn read_profile(path: &Path) -> Result<Profile> {

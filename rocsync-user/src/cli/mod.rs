@@ -160,7 +160,7 @@ pub struct CaptureArgs {
     #[arg(short, long)]
     pub verbose: bool,
     /// Trace only this runtime [default: every runtime the process maps]
-    #[arg(long, value_parser = ["hip", "cuda"])]
+    #[arg(long, value_parser = ["hip", "cuda", "nccl"])]
     pub backend: Option<String>,
     /// Ring buffer between the probes and rocsync, and room for as many records in the
     /// call ring: MiB, or KiB with a `K` suffix (a power of two, from 4K to 1024)
@@ -269,8 +269,9 @@ pub struct ConvertArgs {
 
 #[derive(Debug, Args)]
 pub struct ReportArgs {
-    /// Kineto trace rocsync wrote, or raw capture written by --raw (".gz" or not)
-    #[arg(value_name = "TRACE|RAW")]
+    /// Kineto trace rocsync wrote, or raw capture written by --raw (".gz" or not); or a
+    /// directory of one job's traces: each communicator's ranks and the laggard
+    #[arg(value_name = "TRACE|RAW|DIR")]
     pub input: PathBuf,
     /// Print the report as one JSON document
     #[arg(long)]

@@ -1,6 +1,7 @@
 //! `rocsync report`: what a user looks at first in a capture — blocked time per API and
 //! device, the longest waits with their producers, who waits on whom, unresolved waits,
-//! losses — as text, as one JSON document, or as SVG figures.
+//! losses — as text, as one JSON document, or as SVG figures. Given a directory of one
+//! job's traces, its communicators' ranks and the laggard ([`job`]).
 //!
 //! A capture is read into [`Capture`] (from a Kineto trace, [`kineto`], or from a raw
 //! capture replayed through the resolve stage, [`raw`]); [`figures`] computes the
@@ -8,8 +9,10 @@
 
 mod capture;
 mod figures;
+mod job;
 mod kineto;
 mod plot;
+mod ranks;
 mod raw;
 mod text;
 
@@ -33,6 +36,9 @@ pub struct Settings {
 
 /// Runs the report; the exit status.
 pub fn run(s: &Settings) -> Result<i32> {
+    if s.input.is_dir() {
+        return run_job(s);
+    }
     let file = open_regular(&s.input, "report reads a trace or raw capture file")?;
     let mut input = decompressed(file)?;
     // A raw capture's first line is its header object; a trace is one object whose keys
@@ -57,6 +63,20 @@ pub fn run(s: &Settings) -> Result<i32> {
         for f in written {
             crate::say!("rocsync: figure {}", f.display());
         }
+    }
+    Ok(0)
+}
+
+/// A directory of one job's traces: its communicators' ranks and laggards.
+fn run_job(s: &Settings) -> Result<i32> {
+    if s.plot.is_some() {
+        anyhow::bail!("--plot draws one trace's figures: give it a file, not a directory");
+    }
+    let job = job::read_dir(&s.input)?;
+    if s.json {
+        println!("{}", serde_json::to_string_pretty(&job)?);
+    } else {
+        print!("{}", job::render(&job));
     }
     Ok(0)
 }

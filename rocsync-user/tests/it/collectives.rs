@@ -89,7 +89,7 @@ fn every_collective_is_a_row_numbered_in_its_communicator_with_the_same_id_on_ea
             assert_eq!(a["Group size"], 3);
             assert_eq!(a["Collective name"], "allreduce");
             assert_eq!(a["dtype"], "Float");
-            assert_eq!(a["In msg nelems"], 1024);
+            assert_eq!(a["In msg nelems"], 1024 + a["Seq"].as_u64().unwrap());
             assert_eq!(a["comm"], w[5]);
         }
         let init = rows
@@ -101,4 +101,100 @@ fn every_collective_is_a_row_numbered_in_its_communicator_with_the_same_id_on_ea
     }
     ranks_seen.sort();
     assert_eq!(ranks_seen, [0, 1, 2]);
+}
+
+/// The pid each rank printed as it started, in rank order.
+fn started(rx: &mpsc::Receiver<String>, n: usize) -> Vec<u32> {
+    let mut pids = vec![0; n];
+    while pids.contains(&0) {
+        let line = rx.recv().unwrap();
+        let w: Vec<&str> = line.split(' ').collect();
+        if w.len() == 5 && w[4] == "started" {
+            pids[w[1].parse::<usize>().unwrap()] = w[3].parse().unwrap();
+        }
+    }
+    pids
+}
+
+#[test]
+fn a_rank_attached_mid_run_numbers_from_its_attach_and_report_aligns_it_by_its_collectives() {
+    let name =
+        "a_rank_attached_mid_run_numbers_from_its_attach_and_report_aligns_it_by_its_collectives";
+    if !can_trace(name) {
+        return;
+    }
+    let dir = TempDir::new();
+    let job_dir = dir.path("job");
+    std::fs::create_dir(&job_dir).unwrap();
+    // 2 ranks, 60 collectives 40 ms apart, after 1.5 s: rank 0 is attached before its
+    // communicator's set-up, rank 1 once it has entered collective 10.
+    let mut job = std::process::Command::new(rocsync_tests::nccl_ranks())
+        .args(["2", "60", "9", "0", "0", "1500", "40"])
+        .env("TMPDIR", dir.path(""))
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let rx = job_lines(&mut job);
+    let _uid = rx.recv().unwrap();
+    let pids = started(&rx, 2);
+    let attach = |pid: u32, secs: &str, out: &str| {
+        rocsync()
+            .args([
+                "attach",
+                "--no-status",
+                "--duration",
+                secs,
+                "-p",
+                &pid.to_string(),
+                "-o",
+            ])
+            .arg(job_dir.join(out))
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let mut first = attach(pids[0], "4", "rank0.json");
+    let tenth = format!("rank 1 pid {} allreduce 10", pids[1]);
+    while rx.recv().unwrap() != tenth {}
+    let mut second = attach(pids[1], "1", "rank1.json");
+    assert!(second.wait().unwrap().success());
+    assert!(first.wait().unwrap().success());
+    assert!(job.wait().unwrap().success());
+
+    // Rank 1's rows are numbered from its attach: its #1 is a later collective.
+    let t = read_json(&job_dir.join("rank1.json"));
+    let rows: Vec<&Value> = t["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["name"] == "ncclAllReduce")
+        .collect();
+    assert!(rows.len() >= 3, "{} rows", rows.len());
+    let first_row = &rows[0]["args"];
+    assert_eq!(first_row["Seq"], 1);
+    assert!(first_row["Comms Id"].is_null(), "{first_row}");
+    // Its true number: the job reduces 1024 + N floats in collective N.
+    let true_last = rows.last().unwrap()["args"]["In msg nelems"]
+        .as_u64()
+        .unwrap()
+        - 1024;
+    assert!(true_last > 10);
+
+    let out = rocsync()
+        .args(["report", "--json"])
+        .arg(&job_dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let comms = report["communicators"].as_array().unwrap();
+    assert_eq!(comms.len(), 1, "{report}");
+    let ranks = comms[0]["ranks"].as_array().unwrap();
+    let r1 = ranks.iter().find(|r| r["pid"] == pids[1]).unwrap();
+    assert_eq!(r1["at"], true_last, "{report}");
+    assert_eq!(r1["how"], "last_row");
 }
