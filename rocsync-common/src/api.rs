@@ -11,6 +11,10 @@ pub enum Backend {
     /// NCCL and RCCL: the same exports, the same signatures (`librccl.so` names its
     /// functions `nccl*`).
     Nccl,
+    /// The CUDA driver (`libcuda.so`): only its event records, through which NCCL
+    /// records the events its own streams wait on (`cuEventRecord`, found through
+    /// `cuGetProcAddress`, not the runtime's `cudaEventRecord`).
+    CudaDriver,
 }
 
 /// What a function does, whichever runtime it belongs to: HIP and CUDA share the shapes.
@@ -159,6 +163,10 @@ apis! {
     NcclGroupEnd = 55, Nccl, Group, "ncclGroupEnd";
     // NCCL 2.28 spells it so; RCCL `ncclAllToAll`.
     NcclAlltoAll = 56, Nccl, Collective, "ncclAlltoAll";
+    CuEventRecord = 57, CudaDriver, EventRecord, "cuEventRecord";
+    CuEventRecordPtsz = 58, CudaDriver, EventRecord, "cuEventRecord_ptsz";
+    CuEventRecordWithFlags = 59, CudaDriver, EventRecordWithFlags, "cuEventRecordWithFlags";
+    CuEventRecordWithFlagsPtsz = 60, CudaDriver, EventRecordWithFlags, "cuEventRecordWithFlags_ptsz";
 }
 
 impl Op {
@@ -372,8 +380,15 @@ impl Api {
     /// attribution follows `*SetDevice` instead.
     /// Nor are launches and async copies (hotter still; only `rocsync annotate` needs
     /// them, for streams seen nowhere else): asked for by name with `--probe`.
+    ///
+    /// Nor are the driver's event records: the runtime's `cudaEventRecord` calls the
+    /// exported `cuEventRecord`, so each record would pay two traps and show twice (the
+    /// driver's row inside the runtime's), and NCCL 2.28's internal events are recorded
+    /// through neither (bench/gpu-validation/collectives): asked for by name.
     pub const fn probed_by_default(self) -> bool {
-        !matches!(self.op(), Op::GetDevice) && !self.op().launches()
+        !matches!(self.op(), Op::GetDevice)
+            && !self.op().launches()
+            && !matches!(self.backend(), Backend::CudaDriver)
     }
 
     /// Whether it has no return probe ([`Cookie::entry_only`]): collectives are

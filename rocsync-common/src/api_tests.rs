@@ -157,7 +157,7 @@ fn launches_are_opt_in_and_read_their_stream_where_the_abi_puts_it() {
         let launch = Api::LAUNCHES.contains(&api);
         assert_eq!(
             api.probed_by_default(),
-            !launch && api.op() != Op::GetDevice
+            !launch && api.op() != Op::GetDevice && api.backend() != Backend::CudaDriver
         );
         assert_eq!(
             Cookie::of(api).kind() == Cookie::KIND_LAUNCH,
@@ -184,6 +184,7 @@ fn symbols_are_unique_and_name_their_backend() {
             Backend::Hip => "hip",
             Backend::Cuda => "cuda",
             Backend::Nccl => "nccl",
+            Backend::CudaDriver => "cu",
         };
         assert!(a.symbol().starts_with(prefix));
         assert!(Api::ALL[i + 1..].iter().all(|b| b.symbol() != a.symbol()));

@@ -107,4 +107,8 @@ programs! {
     NcclGroupStart: call_enter_54, call_exit_54;
     NcclGroupEnd: call_enter_55, call_exit_55;
     NcclAlltoAll: call_enter_56, call_exit_56;
+    CuEventRecord: call_enter_57, call_exit_57;
+    CuEventRecordPtsz: call_enter_58, call_exit_58;
+    CuEventRecordWithFlags: call_enter_59, call_exit_59;
+    CuEventRecordWithFlagsPtsz: call_enter_60, call_exit_60;
 }

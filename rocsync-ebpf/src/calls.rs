@@ -40,7 +40,6 @@ fn next_correlation(counter: *mut u64) -> u64 {
 fn needs_slot(kind: u64, restricted: bool) -> bool {
     kind == Cookie::KIND_GET_DEVICE
         || kind == Cookie::KIND_STREAM_CREATE
-        || kind == Cookie::KIND_COMM_SETUP
         || (restricted && kind == Cookie::KIND_SET_DEVICE)
 }
 
@@ -234,9 +233,13 @@ fn learned(cookie: Cookie, pid_tgid: u64) {
 #[inline(always)]
 pub fn exit(ctx: &RetProbeContext, cookie: Cookie) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
-    if cookie.kind() == Cookie::KIND_COMM_SETUP {
-        nccl::set_up(ctx, pid_tgid);
-    }
+    // A communicator's handle, read from its own slot: the set-up makes runtime calls
+    // with out-parameters of their own (stream creations) that take the thread's
+    // `OUT_SLOTS` entry.
+    let comm = match cookie.kind() {
+        Cookie::KIND_COMM_SETUP => nccl::set_up(ctx, pid_tgid),
+        _ => None,
+    };
     // Enter = active, exit = registered: a call entered while capturing is completed
     // even after the capture was switched off. File-wide probes register the targets'.
     let counting = match SWITCH.get(0) {
@@ -290,6 +293,9 @@ pub fn exit(ctx: &RetProbeContext, cookie: Cookie) -> u32 {
             _ if !get_device_recorded(cookie, pid_tgid) => return 0,
             _ => count_drops(drop_index::OUT_PARAM, 1),
         }
+    }
+    if let Some(handle) = comm {
+        (out, flags) = (handle, EXIT_OUT_READ);
     }
     let written = call_ring::write(ExitRecord {
         kind: RECORD_EXIT,

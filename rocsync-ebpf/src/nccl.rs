@@ -197,21 +197,18 @@ fn collective(ctx: &ProbeContext, cookie: Cookie, args: &[u64; 3], tgid: u64, ns
     .word()
 }
 
-/// A set-up call returned: its communicator's handle read, its state begun.
+/// A set-up call returned: its communicator's handle read, its state begun. Returns the
+/// handle, when the call entered tracked and the handle could be read.
 #[inline(always)]
-pub fn set_up(ctx: &RetProbeContext, pid_tgid: u64) {
+pub fn set_up(ctx: &RetProbeContext, pid_tgid: u64) -> Option<u64> {
     // SAFETY: copied out before removal.
-    let Some(s) = (unsafe { SETUPS.get(pid_tgid) }).copied() else {
-        return;
-    };
+    let s = (unsafe { SETUPS.get(pid_tgid) }).copied()?;
     let _ = SETUPS.remove(pid_tgid);
-    if ctx.ret::<i32>() != 0 {
-        return;
-    }
     // SAFETY: target memory through the checked helper.
-    let Ok(handle) = (unsafe { bpf_probe_read_user(s.pointer as *const u64) }) else {
-        return;
-    };
+    let handle = unsafe { bpf_probe_read_user(s.pointer as *const u64) }.ok()?;
+    if ctx.ret::<i32>() != 0 {
+        return Some(handle);
+    }
     let state = CommState {
         id: s.id,
         rank: s.rank,
@@ -223,4 +220,5 @@ pub fn set_up(ctx: &RetProbeContext, pid_tgid: u64) {
         handle,
     };
     let _ = COMMS.insert(key, state, 0);
+    Some(handle)
 }

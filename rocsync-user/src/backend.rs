@@ -20,7 +20,7 @@ pub struct Runtime {
     pub field_prefix: &'static str,
 }
 
-pub static RUNTIMES: [Runtime; 3] = [
+pub static RUNTIMES: [Runtime; 4] = [
     Runtime {
         backend: Backend::Hip,
         name: "hip",
@@ -48,6 +48,15 @@ pub static RUNTIMES: [Runtime; 3] = [
         carried_by: None,
         field_prefix: "nccl",
     },
+    Runtime {
+        backend: Backend::CudaDriver,
+        name: "cuda-driver",
+        library: "libcuda",
+        soname: "libcuda.so",
+        twin: None,
+        carried_by: None,
+        field_prefix: "cuda",
+    },
 ];
 
 impl Runtime {
@@ -71,6 +80,11 @@ impl Runtime {
     /// Whether `file_name` is a library carrying this runtime statically.
     pub fn carried_by(&self, file_name: &str) -> bool {
         self.carried_by.is_some_and(|c| is_version_of(file_name, c))
+    }
+
+    /// Whether any of its functions is probed unless asked (not the driver's).
+    pub fn probed_by_default(&self) -> bool {
+        self.apis().any(Api::probed_by_default)
     }
 
     /// The hooked functions of this runtime.
@@ -181,5 +195,22 @@ mod tests {
         assert!(nccl.matches_library("libnccl.so.2"));
         assert!(nccl.matches_library("librccl.so.1.0"));
         assert!(!nccl.matches_library("libnccl-net.so"));
+    }
+
+    #[test]
+    fn the_driver_is_probed_for_its_event_records_alone() {
+        let driver = Runtime::of(Backend::CudaDriver);
+        let mut got: Vec<&str> = driver.apis().map(|a| a.symbol()).collect();
+        got.sort();
+        // From cuda.h.
+        let want = [
+            "cuEventRecord",
+            "cuEventRecordWithFlags",
+            "cuEventRecordWithFlags_ptsz",
+            "cuEventRecord_ptsz",
+        ];
+        assert_eq!(got, want);
+        assert!(driver.matches_library("libcuda.so.1"));
+        assert!(!driver.matches_library("libcudart.so.13"));
     }
 }

@@ -5,7 +5,8 @@ backend at world size 1 (a real communicator, real NCCL kernels):
    its sequence number, and its communicator's id and rank come from its set-up call.
 2. The daemon (`--capture-on-stall 50ms`) on JOB with a stall: the collective's input
    depends on a `torch.cuda._sleep` of ~STALL ms, then the host waits (`.item()`): the
-   stall trace's chain ends at `ncclAllReduce #n`, n the job's own count.
+   stall trace's chain ends at `ncclAllReduce #n`, n the job's own count (the host
+   waits in `cudaStreamSynchronize` of the current stream).
 3. What NCCL's internal stream waits depend on: the events its stream waits on and
    whether rocsync saw them recorded (and whether the library names the driver API's
    cuEventRecord), from the raw capture of step 1.
@@ -53,7 +54,8 @@ if stall_ms > 0:
     all_reduce()
     print("stalled collective %d" % n, flush=True)
     t0 = time.monotonic()
-    t.sum().item()               # the host waits for the collective
+    t.sum()
+    torch.cuda.current_stream().synchronize()   # the host waits for the collective
     print("waited %.1f ms" % ((time.monotonic() - t0) * 1e3), flush=True)
     time.sleep(1.5)
 dist.destroy_process_group()
@@ -87,6 +89,13 @@ def step1(rocsync, python, out, steps, md):
     names = {}
     for e in nr:
         names[e["name"]] = names.get(e["name"], 0) + 1
+    # The driver's records: how many, and how many lie inside a runtime record's row of
+    # their thread (the runtime's cudaEventRecord calling the exported cuEventRecord).
+    rt = [e for e in t["traceEvents"] if e.get("cat") == "cuda_runtime"]
+    drv = [e for e in rt if str(e["name"]).startswith("cuEventRecord")]
+    outer = [e for e in rt if str(e["name"]).startswith("cudaEventRecord")]
+    nested = sum(1 for d in drv if any(o["tid"] == d["tid"] and o["ts"] <= d["ts"] and
+                                       o["ts"] + o["dur"] >= d["ts"] + d["dur"] for o in outer))
     md += ["## 1. `rocsync run` of the job\n",
            f"`rocsync run -o run.json --raw run.raw.jsonl -- python job.py {steps} 0 PORT` "
            f"(exit {r.returncode}).\n",
@@ -95,6 +104,8 @@ def step1(rocsync, python, out, steps, md):
            f"- ncclAllReduce rows: {len(ar)}; their Seq: {seqs[:5]} … {seqs[-3:]}",
            f"- Seq are 1..{len(ar)} in order: {seqs == list(range(1, len(ar) + 1))}",
            f"- rows equal the job's count: {len(ar) == counted}",
+           f"- driver records (cuEventRecord*) rows: {len(drv)}, inside a cudaEventRecord* "
+           f"row of their thread: {nested}; runtime records: {len(outer)}",
            "- first ncclAllReduce row's args: " + (json.dumps(ar[0]["args"]) if ar else "none"),
            "- set-up rows: " + json.dumps([{"name": e["name"], **e["args"]} for e in nr
                                              if "Comm" in e["name"] and "Init" in e["name"]]),
@@ -180,7 +191,7 @@ def step2(rocsync, python, out, stall_ms, md):
 def main():
     rocsync, out = os.path.abspath(sys.argv[1]), Path(sys.argv[2])
     steps = int(sys.argv[3]) if len(sys.argv) > 3 else 50
-    stall_ms = float(sys.argv[4]) if len(sys.argv) > 4 else 300.0
+    stall_ms = float(sys.argv[4]) if len(sys.argv) > 4 else 600.0
     out.mkdir(parents=True, exist_ok=True)
     python = sys.executable
     import torch  # noqa: F401  (where its NCCL is)

@@ -160,7 +160,7 @@ pub struct CaptureArgs {
     #[arg(short, long)]
     pub verbose: bool,
     /// Trace only this runtime [default: every runtime the process maps]
-    #[arg(long, value_parser = ["hip", "cuda", "nccl"])]
+    #[arg(long, value_parser = ["hip", "cuda", "nccl", "cuda-driver"])]
     pub backend: Option<String>,
     /// Ring buffer between the probes and rocsync, and room for as many records in the
     /// call ring: MiB, or KiB with a `K` suffix (a power of two, from 4K to 1024)

@@ -31,9 +31,18 @@ impl Kind {
         }
     }
 
+    /// Whether `name` is its library (a runtime's twin too: RCCL for NCCL).
+    fn matches(&self, name: &str) -> bool {
+        match self {
+            Kind::Runtime(r) => r.matches_library(name),
+            Kind::Hsa => is_version_of(name, HSA),
+        }
+    }
+
     fn what(&self) -> &'static str {
         match self {
             Kind::Runtime(r) if r.name == "hip" => "HIP runtime",
+            Kind::Runtime(r) if r.name == "nccl" => "NCCL/RCCL",
             Kind::Runtime(_) => "CUDA runtime",
             Kind::Hsa => "HSA runtime",
         }
@@ -42,6 +51,7 @@ impl Kind {
     fn needed_for(&self) -> &'static str {
         match self {
             Kind::Runtime(r) if r.name == "hip" => "tracing HIP processes",
+            Kind::Runtime(r) if r.name == "nccl" => "collectives: which rank, which collective",
             Kind::Runtime(_) => "tracing CUDA processes",
             Kind::Hsa => "HIP's queues and doorbells (the HSA write path)",
         }
@@ -85,7 +95,9 @@ pub fn checks() -> Vec<Check> {
     let (installed, skipped) = super::search::installed(|name| {
         RUNTIMES
             .iter()
-            .map(|r| r.soname)
+            .filter(|r| r.probed_by_default())
+            .flat_map(|r| [Some(r.soname), r.twin])
+            .flatten()
             .chain([HSA])
             .any(|s| is_version_of(name, s))
     });
@@ -97,11 +109,13 @@ pub fn checks() -> Vec<Check> {
         );
         checks.push(row.unknown());
     }
-    let kinds = RUNTIMES.iter().map(Kind::Runtime).chain([Kind::Hsa]);
+    // The driver is probed only when asked: not a runtime doctor looks for.
+    let runtimes = RUNTIMES.iter().filter(|r| r.probed_by_default());
+    let kinds = runtimes.map(Kind::Runtime).chain([Kind::Hsa]);
     for kind in kinds {
         let files: Vec<&PathBuf> = installed
             .iter()
-            .filter(|p| file_name(p).is_some_and(|n| is_version_of(n, kind.soname())))
+            .filter(|p| file_name(p).is_some_and(|n| kind.matches(n)))
             .collect();
         if files.is_empty() {
             checks.push(

@@ -166,7 +166,8 @@ pub fn read(input: impl BufRead) -> Result<Capture> {
             capture.unusable("call still in flight at the end (no duration)");
             continue;
         }
-        let cuda = api.starts_with("cuda");
+        // The runtime's `cuda*` and the driver's `cu*` alike.
+        let cuda = api.starts_with("cu");
         let (stream, record) = match cuda {
             true => (&a.cuda_stream, &a.wait_on_cuda_event_record_corr_id),
             false => (&a.hip_stream, &a.wait_on_hip_event_record_corr_id),

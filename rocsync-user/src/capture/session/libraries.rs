@@ -236,6 +236,10 @@ impl Session {
             }
         }
         for runtime in self.runtimes.clone() {
+            // The driver, unless one of its functions was asked for.
+            if !runtime.apis().any(|a| self.choice.probes(a)) {
+                continue;
+            }
             let copies = maps::libraries(&mappings, |n| runtime.matches_library(n))
                 .map(|m| (m, false))
                 .chain(maps::libraries(&mappings, |n| runtime.carried_by(n)).map(|m| (m, true)));

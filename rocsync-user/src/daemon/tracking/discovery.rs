@@ -117,7 +117,7 @@ impl Tracker {
         }
         // HIP or CUDA, or HSA alone (OpenCL on ROCm, direct HSA users: their queues and
         // packets are what there is to count).
-        let maps_runtime = RUNTIMES.iter().any(|r| {
+        let maps_runtime = RUNTIMES.iter().filter(|r| r.probed_by_default()).any(|r| {
             maps::libraries(mappings, |n| r.matches_library(n))
                 .next()
                 .is_some()
@@ -134,7 +134,8 @@ impl Tracker {
             let _ = self.probes.pass(pid);
             return;
         }
-        for r in &RUNTIMES {
+        // The driver's records are probed only when asked (`Api::probed_by_default`).
+        for r in RUNTIMES.iter().filter(|r| r.probed_by_default()) {
             let copies = maps::libraries(mappings, |n| r.matches_library(n))
                 .map(|m| (m, false))
                 .chain(maps::libraries(mappings, |n| r.carried_by(n)).map(|m| (m, true)));
@@ -201,6 +202,7 @@ impl Tracker {
                 || maps::is_hsa_runtime(n)
                 || RUNTIMES
                     .iter()
+                    .filter(|r| r.probed_by_default())
                     .any(|r| r.matches_library(n) || r.carried_by(n))
         };
         let on_fuse: Vec<(usize, u32)> = (p.mappings.iter().enumerate())

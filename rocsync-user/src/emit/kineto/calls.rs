@@ -169,7 +169,7 @@ fn runtime_fields<W: Write>(j: &mut JsonBuf<W>, r: &Row) {
     let c = &r.call;
     let backend = c.api.backend();
     let p = Runtime::of(backend).field_prefix;
-    let cuda = backend == Backend::Cuda;
+    let cuda = matches!(backend, Backend::Cuda | Backend::CudaDriver);
     if let Some(kind) = r.sync {
         let name = if cuda {
             kind.cupti_name()
