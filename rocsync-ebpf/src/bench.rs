@@ -8,9 +8,11 @@ use aya_ebpf::{
     maps::Array,
     programs::{ProbeContext, RetProbeContext},
 };
-use rocsync_common::{EntryRecord, ExitRecord, RECORD_ENTRY, RECORD_EXIT, TargetState};
+use rocsync_common::{
+    Api, Cookie, EntryRecord, ExitRecord, RECORD_ENTRY, RECORD_EXIT, TargetState,
+};
 
-use crate::{BPF_RB_NO_WAKEUP, EVENTS, fetch_add, target_cache};
+use crate::{BPF_RB_NO_WAKEUP, EVENTS, fetch_add, metrics, nccl, target_cache};
 
 #[uprobe]
 pub fn empty_enter(_ctx: ProbeContext) -> u32 {
@@ -211,4 +213,32 @@ pub fn who_enter(_ctx: ProbeContext) -> u32 {
 #[uretprobe]
 pub fn who_exit(_ctx: RetProbeContext) -> u32 {
     u32::from(bpf_get_current_pid_tgid() == 0)
+}
+
+/// The daemon's dependency state as a stream wait updates it at entry (the stream's last
+/// wait rewritten in place, its event's last record looked up), alone; the exit empty.
+#[uprobe]
+pub fn dependency_enter(ctx: ProbeContext) -> u32 {
+    let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
+    let arg = |i| ctx.arg::<u64>(i).unwrap_or(0);
+    // SAFETY: helper without preconditions.
+    let ns = unsafe { bpf_ktime_get_ns() };
+    u32::from(metrics::wait_dependency(
+        &[arg(0), arg(1), arg(2)],
+        tgid,
+        ns,
+    ))
+}
+
+/// A collective's bookkeeping at its entry (its communicator's number, its stream's last
+/// collective), as `ncclAllReduce`'s probe does it, alone; the exit empty.
+#[uprobe]
+pub fn collective_enter(ctx: ProbeContext) -> u32 {
+    let tgid = bpf_get_current_pid_tgid() >> 32;
+    let arg = |i| ctx.arg::<u64>(i).unwrap_or(0);
+    // SAFETY: helper without preconditions.
+    let ns = unsafe { bpf_ktime_get_ns() };
+    let cookie = const { Cookie::of(Api::NcclAllReduce) };
+    let word = nccl::collective(&ctx, cookie, &[arg(0), arg(1), arg(2)], tgid, ns);
+    u32::from(word == 0)
 }

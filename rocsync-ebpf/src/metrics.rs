@@ -291,6 +291,23 @@ fn count_stream_use(cookie: Cookie, args: &[u64; 3], (tgid, ns): (u32, u64), v: 
     }
 }
 
+/// What a stream wait does to the dependency state, alone (bench: its cost per call).
+#[cfg(feature = "bench")]
+#[inline(always)]
+pub fn wait_dependency(args: &[u64; 3], tgid: u32, ns: u64) -> bool {
+    let key = |handle| HandleKey {
+        tgid: tgid as u64,
+        handle,
+    };
+    let waited = Dependency {
+        handle: args[1],
+        ns,
+    };
+    remember(&STREAM_WAIT, key(args[0]), waited);
+    // SAFETY: plain map lookup.
+    unsafe { EVENT_STREAM.get(key(args[1])) }.is_some_and(|r| r.handle != args[0])
+}
+
 /// A call returned: errors counted, synchronisations timed, devices tracked. Returns
 /// whether a trace records the process's returns.
 #[inline(always)]

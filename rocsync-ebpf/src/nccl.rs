@@ -135,7 +135,13 @@ pub fn entered(ctx: &ProbeContext, cookie: Cookie, args: &[u64; 3], pid_tgid: u6
 }
 
 #[inline(always)]
-fn collective(ctx: &ProbeContext, cookie: Cookie, args: &[u64; 3], tgid: u64, ns: u64) -> i64 {
+pub(crate) fn collective(
+    ctx: &ProbeContext,
+    cookie: Cookie,
+    args: &[u64; 3],
+    tgid: u64,
+    ns: u64,
+) -> i64 {
     let layout = cookie.stream_source();
     let r = regs(ctx);
     let (datatype, extra) = if layout == Layout::PeerSix as u64 {

@@ -54,7 +54,6 @@ if stall_ms > 0:
     all_reduce()
     print("stalled collective %d" % n, flush=True)
     t0 = time.monotonic()
-    t.sum()
     torch.cuda.current_stream().synchronize()   # the host waits for the collective
     print("waited %.1f ms" % ((time.monotonic() - t0) * 1e3), flush=True)
     time.sleep(1.5)
@@ -159,6 +158,12 @@ def step2(rocsync, python, out, stall_ms, md):
     said += [l.strip() for l in p.stdout]
     p.wait()
     time.sleep(2.5)
+    after = urllib.request.urlopen(f"http://{METRICS}/metrics").read().decode()
+    watched = ("rocsync_stalls_total", "rocsync_stall_traces", "rocsync_hang",
+               "rocsync_sync_calls_total{api=\"cudaStreamSynchronize\"",
+               "rocsync_sync_wait_seconds_count{api=\"cudaStreamSynchronize\"",
+               "rocsync_collective_seq")
+    after_lines = [l for l in after.splitlines() if l.startswith(watched)]
     status = subprocess.run([rocsync, "status", "--socket", str(sock)], capture_output=True,
                             text=True).stdout
     d.send_signal(signal.SIGTERM)
@@ -170,9 +175,8 @@ def step2(rocsync, python, out, stall_ms, md):
            f"`torch.cuda._sleep` ~{stall_ms:g} ms, all_reduce, `.item()`.\n",
            "The job said: " + "; ".join(said) + "\n",
            "/metrics before the stall: `" + "`, `".join(seq_lines) + "`\n",
-           "The daemon's log (stall and hang lines):\n", "```",
-           *[l for l in log.read_text().splitlines() if "stall" in l or "hang" in l][:8],
-           "```\n"]
+           "/metrics after it:\n", "```", *after_lines, "```\n",
+           "The daemon's log:\n", "```", *log.read_text().splitlines()[:30], "```\n"]
     for path in listed:
         if "stall-" not in path and "hang-" not in path:
             continue

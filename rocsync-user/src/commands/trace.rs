@@ -149,6 +149,16 @@ pub fn status(args: StatusArgs) -> Result<i32> {
             line.push_str(&format!("  pod {}  container {container}", pod.shown()));
         }
         out.push(line);
+        for c in &p.communicators {
+            let opt = |v: Option<u32>| v.map_or("?".into(), |v| v.to_string());
+            out.push(format!(
+                "    comm {}  rank {} of {}  at #{}",
+                c.comm.as_deref().unwrap_or("unknown"),
+                opt(c.rank),
+                opt(c.nranks),
+                c.seq
+            ));
+        }
     }
     out.push(format!("traces recording: {}", s.traces.len()));
     out.extend(s.traces.iter().map(|t| format!("  {}", t.session)));

@@ -14,7 +14,7 @@ use crate::daemon::{
     recording::sessions::Sessions,
     recording::writing::Writing,
     serving::exposition::NotStarted,
-    serving::protocol::{Recording, Scheduled, Status, Tracked},
+    serving::protocol::{Communicator, Recording, Scheduled, Status, Tracked},
     settings::config::{ConfigFlags, DaemonConfig},
     tracking::budget::Budget,
     tracking::discovery::{self, Tracker},
@@ -99,6 +99,7 @@ impl Daemon {
     /// What `rocsync status` shows.
     pub fn status(&self) -> Status {
         let now = Instant::now();
+        let comms = self.tracker.probes.comms();
         Status {
             claims: self.sessions.held.iter().map(|(_, n)| n.clone()).collect(),
             scheduled: self
@@ -127,6 +128,7 @@ impl Daemon {
                     exe: discovery::exe(pid),
                     pid,
                     pod: self.tracker.pods.pod(pid).cloned(),
+                    communicators: communicators(&comms, pid),
                 })
                 .collect(),
             writing: self.writing.names().into_iter().map(String::from).collect(),
@@ -134,4 +136,19 @@ impl Daemon {
             hangs: self.hangs.shown(crate::clock::monotonic_ns() as u64),
         }
     }
+}
+
+/// `pid`'s communicators, as the probes keep them, for `rocsync status`.
+fn communicators(comms: &[(u32, u64, rocsync_common::CommState)], pid: u32) -> Vec<Communicator> {
+    let known = |v: u32| (v != u32::MAX).then_some(v);
+    comms
+        .iter()
+        .filter(|c| c.0 == pid)
+        .map(|(_, _, c)| Communicator {
+            comm: (c.id != 0).then(|| format!("{:#x}", c.id)),
+            rank: known(c.rank),
+            nranks: known(c.nranks),
+            seq: c.seq,
+        })
+        .collect()
 }

@@ -13,7 +13,7 @@ use super::bin::{Probes, quartiles};
 use crate::root;
 
 /// (label, bench mode, extra rocsync arguments, what it adds)
-const MODES: [(&str, &str, &[&str], &str); 12] = [
+const MODES: [(&str, &str, &[&str], &str); 14] = [
     ("untraced", "untraced", &[], ""),
     ("empty pair", "empty", &[], "the trap pair alone"),
     (
@@ -39,6 +39,18 @@ const MODES: [(&str, &str, &[&str], &str); 12] = [
         "who",
         &[],
         "one thread-id read at entry and at exit: a trivial helper call each",
+    ),
+    (
+        "dependency-state pair",
+        "dependency",
+        &[],
+        "the daemon's dependency state as a stream wait updates it at entry: its last wait rewritten in place, its event's record looked up",
+    ),
+    (
+        "collective pair",
+        "collective",
+        &[],
+        "an ncclAllReduce's bookkeeping at entry: its communicator's number, its stream's last collective",
     ),
     (
         "ring pair",

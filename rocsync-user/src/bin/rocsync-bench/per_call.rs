@@ -41,6 +41,10 @@ pub enum Mode {
     Clock,
     /// The pair reading the thread id only.
     Who,
+    /// The entry updating the daemon's dependency state as a stream wait does.
+    Dependency,
+    /// The entry doing a collective's bookkeeping (its number, its stream's collective).
+    Collective,
     Full,
 }
 
@@ -56,6 +60,8 @@ impl Mode {
             Mode::Slots => &["slots_enter", "slots_exit"],
             Mode::Clock => &["clock_enter", "clock_exit"],
             Mode::Who => &["who_enter", "who_exit"],
+            Mode::Dependency => &["dependency_enter", "empty_exit"],
+            Mode::Collective => &["collective_enter", "empty_exit"],
             Mode::Untraced | Mode::Full => &[],
         }
     }
@@ -97,6 +103,8 @@ impl Mode {
             Mode::Slots => "slots",
             Mode::Clock => "clock",
             Mode::Who => "who",
+            Mode::Dependency => "dependency",
+            Mode::Collective => "collective",
             Mode::Full => "full",
         }
     }

@@ -211,7 +211,8 @@ impl Daemon {
                     for (file, pid) in w.files.iter().zip(&w.pids) {
                         let pod = pid.and_then(|p| done.pods.get(&p));
                         let pod = pod.map(|(ns, n)| (ns.as_str(), n.as_str()));
-                        uploads.submit(std::path::Path::new(file), pod);
+                        let job = pid.and_then(|p| done.jobs.get(&p)).map(String::as_str);
+                        uploads.submit(std::path::Path::new(file), pod, job);
                     }
                 }
                 // Every file of this trace stays: the client is about to be told of them.

@@ -42,6 +42,8 @@ pub struct Active {
     /// Its file's name, `<stem>.json` (in the state directory's `traces/`).
     pub stem: String,
     pub pids: Vec<u32>,
+    /// Its processes' jobs (their world communicator's id), for upload keys.
+    pub jobs: BTreeMap<u32, String>,
     /// What each said of itself when the trace began (name, rank): its trace's.
     pub processes: BTreeMap<u32, ProcessInfo>,
     pub agents: AgentSet,
@@ -95,6 +97,7 @@ impl Active {
             stem,
             processes: identities(pids.iter().copied(), &tracker.pods),
             pids,
+            jobs: BTreeMap::new(),
             agents: spec.agents,
             pipeline,
             outputs,
@@ -132,8 +135,11 @@ impl Active {
 
     /// The communicators of its processes set up before it began, as the probes keep
     /// them: its collectives' rows name them.
+    /// Each process's job is its largest communicator with an id (its world), for the
+    /// upload key.
     pub fn know_communicators(&mut self, comms: &[(u32, u64, rocsync_common::CommState)]) {
         let known = |v: u32| (v != u32::MAX).then_some(v);
+        let mut world: BTreeMap<u32, (u32, u64)> = BTreeMap::new();
         for (pid, handle, c) in comms.iter().filter(|(pid, ..)| self.pids.contains(pid)) {
             let comm = Comm {
                 id: c.id,
@@ -141,7 +147,18 @@ impl Active {
                 nranks: known(c.nranks),
             };
             self.pipeline.communicator(*pid, *handle, comm);
+            let size = known(c.nranks).unwrap_or(0);
+            let w = world.entry(*pid).or_insert((size, c.id));
+            if c.id != 0
+                && (w.1 == 0 || (size, std::cmp::Reverse(c.id)) > (w.0, std::cmp::Reverse(w.1)))
+            {
+                *w = (size, c.id);
+            }
         }
+        self.jobs = (world.into_iter())
+            .filter(|(_, (_, id))| *id != 0)
+            .map(|(pid, (_, id))| (pid, format!("{id:#x}")))
+            .collect();
     }
 
     /// Its processes' recording is on: every call begun from now is its own (those

@@ -27,6 +27,8 @@ pub struct Done {
     pub reply: Reply,
     /// The traced processes' pods (namespace, name), for upload keys.
     pub pods: BTreeMap<u32, (String, String)>,
+    /// The traced processes' jobs (their world communicator's id), for upload keys.
+    pub jobs: BTreeMap<u32, String>,
     /// A stall or hang trace (`rocsync status` lists the newest).
     pub unasked: bool,
 }
@@ -45,6 +47,7 @@ impl Writing {
         let name = trace.name();
         let done_name = name.clone();
         let pods = pods_of(&trace.processes);
+        let jobs = trace.jobs.clone();
         let unasked = trace.origin.unasked();
         let job = self.jobs.spawn_blocking(trimmed(move || {
             let (client, reply) = trace.finish();
@@ -53,6 +56,7 @@ impl Writing {
                 client,
                 reply,
                 pods,
+                jobs,
                 unasked,
             }
         }));
@@ -88,6 +92,7 @@ impl Writing {
                 client: Some(client),
                 reply: traces::answer(written),
                 pods,
+                jobs: BTreeMap::new(),
                 unasked: false,
             }
         }));

@@ -129,6 +129,20 @@ pub struct Tracked {
     /// Its Kubernetes pod (absent outside Kubernetes; a part unknown is `null`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod: Option<Pod>,
+    /// Its NCCL/RCCL communicators, as the probes keep them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub communicators: Vec<Communicator>,
+}
+
+/// A communicator of a tracked process: its id (the same on every rank; `null` when
+/// set up before the daemon tracked it), this process's rank in it, its size, and the
+/// number of its last collective.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Communicator {
+    pub comm: Option<String>,
+    pub rank: Option<u32>,
+    pub nranks: Option<u32>,
+    pub seq: u64,
 }
 
 #[derive(Debug, Serialize, Deserialize)]

@@ -33,6 +33,18 @@ impl Comms {
         self.0.get(&(pid, handle))
     }
 
+    /// The communicators, for the trace's `distributedInfo`: `[{comm, pid, rank,
+    /// nranks}]`, `comm` null when its id is unknown.
+    pub fn listed(&self) -> Vec<serde_json::Value> {
+        self.0
+            .iter()
+            .map(|((pid, _), c)| {
+                let id = (c.id != 0).then(|| format!("{:#x}", c.id));
+                serde_json::json!({"comm": id, "pid": pid, "rank": c.rank, "nranks": c.nranks})
+            })
+            .collect()
+    }
+
     /// Learns a communicator from its set-up call, once it returned with its handle.
     pub fn learn(&mut self, c: &Call) {
         let known = |v: u64| (v as u32 != u32::MAX).then_some(v as u32);

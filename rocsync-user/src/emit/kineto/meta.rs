@@ -93,10 +93,18 @@ impl<W: Write> KinetoWriter<W> {
                 .i(sort)
                 .s("}}");
         }
+        // The communicators its collectives ran in: the job's identity, the same on
+        // every rank (`pg_count` as Kineto names their number).
+        let mut distributed = info.distributed.clone();
+        let comms = self.comms.listed();
+        if let (Some(o), false) = (distributed.as_object_mut(), comms.is_empty()) {
+            o.insert("pg_count".into(), comms.len().into());
+            o.insert("communicators".into(), comms.into());
+        }
         // HTA finds the rank with a regex that needs the space after the colon.
         self.j
             .s("\n  ],\n  \"distributedInfo\": ")
-            .s(&info.distributed.to_string().replace("\":", "\": "))
+            .s(&distributed.to_string().replace("\":", "\": "))
             .s(",\n  \"rocsync\": ")
             .s(&info.rocsync.to_string())
             .s(",\n  \"traceName\": ")

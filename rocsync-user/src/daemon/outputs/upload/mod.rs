@@ -169,12 +169,13 @@ pub fn start_for(
 }
 
 impl Uploads {
-    /// Queues `trace`, of a process of `pod` (namespace, name) where known.
-    pub fn submit(&self, trace: &Path, pod: Option<(&str, &str)>) {
+    /// Queues `trace`, of a process of `pod` (namespace, name) and `job` (its world
+    /// communicator's id) where known.
+    pub fn submit(&self, trace: &Path, pod: Option<(&str, &str)>, job: Option<&str>) {
         let Some(file) = trace.file_name().and_then(|f| f.to_str()) else {
             return;
         };
-        let key = key(&self.destination.prefix, &self.node, pod, file);
+        let key = key(&self.destination.prefix, &self.node, (pod, job), file);
         if let Err(e) = pending::wait(trace, &key) {
             // The upload goes on; only a restart before it ends would forget it.
             crate::say!(
@@ -196,17 +197,26 @@ impl Uploads {
     }
 }
 
-/// The object key of `file`.
-fn key(prefix: &str, node: &str, pod: Option<(&str, &str)>, file: &str) -> String {
-    let mut parts: Vec<&str> = Vec::new();
+/// The object key of `file`: a job's traces (a process in a communicator) under
+/// `job-<its world communicator's id>/` first, so that one listing finds every node's.
+fn key(
+    prefix: &str,
+    node: &str,
+    (pod, job): (Option<(&str, &str)>, Option<&str>),
+    file: &str,
+) -> String {
+    let mut parts: Vec<String> = Vec::new();
     if !prefix.is_empty() {
-        parts.push(prefix);
+        parts.push(prefix.into());
     }
-    parts.push(node);
+    if let Some(job) = job {
+        parts.push(format!("job-{job}"));
+    }
+    parts.push(node.into());
     if let Some((namespace, name)) = pod {
-        parts.extend([namespace, name]);
+        parts.extend([namespace.into(), name.into()]);
     }
-    parts.push(file);
+    parts.push(file.into());
     parts.join("/")
 }
 
@@ -386,10 +396,20 @@ mod tests {
     #[test]
     fn keys_name_the_node_and_the_pod() {
         assert_eq!(
-            key("fleet", "gpu-7", Some(("ml", "train-0")), "stall-x.json"),
+            key(
+                "fleet",
+                "gpu-7",
+                (Some(("ml", "train-0")), None),
+                "stall-x.json"
+            ),
             "fleet/gpu-7/ml/train-0/stall-x.json"
         );
-        assert_eq!(key("", "gpu-7", None, "t.json"), "gpu-7/t.json");
+        assert_eq!(key("", "gpu-7", (None, None), "t.json"), "gpu-7/t.json");
+        // One job's traces, whatever their node, under one prefix.
+        assert_eq!(
+            key("fleet", "gpu-7", (None, Some("0xabc")), "hang-x.json"),
+            "fleet/job-0xabc/gpu-7/hang-x.json"
+        );
         assert_eq!(node_name(Some("a/b c")), "a_b_c");
         assert_eq!(node_name(Some("..")), "unnamed-node");
     }

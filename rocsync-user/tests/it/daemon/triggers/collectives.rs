@@ -68,6 +68,12 @@ fn a_hang_names_the_collective_it_waits_on_and_the_rank_behind() {
         )
     };
     assert_eq!((seq(0), seq(1)), (3.0, 2.0));
+    // `rocsync status` says each rank's communicator and where it is.
+    let status = ask_daemon(&dir.path("rocsync.sock"), &["status"]);
+    for (rank, at) in [(0, 3), (1, 2)] {
+        let want = format!("comm {id}  rank {rank} of 2  at #{at}");
+        assert!(status.contains(&want), "no {want:?} in {status}");
+    }
     assert!(
         job.try_wait().unwrap().is_none(),
         "read after the hang ended"
