@@ -122,6 +122,9 @@ pub fn read(input: impl BufRead) -> Result<Ranks> {
     if !trace.has_events {
         bail!("it has no traceEvents array");
     }
+    if !trace.rocsync.as_ref().is_some_and(Value::is_object) {
+        bail!("it has no rocsync object: report reads traces rocsync wrote");
+    }
     let mut ranks = Ranks::default();
     for e in &trace.rows {
         let a = &e.args;

@@ -269,11 +269,14 @@ fn report_on_a_missing_or_foreign_file_is_a_clear_error() {
     std::fs::write(&foreign, r#"{"traceEvents": []}"#).unwrap();
     let garbage = dir.path("garbage.json");
     std::fs::write(&garbage, "not json at all").unwrap();
+    let empty = TempDir::new();
     for (input, says) in [
         (dir.path("missing.json"), "cannot open"),
         (foreign, "it has no rocsync object"),
         (garbage, "is not a rocsync Kineto trace"),
-        (dir.path(""), "is not a regular file"),
+        // A directory is one job's traces: each must be one.
+        (dir.path(""), "garbage.json is not a rocsync Kineto trace"),
+        (empty.path(""), "holds no trace"),
     ] {
         let out = rocsync().arg("report").arg(&input).output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
