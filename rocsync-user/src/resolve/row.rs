@@ -75,14 +75,17 @@ pub enum Unresolved {
     /// The process was traced from its start (or the handle was destroyed and reused)
     /// and the event was never recorded.
     NeverRecorded,
+    /// Every record of the event the capture saw failed (no successful one before them).
+    RecordFailed,
 }
 
 impl Unresolved {
-    pub const ALL: [Unresolved; 4] = [
+    pub const ALL: [Unresolved; 5] = [
         Unresolved::ProducerLost,
         Unresolved::ProducerFiltered,
         Unresolved::BeforeCapture,
         Unresolved::NeverRecorded,
+        Unresolved::RecordFailed,
     ];
 
     /// `wait_on_unknown_reason` value.
@@ -92,6 +95,7 @@ impl Unresolved {
             Unresolved::ProducerFiltered => "producer_filtered",
             Unresolved::BeforeCapture => "before_capture",
             Unresolved::NeverRecorded => "never_recorded",
+            Unresolved::RecordFailed => "record_failed",
         }
     }
 }

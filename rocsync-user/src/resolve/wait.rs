@@ -59,6 +59,8 @@ struct Event {
     latest: Latest,
     /// The handle was destroyed (or created) within the capture: no earlier record counts.
     fresh: bool,
+    /// A record of it failed since it was last recorded (or ever): a wait then says so.
+    failed: bool,
 }
 
 /// Everything known about one process at a point of the correlation order.
@@ -117,6 +119,7 @@ impl Process {
                 id: *next,
                 latest: Latest::Nothing,
                 fresh: false,
+                failed: false,
             }
         })
     }
@@ -167,10 +170,18 @@ impl Resolver {
     }
 }
 
+/// `*ErrorNotReady` (HIP's and CUDA's): an event query's answer, not a failure.
+const NOT_READY: i64 = 600;
+
 fn step(p: &mut Process, c: &Call, from_start: bool, last_lost: u64, apply: bool) -> Row {
     let op = c.api.op();
-    let sync = sync_kind(op);
     let ok = c.ok();
+    // A wait on an event that failed waited on nothing: no dependency, no sync row (its
+    // runtime row keeps the code).
+    let failed = c
+        .ret
+        .is_some_and(|r| r != 0 && !(op == Op::EventQuery && r == NOT_READY));
+    let sync = sync_kind(op).filter(|k| !(failed && k.waits_on_event()));
     if apply {
         state_before(p, c, op, ok);
     }
@@ -189,13 +200,15 @@ fn step(p: &mut Process, c: &Call, from_start: bool, last_lost: u64, apply: bool
     if let (Some(kind), Some(e)) = (sync, c.event())
         && kind.waits_on_event()
     {
-        match p.events.get(&e).map(|ev| (ev.latest, ev.fresh)) {
-            Some((Latest::Recorded(pr), _)) if pr.correlation > last_lost => producer = Some(pr),
-            Some((Latest::Recorded(_) | Latest::Unknown, _)) => {
+        match p.events.get(&e).map(|ev| (ev.latest, ev.fresh, ev.failed)) {
+            Some((Latest::Recorded(pr), ..)) if pr.correlation > last_lost => producer = Some(pr),
+            Some((Latest::Recorded(_) | Latest::Unknown, ..)) => {
                 unresolved = Some(Unresolved::ProducerLost)
             }
-            Some((Latest::Filtered, _)) => unresolved = Some(Unresolved::ProducerFiltered),
-            Some((Latest::Nothing, fresh)) if fresh || from_start => {
+            Some((Latest::Filtered, ..)) => unresolved = Some(Unresolved::ProducerFiltered),
+            // Its only records since the capture (or since it was made) failed.
+            Some((Latest::Nothing, _, true)) => unresolved = Some(Unresolved::RecordFailed),
+            Some((Latest::Nothing, fresh, _)) if fresh || from_start => {
                 unresolved = Some(Unresolved::NeverRecorded)
             }
             _ if from_start => unresolved = Some(Unresolved::NeverRecorded),
@@ -262,7 +275,9 @@ fn state_after(
             } else if c.ret.is_none() {
                 Latest::Unknown
             } else {
-                // A failed record leaves the event as it was.
+                // A failed record leaves the event as it was; with no record before it, a
+                // wait says it failed rather than that there was none.
+                p.event(c.args[0]).failed = true;
                 return;
             };
             p.event(c.args[0]).latest = latest;

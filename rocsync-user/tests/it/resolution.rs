@@ -164,9 +164,29 @@ fn a_failed_record_is_no_producer_and_a_failed_wait_keeps_its_code() {
     let failed = call_in(PID, PID, 2, Api::HipEventRecord, [E, S_A, 0], 400);
     let failed_wait = call_in(PID, PID, 3, Api::HipStreamWaitEvent, [S_B, E, 0], 1);
     let t = trace(&[record(1, E, S_A), failed, failed_wait, wait(4, S_B, E)]);
-    assert_eq!(producer_of(&t, 3), 1, "the failed record at 2 is skipped");
-    assert_eq!(producer_of(&t, 4), 1);
-    assert_eq!(runtime_row(&t, 3)["args"]["ret"], 1);
+    assert_eq!(producer_of(&t, 4), 1, "the failed record at 2 is skipped");
+    // The failed wait waited on nothing: its code, no dependency, no sync row.
+    let rt = runtime_row(&t, 3);
+    assert_eq!(rt["args"]["ret"], 1);
+    assert!(
+        rt["args"].get("wait_on_hip_event_record_corr_id").is_none(),
+        "{rt}"
+    );
+    let sync_rows = events(&t)
+        .iter()
+        .filter(|e| e["cat"] == "cuda_sync" && e["args"]["correlation"] == 3)
+        .count();
+    assert_eq!(sync_rows, 0);
+}
+
+#[test]
+fn a_wait_after_only_failed_records_says_they_failed() {
+    const F: u64 = E + 7;
+    let failed = call_in(PID, PID, 1, Api::HipEventRecord, [F, S_A, 0], 400);
+    let t = trace(&[failed, wait(2, S_B, F)]);
+    let rt = runtime_row(&t, 2);
+    assert_eq!(rt["args"]["wait_on_hip_event_record_corr_id"], -1);
+    assert_eq!(rt["args"]["wait_on_unknown_reason"], "record_failed");
 }
 
 #[test]
@@ -314,8 +334,8 @@ fn model(calls: &[Call]) -> BTreeMap<(u32, u64), i64> {
             Kind::Destroy if c.ret == Some(0) => {
                 latest.remove(&key);
             }
-            // A failed wait is still a wait.
-            Kind::StreamWait | Kind::EventWait => {
+            // A failed wait waited on nothing: no dependency.
+            Kind::StreamWait | Kind::EventWait if c.ret == Some(0) => {
                 out.insert(
                     (c.pid, c.correlation),
                     latest.get(&key).map_or(-1, |&r| r as i64),
