@@ -94,29 +94,25 @@ impl Report {
     }
 
     /// The table, each miss's fix under its row, and the verdict.
+    /// The checks for people, readable at [`WIDTH`] columns (as `bpftrace --info` is): what,
+    /// its status and what was found on one line; what it is needed for and the fix
+    /// under a row that is not ok (`--json` has every field of every row).
     pub fn table(&self) -> String {
-        let headers = ["CHECK", "FOUND", "NEEDED FOR", "STATUS"];
-        let rows: Vec<[&str; 4]> = self
-            .checks
-            .iter()
-            .map(|c| [&*c.what, &*c.found, c.needed_for, c.status.word()])
-            .collect();
-        let mut widths = headers.map(str::len);
-        for row in &rows {
-            for (w, cell) in widths.iter_mut().zip(row) {
-                *w = (*w).max(cell.chars().count());
-            }
-        }
+        let what = self.checks.iter().map(|c| c.what.chars().count());
+        let wa = what.chain(["CHECK".len()]).max().unwrap_or(0);
+        let ws = self.checks.iter().map(|c| c.status.word().len());
+        let ws = ws.chain(["STATUS".len()]).max().unwrap_or(0);
         let mut out = String::new();
-        let line = |out: &mut String, [a, b, c, d]: [&str; 4]| {
-            let (wa, wb, wc) = (widths[0], widths[1], widths[2]);
-            let _ = writeln!(out, "{a:<wa$}  {b:<wb$}  {c:<wc$}  {d}");
-        };
-        line(&mut out, headers);
-        for (row, check) in rows.into_iter().zip(&self.checks) {
-            line(&mut out, row);
-            if let Some(fix) = check.fix.as_ref().filter(|_| check.status != Status::Ok) {
-                let _ = writeln!(out, "    fix: {fix}");
+        let _ = writeln!(out, "{:<wa$}  {:<ws$}  FOUND", "CHECK", "STATUS");
+        let indent = wa + ws + 4;
+        for c in &self.checks {
+            let found = wrapped(&c.found, WIDTH.saturating_sub(indent).max(40), indent);
+            let _ = writeln!(out, "{:<wa$}  {:<ws$}  {found}", c.what, c.status.word());
+            if c.status != Status::Ok {
+                let _ = writeln!(out, "    for: {}", c.needed_for);
+                if let Some(fix) = &c.fix {
+                    let _ = writeln!(out, "    fix: {fix}");
+                }
             }
         }
         let missing = self.missing();
@@ -170,5 +166,45 @@ mod tests {
         let json = report.json();
         assert_eq!(json["missing"], json!(["CAP_BPF"]));
         assert_eq!(json["checks"][2]["status"], "absent");
+    }
+}
+
+/// The width `doctor`'s table keeps to (a path longer than a line stays whole).
+const WIDTH: usize = 100;
+
+/// `text` broken at spaces into lines of at most `width`, the later ones indented by
+/// `indent`.
+fn wrapped(text: &str, width: usize, indent: usize) -> String {
+    let mut lines: Vec<String> = vec![String::new()];
+    for word in text.split(' ') {
+        let line = lines.last_mut().expect("one line at least");
+        if !line.is_empty() && line.chars().count() + 1 + word.chars().count() > width {
+            lines.push(word.to_string());
+        } else {
+            if !line.is_empty() {
+                line.push(' ');
+            }
+            line.push_str(word);
+        }
+    }
+    lines.join(&format!("\n{}", " ".repeat(indent)))
+}
+
+#[cfg(test)]
+mod width_tests {
+    use super::wrapped;
+
+    #[test]
+    fn long_findings_wrap_at_spaces_under_the_found_column() {
+        let w = wrapped(
+            "/usr/lib/libamdhip64.so.5: attached to 14 functions (uprobe_multi)",
+            40,
+            4,
+        );
+        assert_eq!(
+            w,
+            "/usr/lib/libamdhip64.so.5: attached to\n    14 functions (uprobe_multi)"
+        );
+        assert_eq!(wrapped("short", 40, 4), "short");
     }
 }

@@ -171,6 +171,14 @@ fn as_root_everything_is_there_and_the_hip_runtime_attaches() {
     assert_eq!(out.status.code(), Some(0), "{table}");
     assert!(table.starts_with("CHECK"), "{table}");
     assert!(table.contains(&hip.display().to_string()), "{table}");
+    // Readable at 100 columns: only a word longer than a line (a path) runs past.
+    let found_at = table.lines().next().unwrap().find("FOUND").unwrap();
+    for l in table.lines().filter(|l| l.chars().count() > 100) {
+        assert!(
+            !l[found_at..].contains(' '),
+            "{l:?} is wider than 100 columns"
+        );
+    }
     assert!(
         table.ends_with("everything rocsync needs is here\n"),
         "{table}"
