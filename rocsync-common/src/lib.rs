@@ -21,8 +21,8 @@ pub use collective::{
 };
 pub use metrics::{
     AQL_SLOTS, AQL_TYPES, AqlAgent, Dependency, EarlyKey, GroupSlot, METRIC_APIS, METRIC_DEVICES,
-    METRIC_SLOTS, MetricKey, MetricValue, OTHER_DEVICE, PendingCall, WAIT_BUCKETS, aql_series,
-    aql_slot,
+    METRIC_SLOTS, MetricKey, MetricValue, OTHER_DEVICE, PendingCall, UNLABELLED_CAP,
+    UNLABELLED_FULL, WAIT_BUCKETS, aql_series, aql_slot,
 };
 pub use record::{
     AgentQuery, ENTRY_FILTERED, EXIT_ENTRY_ONLY, EXIT_OUT_READ, EntryRecord, ExitRecord, HandleKey,

@@ -56,6 +56,12 @@ pub struct GroupSlot {
     pub slot: u32,
 }
 
+/// Why a labelled process's call was counted without its labels (`UNLABELLED`'s
+/// index): the kernel held as many labelled series as it can …
+pub const UNLABELLED_FULL: u32 = 0;
+/// … or its label group (pod) had `--max-series-per-pod` already.
+pub const UNLABELLED_CAP: u32 = 1;
+
 /// A process's calls counted before the daemon tracked it: (its tgid, the series'
 /// [`MetricKey::slot`]).
 #[repr(C)]

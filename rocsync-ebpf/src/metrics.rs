@@ -12,7 +12,7 @@ use aya_ebpf::{
 use rocsync_common::{
     AQL_SLOTS, Api, Cookie, Dependency, EarlyKey, GroupSlot, HandleKey, METRIC_SLOTS, MetricKey,
     MetricValue, NO_DEVICE, OutParam, PendingCall, RECORD_STALL, StallRecord, Switch,
-    TRACE_RECORDING, TRACE_STOPPING, WAIT_BUCKETS, aql_slot,
+    TRACE_RECORDING, TRACE_STOPPING, UNLABELLED_CAP, UNLABELLED_FULL, WAIT_BUCKETS, aql_slot,
 };
 
 use crate::{
@@ -36,10 +36,11 @@ static SERIES_PER_GROUP: u32 = 0;
 /// Series made of each label group, for the cap (as many groups as series at most).
 #[map]
 static GROUP_SERIES: HashMap<u32, u32> = HashMap::with_max_entries(1, 0);
-/// Calls of a labelled process counted in `METRICS` instead, `GROUP_METRICS` being full
-/// or its group at its cap: the totals stay right, the labels say less.
+/// Calls of a labelled process counted in `METRICS` instead, by reason
+/// (`rocsync_common::UNLABELLED_*`: `GROUP_METRICS` full, or its group at its cap): the
+/// totals stay right, the labels say less.
 #[map]
-static UNLABELLED: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
+static UNLABELLED: PerCpuArray<u64> = PerCpuArray::with_max_entries(2, 0);
 /// A series at zero, a new labelled series' first value (too big for the stack).
 #[map]
 static ZERO_SERIES: Array<MetricValue> = Array::with_max_entries(1, 0);
@@ -84,7 +85,8 @@ fn series(group: u32, (api, device): (u32, i32), entry: bool) -> Option<*mut Met
         if let Some(v) = GROUP_METRICS.get_ptr_mut(key) {
             return Some(v);
         }
-        if let (Some(zero), Some(made)) = (ZERO_SERIES.get(0), series_made(group)) {
+        let made = series_made(group);
+        if let (Some(zero), Some(made)) = (ZERO_SERIES.get(0), made) {
             // Another CPU may make it meanwhile: either way it is there after, counted once.
             if GROUP_METRICS.insert(key, zero, BPF_NOEXIST as u64).is_ok() {
                 // SAFETY: the group's own counter slot, valid for the program's run.
@@ -94,7 +96,11 @@ fn series(group: u32, (api, device): (u32, i32), entry: bool) -> Option<*mut Met
                 return Some(v);
             }
         }
-        if let Some(n) = UNLABELLED.get_ptr_mut(0).filter(|_| entry) {
+        let why = match made {
+            Some(_) => UNLABELLED_FULL,
+            None => UNLABELLED_CAP,
+        };
+        if let Some(n) = UNLABELLED.get_ptr_mut(why).filter(|_| entry) {
             // SAFETY: per-CPU slot, no concurrent writer on this CPU while the program runs.
             unsafe { *n += 1 };
         }

@@ -184,15 +184,19 @@ impl Probes {
         Ok(())
     }
 
-    /// Calls of labelled processes counted without their labels (the labelled series
-    /// were as many as the kernel holds).
-    pub fn unlabelled_calls(&self) -> Result<u64> {
+    /// Calls of labelled processes counted without their labels: (the labelled series
+    /// were as many as the kernel holds, their pod had its cap of series).
+    pub fn unlabelled_calls(&self) -> Result<(u64, u64)> {
         let map: PerCpuArray<_, u64> = PerCpuArray::try_from(
             self.ebpf
                 .map("UNLABELLED")
                 .context("UNLABELLED map missing")?,
         )?;
-        Ok(map.get(&0, 0)?.iter().sum())
+        let sum = |i: u32| -> Result<u64> { Ok(map.get(&i, 0)?.iter().sum()) };
+        Ok((
+            sum(rocsync_common::UNLABELLED_FULL)?,
+            sum(rocsync_common::UNLABELLED_CAP)?,
+        ))
     }
 
     fn group_map(&self) -> Result<PerCpuHashMap<&MapData, GroupSlot, MetricValue>> {

@@ -57,7 +57,7 @@ families! {
     DROPPED_RECORDS: "rocsync_dropped_records_total" counter
         "Records the probes could not deliver, by reason.";
     UNLABELLED_CALLS: "rocsync_unlabelled_calls_total" counter
-        "Calls of processes with label values counted under empty ones: the kernel held as many labelled series as it can (--metric-labels).";
+        "Calls of processes with label values counted under empty ones (--metric-labels), by reason: series_full (the kernel held as many labelled series as it can), pod_cap (their pod had --max-series-per-pod).";
     COLLECTIVE_SEQ: "rocsync_collective_seq" gauge
         "The last collective (or send/receive) each local rank entered, by communicator id (the same on every rank), rank and pid: a rank whose number stays below its communicator's others is behind.";
     TRACKED: "rocsync_tracked_processes" gauge

@@ -19,8 +19,9 @@ use crate::stats::KernelDrops;
 /// What one scrape shows.
 pub struct Snapshot<'a> {
     pub series: &'a [Series],
-    /// With labels: calls of labelled processes counted without them.
-    pub unlabelled: Option<u64>,
+    /// With labels: calls of labelled processes counted without them, (the kernel's
+    /// labelled series all taken, their pod at its cap).
+    pub unlabelled: Option<(u64, u64)>,
     /// AQL packets published, per agent and kind.
     pub packets: &'a [(AqlAgent, &'static str, u64)],
     pub drops: &'a KernelDrops,
@@ -129,8 +130,10 @@ pub fn render(s: &Snapshot<'_>) -> String {
     {
         f.labelled(&format!("reason=\"{reason}\""), n);
     }
-    if let Some(n) = s.unlabelled {
-        t.family(&UNLABELLED_CALLS).value(n);
+    if let Some((full, cap)) = s.unlabelled {
+        let mut f = t.family(&UNLABELLED_CALLS);
+        f.labelled("reason=\"series_full\"", full);
+        f.labelled("reason=\"pod_cap\"", cap);
     }
     let mut f = t.family(&COLLECTIVE_SEQ);
     for (comm, rank, pid, seq) in s.collectives {

@@ -24,7 +24,7 @@ fn everything() -> String {
     };
     render(&Snapshot {
         series: &[series],
-        unlabelled: Some(5),
+        unlabelled: Some((5, 3)),
         packets: &[
             (AqlAgent::Ordinal(1), "barrier_and", 7),
             (AqlAgent::Unknown, "kernel_dispatch", 2),

@@ -182,15 +182,13 @@ fn a_pods_process_is_named_in_status_traces_and_labelled_metrics() {
         counted, logged,
         "calls per pod and API: /metrics, then the logs"
     );
-    let unlabelled = m
+    let unlabelled: f64 = m
         .samples
         .iter()
-        .find(|s| s.0 == "rocsync_unlabelled_calls_total");
-    assert_eq!(
-        unlabelled.map(|s| s.2),
-        Some(0.0),
-        "every pod's calls under its labels"
-    );
+        .filter(|s| s.0 == "rocsync_unlabelled_calls_total")
+        .map(|s| s.2)
+        .sum();
+    assert_eq!(unlabelled, 0.0, "every pod's calls under its labels");
     stop(daemon);
     drop(cgroup);
 }
@@ -245,10 +243,15 @@ fn a_pod_has_at_most_its_cap_of_labelled_series_and_every_call_is_counted() {
     assert!(logged.len() > 2, "the scenario calls {logged:?}");
     assert_eq!(labelled, 2, "the pod's labelled series");
     assert_eq!(counted, logged, "calls per API: /metrics, then the log");
-    let unlabelled = m
-        .samples
-        .iter()
-        .find(|s| s.0 == "rocsync_unlabelled_calls_total");
+    // Said why: the pod's cap, not the kernel's room.
+    let unlabelled = |reason: &str| {
+        m.samples
+            .iter()
+            .find(|(metric, l, _)| {
+                metric == "rocsync_unlabelled_calls_total" && l["reason"] == reason
+            })
+            .map(|s| s.2 as usize)
+    };
     let past_cap: usize = m
         .samples
         .iter()
@@ -256,7 +259,8 @@ fn a_pod_has_at_most_its_cap_of_labelled_series_and_every_call_is_counted() {
         .map(|s| s.2 as usize)
         .sum();
     assert!(past_cap > 0);
-    assert_eq!(unlabelled.map(|s| s.2 as usize), Some(past_cap));
+    assert_eq!(unlabelled("pod_cap"), Some(past_cap));
+    assert_eq!(unlabelled("series_full"), Some(0));
     stop(daemon);
     drop(cgroup);
 }
