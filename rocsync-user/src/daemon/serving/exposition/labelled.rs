@@ -25,7 +25,10 @@ pub struct Series {
 
 /// What the kernel counted, as series; with labels, also the calls of labelled processes
 /// counted without them (the kernel's labelled series full).
-pub fn read(tracker: &Tracker) -> Result<(Vec<Series>, Option<(u64, u64)>)> {
+/// Calls of labelled processes counted without their labels: (series full, pod cap).
+pub type Unlabelled = (u64, u64);
+
+pub fn read(tracker: &Tracker) -> Result<(Vec<Series>, Option<Unlabelled>)> {
     let probes = &tracker.probes;
     let mut node = probes.metrics()?;
     let labels = tracker.pods.labels();
