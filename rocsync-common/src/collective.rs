@@ -41,6 +41,13 @@ impl Layout {
     }
 }
 
+/// Communicators, and streams with a collective, the probes keep of one process at most:
+/// a process making them without end cannot push the others' out of the shared maps.
+pub const COMM_STATE_PER_PROCESS: u32 = 64;
+/// Ranks a communicator may have (NCCL's own limit is far below): a larger size, or a
+/// rank not below it, is no size or rank, but garbage.
+pub const MAX_RANKS: u32 = 1 << 20;
+
 /// Bytes of an `ncclUniqueId` (`NCCL_UNIQUE_ID_BYTES`), RCCL's too.
 pub const UNIQUE_ID_BYTES: usize = 128;
 const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
@@ -147,6 +154,14 @@ impl Numbered {
             extra: ((w >> 40) as i32) << 8 >> 8,
         }
     }
+}
+
+/// A process's share of the communicator maps (by tgid).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CommQuota {
+    pub comms: u32,
+    pub streams: u32,
 }
 
 #[cfg(feature = "user")]

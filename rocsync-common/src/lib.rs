@@ -16,8 +16,8 @@ mod target_cache;
 pub use api::{Api, Backend, Cookie, Op, OutParam};
 pub use call_ring::{CallCursor, CallSlot, MMAPABLE, call_slots};
 pub use collective::{
-    CommSetup, CommState, LastCollective, Layout, Numbered, UNIQUE_ID_BYTES, comm_id, fnv_words,
-    split_id,
+    COMM_STATE_PER_PROCESS, CommQuota, CommSetup, CommState, LastCollective, Layout, MAX_RANKS,
+    Numbered, UNIQUE_ID_BYTES, comm_id, fnv_words, split_id,
 };
 pub use metrics::{
     AQL_SLOTS, AQL_TYPES, AqlAgent, Dependency, EarlyKey, GroupSlot, METRIC_APIS, METRIC_DEVICES,

@@ -11,9 +11,11 @@ use aya_ebpf::{
     programs::{ProbeContext, RetProbeContext},
 };
 use rocsync_common::{
-    Api, CommSetup, CommState, Cookie, HandleKey, LastCollective, Layout, Numbered,
-    UNIQUE_ID_BYTES, comm_id, split_id,
+    Api, COMM_STATE_PER_PROCESS, CommQuota, CommSetup, CommState, Cookie, HandleKey,
+    LastCollective, Layout, MAX_RANKS, Numbered, UNIQUE_ID_BYTES, comm_id, drop_index, split_id,
 };
+
+use crate::count_drops;
 
 /// Communicators of tracked processes, by (tgid, handle). LRU: a process that makes
 /// communicators without end cannot fill it for the others (its oldest go first).
@@ -23,6 +25,51 @@ static COMMS: LruHashMap<HandleKey, CommState> = LruHashMap::with_max_entries(81
 #[map]
 static STREAM_COLLECTIVE: LruHashMap<HandleKey, LastCollective> =
     LruHashMap::with_max_entries(16384, 0);
+/// Each process's share of `COMMS` and `STREAM_COLLECTIVE`, by tgid. LRU: a process
+/// gone leaves its count behind until pushed out.
+#[map]
+static QUOTAS: LruHashMap<u64, CommQuota> = LruHashMap::with_max_entries(8192, 0);
+
+/// Whether `tgid` may have one more communicator (`stream` false) or stream entry; a
+/// refusal is counted.
+#[inline(always)]
+fn admit(tgid: u64, stream: bool) -> bool {
+    let q = match QUOTAS.get_ptr_mut(tgid) {
+        Some(q) => q,
+        None => {
+            let _ = QUOTAS.insert(tgid, CommQuota::default(), 0);
+            match QUOTAS.get_ptr_mut(tgid) {
+                Some(q) => q,
+                None => return false,
+            }
+        }
+    };
+    // SAFETY: the process's own entry, valid for the program's run (one thread of it
+    // sets communicators up at a time; a race lets one more in, still bounded).
+    unsafe {
+        let n = if stream {
+            &mut (*q).streams
+        } else {
+            &mut (*q).comms
+        };
+        if *n >= COMM_STATE_PER_PROCESS {
+            count_drops(drop_index::COMM_STATE, 1);
+            return false;
+        }
+        *n += 1;
+    }
+    true
+}
+
+/// A communicator of `tgid` ended: its share back.
+#[inline(always)]
+fn release(tgid: u64) {
+    if let Some(q) = QUOTAS.get_ptr_mut(tgid) {
+        // SAFETY: as in `admit`.
+        unsafe { (*q).comms = (*q).comms.saturating_sub(1) };
+    }
+}
+
 /// Set-up calls between entry and return, by `pid_tgid`.
 #[map]
 static SETUPS: LruHashMap<u64, CommSetup> = LruHashMap::with_max_entries(4096, 0);
@@ -98,7 +145,12 @@ pub fn entered(ctx: &ProbeContext, cookie: Cookie, args: &[u64; 3], pid_tgid: u6
         Cookie::KIND_COMM_SETUP => {
             let all = cookie.api() == Api::NcclCommInitAll as u32;
             let (rank, nranks) = if cookie.stream_source() == Layout::Init as u64 {
-                ((args[2] >> 32) as u32, args[2] as u32)
+                let (rank, nranks) = ((args[2] >> 32) as u32, args[2] as u32);
+                // Garbage is no size: shown as unknown, never as a rank of billions.
+                match nranks > 0 && nranks <= MAX_RANKS && rank < nranks {
+                    true => (rank, nranks),
+                    false => (UNKNOWN, UNKNOWN),
+                }
             } else if all {
                 // The first of `ndev` communicators, rank 0 of them.
                 (0, args[1] as u32)
@@ -124,10 +176,13 @@ pub fn entered(ctx: &ProbeContext, cookie: Cookie, args: &[u64; 3], pid_tgid: u6
             if cookie.api() == Api::NcclCommDestroy as u32
                 || cookie.api() == Api::NcclCommAbort as u32
             {
-                let _ = COMMS.remove(HandleKey {
+                let key = HandleKey {
                     tgid,
                     handle: args[0],
-                });
+                };
+                if COMMS.remove(key).is_ok() {
+                    release(tgid);
+                }
             }
             0
         }
@@ -167,6 +222,7 @@ pub(crate) fn collective(
             (*c).seq
         },
         // Set up before the probes were there: numbered from here, its id unknown.
+        None if !admit(tgid, false) => 0,
         None => {
             let state = CommState {
                 seq: 1,
@@ -187,14 +243,18 @@ pub(crate) fn collective(
         api: cookie.api(),
         pad: 0,
     };
-    let _ = STREAM_COLLECTIVE.insert(
-        HandleKey {
-            tgid,
-            handle: args[1],
-        },
-        last,
-        0,
-    );
+    let stream = HandleKey {
+        tgid,
+        handle: args[1],
+    };
+    match STREAM_COLLECTIVE.get_ptr_mut(stream) {
+        // SAFETY: the stream's own entry, valid for the program's run.
+        Some(l) => unsafe { *l = last },
+        None if admit(tgid, true) => {
+            let _ = STREAM_COLLECTIVE.insert(stream, last, 0);
+        }
+        None => {}
+    }
     Numbered {
         seq: seq as u32,
         datatype: datatype as u8,
@@ -225,6 +285,8 @@ pub fn set_up(ctx: &RetProbeContext, pid_tgid: u64) -> Option<u64> {
         tgid: pid_tgid >> 32,
         handle,
     };
-    let _ = COMMS.insert(key, state, 0);
+    if admit(pid_tgid >> 32, false) {
+        let _ = COMMS.insert(key, state, 0);
+    }
     Some(handle)
 }

@@ -38,6 +38,8 @@ pub struct KernelDrops {
     /// record — a thread's calls once its device was learned, and calls made while the
     /// probes were being removed.
     pub get_device_unrecorded: u64,
+    /// Communicator or stream state a process was refused past its quota.
+    pub comm_state: u64,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -141,6 +143,7 @@ impl CaptureStats {
             ("packets_unread", k.packets_unread),
             ("packets_unknown_queue", self.packets_unknown_queue),
             ("out_params", k.out_params),
+            ("comm_state", k.comm_state),
             ("lost_ids", self.lost_ids),
             ("late_records", self.late),
             ("unpaired_entries", self.unpaired_entries),

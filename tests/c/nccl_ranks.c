@@ -21,6 +21,7 @@ int ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId id, int rank);
 int ncclAllReduce(const void *s, void *r, size_t count, int datatype, int op, ncclComm_t comm,
                   hipStream_t stream);
 int ncclCommDestroy(ncclComm_t comm);
+int ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm, void *config);
 
 static void hex(const ncclUniqueId *id, char *out) {
   for (int i = 0; i < 128; i++) sprintf(out + 2 * i, "%02x", (unsigned char)id->internal[i]);
@@ -48,6 +49,12 @@ static int rank_main(int rank, int nranks, int steps, int laggard, int stop_at, 
   if (ncclCommInitRank(&comm, nranks, id, rank) || hipStreamCreate(&stream)) return 3;
   printf("rank %d pid %d comm %p\n", rank, getpid(), (void *)comm);
   fflush(stdout);
+  /* $NCCL_RANKS_SPLITS: that many communicators split off first (kept: each one more). */
+  const char *splits = getenv("NCCL_RANKS_SPLITS");
+  for (int i = 0; splits && i < atoi(splits); i++) {
+    ncclComm_t child;
+    if (ncclCommSplit(comm, i, rank, &child, NULL)) return 7;
+  }
   static float buf[1024 + 4096];
   for (int i = 1; i <= steps; i++) {
     if (rank == laggard && i == stop_at) usleep(pause_ms * 1000);

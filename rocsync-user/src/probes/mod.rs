@@ -365,6 +365,7 @@ impl Probes {
             out_params: sum(drop_index::OUT_PARAM)?,
             packets_unread: sum(drop_index::PACKET_UNREAD)?,
             get_device_unrecorded: sum(drop_index::GET_DEVICE_UNRECORDED)?,
+            comm_state: sum(drop_index::COMM_STATE)?,
         })
     }
 }

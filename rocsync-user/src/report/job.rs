@@ -18,6 +18,8 @@ use crate::input::{decompressed, listed, open_regular};
 
 /// Collectives two ranks must share to be aligned by their signatures.
 const MIN_OVERLAP: usize = 2;
+/// Shifts tried per communicator: each is a pass over the rank's collectives.
+const MAX_CANDIDATES: usize = 4096;
 
 /// One rank of a communicator, in one trace.
 #[derive(Clone, Debug, Serialize)]
@@ -64,15 +66,28 @@ pub fn read_dir(dir: &Path) -> Result<Job> {
     }
     let mut read = Vec::new();
     for f in &files {
-        let file = open_regular(f, "report reads the trace files of a directory")?;
+        let path = shown(&f.display().to_string());
+        let file = open_regular(f, "report reads the trace files of a directory")
+            .with_context(|| format!("reading {path}"))?;
         let ranks = ranks::read(decompressed(file)?)
-            .with_context(|| format!("{} is not a rocsync Kineto trace", f.display()))?;
+            .with_context(|| format!("{path} is not a rocsync Kineto trace"))?;
         let name = f
             .file_name()
-            .map_or_else(String::new, |n| n.to_string_lossy().into());
+            .map_or_else(String::new, |n| shown(&n.to_string_lossy()));
         read.push((name, ranks));
     }
     Ok(job(read))
+}
+
+/// A file's name as the report prints it: its control characters escaped (a name is
+/// whatever the directory's owner made it).
+fn shown(name: &str) -> String {
+    name.chars()
+        .flat_map(|c| match c.is_control() {
+            true => c.escape_default().collect::<Vec<_>>(),
+            false => vec![c],
+        })
+        .collect()
 }
 
 /// The ranks of `traces` (file name, what it holds), put together.
@@ -98,7 +113,15 @@ pub fn job(traces: Vec<(String, Ranks)>) -> Job {
             }
         }
     }
-    let mut notes = Vec::new();
+    let mut notes: Vec<String> = (traces.iter())
+        .filter(|(_, t)| t.unused > 0)
+        .map(|(file, t)| {
+            format!(
+                "{file}: {} collective row(s) or daemon word(s) not used (a field no rocsync trace writes, or past a million rows)",
+                t.unused
+            )
+        })
+        .collect();
     let mut unaligned: Vec<Vec<Rank>> = Vec::new();
     for mut r in unknown {
         let fits = fits(&r, &known, &unaligned);
@@ -189,16 +212,18 @@ fn fits(
             continue;
         };
         let theirs: BTreeMap<u64, &String> = reference.calls.iter().map(|(s, w)| (*s, w)).collect();
-        let (Some(&(first, _)), Some(&(their_first, _)), Some(&(their_last, _))) = (
-            r.calls.first(),
-            reference.calls.first(),
-            reference.calls.last(),
-        ) else {
+        let Some((first, sig)) = r.calls.first() else {
             continue;
         };
-        let lo = their_first as i64 - first as i64 - r.calls.len() as i64;
-        let hi = their_last as i64 - first as i64;
-        let shifts = (lo..=hi).filter(|&d| {
+        // A shift that fits maps the rank's first collective onto one of the same
+        // signature: those are the only candidates (never a walk over the numbers).
+        let candidates = reference
+            .calls
+            .iter()
+            .filter(|(_, w)| w == sig)
+            .map(|(t, _)| *t as i64 - *first as i64)
+            .take(MAX_CANDIDATES);
+        let shifts = candidates.filter(|&d| {
             let overlap = r.calls.iter().filter_map(|(s, w)| {
                 let t = *s as i64 + d;
                 (t > 0).then(|| theirs.get(&(t as u64)).map(|tw| *tw == w))?

@@ -72,3 +72,27 @@ fn ranks_without_an_id_align_by_their_collectives_or_are_said_not_to() {
     );
     assert_eq!(job2.communicators[1].comm, "unaligned-1");
 }
+
+#[test]
+fn a_huge_number_costs_no_walk_and_names_are_escaped() {
+    // A rank numbered near 2^62 beside one from 1: aligned by its signature alone, at
+    // once (the candidates are the reference's calls of its first call's signature).
+    let a = trace(
+        1,
+        seen(Some("0xabc"), 0, &[(1, "a"), (2, "b"), (3, "c")]),
+        None,
+    );
+    let b = trace(
+        2,
+        seen(None, 1, &[(1 << 62, "q"), ((1 << 62) + 1, "r")]),
+        None,
+    );
+    let started = std::time::Instant::now();
+    let j = job(vec![("a.json".into(), a), ("b.json".into(), b)]);
+    assert!(started.elapsed() < std::time::Duration::from_secs(1));
+    assert_eq!(j.communicators.len(), 2);
+    assert_eq!(
+        shown("b\nlaggard: x\u{1b}[2J.json"),
+        "b\\nlaggard: x\\u{1b}[2J.json"
+    );
+}

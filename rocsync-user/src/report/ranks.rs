@@ -25,10 +25,18 @@ pub struct Seen {
     pub calls: Vec<(u64, String)>,
 }
 
+/// Collective rows one trace may hold for the report: past them it says so.
+const MAX_ROWS: usize = 1 << 20;
+/// A collective's number past this is no number a job reached (2^40: a million a
+/// second for twelve days): its row is not used.
+const MAX_SEQ: u64 = 1 << 40;
+
 /// One trace's ranks: by (pid, communicator handle).
 #[derive(Debug, Default)]
 pub struct Ranks {
     pub comms: BTreeMap<(u64, String), Seen>,
+    /// Rows not used: past [`MAX_ROWS`], or with a field no rocsync trace writes.
+    pub unused: u64,
     /// The daemon's word on a process of it.
     pub said: Vec<Said>,
 }
@@ -57,9 +65,64 @@ struct Event {
 
 #[derive(Default)]
 struct Read {
-    rows: Vec<Event>,
+    rows: Vec<Row>,
+    unused: u64,
     rocsync: Option<Value>,
     has_events: bool,
+}
+
+/// What the report keeps of a collective's row, and no more (a trace of millions).
+struct Row {
+    pid: u64,
+    comm: String,
+    seq: u64,
+    id: Option<String>,
+    rank: Option<u64>,
+    nranks: Option<u64>,
+    what: String,
+}
+
+/// A handle or an id as rocsync writes it: `0x` and at most 16 hex digits.
+pub fn hex(v: Option<&Value>) -> Option<String> {
+    let s = v?.as_str()?;
+    let digits = s.strip_prefix("0x")?;
+    let ok = !digits.is_empty() && digits.len() <= 16;
+    (ok && digits.bytes().all(|b| b.is_ascii_hexdigit())).then(|| s.to_string())
+}
+
+/// A known API's name, as the trace may claim it.
+pub fn api_name(v: &Value) -> Option<String> {
+    let name = v.as_str()?;
+    rocsync_common::Api::ALL
+        .iter()
+        .find(|a| a.symbol() == name)
+        .map(|a| a.symbol().to_string())
+}
+
+impl Row {
+    fn of(e: &Event) -> Option<Row> {
+        let a = &e.args;
+        let seq = a
+            .get("Seq")
+            .and_then(Value::as_u64)
+            .filter(|&s| s <= MAX_SEQ)?;
+        let small = |k: &str| a.get(k).and_then(Value::as_u64).filter(|&n| n <= 1 << 32);
+        let field = |k: &str| a.get(k).map_or(String::new(), Value::to_string);
+        Some(Row {
+            pid: e.pid.as_u64()?,
+            comm: hex(a.get("comm"))?,
+            seq,
+            id: hex(a.get("Comms Id")),
+            rank: small("Rank"),
+            nranks: small("Group size"),
+            what: format!(
+                "{} {} {}",
+                api_name(&e.name)?,
+                field("dtype"),
+                field("In msg nelems")
+            ),
+        })
+    }
 }
 
 impl<'de> Visitor<'de> for &mut Read {
@@ -106,8 +169,12 @@ impl<'de> Visitor<'de> for Events<'_> {
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
         // Only the collectives are kept (a few per step); every other row passes by.
         while let Some(e) = seq.next_element::<Event>()? {
-            if e.cat == "cpu_op" && e.args.contains_key("Seq") {
-                self.0.rows.push(e);
+            if e.cat != "cpu_op" || !e.args.contains_key("Seq") {
+                continue;
+            }
+            match Row::of(&e) {
+                Some(r) if self.0.rows.len() < MAX_ROWS => self.0.rows.push(r),
+                _ => self.0.unused += 1,
             }
         }
         Ok(())
@@ -125,28 +192,16 @@ pub fn read(input: impl BufRead) -> Result<Ranks> {
     if !trace.rocsync.as_ref().is_some_and(Value::is_object) {
         bail!("it has no rocsync object: report reads traces rocsync wrote");
     }
-    let mut ranks = Ranks::default();
-    for e in &trace.rows {
-        let a = &e.args;
-        let (Some(pid), Some(comm), Some(seq)) = (
-            e.pid.as_u64(),
-            a.get("comm").and_then(Value::as_str),
-            a.get("Seq").and_then(Value::as_u64),
-        ) else {
-            continue;
-        };
-        let seen = ranks.comms.entry((pid, comm.to_string())).or_default();
-        seen.id = a.get("Comms Id").and_then(Value::as_str).map(String::from);
-        seen.rank = a.get("Rank").and_then(Value::as_u64);
-        seen.nranks = a.get("Group size").and_then(Value::as_u64);
-        let field = |k: &str| a.get(k).map_or(String::new(), Value::to_string);
-        let what = format!(
-            "{} {} {}",
-            e.name.as_str().unwrap_or("?"),
-            field("dtype"),
-            field("In msg nelems")
-        );
-        seen.calls.push((seq, what));
+    let mut ranks = Ranks {
+        unused: trace.unused,
+        ..Ranks::default()
+    };
+    for r in trace.rows {
+        let seen = ranks.comms.entry((r.pid, r.comm)).or_default();
+        seen.id = r.id;
+        seen.rank = r.rank;
+        seen.nranks = r.nranks;
+        seen.calls.push((r.seq, r.what));
     }
     let parameters = trace.rocsync.as_ref().map(|r| &r["parameters"]);
     for (kind, name) in [
@@ -162,14 +217,17 @@ pub fn read(input: impl BufRead) -> Result<Ranks> {
         } else {
             &o["collective"]
         };
-        if let (Some(pid), Some(seq)) = (o["pid"].as_u64(), c["seq"].as_u64()) {
+        let seq = c["seq"].as_u64().filter(|&s| s <= MAX_SEQ);
+        if let (Some(pid), Some(seq)) = (o["pid"].as_u64(), seq) {
             ranks.said.push(Said {
                 pid,
                 seq,
-                id: c["comm"].as_str().map(String::from),
+                id: hex(c.get("comm")),
                 how: name,
-                api: c["api"].as_str().map(String::from),
+                api: c.get("api").and_then(api_name),
             });
+        } else {
+            ranks.unused += 1;
         }
     }
     Ok(ranks)

@@ -201,7 +201,15 @@ impl Daemon {
         let steps = api.map_or_else(Vec::new, |api| chain::waits_on(api, arg0, entry_ns, &state));
         let mut said = chain::said(&steps, entry_ns);
         let collective = chain::collective(&steps).cloned().unwrap_or(Value::Null);
-        let tracked = |p: u32| p != pid && self.tracker.tracked.contains(&p);
+        // Only the waiter's own user's processes: a communicator id is a hash anyone can
+        // forge, and naming (and tracing) another user's process on its say-so is not on.
+        let uid = crate::procfs::uid(pid);
+        let tracked = |p: u32| {
+            uid.is_some()
+                && p != pid
+                && self.tracker.tracked.contains(&p)
+                && crate::procfs::uid(p) == uid
+        };
         let behind = collectives::behind(&collective, &probes.comms(), tracked);
         if let (Some(s), Some(b)) = (&mut said, collectives::said_behind(&behind)) {
             s.push_str(&b);

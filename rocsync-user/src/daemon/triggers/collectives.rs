@@ -30,9 +30,11 @@ pub fn trace_of_behind(b: &Value, waited_by: &Value, bound: Duration) -> Option<
     Some(Start::new(spec, Origin::Behind(behind)))
 }
 
-/// The tracked processes (`tracked`) in the communicator of `collective` (a chain's
-/// [`super::chain::collective`]) whose last collective is older than it: `[{pid, rank,
-/// seq, comm}]`, the furthest behind first. None when the communicator's id is unknown.
+/// The tracked processes (`tracked`: the caller admits only the waiter's own user's, as
+/// anyone can forge a communicator id) in the communicator of `collective` (a chain's
+/// [`super::chain::collective`]) whose last collective is older than it but not none:
+/// `[{pid, rank, seq, comm}]`, the furthest behind first, at most the communicator's other
+/// ranks. None when the communicator's id is unknown.
 pub fn behind(
     collective: &Value,
     comms: &[(u32, u64, CommState)],
@@ -46,10 +48,14 @@ pub fn behind(
     };
     let mut late: Vec<_> = comms
         .iter()
-        .filter(|(pid, _, c)| c.id == id && c.seq < seq && tracked(*pid))
+        .filter(|(pid, _, c)| c.id == id && c.seq > 0 && c.seq < seq && tracked(*pid))
         .collect();
     late.sort_by_key(|(pid, _, c)| (c.seq, *pid));
+    let others = collective["nranks"]
+        .as_u64()
+        .map_or(usize::MAX, |n| n.saturating_sub(1) as usize);
     late.iter()
+        .take(others)
         .map(|(pid, _, c)| {
             let rank = (c.rank != u32::MAX).then_some(c.rank);
             json!({"pid": pid, "rank": rank, "seq": c.seq, "comm": format!("{id:#x}")})
@@ -122,6 +128,12 @@ mod tests {
         ];
         let c = json!({"api": "ncclAllReduce", "seq": 21, "comm": "0xabc"});
         let b = behind(&c, &comms, |pid| pid != 14);
+        // A communicator of 2 names one rank behind at most; one that entered no
+        // collective (seq 0: a forged or idle set-up) is none.
+        let two = json!({"api": "ncclAllReduce", "seq": 21, "comm": "0xabc", "nranks": 2});
+        assert_eq!(behind(&two, &comms, |pid| pid != 14).len(), 1);
+        let idle = [(15, 0x6, comm(0xabc, 1, 0))];
+        assert!(behind(&c, &idle, |_| true).is_empty());
         let got: Vec<(u64, u64)> = b
             .iter()
             .map(|v| (v["pid"].as_u64().unwrap(), v["seq"].as_u64().unwrap()))

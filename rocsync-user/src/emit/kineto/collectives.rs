@@ -47,13 +47,15 @@ impl Comms {
 
     /// Learns a communicator from its set-up call, once it returned with its handle.
     pub fn learn(&mut self, c: &Call) {
-        let known = |v: u64| (v as u32 != u32::MAX).then_some(v as u32);
         let comm = match c.api.op() {
-            Op::CommInitRank => Comm {
-                id: c.args[1],
-                rank: known(c.args[2] >> 32),
-                nranks: known(c.args[2] & 0xffff_ffff),
-            },
+            Op::CommInitRank => {
+                let (rank, nranks) = ranks((c.args[2] >> 32) as u32, c.args[2] as u32);
+                Comm {
+                    id: c.args[1],
+                    rank,
+                    nranks,
+                }
+            }
             // Its rank and size are decided inside the library.
             Op::CommSplit => Comm {
                 id: c.args[1],
@@ -70,6 +72,14 @@ impl Comms {
         if c.ok() {
             self.insert(c.pid, c.args[0], comm);
         }
+    }
+}
+
+/// A rank and a size as the call gave them, when they make sense (garbage is unknown).
+pub fn ranks(rank: u32, nranks: u32) -> (Option<u32>, Option<u32>) {
+    match nranks > 0 && nranks <= rocsync_common::MAX_RANKS && rank < nranks {
+        true => (Some(rank), Some(nranks)),
+        false => (None, None),
     }
 }
 

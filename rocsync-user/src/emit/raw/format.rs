@@ -66,6 +66,8 @@ pub struct TrailerBody {
     #[serde(default, deserialize_with = "count")]
     pub out_params: u64,
     #[serde(default, deserialize_with = "count")]
+    pub comm_state: u64,
+    #[serde(default, deserialize_with = "count")]
     pub packet_records: u64,
     #[serde(default, deserialize_with = "count")]
     pub packets_truncated: u64,

@@ -83,6 +83,7 @@ impl<W: Write> RawWriter<W> {
             get_device_calls_not_recorded: k.get_device_unrecorded,
             library_loads: k.library_loads,
             out_params: k.out_params,
+            comm_state: k.comm_state,
             packet_records: k.packets,
             packets_truncated: k.packets_truncated,
             packets_unread: k.packets_unread,

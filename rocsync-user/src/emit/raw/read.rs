@@ -223,6 +223,7 @@ fn trailer(t: TrailerBody) -> Result<Trailer> {
             out_params: t.out_params,
             packets_unread: t.packets_unread,
             get_device_unrecorded: t.get_device_calls_not_recorded,
+            comm_state: t.comm_state,
         },
         unpaired_entries: t.unpaired_entries,
         unpaired_exits: t.unpaired_exits,

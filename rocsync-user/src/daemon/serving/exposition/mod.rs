@@ -124,6 +124,7 @@ pub fn render(s: &Snapshot<'_>) -> String {
         ("packets_truncated", d.packets_truncated),
         ("packets_unread", d.packets_unread),
         ("out_params", d.out_params),
+        ("comm_state", d.comm_state),
     ]
     .into_iter()
     .chain(flight)
