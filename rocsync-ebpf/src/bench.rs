@@ -215,10 +215,12 @@ pub fn who_exit(_ctx: RetProbeContext) -> u32 {
     u32::from(bpf_get_current_pid_tgid() == 0)
 }
 
+/// (Program names stay under 16 bytes: the kernel keeps 15, and the bench finds a
+/// program's statistics by its name.)
 /// The daemon's dependency state as a stream wait updates it at entry (the stream's last
 /// wait rewritten in place, its event's last record looked up), alone; the exit empty.
 #[uprobe]
-pub fn dependency_enter(ctx: ProbeContext) -> u32 {
+pub fn dep_enter(ctx: ProbeContext) -> u32 {
     let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
     let arg = |i| ctx.arg::<u64>(i).unwrap_or(0);
     // SAFETY: helper without preconditions.
@@ -233,7 +235,7 @@ pub fn dependency_enter(ctx: ProbeContext) -> u32 {
 /// A collective's bookkeeping at its entry (its communicator's number, its stream's last
 /// collective), as `ncclAllReduce`'s probe does it, alone; the exit empty.
 #[uprobe]
-pub fn collective_enter(ctx: ProbeContext) -> u32 {
+pub fn coll_enter(ctx: ProbeContext) -> u32 {
     let tgid = bpf_get_current_pid_tgid() >> 32;
     let arg = |i| ctx.arg::<u64>(i).unwrap_or(0);
     // SAFETY: helper without preconditions.

@@ -4,15 +4,14 @@
 
 use std::{collections::BTreeMap, io::BufRead};
 
-use anyhow::{Result, bail};
-use serde::{
-    Deserialize, Deserializer as _,
-    de::{DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor},
-};
+use anyhow::Result;
+use serde::Deserialize;
 use serde_json::Value;
 
-use super::capture::{Capture, Observed, Produced, waits_on_event};
-use crate::input::Squeezed;
+use super::{
+    capture::{Capture, Observed, Produced, waits_on_event},
+    stream,
+};
 
 /// What the report reads of an event: a runtime or device sync row's fields, each as
 /// the trace has it (a field of the wrong type is a row it cannot use, not an error).
@@ -42,92 +41,23 @@ struct Args {
     wait_on_unknown_reason: Value,
 }
 
-/// A trace read as it streams by: its runtime and device sync rows (every other event
-/// passed over as it is parsed, none held), and its `rocsync` object. A trace of
-/// hundreds of megabytes is never held whole.
-#[derive(Default)]
-struct Read {
-    runtime: Vec<Event>,
-    syncs: Vec<Event>,
-    rocsync: Option<Value>,
-    has_events: bool,
-}
-
-impl<'de> Visitor<'de> for &mut Read {
-    type Value = ();
-
-    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("a trace: an object with a traceEvents array")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        while let Some(key) = map.next_key::<String>()? {
-            match key.as_str() {
-                "traceEvents" => {
-                    self.has_events = true;
-                    map.next_value_seed(Events(self))?;
-                }
-                "rocsync" => self.rocsync = Some(map.next_value()?),
-                _ => {
-                    map.next_value::<IgnoredAny>()?;
-                }
-            }
-        }
-        Ok(())
-    }
-}
-
-/// The `traceEvents` array, each element kept or passed over as it comes.
-struct Events<'a>(&'a mut Read);
-
-impl<'de> DeserializeSeed<'de> for Events<'_> {
-    type Value = ();
-
-    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_seq(self)
-    }
-}
-
-impl<'de> Visitor<'de> for Events<'_> {
-    type Value = ();
-
-    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("a traceEvents array")
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        while let Some(e) = seq.next_element::<Event>()? {
-            if e.ph != "X" {
-                continue;
-            }
-            if e.cat == "cuda_runtime" {
-                self.0.runtime.push(e);
-            } else if e.cat == "cuda_sync" {
-                self.0.syncs.push(e);
-            }
-        }
-        Ok(())
-    }
-}
-
 pub fn read(input: impl BufRead) -> Result<Capture> {
-    let mut trace = Read::default();
-    let mut de = serde_json::Deserializer::from_reader(Squeezed::new(input));
-    de.deserialize_map(&mut trace)?;
-    de.end()?;
-    if !trace.has_events {
-        bail!("it has no traceEvents array");
-    }
-    let Some(rocsync) = trace.rocsync.filter(Value::is_object) else {
-        bail!(
-            "it has no rocsync object: report reads traces rocsync wrote \
-             (a profiler's trace has no resolved waits to report)"
-        );
-    };
+    // Only runtime and device sync rows are kept: every other event passes by.
+    let (mut runtime, mut syncs) = (Vec::new(), Vec::new());
+    let rocsync = stream::read(input, |e: Event| {
+        if e.ph != "X" {
+            return;
+        }
+        if e.cat == "cuda_runtime" {
+            runtime.push(e);
+        } else if e.cat == "cuda_sync" {
+            syncs.push(e);
+        }
+    })?;
     let mut capture = Capture::default();
     // The device sync row of each call, by correlation: its name and device.
     let mut device_rows: BTreeMap<u64, (String, i32)> = BTreeMap::new();
-    for e in &trace.syncs {
+    for e in &syncs {
         let (Some(corr), Some(name), Some(dev)) =
             (e.args.correlation.as_u64(), e.name.as_str(), e.pid.as_i64())
         else {
@@ -136,7 +66,7 @@ pub fn read(input: impl BufRead) -> Result<Capture> {
         };
         device_rows.insert(corr, (name.to_string(), dev as i32));
     }
-    let runtime = &trace.runtime;
+    let runtime = &runtime;
     // Record rows by correlation: the producer's thread and time.
     let mut rows_by_corr: BTreeMap<u64, (u32, i64, i64)> = BTreeMap::new();
     for e in runtime {

@@ -14,6 +14,7 @@ mod kineto;
 mod plot;
 mod ranks;
 mod raw;
+mod stream;
 mod text;
 
 use std::path::PathBuf;

@@ -5,14 +5,11 @@
 
 use std::{collections::BTreeMap, io::BufRead};
 
-use anyhow::{Result, bail};
-use serde::{
-    Deserialize, Deserializer as _,
-    de::{DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor},
-};
+use anyhow::Result;
+use serde::Deserialize;
 use serde_json::Value;
 
-use crate::input::Squeezed;
+use super::stream;
 
 /// A communicator of one process, as its rows show it.
 #[derive(Clone, Debug, Default)]
@@ -61,14 +58,6 @@ struct Event {
     name: Value,
     pid: Value,
     args: BTreeMap<String, Value>,
-}
-
-#[derive(Default)]
-struct Read {
-    rows: Vec<Row>,
-    unused: u64,
-    rocsync: Option<Value>,
-    has_events: bool,
 }
 
 /// What the report keeps of a collective's row, and no more (a trace of millions).
@@ -125,85 +114,30 @@ impl Row {
     }
 }
 
-impl<'de> Visitor<'de> for &mut Read {
-    type Value = ();
-
-    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("a trace: an object with a traceEvents array")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        while let Some(key) = map.next_key::<String>()? {
-            match key.as_str() {
-                "traceEvents" => {
-                    self.has_events = true;
-                    map.next_value_seed(Events(self))?;
-                }
-                "rocsync" => self.rocsync = Some(map.next_value()?),
-                _ => {
-                    map.next_value::<IgnoredAny>()?;
-                }
-            }
-        }
-        Ok(())
-    }
-}
-
-struct Events<'a>(&'a mut Read);
-
-impl<'de> DeserializeSeed<'de> for Events<'_> {
-    type Value = ();
-
-    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_seq(self)
-    }
-}
-
-impl<'de> Visitor<'de> for Events<'_> {
-    type Value = ();
-
-    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("a traceEvents array")
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        // Only the collectives are kept (a few per step); every other row passes by.
-        while let Some(e) = seq.next_element::<Event>()? {
-            if e.cat != "cpu_op" || !e.args.contains_key("Seq") {
-                continue;
-            }
-            match Row::of(&e) {
-                Some(r) if self.0.rows.len() < MAX_ROWS => self.0.rows.push(r),
-                _ => self.0.unused += 1,
-            }
-        }
-        Ok(())
-    }
-}
-
 pub fn read(input: impl BufRead) -> Result<Ranks> {
-    let mut trace = Read::default();
-    let mut de = serde_json::Deserializer::from_reader(Squeezed::new(input));
-    de.deserialize_map(&mut trace)?;
-    de.end()?;
-    if !trace.has_events {
-        bail!("it has no traceEvents array");
-    }
-    if !trace.rocsync.as_ref().is_some_and(Value::is_object) {
-        bail!("it has no rocsync object: report reads traces rocsync wrote");
-    }
+    // Only the collectives are kept (a few per step); every other row passes by.
+    let (mut rows, mut unused) = (Vec::new(), 0);
+    let rocsync = stream::read(input, |e: Event| {
+        if e.cat != "cpu_op" || !e.args.contains_key("Seq") {
+            return;
+        }
+        match Row::of(&e) {
+            Some(r) if rows.len() < MAX_ROWS => rows.push(r),
+            _ => unused += 1,
+        }
+    })?;
     let mut ranks = Ranks {
-        unused: trace.unused,
+        unused,
         ..Ranks::default()
     };
-    for r in trace.rows {
+    for r in rows {
         let seen = ranks.comms.entry((r.pid, r.comm)).or_default();
         seen.id = r.id;
         seen.rank = r.rank;
         seen.nranks = r.nranks;
         seen.calls.push((r.seq, r.what));
     }
-    let parameters = trace.rocsync.as_ref().map(|r| &r["parameters"]);
+    let parameters = Some(&rocsync["parameters"]);
     for (kind, name) in [
         ("hang", "blocked"),
         ("stall", "stalled"),

@@ -60,8 +60,8 @@ impl Mode {
             Mode::Slots => &["slots_enter", "slots_exit"],
             Mode::Clock => &["clock_enter", "clock_exit"],
             Mode::Who => &["who_enter", "who_exit"],
-            Mode::Dependency => &["dependency_enter", "empty_exit"],
-            Mode::Collective => &["collective_enter", "empty_exit"],
+            Mode::Dependency => &["dep_enter", "empty_exit"],
+            Mode::Collective => &["coll_enter", "empty_exit"],
             Mode::Untraced | Mode::Full => &[],
         }
     }

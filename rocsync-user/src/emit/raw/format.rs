@@ -65,7 +65,9 @@ pub struct TrailerBody {
     pub library_loads: u64,
     #[serde(default, deserialize_with = "count")]
     pub out_params: u64,
-    #[serde(default, deserialize_with = "count")]
+    /// Written only when some were dropped: a capture of the runtimes alone is written
+    /// as before communicators were probed.
+    #[serde(default, deserialize_with = "count", skip_serializing_if = "none")]
     pub comm_state: u64,
     #[serde(default, deserialize_with = "count")]
     pub packet_records: u64,
@@ -367,4 +369,8 @@ fn read_args(api: Api, read: &Value) -> Result<[u64; 3]> {
         };
     }
     Ok(args)
+}
+
+fn none(n: &u64) -> bool {
+    *n == 0
 }

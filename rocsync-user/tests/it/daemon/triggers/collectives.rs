@@ -16,6 +16,19 @@ use crate::{
     daemon::triggers::stalls::{listed_trace, stall_traces},
 };
 
+/// The pids of the two ranks, in rank order, once each has set its communicator up.
+fn set_up(rx: &mpsc::Receiver<String>) -> [u32; 2] {
+    let mut pids = [0u32; 2];
+    while pids.contains(&0) {
+        let line = rx.recv().unwrap();
+        let w: Vec<&str> = line.split(' ').collect();
+        if w.len() > 4 && w[4] == "comm" {
+            pids[w[1].parse::<usize>().unwrap()] = w[3].parse().unwrap();
+        }
+    }
+    pids
+}
+
 #[test]
 fn a_hang_names_the_collective_it_waits_on_and_the_rank_behind() {
     let name = "a_hang_names_the_collective_it_waits_on_and_the_rank_behind";
@@ -42,14 +55,7 @@ fn a_hang_names_the_collective_it_waits_on_and_the_rank_behind() {
     let rx = job_lines(&mut job);
     let uid = rx.recv().unwrap();
     let id = comm_id_of(uid.strip_prefix("uid ").unwrap());
-    let mut pids = [0u32; 2];
-    while pids.contains(&0) {
-        let line = rx.recv().unwrap();
-        let w: Vec<&str> = line.split(' ').collect();
-        if w[4] == "comm" {
-            pids[w[1].parse::<usize>().unwrap()] = w[3].parse().unwrap();
-        }
-    }
+    let pids = set_up(&rx);
     let said = format!(
         "waits on ncclAllReduce #3 of comm {id}; rank 1 (pid {}) is at #2",
         pids[1]
@@ -167,14 +173,7 @@ fn another_users_process_forging_the_communicator_is_never_named_behind() {
             .spawn()
             .unwrap(),
     );
-    let mut pids = [0u32; 2];
-    while pids.contains(&0) {
-        let line = rx.recv().unwrap();
-        let w: Vec<&str> = line.split(' ').collect();
-        if w.len() > 4 && w[4] == "comm" {
-            pids[w[1].parse::<usize>().unwrap()] = w[3].parse().unwrap();
-        }
-    }
+    let pids = set_up(&rx);
     let f = forger.0.id();
     lines.wait_for(&format!("hang: pid {}'s hipStreamSynchronize", pids[0]));
     let said = lines.1.last().unwrap().clone();
