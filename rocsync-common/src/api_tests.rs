@@ -1,5 +1,6 @@
 //! The API table against prototypes written out by hand from the runtimes' headers.
 use super::*;
+use crate::Cookie;
 
 #[test]
 fn ids_round_trip_and_are_dense() {

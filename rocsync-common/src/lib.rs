@@ -7,18 +7,20 @@
 mod api;
 mod call_ring;
 mod collective;
+mod cookie;
 mod metrics;
 mod record;
 mod release;
 mod settings;
 mod target_cache;
 
-pub use api::{Api, Backend, Cookie, Op, OutParam};
+pub use api::{Api, Backend, Op, OutParam};
 pub use call_ring::{CallCursor, CallSlot, MMAPABLE, call_slots};
 pub use collective::{
     COMM_STATE_PER_PROCESS, CommQuota, CommSetup, CommState, LastCollective, Layout, MAX_RANKS,
     Numbered, UNIQUE_ID_BYTES, comm_id, fnv_words, split_id,
 };
+pub use cookie::Cookie;
 pub use metrics::{
     AQL_SLOTS, AQL_TYPES, AqlAgent, Dependency, EarlyKey, GroupSlot, METRIC_APIS, METRIC_DEVICES,
     METRIC_SLOTS, MetricKey, MetricValue, OTHER_DEVICE, PendingCall, UNLABELLED_CAP,
