@@ -197,10 +197,15 @@ pub fn expected_edges(logged: &[LoggedCall]) -> BTreeMap<u64, Option<u64>> {
             "hipEventDestroy" if l.ret == 0 => {
                 last_record.remove(&l.args[0]);
             }
-            "hipStreamWaitEvent" | "hipStreamWaitEvent_spt" => {
+            // A wait that failed waited on nothing: no edge (a query's NotReady, 600, is
+            // an answer).
+            "hipStreamWaitEvent" | "hipStreamWaitEvent_spt" if l.ret == 0 => {
                 edges.insert(l.seq, last_record.get(&l.args[1]).copied());
             }
-            "hipEventSynchronize" | "hipEventQuery" => {
+            "hipEventSynchronize" if l.ret == 0 => {
+                edges.insert(l.seq, last_record.get(&l.args[0]).copied());
+            }
+            "hipEventQuery" if l.ret == 0 || l.ret == 600 => {
                 edges.insert(l.seq, last_record.get(&l.args[0]).copied());
             }
             _ => {}
