@@ -27,6 +27,28 @@ pub fn open_regular(path: &Path, what: &str) -> Result<File> {
     Ok(File::from(fd))
 }
 
+/// What a file's first bytes say it is: rocsync's raw capture (`--raw`), a Kineto trace
+/// (rocsync's or a profiler's), or neither — so that a command given the wrong kind of
+/// file says which kind it got.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sniffed {
+    Raw,
+    Trace,
+    Unknown,
+}
+
+pub fn sniff(input: &mut dyn BufRead) -> Result<Sniffed> {
+    let head = input.fill_buf().context("reading the file")?;
+    let head = String::from_utf8_lossy(&head[..head.len().min(4096)]);
+    Ok(if head.trim_start().starts_with("{\"rocsync_raw\"") {
+        Sniffed::Raw
+    } else if head.contains("\"traceEvents\"") || head.contains("\"schemaVersion\"") {
+        Sniffed::Trace
+    } else {
+        Sniffed::Unknown
+    })
+}
+
 /// The files of `dir` whose names end in one of `ends`, sorted (directories of
 /// per-rank traces and captures).
 pub fn listed(dir: &Path, ends: &[&str]) -> Result<Vec<std::path::PathBuf>> {

@@ -3,12 +3,12 @@
 
 use std::{collections::HashMap, path::Path};
 
-use anyhow::{Context as _, Result};
+use anyhow::{Context as _, Result, bail};
 
 use crate::{
     emit::raw::{Item, Reader},
     ingest::Call,
-    input::{decompressed, open_regular},
+    input::{Sniffed, decompressed, open_regular, sniff},
     resolve::{Resolver, Row},
 };
 
@@ -22,7 +22,15 @@ pub struct Capture {
 impl Capture {
     pub fn read(path: &Path) -> Result<Capture> {
         let file = open_regular(path, "annotate reads a raw capture file")?;
-        let mut reader = Reader::new(decompressed(file)?)
+        let mut input = decompressed(file)?;
+        if sniff(input.as_mut())? == Sniffed::Trace {
+            bail!(
+                "{} is a Kineto trace, not a raw capture: --capture takes the JSON Lines \
+                 rocsync's --raw writes (`rocsync run --raw calls.jsonl …`)",
+                path.display()
+            );
+        }
+        let mut reader = Reader::new(input)
             .with_context(|| format!("{} is not a rocsync raw capture", path.display()))?;
         let header = reader.header.clone();
         let mut calls: Vec<Call> = Vec::new();

@@ -27,7 +27,7 @@ use rocsync_common::Op;
 pub use summary::Summary;
 
 use crate::{
-    input::{decompressed, json_text, listed, open_regular},
+    input::{Sniffed, decompressed, json_text, listed, open_regular, sniff},
     resolve::Row,
 };
 use capture::Capture;
@@ -138,8 +138,23 @@ fn captures(path: &Path) -> Result<Vec<(PathBuf, Capture)>> {
 
 fn read_profile(path: &Path) -> Result<Profile> {
     let file = open_regular(path, "annotate reads a profiler trace file")?;
-    let text = json_text(decompressed(file)?, MAX_TRACE, &path.display().to_string())?;
-    Profile::parse(text).with_context(|| format!("{}", path.display()))
+    let mut input = decompressed(file)?;
+    let shown = path.display();
+    if sniff(input.as_mut())? == Sniffed::Raw {
+        bail!(
+            "{shown} is rocsync's raw capture, not a profiler's trace: give it as --capture, \
+             and the torch.profiler trace of the same run as the trace"
+        );
+    }
+    let text = json_text(input, MAX_TRACE, &shown.to_string())?;
+    let profile = Profile::parse(text).with_context(|| format!("{shown}"))?;
+    if profile.from_rocsync {
+        bail!(
+            "{shown} is rocsync's own trace, not a profiler's: annotate merges rocsync's raw \
+             capture (--raw) into a torch.profiler trace of the same run"
+        );
+    }
+    Ok(profile)
 }
 
 /// `out`: the annotated trace's path, and whether it may replace a file.

@@ -67,6 +67,8 @@ pub struct Profile {
     pub flavour: Flavour,
     pub runtime: Vec<RuntimeRow>,
     pub device: Vec<DeviceRow>,
+    /// It is rocsync's own trace (a `rocsync` object), not a profiler's.
+    pub from_rocsync: bool,
 }
 
 #[derive(Deserialize)]
@@ -75,6 +77,9 @@ struct Top<'a> {
     events: Vec<&'a RawValue>,
     #[serde(rename = "baseTimeNanoseconds", default)]
     base: Option<Value>,
+    /// rocsync's own traces have it; a profiler's never.
+    #[serde(default)]
+    rocsync: Option<&'a RawValue>,
 }
 
 /// The op of a runtime API name: `hip*`/`cuda*`, per-thread suffixes aside.
@@ -137,12 +142,14 @@ impl Profile {
             read_row(i, &v, base_ns, &mut runtime, &mut device);
         }
         let flavour = flavour(&text, &runtime);
+        let from_rocsync = top.rocsync.is_some();
         Ok(Profile {
             text,
             spans,
             flavour,
             runtime,
             device,
+            from_rocsync,
         })
     }
 

@@ -2,7 +2,7 @@
 //! emit stages as the live capture, streaming (memory bounded by live state, not by the
 //! file's size).
 
-use std::{collections::BTreeMap, io::BufRead};
+use std::collections::BTreeMap;
 
 use anyhow::{Context as _, Result, bail};
 use serde_json::json;
@@ -96,10 +96,7 @@ pub fn convert(args: ConvertArgs) -> Result<i32> {
 /// A Kineto trace (what `-o` writes, or another profiler's) given for a raw capture is
 /// said to be one, rather than failing on its first line's JSON.
 fn refuse_a_trace(input: &mut Box<dyn std::io::BufRead>, path: &std::path::Path) -> Result<()> {
-    let head = input.fill_buf().context("reading the raw capture")?;
-    let head = String::from_utf8_lossy(&head[..head.len().min(4096)]);
-    let raw = head.trim_start().starts_with("{\"rocsync_raw\"");
-    if !raw && (head.contains("\"traceEvents\"") || head.contains("\"schemaVersion\"")) {
+    if crate::input::sniff(input.as_mut())? == crate::input::Sniffed::Trace {
         bail!(
             "{} is a Kineto trace, not a raw capture: convert reads the JSON Lines that --raw \
              writes; the trace itself opens as it is in Perfetto (ui.perfetto.dev) or HTA",

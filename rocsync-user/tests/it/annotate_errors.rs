@@ -225,3 +225,41 @@ fn annotate_matches_a_directory_of_traces_to_captures_by_pid() {
         }
     }
 }
+
+/// Given the wrong kind of file, annotate says which kind it got and what goes where,
+/// exits 1, and writes nothing: rocsync's own trace as the profile (it once wrote 269
+/// duplicated sync rows and exited 0), a trace as --capture, a raw capture as the profile.
+#[test]
+fn annotate_given_the_wrong_kind_of_file_says_which_kind_it_got() {
+    let dir = TempDir::new();
+    let ours = bench("train.both.rocsync.json.gz");
+    let raw = bench("train.both.raw.jsonl.gz");
+    let cupti = bench("train.both.cupti.json.gz");
+    for (i, (trace, capture, says)) in [
+        (&ours, &raw, "is rocsync's own trace, not a profiler's"),
+        (&cupti, &ours, "is a Kineto trace, not a raw capture"),
+        (
+            &raw,
+            &raw,
+            "is rocsync's raw capture, not a profiler's trace",
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let out = dir.path(&format!("out{i}.json"));
+        let run = rocsync()
+            .arg("annotate")
+            .arg(trace)
+            .arg("--capture")
+            .arg(capture)
+            .arg("-o")
+            .arg(&out)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&run.stderr);
+        assert_eq!(run.status.code(), Some(1), "{err}");
+        assert!(err.contains(says), "{err}");
+        assert!(!out.exists(), "{} written", out.display());
+    }
+}
