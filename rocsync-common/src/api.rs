@@ -295,6 +295,12 @@ impl Api {
             && !matches!(self.backend(), Backend::CudaDriver)
     }
 
+    /// Its programs (name, return probe?): entry-only calls have no return probe.
+    pub fn programs(self) -> impl Iterator<Item = (&'static str, bool)> {
+        let exit = (!self.entry_only()).then_some((self.exit_program(), true));
+        [(self.enter_program(), false)].into_iter().chain(exit)
+    }
+
     /// Whether it has no return probe ([`Cookie::entry_only`]): collectives are
     /// enqueued, not waited in, and a few hundred a step need not pay two traps.
     pub const fn entry_only(self) -> bool {

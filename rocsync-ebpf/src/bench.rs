@@ -12,7 +12,7 @@ use rocsync_common::{
     Api, Cookie, EntryRecord, ExitRecord, RECORD_ENTRY, RECORD_EXIT, TargetState,
 };
 
-use crate::{BPF_RB_NO_WAKEUP, EVENTS, fetch_add, metrics, nccl, target_cache};
+use crate::{BPF_RB_NO_WAKEUP, EVENTS, dependency, fetch_add, nccl, target_cache};
 
 #[uprobe]
 pub fn empty_enter(_ctx: ProbeContext) -> u32 {
@@ -225,11 +225,7 @@ pub fn dep_enter(ctx: ProbeContext) -> u32 {
     let arg = |i| ctx.arg::<u64>(i).unwrap_or(0);
     // SAFETY: helper without preconditions.
     let ns = unsafe { bpf_ktime_get_ns() };
-    u32::from(metrics::wait_dependency(
-        &[arg(0), arg(1), arg(2)],
-        tgid,
-        ns,
-    ))
+    u32::from(dependency::waited(&[arg(0), arg(1), arg(2)], tgid, ns))
 }
 
 /// A collective's bookkeeping at its entry (its communicator's number, its stream's last

@@ -13,6 +13,7 @@ mod bench;
 mod call_programs;
 mod call_ring;
 mod calls;
+mod dependency;
 mod device;
 mod doorbell;
 mod hsa;

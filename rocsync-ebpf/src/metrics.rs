@@ -10,13 +10,13 @@ use aya_ebpf::{
     maps::{Array, HashMap, LruHashMap, PerCpuArray, PerCpuHashMap},
 };
 use rocsync_common::{
-    AQL_SLOTS, Api, Cookie, Dependency, EarlyKey, GroupSlot, HandleKey, METRIC_SLOTS, MetricKey,
-    MetricValue, NO_DEVICE, OutParam, PendingCall, RECORD_STALL, StallRecord, Switch,
-    TRACE_RECORDING, TRACE_STOPPING, UNLABELLED_CAP, UNLABELLED_FULL, WAIT_BUCKETS, aql_slot,
+    AQL_SLOTS, Api, Cookie, EarlyKey, GroupSlot, METRIC_SLOTS, MetricKey, MetricValue, NO_DEVICE,
+    OutParam, PendingCall, RECORD_STALL, StallRecord, Switch, TRACE_RECORDING, TRACE_STOPPING,
+    UNLABELLED_CAP, UNLABELLED_FULL, WAIT_BUCKETS, aql_slot,
 };
 
 use crate::{
-    BPF_RB_FORCE_WAKEUP, EVENTS, TARGETS,
+    BPF_RB_FORCE_WAKEUP, EVENTS, TARGETS, dependency,
     device::{device_of, read_out, track_devices},
 };
 
@@ -47,14 +47,6 @@ static ZERO_SERIES: Array<MetricValue> = Array::with_max_entries(1, 0);
 /// The call each thread is in (its start), by `pid_tgid`.
 #[map]
 static PENDING: LruHashMap<u64, PendingCall> = LruHashMap::with_max_entries(16384, 0);
-/// The stream each event was last recorded on (and when), to count cross-stream waits
-/// and follow a blocked wait back to its record.
-#[map]
-static EVENT_STREAM: LruHashMap<HandleKey, Dependency> = LruHashMap::with_max_entries(65536, 0);
-/// The event each stream last waited on (and when): a synchronised stream's wait.
-#[map]
-static STREAM_WAIT: LruHashMap<HandleKey, Dependency> = LruHashMap::with_max_entries(65536, 0);
-
 /// The daemon's stall threshold (ns; 0: none): a synchronisation that takes longer is
 /// counted and announced on the ring (`StallRecord`).
 #[map]
@@ -253,65 +245,19 @@ fn count(cookie: Cookie, args: &[u64; 3], pid_tgid: u64, tgid: u32, group: u32) 
     }
 }
 
-/// `map[key] = value`, in place when the entry exists (the common case: nothing
-/// allocated).
-#[inline(always)]
-fn remember(map: &LruHashMap<HandleKey, Dependency>, key: HandleKey, value: Dependency) {
-    match map.get_ptr_mut(key) {
-        // SAFETY: the handle's own entry, valid for the program's run.
-        Some(d) => unsafe { *d = value },
-        None => {
-            let _ = map.insert(key, value, 0);
-        }
-    }
-}
-
-/// Remembers the stream each event is recorded on and the event each stream waits on,
-/// and counts stream waits on an event recorded on another stream.
+/// Keeps the dependency state of a record or a stream wait (`dependency`), and counts
+/// stream waits on an event recorded on another stream.
 #[inline(always)]
 fn count_stream_use(cookie: Cookie, args: &[u64; 3], (tgid, ns): (u32, u64), v: *mut MetricValue) {
-    let key = |handle| HandleKey {
-        tgid: tgid as u64,
-        handle,
-    };
     if cookie.kind() == Cookie::KIND_RECORD {
-        let recorded = Dependency {
-            handle: args[1],
-            ns,
-        };
-        remember(&EVENT_STREAM, key(args[0]), recorded);
-    } else if cookie.stream_arg() > 0 && cookie.event_arg() > 0 {
-        let waited = Dependency {
-            handle: args[1],
-            ns,
-        };
-        remember(&STREAM_WAIT, key(args[0]), waited);
-        // A stream wait: is its event recorded on another stream?
-        // SAFETY: plain map lookup.
-        if let Some(r) = unsafe { EVENT_STREAM.get(key(args[1])) }
-            && r.handle != args[0]
-        {
-            // SAFETY: as above.
-            unsafe { (*v).cross_stream += 1 };
-        }
+        dependency::recorded(args, tgid, ns);
+    } else if cookie.stream_arg() > 0
+        && cookie.event_arg() > 0
+        && dependency::waited(args, tgid, ns)
+    {
+        // SAFETY: this CPU's slot of the series, valid for the program's run.
+        unsafe { (*v).cross_stream += 1 };
     }
-}
-
-/// What a stream wait does to the dependency state, alone (bench: its cost per call).
-#[cfg(feature = "bench")]
-#[inline(always)]
-pub fn wait_dependency(args: &[u64; 3], tgid: u32, ns: u64) -> bool {
-    let key = |handle| HandleKey {
-        tgid: tgid as u64,
-        handle,
-    };
-    let waited = Dependency {
-        handle: args[1],
-        ns,
-    };
-    remember(&STREAM_WAIT, key(args[0]), waited);
-    // SAFETY: plain map lookup.
-    unsafe { EVENT_STREAM.get(key(args[1])) }.is_some_and(|r| r.handle != args[0])
 }
 
 /// A call returned: errors counted, synchronisations timed, devices tracked. Returns

@@ -68,7 +68,7 @@ impl Probes {
         let mark = self.links_mark();
         let api = Api::HipEventQuery;
         let names = ["rocsync_calibration_call"];
-        for (prog, ret) in [(api.enter_program(), false), (api.exit_program(), true)] {
+        for (prog, ret) in api.programs() {
             let pid = Some(std::process::id());
             if let Err(e) = self.attach_call(prog, (offset, ret), path, pid, &names, false) {
                 let links = self.take_links(mark);

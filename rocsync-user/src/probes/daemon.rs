@@ -59,23 +59,22 @@ impl Probes {
 
     /// Where `pid`'s `event` was last recorded: (stream, ns), if the probes saw it.
     pub fn last_record(&self, pid: u32, event: u64) -> Option<rocsync_common::Dependency> {
-        self.dependency("EVENT_STREAM", pid, event)
+        self.of_handle("EVENT_STREAM", pid, event)
     }
 
     /// The event `pid`'s `stream` last waited on: (event, ns), if the probes saw it.
     pub fn last_wait(&self, pid: u32, stream: u64) -> Option<rocsync_common::Dependency> {
-        self.dependency("STREAM_WAIT", pid, stream)
+        self.of_handle("STREAM_WAIT", pid, stream)
     }
 
     /// The last collective enqueued on `pid`'s `stream`, if the probes saw one.
     pub fn last_collective(&self, pid: u32, stream: u64) -> Option<rocsync_common::LastCollective> {
-        let map: aya::maps::HashMap<_, HandleKey, rocsync_common::LastCollective> =
-            aya::maps::HashMap::try_from(self.ebpf.map("STREAM_COLLECTIVE")?).ok()?;
-        let key = HandleKey {
-            tgid: u64::from(pid),
-            handle: stream,
-        };
-        map.get(&key, 0).ok()
+        self.of_handle("STREAM_COLLECTIVE", pid, stream)
+    }
+
+    /// `pid`'s communicator `handle`, as the probes keep it.
+    pub fn comm(&self, pid: u32, handle: u64) -> Option<rocsync_common::CommState> {
+        self.of_handle("COMMS", pid, handle)
     }
 
     /// Every communicator of the tracked processes: (pid, handle, its state).
@@ -93,8 +92,9 @@ impl Probes {
             .collect()
     }
 
-    fn dependency(&self, map: &str, pid: u32, handle: u64) -> Option<rocsync_common::Dependency> {
-        let map: aya::maps::HashMap<_, HandleKey, rocsync_common::Dependency> =
+    /// `pid`'s entry for `handle` in the per-process handle map `map`.
+    fn of_handle<V: aya::Pod>(&self, map: &str, pid: u32, handle: u64) -> Option<V> {
+        let map: aya::maps::HashMap<_, HandleKey, V> =
             aya::maps::HashMap::try_from(self.ebpf.map(map)?).ok()?;
         let key = HandleKey {
             tgid: u64::from(pid),

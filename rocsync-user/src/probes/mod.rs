@@ -179,11 +179,7 @@ impl Probes {
                 .context("loading probes (needs Linux ≥ 5.15 with BPF ring buffers and uprobes)")
         })?;
         // Each API's own pair, then the others.
-        let calls = || {
-            Api::ALL
-                .iter()
-                .flat_map(|&a| call_programs(a).map(|(p, _)| p))
-        };
+        let calls = || Api::ALL.iter().flat_map(|&a| a.programs().map(|(p, _)| p));
         let multi = (!options.classic_uprobes && LinkKind::preferred() == LinkKind::Multi)
             .then(|| multi::MultiPrograms::load(&ebpf, crate::PROBES, calls()))
             .transpose()
@@ -328,7 +324,7 @@ impl Probes {
                 f.placement.offset
             };
             let temporary = choice.temporary.contains(&api);
-            for (prog, ret) in call_programs(api) {
+            for (prog, ret) in api.programs() {
                 let at = (offset, ret);
                 if let Err(e) = self.attach_call(prog, at, path, pid, &f.names, temporary) {
                     self.rollback(mark);
@@ -368,12 +364,6 @@ impl Probes {
             comm_state: sum(drop_index::COMM_STATE)?,
         })
     }
-}
-
-/// An API's programs (name, return probe?): entry-only calls have no return probe.
-pub fn call_programs(api: Api) -> impl Iterator<Item = (&'static str, bool)> {
-    let exit = (!api.entry_only()).then_some((api.exit_program(), true));
-    [(api.enter_program(), false)].into_iter().chain(exit)
 }
 
 fn uprobe<'a>(ebpf: &'a mut Ebpf, name: &str) -> Result<&'a mut UProbe> {

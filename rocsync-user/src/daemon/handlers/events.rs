@@ -279,8 +279,6 @@ impl Daemon {
         };
         let probes = &self.tracker.probes;
         let tracker = &self.tracker;
-        let collectives =
-            collectives::sequences(&probes.comms(), |pid| tracker.tracked.contains(&pid));
         match path {
             "/metrics" => match (
                 exposition::read_series(&self.tracker),
@@ -302,7 +300,10 @@ impl Daemon {
                         traces_truncated: self.sessions.truncated,
                         not_started: self.not_started,
                         files_probed: self.tracker.files.count(),
-                        collectives: &collectives,
+                        // Read only when scraped: a walk of the communicator map.
+                        collectives: &collectives::sequences(&probes.comms(), |pid| {
+                            tracker.tracked.contains(&pid)
+                        }),
                         files_refused: self.tracker.files.refused,
                         budget,
                         stall_traces: exposition::StallView {

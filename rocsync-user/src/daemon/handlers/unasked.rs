@@ -256,10 +256,6 @@ impl chain::State for Of<'_> {
         self.0.last_collective(self.1, stream)
     }
     fn comm(&self, handle: u64) -> Option<CommState> {
-        self.0
-            .comms()
-            .into_iter()
-            .find(|c| c.0 == self.1 && c.1 == handle)
-            .map(|c| c.2)
+        self.0.comm(self.1, handle)
     }
 }

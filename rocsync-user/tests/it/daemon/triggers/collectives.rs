@@ -12,9 +12,25 @@ use std::{
 
 use crate::{
     collectives::{comm_id_of, job_lines},
-    common::{Reaped, daemon::*},
+    common::{Reaped, TempDir, daemon::*},
     daemon::triggers::stalls::{listed_trace, stall_traces},
 };
+
+/// The job of 2 ranks, 4 collectives, whose rank 1 sleeps 5 s before #3 (1.5 s first for
+/// the daemon to track each rank before it sets its communicator up), and its log.
+fn laggard_job(
+    exe: &std::path::Path,
+    dir: &TempDir,
+) -> (std::process::Child, mpsc::Receiver<String>) {
+    let mut job = Command::new(exe)
+        .args(["2", "4", "1", "3", "5000", "1500"])
+        .env("TMPDIR", dir.path(""))
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let rx = job_lines(&mut job);
+    (job, rx)
+}
 
 /// The pids of the two ranks, in rank order, once each has set its communicator up.
 fn set_up(rx: &mpsc::Receiver<String>) -> [u32; 2] {
@@ -44,15 +60,7 @@ fn a_hang_names_the_collective_it_waits_on_and_the_rank_behind() {
     ];
     let (daemon, mut lines) = start_daemon(&dir, &exe, &flags);
     let addr = metrics_addr(&lines);
-    // 2 ranks, 4 collectives; rank 1 sleeps 5 s before #3. 1.5 s for the daemon to
-    // track each rank before it sets its communicator up.
-    let mut job = Command::new(&exe)
-        .args(["2", "4", "1", "3", "5000", "1500"])
-        .env("TMPDIR", dir.path(""))
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let rx = job_lines(&mut job);
+    let (mut job, rx) = laggard_job(&exe, &dir);
     let uid = rx.recv().unwrap();
     let id = comm_id_of(uid.strip_prefix("uid ").unwrap());
     let pids = set_up(&rx);
@@ -151,13 +159,7 @@ fn another_users_process_forging_the_communicator_is_never_named_behind() {
         "300ms",
     ];
     let (daemon, mut lines) = start_daemon(&dir, &exe, &flags);
-    let mut job = Command::new(&exe)
-        .args(["2", "4", "1", "3", "5000", "1500"])
-        .env("TMPDIR", dir.path(""))
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let rx = job_lines(&mut job);
+    let (mut job, rx) = laggard_job(&exe, &dir);
     let uid = rx.recv().unwrap();
     let hex = uid.strip_prefix("uid ").unwrap().to_string();
     let id = comm_id_of(&hex);
