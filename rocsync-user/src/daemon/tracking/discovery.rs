@@ -102,7 +102,11 @@ impl Tracker {
             && self.probed.insert((loader.dev, loader.ino))
         {
             match self.probes.attach_loader(&loader.path(), pid) {
-                Ok(true) => {}
+                // A loader seen first: what it mapped between the snapshot and the attach
+                // was announced to no one (a runtime linked by a program of its own
+                // loader went untracked for good). Looked at again: what it maps after
+                // this second look is announced.
+                Ok(true) => return self.look(pid),
                 // Tried again at the next process that maps it.
                 Ok(false) => {
                     self.probed.remove(&(loader.dev, loader.ino));
