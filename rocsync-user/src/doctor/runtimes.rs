@@ -182,8 +182,18 @@ fn trial(probes: &mut Probes, kind: &Kind, path: &Path) -> Result<String> {
         Kind::Runtime(_) => probes.link_kind().name(),
         Kind::Hsa => "perf_event",
     };
+    // The release a HIP file belongs to, from its symbol versions (its file name may be
+    // the bare `libamdhip64.so` a wheel carries).
+    let release = match kind {
+        Kind::Runtime(r) if r.library == "libamdhip64" => {
+            crate::probes::elf::newest_version_node(path, "hip_")
+                .map(|(x, y)| format!("ROCm {x}.{y}, "))
+        }
+        _ => None,
+    };
     Ok(format!(
-        "attached to {} functions ({via})",
+        "{}attached to {} functions ({via})",
+        release.unwrap_or_default(),
         report.probed.len()
     ))
 }

@@ -162,6 +162,26 @@ pub fn address_of(path: &Path, name: &str) -> Result<Option<u64>, SymbolError> {
     Ok(definitions(&file, &[name]).get(name).map(|d| d.0))
 }
 
+/// The highest symbol-version node named `prefix` + `X.Y` that the file defines, as
+/// `(X, Y)`: HIP's `hip_7.2` names its release (the nodes run `hip_4.2`…). The node names
+/// sit in the dynamic string table, which symbol lookup reads anyway; a file without them
+/// (or that is not ELF) has none.
+pub fn newest_version_node(path: &Path, prefix: &str) -> Option<(u32, u32)> {
+    use object::{Object as _, ObjectSection as _};
+    let (_, sparse) = open(path).ok()?;
+    let file = object::File::parse(&sparse).ok()?;
+    let strings = file.section_by_name(".dynstr")?.data().ok()?;
+    strings
+        .split(|&b| b == 0)
+        .filter_map(|s| {
+            let (x, y) = std::str::from_utf8(s.strip_prefix(prefix.as_bytes())?)
+                .ok()?
+                .split_once('.')?;
+            Some((x.parse().ok()?, y.parse().ok()?))
+        })
+        .max()
+}
+
 /// Functions larger than this are probed without moving past single-stepped instructions
 /// (their branches are not all read).
 const MAX_FUNCTION: u64 = 64 << 10;
@@ -187,6 +207,16 @@ mod tests {
             return false;
         }
         rocsync_tests::skip(path, "not installed (scripts/setup installs it)")
+    }
+
+    #[test]
+    fn the_hip_release_is_its_newest_version_node() {
+        if skip_without(HIP) {
+            return;
+        }
+        // Debian 12's HIP is ROCm 5.2; the simulated HIP has no version nodes.
+        assert_eq!(newest_version_node(Path::new(HIP), "hip_"), Some((5, 2)));
+        assert_eq!(newest_version_node(Path::new(HSA), "hip_"), None);
     }
 
     #[test]

@@ -160,7 +160,7 @@ fn as_root_everything_is_there_and_the_hip_runtime_attaches() {
                 && c["found"]
                     .as_str()
                     .unwrap()
-                    .starts_with(&format!("{}: attached to ", hip.display()))
+                    .starts_with(&format!("{}: ROCm 5.2, attached to ", hip.display()))
         })
         .unwrap_or_else(|| panic!("{} not tried: {report:#}", hip.display()));
     assert_eq!(hip_row["status"], "ok", "{hip_row:#}");
