@@ -220,7 +220,8 @@ fn main() {
     args.extend(link_to(&cuda, "cudart"));
     gcc(&out.join("nccl_ranks_cuda"), &c.join("nccl_ranks.c"), &args);
 
-    // The real-library program needs Debian's HIP headers (libamdhip64-dev).
+    // The real-library programs need Debian's HIP headers (libamdhip64-dev): one against
+    // Debian 12's own 5.2, one against each later runtime scripts/rocm-runtimes unpacked.
     let real = out.join("real_hip");
     if Path::new("/usr/include/hip/hip_runtime_api.h").exists() {
         gcc(
@@ -228,10 +229,57 @@ fn main() {
             &c.join("real_hip.c"),
             &["-D__HIP_PLATFORM_AMD__", "-lamdhip64"],
         );
+        real_runtimes(&c, &out);
     } else {
         println!(
-            "cargo:warning=libamdhip64-dev is not installed: the real-library test will skip (run scripts/setup)"
+            "cargo:warning=libamdhip64-dev is not installed: the real-library tests will skip (run scripts/setup)"
         );
         let _ = std::fs::remove_file(&real);
     }
+}
+
+/// Builds `real_hip-SERIES` against each runtime in `target/rocm/SERIES/lib` (sid's
+/// loader and libraries beside it: Debian 12's glibc is too old for them), and lists
+/// them in `real_runtimes`, a line each: series, program, library folder (tab-separated).
+fn real_runtimes(c: &Path, out: &Path) {
+    let root = env::var_os("ROCSYNC_ROCM_DIR").map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/rocm"),
+        PathBuf::from,
+    );
+    println!("cargo:rerun-if-env-changed=ROCSYNC_ROCM_DIR");
+    let series_file = root.join("series");
+    println!("cargo:rerun-if-changed={}", series_file.display());
+    let mut listed = String::new();
+    for series in std::fs::read_to_string(&series_file)
+        .unwrap_or_default()
+        .lines()
+        .filter(|s| !s.is_empty())
+    {
+        let lib = root.join(series).join("lib");
+        let major = series.split('.').next().unwrap();
+        let hip = std::fs::read_dir(&lib)
+            .unwrap()
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .find(|n| n == &format!("libamdhip64.so.{major}"))
+            .unwrap_or_else(|| panic!("{} has no libamdhip64.so.{major}", lib.display()));
+        let program = out.join(format!("real_hip-{series}"));
+        let l = lib.display();
+        gcc(
+            &program,
+            &c.join("real_hip.c"),
+            &[
+                "-D__HIP_PLATFORM_AMD__".to_string(),
+                format!("-DHIP_MAJOR={major}"),
+                format!("-L{l}"),
+                format!("-l:{hip}"),
+                format!("-Wl,--dynamic-linker={l}/ld-linux-x86-64.so.2"),
+                // DT_RPATH, not RUNPATH: the runtime's own libstdc++ must come from here too.
+                format!("-Wl,--disable-new-dtags,-rpath,{l}"),
+                // Its newer glibc and libstdc++ symbols are resolved at run time, from here.
+                "-Wl,--allow-shlib-undefined".to_string(),
+            ],
+        );
+        listed.push_str(&format!("{series}\t{}\t{l}\n", program.display()));
+    }
+    std::fs::write(out.join("real_runtimes"), listed).unwrap();
 }

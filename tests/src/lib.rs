@@ -162,6 +162,31 @@ pub fn real_hip_program() -> Option<PathBuf> {
     p.exists().then_some(p)
 }
 
+/// A program built against one of Debian's later real HIP runtimes (`scripts/rocm-runtimes`).
+pub struct RealRuntime {
+    /// The ROCm series, as `6.4`.
+    pub series: String,
+    pub program: PathBuf,
+    /// The runtime's folder, with sid's loader and libraries.
+    pub lib: PathBuf,
+}
+
+/// Every later real runtime the fixtures were built against (none before scripts/setup).
+pub fn real_runtimes() -> Vec<RealRuntime> {
+    std::fs::read_to_string(Path::new(OUT).join("real_runtimes"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| {
+            let mut f = l.split('\t');
+            Some(RealRuntime {
+                series: f.next()?.into(),
+                program: f.next()?.into(),
+                lib: f.next()?.into(),
+            })
+        })
+        .collect()
+}
+
 /// HTA check: prints the record→wait edges HolisticTraceAnalysis finds in a trace.
 pub fn hta_script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("hta/sync_edges.py")

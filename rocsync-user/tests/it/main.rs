@@ -54,6 +54,7 @@ mod pipeline;
 mod placement;
 mod processes;
 mod readme;
+mod real_runtimes;
 mod report;
 mod resolution;
 mod run_duration;
