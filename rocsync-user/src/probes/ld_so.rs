@@ -19,7 +19,11 @@ pub fn of_process(pid: u32, mappings: &[Mapping]) -> Option<OpenedLibrary> {
     OpenedLibrary::of_mapping(pid, m).ok()
 }
 
-/// The loader an executable will run under: its `PT_INTERP`, following `#!` interpreters.
+/// The loader an executable will run under: its `PT_INTERP`, following `#!` interpreters;
+/// the executable itself when it is a loader run as a command
+/// (`ld-linux-x86-64.so.2 --library-path DIR PROG`, how one runs a program against another
+/// libc): it has no `PT_INTERP` and defines `_dl_debug_state`, and the program it loads
+/// announces its libraries through it.
 pub fn of_executable(exe: &Path) -> Result<Option<PathBuf>> {
     let mut exe = exe.to_path_buf();
     for _ in 0..4 {
@@ -43,9 +47,21 @@ pub fn of_executable(exe: &Path) -> Result<Option<PathBuf>> {
             object::File::Elf64(elf) => elf_interp(elf.elf_program_headers(), elf.endian(), &data),
             _ => None,
         };
+        if interp.is_none() && is_loader(&file) {
+            return Ok(Some(exe));
+        }
         return Ok(interp);
     }
     bail!("{}: too many nested #! interpreters", exe.display())
+}
+
+/// Whether `file` is a dynamic loader: it defines the function loaders call at each
+/// link-map change (glibc's `ld.so`, musl's `libc.so`).
+fn is_loader(file: &object::File) -> bool {
+    use object::{Object as _, ObjectSymbol as _};
+    file.dynamic_symbols()
+        .chain(file.symbols())
+        .any(|s| s.is_definition() && s.name() == Ok("_dl_debug_state"))
 }
 
 fn elf_interp(

@@ -129,6 +129,20 @@ fn attach_wait_catches_a_library_loaded_later() {
 }
 
 #[test]
+fn run_through_the_system_loader_traces_the_program_it_loads() {
+    if !can_trace("run_through_the_system_loader_traces_the_program_it_loads") {
+        return;
+    }
+    let dir = TempDir::new();
+    let loader = std::path::Path::new("/lib64/ld-linux-x86-64.so.2");
+    let program = scenario();
+    let args = [program.to_str().unwrap(), "basic"];
+    let (logged, calls, _) = traced_run(&dir, &[], loader, &args);
+    assert!(logged.len() >= 25, "scenario made {} calls", logged.len());
+    assert_same_calls(&logged, calls);
+}
+
+#[test]
 fn every_copy_of_the_runtime_in_a_process_is_traced() {
     if !can_trace("every_copy_of_the_runtime_in_a_process_is_traced") {
         return;

@@ -304,3 +304,21 @@ fn the_runtimes_fixtures_record_what_the_archive_served() {
         );
     }
 }
+
+#[test]
+fn run_through_an_explicit_loader_traces_the_program_it_loads() {
+    let Some(reals) = reals("run_through_an_explicit_loader_traces_the_program_it_loads") else {
+        return;
+    };
+    // How one runs a program against another libc: the loader is the command, and the
+    // program it loads is what uses the runtime.
+    for r in &reals[1..] {
+        let dir = TempDir::new();
+        let lib = r.hip.parent().unwrap();
+        let loader = lib.join("ld-linux-x86-64.so.2");
+        let lib = lib.to_str().unwrap();
+        let program = r.program.to_str().unwrap();
+        let (_, calls, _) = traced_run(&dir, &[], &loader, &["--library-path", lib, program]);
+        assert_same_calls(&logged_calls(r, &dir.path("scenario.log")), calls);
+    }
+}
