@@ -33,6 +33,10 @@ const DOCUMENTS: &[(&str, &str)] = &[
         "docs/annotate.md",
         include_str!("../../../docs/annotate.md"),
     ),
+    (
+        "docs/rocm-versions.md",
+        include_str!("../../../docs/rocm-versions.md"),
+    ),
 ];
 
 /// The `rocsync` command lines of a document's shell blocks (```sh, ```console or a

@@ -37,12 +37,37 @@ fn man_pages(dir: &Path) -> io::Result<()> {
     std::iter::once(cli.clone())
         .chain(cli.get_subcommands().cloned())
         .try_for_each(|page| {
-            clap_mangen::Man::new(page)
+            let man = clap_mangen::Man::new(page.clone())
                 .source(&source)
-                .manual("rocsync manual")
-                .generate_to(dir)
-                .map(drop)
+                .manual("rocsync manual");
+            let mut roff = Vec::new();
+            man.render(&mut roff)?;
+            let roff = with_value_names(&String::from_utf8_lossy(&roff), &page);
+            fs::write(dir.join(man.get_filename()), roff)
         })
+}
+
+/// The page with each option's value named in its SYNOPSIS, as `man` pages write them
+/// (`[--duration D]`): clap_mangen names only the option (`[--duration]`), which reads
+/// as a flag.
+fn with_value_names(roff: &str, cmd: &clap::Command) -> String {
+    let Some((head, rest)) = roff.split_once(".SH SYNOPSIS\n") else {
+        return roff.to_string();
+    };
+    let (synopsis, tail) = rest.split_once('\n').unwrap_or((rest, ""));
+    let mut synopsis = synopsis.to_string();
+    for arg in cmd
+        .get_arguments()
+        .filter(|a| a.get_action().takes_values())
+    {
+        let (Some(long), Some(names)) = (arg.get_long(), arg.get_value_names()) else {
+            continue;
+        };
+        let token = format!("\\fB\\-\\-{}\\fR", long.replace('-', "\\-"));
+        let values: String = names.iter().map(|n| format!(" \\fI{n}\\fR")).collect();
+        synopsis = synopsis.replacen(&token, &format!("{token}{values}"), 1);
+    }
+    format!("{head}.SH SYNOPSIS\n{synopsis}\n{tail}")
 }
 
 #[cfg(test)]
@@ -84,6 +109,23 @@ mod tests {
             attach.contains(r#".TH rocsync-attach 1  "rocsync "#),
             "{attach}"
         );
+    }
+
+    #[test]
+    fn the_synopsis_names_each_options_value() {
+        let dir = write(Generated::Man);
+        let trace = fs::read_to_string(dir.path().join("out/rocsync-trace.1")).unwrap();
+        let synopsis = trace.split(".SH SYNOPSIS\n").nth(1).unwrap();
+        let synopsis = synopsis.lines().next().unwrap();
+        for shown in [
+            r"[\fB\-d\fR|\fB\-\-duration\fR \fIDURATION\fR]",
+            r"\fB\-\-pid\fR \fIPID\fR",
+            r"[\fB\-\-socket\fR \fIPATH\fR]",
+            // A flag takes no value.
+            r"[\fB\-f\fR|\fB\-\-force\fR]",
+        ] {
+            assert!(synopsis.contains(shown), "{shown} in {synopsis}");
+        }
     }
 
     #[test]
