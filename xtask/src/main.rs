@@ -10,7 +10,7 @@
 //! `cargo xtask bench-soak [MINUTES]` — the daemon for MINUTES (default 10) under unprivileged
 //!                                churn, dyno floods and slow connections (bench/soak.md).
 //! `cargo xtask dist`            — what users install, in target/dist/: the static binary,
-//!                                the .deb, the container image.
+//!                                the .deb, the container image, the wheel.
 //! `cargo xtask setup`           — only the set-up (scripts/setup).
 
 use std::{

@@ -31,6 +31,7 @@ mod deploy_kubernetes;
 mod dist_binary;
 mod dist_deb;
 mod dist_image;
+mod dist_wheel;
 mod doctor;
 mod doctor_runtimes;
 mod edges;

@@ -139,31 +139,12 @@ pub fn build(binary: &Path, out: &Path) -> Result<PathBuf> {
     Ok(deb)
 }
 
-/// The package version: the binary's own (`rocsync 0.1.0 (commit ...)`), with a Cargo
-/// pre-release's `-` made Debian's `~` so `0.2.0-rc.1` sorts before `0.2.0`.
+/// The package version: the binary's own, with a Cargo pre-release's `-` made Debian's
+/// `~` so `0.2.0-rc.1` sorts before `0.2.0`.
 fn version(binary: &Path) -> Result<String> {
-    let out = Command::new(binary)
-        .arg("--version")
-        .output()
-        .with_context(|| format!("running {} --version", binary.display()))?;
-    ensure!(
-        out.status.success(),
-        "{} --version failed",
-        binary.display()
-    );
-    let text = String::from_utf8(out.stdout)?;
-    let version = text
-        .strip_prefix("rocsync ")
-        .and_then(|rest| rest.split_whitespace().next())
-        .with_context(|| format!("unexpected --version: {text}"))?;
-    ensure!(
-        version.starts_with(|c: char| c.is_ascii_digit()),
-        "unexpected version {version:?}"
-    );
-    Ok(version.replace('-', "~"))
+    Ok(super::version(binary)?.replace('-', "~"))
 }
 
-/// `rocsync generate WHAT DIR`, by the binary being packaged.
 fn generate(binary: &Path, what: &str, dir: &Path) -> Result<()> {
     crate::run(Command::new(binary).args(["generate", what]).arg(dir))
 }

@@ -1,16 +1,17 @@
 //! `cargo xtask dist`: everything a user installs, built into `target/dist/`: the
-//! portable binary (static, the eBPF object embedded), the .deb and the container
-//! image.
+//! portable binary (static, the eBPF object embedded), the .deb, the container image
+//! and the Python wheel.
 
 use std::{
     path::{Path, PathBuf},
     process::Command,
 };
 
-use anyhow::{Context as _, Result, bail};
+use anyhow::{Context as _, Result, bail, ensure};
 
 pub mod deb;
 pub mod image;
+pub mod wheel;
 
 /// Where the artefacts go.
 pub fn dir() -> PathBuf {
@@ -27,7 +28,32 @@ pub fn dist() -> Result<PathBuf> {
     eprintln!("xtask: {}", deb.display());
     let image = image::build(&binary, &out)?;
     eprintln!("xtask: {}", image.display());
+    let wheel = wheel::build(&binary, &out)?;
+    eprintln!("xtask: {}", wheel.display());
     Ok(out)
+}
+
+/// The binary's own version (`rocsync 0.1.0 (commit ...)`), as Cargo spells it.
+fn version(binary: &Path) -> Result<String> {
+    let out = Command::new(binary)
+        .arg("--version")
+        .output()
+        .with_context(|| format!("running {} --version", binary.display()))?;
+    ensure!(
+        out.status.success(),
+        "{} --version failed",
+        binary.display()
+    );
+    let text = String::from_utf8(out.stdout)?;
+    let version = text
+        .strip_prefix("rocsync ")
+        .and_then(|rest| rest.split_whitespace().next())
+        .with_context(|| format!("unexpected --version: {text}"))?;
+    ensure!(
+        version.starts_with(|c: char| c.is_ascii_digit()),
+        "unexpected version {version:?}"
+    );
+    Ok(version.to_string())
 }
 
 /// The portable binary, `target/dist/rocsync`: glibc linked statically (a static-pie),
