@@ -111,6 +111,7 @@ fn main() {
     gcc::<&str>(&out.join("launcher"), &c.join("launcher.c"), &[]);
     gcc::<&str>(&out.join("standalone"), &c.join("standalone.c"), &[]);
     gcc::<&str>(&out.join("peak_rss"), &c.join("peak_rss.c"), &[]);
+    gcc::<&str>(&out.join("seccomp_run"), &c.join("seccomp_run.c"), &[]);
     gcc(
         &out.join("dlopen_loop"),
         &c.join("dlopen_loop.c"),

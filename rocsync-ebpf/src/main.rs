@@ -93,6 +93,21 @@ fn observed(tgid: u32) -> Option<Config> {
     }
 }
 
+/// Returns that `return_check` saw (slot 0).
+#[map]
+static RETURN_CHECKS: Array<u64> = Array::with_max_entries(1, 0);
+
+/// Counts a return: attached to a function of rocsync's own in a child under a seccomp
+/// filter, it tells whether this kernel lets a probed return through seccomp, and that
+/// the return was probed at all (userspace `probes::seccomp`).
+#[aya_ebpf::macros::uretprobe]
+pub fn return_check(_ctx: aya_ebpf::programs::RetProbeContext) -> u32 {
+    if let Some(n) = RETURN_CHECKS.get_ptr_mut(0) {
+        fetch_add(n);
+    }
+    0
+}
+
 #[cfg(not(test))]
 #[panic_handler]
 fn panic(_info: &core::panic::PanicInfo) -> ! {

@@ -162,6 +162,11 @@ pub fn real_hip_program() -> Option<PathBuf> {
     p.exists().then_some(p)
 }
 
+/// `seccomp_run CMD ARGS…`: CMD under a seccomp filter that kills at a `uretprobe` call.
+pub fn seccomp_run() -> PathBuf {
+    Path::new(OUT).join("seccomp_run")
+}
+
 /// A program built against one of Debian's later real HIP runtimes (`scripts/rocm-runtimes`).
 pub struct RealRuntime {
     /// The ROCm series, as `6.4`.

@@ -41,7 +41,7 @@ use tokio::{
 use crate::{
     agents::ClaimId,
     lockfile::LockFile,
-    probes::{ProbeOptions, Probes, async_ring},
+    probes::{ProbeOptions, Probes, async_ring, seccomp::Returns},
     signals::Signals,
 };
 use handlers::events::{self, Flow};
@@ -157,6 +157,29 @@ impl Io {
 }
 
 /// Loads the probes, listens, and scans the running processes.
+/// The daemon's probes are file-wide: they run in every process mapping a runtime file,
+/// containers under seccomp profiles included. Where a probed return kills such a process
+/// (`probes::seccomp`), it does not start.
+fn refuse_where_returns_kill(probes: &mut Probes) -> Result<()> {
+    match Returns::of_kernel(probes) {
+        Ok(Returns::Pass) => Ok(()),
+        Ok(Returns::Kill) => anyhow::bail!(
+            "on this kernel a probed return kills a process under a seccomp filter (most \
+             containers' default profiles: the filter sees the uretprobe system call), and \
+             the daemon's probes run in every process mapping a runtime; it needs a kernel \
+             with \"seccomp: passthrough uretprobe systemcall\" (Linux 6.14, or a stable \
+             backport). `rocsync doctor` shows it as \"returns under seccomp\""
+        ),
+        Err(e) => {
+            crate::say!(
+                "rocsync daemon: warning: could not tell whether a probed return is safe under \
+                 seccomp here: {e:#}"
+            );
+            Ok(())
+        }
+    }
+}
+
 async fn start(config: DaemonConfig, flags: ConfigFlags, signals: Signals) -> Result<(Daemon, Io)> {
     crate::preflight::check()?;
     let lock = node_lock(&config.lock)?;
@@ -168,6 +191,7 @@ async fn start(config: DaemonConfig, flags: ConfigFlags, signals: Signals) -> Re
         labelled_series: labelled,
         ..ProbeOptions::default()
     })?;
+    refuse_where_returns_kill(&mut probes)?;
     probes.discover_system_wide()?;
     let ring = async_ring(probes.take_ring()?)?;
     // Before the scan attaches the temporary *GetDevice probes.

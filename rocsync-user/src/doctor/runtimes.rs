@@ -11,6 +11,7 @@ use anyhow::Result;
 use super::{Check, Status};
 use crate::{
     backend::{RUNTIMES, Runtime, is_version_of},
+    probes::seccomp::Returns,
     probes::{ApiChoice, ProbeOptions, Probes, library::OpenedLibrary},
 };
 
@@ -78,6 +79,8 @@ pub fn checks() -> Vec<Check> {
                     "a kernel with BTF and the task kfuncs (optional)",
                 )
             });
+            let mut p = p;
+            checks.push(returns_under_seccomp(&mut p));
             Some(p)
         }
         Err(e) => {
@@ -159,6 +162,27 @@ pub fn checks() -> Vec<Check> {
         }
     }
     checks
+}
+
+/// Whether a probed return kills a process under a seccomp filter (containers' default
+/// profiles): tried on a child of doctor's own.
+fn returns_under_seccomp(probes: &mut Probes) -> Check {
+    const FOR: &str = "probing the returns of seccomp-filtered processes (containers)";
+    match Returns::of_kernel(probes) {
+        Ok(Returns::Pass) => Check::ok("returns under seccomp", "safe", FOR),
+        Ok(Returns::Kill) => Check::ok(
+            "returns under seccomp",
+            "a probed return kills a filtered process",
+            FOR,
+        )
+        .not(
+            Status::Missing,
+            "a kernel with \"seccomp: passthrough uretprobe systemcall\" (6.14, or a \
+             stable backport); meanwhile rocsync refuses filtered targets and the daemon \
+             does not start",
+        ),
+        Err(e) => Check::ok("returns under seccomp", format!("not tried: {e:#}"), FOR).unknown(),
+    }
 }
 
 /// Attaches the probes of `kind` to `path` for this process, and detaches them.

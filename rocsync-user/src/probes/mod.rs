@@ -20,6 +20,7 @@ pub(crate) mod maps;
 mod multi;
 pub(crate) mod placement;
 mod release;
+pub mod seccomp;
 mod stops;
 mod targets;
 mod tree;
@@ -196,6 +197,7 @@ impl Probes {
             DOORBELL,
             AGENT_INFO_ENTER,
             AGENT_INFO_EXIT,
+            seccomp::RETURN_CHECK,
         ]) {
             uprobe(&mut ebpf, name)?
                 .load()

@@ -60,6 +60,7 @@ mod report;
 mod resolution;
 mod run_duration;
 mod rust_driver;
+mod seccomp_targets;
 mod signals;
 mod stop;
 mod target_table;

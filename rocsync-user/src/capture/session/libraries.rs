@@ -1,18 +1,24 @@
 //! Finding and probing what a target maps: runtime libraries (HIP, CUDA, HSA), its
 //! dynamic loader, and — for `attach` — the devices its threads chose before the capture.
 
-use anyhow::Result;
+use anyhow::{Result, bail};
 use rocsync_common::{GetDeviceMode, Switch};
 
 use super::Session;
 use crate::{
     backend::Runtime,
-    probes::{LibraryReport, ld_so, library::OpenedLibrary, maps},
+    probes::{
+        LibraryReport, ld_so,
+        library::OpenedLibrary,
+        maps,
+        seccomp::{self, Returns},
+    },
 };
 
 impl Session {
     /// Starts capturing `pid` and hooks its dynamic loader for library loads.
     pub fn add_target(&mut self, pid: u32, loader: Option<OpenedLibrary>) -> Result<()> {
+        self.check_returns(pid)?;
         // Loader stops are armed only once the loop that answers them runs (see `arm`).
         self.targets.push(pid);
         self.learn_process(pid);
@@ -29,6 +35,27 @@ impl Session {
             ));
         }
         Ok(())
+    }
+
+    /// Refuses a target that a probed return would kill: one under a seccomp filter, on a
+    /// kernel whose filters see a uretprobe's system call (`probes::seccomp`).
+    fn check_returns(&mut self, pid: u32) -> Result<()> {
+        match Returns::of_kernel(&mut self.probes) {
+            Ok(Returns::Pass) => Ok(()),
+            Ok(Returns::Kill) if seccomp::filtered(pid) => bail!(
+                "pid {pid} runs under a seccomp filter, and on this kernel a probed return \
+                 kills such a process (its filter sees the uretprobe system call; Linux 6.14 \
+                 lets it through): rocsync does not probe it"
+            ),
+            Ok(Returns::Kill) => Ok(()),
+            Err(e) => {
+                self.say(&format!(
+                    "rocsync: warning: could not tell whether a probed return is safe under \
+                     seccomp here: {e:#}"
+                ));
+                Ok(())
+            }
+        }
     }
 
     /// The capture's global settings. File-wide probes run in every process mapping the
@@ -234,6 +261,12 @@ impl Session {
             {
                 self.say(&format!("rocsync: warning: {e:#}"));
             }
+        }
+        // A process that put itself under a seccomp filter since (a container's entry
+        // point, a sandbox) gets none of its runtimes probed where that would kill it.
+        if let Err(e) = self.check_returns(pid) {
+            self.say(&format!("rocsync: warning: {e:#}"));
+            return Ok(n);
         }
         for runtime in self.runtimes.clone() {
             // The driver, unless one of its functions was asked for.
