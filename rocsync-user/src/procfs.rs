@@ -17,7 +17,14 @@ pub fn path(pid: u32, file: &str) -> PathBuf {
 
 /// A process's `/proc/PID/FILE` as text.
 pub fn read(pid: u32, file: &str) -> io::Result<String> {
-    std::fs::read_to_string(path(pid, file))
+    // Lossily: paths and names in these files are their owners' bytes (an executable
+    // named `rt\xff` made its process's maps unreadable as UTF-8, and it went untracked).
+    // What is opened is opened by other means (`map_files`, `exe`).
+    let bytes = std::fs::read(path(pid, file))?;
+    Ok(match String::from_utf8(bytes) {
+        Ok(text) => text,
+        Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+    })
 }
 
 /// `/proc/PID/maps`, or why it cannot be read.

@@ -14,13 +14,27 @@ const SHOWN_CHARS: usize = 200;
 /// Pids a log line names; the rest are counted.
 const SHOWN_PIDS: usize = 8;
 
-/// `text` for a log line: control characters escaped (`\u{1b}`, `\r`), at most
-/// [`SHOWN_CHARS`] characters, the rest counted.
+/// Whether `c` must be escaped where a peer's text is shown: control characters, and the
+/// invisible ones that reorder or hide what surrounds them (bidirectional overrides and
+/// isolates, zero-width characters, line and paragraph separators): "Trojan source".
+fn hidden(c: char) -> bool {
+    c.is_control()
+        || matches!(c,
+            '\u{200B}'..='\u{200F}'
+                | '\u{2028}'..='\u{202E}'
+                | '\u{2060}'..='\u{2069}'
+                | '\u{FEFF}'
+                | '\u{061C}'
+                | '\u{180E}')
+}
+
+/// `text` for a log line: control and invisible characters escaped (`\u{1b}`, `\r`,
+/// `\u{202e}`), at most [`SHOWN_CHARS`] characters, the rest counted.
 pub fn shown(text: &str) -> String {
     let mut out = String::new();
     let mut chars = text.chars();
     for c in chars.by_ref().take(SHOWN_CHARS) {
-        if c.is_control() {
+        if hidden(c) {
             out.extend(c.escape_default());
         } else {
             out.push(c);
@@ -33,13 +47,13 @@ pub fn shown(text: &str) -> String {
     out
 }
 
-/// `text` with its control characters escaped, whole: what a client prints of the
-/// daemon's answer (an executable's name is its owner's to choose).
+/// `text` with its control and invisible characters escaped, whole: what a client prints
+/// of the daemon's answer (an executable's name is its owner's to choose).
 pub fn escaped(text: &str) -> String {
     text.chars()
         .flat_map(|c| {
-            let esc = c.is_control().then(|| c.escape_default());
-            let plain = (!c.is_control()).then_some(c);
+            let esc = hidden(c).then(|| c.escape_default());
+            let plain = (!hidden(c)).then_some(c);
             esc.into_iter().flatten().chain(plain)
         })
         .collect()
@@ -170,6 +184,14 @@ mod tests {
         let s = shown(&long);
         assert!(s.ends_with("… (50 more characters)"), "{s}");
         assert!(s.len() < SHOWN_CHARS + 30);
+    }
+
+    #[test]
+    fn invisible_reordering_characters_are_escaped_and_letters_kept() {
+        // "trainer" shown as "reniart" by a right-to-left override, and a zero-width space.
+        assert_eq!(shown("x\u{202e}reniart"), "x\\u{202e}reniart");
+        assert_eq!(escaped("a\u{200b}b\u{2066}"), "a\\u{200b}b\\u{2066}");
+        assert_eq!(escaped("rté 训练"), "rté 训练");
     }
 
     #[test]

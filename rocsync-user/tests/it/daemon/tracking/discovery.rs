@@ -206,3 +206,38 @@ fn the_flight_recorder_keeps_one_get_device_per_thread_while_the_daemon_learns()
     let drops = t["rocsync"]["drops"].as_object().unwrap();
     assert!(drops.values().all(|n| n == 0), "{drops:?}");
 }
+
+#[test]
+fn a_process_whose_name_is_not_utf8_is_tracked_and_shown_escaped() {
+    use std::os::unix::ffi::OsStrExt as _;
+    let name = "a_process_whose_name_is_not_utf8_is_tracked_and_shown_escaped";
+    let Some((dir, _)) = daemon_test(name) else {
+        return;
+    };
+    // Any user names their executables: `rt\xff` (not UTF-8) then a right-to-left
+    // override. Its maps were unreadable as UTF-8, and it went untracked: a hang hidden.
+    let mut bytes = dir.path("rt").as_os_str().as_bytes().to_vec();
+    bytes.extend_from_slice(b"\xff\xe2\x80\xaeexe");
+    let exe = std::path::PathBuf::from(std::ffi::OsStr::from_bytes(&bytes));
+    std::fs::copy(rocsync_tests::scenario(), &exe).unwrap();
+    // The filter sees the name as shown (lossily).
+    let include = format!("--include-exe={}", exe.display());
+    let (daemon, mut lines) = start_daemon(&dir, &dir.path("none"), &[&include]);
+    let mut target = Gated::start(
+        Command::new(&exe)
+            .args(["gated", "basic"])
+            .env("SCENARIO_HIP", rocsync_tests::sim_hip())
+            .env("SCENARIO_LOG", dir.path("odd.log")),
+    );
+    lines.wait_for(&format!("tracking pid {}", target.child.id()));
+    let line = lines.1.last().unwrap().clone();
+    assert!(line.contains("rt\u{fffd}\\u{202e}exe"), "{line}");
+    let status = ask_daemon(&dir.path("rocsync.sock"), &["status"]);
+    assert!(
+        status.contains("\\u{202e}") && !status.contains('\u{202e}'),
+        "{status}"
+    );
+    target.open();
+    assert!(target.child.wait().unwrap().success());
+    stop(daemon);
+}
