@@ -95,8 +95,18 @@ impl Daemon {
                 self.dump_flight(client, ring).await
             }
             Asked::Trace(Some(spec), send_files) => {
+                let uid = rustix::net::sockopt::socket_peercred(&conn)
+                    .ok()
+                    .map(|c| c.uid.as_raw());
+                // Root's request first: a group member's trace of the same agents ends.
+                if uid == Some(0) {
+                    self.sessions.preempt_for(&spec.agents);
+                }
                 match self.begin(Start::new(spec, Origin::Asked)) {
-                    Ok(trace) => trace.reply = Some(PendingReply { conn, send_files }),
+                    Ok(trace) => {
+                        trace.reply = Some(PendingReply { conn, send_files });
+                        trace.asked_by = uid;
+                    }
                     Err(e) => refuse(conn, &e).await,
                 }
             }

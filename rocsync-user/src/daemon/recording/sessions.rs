@@ -121,6 +121,24 @@ impl Sessions {
         Ok(())
     }
 
+    /// Ends now, and releases the agents of, every trace another user than root asked for
+    /// on agents overlapping `agents`: root's request comes first. Returns how many.
+    pub fn preempt_for(&mut self, agents: &AgentSet) -> usize {
+        let mut n = 0;
+        for (claim, t) in &mut self.traces {
+            let users = t.asked_by.is_some_and(|uid| uid != 0);
+            if users && t.recording() && t.agents.overlaps(agents) {
+                if let Some(c) = claim.take() {
+                    let _ = self.claims.stop(c);
+                }
+                // Counted truncated when it is done (`due`).
+                t.preempt();
+                n += 1;
+            }
+        }
+        n
+    }
+
     /// A standalone capture's claim.
     pub fn hold(&mut self, name: String, agents: AgentSet) -> Result<ClaimId, ClaimError> {
         let id = self.claims.start(&name, agents)?;

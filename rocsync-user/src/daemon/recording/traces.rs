@@ -56,6 +56,8 @@ pub struct Active {
     pub origin: Origin,
     /// The client waiting for the files.
     pub reply: Option<PendingReply>,
+    /// The uid of the socket peer that asked for it (asked traces only).
+    pub asked_by: Option<u32>,
     /// How the daemon's call probes are attached (`uprobe_multi` or `perf_event`).
     call_probe_links: &'static str,
     /// What the budget shed, and when it began (µs, the rows' clock): the trace says
@@ -105,6 +107,7 @@ impl Active {
             stopping: false,
             origin,
             reply,
+            asked_by: None,
             call_probe_links: tracker.probes.link_kind().name(),
             shed: (tracker.shed_log.clone(), budget::now_us()),
             recorded: (None, None),
@@ -225,6 +228,26 @@ impl Active {
                 ),
                 _ => "its output failed".into(),
             }
+        );
+        self.deadline();
+    }
+
+    /// Ends it now for root's request of the same agents: a user's trace (up to an hour)
+    /// may not keep root from tracing. Written as far as it went, marked truncated.
+    pub fn preempt(&mut self) {
+        if self.stopping {
+            return;
+        }
+        self.truncated = Some(json!({
+            "reason": "preempted", "by": "a request of root's for the same agents",
+            "at_unix_us": budget::now_us(),
+        }));
+        crate::say!(
+            "rocsync daemon: trace {} of pid(s) {} (asked by uid {}) ends early: root asked \
+             for its agents",
+            self.id,
+            pids_shown(&self.pids),
+            self.asked_by.map_or("?".into(), |u| u.to_string()),
         );
         self.deadline();
     }

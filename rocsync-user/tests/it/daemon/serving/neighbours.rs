@@ -265,3 +265,44 @@ fn one_users_idle_connections_take_no_one_elses_slots() {
     assert!(ask_daemon(&sock, &["status"]).contains("tracked processes: "));
     stop(daemon);
 }
+
+#[test]
+fn roots_trace_ends_a_group_members_trace_of_the_same_agents() {
+    let name = "roots_trace_ends_a_group_members_trace_of_the_same_agents";
+    let Some((dir, exe)) = daemon_test(name) else {
+        return;
+    };
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(dir.0.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
+    let (daemon, mut lines) = start_daemon(&dir, &exe, &["--group", "nogroup"]);
+    let target = tracked_loop(&dir, &exe, &mut lines, 30_000);
+    let pid = target.id().to_string();
+    let sock = dir.path("rocsync.sock");
+    // A group member's trace of every agent, for ten minutes (an hour is allowed).
+    let member = std::process::Command::new("setpriv")
+        .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"])
+        .arg(env!("CARGO_BIN_EXE_rocsync"))
+        .args(["trace", "-p", &pid, "--duration", "10m", "--socket"])
+        .arg(&sock)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    lines.wait_for(&format!("recording pid(s) [{pid}]"));
+    // Root's trace of the same agents is not refused: the member's ends, written.
+    let roots = ask_daemon(&sock, &["trace", "-p", &pid, "--duration", "200ms"]);
+    assert!(roots.trim().ends_with(".json"), "{roots}");
+    let out = member.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let theirs = String::from_utf8(out.stdout).unwrap();
+    let t = crate::common::read_json(std::path::Path::new(theirs.trim()));
+    let truncated = &t["rocsync"]["parameters"]["truncated"];
+    assert_eq!(truncated["reason"], "preempted", "{truncated}");
+    lines.wait_for_all(&["(asked by uid 65534) ends early: root asked for its agents"]);
+    drop(target);
+    stop(daemon);
+}
