@@ -41,20 +41,41 @@ struct Args {
     wait_on_unknown_reason: Value,
 }
 
+/// Most rows of each kind the report keeps (each costs about a kilobyte until the report
+/// is made): a trace of more is reported on its first rows, the rest counted unused. A
+/// trace is streamed, so its size alone costs nothing; this bounds what it holds.
+const MAX_ROWS: usize = 1 << 21;
+
 pub fn read(input: impl BufRead) -> Result<Capture> {
+    read_within(input, MAX_ROWS)
+}
+
+fn read_within(input: impl BufRead, max_rows: usize) -> Result<Capture> {
     // Only runtime and device sync rows are kept: every other event passes by.
     let (mut runtime, mut syncs) = (Vec::new(), Vec::new());
+    let mut past_bound = 0u64;
     let rocsync = stream::read(input, |e: Event| {
         if e.ph != "X" {
             return;
         }
-        if e.cat == "cuda_runtime" {
-            runtime.push(e);
+        let rows = if e.cat == "cuda_runtime" {
+            &mut runtime
         } else if e.cat == "cuda_sync" {
-            syncs.push(e);
+            &mut syncs
+        } else {
+            return;
+        };
+        if rows.len() < max_rows {
+            rows.push(e);
+        } else {
+            past_bound += 1;
         }
     })?;
     let mut capture = Capture::default();
+    if past_bound > 0 {
+        let why = format!("rows past the report's bound of {max_rows} of a kind");
+        capture.unusable.insert(why, past_bound);
+    }
     // The device sync row of each call, by correlation: its name and device.
     let mut device_rows: BTreeMap<u64, (String, i32)> = BTreeMap::new();
     for e in &syncs {
@@ -197,6 +218,28 @@ mod tests {
     fn sync(name: &str, corr: u64) -> Value {
         serde_json::json!({"ph": "X", "cat": "cuda_sync", "name": name, "pid": 1, "tid": 2,
             "ts": 0.0, "dur": 1.0, "args": {"correlation": corr}})
+    }
+
+    #[test]
+    fn rows_past_the_bound_are_counted_not_kept() {
+        let events: Vec<Value> = (0..5)
+            .map(|i| {
+                runtime(
+                    "hipEventRecord",
+                    i,
+                    3,
+                    i as f64 * 10.0,
+                    serde_json::json!({}),
+                )
+            })
+            .collect();
+        let t = serde_json::json!({"traceEvents": events, "rocsync": {"drops": {}}});
+        let capture = read_within(t.to_string().as_bytes(), 3).unwrap();
+        assert_eq!(capture.calls.len(), 3);
+        assert_eq!(
+            capture.unusable["rows past the report's bound of 3 of a kind"],
+            2
+        );
     }
 
     #[test]
