@@ -315,6 +315,37 @@ impl Api {
         Api::CudaMemcpyAsync,
     ];
 
+    /// Whether counting needs nothing of its return: a record's, a stream wait's or a
+    /// destroy's count is its entry, and nothing waits in it (no stall, no hang). The
+    /// daemon probes their returns only while something records (a trace, the flight
+    /// recorder): a counted process pays one trap per such call, not two. Their errors
+    /// are counted only while their returns are probed.
+    pub const fn return_optional(self) -> bool {
+        matches!(
+            self.op(),
+            Op::EventRecord
+                | Op::EventRecordWithFlags
+                | Op::StreamWaitEvent
+                | Op::EventDestroy
+                | Op::StreamDestroy
+        ) && !self.entry_only()
+    }
+
+    /// The bit of each [`Api::return_optional`] API's id: the probes' `RETURNLESS`
+    /// map holds it while their returns are not probed.
+    pub const RETURN_OPTIONAL: u64 = {
+        let mut mask = 0u64;
+        let mut i = 0;
+        while i < Api::ALL.len() {
+            let api = Api::ALL[i];
+            if api.return_optional() {
+                mask |= 1 << (api as u32);
+            }
+            i += 1;
+        }
+        mask
+    };
+
     /// Whether it polls (`*EventQuery`): a poll resolves no wait, so the daemon's budget
     /// may stop probing it.
     pub const fn is_polling(self) -> bool {

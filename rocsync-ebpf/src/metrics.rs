@@ -52,6 +52,11 @@ static PENDING: LruHashMap<u64, PendingCall> = LruHashMap::with_max_entries(1638
 #[map]
 static STALL_NS: Array<u64> = Array::with_max_entries(1, 0);
 
+/// The APIs whose return probe is not attached now, a bit per id (slot 0; 0 in a
+/// capture: every return probed).
+#[map]
+static RETURNLESS: Array<u64> = Array::with_max_entries(1, 0);
+
 /// AQL packets published by counted processes, per agent and type
 /// (`rocsync_common::aql_slot`).
 #[map]
@@ -225,7 +230,7 @@ fn count(cookie: Cookie, args: &[u64; 3], pid_tgid: u64, tgid: u32, group: u32) 
         count_stream_use(cookie, args, (tgid, ns), v);
     }
     // No return comes to end it: it would look in flight for ever (a hang).
-    if cookie.entry_only() {
+    if cookie.entry_only() || returnless(cookie.api()) {
         return;
     }
     let pending = PendingCall {
@@ -243,6 +248,17 @@ fn count(cookie: Cookie, args: &[u64; 3], pid_tgid: u64, tgid: u32, group: u32) 
             let _ = PENDING.insert(pid_tgid, pending, 0);
         }
     }
+}
+
+/// Whether `api`'s return probe is not attached now (the daemon attaches the returns
+/// counting does not need only while something records: `Api::RETURN_OPTIONAL`). A
+/// constant false for the other APIs' programs: no lookup.
+#[inline(always)]
+fn returnless(api: u32) -> bool {
+    Api::RETURN_OPTIONAL & (1u64 << (api & 63)) != 0
+        && RETURNLESS
+            .get(0)
+            .is_some_and(|m| m & (1u64 << (api & 63)) != 0)
 }
 
 /// Keeps the dependency state of a record or a stream wait (`dependency`), and counts

@@ -26,6 +26,7 @@ impl From<CaptureArgs> for CaptureSettings {
                 extra: a.probe.into_iter().flat_map(|l| l.0).collect(),
                 skip: a.skip,
                 temporary: Vec::new(),
+                returns: Default::default(),
             },
             probes: ProbeOptions {
                 ring_bytes: Some(a.ring_size),

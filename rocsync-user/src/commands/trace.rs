@@ -182,6 +182,7 @@ pub fn status(args: StatusArgs) -> Result<i32> {
             h.pid, h.tid, h.api, h.blocked_s
         ));
     }
+    out.push(format!("return probes: {}", s.returns_probed));
     out.push(format!("standalone captures: {}", s.claims.len()));
     out.extend(s.claims.iter().map(|c| format!("  {c}")));
     // Names are their owners' (an executable may be named with a newline or an escape

@@ -239,12 +239,18 @@ async fn start(config: DaemonConfig, flags: ConfigFlags, signals: Signals) -> Re
         }
     };
     probes.set_stall_threshold(config.capture_on_stall)?;
+    // Counting pays one trap for calls whose return it does not need (`returns.rs`).
+    probes.set_returnless(true)?;
     let mut tracker = Tracker::new(
         probes,
         config.filters.clone(),
         baseline,
         pods::Pods::new(config.metric_labels, config.host_state.clone()),
     );
+    // The flight recorder records every tracked process always: every return with it.
+    if flight.is_some() {
+        tracker.returns_on()?;
+    }
     let learn_for = config.learn_devices;
     tracker.scan_all(!learn_for.is_zero());
     // The temporary *GetDevice probes of the scan, removed after a while (they trap

@@ -134,6 +134,11 @@ impl Daemon {
             writing: self.writing.names().into_iter().map(String::from).collect(),
             stall_traces: self.stalls.recent.iter().cloned().collect(),
             hangs: self.hangs.shown(crate::clock::monotonic_ns() as u64),
+            returns_probed: match self.tracker.returns.on() {
+                true => "all",
+                false => "needed",
+            }
+            .into(),
         }
     }
 }

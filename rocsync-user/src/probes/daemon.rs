@@ -32,6 +32,23 @@ impl Probes {
 
     /// Synchronisations longer than `threshold` are counted as stalls and announced on
     /// the ring (`None`: never).
+    /// Says which return probes are not attached now ([`Api::return_optional`]'s, or
+    /// none): their entries then leave nothing in flight for a return to end.
+    pub fn set_returnless(&mut self, returnless: bool) -> Result<()> {
+        let mask = if returnless {
+            rocsync_common::Api::RETURN_OPTIONAL
+        } else {
+            0
+        };
+        let mut a: aya::maps::Array<_, u64> = aya::maps::Array::try_from(
+            self.ebpf
+                .map_mut("RETURNLESS")
+                .context("RETURNLESS map missing")?,
+        )?;
+        a.set(0, mask, 0).context("updating RETURNLESS")?;
+        Ok(())
+    }
+
     pub fn set_stall_threshold(&mut self, threshold: Option<std::time::Duration>) -> Result<()> {
         let mut map: aya::maps::Array<_, u64> = aya::maps::Array::try_from(
             self.ebpf

@@ -89,6 +89,32 @@ pub struct ApiChoice {
     /// Probed only until [`Probes::detach_temporary`] (`attach` learning the devices of
     /// threads that chose theirs before it, through `*GetDevice`).
     pub temporary: Vec<Api>,
+    /// Which return probes attach.
+    pub returns: ReturnProbes,
+}
+
+/// Which return probes of the chosen functions attach: the daemon attaches those that
+/// counting does not need ([`Api::return_optional`]) apart, only while something records.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ReturnProbes {
+    #[default]
+    All,
+    /// Every entry, and the returns counting needs.
+    Needed,
+    /// Only the returns counting does not need.
+    Optional,
+}
+
+impl ReturnProbes {
+    /// Whether `api`'s program (a return probe: `ret`) attaches.
+    fn wants(self, api: Api, ret: bool) -> bool {
+        let optional = ret && api.return_optional();
+        match self {
+            ReturnProbes::All => true,
+            ReturnProbes::Needed => !optional,
+            ReturnProbes::Optional => optional,
+        }
+    }
 }
 
 impl ApiChoice {
@@ -326,7 +352,10 @@ impl Probes {
                 f.placement.offset
             };
             let temporary = choice.temporary.contains(&api);
-            for (prog, ret) in api.programs() {
+            for (prog, ret) in api
+                .programs()
+                .filter(|&(_, ret)| choice.returns.wants(api, ret))
+            {
                 let at = (offset, ret);
                 if let Err(e) = self.attach_call(prog, at, path, pid, &f.names, temporary) {
                     self.rollback(mark);

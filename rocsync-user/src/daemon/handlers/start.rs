@@ -27,6 +27,8 @@ impl Daemon {
         let id = self.take_id();
         let limits = (id, self.config.trace_max_bytes);
         let trace = Active::open(&self.tracker, start, pids, &self.config.state_dir, limits)?;
+        // Every return it records is probed before its recording is switched on.
+        self.tracker.returns_on()?;
         match (&mut self.flight, unasked) {
             (Some(f), true) => {
                 let chunks = f.chunks();

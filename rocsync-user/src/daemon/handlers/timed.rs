@@ -92,6 +92,11 @@ impl Daemon {
         for trace in self.sessions.take_closing() {
             self.writing.trace(trace);
         }
+        // Nothing records: the returns counting does not need come off (`returns.rs`).
+        if !self.sessions.recording() && !self.sessions.has_closing() && self.flight.is_none() {
+            self.tracker.returns_off()?;
+        }
+        self.tracker.retire_returns();
         Ok(())
     }
 }

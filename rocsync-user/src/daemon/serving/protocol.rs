@@ -108,6 +108,10 @@ pub struct Status {
     /// Hangs being traced now, with what each waits on.
     #[serde(default)]
     pub hangs: Vec<Hung>,
+    /// Which return probes are attached: `all`, or `needed` (those of the calls that
+    /// may block: records', waits' and destroys' only while something records).
+    #[serde(default)]
+    pub returns_probed: String,
 }
 
 /// A synchronisation blocked past `--hang-after`, its trace recording.

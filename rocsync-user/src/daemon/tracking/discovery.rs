@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use crate::daemon::tracking::files::{FileId, Files, MAX_FILES_PER_USER, Part};
 use crate::daemon::tracking::polling::{Polling, is_unusable};
+use crate::daemon::tracking::returns::{FileReturns, ReturnsApart};
 use crate::daemon::tracking::snapshot::Snapshot;
 
 use anyhow::Result;
@@ -22,7 +23,7 @@ use crate::daemon::{
 };
 use crate::{
     backend::{RUNTIMES, Runtime},
-    probes::{ApiChoice, Probes, ld_so, library::OpenedLibrary, maps},
+    probes::{ApiChoice, Probes, ReturnProbes, ld_so, library::OpenedLibrary, maps},
     procfs,
 };
 
@@ -53,6 +54,8 @@ pub struct Tracker {
     learning: bool,
     /// Each tracked process's pod, and the label group its calls are counted in.
     pub pods: Pods,
+    /// Whether the returns counting does not need are attached (`returns.rs`).
+    pub returns: ReturnsApart,
     /// Calls of tracked processes made before they were tracked (their first calls,
     /// before discovery read their library load), by label group and series slot:
     /// `/metrics` adds them to the kernel's counts.
@@ -73,7 +76,29 @@ impl Tracker {
             quiet: Quiet::new("files refused for their user's cap"),
             learning: false,
             pods,
+            returns: ReturnsApart::default(),
             early: BTreeMap::new(),
+        }
+    }
+
+    /// The returns counting does not need, attached: before a recording is switched on.
+    pub fn returns_on(&mut self) -> Result<()> {
+        self.returns
+            .switch_on(&mut self.probes, self.files.returns())
+    }
+
+    /// Those returns detached a grace from now: once nothing records.
+    pub fn returns_off(&mut self) -> Result<()> {
+        self.returns
+            .switch_off(&mut self.probes, self.files.returns())
+    }
+
+    /// Detaches the returns whose grace is over.
+    pub fn retire_returns(&mut self) {
+        let now = tokio::time::Instant::now();
+        let done = self.returns.retired(now, self.files.returns());
+        if !done.is_empty() {
+            drop(self.probes.release(done));
         }
     }
 
@@ -277,8 +302,10 @@ impl Tracker {
         let attached = match what {
             Probed::Runtime(r, carried) => {
                 // The polling probes are attached apart (below): the budget sheds them.
+                // So are the returns counting does not need (`returns.rs`).
                 let mut choice = ApiChoice {
                     skip: r.apis().filter(|a| a.is_polling()).collect(),
+                    returns: ReturnProbes::Needed,
                     ..ApiChoice::default()
                 };
                 if self.learning {
@@ -310,7 +337,18 @@ impl Tracker {
                     }
                     Probed::Hsa => None,
                 };
-                self.files.add((&lib, part), (owner, pid), links, polling);
+                let returns = match what {
+                    Probed::Runtime(r, carried) => lib.try_clone().map(|l| {
+                        let mut f = FileReturns::new(l, r, carried);
+                        if let Err(e) = self.returns.file_added(&mut self.probes, &mut f) {
+                            crate::say!("rocsync daemon: warning: {}: {e:#}", shown());
+                        }
+                        f
+                    }),
+                    Probed::Hsa => None,
+                };
+                self.files
+                    .add((&lib, part), (owner, pid), links, (polling, returns));
                 // Said once every probe of the file is on.
                 crate::say!("rocsync daemon: probing {}{hsa}", shown());
             }

@@ -14,7 +14,7 @@ use std::{
     thread::JoinHandle,
 };
 
-use crate::daemon::tracking::polling::Polling;
+use crate::daemon::tracking::{polling::Polling, returns::FileReturns};
 use crate::probes::{LinkGroup, library::OpenedLibrary};
 
 /// Files probed for one user's processes unless the configuration says otherwise: a
@@ -72,6 +72,8 @@ struct Probed {
     pids: BTreeSet<u32>,
     /// Its polling probes, apart (a runtime that has them).
     polling: Option<Polling>,
+    /// The returns counting does not need, apart (a runtime's).
+    returns: Option<FileReturns>,
 }
 
 #[derive(Default)]
@@ -140,7 +142,7 @@ impl Files {
         (lib, part): (&OpenedLibrary, Part),
         (uid, pid): (u32, u32),
         links: LinkGroup,
-        polling: Option<Polling>,
+        (polling, returns): (Option<Polling>, Option<FileReturns>),
     ) {
         *self.per_uid.entry(uid).or_default() += 1;
         self.over_cap.remove(&FileId::of(lib, part));
@@ -150,6 +152,7 @@ impl Files {
             links,
             pids,
             polling,
+            returns,
         };
         self.probed.insert((lib.dev, lib.ino, part), probed);
     }
@@ -160,6 +163,11 @@ impl Files {
         !self
             .polling()
             .any(|(pids, p)| pids.contains(&pid) && !p.is_shed())
+    }
+
+    /// Each runtime file's returns that counting does not need.
+    pub fn returns(&mut self) -> impl Iterator<Item = &mut FileReturns> {
+        self.probed.values_mut().filter_map(|p| p.returns.as_mut())
     }
 
     pub fn polling(&mut self) -> impl Iterator<Item = (&BTreeSet<u32>, &mut Polling)> {
@@ -188,6 +196,7 @@ impl Files {
             uids.push(p.uid);
             links.push(p.links);
             links.extend(p.polling.and_then(Polling::release));
+            links.extend(p.returns.and_then(FileReturns::release));
         }
         if !links.is_empty() {
             self.releasing.push((uids, release(links)));

@@ -8,4 +8,5 @@ pub mod filters;
 pub mod fuse;
 pub mod pods;
 pub mod polling;
+pub mod returns;
 pub mod snapshot;

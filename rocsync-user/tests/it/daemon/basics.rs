@@ -56,13 +56,19 @@ fn the_daemon_counts_a_new_process_calls_exactly() {
     assert!(apis.len() > 5, "{apis:?}");
     for (api, (calls, errors)) in &apis {
         assert_eq!(sum("rocsync_sync_calls_total", api), *calls, "{api} calls");
+        // Records', stream waits' and destroys' returns are probed only while something
+        // records (docs/daemon.md): a counted process pays one trap for them, and their
+        // errors and times are not known.
+        let one_trap = ["EventRecord", "StreamWaitEvent", "Destroy"]
+            .iter()
+            .any(|k| api.contains(k));
+        let errors = if one_trap { 0 } else { *errors };
         assert_eq!(
             sum("rocsync_sync_call_errors_total", api),
-            *errors,
+            errors,
             "{api} errors"
         );
-        let timed =
-            api.contains("Synchronize") || api.contains("WaitEvent") || api.contains("Query");
+        let timed = api.contains("Synchronize") || api.contains("Query");
         if timed {
             assert_eq!(
                 sum("rocsync_sync_wait_seconds_count", api),
@@ -204,8 +210,8 @@ fn a_trace_on_request_holds_a_window_of_the_process_calls() {
             .output()
             .unwrap()
     };
-    // A member of the group asks; a second request on the same (all) agents meanwhile is
-    // refused, naming the first.
+    // A member of the group asks; a second member's request on the same (all) agents
+    // meanwhile is refused, naming the first (root's would end it: `neighbours`).
     let pid = target.id();
     let member = [
         "setpriv",
@@ -218,7 +224,7 @@ fn a_trace_on_request_holds_a_window_of_the_process_calls() {
         std::thread::spawn(move || trace(&member, pid, "700"))
     };
     lines.wait_for("trace 1: recording");
-    let busy = trace(&["env"], pid, "100");
+    let busy = trace(&member, pid, "100");
     assert!(!busy.status.success());
     let err = String::from_utf8_lossy(&busy.stderr);
     assert!(

@@ -221,3 +221,50 @@ fn sigterm_during_a_trace_finishes_and_writes_it() {
     unsafe { libc::kill(pid as i32, libc::SIGKILL) };
     let _ = target.wait();
 }
+
+#[test]
+fn returns_counting_does_not_need_are_probed_only_while_a_trace_records() {
+    let name = "returns_counting_does_not_need_are_probed_only_while_a_trace_records";
+    let Some((dir, exe)) = daemon_test(name) else {
+        return;
+    };
+    let (daemon, mut lines) = start_daemon(&dir, &exe, &[]);
+    let sock = dir.path("rocsync.sock");
+    let returns = || daemon_status(&sock)["returns_probed"].clone();
+    // Only counted: records, waits and destroys pay their entry trap alone.
+    assert_eq!(returns(), "needed");
+    let target = tracked_loop(&dir, &exe, &mut lines, 4000);
+    let pid = target.id();
+    let client = rocsync()
+        .args([
+            "trace",
+            "-p",
+            &pid.to_string(),
+            "--duration",
+            "1s",
+            "--socket",
+        ])
+        .arg(&sock)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    lines.wait_for(&format!("recording pid(s) [{pid}]"));
+    assert_eq!(returns(), "all", "while a trace records");
+    let out = client.wait_with_output().unwrap();
+    assert!(out.status.success());
+    // The trace's calls are whole: every record and wait has its return.
+    let file = String::from_utf8(out.stdout).unwrap();
+    let t = read_json(std::path::Path::new(file.trim()));
+    let drops = &t["rocsync"]["drops"];
+    assert_eq!(drops["unpaired_entries"].as_u64(), Some(0), "{drops}");
+    assert_eq!(drops["unpaired_exits"].as_u64(), Some(0), "{drops}");
+    let records = runtime_rows(&t)
+        .into_iter()
+        .filter(|r| r["name"] == "hipEventRecord")
+        .count();
+    assert!(records > 0, "the loop's records are rows");
+    // Back to one trap once nothing records.
+    until(5, "the returns to come off", || returns() == "needed");
+    drop(target);
+    stop(daemon);
+}

@@ -1,0 +1,166 @@
+//! The return probes counting does not need ([`Api::return_optional`]: records, stream
+//! waits, destroys), attached only while something records. A counted process then pays
+//! one trap per such call, not two (the return trap is about half a probed call's cost:
+//! bench/overhead-breakdown.md); synchronizes keep theirs, for stalls and hangs.
+//!
+//! The order makes every recorded call whole. On: the returns are attached, then the
+//! probes told (`RETURNLESS` cleared), and only then does a trace switch its processes'
+//! recording on. Off: the probes are told first (from then on an entry leaves nothing in
+//! flight), and the links detached a grace later, once the calls entered before have
+//! returned (none of these calls blocks).
+//!
+//! [`Api::return_optional`]: rocsync_common::Api::return_optional
+
+use std::time::Duration;
+
+use anyhow::Result;
+use tokio::time::Instant;
+
+use crate::{
+    backend::Runtime,
+    probes::{
+        ApiChoice, LinkGroup, Probes, ReturnProbes, elf::SymbolError, library::OpenedLibrary,
+    },
+};
+
+/// How long detached returns wait: the calls entered before the switch have returned.
+const GRACE: Duration = Duration::from_millis(300);
+
+/// A runtime file's optional returns: what to attach them to, and their links while on.
+pub struct FileReturns {
+    lib: OpenedLibrary,
+    runtime: &'static Runtime,
+    carried: bool,
+    links: Option<LinkGroup>,
+    /// Switched off: detached at this moment (switched on before, kept).
+    retiring: Option<Instant>,
+}
+
+impl FileReturns {
+    pub fn new(lib: OpenedLibrary, runtime: &'static Runtime, carried: bool) -> Self {
+        Self {
+            lib,
+            runtime,
+            carried,
+            links: None,
+            retiring: None,
+        }
+    }
+
+    fn attach(&mut self, probes: &mut Probes) -> Result<()> {
+        // Still attached, in its grace: kept (attached twice, each return would fire twice).
+        self.retiring = None;
+        if self.links.is_some() {
+            return Ok(());
+        }
+        // NCCL's calls have none; a library may lack them all.
+        if !self.runtime.apis().any(|a| a.return_optional()) {
+            return Ok(());
+        }
+        let choice = ApiChoice {
+            skip: self
+                .runtime
+                .apis()
+                .filter(|a| !a.return_optional())
+                .collect(),
+            returns: ReturnProbes::Optional,
+            ..ApiChoice::default()
+        };
+        let mark = probes.links_mark();
+        let path = self.lib.path();
+        let attached = probes.attach_runtime(self.runtime, &choice, &path, None, self.carried);
+        let links = probes.take_links(mark);
+        match attached {
+            Ok(_) => {
+                self.links = Some(links);
+                Ok(())
+            }
+            Err(e) if matches!(e.downcast_ref(), Some(SymbolError::NoneHooked(_))) => Ok(()),
+            Err(e) => Err(e.context(format!(
+                "{}: the returns of records and waits",
+                self.lib.shown.display()
+            ))),
+        }
+    }
+
+    /// Its links, as its file is released.
+    pub fn release(self) -> Option<LinkGroup> {
+        self.links
+    }
+}
+
+/// Whether the optional returns are attached.
+#[derive(Default)]
+pub struct ReturnsApart {
+    on: bool,
+}
+
+impl ReturnsApart {
+    pub fn on(&self) -> bool {
+        self.on
+    }
+
+    /// Attaches every file's optional returns, then tells the probes: called before a
+    /// recording is switched on.
+    pub fn switch_on<'a>(
+        &mut self,
+        probes: &mut Probes,
+        files: impl Iterator<Item = &'a mut FileReturns>,
+    ) -> Result<()> {
+        if self.on {
+            return Ok(());
+        }
+        // A file whose returns cannot be attached (gone meanwhile) keeps its processes'
+        // records and waits without a return in a trace: said, the trace goes on.
+        for f in files {
+            if let Err(e) = f.attach(probes) {
+                crate::say!("rocsync daemon: warning: {e:#}");
+            }
+        }
+        probes.set_returnless(false)?;
+        self.on = true;
+        Ok(())
+    }
+
+    /// A file probed while they are on gets its optional returns at once.
+    pub fn file_added(&self, probes: &mut Probes, f: &mut FileReturns) -> Result<()> {
+        match self.on {
+            true => f.attach(probes),
+            false => Ok(()),
+        }
+    }
+
+    /// Tells the probes, then gives every file's optional returns their grace: called
+    /// once nothing records.
+    pub fn switch_off<'a>(
+        &mut self,
+        probes: &mut Probes,
+        files: impl Iterator<Item = &'a mut FileReturns>,
+    ) -> Result<()> {
+        if !self.on {
+            return Ok(());
+        }
+        probes.set_returnless(true)?;
+        let until = Instant::now() + GRACE;
+        for f in files.filter(|f| f.links.is_some()) {
+            f.retiring = Some(until);
+        }
+        self.on = false;
+        Ok(())
+    }
+
+    /// The links whose grace is over, to be detached.
+    pub fn retired<'a>(
+        &mut self,
+        now: Instant,
+        files: impl Iterator<Item = &'a mut FileReturns>,
+    ) -> Vec<LinkGroup> {
+        files
+            .filter(|f| f.retiring.is_some_and(|t| t <= now))
+            .filter_map(|f| {
+                f.retiring = None;
+                f.links.take()
+            })
+            .collect()
+    }
+}
