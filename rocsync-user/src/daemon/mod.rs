@@ -248,7 +248,7 @@ async fn start(config: DaemonConfig, flags: ConfigFlags, signals: Signals) -> Re
         pods::Pods::new(config.metric_labels, config.host_state.clone()),
     );
     // The flight recorder records every tracked process always: every return with it.
-    if flight.is_some() {
+    if flight.is_some() || config.all_returns {
         tracker.returns_on()?;
     }
     let learn_for = config.learn_devices;

@@ -93,7 +93,8 @@ impl Daemon {
             self.writing.trace(trace);
         }
         // Nothing records: the returns counting does not need come off (`returns.rs`).
-        if !self.sessions.recording() && !self.sessions.has_closing() && self.flight.is_none() {
+        let wanted = self.flight.is_some() || self.config.all_returns;
+        if !wanted && !self.sessions.recording() && !self.sessions.has_closing() {
             self.tracker.returns_off()?;
         }
         self.tracker.retire_returns();

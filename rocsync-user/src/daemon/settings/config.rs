@@ -102,6 +102,11 @@ impl DaemonConfig {
             Some(v) => parse_budget(&v).map_err(|e| anyhow::anyhow!("budget: {e}"))?,
             None => Some(DEFAULT_BUDGET),
         };
+        let all_returns = match args.return_probes.as_deref() {
+            None | Some("needed") => false,
+            Some("all") => true,
+            Some(other) => bail!("return_probes is needed or all, not {other:?}"),
+        };
         let capture_on_stall = duration("capture_on_stall", args.capture_on_stall.clone())?;
         let stall_window_after = duration("stall_window_after", args.stall_window_after.clone())?
             .unwrap_or(DEFAULT_STALL_WINDOW_AFTER);
@@ -158,6 +163,7 @@ impl DaemonConfig {
             dynolog_addr,
             learn_devices,
             budget,
+            all_returns,
             capture_on_stall,
             stall_window_after,
             stall_interval,

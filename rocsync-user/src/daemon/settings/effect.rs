@@ -28,6 +28,8 @@ pub struct DaemonConfig {
     pub learn_devices: Duration,
     /// The probes' most share of a tracked process's CPU time (`None`: no budget).
     pub budget: Option<Share>,
+    /// Every return probe attached while only counting (`--return-probes all`).
+    pub all_returns: bool,
     /// A synchronisation longer than this gets a trace of its process (`None`: never).
     pub capture_on_stall: Option<Duration>,
     /// How long a stall trace goes on after the stall.

@@ -41,6 +41,10 @@ settings! {
     /// [default: 1%]: above it, polling calls (*EventQuery) stop being probed until the
     /// rate falls; off: no budget
     budget: percent "PERCENT" => |c| c.budget.map_or_else(off, |b| b.to_string());
+    /// Which return probes stay attached while only counting [default: needed]: those of
+    /// calls that may block (one trap for records, stream waits and destroys, whose
+    /// errors are then not counted), or all (exact error counts, two traps each)
+    return_probes: text "MODE" restart => |c| if c.all_returns { "all" } else { "needed" }.into();
     /// Trace a process on its own when one of its synchronisations takes longer than
     /// DURATION (e.g. 50ms): the flight recorder's span before (when on) and
     /// --stall-window-after after, as stall-<api>-<pid>-<time>.json

@@ -268,3 +268,22 @@ fn returns_counting_does_not_need_are_probed_only_while_a_trace_records() {
     drop(target);
     stop(daemon);
 }
+
+#[test]
+fn every_return_stays_probed_when_the_operator_asks() {
+    let name = "every_return_stays_probed_when_the_operator_asks";
+    let Some((dir, exe)) = daemon_test(name) else {
+        return;
+    };
+    let (daemon, _lines) = start_daemon(&dir, &exe, &["--return-probes", "all"]);
+    let status = daemon_status(&dir.path("rocsync.sock"));
+    assert_eq!(status["returns_probed"], "all");
+    stop(daemon);
+    let out = rocsync()
+        .args(["daemon", "--check", "--return-probes", "some"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("return_probes is needed or all"), "{err}");
+}
