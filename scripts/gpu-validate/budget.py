@@ -76,12 +76,13 @@ def metrics():
 
 
 class Daemon:
-    def __init__(self, rocsync, out, exe, budget):
+    def __init__(self, rocsync, out, exe, budget, extra=()):
         self.log = out / "daemon.log"
         args = [rocsync, "daemon", "--metrics-addr", METRICS, "--state-dir", str(out / "state"),
                 "--socket", str(out / "rocsync.sock"), "--include-exe", exe]
         if budget:
             args += ["--budget", budget]
+        args += list(extra)
         with open(self.log, "a") as f:
             f.write(f"=== {' '.join(args)}\n")
         self.proc = subprocess.Popen(args, stderr=open(self.log, "a"))
@@ -101,9 +102,9 @@ class Daemon:
             raise SystemExit("the daemon did not exit 0")
 
 
-def dense(rocsync, out, python, exe, budget, seconds):
+def dense(rocsync, out, python, exe, budget, seconds, extra=()):
     """One dense-loop run: (its JSON line, the daemon's view or None)."""
-    d = Daemon(rocsync, out, exe, budget) if budget else None
+    d = Daemon(rocsync, out, exe, budget, extra) if budget else None
     p = subprocess.Popen([python, "-c", DENSE, str(seconds)], stdin=subprocess.PIPE,
                          stdout=subprocess.PIPE, text=True)
     assert p.stdout.readline().strip() == "ready"

@@ -15,6 +15,7 @@ mod daemon;
 mod flight;
 mod learning;
 mod mix;
+mod one_trap;
 mod report;
 mod soak;
 mod tree;
@@ -70,7 +71,7 @@ fn build() -> Result<()> {
 
 /// The measurements that also run alone (`cargo xtask bench-<part>`), each into its own
 /// file in bench/: (part, file, title).
-const PARTS: [(&str, &str, &str); 6] = [
+const PARTS: [(&str, &str, &str); 7] = [
     ("tree", "process-tree.md", "following processes"),
     ("daemon", "daemon.md", "the daemon"),
     ("breakdown", "breakdown.md", "where a call's cost goes"),
@@ -81,6 +82,11 @@ const PARTS: [(&str, &str, &str); 6] = [
         "the daemon's budget on a polling process",
     ),
     ("soak", "soak.md", "the daemon under unprivileged churn"),
+    (
+        "one-trap",
+        "one-trap.md",
+        "one trap where the return adds nothing",
+    ),
 ];
 
 fn measure_part(part: &str) -> Result<(String, Value)> {
@@ -89,6 +95,7 @@ fn measure_part(part: &str) -> Result<(String, Value)> {
         "daemon" => daemon_suite(),
         "learning" => learning::learning(ROUNDS),
         "budget" => budget::budget(),
+        "one-trap" => one_trap::one_trap(),
         "soak" => soak::soak(soak::MINUTES, "cargo xtask bench"),
         _ => breakdown::breakdown(ROUNDS),
     }
