@@ -276,6 +276,14 @@ fn count_stream_use(cookie: Cookie, args: &[u64; 3], (tgid, ns): (u32, u64), v: 
     }
 }
 
+/// Whether this thread's call of `cookie`'s API in flight had its entry counted, so its
+/// return pairs with it.
+#[inline(always)]
+pub fn entered_on(cookie: Cookie, pid_tgid: u64) -> bool {
+    // SAFETY: plain map lookup, copied out.
+    unsafe { PENDING.get(pid_tgid) }.is_some_and(|p| p.api == cookie.api())
+}
+
 /// A call returned: errors counted, synchronisations timed, devices tracked. Returns
 /// whether a trace records the process's returns.
 #[inline(always)]

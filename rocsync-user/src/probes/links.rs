@@ -15,7 +15,16 @@ use super::{Probes, uprobe};
 pub struct LinkMark(usize);
 
 /// The links of one library file, owned by whoever decides when that file is done with.
+/// Detached in their order.
 pub struct LinkGroup(Vec<Attached>);
+
+impl LinkGroup {
+    /// `self`'s links, then `later`'s.
+    pub fn then(mut self, mut later: LinkGroup) -> LinkGroup {
+        self.0.append(&mut later.0);
+        self
+    }
+}
 
 /// How the call probes are attached.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

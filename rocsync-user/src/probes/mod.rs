@@ -103,6 +103,11 @@ pub enum ReturnProbes {
     Needed,
     /// Only the returns counting does not need.
     Optional,
+    /// Only return probes: attached before the entries (a call whose entry is recorded
+    /// then always has its return probed).
+    ReturnsOnly,
+    /// Only entry probes.
+    EntriesOnly,
 }
 
 impl ReturnProbes {
@@ -113,6 +118,8 @@ impl ReturnProbes {
             ReturnProbes::All => true,
             ReturnProbes::Needed => !optional,
             ReturnProbes::Optional => optional,
+            ReturnProbes::ReturnsOnly => ret,
+            ReturnProbes::EntriesOnly => !ret,
         }
     }
 }

@@ -205,10 +205,10 @@ mod tests {
         assert!(matches!(w, Reply::Written(Written { ref pids, .. }) if pids == &[Some(7)]));
         let e: Reply = serde_json::from_str(r#"{"error":"no"}"#).unwrap();
         assert!(matches!(e, Reply::Refused { .. }));
-        let s = r#"{"claims":[],"scheduled":[],"traces":[],"tracked":[{"exe":"/bin/x","pid":3}],"writing":[],"stall_traces":["/t/stall-x.json"],"hangs":[{"pid":3,"tid":4,"api":"hipStreamSynchronize","blocked_s":2.5,"waits_on":"event 0x1 recorded on stream 0x2 2.0 s before"}]}"#;
+        let s = r#"{"claims":[],"scheduled":[],"traces":[],"tracked":[{"exe":"/bin/x","pid":3}],"writing":[],"stall_traces":["/t/stall-x.json"],"hangs":[{"pid":3,"tid":4,"api":"hipStreamSynchronize","blocked_s":2.5,"waits_on":"event 0x1 recorded on stream 0x2 2.0 s before"}],"returns_probed":"needed"}"#;
         let status: Reply = serde_json::from_str(s).unwrap();
         assert_eq!(status.line(), format!("{s}\n"));
-        let s = r#"{"claims":[],"scheduled":[],"traces":[],"tracked":[{"exe":"/bin/x","pid":3,"pod":{"namespace":null,"name":"t-0","uid":"u","container":null}}],"writing":[],"stall_traces":[],"hangs":[]}"#;
+        let s = r#"{"claims":[],"scheduled":[],"traces":[],"tracked":[{"exe":"/bin/x","pid":3,"pod":{"namespace":null,"name":"t-0","uid":"u","container":null}}],"writing":[],"stall_traces":[],"hangs":[],"returns_probed":"all"}"#;
         let status: Reply = serde_json::from_str(s).unwrap();
         assert_eq!(status.line(), format!("{s}\n"));
         // An older daemon's status (no stall traces, no hangs) still reads.

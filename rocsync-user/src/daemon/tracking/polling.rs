@@ -14,7 +14,9 @@ use crate::daemon::{
 };
 use crate::{
     backend::Runtime,
-    probes::{ApiChoice, LinkGroup, Probes, elf::SymbolError, library::OpenedLibrary},
+    probes::{
+        ApiChoice, LinkGroup, Probes, ReturnProbes, elf::SymbolError, library::OpenedLibrary,
+    },
 };
 
 pub enum PollingState {
@@ -34,15 +36,35 @@ struct Target {
 }
 
 impl Target {
-    /// Attaches its polling probes, for `pid` (where probes are per process).
+    /// Attaches its polling probes, for `pid` (where probes are per process): the return
+    /// probes first, so that every entry recorded has its return; detached entries
+    /// first, so that every call entered has its return probed (a return with no entry
+    /// is passed over by the probes: no call is half-recorded either way).
     fn attach(&self, probes: &mut Probes, pid: Option<u32>) -> Result<LinkGroup> {
-        let choice = ApiChoice {
-            skip: self.runtime.apis().filter(|a| !a.is_polling()).collect(),
-            ..ApiChoice::default()
+        let half = |probes: &mut Probes, returns| -> Result<LinkGroup> {
+            let choice = ApiChoice {
+                skip: self.runtime.apis().filter(|a| !a.is_polling()).collect(),
+                returns,
+                ..ApiChoice::default()
+            };
+            let mark = probes.links_mark();
+            let path = self.lib.path();
+            let attached = probes.attach_runtime(self.runtime, &choice, &path, pid, self.carried);
+            let links = probes.take_links(mark);
+            if let Err(e) = attached {
+                drop(probes.release(vec![links]));
+                return Err(e);
+            }
+            Ok(links)
         };
-        let mark = probes.links_mark();
-        probes.attach_runtime(self.runtime, &choice, &self.lib.path(), pid, self.carried)?;
-        Ok(probes.take_links(mark))
+        let returns = half(probes, ReturnProbes::ReturnsOnly)?;
+        match half(probes, ReturnProbes::EntriesOnly) {
+            Ok(entries) => Ok(entries.then(returns)),
+            Err(e) => {
+                drop(probes.release(vec![returns]));
+                Err(e)
+            }
+        }
     }
 
     fn library(&self) -> String {

@@ -2,9 +2,13 @@
 //! daemon trace holds some of them. The ids of the others' calls are not its losses: a
 //! trace of one process while the flight recorder records two, a second trace after a
 //! first, and the flight recorder's own dump count nothing lost and leave no wait
-//! unresolved for a lost producer. Needs root.
+//! unresolved for a lost producer; a dump of a polling loop whose polls the budget takes
+//! off and puts back holds only whole calls. Needs root.
+
+use std::process::Command;
 
 use crate::common::{daemon::*, *};
+use rocsync_tests::read_log;
 
 /// What a trace says it lost, and its waits unresolved for a lost producer. (It also
 /// says how the daemon's call probes attach: through multi-uprobe links where the kernel
@@ -72,4 +76,48 @@ fn a_daemon_trace_is_not_charged_with_other_processes_calls() {
         let window = assert_window_of_log(&read_json(std::path::Path::new(&f)), pid, &log);
         assert!(window.seqs.len() >= 3, "{f}: not one iteration");
     }
+}
+
+#[test]
+fn a_flight_dump_of_a_polling_loop_under_the_budget_holds_only_whole_calls() {
+    let name = "a_flight_dump_of_a_polling_loop_under_the_budget_holds_only_whole_calls";
+    let Some((dir, exe)) = daemon_test(name) else {
+        return;
+    };
+    // The budget takes the polling probe off and puts it back while the flight recorder
+    // records every call: a poll entered while its entry probe was off and returning once
+    // its return probe was back was an exit with no entry (44 338 in one dump).
+    let flags = ["--budget", "1%", "--flight-recorder", "10s"];
+    let (daemon, mut lines) = start_daemon(&dir, &exe, &flags);
+    let log = dir.path("poll.log");
+    let mut target = Gated::start(Command::new(&exe).arg("poll").env("SCENARIO_LOG", &log));
+    target.open_when_tracked(&mut lines);
+    target.said.wait_for("polling from ");
+    // Shed, then put back 2 s later: both transitions inside the recorder's span.
+    lines.wait_for("hipEventQuery not probed in");
+    lines.wait_for("hipEventQuery probed again in");
+    let sock = dir.path("rocsync.sock");
+    let dumped = ask_daemon(&sock, &["trace", "--flight"]);
+    target.open(); // stop polling
+    target.open(); // end
+    assert!(target.child.wait().unwrap().success());
+    stop(daemon);
+    let t = read_json(std::path::Path::new(dumped.lines().next().unwrap()));
+    let drops = &t["rocsync"]["drops"];
+    assert_eq!(drops["unpaired_exits"].as_u64(), Some(0), "{drops}");
+    assert_eq!(drops["unpaired_entries"].as_u64(), Some(0), "{drops}");
+    let rows = runtime_rows(&t);
+    let polls = rows.iter().filter(|r| r["name"] == "hipEventQuery").count();
+    assert!(polls > 1000, "{polls} polls recorded");
+    // The recorder thread's records and waits: each a row, as its log says.
+    let logged = read_log(&log);
+    let records = logged.iter().filter(|l| l.api == "hipEventRecord").count();
+    let recorded = rows
+        .iter()
+        .filter(|r| r["name"] == "hipEventRecord")
+        .count();
+    assert!(
+        recorded > 0 && recorded <= records,
+        "{recorded} of {records}"
+    );
 }
