@@ -26,9 +26,10 @@ impl Daemon {
         let mut slow_call = start.slow_call.take();
         let id = self.take_id();
         let limits = (id, self.config.trace_max_bytes);
-        let trace = Active::open(&self.tracker, start, pids, &self.config.state_dir, limits)?;
-        // Every return it records is probed before its recording is switched on.
+        // Every return it records is probed before its recording is switched on, and
+        // before its span starts (attaching takes milliseconds: not the user's).
         self.tracker.returns_on()?;
+        let trace = Active::open(&self.tracker, start, pids, &self.config.state_dir, limits)?;
         match (&mut self.flight, unasked) {
             (Some(f), true) => {
                 let chunks = f.chunks();
