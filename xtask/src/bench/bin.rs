@@ -26,6 +26,22 @@ pub(crate) fn run_json(cmd: &mut Command) -> Result<Value> {
     Ok(serde_json::from_str(line)?)
 }
 
+/// What the side-by-side runs lost, said beside the figures (`losses_md`).
+static LOSSES: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// The side-by-side runs' losses so far, as a section of a report ("" when none).
+pub fn losses_md() -> String {
+    let losses = LOSSES.lock().unwrap();
+    if losses.is_empty() {
+        return String::new();
+    }
+    let mut md = String::from("\nSide-by-side runs that lost records:\n\n");
+    for l in losses.iter() {
+        md.push_str(&format!("- {l}\n"));
+    }
+    md
+}
+
 /// Rounds of one side-by-side run (each 10 000 calls to every copy: ≈30 ms).
 const SIDE_BY_SIDE_ROUNDS: &str = "40";
 
@@ -69,6 +85,16 @@ impl Probes<'_> {
         let mut args = self.args("side-by-side", mode, paired, extra);
         args.extend(["--rounds", SIDE_BY_SIDE_ROUNDS]);
         let v = bench_bin(&args)?;
+        let lost = v["lost_calls"].as_u64().unwrap_or(0) + v["records_short"].as_u64().unwrap_or(0);
+        if lost > 0 {
+            let said = format!(
+                "side by side, {mode} on {}: {} of {} calls' records lost (counted; the ratios \
+                 are of every call, trapped all the same)",
+                self.symbol, lost, v["calls"]
+            );
+            eprintln!("xtask: warning: {said}");
+            LOSSES.lock().unwrap().push(said);
+        }
         v["round_ratios"]
             .as_array()
             .context("round_ratios")?

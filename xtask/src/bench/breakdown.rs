@@ -230,5 +230,7 @@ pub fn breakdown(rounds: usize) -> Result<(String, Value)> {
             .map(|i| if i == 1 { 1.0 } else { med(&ratios[i]) })
             .collect::<Vec<_>>(),
     });
+    // What its side-by-side runs lost, beside the figures (they stand: every call trapped).
+    let md = md + &super::bin::losses_md();
     Ok((md, json))
 }

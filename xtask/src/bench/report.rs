@@ -146,6 +146,7 @@ pub(super) fn report(
         );
     }
     md.push_str(&extra_md);
+    md.push_str(&super::bin::losses_md());
     let json = json!({
         "extra": extra_json,
         "machine": machine, "kernel": kernel, "commit": commit, "date": date, "rounds": ROUNDS,

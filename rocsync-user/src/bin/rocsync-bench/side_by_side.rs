@@ -94,17 +94,17 @@ pub fn side_by_side(mode: Mode, measured: &Measured, batches: &Batches) -> Resul
     let ratios: Vec<f64> = (0..u.len())
         .map(|r| (c[r] - u[r]) / (e[r] - u[r]))
         .collect();
-    // Every call of the measured copy, or it measured less than it claims.
+    // Every call of the measured copy trapped, whatever its records became: a record
+    // the ring had no room for (its reader descheduled for longer than the ring lasts,
+    // ~65 ms of a flat-out thread on a busy 2-core host) is a loss to report beside the
+    // figure, not a reason to throw the run's figures away.
     let calls = v["calls_per_library"].as_u64().unwrap_or(0);
     let (captured, lost_ids) = capture_counts(&String::from_utf8_lossy(&out.stderr));
-    if mode == Mode::Full && (captured != Some(calls) || lost_ids.unwrap_or(0) > 0) {
-        bail!("the capture recorded {captured:?} of {calls} calls, lost ids {lost_ids:?}");
-    }
-    if let Some(records) = drained
-        && records < 2 * calls
-    {
-        bail!("{records} records drained for {calls} calls: reservations failed");
-    }
+    let lost = match mode {
+        Mode::Full => calls.saturating_sub(captured.unwrap_or(0)),
+        _ => 0,
+    };
+    let short_records = drained.map_or(0, |records| (2 * calls).saturating_sub(records));
     let quartiles = |xs: &[f64]| {
         let mut s = xs.to_vec();
         s.sort_by(f64::total_cmp);
@@ -119,6 +119,10 @@ pub fn side_by_side(mode: Mode, measured: &Measured, batches: &Batches) -> Resul
             "rounds": batches.rounds,
             "batch": batches.batch,
             "captured": captured,
+            "calls": calls,
+            "lost_calls": lost,
+            "lost_ids": lost_ids,
+            "records_short": short_records,
             "quartiles": {
                 "untraced": quartiles(&u),
                 "empty": quartiles(&e),
