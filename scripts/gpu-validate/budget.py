@@ -192,15 +192,10 @@ def main():
     for label, _ in modes:
         rs = runs[label]
         med = statistics.median(x["rate"] for x in rs)
-        share = shed = rec = wait = "–"
+        share, rec, wait = daemon_cells(rs)
+        shed = "–"
         if rs[0]["daemon"]:
-            share = " ".join(f"{x['daemon']['cost_ratio'] * 100:.1f} %" for x in rs)
             shed = " ".join(str(int(sum(x["daemon"]["shed"].values()))) for x in rs)
-            rec = " ".join("%d/%d" % (sum(v for k, v in x["daemon"]["counted"].items()
-                                          if k.startswith("cudaEventRecord")), x["iterations"])
-                           for x in rs)
-            wait = " ".join("%d/%d" % (x["daemon"]["counted"].get("cudaStreamWaitEvent", 0),
-                                       x["iterations"]) for x in rs)
         rates = " ".join("%.0f" % x["rate"] for x in rs)
         md.append(f"| {label} | {rates} | {med:.0f} | "
                   f"{med / bare:.3f} | {share} | {shed} | {rec} | {wait} |")
@@ -216,6 +211,20 @@ def main():
                   f"{med / t0:.3f} | {share} |")
     (out / "budget.md").write_text("\n".join(md) + "\n")
     print("\n".join(md))
+
+
+def daemon_cells(rs):
+    """The daemon's view of dense-loop runs, a cell each: the probes' share of the loop's
+    CPU, and the records and waits it counted of those the loop made ("–" untraced)."""
+    if not rs[0]["daemon"]:
+        return "–", "–", "–"
+    share = " ".join(f"{(x['daemon']['cost_ratio'] or 0) * 100:.1f} %" for x in rs)
+    rec = " ".join("%d/%d" % (sum(v for k, v in x["daemon"]["counted"].items()
+                                  if k.startswith("cudaEventRecord")), x["iterations"])
+                   for x in rs)
+    wait = " ".join("%d/%d" % (x["daemon"]["counted"].get("cudaStreamWaitEvent", 0),
+                               x["iterations"]) for x in rs)
+    return share, rec, wait
 
 
 def torch_line(python):

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from budget import dense, rate_after, torch_line  # noqa: E402
+from budget import daemon_cells, dense, rate_after, torch_line  # noqa: E402
 
 
 def main():
@@ -55,14 +55,7 @@ def main():
     for label, _, _ in modes:
         rs = runs[label]
         med = statistics.median(x["rate"] for x in rs)
-        share = rec = wait = "–"
-        if rs[0]["daemon"]:
-            share = " ".join(f"{(x['daemon']['cost_ratio'] or 0) * 100:.1f} %" for x in rs)
-            rec = " ".join("%d/%d" % (sum(v for k, v in x["daemon"]["counted"].items()
-                                          if k.startswith("cudaEventRecord")), x["iterations"])
-                           for x in rs)
-            wait = " ".join("%d/%d" % (x["daemon"]["counted"].get("cudaStreamWaitEvent", 0),
-                                       x["iterations"]) for x in rs)
+        share, rec, wait = daemon_cells(rs)
         rates = " ".join("%.0f" % x["rate"] for x in rs)
         md.append(f"| {label} | {rates} | {med:.0f} | {med / bare:.3f} | {share} | {rec} | "
                   f"{wait} |")
