@@ -6,6 +6,7 @@
 mod btf;
 mod calibrate;
 mod call_ring;
+mod choice;
 mod daemon;
 mod diagnostics;
 pub mod elf;
@@ -40,6 +41,7 @@ use self::{elf::Lookup, placement::Placement};
 use tokio::io::{Interest, unix::AsyncFd};
 
 use crate::{backend::Runtime, stats::KernelDrops};
+pub use choice::{ApiChoice, ReturnProbes};
 pub use job::continue_process;
 use links::Attached;
 pub use links::{LinkGroup, LinkKind, LinkMark};
@@ -77,57 +79,6 @@ impl LibraryReport {
             probed,
             missing,
         }
-    }
-}
-
-/// Which functions a capture probes: the default set (every hooked function but the hot
-/// `*GetDevice`), plus those asked for, minus those skipped.
-#[derive(Clone, Debug, Default)]
-pub struct ApiChoice {
-    pub extra: Vec<Api>,
-    pub skip: Vec<Api>,
-    /// Probed only until [`Probes::detach_temporary`] (`attach` learning the devices of
-    /// threads that chose theirs before it, through `*GetDevice`).
-    pub temporary: Vec<Api>,
-    /// Which return probes attach.
-    pub returns: ReturnProbes,
-}
-
-/// Which return probes of the chosen functions attach: the daemon attaches those that
-/// counting does not need ([`Api::return_optional`]) apart, only while something records.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum ReturnProbes {
-    #[default]
-    All,
-    /// Every entry, and the returns counting needs.
-    Needed,
-    /// Only the returns counting does not need.
-    Optional,
-    /// Only return probes: attached before the entries (a call whose entry is recorded
-    /// then always has its return probed).
-    ReturnsOnly,
-    /// Only entry probes.
-    EntriesOnly,
-}
-
-impl ReturnProbes {
-    /// Whether `api`'s program (a return probe: `ret`) attaches.
-    fn wants(self, api: Api, ret: bool) -> bool {
-        let optional = ret && api.return_optional();
-        match self {
-            ReturnProbes::All => true,
-            ReturnProbes::Needed => !optional,
-            ReturnProbes::Optional => optional,
-            ReturnProbes::ReturnsOnly => ret,
-            ReturnProbes::EntriesOnly => !ret,
-        }
-    }
-}
-
-impl ApiChoice {
-    pub fn probes(&self, api: Api) -> bool {
-        (api.probed_by_default() || self.extra.contains(&api) || self.temporary.contains(&api))
-            && !self.skip.contains(&api)
     }
 }
 

@@ -3,7 +3,6 @@
 //! every process), subject to the configured filters. Each library file is probed once,
 //! file-wide; a tracked process enters `TARGETS` with counting on.
 
-use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use crate::daemon::tracking::files::{FileId, Files, MAX_FILES_PER_USER, Part};
@@ -122,7 +121,7 @@ impl Tracker {
         let Some(p) = Snapshot::of(pid) else {
             return; // gone, or a kernel thread
         };
-        let mappings = &*self.readable(&p);
+        let mappings = &*self.files.readable(&p);
         if let Some(loader) = ld_so::of_process(pid, mappings)
             && self.probed.insert((loader.dev, loader.ino))
         {
@@ -215,49 +214,6 @@ impl Tracker {
                 crate::say!("rocsync daemon: warning: pid {pid}: {e:#}");
             }
         }
-    }
-
-    /// `p`'s mappings but the runtimes and loader on a user's FUSE mount, which are
-    /// never read (`fuse.rs`): refused, counted and said once each. Borrowed unless one
-    /// is (the common case copies nothing).
-    fn readable<'a>(&mut self, p: &'a Snapshot) -> Cow<'a, [maps::Mapping]> {
-        let name = |m: &maps::Mapping| -> String {
-            m.path
-                .file_name()
-                .map_or(String::new(), |n| n.to_string_lossy().into())
-        };
-        let wanted = |n: &str| {
-            maps::is_dynamic_loader(n)
-                || maps::is_hsa_runtime(n)
-                || RUNTIMES
-                    .iter()
-                    .filter(|r| r.probed_by_default())
-                    .any(|r| r.matches_library(n) || r.carried_by(n))
-        };
-        let on_fuse: Vec<(usize, u32)> = (p.mappings.iter().enumerate())
-            .filter(|(_, m)| wanted(&name(m)))
-            .filter_map(|(i, m)| Some((i, p.on_user_fuse(m)?)))
-            .collect();
-        if on_fuse.is_empty() {
-            return Cow::Borrowed(&p.mappings);
-        }
-        for &(i, uid) in &on_fuse {
-            let m = &p.mappings[i];
-            if self.files.refuse_fuse(m) {
-                crate::say!(
-                    "rocsync daemon: warning: {} (pid {}) is on a FUSE mount of uid {uid}: \
-                     the daemon never reads a user's FUSE files (its server could hold it); \
-                     not probed",
-                    untrusted::shown(&m.path.to_string_lossy()),
-                    p.pid
-                );
-            }
-        }
-        let refused = |i: usize| on_fuse.iter().any(|&(j, _)| j == i);
-        (p.mappings.iter().enumerate())
-            .filter(|&(i, _)| !refused(i))
-            .map(|(_, m)| m.clone())
-            .collect()
     }
 
     /// Probes one runtime file `pid` maps, unless it is probed already, was found

@@ -14,8 +14,14 @@ use std::{
     thread::JoinHandle,
 };
 
-use crate::daemon::tracking::{polling::Polling, returns::FileReturns};
-use crate::probes::{LinkGroup, library::OpenedLibrary};
+use std::borrow::Cow;
+
+use crate::backend::RUNTIMES;
+use crate::daemon::{
+    tracking::{polling::Polling, returns::FileReturns, snapshot::Snapshot},
+    untrusted,
+};
+use crate::probes::{LinkGroup, library::OpenedLibrary, maps};
 
 /// Files probed for one user's processes unless the configuration says otherwise: a
 /// job maps a few (HIP, HSA, a framework carrying its own copy), per container.
@@ -104,7 +110,6 @@ impl Files {
         }
     }
 
-    /// Whether `id` was found unusable before.
     /// A runtime on a user's FUSE mount, refused: whether it is the first time (counted).
     pub fn refuse_fuse(&mut self, m: &crate::probes::maps::Mapping) -> bool {
         let first = self.on_fuse.insert((m.dev, m.inode));
@@ -112,6 +117,50 @@ impl Files {
         first
     }
 
+    /// `p`'s mappings but the runtimes and loader on a user's FUSE mount, which are
+    /// never read (`fuse.rs`): refused, counted and said once each. Borrowed unless one
+    /// is (the common case copies nothing).
+    pub fn readable<'a>(&mut self, p: &'a Snapshot) -> Cow<'a, [maps::Mapping]> {
+        let name = |m: &maps::Mapping| -> String {
+            m.path
+                .file_name()
+                .map_or(String::new(), |n| n.to_string_lossy().into())
+        };
+        let wanted = |n: &str| {
+            maps::is_dynamic_loader(n)
+                || maps::is_hsa_runtime(n)
+                || RUNTIMES
+                    .iter()
+                    .filter(|r| r.probed_by_default())
+                    .any(|r| r.matches_library(n) || r.carried_by(n))
+        };
+        let on_fuse: Vec<(usize, u32)> = (p.mappings.iter().enumerate())
+            .filter(|(_, m)| wanted(&name(m)))
+            .filter_map(|(i, m)| Some((i, p.on_user_fuse(m)?)))
+            .collect();
+        if on_fuse.is_empty() {
+            return Cow::Borrowed(&p.mappings);
+        }
+        for &(i, uid) in &on_fuse {
+            let m = &p.mappings[i];
+            if self.refuse_fuse(m) {
+                crate::say!(
+                    "rocsync daemon: warning: {} (pid {}) is on a FUSE mount of uid {uid}: \
+                     the daemon never reads a user's FUSE files (its server could hold it); \
+                     not probed",
+                    untrusted::shown(&m.path.to_string_lossy()),
+                    p.pid
+                );
+            }
+        }
+        let refused = |i: usize| on_fuse.iter().any(|&(j, _)| j == i);
+        (p.mappings.iter().enumerate())
+            .filter(|&(i, _)| !refused(i))
+            .map(|(_, m)| m.clone())
+            .collect()
+    }
+
+    /// Whether `id` was found unusable before.
     pub fn is_unusable(&self, id: &FileId) -> bool {
         self.unusable.contains(id)
     }
