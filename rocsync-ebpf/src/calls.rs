@@ -254,15 +254,16 @@ pub fn exit(ctx: &RetProbeContext, cookie: Cookie) -> u32 {
         _ => false,
     };
     let ret = ctx.ret::<i32>() as i64;
-    // A poll's return pairs with its entry only. The budget takes the polling probes off
-    // and puts them back (`polling.rs`): a call entered while its entry probe was off
-    // returned while its return probe was on, an exit with no entry (a dense loop's
-    // flight recorder dump counted 44 338). A constant false for other APIs' programs.
-    if counting && Api::id_is_polling(cookie.api()) && !metrics::entered_on(cookie, pid_tgid) {
-        return 0;
-    }
-    if counting && !metrics::returned(cookie, ret) {
-        return 0;
+    if counting {
+        let (recorded, paired) = metrics::returned(cookie, ret);
+        // A poll's return is recorded only with its entry. The budget takes the polling
+        // probes off and puts them back (`polling.rs`): a call entered while its entry
+        // probe was off returned while its return probe was on, an exit with no entry (a
+        // dense loop's flight recorder dump counted 44 338). The poll test is a constant
+        // of each program.
+        if !recorded || (Api::id_is_polling(cookie.api()) && !paired) {
+            return 0;
+        }
     }
     let (mut out, mut flags) = (0u64, 0u32);
     let kind = cookie.kind();

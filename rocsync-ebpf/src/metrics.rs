@@ -276,37 +276,31 @@ fn count_stream_use(cookie: Cookie, args: &[u64; 3], (tgid, ns): (u32, u64), v: 
     }
 }
 
-/// Whether this thread's call of `cookie`'s API in flight had its entry counted, so its
-/// return pairs with it.
-#[inline(always)]
-pub fn entered_on(cookie: Cookie, pid_tgid: u64) -> bool {
-    // SAFETY: plain map lookup, copied out.
-    unsafe { PENDING.get(pid_tgid) }.is_some_and(|p| p.api == cookie.api())
-}
-
 /// A call returned: errors counted, synchronisations timed, devices tracked. Returns
-/// whether a trace records the process's returns.
+/// whether a trace records the process's returns, and whether the thread's entry of
+/// this call was counted (its return pairs with it).
 #[inline(always)]
-pub fn returned(cookie: Cookie, ret: i64) -> bool {
+pub fn returned(cookie: Cookie, ret: i64) -> (bool, bool) {
     let pid_tgid = bpf_get_current_pid_tgid();
     // SAFETY: plain map lookup.
     let target = unsafe { TARGETS.get((pid_tgid >> 32) as u32) };
     let recorded =
         target.is_some_and(|c| c.capture == TRACE_RECORDING || c.capture == TRACE_STOPPING);
     // The group is the process's for its whole life: the one its entry was counted in.
-    count_return(cookie, ret, pid_tgid, target.map_or(0, |c| c.metric_group));
-    recorded
+    let paired = count_return(cookie, ret, pid_tgid, target.map_or(0, |c| c.metric_group));
+    (recorded, paired)
 }
 
+/// Counts a return whose entry was counted; returns whether it was.
 #[inline(always)]
-fn count_return(cookie: Cookie, ret: i64, pid_tgid: u64, group: u32) {
+fn count_return(cookie: Cookie, ret: i64, pid_tgid: u64, group: u32) -> bool {
     let Some(slot) = PENDING.get_ptr_mut(pid_tgid) else {
-        return;
+        return false;
     };
     // SAFETY: the thread's own entry, valid for the program's run; copied out.
     let p = unsafe { *slot };
     if p.api != cookie.api() {
-        return; // a nested call returned; the outer one keeps its start
+        return false; // a nested call returned; the outer one keeps its start
     }
     // Consumed (no call has this id), rather than removed: see `count`.
     // SAFETY: as above.
@@ -317,7 +311,7 @@ fn count_return(cookie: Cookie, ret: i64, pid_tgid: u64, group: u32) {
         if let Some(device) = read_out(cookie, p.arg0).filter(|_| ret == 0) {
             track_devices(pid_tgid, kind, device);
         }
-        return;
+        return true;
     }
     if ret == 0 {
         match kind {
@@ -331,7 +325,7 @@ fn count_return(cookie: Cookie, ret: i64, pid_tgid: u64, group: u32) {
         }
     }
     let Some(v) = series(group, (p.api, p.device), false) else {
-        return;
+        return true;
     };
     // SAFETY: this CPU's slot of the series, valid for the program's run.
     unsafe {
@@ -357,6 +351,7 @@ fn count_return(cookie: Cookie, ret: i64, pid_tgid: u64, group: u32) {
             }
         }
     }
+    true
 }
 
 /// The stall threshold; `u64::MAX` when none is set.

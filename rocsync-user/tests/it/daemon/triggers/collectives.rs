@@ -45,6 +45,15 @@ fn set_up(rx: &mpsc::Receiver<String>) -> [u32; 2] {
     pids
 }
 
+/// The daemon's stall and hang settings in these tests: a 50 ms stall traced for 300 ms
+/// after.
+const STALLS: [&str; 4] = [
+    "--capture-on-stall",
+    "50ms",
+    "--stall-window-after",
+    "300ms",
+];
+
 #[test]
 fn a_hang_names_the_collective_it_waits_on_and_the_rank_behind() {
     let name = "a_hang_names_the_collective_it_waits_on_and_the_rank_behind";
@@ -52,13 +61,7 @@ fn a_hang_names_the_collective_it_waits_on_and_the_rank_behind() {
         return;
     };
     let exe = own_nccl_ranks(&dir);
-    let flags = [
-        "--capture-on-stall",
-        "50ms",
-        "--stall-window-after",
-        "300ms",
-    ];
-    let (daemon, mut lines) = start_daemon(&dir, &exe, &flags);
+    let (daemon, mut lines) = start_daemon(&dir, &exe, &STALLS);
     let addr = metrics_addr(&lines);
     let (mut job, rx) = laggard_job(&exe, &dir);
     let uid = rx.recv().unwrap();
@@ -152,13 +155,7 @@ fn another_users_process_forging_the_communicator_is_never_named_behind() {
     let theirs = dir.path("theirs");
     std::fs::create_dir(&theirs).unwrap();
     std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();
-    let flags = [
-        "--capture-on-stall",
-        "50ms",
-        "--stall-window-after",
-        "300ms",
-    ];
-    let (daemon, mut lines) = start_daemon(&dir, &exe, &flags);
+    let (daemon, mut lines) = start_daemon(&dir, &exe, &STALLS);
     let (mut job, rx) = laggard_job(&exe, &dir);
     let uid = rx.recv().unwrap();
     let hex = uid.strip_prefix("uid ").unwrap().to_string();
