@@ -113,6 +113,9 @@ pub struct Session {
     /// Loader stops are armed (see `arm`), except for these foreground jobs.
     armed: bool,
     not_stopped: HashSet<u32>,
+    /// Processes under a seccomp filter left unprobed where a probed return kills them:
+    /// said once each.
+    seccomp_refused: HashSet<u32>,
     /// One rocsync per process: the claims on the targets this session reached by
     /// launching or following them (`attach`'s own target is the capture's).
     claims: Vec<super::claim::Claim>,
@@ -173,6 +176,7 @@ impl Session {
             visible: BTreeMap::new(),
             armed: false,
             not_stopped: HashSet::new(),
+            seccomp_refused: HashSet::new(),
             claims: Vec::new(),
             suspended: false,
             temporary_detaching: None,

@@ -253,6 +253,15 @@ impl Session {
         {
             let _ = self.hook_loader(&loader, pid);
         }
+        // A process that put itself under a seccomp filter since (a container's entry
+        // point, a sandbox) gets none of its runtimes probed where that would kill it
+        // (the HSA runtime's queue probes have returns too): said once.
+        if let Err(e) = self.check_returns(pid) {
+            if self.seccomp_refused.insert(pid) {
+                self.say(&format!("rocsync: warning: {e:#}"));
+            }
+            return Ok(0);
+        }
         let mut n = 0;
         for m in maps::libraries(&mappings, maps::is_hsa_runtime) {
             n += 1;
@@ -261,12 +270,6 @@ impl Session {
             {
                 self.say(&format!("rocsync: warning: {e:#}"));
             }
-        }
-        // A process that put itself under a seccomp filter since (a container's entry
-        // point, a sandbox) gets none of its runtimes probed where that would kill it.
-        if let Err(e) = self.check_returns(pid) {
-            self.say(&format!("rocsync: warning: {e:#}"));
-            return Ok(n);
         }
         for runtime in self.runtimes.clone() {
             // The driver, unless one of its functions was asked for.
