@@ -30,6 +30,12 @@ static NEXT_ORDINAL: HashMap<u64, u32> = HashMap::with_max_entries(1024, 0);
 #[map]
 static AGENT_QUERIES: HashMap<u64, AgentQuery> = HashMap::with_max_entries(4096, 0);
 
+/// Threads inside an `hsa_iterate_agents` entered while their process was observed, by
+/// `pid_tgid`: only an enumeration seen from its start numbers agents (one caught midway
+/// would number its later GPUs from 0; its agents are numbered by first queue instead).
+#[map]
+static ITERATING: HashMap<u64, u8> = HashMap::with_max_entries(4096, 0);
+
 const HSA_AGENT_INFO_DEVICE: u64 = 17;
 const HSA_DEVICE_TYPE_GPU: u32 = 1;
 
@@ -51,10 +57,27 @@ fn agent_ordinal(tgid: u64, agent: u64) -> u32 {
 }
 
 #[uprobe]
+pub fn iterate_agents_enter(_ctx: ProbeContext) -> u32 {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    if observed((pid_tgid >> 32) as u32).is_some() {
+        let _ = ITERATING.insert(pid_tgid, 1, 0);
+    }
+    0
+}
+
+#[uretprobe]
+pub fn iterate_agents_exit(_ctx: RetProbeContext) -> u32 {
+    let _ = ITERATING.remove(bpf_get_current_pid_tgid());
+    0
+}
+
+#[uprobe]
 pub fn agent_info_enter(ctx: ProbeContext) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
     let attribute = ctx.arg::<u64>(1).unwrap_or(0) & 0xffff_ffff;
-    if attribute != HSA_AGENT_INFO_DEVICE || observed((pid_tgid >> 32) as u32).is_none() {
+    // SAFETY: a plain map lookup.
+    let enumerating = unsafe { ITERATING.get(pid_tgid) }.is_some();
+    if attribute != HSA_AGENT_INFO_DEVICE || !enumerating {
         return 0;
     }
     let q = AgentQuery {

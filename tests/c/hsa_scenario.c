@@ -9,6 +9,8 @@
  * With $SCENARIO_BURST=N, it then publishes N kernels on agent 0's queue behind a single
  * doorbell (more than a probe reads at once). With $SCENARIO_GATE=N, after N iterations it
  * prints "ready" and waits for a line on stdin (an attach finds its queues existing).
+ * With $SCENARIO_ENUM_GATE, it prints "enumerating" once it has its first GPU agent and
+ * waits for a line (an attach comes in the middle of the agents' enumeration).
  * With $SCENARIO_OUT_OF_ORDER, doorbells then
  * ring out of order and before their packet is written (see out_of_order).
  * usage: hsa_scenario ITERATIONS QUEUE_SIZE   (log: $SCENARIO_LOG) */
@@ -28,6 +30,12 @@ static hsa_status_t find_gpu(hsa_agent_t a, void *data) {
   uint32_t type = 0;
   if (hsa_agent_get_info(a, HSA_AGENT_INFO_DEVICE, &type) == 0 && type == HSA_DEVICE_TYPE_GPU && ngpus < 2)
     gpus[ngpus++] = a;
+  if (ngpus == 1 && type == HSA_DEVICE_TYPE_GPU && getenv("SCENARIO_ENUM_GATE")) {
+    char buf[16];
+    printf("enumerating\n");
+    fflush(stdout);
+    if (!fgets(buf, sizeof buf, stdin)) exit(5);
+  }
   return HSA_STATUS_SUCCESS;
 }
 

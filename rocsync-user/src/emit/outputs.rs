@@ -153,7 +153,7 @@ impl Outputs {
             "parameters": report.parameters,
             "libraries": report.libraries,
             "single_stepped_probes": report.single_stepped,
-            "agent_numbering": "GPU agents in the order the runtime enumerated them (hsa_agent_get_info DEVICE); agents not enumerated while attached, in the order of their first HSA queue",
+            "agent_numbering": "GPU agents in the order the runtime enumerated them (hsa_agent_get_info DEVICE inside an hsa_iterate_agents seen from its start); agents not so enumerated, in the order of their first HSA queue",
         });
         merge(&mut rocsync, stats.to_json());
         if let Some(e) = &raw_error {

@@ -6,18 +6,24 @@ use std::path::Path;
 use anyhow::Result;
 
 use super::{
-    AGENT_INFO_ENTER, AGENT_INFO_EXIT, DOORBELL, LibraryReport, Probes, QUEUE_CREATE_ENTER,
-    QUEUE_CREATE_EXIT, QUEUE_DESTROY,
+    AGENT_INFO_ENTER, AGENT_INFO_EXIT, DOORBELL, ITERATE_AGENTS_ENTER, ITERATE_AGENTS_EXIT,
+    LibraryReport, Probes, QUEUE_CREATE_ENTER, QUEUE_CREATE_EXIT, QUEUE_DESTROY,
     elf::{self, Lookup, SymbolError},
 };
 
-/// The HSA write path: program per symbol (entry and return programs of one function).
-const HSA_PROBES: [(&str, &[&str]); 5] = [
+/// The HSA write path: program per symbol (entry and return programs of one function), in
+/// the order attached. `hsa_iterate_agents` comes after `hsa_agent_get_info`: an
+/// enumeration it sees begin has every agent query seen too.
+const HSA_PROBES: [(&str, &[&str]); 6] = [
     ("hsa_agent_get_info", &[AGENT_INFO_ENTER, AGENT_INFO_EXIT]),
     ("hsa_queue_create", &[QUEUE_CREATE_ENTER, QUEUE_CREATE_EXIT]),
     ("hsa_queue_destroy", &[QUEUE_DESTROY]),
     ("hsa_signal_store_screlease", &[DOORBELL]),
     ("hsa_signal_store_relaxed", &[DOORBELL]),
+    (
+        "hsa_iterate_agents",
+        &[ITERATE_AGENTS_ENTER, ITERATE_AGENTS_EXIT],
+    ),
 ];
 
 impl Probes {
@@ -35,12 +41,11 @@ impl Probes {
         }
         let mark = (self.links.len(), self.temporary.len());
         let mut probed = Vec::new();
-        for f in found {
-            let progs = HSA_PROBES
-                .iter()
-                .find(|(n, _)| *n == f.names[0])
-                .map(|(_, p)| *p)
-                .unwrap_or(&[]);
+        // In HSA_PROBES' order (an address's first name stands for its aliases).
+        let ordered = HSA_PROBES
+            .iter()
+            .filter_map(|(n, progs)| Some((found.iter().find(|f| f.names[0] == *n)?, *progs)));
+        for (f, progs) in ordered {
             for &prog in progs {
                 let point = f.placement.offset.into();
                 if let Err(e) = self.attach(prog, point, path, Some(pid), &f.names) {
@@ -48,7 +53,7 @@ impl Probes {
                     return Err(e);
                 }
             }
-            probed.push((f.placement, f.names));
+            probed.push((f.placement.clone(), f.names.clone()));
         }
         Ok(LibraryReport::new(path, probed, missing))
     }

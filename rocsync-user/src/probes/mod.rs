@@ -55,6 +55,8 @@ const QUEUE_DESTROY: &str = "queue_destroy";
 const DOORBELL: &str = "doorbell";
 const AGENT_INFO_ENTER: &str = "agent_info_enter";
 const AGENT_INFO_EXIT: &str = "agent_info_exit";
+const ITERATE_AGENTS_ENTER: &str = "iterate_agents_enter";
+const ITERATE_AGENTS_EXIT: &str = "iterate_agents_exit";
 /// Set: targets are released by the watchdog process, as on kernels without the kfuncs
 /// the release at exit needs (`release`), even where the kernel has them.
 const WATCHDOG_ENV: &str = "ROCSYNC_WATCHDOG";
@@ -181,6 +183,8 @@ impl Probes {
             DOORBELL,
             AGENT_INFO_ENTER,
             AGENT_INFO_EXIT,
+            ITERATE_AGENTS_ENTER,
+            ITERATE_AGENTS_EXIT,
             seccomp::RETURN_CHECK,
         ]) {
             uprobe(&mut ebpf, name)?

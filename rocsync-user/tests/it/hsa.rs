@@ -164,6 +164,7 @@ fn every_hsa_probe_attaches_to_the_real_debian_runtime() {
         .collect();
     let want = [
         "hsa_agent_get_info",
+        "hsa_iterate_agents",
         "hsa_queue_create",
         "hsa_queue_destroy",
         "hsa_signal_store_relaxed",

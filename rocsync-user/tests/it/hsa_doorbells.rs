@@ -161,3 +161,60 @@ fn queues_created_before_attach_are_found_at_their_doorbells() {
         "the GPU process says its agent is unknown"
     );
 }
+
+/// An attach in the middle of the agents' enumeration (held after its first GPU agent):
+/// the enumeration was not seen from its start, so it numbers nothing (the second GPU
+/// would be numbered 0); the agents are numbered by first queue, as the scenario made
+/// them, and every packet row names the agent the scenario published it on.
+#[test]
+fn an_enumeration_caught_midway_numbers_no_agent() {
+    if !can_trace("an_enumeration_caught_midway_numbers_no_agent") {
+        return;
+    }
+    let dir = TempDir::new();
+    let (log, out) = (dir.path("packets.log"), dir.path("trace.json"));
+    let mut target = Gated::start_at(
+        std::process::Command::new(hsa_scenario())
+            .args(["6", "16"])
+            .env("SCENARIO_ENUM_GATE", "1")
+            .env("SCENARIO_LOG", &log),
+        "enumerating",
+    );
+    let mut tracer = spawn_piped(
+        rocsync()
+            .args(["attach", "--no-status", "-o"])
+            .arg(&out)
+            .arg("--pid")
+            .arg(target.child.id().to_string()),
+    );
+    let mut lines = Lines::of(tracer.stderr.take().unwrap());
+    lines.wait_for("tracing pid");
+    target.open();
+    assert!(target.child.wait().unwrap().success());
+    assert!(tracer.wait().unwrap().success(), "{:?}", lines.all());
+    // The scenario's log: agent queue index … per packet.
+    let logged: BTreeSet<(i64, u64, u64)> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            (f[0].parse().unwrap(), hex(f[1]), f[2].parse().unwrap())
+        })
+        .collect();
+    let t = read_json(&out);
+    let got: BTreeSet<(i64, u64, u64)> = t["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["cat"] == "hsa_packet")
+        .map(|e| {
+            let a = &e["args"];
+            (
+                a["agent"].as_i64().expect("an agent numbered"),
+                hex(a["queue"].as_str().unwrap()),
+                a["write_index"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(got, logged);
+}

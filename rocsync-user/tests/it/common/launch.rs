@@ -3,7 +3,7 @@
 use std::{
     io::{BufRead as _, BufReader, Write as _},
     process::{Child, ChildStdin, Command, Stdio},
-    time::Duration,
+    time::{Duration, Instant},
 };
 
 use rocsync_tests::{read_log, sim_hip};
@@ -91,6 +91,9 @@ pub fn await_ready(child: &mut std::process::Child) {
     assert_eq!(line.trim(), "ready");
 }
 
+/// How long a line awaited may take, however much else the child says meanwhile.
+const LINE_WAIT: Duration = Duration::from_secs(60);
+
 /// The lines a child writes to a pipe, read on a thread, waited for one at a time.
 pub struct Lines(std::sync::mpsc::Receiver<String>, pub Vec<String>);
 
@@ -108,23 +111,27 @@ impl Lines {
     }
 
     pub fn wait_for(&mut self, needle: &str) {
+        let deadline = Instant::now() + LINE_WAIT;
         while !self.1.last().is_some_and(|l| l.contains(needle)) {
-            let line = self
-                .0
-                .recv_timeout(Duration::from_secs(20))
-                .unwrap_or_else(|_| panic!("no {needle:?}; saw {:#?}", self.1));
-            self.1.push(line);
+            self.next_before(deadline, || format!("no {needle:?}"));
         }
     }
 
     /// Waits until each of `needles` is in a line seen so far, in whatever order.
     pub fn wait_for_all(&mut self, needles: &[&str]) {
+        let deadline = Instant::now() + LINE_WAIT;
         while !needles.iter().all(|n| self.1.iter().any(|l| l.contains(n))) {
-            let line = self
-                .0
-                .recv_timeout(Duration::from_secs(20))
-                .unwrap_or_else(|_| panic!("not all of {needles:?}; saw {:#?}", self.1));
-            self.1.push(line);
+            self.next_before(deadline, || format!("not all of {needles:?}"));
+        }
+    }
+
+    /// One more line, read before `deadline` (a child that keeps talking without saying
+    /// what is awaited fails the test too, rather than hanging it).
+    fn next_before(&mut self, deadline: Instant, awaited: impl Fn() -> String) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match self.0.recv_timeout(left) {
+            Ok(line) => self.1.push(line),
+            Err(_) => panic!("{} within {LINE_WAIT:?}; saw {:#?}", awaited(), self.1),
         }
     }
 
