@@ -281,7 +281,7 @@ fn doctor_names_each_real_runtimes_release() {
             .collect();
         let hip = format!("{}: ROCm {}, attached to", r.hip.display(), r.series);
         assert!(found.iter().any(|f| f.starts_with(&hip)), "{found:#?}");
-        let hsa = format!("{}: attached to 5 functions", r.hsa.display());
+        let hsa = format!("{}: attached to 6 functions", r.hsa.display());
         assert!(found.iter().any(|f| f.starts_with(&hsa)), "{found:#?}");
     }
 }

@@ -144,10 +144,16 @@ impl Files {
         for &(i, uid) in &on_fuse {
             let m = &p.mappings[i];
             if self.refuse_fuse(m) {
+                let mount = match uid {
+                    super::fuse::UNKNOWN_OWNER => {
+                        "a mount of no known owner (detached, or a FUSE mount that names none)"
+                            .to_string()
+                    }
+                    uid => format!("a FUSE mount of uid {uid}"),
+                };
                 crate::say!(
-                    "rocsync daemon: warning: {} (pid {}) is on a FUSE mount of uid {uid}: \
-                     the daemon never reads a user's FUSE files (its server could hold it); \
-                     not probed",
+                    "rocsync daemon: warning: {} (pid {}) is on {mount}: the daemon never \
+                     reads a user's FUSE files (its server could hold it); not probed",
                     untrusted::shown(&m.path.to_string_lossy()),
                     p.pid
                 );

@@ -28,12 +28,48 @@ pub fn mount_table(pid: u32) -> String {
 /// The last line of a mount table read only in part.
 const CUT_SHORT: &str = "\n(cut short)";
 
+/// The owner of a FUSE mount that says none, or of a mount no table lists.
+pub const UNKNOWN_OWNER: u32 = u32::MAX;
+
+/// Who owns the mount of anonymous device `dev`, by the target's own table, else the
+/// host's (init's: a container's file can sit on a host mount its table lacks, as
+/// overlay's layers on btrfs); `None`: not a user's FUSE mount. A device neither lists
+/// is not trusted: a mount detached lazily (`fusermount -u -z`) still backs the
+/// mappings made from it, and its server may be a user's that never answers.
+pub fn owner(target: &str, host: impl FnOnce() -> String, dev: (u32, u32)) -> Option<u32> {
+    match lookup(target, dev) {
+        Lookup::Listed(user) => user,
+        Lookup::CutShort => Some(UNKNOWN_OWNER),
+        Lookup::Absent => match lookup(&host(), dev) {
+            Lookup::Listed(user) => user,
+            Lookup::CutShort | Lookup::Absent => Some(UNKNOWN_OWNER),
+        },
+    }
+}
+
+/// A device's entry in one mount table.
+enum Lookup {
+    /// Listed: the uid of a user's FUSE mount, or `None`.
+    Listed(Option<u32>),
+    /// Not listed, in a table read only in part.
+    CutShort,
+    Absent,
+}
+
+fn lookup(mountinfo: &str, dev: (u32, u32)) -> Lookup {
+    match user_mount(mountinfo, dev) {
+        Some(found) => Lookup::Listed(found),
+        None if mountinfo.ends_with(CUT_SHORT) => Lookup::CutShort,
+        None => Lookup::Absent,
+    }
+}
+
 /// The uid that mounted the FUSE file system on device `dev` (major, minor) in the
-/// mount table `mountinfo` (`/proc/PID/mountinfo`), when it is FUSE and not root's.
-/// A device not in a table cut short may be a user's mount past the cut: not trusted.
-pub fn user_mount(mountinfo: &str, dev: (u32, u32)) -> Option<u32> {
+/// mount table `mountinfo` (`/proc/PID/mountinfo`), when it is FUSE and not root's;
+/// `None` when the table does not list the device.
+fn user_mount(mountinfo: &str, dev: (u32, u32)) -> Option<Option<u32>> {
     let want = format!("{}:{}", dev.0, dev.1);
-    let found = mountinfo.lines().find_map(|line| {
+    mountinfo.lines().find_map(|line| {
         // ID PARENT MAJ:MIN ROOT POINT OPTIONS [TAGS…] - FSTYPE SOURCE SUPER_OPTIONS
         let mut fields = line.split(' ');
         if fields.nth(2)? != want {
@@ -52,14 +88,9 @@ pub fn user_mount(mountinfo: &str, dev: (u32, u32)) -> Option<u32> {
             .split(',')
             .find_map(|o| o.strip_prefix("user_id="))
             .and_then(|u| u.parse().ok())
-            .unwrap_or(u32::MAX);
+            .unwrap_or(UNKNOWN_OWNER);
         Some((uid != 0).then_some(uid))
-    });
-    match found {
-        Some(user) => user,
-        None if mountinfo.ends_with(CUT_SHORT) => Some(u32::MAX),
-        None => None,
-    }
+    })
 }
 
 #[cfg(test)]
@@ -75,19 +106,33 @@ mod tests {
 
     #[test]
     fn a_users_fuse_mount_is_named_and_roots_or_others_are_not() {
-        assert_eq!(user_mount(TABLE, (0, 52)), Some(1001));
-        assert_eq!(user_mount(TABLE, (0, 53)), None, "root's squashfuse");
+        let none = String::new;
+        assert_eq!(owner(TABLE, none, (0, 52)), Some(1001));
+        assert_eq!(owner(TABLE, none, (0, 53)), None, "root's squashfuse");
         assert_eq!(
-            user_mount(TABLE, (0, 54)),
-            Some(u32::MAX),
+            owner(TABLE, none, (0, 54)),
+            Some(UNKNOWN_OWNER),
             "no user_id: not trusted"
         );
-        assert_eq!(user_mount(TABLE, (0, 55)), None, "tmpfs");
-        assert_eq!(user_mount(TABLE, (259, 1)), None);
-        assert_eq!(user_mount(TABLE, (9, 9)), None);
+        assert_eq!(owner(TABLE, none, (0, 55)), None, "tmpfs");
+        assert_eq!(owner(TABLE, none, (259, 1)), None);
         // Past a table cut short, a device is not trusted; in it, as before.
         let cut = format!("{TABLE}{CUT_SHORT}");
-        assert_eq!(user_mount(&cut, (0, 99)), Some(u32::MAX));
-        assert_eq!(user_mount(&cut, (0, 53)), None);
+        assert_eq!(owner(&cut, none, (0, 99)), Some(UNKNOWN_OWNER));
+        assert_eq!(owner(&cut, none, (0, 53)), None);
+    }
+
+    #[test]
+    fn a_device_no_table_lists_is_not_trusted_and_the_hosts_table_is_asked() {
+        // Detached (listed nowhere): a user's server may hold it.
+        let host = || "22 1 259:1 / / rw - ext4 /dev/sda rw".to_string();
+        assert_eq!(owner(TABLE, host, (0, 99)), Some(UNKNOWN_OWNER));
+        // A host mount the target's table lacks answers for it.
+        let host = || format!("{TABLE}\n94 22 0:99 / /var/lib/c rw - btrfs /dev/sdb rw");
+        assert_eq!(owner(TABLE, host, (0, 99)), None);
+        let host = || format!("{TABLE}\n94 22 0:99 / /m rw - fuse.x x rw,user_id=7");
+        assert_eq!(owner(TABLE, host, (0, 99)), Some(7));
+        // The host's table is read only when the target's does not answer.
+        assert_eq!(owner(TABLE, || unreachable!(), (0, 52)), Some(1001));
     }
 }

@@ -55,13 +55,15 @@ impl Snapshot {
             .as_deref()
     }
 
-    /// The uid of the user's FUSE mount `m` is on, if it is on one (see `fuse.rs`). The
-    /// mount table is read only for a file on an anonymous device (major 0: FUSE, and
-    /// overlay, tmpfs…), once, and at most [`super::fuse::MAX_MOUNTINFO`] of it.
+    /// The uid of the user's FUSE mount `m` is on, if it is on one, or of a mount no table
+    /// lists (see `fuse.rs`). The mount table is read only for a file on an anonymous
+    /// device (major 0: FUSE, and overlay, tmpfs…), once, and at most
+    /// [`super::fuse::MAX_MOUNTINFO`] of it; the host's (init's) only when it lacks the
+    /// device.
     pub fn on_user_fuse(&self, m: &maps::Mapping) -> Option<u32> {
         let dev = m.dev.filter(|&(major, _)| major == 0)?;
         let table = (self.mountinfo).get_or_init(|| super::fuse::mount_table(self.pid));
-        super::fuse::user_mount(table, dev)
+        super::fuse::owner(table, || super::fuse::mount_table(1), dev)
     }
 
     /// What it says of itself in its environment (name, rank, visible devices).

@@ -113,9 +113,14 @@ pub fn metrics_addr(lines: &Lines) -> String {
 /// One GET over HTTP/1.1; the whole response.
 pub fn get(addr: &str, path: &str) -> String {
     let mut s = TcpStream::connect(addr).unwrap();
+    // A daemon held (in the kernel, say) fails the test rather than hanging it.
+    s.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
     write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
     let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
+    if let Err(e) = s.read_to_string(&mut out) {
+        panic!("the daemon did not answer {path} within 30 s: {e}");
+    }
     out
 }
 
