@@ -36,8 +36,9 @@ use profile::{Flavour, Profile};
 use streams::StreamMap;
 
 /// The largest profiler trace read (decompressed, its blank runs cut): annotate holds
-/// it whole, and a hostile file cannot make it allocate without bound.
-const MAX_TRACE: u64 = 4 << 30;
+/// it whole, and a hostile file cannot make it allocate without bound (its events are
+/// bounded too: `profile::MAX_EVENTS`).
+const MAX_TRACE: u64 = 2 << 30;
 
 /// What to annotate, as plain values.
 #[derive(Clone, Debug)]

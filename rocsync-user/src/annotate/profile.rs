@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use anyhow::{Context as _, Result, anyhow, bail};
+use anyhow::{Result, anyhow, bail};
 use rocsync_common::{Api, Op};
 use serde::Deserialize;
 use serde_json::{Value, value::RawValue};
@@ -71,15 +71,56 @@ pub struct Profile {
     pub from_rocsync: bool,
 }
 
+/// The most `traceEvents` read: each costs its span and, as a row, more than its text
+/// (a file of empty events, 3 bytes each, took 11 times its size). A Kineto trace's
+/// events average a few hundred bytes: 2 GiB of them is about this many.
+pub const MAX_EVENTS: usize = 8 << 20;
+const TOO_MANY: &str = "more than";
+
 #[derive(Deserialize)]
 struct Top<'a> {
-    #[serde(borrow, rename = "traceEvents")]
+    #[serde(
+        borrow,
+        rename = "traceEvents",
+        deserialize_with = "at_most_max_events"
+    )]
     events: Vec<&'a RawValue>,
     #[serde(rename = "baseTimeNanoseconds", default)]
     base: Option<Value>,
     /// rocsync's own traces have it; a profiler's never.
     #[serde(default)]
     rocsync: Option<&'a RawValue>,
+}
+
+/// `traceEvents`, refused past [`MAX_EVENTS`] as they are read.
+fn at_most_max_events<'de, D>(d: D) -> Result<Vec<&'de RawValue>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    struct Bounded;
+    impl<'de> serde::de::Visitor<'de> for Bounded {
+        type Value = Vec<&'de RawValue>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("an array of trace events")
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(
+            self,
+            mut seq: A,
+        ) -> Result<Self::Value, A::Error> {
+            let mut events = Vec::new();
+            while let Some(e) = seq.next_element()? {
+                if events.len() == MAX_EVENTS {
+                    return Err(serde::de::Error::custom(format!(
+                        "{TOO_MANY} {MAX_EVENTS} trace events: annotate holds a trace whole; \
+                         profile fewer steps (torch.profiler's schedule) and annotate that"
+                    )));
+                }
+                events.push(e);
+            }
+            Ok(events)
+        }
+    }
+    d.deserialize_seq(Bounded)
 }
 
 /// The op of a runtime API name: `hip*`/`cuda*`, per-thread suffixes aside.
@@ -118,8 +159,13 @@ fn us_to_ns(v: &Value) -> Option<i64> {
 
 impl Profile {
     pub fn parse(text: String) -> Result<Profile> {
-        let top: Top = serde_json::from_str(&text)
-            .context("not a Kineto trace (a JSON object with \"traceEvents\")")?;
+        let top: Top =
+            serde_json::from_str(&text).map_err(|e| match e.to_string().starts_with(TOO_MANY) {
+                true => anyhow!(e),
+                false => {
+                    anyhow!(e).context("not a Kineto trace (a JSON object with \"traceEvents\")")
+                }
+            })?;
         // Relative µs since 2024 (`baseTimeNanoseconds`); absolute epoch µs before.
         let base_ns = match &top.base {
             None => 0,

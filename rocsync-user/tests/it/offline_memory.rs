@@ -39,6 +39,22 @@ fn blank_bomb(path: &Path, head: &str, blanks: usize, tail: &str) {
 
 const MIB: i64 = 1024;
 
+/// A raw capture of no call, for annotate.
+fn empty_capture(dir: &TempDir) -> std::path::PathBuf {
+    let raw = dir.path("capture.jsonl");
+    std::fs::write(
+        &raw,
+        concat!(
+            r#"{"rocsync_raw":{"version":"0.1.0","clock_offset_ns":1700000000000000000,"command":["app"],"drops":0}}"#,
+            "\n",
+            r#"{"rocsync_raw_end":{}}"#,
+            "\n"
+        ),
+    )
+    .unwrap();
+    raw
+}
+
 #[test]
 fn a_gzip_of_blanks_costs_what_its_text_means() {
     let dir = TempDir::new();
@@ -51,17 +67,7 @@ fn a_gzip_of_blanks_costs_what_its_text_means() {
     let (peak, _) = peak_kib(&[Path::new("report"), &bomb], true);
     assert!(peak < 64 * MIB, "report held {peak} KiB");
     // annotate: the profiler trace it edits is held whole, its blanks cut.
-    let raw = dir.path("capture.jsonl");
-    std::fs::write(
-        &raw,
-        concat!(
-            r#"{"rocsync_raw":{"version":"0.1.0","clock_offset_ns":1700000000000000000,"command":["app"],"drops":0}}"#,
-            "\n",
-            r#"{"rocsync_raw_end":{}}"#,
-            "\n"
-        ),
-    )
-    .unwrap();
+    let raw = empty_capture(&dir);
     let out = dir.path("annotated.json");
     let args = [
         Path::new("annotate"),
@@ -75,6 +81,42 @@ fn a_gzip_of_blanks_costs_what_its_text_means() {
     // It read the trace through, its blanks cut, and found it rocsync's own.
     assert!(stderr.contains("is rocsync's own trace"), "{stderr}");
     assert!(peak < 64 * MIB, "annotate held {peak} KiB: {stderr}");
+}
+
+/// annotate holds a profiler trace whole, each event costing more than its text: a gzip
+/// of millions of empty events (3 bytes each) is refused at the events' bound, early,
+/// not read through at 11 times its size.
+#[test]
+fn annotate_refuses_a_trace_of_more_events_than_it_holds() {
+    let dir = TempDir::new();
+    let bomb = dir.path("events.json.gz");
+    let file = std::fs::File::create(&bomb).unwrap();
+    let mut gz = flate2::write::GzEncoder::new(file, flate2::Compression::fast());
+    gz.write_all(br#"{"traceEvents": ["#).unwrap();
+    let chunk = "{},".repeat(1 << 20);
+    for _ in 0..32 {
+        gz.write_all(chunk.as_bytes()).unwrap();
+    }
+    gz.write_all(b"{}]}").unwrap();
+    gz.finish().unwrap();
+    let raw = empty_capture(&dir);
+    let out = dir.path("annotated.json");
+    let args = [
+        Path::new("annotate"),
+        &bomb,
+        Path::new("--capture"),
+        &raw,
+        Path::new("-o"),
+        &out,
+    ];
+    let (peak, stderr) = peak_kib(&args, false);
+    assert!(
+        stderr.contains("more than 8388608 trace events"),
+        "{stderr}"
+    );
+    // Its 96 MiB of text and the events' bound's spans: 32 Mi events read through took
+    // over 1 GiB.
+    assert!(peak < 384 * MIB, "annotate held {peak} KiB: {stderr}");
 }
 
 #[test]
