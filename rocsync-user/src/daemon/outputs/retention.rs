@@ -11,6 +11,23 @@ use std::{
 
 use crate::daemon::outputs::upload;
 
+/// The size limit when none is set: its file system's tenth, at most this (as journald's
+/// `SystemMaxUse`). Without it, hang traces of up to `--trace-max-bytes` each, one a
+/// minute, filled the disk in hours.
+const DEFAULT_MAX_BYTES_CAP: u64 = 4 << 30;
+
+/// The default size limit of traces kept in `state_dir`: a tenth of its file system
+/// (the nearest folder that exists: the state directory is made at start), at most
+/// 4 GiB; 4 GiB when none can be asked.
+pub fn default_max_bytes(state_dir: &Path) -> u64 {
+    let fs = state_dir
+        .ancestors()
+        .find_map(|d| rustix::fs::statvfs(d).ok());
+    fs.map_or(DEFAULT_MAX_BYTES_CAP, |s| {
+        (s.f_blocks.saturating_mul(s.f_frsize) / 10).min(DEFAULT_MAX_BYTES_CAP)
+    })
+}
+
 /// The limits; `None` is no limit.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Retention {

@@ -5,7 +5,7 @@ use std::{path::Path, time::Duration};
 
 use anyhow::{Context as _, Result, bail};
 
-use crate::daemon::outputs::retention::Retention;
+use crate::daemon::outputs::retention::{self, Retention};
 use crate::daemon::outputs::upload::StoreSettings;
 use crate::daemon::serving::protocol::DEFAULT_SOCKET;
 pub use crate::daemon::tracking::filters::Filters;
@@ -84,12 +84,15 @@ impl DaemonConfig {
             (None, None) => None,
             _ => bail!("sampling needs both sample_window and sample_every"),
         };
+        let state_dir = (args.state_dir.clone()).unwrap_or_else(|| DEFAULT_STATE_DIR.into());
         let retention = Retention {
-            max_bytes: args
-                .retention_max_bytes
-                .clone()
-                .map(|v| parse_size(&v).map_err(|e| anyhow::anyhow!("retention_max_bytes: {e}")))
-                .transpose()?,
+            max_bytes: match args.retention_max_bytes.as_deref() {
+                None => Some(retention::default_max_bytes(&state_dir)),
+                Some("none") => None,
+                Some(v) => Some(parse_size(v).map_err(|e| {
+                    anyhow::anyhow!("retention_max_bytes: {e}, or none (no limit)")
+                })?),
+            },
             max_age: duration("retention_max_age", args.retention_max_age.clone())?,
         };
         let learn_devices = args
@@ -180,10 +183,7 @@ impl DaemonConfig {
             retention,
             socket: args.socket.clone().unwrap_or_else(|| DEFAULT_SOCKET.into()),
             group,
-            state_dir: args
-                .state_dir
-                .clone()
-                .unwrap_or_else(|| DEFAULT_STATE_DIR.into()),
+            state_dir,
             metrics_addr,
             filters,
             lock: args.lock.clone().unwrap_or_else(|| DEFAULT_LOCK.into()),
