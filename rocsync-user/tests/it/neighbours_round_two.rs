@@ -116,6 +116,19 @@ fn check_never_shows_an_endpoints_credentials() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(!text.contains("SECRET") && !text.contains("KEY"), "{text}");
     assert!(text.contains("http://REDACTED@127.0.0.1:9000"), "{text}");
+    // An endpoint that is no HTTP(S) URL is refused by --check, not at the first upload,
+    // its credentials still hidden.
+    for bad in ["ftp://KEY:SECRET@127.0.0.1:21", "http://", "127.0.0.1:9000"] {
+        let out = rocsync()
+            .args(["daemon", "--check", "--upload", "s3://bucket/p"])
+            .args(["--upload-endpoint", bad])
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{bad} accepted");
+        assert!(said.contains("expected http://HOST"), "{bad}: {said}");
+        assert!(!said.contains("SECRET"), "{said}");
+    }
 }
 
 #[test]

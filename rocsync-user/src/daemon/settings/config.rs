@@ -136,6 +136,9 @@ impl DaemonConfig {
             kubelet_root: args.kubelet_root.clone().unwrap_or(defaults.kubelet_root),
             runtime_state: args.runtime_state.clone().unwrap_or(defaults.runtime_state),
         };
+        if let Some(e) = &args.upload_endpoint {
+            crate::daemon::outputs::upload::check_endpoint(e)?;
+        }
         let upload = match args.upload.clone() {
             Some(url) => Some(StoreSettings {
                 destination: url.parse().context("upload")?,

@@ -34,7 +34,7 @@ use tokio::{
 };
 
 pub use pending::{forget, waiting};
-pub use store::{Destination, StoreSettings, redacted};
+pub use store::{Destination, StoreSettings, check_endpoint, redacted};
 
 /// The pause after a first failure, doubled after each up to the last.
 const FIRST_PAUSE: Duration = Duration::from_secs(1);

@@ -97,6 +97,22 @@ pub struct StoreSettings {
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// An endpoint is an HTTP(S) URL with a host: checked with the settings (`--check`
+/// says so), and again when the store opens (AWS_ENDPOINT_URL is read then).
+pub fn check_endpoint(e: &str) -> Result<()> {
+    let host = (e
+        .strip_prefix("http://")
+        .or_else(|| e.strip_prefix("https://")))
+    .map(|rest| rest.split(['/', '?', '#']).next().unwrap_or_default());
+    match host {
+        Some(h) if !h.is_empty() && !h.starts_with(':') => Ok(()),
+        _ => bail!(
+            "upload_endpoint {:?}: expected http://HOST[:PORT] or https://...",
+            redacted(e)
+        ),
+    }
+}
+
 /// The store for `s`, its credentials found now.
 pub fn open(s: &StoreSettings) -> Result<Arc<dyn ObjectStore>> {
     // reqwest's rustls has no provider of its own (see Cargo.toml); an error only says
@@ -112,9 +128,7 @@ pub fn open(s: &StoreSettings) -> Result<Arc<dyn ObjectStore>> {
         .with_timeout(REQUEST_TIMEOUT)
         .with_connect_timeout(CONNECT_TIMEOUT);
     if let Some(e) = endpoint {
-        if !(e.starts_with("http://") || e.starts_with("https://")) {
-            bail!("upload_endpoint {e:?}: expected http://HOST[:PORT] or https://...");
-        }
+        check_endpoint(&e)?;
         // Asking for a plain-HTTP endpoint by name is consent to plain HTTP.
         client = client.with_allow_http(e.starts_with("http://"));
         b = b.with_endpoint(e).with_virtual_hosted_style_request(false);
@@ -197,5 +211,21 @@ mod tests {
         };
         let e = open(&s).err().unwrap().to_string();
         assert!(e.contains("expected http://"), "{e}");
+        for bad in [
+            "ftp://h",
+            "http://",
+            "https:///x",
+            "http://:9000",
+            "file:///etc",
+        ] {
+            assert!(check_endpoint(bad).is_err(), "{bad}");
+        }
+        for good in [
+            "http://127.0.0.1:9000",
+            "https://s3.example.com/",
+            "http://h",
+        ] {
+            assert!(check_endpoint(good).is_ok(), "{good}");
+        }
     }
 }
