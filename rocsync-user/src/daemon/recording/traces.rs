@@ -185,11 +185,13 @@ impl Active {
         }
     }
 
-    /// The largest a file of it may grow: there its sink writes nothing more (but its
-    /// end) and counts what it leaves out.
+    /// The largest a file of it may grow: short of it, by room for its end (metadata and
+    /// summary: kilobytes), its sink writes nothing more but that end and counts what it
+    /// leaves out, so the file ends within the bound.
     pub fn limit_size(&mut self, max_bytes: u64) {
         self.max_bytes = max_bytes;
-        self.pipeline.sink_mut().trace_mut().max_bytes = Some(max_bytes);
+        let rows = max_bytes - (max_bytes / 16).min(1 << 20);
+        self.pipeline.sink_mut().trace_mut().max_bytes = Some(rows);
     }
 
     /// Ends it now, marked truncated, once a file of it reached `max_bytes` (its sink cut
