@@ -119,10 +119,12 @@ fn socket_uid(peer: SocketAddr, local: SocketAddr) -> Option<u32> {
     // the connection does: read again before giving up.
     (0..3).find_map(|_| {
         let text = std::fs::read_to_string(table).ok()?;
-        // sl local_address rem_address st tx:rx tr:when retrnsmt uid …
+        // sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode …
+        // A socket its owner closed (orphaned, or in TIME_WAIT) has no inode and says uid
+        // 0: its request is no one's known, never root's.
         text.lines().skip(1).find_map(|line| {
             let f: Vec<&str> = line.split_whitespace().collect();
-            (f.len() > 7 && f[1] == peer_hex && f[2] == local_hex)
+            (f.len() > 9 && f[1] == peer_hex && f[2] == local_hex && f[9] != "0")
                 .then(|| f[7].parse().ok())
                 .flatten()
         })
@@ -208,7 +210,13 @@ mod tests {
         let (s, peer) = l.accept().unwrap();
         let uid = rustix::process::getuid().as_raw();
         assert_eq!(Peer::of(peer, s.local_addr().unwrap()), Peer::Uid(uid));
+        // Closed by its owner before the daemon looked (a request sent, then the client
+        // gone, while the daemon's loop was held up): its row says uid 0.
         drop(c);
+        assert_eq!(
+            Peer::of(peer, s.local_addr().unwrap()),
+            Peer::Addr(peer.ip())
+        );
         let Ok(l) = std::net::TcpListener::bind("[::]:0") else {
             return; // no IPv6 here
         };
