@@ -241,7 +241,8 @@ fn main() {
 
 /// Builds `real_hip-SERIES` against each runtime in `target/rocm/SERIES/lib` (sid's
 /// loader and libraries beside it: Debian 12's glibc is too old for them), and lists
-/// them in `real_runtimes`, a line each: series, program, library folder (tab-separated).
+/// them in `real_runtimes`, a line each: series, program, library folder (tab-separated);
+/// `real_rccl-SERIES` against the series' RCCL where it has one, listed in `real_rccl`.
 fn real_runtimes(c: &Path, out: &Path) {
     let root = env::var_os("ROCSYNC_ROCM_DIR").map_or_else(
         || Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/rocm"),
@@ -250,7 +251,7 @@ fn real_runtimes(c: &Path, out: &Path) {
     println!("cargo:rerun-if-env-changed=ROCSYNC_ROCM_DIR");
     let series_file = root.join("series");
     println!("cargo:rerun-if-changed={}", series_file.display());
-    let mut listed = String::new();
+    let (mut listed, mut rccl) = (String::new(), String::new());
     for series in std::fs::read_to_string(&series_file)
         .unwrap_or_default()
         .lines()
@@ -281,6 +282,24 @@ fn real_runtimes(c: &Path, out: &Path) {
             ],
         );
         listed.push_str(&format!("{series}\t{}\t{l}\n", program.display()));
+        // Its RCCL, where the series has one: no headers needed (its prototypes are
+        // written out in the program).
+        if lib.join("librccl.so.1").exists() {
+            let program = out.join(format!("real_rccl-{series}"));
+            gcc(
+                &program,
+                &c.join("real_rccl.c"),
+                &[
+                    format!("-L{l}"),
+                    "-l:librccl.so.1".to_string(),
+                    format!("-Wl,--dynamic-linker={l}/ld-linux-x86-64.so.2"),
+                    format!("-Wl,--disable-new-dtags,-rpath,{l}"),
+                    "-Wl,--allow-shlib-undefined".to_string(),
+                ],
+            );
+            rccl.push_str(&format!("{series}\t{}\t{l}\n", program.display()));
+        }
     }
     std::fs::write(out.join("real_runtimes"), listed).unwrap();
+    std::fs::write(out.join("real_rccl"), rccl).unwrap();
 }

@@ -178,7 +178,16 @@ pub struct RealRuntime {
 
 /// Every later real runtime the fixtures were built against (none before scripts/setup).
 pub fn real_runtimes() -> Vec<RealRuntime> {
-    std::fs::read_to_string(Path::new(OUT).join("real_runtimes"))
+    listed_runtimes("real_runtimes")
+}
+
+/// Every real RCCL the fixtures were built against (`real_rccl`, in the series' folder).
+pub fn real_rccls() -> Vec<RealRuntime> {
+    listed_runtimes("real_rccl")
+}
+
+fn listed_runtimes(list: &str) -> Vec<RealRuntime> {
+    std::fs::read_to_string(Path::new(OUT).join(list))
         .unwrap_or_default()
         .lines()
         .filter_map(|l| {

@@ -55,6 +55,7 @@ mod pipeline;
 mod placement;
 mod processes;
 mod readme;
+mod real_rccl;
 mod real_runtimes;
 mod report;
 mod resolution;

@@ -47,32 +47,36 @@ impl Comms {
 
     /// Learns a communicator from its set-up call, once it returned with its handle.
     pub fn learn(&mut self, c: &Call) {
-        let comm = match c.api.op() {
-            Op::CommInitRank => {
-                let (rank, nranks) = ranks((c.args[2] >> 32) as u32, c.args[2] as u32);
-                Comm {
-                    id: c.args[1],
-                    rank,
-                    nranks,
-                }
-            }
-            // Its rank and size are decided inside the library.
-            Op::CommSplit => Comm {
-                id: c.args[1],
-                rank: None,
-                nranks: None,
-            },
-            Op::CommInitAll => Comm {
-                id: 0,
-                rank: Some(0),
-                nranks: Some(c.args[1] as u32),
-            },
-            _ => return,
-        };
-        if c.ok() {
+        if let Some(comm) = joined(c).filter(|_| c.ok()) {
             self.insert(c.pid, c.args[0], comm);
         }
     }
+}
+
+/// The communicator a set-up call makes (or, failed or in flight, tried to make).
+fn joined(c: &Call) -> Option<Comm> {
+    Some(match c.api.op() {
+        Op::CommInitRank => {
+            let (rank, nranks) = ranks((c.args[2] >> 32) as u32, c.args[2] as u32);
+            Comm {
+                id: c.args[1],
+                rank,
+                nranks,
+            }
+        }
+        // Its rank and size are decided inside the library.
+        Op::CommSplit => Comm {
+            id: c.args[1],
+            rank: None,
+            nranks: None,
+        },
+        Op::CommInitAll => Comm {
+            id: 0,
+            rank: Some(0),
+            nranks: Some(c.args[1] as u32),
+        },
+        _ => return None,
+    })
 }
 
 /// A rank and a size as the call gave them, when they make sense (garbage is unknown).
@@ -127,7 +131,9 @@ impl<W: Write> KinetoWriter<W> {
         self.last_ns = self.last_ns.max(end);
         let dur = i64::try_from(end - c.enter_ns).unwrap_or(i64::MAX);
         let ts = self.ts(c.enter_ns);
-        let comm = self.comms.get(c.pid, c.args[0]).copied();
+        // A set-up that failed or is still in flight (a rank waiting for the others in
+        // its bootstrap) names the communicator it was joining.
+        let comm = (self.comms.get(c.pid, c.args[0]).copied()).or_else(|| joined(c));
         let j = self.slice(
             "cpu_op",
             c.api.symbol(),
@@ -167,7 +173,9 @@ impl<W: Write> KinetoWriter<W> {
             };
             j.s(",\"stream\":").hex(c.args[1]);
         }
-        if matches!(op, Op::Collective | Op::PointToPoint | Op::CommEnd) || c.ok() {
+        // A group call has no communicator; a set-up's is written only when it succeeds.
+        let made = c.ok() && op != Op::Group;
+        if matches!(op, Op::Collective | Op::PointToPoint | Op::CommEnd) || made {
             j.s(",\"comm\":").hex(c.args[0]);
         }
         if let Some(m) = comm.filter(|_| op != Op::Group) {

@@ -1,0 +1,132 @@
+//! Debian's real RCCL (experimental's librccl1, the 7.2 series, over its real HIP
+//! runtime; unpacked by `scripts/rocm-runtimes`, nothing installed) probed by `run`:
+//! every set-up, collective, point-to-point and group function rocsync probes sits on
+//! RCCL's own export (checked against `nm -D`), and the calls a program makes through
+//! it are rows, each once, against the program's log. Without a GPU the set-up fails
+//! (and RCCL's collectives read through the communicator it would have made, so the
+//! program makes none); the set-up's row still names the communicator it was joining,
+//! hashed from the 128-byte unique id passed by value on the stack. Needs root.
+
+use std::{collections::BTreeMap, path::Path, process::Command};
+
+use serde_json::Value;
+
+use crate::{collectives::comm_id_of, common::*};
+
+/// RCCL's functions rocsync probes by default and their addresses (`nm -D`).
+fn hooked_exports(lib: &Path) -> BTreeMap<String, u64> {
+    let out = run_ok(Command::new("nm").args(["-D", "--defined-only"]).arg(lib));
+    let all: BTreeMap<String, u64> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let mut f = l.split_whitespace();
+            let addr = u64::from_str_radix(f.next()?, 16).ok()?;
+            Some((f.nth(1)?.split('@').next()?.to_string(), addr))
+        })
+        .collect();
+    (rocsync_common::Api::ALL.iter().map(|a| a.symbol()))
+        .filter(|n| n.starts_with("nccl"))
+        .filter_map(|n| Some((n.to_string(), *all.get(n)?)))
+        .collect()
+}
+
+#[test]
+fn a_real_rccl_is_probed_on_its_exports_and_its_set_up_names_its_communicator() {
+    let name = "a_real_rccl_is_probed_on_its_exports_and_its_set_up_names_its_communicator";
+    if !can_trace(name) {
+        return;
+    }
+    let rccls = rocsync_tests::real_rccls();
+    if rccls.is_empty() {
+        rocsync_tests::skip(
+            name,
+            "no real RCCL is unpacked (scripts/setup runs scripts/rocm-runtimes)",
+        );
+        return;
+    }
+    for r in rccls {
+        let lib = r.lib.join("librccl.so.1").canonicalize().unwrap();
+        let hooked = hooked_exports(&lib);
+        // Every set-up, collective, point-to-point and group call of NCCL 2.2x is there.
+        for f in [
+            "ncclCommInitRank",
+            "ncclAllReduce",
+            "ncclSend",
+            "ncclGroupEnd",
+        ] {
+            assert!(
+                hooked.contains_key(f),
+                "RCCL {}: {f} not exported",
+                r.series
+            );
+        }
+        let dir = TempDir::new();
+        let (out, log) = (dir.path("t.json"), dir.path("calls.log"));
+        let ran = run_ok(
+            rocsync()
+                .args(["run", "-v", "-o"])
+                .arg(&out)
+                .arg("--")
+                .arg(&r.program)
+                .env("SCENARIO_LOG", &log),
+        );
+        // "rocsync:   0x… ncclAllReduce: probe on …": each within its function's first
+        // instructions.
+        let stderr = String::from_utf8_lossy(&ran.stderr);
+        let mut placed = 0;
+        for l in stderr.lines() {
+            let Some(rest) = l.strip_prefix("rocsync:   0x") else {
+                continue;
+            };
+            let (offset, rest) = rest.split_once(' ').unwrap();
+            let offset = u64::from_str_radix(offset, 16).unwrap();
+            let names = rest.split_once(':').unwrap().0;
+            if let Some(&addr) = names.split(" = ").find_map(|n| hooked.get(n)) {
+                assert!(
+                    (addr..addr + 16).contains(&offset),
+                    "RCCL {}: {l}",
+                    r.series
+                );
+                placed += 1;
+            }
+        }
+        assert_eq!(placed, hooked.len(), "RCCL {}: {stderr}", r.series);
+        // The program's log: "uid HEX", then "NAME RET" a call.
+        let text = std::fs::read_to_string(&log).unwrap();
+        let uid = text.lines().find_map(|l| l.strip_prefix("uid ")).unwrap();
+        let logged: Vec<(&str, i64)> = text
+            .lines()
+            .filter(|l| !l.starts_with("uid "))
+            .filter_map(|l| l.split_once(' '))
+            .map(|(n, ret)| (n, ret.parse().unwrap()))
+            .filter(|(n, _)| hooked.contains_key(*n))
+            .collect();
+        let t = read_json(&out);
+        let mut rows: Vec<&Value> = t["traceEvents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["cat"] == "cpu_op")
+            .collect();
+        rows.sort_by_key(|e| e["args"]["correlation"].as_u64());
+        let names: Vec<&str> = rows.iter().map(|e| e["name"].as_str().unwrap()).collect();
+        let want: Vec<&str> = logged.iter().map(|(n, _)| *n).collect();
+        assert_eq!(names, want, "RCCL {}", r.series);
+        let init = rows[0];
+        let (_, ret) = logged[0];
+        assert_ne!(ret, 0, "RCCL {}: set-up without a GPU", r.series);
+        let a = &init["args"];
+        assert_eq!(a["ret"], ret, "{a}");
+        assert_eq!(a["Comms Id"], comm_id_of(uid).as_str(), "{a}");
+        assert_eq!(
+            (&a["Rank"], &a["Group size"]),
+            (&0.into(), &1.into()),
+            "{a}"
+        );
+        // A failed set-up made no communicator: none is named; a group call has none.
+        assert!(a.get("comm").is_none(), "{a}");
+        for e in &rows[1..3] {
+            assert!(e["args"].get("comm").is_none(), "{e}");
+        }
+    }
+}
