@@ -282,6 +282,17 @@ fn real_runtimes(c: &Path, out: &Path) {
             ],
         );
         listed.push_str(&format!("{series}\t{}\t{l}\n", program.display()));
+        // The side-by-side bench's driver, on this series' loader (`bench_paired_for`).
+        gcc(
+            &out.join(format!("bench_paired-{series}")),
+            &c.join("bench_paired.c"),
+            &[
+                "-ldl".to_string(),
+                format!("-Wl,--dynamic-linker={l}/ld-linux-x86-64.so.2"),
+                format!("-Wl,--disable-new-dtags,-rpath,{l}"),
+                "-Wl,--allow-shlib-undefined".to_string(),
+            ],
+        );
         // Its RCCL, where the series has one: no headers needed (its prototypes are
         // written out in the program).
         if lib.join("librccl.so.1").exists() {

@@ -82,6 +82,12 @@ pub fn bench_paired() -> PathBuf {
     Path::new(OUT).join("bench_paired")
 }
 
+/// `bench_paired` on a real runtime's own loader (its folder in DT_RPATH), `series` as
+/// [`RealRuntime::series`].
+pub fn bench_paired_for(series: &str) -> PathBuf {
+    Path::new(OUT).join(format!("bench_paired-{series}"))
+}
+
 /// Scenario program linked against the simulated runtime.
 pub fn scenario() -> PathBuf {
     Path::new(OUT).join("scenario")

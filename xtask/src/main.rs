@@ -8,6 +8,8 @@
 //! `cargo xtask bench-learning`  — the `*GetDevice` learning window's cost (bench/learning.md).
 //! `cargo xtask bench-budget`    — the daemon's budget on a polling process (bench/budget.md).
 //! `cargo xtask bench-one-trap`  — what one trap saves a counted process (bench/one-trap.md).
+//! `cargo xtask bench-real-runtime` — the probes on the real ROCm 6.4/7.2 stubs
+//!                                  (bench/real-runtime.md).
 //! `cargo xtask bench-soak [MINUTES]` — the daemon for MINUTES (default 10) under unprivileged
 //!                                churn, dyno floods and slow connections (bench/soak.md).
 //! `cargo xtask dist`            — what users install, in target/dist/: the static binary,
@@ -35,12 +37,12 @@ fn main() {
         Some("bench") => bench::bench(),
         Some(
             part @ ("bench-tree" | "bench-daemon" | "bench-breakdown" | "bench-learning"
-            | "bench-budget" | "bench-one-trap"),
+            | "bench-budget" | "bench-one-trap" | "bench-real-runtime"),
         ) => bench::bench_part(&part["bench-".len()..]),
         Some("bench-soak") => bench::bench_soak(args.get(1).map(String::as_str)),
         _ => {
             eprintln!(
-                "usage: cargo xtask <demo [OUTPUT]|test|dist|bench|bench-tree|bench-daemon|bench-breakdown|bench-learning|bench-budget|bench-one-trap|bench-soak [MINUTES]|setup>"
+                "usage: cargo xtask <demo [OUTPUT]|test|dist|bench|bench-tree|bench-daemon|bench-breakdown|bench-learning|bench-budget|bench-one-trap|bench-real-runtime|bench-soak [MINUTES]|setup>"
             );
             std::process::exit(2);
         }

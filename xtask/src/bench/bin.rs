@@ -82,6 +82,17 @@ impl Probes<'_> {
     /// side-by-side`, `paired` its driver): the ratio (mode − untraced) / (empty − untraced)
     /// of each of its rounds.
     pub fn side_by_side(&self, paired: &str, mode: &str, extra: &[&str]) -> Result<Vec<f64>> {
+        Ok(self.side_by_side_ns(paired, mode, extra)?.0)
+    }
+
+    /// [`Self::side_by_side`], and the run's median ns per call of the untraced copy, the
+    /// empty pair's and the measured one's.
+    pub fn side_by_side_ns(
+        &self,
+        paired: &str,
+        mode: &str,
+        extra: &[&str],
+    ) -> Result<(Vec<f64>, [f64; 3])> {
         let mut args = self.args("side-by-side", mode, paired, extra);
         args.extend(["--rounds", SIDE_BY_SIDE_ROUNDS]);
         let v = bench_bin(&args)?;
@@ -95,12 +106,15 @@ impl Probes<'_> {
             eprintln!("xtask: warning: {said}");
             LOSSES.lock().unwrap().push(said);
         }
-        v["round_ratios"]
+        let ratios = v["round_ratios"]
             .as_array()
             .context("round_ratios")?
             .iter()
             .map(|x| x.as_f64().context("round_ratios"))
-            .collect()
+            .collect::<Result<_>>()?;
+        let median = |copy: &str| v["quartiles"][copy][2].as_f64().context("quartiles");
+        let ns = [median("untraced")?, median("empty")?, median("measured")?];
+        Ok((ratios, ns))
     }
 
     fn run_with(&self, mode: &str, extra: &[&str], flags: &[&str]) -> Result<Value> {

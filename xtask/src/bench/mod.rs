@@ -16,6 +16,7 @@ mod flight;
 mod learning;
 mod mix;
 mod one_trap;
+mod real_runtime;
 mod report;
 mod soak;
 mod tree;
@@ -71,7 +72,7 @@ fn build() -> Result<()> {
 
 /// The measurements that also run alone (`cargo xtask bench-<part>`), each into its own
 /// file in bench/: (part, file, title).
-const PARTS: [(&str, &str, &str); 7] = [
+const PARTS: [(&str, &str, &str); 8] = [
     ("tree", "process-tree.md", "following processes"),
     ("daemon", "daemon.md", "the daemon"),
     ("breakdown", "breakdown.md", "where a call's cost goes"),
@@ -87,6 +88,11 @@ const PARTS: [(&str, &str, &str); 7] = [
         "one-trap.md",
         "one trap where the return adds nothing",
     ),
+    (
+        "real-runtime",
+        "real-runtime.md",
+        "the probes on the real ROCm runtimes' dispatch stubs",
+    ),
 ];
 
 fn measure_part(part: &str) -> Result<(String, Value)> {
@@ -96,6 +102,7 @@ fn measure_part(part: &str) -> Result<(String, Value)> {
         "learning" => learning::learning(ROUNDS),
         "budget" => budget::budget(),
         "one-trap" => one_trap::one_trap(),
+        "real-runtime" => real_runtime::real_runtime(),
         "soak" => soak::soak(soak::MINUTES, "cargo xtask bench"),
         _ => breakdown::breakdown(ROUNDS),
     }
