@@ -148,6 +148,10 @@ pub fn status(args: StatusArgs) -> Result<i32> {
                 .map_or("?", |c| &c[..c.len().min(12)]);
             line.push_str(&format!("  pod {}  container {container}", pod.shown()));
         }
+        if let Some(c) = &p.probes {
+            let (share, priced) = (c.cpu_share * 100.0, c.priced.replace('_', "-"));
+            line.push_str(&format!("  probes {share:.2}% of its CPU ({priced})"));
+        }
         out.push(line);
         for c in &p.communicators {
             let opt = |v: Option<u32>| v.map_or("?".into(), |v| v.to_string());

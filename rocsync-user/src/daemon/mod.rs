@@ -228,10 +228,15 @@ async fn start(config: DaemonConfig, flags: ConfigFlags, signals: Signals) -> Re
         0
     };
     // Before the scan: the calibration's probes are the daemon's own, on itself.
-    let call_cost = match probes.calibrate() {
-        Ok(cost) => {
-            crate::say!("rocsync daemon: a probed call costs {cost:?} here");
-            Some(cost)
+    let prices = match probes.calibrate() {
+        Ok(p) => {
+            crate::say!(
+                "rocsync daemon: a probed call costs {:?} here ({:?} where its probed \
+                 instruction is single-stepped, as on ROCm 6.4/7.2's stubs)",
+                p.emulated,
+                p.stepped
+            );
+            Some(p)
         }
         Err(e) => {
             crate::say!("rocsync daemon: warning: no budget is held: {e:#}");
@@ -265,7 +270,7 @@ async fn start(config: DaemonConfig, flags: ConfigFlags, signals: Signals) -> Re
     let (released_tx, released) = tokio::sync::mpsc::unbounded_channel();
     let (readers, incoming) = Readers::new();
     let mut d = Daemon::new(config, flags, tracker, flight, released_tx);
-    d.budget.call_cost = call_cost;
+    d.budget.prices = prices;
     d.budget.log = d.tracker.shed_log.clone();
     d.sampling = Sampling::new(d.config.sampling);
     d.learn_until = learn_until;

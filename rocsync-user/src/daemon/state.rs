@@ -14,7 +14,7 @@ use crate::daemon::{
     recording::sessions::Sessions,
     recording::writing::Writing,
     serving::exposition::NotStarted,
-    serving::protocol::{Communicator, Recording, Scheduled, Status, Tracked},
+    serving::protocol::{Communicator, ProbeCost, Recording, Scheduled, Status, Tracked},
     settings::config::{ConfigFlags, DaemonConfig},
     tracking::budget::Budget,
     tracking::discovery::{self, Tracker},
@@ -129,6 +129,14 @@ impl Daemon {
                     pid,
                     pod: self.tracker.pods.pod(pid).cloned(),
                     communicators: communicators(&comms, pid),
+                    probes: self.budget.shares.get(&pid).map(|&share| ProbeCost {
+                        cpu_share: share,
+                        priced: match self.tracker.files.single_stepped(pid) {
+                            true => "single_stepped",
+                            false => "emulated",
+                        }
+                        .into(),
+                    }),
                 })
                 .collect(),
             writing: self.writing.names().into_iter().map(String::from).collect(),

@@ -27,17 +27,47 @@ std::arch::global_asm!(
     "pop rbp",
     "ret",
     ".size rocsync_calibration_call, . - rocsync_calibration_call",
+    // The same, beginning as ROCm 6.4/7.2's dispatch stubs do past their `endbr64`:
+    // with a `sub` of the stack pointer, which the kernel single-steps.
+    ".globl rocsync_calibration_stepped",
+    ".type rocsync_calibration_stepped, @function",
+    "rocsync_calibration_stepped:",
+    "sub rsp, 8",
+    "lea rax, [rdi + 1]",
+    "add rsp, 8",
+    "ret",
+    ".size rocsync_calibration_stepped, . - rocsync_calibration_stepped",
 );
 
 unsafe extern "C" {
     safe fn rocsync_calibration_call(x: u64) -> u64;
+    safe fn rocsync_calibration_stepped(x: u64) -> u64;
 }
 
-fn round() -> Duration {
+/// What a probed call costs here, by what the kernel does with its probed instruction.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CallPrices {
+    /// Emulated (`push`, `nop`, relative branches): the simulated runtime's entries.
+    pub emulated: Duration,
+    /// Single-stepped out of line: a second trap (ROCm 6.4/7.2's stubs), several times
+    /// dearer in a VM.
+    pub stepped: Duration,
+}
+
+impl CallPrices {
+    pub fn of(&self, stepped: bool) -> Duration {
+        match stepped {
+            true => self.stepped,
+            false => self.emulated,
+        }
+    }
+}
+
+fn round(f: extern "C" fn(u64) -> u64) -> Duration {
     let start = Instant::now();
     let mut x = 0;
     for i in 0..CALLS {
-        x = rocsync_calibration_call(x ^ i);
+        x = f(x ^ i);
     }
     black_box(x);
     start.elapsed()
@@ -59,24 +89,31 @@ fn own_offset(addr: u64) -> Result<u64> {
 }
 
 impl Probes {
-    /// The time one call pays for a probe pair (entry and return) on this machine; the
-    /// probes come off in the background.
-    pub fn calibrate(&mut self) -> Result<Duration> {
-        let offset = own_offset(rocsync_calibration_call as *const () as u64)?;
+    /// The time one call pays for a probe pair (entry and return) on this machine, on an
+    /// emulated and on a single-stepped first instruction; the probes come off in the
+    /// background.
+    pub fn calibrate(&mut self) -> Result<CallPrices> {
+        Ok(CallPrices {
+            emulated: self.price(rocsync_calibration_call, "rocsync_calibration_call")?,
+            stepped: self.price(rocsync_calibration_stepped, "rocsync_calibration_stepped")?,
+        })
+    }
+
+    fn price(&mut self, f: extern "C" fn(u64) -> u64, name: &'static str) -> Result<Duration> {
+        let offset = own_offset(f as *const () as u64)?;
         let path = Path::new("/proc/self/exe");
-        let bare = median((0..ROUNDS).map(|_| round()).collect());
+        let bare = median((0..ROUNDS).map(|_| round(f)).collect());
         let mark = self.links_mark();
         let api = Api::HipEventQuery;
-        let names = ["rocsync_calibration_call"];
         for (prog, ret) in api.programs() {
             let pid = Some(std::process::id());
-            if let Err(e) = self.attach_call(prog, (offset, ret), path, pid, &names, false) {
+            if let Err(e) = self.attach_call(prog, (offset, ret), path, pid, &[name], false) {
                 let links = self.take_links(mark);
                 drop(self.release(vec![links]));
                 return Err(e.context("calibrating the cost of a probed call"));
             }
         }
-        let probed = median((0..ROUNDS).map(|_| round()).collect());
+        let probed = median((0..ROUNDS).map(|_| round(f)).collect());
         let links = self.take_links(mark);
         drop(self.release(vec![links]));
         if probed <= bare {

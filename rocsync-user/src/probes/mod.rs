@@ -5,6 +5,7 @@
 
 mod btf;
 mod calibrate;
+pub use calibrate::CallPrices;
 mod call_ring;
 mod choice;
 mod daemon;

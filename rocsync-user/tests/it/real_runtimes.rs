@@ -322,3 +322,74 @@ fn run_through_an_explicit_loader_traces_the_program_it_loads() {
         assert_same_calls(&logged_calls(r, &dir.path("scenario.log")), calls);
     }
 }
+
+/// The daemon's budget prices a call by what the kernel does with the runtime's probed
+/// instruction: 5.2's entries (`push %rbp`) are emulated, 6.4's and 7.2's stubs (`sub`
+/// after `endbr64`) single-stepped, several times dearer (bench/real-runtime.md: 9.6 µs
+/// a call on this VM, 0.8 emulated). Priced as the emulated kind, the budget took a
+/// 7.2 process's probes for a tenth of what they cost it.
+#[test]
+fn the_budget_prices_each_real_runtimes_calls_by_its_probed_instruction() {
+    let name = "the_budget_prices_each_real_runtimes_calls_by_its_probed_instruction";
+    let Some(reals) = reals(name) else {
+        return;
+    };
+    let Some((dir, _)) = daemon_test(name) else {
+        return;
+    };
+    let mut extra: Vec<&str> = Vec::new();
+    for r in &reals[1..] {
+        extra.extend(["--include-exe", r.program.to_str().unwrap()]);
+    }
+    let (daemon, mut lines) = start_daemon(&dir, &reals[0].program, &extra);
+    let prices = lines
+        .1
+        .iter()
+        .find(|l| l.contains("a probed call costs"))
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        prices.contains("where its probed instruction is single-stepped"),
+        "{prices}"
+    );
+    let mut held = Vec::new();
+    for r in &reals {
+        let target = gated(r, &dir.path(&format!("real-{}.log", r.series)));
+        lines.wait_for(&format!("tracking pid {}", target.id()));
+        held.push(target);
+    }
+    let sock = dir.path("rocsync.sock");
+    let priced = |pid: u32| -> Option<String> {
+        let status: serde_json::Value =
+            serde_json::from_str(&ask_daemon(&sock, &["status", "--json"])).unwrap();
+        let p = status["tracked"]
+            .as_array()?
+            .iter()
+            .find(|p| p["pid"] == pid)?;
+        Some(p["probes"]["priced"].as_str()?.to_string())
+    };
+    for (r, target) in reals.iter().zip(&held) {
+        let want = match r.ret {
+            101 => "emulated",
+            _ => "single_stepped",
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        loop {
+            match priced(target.id()) {
+                Some(p) => {
+                    assert_eq!(p, want, "ROCm {}", r.series);
+                    break;
+                }
+                None if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_millis(100))
+                }
+                None => panic!("ROCm {}: no budget measure in status", r.series),
+            }
+        }
+    }
+    for mut target in held {
+        target.stdin.take().unwrap().write_all(b"go\n").unwrap();
+        assert!(target.wait().unwrap().success());
+    }
+    stop(daemon);
+}

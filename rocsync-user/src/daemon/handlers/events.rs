@@ -129,8 +129,9 @@ impl Daemon {
             // comes back.
             for pid in self.tracker.tracked.clone() {
                 let calls = self.tracker.probes.target_calls(pid);
+                let stepped = self.tracker.files.single_stepped(pid);
                 if let Some((c, cpu)) = calls.zip(budget::cpu_ns(pid)) {
-                    self.budget.measure(pid, c, cpu);
+                    self.budget.measure(pid, c, cpu, stepped);
                 }
             }
             self.budget.retain(crate::procfs::exists);
@@ -145,9 +146,10 @@ impl Daemon {
         for pid in self.tracker.tracked.clone() {
             let calls = self.tracker.probes.target_calls(pid);
             let cpu = budget::cpu_ns(pid);
+            let stepped = self.tracker.files.single_stepped(pid);
             let Some(shares) = calls
                 .zip(cpu)
-                .and_then(|(c, cpu)| self.budget.measure(pid, c, cpu))
+                .and_then(|(c, cpu)| self.budget.measure(pid, c, cpu, stepped))
             else {
                 continue;
             };
@@ -272,7 +274,8 @@ impl Daemon {
     pub fn http_page(&mut self, path: &str) -> http::Response {
         let budget = exposition::BudgetView {
             limit: self.config.budget.map(|b| b.0),
-            call_seconds: self.budget.call_cost.map(|c| c.as_secs_f64()),
+            call_seconds: (self.budget.prices)
+                .map(|p| (p.emulated.as_secs_f64(), p.stepped.as_secs_f64())),
             highest: self.budget.highest(),
             over: self.budget.over.len(),
             shed: polling::shed_apis(self.tracker.files.polling()),

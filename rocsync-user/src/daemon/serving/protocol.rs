@@ -136,6 +136,18 @@ pub struct Tracked {
     /// Its NCCL/RCCL communicators, as the probes keep them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub communicators: Vec<Communicator>,
+    /// What its probes cost it, as the budget measured (absent before a first period).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probes: Option<ProbeCost>,
+}
+
+/// A tracked process's probes' share of its CPU time over the budget's last period, and
+/// the price its calls were counted at: `emulated` or `single_stepped` (its runtime's
+/// probed instructions; the daemon's log says both prices).
+#[derive(Debug, Serialize, Deserialize)]
+pub struct ProbeCost {
+    pub cpu_share: f64,
+    pub priced: String,
 }
 
 /// A communicator of a tracked process: its id (the same on every rank; `null` when

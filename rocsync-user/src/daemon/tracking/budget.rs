@@ -19,7 +19,7 @@ use std::{
 
 use serde_json::{Value, json};
 
-use crate::units::Share;
+use crate::{probes::CallPrices, units::Share};
 
 /// How often shares are measured.
 pub const EVERY: Duration = Duration::from_secs(1);
@@ -153,8 +153,9 @@ impl Shares {
 
 #[derive(Default)]
 pub struct Budget {
-    /// What one probed call costs here; `None` when calibrating failed (no budget held).
-    pub call_cost: Option<Duration>,
+    /// What one probed call costs here, by its probed instruction's kind; `None` when
+    /// calibrating failed (no budget held).
+    pub prices: Option<CallPrices>,
     last: HashMap<u32, Sample>,
     /// Each tracked process's probes' share of its CPU time over the last period.
     pub shares: HashMap<u32, f64>,
@@ -165,9 +166,23 @@ pub struct Budget {
 
 impl Budget {
     /// One process's counts now (calls, of them polls; its CPU time); its shares since
-    /// the last, when there was one.
-    pub fn measure(&mut self, pid: u32, (calls, polls): (u32, u32), cpu_ns: u64) -> Option<Shares> {
-        self.measure_at(pid, (calls, polls), cpu_ns, std::time::Instant::now())
+    /// the last, when there was one. `stepped`: a runtime it maps has probes on
+    /// instructions the kernel single-steps, and its calls are priced so (a process's
+    /// calls are counted together, whatever file they hit: the dearer price is taken).
+    pub fn measure(
+        &mut self,
+        pid: u32,
+        (calls, polls): (u32, u32),
+        cpu_ns: u64,
+        stepped: bool,
+    ) -> Option<Shares> {
+        self.measure_at(
+            pid,
+            (calls, polls),
+            cpu_ns,
+            stepped,
+            std::time::Instant::now(),
+        )
     }
 
     fn measure_at(
@@ -175,6 +190,7 @@ impl Budget {
         pid: u32,
         (calls, polls): (u32, u32),
         cpu_ns: u64,
+        stepped: bool,
         at: std::time::Instant,
     ) -> Option<Shares> {
         let now = Sample {
@@ -184,7 +200,7 @@ impl Budget {
             at,
         };
         let before = self.last.insert(pid, now)?;
-        let cost = self.call_cost?.as_nanos() as f64;
+        let cost = self.prices?.of(stepped).as_nanos() as f64;
         let used = now.cpu_ns.saturating_sub(before.cpu_ns) as f64;
         let floor = FLOOR_PER_SECOND.as_nanos() as f64 * (at - before.at).as_secs_f64();
         let share = |n: u32| {
@@ -247,27 +263,35 @@ mod tests {
     #[test]
     fn a_share_is_calls_times_their_price_over_the_cpu_used() {
         let mut b = Budget {
-            call_cost: Some(Duration::from_micros(2)),
+            prices: Some(CallPrices {
+                emulated: Duration::from_micros(2),
+                stepped: Duration::from_micros(10),
+            }),
             ..Budget::default()
         };
         let t = std::time::Instant::now();
         let s = Duration::from_secs(1);
-        let first = b.measure_at(7, (u32::MAX - 9, 0), 0, t);
+        let first = b.measure_at(7, (u32::MAX - 9, 0), 0, false, t);
         assert_eq!(first, None, "a first sample has no share");
         // 5 000 calls (across the counter's wrap) × 2 µs in 1 s of CPU: 1 %; of them
         // 4 000 polls: 0.8 %.
         let shares = b
-            .measure_at(7, (4_990, 4_000), 1_000_000_000, t + s)
+            .measure_at(7, (4_990, 4_000), 1_000_000_000, false, t + s)
             .unwrap();
         assert!((shares.all - 0.01).abs() < 1e-9, "{shares:?}");
         assert!((shares.polling - 0.008).abs() < 1e-9, "{shares:?}");
         assert!((shares.kept() - 0.002).abs() < 1e-9, "{shares:?}");
         // No CPU used: nothing to share.
-        let idle = b.measure_at(7, (4_990, 4_000), 1_000_000_000, t + 2 * s);
+        let idle = b.measure_at(7, (4_990, 4_000), 1_000_000_000, false, t + 2 * s);
         assert_eq!(idle, Some(Shares::default()));
         // Under the floor (1 000 calls × 2 µs = 2 ms in a second): within any budget.
-        let few = b.measure_at(7, (5_990, 4_000), 1_010_000_000, t + 3 * s);
+        let few = b.measure_at(7, (5_990, 4_000), 1_010_000_000, false, t + 3 * s);
         assert_eq!(few, Some(Shares::default()));
+        // The same 5 000 calls on single-stepped probes, at 10 µs: 5 %.
+        let stepped = b
+            .measure_at(7, (10_990, 4_000), 2_010_000_000, true, t + 4 * s)
+            .unwrap();
+        assert!((stepped.all - 0.05).abs() < 1e-9, "{stepped:?}");
         b.retain(|p| p != 7);
         assert!(b.shares.is_empty());
     }
@@ -275,15 +299,18 @@ mod tests {
     #[test]
     fn a_first_sample_makes_the_next_measure_a_share_and_never_replaces_one() {
         let mut b = Budget {
-            call_cost: Some(Duration::from_micros(2)),
+            prices: Some(CallPrices {
+                emulated: Duration::from_micros(2),
+                stepped: Duration::from_micros(10),
+            }),
             ..Budget::default()
         };
         b.first_sample(7, (0, 0), 0);
-        let shares = b.measure(7, (5_000, 4_000), 1_000_000_000).unwrap();
+        let shares = b.measure(7, (5_000, 4_000), 1_000_000_000, false).unwrap();
         assert!((shares.all - 0.01).abs() < 1e-9, "{shares:?}");
         // Sampled already: the period goes on from the last measure.
         b.first_sample(7, (0, 0), 0);
-        let shares = b.measure(7, (10_000, 8_000), 2_000_000_000).unwrap();
+        let shares = b.measure(7, (10_000, 8_000), 2_000_000_000, false).unwrap();
         assert!((shares.all - 0.01).abs() < 1e-9, "{shares:?}");
     }
 

@@ -277,8 +277,15 @@ impl Tracker {
             Probed::Hsa => self.probes.attach_hsa(&lib.path(), pid),
         };
         match attached {
-            Ok(_) => {
+            Ok(report) => {
                 let links = self.probes.take_links(mark);
+                // Priced as its calls' probes mostly are: a process's calls are counted
+                // together, whatever function they hit (ROCm 6.4/7.2's stubs are all
+                // single-stepped, 5.2's entries all emulated). API calls only: the HSA
+                // runtime's doorbells are not counted.
+                let stepped = matches!(what, Probed::Runtime(..))
+                    && 2 * report.probed.iter().filter(|(p, _)| !p.emulated).count()
+                        > report.probed.len();
                 let hsa = if matches!(what, Probed::Hsa) {
                     " (HSA queues and doorbells)"
                 } else {
@@ -303,8 +310,12 @@ impl Tracker {
                     }),
                     Probed::Hsa => None,
                 };
-                self.files
-                    .add((&lib, part), (owner, pid), links, (polling, returns));
+                self.files.add(
+                    (&lib, part),
+                    (owner, pid),
+                    (links, stepped),
+                    (polling, returns),
+                );
                 // Said once every probe of the file is on.
                 crate::say!("rocsync daemon: probing {}{hsa}", shown());
             }

@@ -80,6 +80,9 @@ struct Probed {
     polling: Option<Polling>,
     /// The returns counting does not need, apart (a runtime's).
     returns: Option<FileReturns>,
+    /// Most of its probes sit on instructions the kernel single-steps: its calls cost
+    /// the dearer price (`CallPrices`).
+    stepped: bool,
 }
 
 #[derive(Default)]
@@ -196,7 +199,7 @@ impl Files {
         &mut self,
         (lib, part): (&OpenedLibrary, Part),
         (uid, pid): (u32, u32),
-        links: LinkGroup,
+        (links, stepped): (LinkGroup, bool),
         (polling, returns): (Option<Polling>, Option<FileReturns>),
     ) {
         *self.per_uid.entry(uid).or_default() += 1;
@@ -208,6 +211,7 @@ impl Files {
             pids,
             polling,
             returns,
+            stepped,
         };
         self.probed.insert((lib.dev, lib.ino, part), probed);
     }
@@ -218,6 +222,11 @@ impl Files {
         !self
             .polling()
             .any(|(pids, p)| pids.contains(&pid) && !p.is_shed())
+    }
+
+    /// Whether a file `pid` is probed for has probes the kernel single-steps.
+    pub fn single_stepped(&self, pid: u32) -> bool {
+        (self.probed.values()).any(|p| p.stepped && p.pids.contains(&pid))
     }
 
     /// Each runtime file's returns that counting does not need.

@@ -79,7 +79,7 @@ families! {
     BUDGET: "rocsync_budget_ratio" gauge
         "The budget: the most share of a process's CPU its probes may cost (absent: off).";
     PROBE_CALL: "rocsync_probe_call_seconds" gauge
-        "What one probed call costs on this node (calibrated at start).";
+        "What one probed call costs on this node (calibrated at start), by what the kernel does with its probed instruction (site: emulated, single_stepped).";
     OVER_BUDGET: "rocsync_over_budget_processes" gauge
         "Tracked processes whose records and waits alone cost more than the budget (never shed).";
     BUILD_INFO: "rocsync_build_info" gauge

@@ -22,8 +22,9 @@ pub struct StallView {
 pub struct BudgetView {
     /// The limit (`None`: off).
     pub limit: Option<f64>,
-    /// A probed call's calibrated price, in seconds.
-    pub call_seconds: Option<f64>,
+    /// A probed call's calibrated price, in seconds: on an emulated probed instruction,
+    /// and on a single-stepped one.
+    pub call_seconds: Option<(f64, f64)>,
     /// The highest share of a tracked process's CPU its probes cost, last measured.
     pub highest: f64,
     /// Processes over the budget with nothing left to shed.
@@ -43,8 +44,9 @@ pub fn render_budget(t: &mut Text, b: &BudgetView) {
         f.value(limit);
     }
     let mut f = t.family(&PROBE_CALL);
-    if let Some(c) = b.call_seconds {
-        f.value(c);
+    if let Some((emulated, stepped)) = b.call_seconds {
+        f.labelled("site=\"emulated\"", emulated);
+        f.labelled("site=\"single_stepped\"", stepped);
     }
     t.family(&OVER_BUDGET).value(b.over);
 }

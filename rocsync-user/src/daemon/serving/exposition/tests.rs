@@ -47,7 +47,7 @@ fn everything() -> String {
         },
         budget: BudgetView {
             limit: Some(0.01),
-            call_seconds: Some(2e-6),
+            call_seconds: Some((2e-6, 1e-5)),
             highest: 0.25,
             over: 1,
             shed: vec![("hipEventQuery", 1), ("cudaEventQuery", 0)],
