@@ -28,6 +28,15 @@ pub fn default_max_bytes(state_dir: &Path) -> u64 {
     })
 }
 
+/// Whether `dir` is a folder of the daemon's own: no link, root's or the daemon's, and
+/// none others may write.
+fn own_folder(dir: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt as _;
+    let me = rustix::process::geteuid().as_raw();
+    std::fs::symlink_metadata(dir)
+        .is_ok_and(|m| m.is_dir() && (m.uid() == 0 || m.uid() == me) && m.mode() & 0o022 == 0)
+}
+
 /// The limits; `None` is no limit.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Retention {
@@ -69,23 +78,39 @@ impl Retention {
     }
 
     /// Applies the limits to the trace files in `dirs`, together; returns how many
-    /// traces waiting for their upload it removed.
+    /// traces waiting for their upload it removed. Only folders that are the daemon's
+    /// own are looked in (no link, none others may write: a folder swapped for a link
+    /// to root's files had them removed); the files kept are known by (device, inode),
+    /// whatever path named them; a file counts what it takes on disk (a sparse one, not
+    /// its length).
     pub fn apply(&self, dirs: &[PathBuf], keep: &[&Path]) -> u64 {
+        use std::os::unix::fs::MetadataExt as _;
+        let kept: Vec<(u64, u64)> = (keep.iter())
+            .filter_map(|p| std::fs::metadata(p).ok())
+            .map(|m| (m.dev(), m.ino()))
+            .collect();
+        let mut keep_paths = Vec::new();
         let files: Vec<Entry> = dirs
             .iter()
+            .filter(|d| own_folder(d))
             .flat_map(std::fs::read_dir)
             .flatten()
             .flatten()
             .filter_map(|e| {
+                // Not followed: a link is no file here.
                 let m = e.metadata().ok()?;
                 let json = m.is_file() && e.file_name().to_string_lossy().ends_with(".json");
                 let path = e.path();
+                if kept.contains(&(m.dev(), m.ino())) {
+                    keep_paths.push(path.clone());
+                }
                 let waiting = upload::waiting(&path);
-                json.then_some((path, m.len(), m.modified().ok()?, waiting))
+                json.then_some((path, m.blocks() * 512, m.modified().ok()?, waiting))
             })
             .collect();
+        let keep: Vec<&Path> = keep_paths.iter().map(PathBuf::as_path).collect();
         let mut lost = 0;
-        for (path, waiting) in self.expired(files, SystemTime::now(), keep) {
+        for (path, waiting) in self.expired(files, SystemTime::now(), &keep) {
             match std::fs::remove_file(&path) {
                 Ok(()) if waiting => {
                     lost += 1;
@@ -106,6 +131,44 @@ impl Retention {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A folder swapped for a link to someone's files is not looked in, and the files
+    /// kept are known whatever path named them (a state directory reached through a
+    /// link had every file of the trace just written removed).
+    #[test]
+    fn only_the_daemons_folders_are_looked_in_and_kept_files_are_known_by_inode() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let root = tempfile::tempdir().unwrap();
+        let dir = |name: &str| {
+            let d = root.path().join(name);
+            std::fs::create_dir(&d).unwrap();
+            std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o700)).unwrap();
+            d
+        };
+        let (traces, victim) = (dir("traces"), dir("victim"));
+        let dyno = root.path().join("dyno");
+        std::os::unix::fs::symlink(&victim, &dyno).unwrap();
+        let write = |p: &Path| std::fs::write(p, vec![b'x'; 64 << 10]).unwrap();
+        let (old, new, theirs) = (
+            traces.join("old.json"),
+            traces.join("new.json"),
+            victim.join("a.json"),
+        );
+        for p in [&old, &new, &theirs] {
+            write(p);
+        }
+        // The new trace named through a link to its folder.
+        let via = root.path().join("via");
+        std::os::unix::fs::symlink(&traces, &via).unwrap();
+        let limit = Retention {
+            max_bytes: Some(0),
+            max_age: None,
+        };
+        limit.apply(&[traces.clone(), dyno], &[&via.join("new.json")]);
+        assert!(!old.exists(), "over the limit: removed");
+        assert!(new.exists(), "the trace just written stays");
+        assert!(theirs.exists(), "a linked folder's file was removed");
+    }
 
     #[test]
     fn oldest_first_within_size_and_age_and_never_the_newest() {

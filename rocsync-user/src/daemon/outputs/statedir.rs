@@ -83,7 +83,9 @@ fn check_ancestors(state_dir: &Path) -> Result<()> {
             true => std::fs::metadata(a)?,
             false => link,
         };
-        let open = m.mode() & 0o002 != 0 && m.mode() & 0o1000 == 0;
+        // Writable by others, or by a group besides root's, and not sticky.
+        let writers = m.mode() & 0o002 != 0 || (m.mode() & 0o020 != 0 && m.gid() != 0);
+        let open = writers && m.mode() & 0o1000 == 0;
         if (m.uid() != 0 && m.uid() != me) || open {
             bail!(
                 "{} above the state directory belongs to uid {} (mode {:o}): others could move the state directory away; name one under root's folders",
