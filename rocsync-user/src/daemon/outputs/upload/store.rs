@@ -23,21 +23,24 @@ pub struct Destination {
     pub prefix: String,
 }
 
-/// A URL as logs and `--check` show it: any `user:password@` in its authority and any
-/// query (a presigned signature) replaced; they are pasted into tickets and CI logs.
+/// A URL as logs and `--check` show it: whatever precedes its last `@` (a `user:password`,
+/// however mangled: `http:/u:pw@h`, `http://u:p#w@h`) and any query (a presigned
+/// signature) replaced, control characters escaped; they are pasted into tickets and CI
+/// logs.
 pub fn redacted(url: &str) -> String {
-    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
-    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let (authority, path) = rest.split_at(end);
-    let host = authority
-        .rsplit_once('@')
-        .map_or(authority.to_string(), |(_, h)| format!("REDACTED@{h}"));
-    let path = match path.split_once('?') {
-        Some((p, _)) => format!("{p}?REDACTED"),
-        None => path.to_string(),
+    let (scheme, rest) = match url.split_once("://") {
+        Some((s, r)) => (format!("{s}://"), r),
+        None => (String::new(), url),
     };
-    let sep = if scheme.is_empty() { "" } else { "://" };
-    format!("{scheme}{sep}{host}{path}")
+    let rest = match rest.rsplit_once('@') {
+        Some((_, after)) => format!("REDACTED@{after}"),
+        None => rest.to_string(),
+    };
+    let rest = match rest.split_once('?') {
+        Some((p, _)) => format!("{p}?REDACTED"),
+        None => rest,
+    };
+    crate::daemon::untrusted::shown(&format!("{scheme}{rest}"))
 }
 
 impl FromStr for Destination {
@@ -97,15 +100,19 @@ pub struct StoreSettings {
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// An endpoint is an HTTP(S) URL with a host: checked with the settings (`--check`
-/// says so), and again when the store opens (AWS_ENDPOINT_URL is read then).
+/// An endpoint is an HTTP(S) URL with a host, by the URL standard (no blank or control
+/// character, which its parser would drop silently): checked with the settings
+/// (`--check` says so), and again when the store opens (AWS_ENDPOINT_URL is read then).
 pub fn check_endpoint(e: &str) -> Result<()> {
-    let host = (e
-        .strip_prefix("http://")
-        .or_else(|| e.strip_prefix("https://")))
-    .map(|rest| rest.split(['/', '?', '#']).next().unwrap_or_default());
-    match host {
-        Some(h) if !h.is_empty() && !h.starts_with(':') => Ok(()),
+    let plain = !e.chars().any(|c| c.is_whitespace() || c.is_control());
+    let url = url::Url::parse(e).ok().filter(|_| plain);
+    match url {
+        Some(u)
+            if matches!(u.scheme(), "http" | "https")
+                && u.host_str().is_some_and(|h| !h.is_empty()) =>
+        {
+            Ok(())
+        }
         _ => bail!(
             "upload_endpoint {:?}: expected http://HOST[:PORT] or https://...",
             redacted(e)
@@ -171,6 +178,15 @@ mod tests {
         );
         assert_eq!(redacted("http://minio:9000"), "http://minio:9000");
         assert_eq!(redacted("https://a@b@host/p"), "https://REDACTED@host/p");
+        // Mangled credentials are credentials still, and a line cannot be forged.
+        for (typed, shown) in [
+            ("http:/u:s3cr3t@host", "REDACTED@host"),
+            ("http://user:pa#s3cr3t@host", "http://REDACTED@host"),
+            ("http://user:pa/s3cr3t@host", "http://REDACTED@host"),
+        ] {
+            assert_eq!(redacted(typed), shown);
+        }
+        assert!(!redacted("http://h\nx").contains('\n'));
         let e = "s3://KEY:SECRET@bkt/p".parse::<Destination>().unwrap_err();
         assert!(!format!("{e:#}").contains("SECRET"), "{e:#}");
     }
@@ -211,13 +227,7 @@ mod tests {
         };
         let e = open(&s).err().unwrap().to_string();
         assert!(e.contains("expected http://"), "{e}");
-        for bad in [
-            "ftp://h",
-            "http://",
-            "https:///x",
-            "http://:9000",
-            "file:///etc",
-        ] {
+        for bad in ["ftp://h", "http://", "http://:9000", "file:///etc"] {
             assert!(check_endpoint(bad).is_err(), "{bad}");
         }
         for good in [
