@@ -76,6 +76,9 @@ pub struct Profile {
 /// events average a few hundred bytes: 2 GiB of them is about this many.
 pub const MAX_EVENTS: usize = 8 << 20;
 const TOO_MANY: &str = "more than";
+/// The largest event read as a row: read whole, an event costs ~17 times its text (one
+/// of an array of 100 M zeros took 3.5 GB); Kineto's rows are a few hundred bytes.
+const MAX_EVENT_TEXT: usize = 1 << 20;
 
 #[derive(Deserialize)]
 struct Top<'a> {
@@ -176,9 +179,14 @@ impl Profile {
         let origin = text.as_ptr() as usize;
         let mut spans = Vec::with_capacity(top.events.len());
         let (mut runtime, mut device) = (Vec::new(), Vec::new());
+        let mut oversized = 0;
         for (i, raw) in top.events.iter().enumerate() {
             let start = raw.get().as_ptr() as usize - origin;
             spans.push((start, start + raw.get().len()));
+            if raw.get().len() > MAX_EVENT_TEXT {
+                oversized += 1;
+                continue;
+            }
             let Ok(v) = serde_json::from_str::<Value>(raw.get()) else {
                 continue;
             };
@@ -186,6 +194,13 @@ impl Profile {
                 continue;
             }
             read_row(i, &v, base_ns, &mut runtime, &mut device);
+        }
+        if oversized > 0 {
+            crate::say!(
+                "rocsync: warning: {oversized} event(s) of the profiler trace over {} KiB were \
+                 copied as they are, not read (no profiler row is that large)",
+                MAX_EVENT_TEXT >> 10
+            );
         }
         let flavour = flavour(&text, &runtime);
         let from_rocsync = top.rocsync.is_some();

@@ -39,6 +39,21 @@ fn blank_bomb(path: &Path, head: &str, blanks: usize, tail: &str) {
 
 const MIB: i64 = 1024;
 
+/// Peak RSS (KiB) of `rocsync annotate TRACE` with a capture of no call, which must
+/// fail, and its stderr.
+fn annotate_failing(dir: &TempDir, trace: &Path) -> (i64, String) {
+    let (raw, out) = (empty_capture(dir), dir.path("annotated.json"));
+    let args = [
+        Path::new("annotate"),
+        trace,
+        Path::new("--capture"),
+        &raw,
+        Path::new("-o"),
+        &out,
+    ];
+    peak_kib(&args, false)
+}
+
 /// A raw capture of no call, for annotate.
 fn empty_capture(dir: &TempDir) -> std::path::PathBuf {
     let raw = dir.path("capture.jsonl");
@@ -67,17 +82,7 @@ fn a_gzip_of_blanks_costs_what_its_text_means() {
     let (peak, _) = peak_kib(&[Path::new("report"), &bomb], true);
     assert!(peak < 64 * MIB, "report held {peak} KiB");
     // annotate: the profiler trace it edits is held whole, its blanks cut.
-    let raw = empty_capture(&dir);
-    let out = dir.path("annotated.json");
-    let args = [
-        Path::new("annotate"),
-        &bomb,
-        Path::new("--capture"),
-        &raw,
-        Path::new("-o"),
-        &out,
-    ];
-    let (peak, stderr) = peak_kib(&args, false);
+    let (peak, stderr) = annotate_failing(&dir, &bomb);
     // It read the trace through, its blanks cut, and found it rocsync's own.
     assert!(stderr.contains("is rocsync's own trace"), "{stderr}");
     assert!(peak < 64 * MIB, "annotate held {peak} KiB: {stderr}");
@@ -99,17 +104,7 @@ fn annotate_refuses_a_trace_of_more_events_than_it_holds() {
     }
     gz.write_all(b"{}]}").unwrap();
     gz.finish().unwrap();
-    let raw = empty_capture(&dir);
-    let out = dir.path("annotated.json");
-    let args = [
-        Path::new("annotate"),
-        &bomb,
-        Path::new("--capture"),
-        &raw,
-        Path::new("-o"),
-        &out,
-    ];
-    let (peak, stderr) = peak_kib(&args, false);
+    let (peak, stderr) = annotate_failing(&dir, &bomb);
     assert!(
         stderr.contains("more than 8388608 trace events"),
         "{stderr}"
@@ -117,6 +112,29 @@ fn annotate_refuses_a_trace_of_more_events_than_it_holds() {
     // Its 96 MiB of text and the events' bound's spans: 32 Mi events read through took
     // over 1 GiB.
     assert!(peak < 384 * MIB, "annotate held {peak} KiB: {stderr}");
+}
+
+/// One event that is most of the trace (an array of 64 Mi zeros: 128 MiB of text, 17
+/// times that read as a JSON value) is copied, not read as a row, and said.
+#[test]
+fn annotate_copies_an_event_too_large_to_be_a_row_without_reading_it() {
+    let dir = TempDir::new();
+    let bomb = dir.path("one.json.gz");
+    let file = std::fs::File::create(&bomb).unwrap();
+    let mut gz = flate2::write::GzEncoder::new(file, flate2::Compression::fast());
+    gz.write_all(br#"{"traceEvents": [["#).unwrap();
+    let chunk = "0,".repeat(1 << 20);
+    for _ in 0..64 {
+        gz.write_all(chunk.as_bytes()).unwrap();
+    }
+    gz.write_all(b"0]]}").unwrap();
+    gz.finish().unwrap();
+    let (peak, stderr) = annotate_failing(&dir, &bomb);
+    assert!(
+        stderr.contains("were copied as they are, not read"),
+        "{stderr}"
+    );
+    assert!(peak < 512 * MIB, "annotate held {peak} KiB: {stderr}");
 }
 
 #[test]
