@@ -99,6 +99,12 @@ impl TcpGate {
         let turn = tokio::time::timeout(IDENTIFY_WAIT, turn).await.ok()?.ok()?;
         let peer = Peer::of(conn.peer_addr().ok()?, conn.local_addr().ok()?);
         drop(turn);
+        // A local peer whose uid cannot be told has closed its socket already (sent, then
+        // gone while the loop was held up): no one waits for the answer, and served from
+        // its address's share it would take every local user's.
+        if matches!(peer, Peer::Addr(ip) if ip.is_loopback()) {
+            return None;
+        }
         let slot = self.peers.take(peer)?;
         let reading = self.reading.clone().try_acquire_owned().ok()?;
         Some(Admitted {
