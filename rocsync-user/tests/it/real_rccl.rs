@@ -7,23 +7,19 @@
 //! program makes none); the set-up's row still names the communicator it was joining,
 //! hashed from the 128-byte unique id passed by value on the stack. Needs root.
 
-use std::{collections::BTreeMap, path::Path, process::Command};
+use std::{collections::BTreeMap, path::Path};
 
 use serde_json::Value;
 
-use crate::{collectives::comm_id_of, common::*};
+use crate::{
+    collectives::comm_id_of,
+    common::*,
+    real_runtimes::{exports, placements},
+};
 
-/// RCCL's functions rocsync probes by default and their addresses (`nm -D`).
+/// RCCL's functions rocsync probes and their addresses (`nm -D`).
 fn hooked_exports(lib: &Path) -> BTreeMap<String, u64> {
-    let out = run_ok(Command::new("nm").args(["-D", "--defined-only"]).arg(lib));
-    let all: BTreeMap<String, u64> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| {
-            let mut f = l.split_whitespace();
-            let addr = u64::from_str_radix(f.next()?, 16).ok()?;
-            Some((f.nth(1)?.split('@').next()?.to_string(), addr))
-        })
-        .collect();
+    let all = exports(lib);
     (rocsync_common::Api::ALL.iter().map(|a| a.symbol()))
         .filter(|n| n.starts_with("nccl"))
         .filter_map(|n| Some((n.to_string(), *all.get(n)?)))
@@ -73,24 +69,15 @@ fn a_real_rccl_is_probed_on_its_exports_and_its_set_up_names_its_communicator() 
         // "rocsync:   0x… ncclAllReduce: probe on …": each within its function's first
         // instructions.
         let stderr = String::from_utf8_lossy(&ran.stderr);
-        let mut placed = 0;
-        for l in stderr.lines() {
-            let Some(rest) = l.strip_prefix("rocsync:   0x") else {
-                continue;
-            };
-            let (offset, rest) = rest.split_once(' ').unwrap();
-            let offset = u64::from_str_radix(offset, 16).unwrap();
-            let names = rest.split_once(':').unwrap().0;
-            if let Some(&addr) = names.split(" = ").find_map(|n| hooked.get(n)) {
-                assert!(
-                    (addr..addr + 16).contains(&offset),
-                    "RCCL {}: {l}",
-                    r.series
-                );
-                placed += 1;
-            }
+        let placed = placements(&stderr, &hooked);
+        for (l, offset, addr) in &placed {
+            assert!(
+                (*addr..addr + 16).contains(offset),
+                "RCCL {}: {l}",
+                r.series
+            );
         }
-        assert_eq!(placed, hooked.len(), "RCCL {}: {stderr}", r.series);
+        assert_eq!(placed.len(), hooked.len(), "RCCL {}: {stderr}", r.series);
         // The program's log: "uid HEX", then "NAME RET" a call.
         let text = std::fs::read_to_string(&log).unwrap();
         let uid = text.lines().find_map(|l| l.strip_prefix("uid ")).unwrap();

@@ -65,7 +65,7 @@ fn reals(test: &str) -> Option<Vec<Real>> {
 
 /// The library's defined dynamic symbols and their addresses (`nm -D`, not rocsync's
 /// own ELF reading).
-fn exports(lib: &Path) -> BTreeMap<String, u64> {
+pub(crate) fn exports(lib: &Path) -> BTreeMap<String, u64> {
     let out = run_ok(Command::new("nm").args(["-D", "--defined-only"]).arg(lib));
     String::from_utf8_lossy(&out.stdout)
         .lines()
@@ -158,17 +158,7 @@ fn run_traces_every_real_runtime_exactly_on_its_stubs() {
 /// probed just past the `endbr64` (4 bytes); 5.2's entries within their first bytes.
 fn assert_placements(r: &Real, stderr: &str, hooked: &BTreeMap<String, u64>) {
     let mut seen = 0;
-    for l in stderr.lines() {
-        // "rocsync:   0x3dbc54 hipStreamWaitEvent: probe on `sub` after endbr64 (…)"
-        let Some(rest) = l.strip_prefix("rocsync:   0x") else {
-            continue;
-        };
-        let (offset, rest) = rest.split_once(' ').unwrap();
-        let offset = u64::from_str_radix(offset, 16).unwrap();
-        let names = rest.split_once(':').unwrap().0;
-        let Some(&addr) = names.split(" = ").find_map(|n| hooked.get(n)) else {
-            continue; // an HSA function
-        };
+    for (l, offset, addr) in placements(stderr, hooked) {
         seen += 1;
         if r.ret == 100 {
             assert!(l.contains("after endbr64"), "ROCm {}: {l}", r.series);
@@ -182,6 +172,27 @@ fn assert_placements(r: &Real, stderr: &str, hooked: &BTreeMap<String, u64>) {
         }
     }
     assert_eq!(seen, hooked.len(), "ROCm {}: placements shown", r.series);
+}
+
+/// The placements `-v` shows ("rocsync:   0x3dbc54 hipStreamWaitEvent: probe on `sub`
+/// after endbr64 (…)") of the functions in `hooked`: (line, probe offset, export).
+pub(crate) fn placements<'a>(
+    stderr: &'a str,
+    hooked: &BTreeMap<String, u64>,
+) -> Vec<(&'a str, u64, u64)> {
+    let mut found = Vec::new();
+    for l in stderr.lines() {
+        let Some(rest) = l.strip_prefix("rocsync:   0x") else {
+            continue;
+        };
+        let (offset, rest) = rest.split_once(' ').unwrap();
+        let offset = u64::from_str_radix(offset, 16).unwrap();
+        let names = rest.split_once(':').unwrap().0;
+        if let Some(&addr) = names.split(" = ").find_map(|n| hooked.get(n)) {
+            found.push((l, offset, addr));
+        }
+    }
+    found
 }
 
 #[test]
@@ -204,6 +215,15 @@ fn attach_traces_every_real_runtime_exactly() {
     }
 }
 
+/// A daemon tracking every real runtime's program.
+fn daemon_of(dir: &TempDir, reals: &[Real]) -> (Daemon, Lines) {
+    let mut extra: Vec<&str> = Vec::new();
+    for r in &reals[1..] {
+        extra.extend(["--include-exe", r.program.to_str().unwrap()]);
+    }
+    start_daemon(dir, &reals[0].program, &extra)
+}
+
 /// The program, started and waiting for a line on stdin before its first call.
 fn gated(r: &Real, log: &Path) -> std::process::Child {
     spawn_ready(
@@ -223,11 +243,7 @@ fn a_daemon_trace_holds_every_real_runtime_call() {
     let Some((dir, _)) = daemon_test(name) else {
         return;
     };
-    let mut extra: Vec<&str> = Vec::new();
-    for r in &reals[1..] {
-        extra.extend(["--include-exe", r.program.to_str().unwrap()]);
-    }
-    let (daemon, mut lines) = start_daemon(&dir, &reals[0].program, &extra);
+    let (daemon, mut lines) = daemon_of(&dir, &reals);
     let sock = dir.path("rocsync.sock");
     for r in &reals {
         let log = dir.path(&format!("real-{}.log", r.series));
@@ -337,11 +353,7 @@ fn the_budget_prices_each_real_runtimes_calls_by_its_probed_instruction() {
     let Some((dir, _)) = daemon_test(name) else {
         return;
     };
-    let mut extra: Vec<&str> = Vec::new();
-    for r in &reals[1..] {
-        extra.extend(["--include-exe", r.program.to_str().unwrap()]);
-    }
-    let (daemon, mut lines) = start_daemon(&dir, &reals[0].program, &extra);
+    let (daemon, mut lines) = daemon_of(&dir, &reals);
     let prices = lines
         .1
         .iter()
