@@ -5,9 +5,14 @@
 //! and counted.
 
 use std::{
+    collections::HashMap,
+    ffi::{OsStr, OsString},
+    os::{fd::OwnedFd, unix::ffi::OsStrExt as _},
     path::{Path, PathBuf},
     time::{Duration, SystemTime},
 };
+
+use rustix::fs::{AtFlags, FileType};
 
 use crate::daemon::outputs::upload;
 
@@ -28,13 +33,24 @@ pub fn default_max_bytes(state_dir: &Path) -> u64 {
     })
 }
 
-/// Whether `dir` is a folder of the daemon's own: no link, root's or the daemon's, and
+/// The folder `dir`, itself no link (the state directory above it may be reached through
+/// root's: `dirs::open`).
+fn open_folder(dir: &Path) -> Option<OwnedFd> {
+    use rustix::fs::{Mode, OFlags};
+    let parent = crate::emit::dirs::open(dir.parent()?).ok()?;
+    let flags = OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::RDONLY | OFlags::CLOEXEC;
+    rustix::fs::openat(&parent, dir.file_name()?, flags, Mode::empty()).ok()
+}
+
+/// Whether the folder open at `fd` is the daemon's own: root's or the daemon's, and
 /// none others may write.
-fn own_folder(dir: &Path) -> bool {
-    use std::os::unix::fs::MetadataExt as _;
+fn own_folder(fd: &OwnedFd) -> bool {
     let me = rustix::process::geteuid().as_raw();
-    std::fs::symlink_metadata(dir)
-        .is_ok_and(|m| m.is_dir() && (m.uid() == 0 || m.uid() == me) && m.mode() & 0o022 == 0)
+    rustix::fs::fstat(fd).is_ok_and(|m| {
+        FileType::from_raw_mode(m.st_mode) == FileType::Directory
+            && (m.st_uid == 0 || m.st_uid == me)
+            && m.st_mode & 0o022 == 0
+    })
 }
 
 /// The limits; `None` is no limit.
@@ -78,40 +94,59 @@ impl Retention {
     }
 
     /// Applies the limits to the trace files in `dirs`, together; returns how many
-    /// traces waiting for their upload it removed. Only folders that are the daemon's
-    /// own are looked in (no link, none others may write: a folder swapped for a link
-    /// to root's files had them removed); the files kept are known by (device, inode),
-    /// whatever path named them; a file counts what it takes on disk (a sparse one, not
-    /// its length).
+    /// traces waiting for their upload it removed. Each folder is opened once, without
+    /// following a link anywhere on its path, checked to be the daemon's own (none others
+    /// may write), listed and emptied through that descriptor: a folder swapped for a
+    /// link to root's files, even mid-pass, is never looked in. The files kept are known
+    /// by (device, inode), whatever path named them; a file counts what it takes on disk
+    /// (a sparse one, not its length).
     pub fn apply(&self, dirs: &[PathBuf], keep: &[&Path]) -> u64 {
         use std::os::unix::fs::MetadataExt as _;
         let kept: Vec<(u64, u64)> = (keep.iter())
             .filter_map(|p| std::fs::metadata(p).ok())
             .map(|m| (m.dev(), m.ino()))
             .collect();
-        let mut keep_paths = Vec::new();
-        let files: Vec<Entry> = dirs
+        let folders: Vec<(&PathBuf, OwnedFd)> = dirs
             .iter()
-            .filter(|d| own_folder(d))
-            .flat_map(std::fs::read_dir)
-            .flatten()
-            .flatten()
-            .filter_map(|e| {
+            .filter_map(|d| Some((d, open_folder(d)?)))
+            .filter(|(_, fd)| own_folder(fd))
+            .collect();
+        // Path → (its folder, its name there).
+        let mut at: HashMap<PathBuf, (usize, OsString)> = HashMap::new();
+        let mut keep_paths = Vec::new();
+        let mut files: Vec<Entry> = Vec::new();
+        for (i, (dir, fd)) in folders.iter().enumerate() {
+            let Ok(mut entries) = rustix::fs::Dir::read_from(fd) else {
+                continue;
+            };
+            while let Some(Ok(e)) = entries.next() {
+                let name = OsStr::from_bytes(e.file_name().to_bytes()).to_os_string();
                 // Not followed: a link is no file here.
-                let m = e.metadata().ok()?;
-                let json = m.is_file() && e.file_name().to_string_lossy().ends_with(".json");
-                let path = e.path();
-                if kept.contains(&(m.dev(), m.ino())) {
+                let Ok(m) = rustix::fs::statat(fd, &*name, AtFlags::SYMLINK_NOFOLLOW) else {
+                    continue;
+                };
+                let regular = FileType::from_raw_mode(m.st_mode) == FileType::RegularFile;
+                if !regular || !name.as_bytes().ends_with(b".json") {
+                    continue;
+                }
+                let path = dir.join(&name);
+                if kept.contains(&(m.st_dev, m.st_ino)) {
                     keep_paths.push(path.clone());
                 }
+                let modified = SystemTime::UNIX_EPOCH
+                    + Duration::new(m.st_mtime.max(0) as u64, m.st_mtime_nsec as u32);
                 let waiting = upload::waiting(&path);
-                json.then_some((path, m.blocks() * 512, m.modified().ok()?, waiting))
-            })
-            .collect();
+                files.push((path.clone(), m.st_blocks as u64 * 512, modified, waiting));
+                at.insert(path, (i, name));
+            }
+        }
         let keep: Vec<&Path> = keep_paths.iter().map(PathBuf::as_path).collect();
         let mut lost = 0;
         for (path, waiting) in self.expired(files, SystemTime::now(), &keep) {
-            match std::fs::remove_file(&path) {
+            let Some((i, name)) = at.get(&path) else {
+                continue;
+            };
+            match rustix::fs::unlinkat(&folders[*i].1, name, AtFlags::empty()) {
                 Ok(()) if waiting => {
                     lost += 1;
                     crate::say!(

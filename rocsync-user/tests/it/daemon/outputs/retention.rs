@@ -3,6 +3,7 @@
 //! a node's disk. Needs root (a tmpfs of a known size as the state directory).
 
 use std::{
+    io::Write as _,
     path::{Path, PathBuf},
     process::Command,
     time::{Duration, SystemTime},
@@ -56,8 +57,9 @@ fn unset_retention_keeps_a_tenth_of_the_state_directorys_file_system() {
     let old: Vec<PathBuf> = (0..4)
         .map(|i| {
             let path = traces.join(format!("old-{i}.json"));
-            let file = std::fs::File::create(&path).unwrap();
-            file.set_len(1 << 20).unwrap();
+            // Written, not sparse: retention counts what a file takes on disk.
+            let mut file = std::fs::File::create(&path).unwrap();
+            file.write_all(&vec![b' '; 1 << 20]).unwrap();
             file.set_modified(SystemTime::now() - hour * (5 - i))
                 .unwrap();
             path
