@@ -10,8 +10,11 @@ use rocsync_common::Api;
 
 use super::{Probes, maps};
 
-/// Calls per timed round: about 0.1 s probed.
+/// Calls per timed round: about 0.1 s probed on an emulated instruction; a tenth of
+/// them on a single-stepped one (each ~10 times dearer in a VM: the daemon's start is
+/// not held up for seconds).
 const CALLS: u64 = 50_000;
+const STEPPED_CALLS: u64 = CALLS / 10;
 const ROUNDS: usize = 3;
 /// Measurements of a price before calibrating is given up.
 const TRIES: usize = 3;
@@ -65,10 +68,10 @@ impl CallPrices {
     }
 }
 
-fn round(f: extern "C" fn(u64) -> u64) -> Duration {
+fn round(f: extern "C" fn(u64) -> u64, calls: u64) -> Duration {
     let start = Instant::now();
     let mut x = 0;
-    for i in 0..CALLS {
+    for i in 0..calls {
         x = f(x ^ i);
     }
     black_box(x);
@@ -95,18 +98,27 @@ impl Probes {
     /// background.
     pub fn calibrate(&mut self) -> Result<CallPrices> {
         Ok(CallPrices {
-            emulated: self.price(rocsync_calibration_call, "rocsync_calibration_call")?,
-            stepped: self.price(rocsync_calibration_stepped, "rocsync_calibration_stepped")?,
+            emulated: self.price(rocsync_calibration_call, "rocsync_calibration_call", CALLS)?,
+            stepped: self.price(
+                rocsync_calibration_stepped,
+                "rocsync_calibration_stepped",
+                STEPPED_CALLS,
+            )?,
         })
     }
 
     /// One kind's price. Each measure takes its fastest rounds (a busy host only adds
     /// time); one whose probed calls look no slower (its bare rounds descheduled: seen
     /// in CI) is measured again, up to [`TRIES`] times.
-    fn price(&mut self, f: extern "C" fn(u64) -> u64, name: &'static str) -> Result<Duration> {
+    fn price(
+        &mut self,
+        f: extern "C" fn(u64) -> u64,
+        name: &'static str,
+        calls: u64,
+    ) -> Result<Duration> {
         let mut tried = Err(anyhow::anyhow!("not measured"));
         for _ in 0..TRIES {
-            tried = self.price_once(f, name);
+            tried = self.price_once(f, name, calls);
             if tried.is_ok() {
                 break;
             }
@@ -114,10 +126,15 @@ impl Probes {
         tried
     }
 
-    fn price_once(&mut self, f: extern "C" fn(u64) -> u64, name: &'static str) -> Result<Duration> {
+    fn price_once(
+        &mut self,
+        f: extern "C" fn(u64) -> u64,
+        name: &'static str,
+        calls: u64,
+    ) -> Result<Duration> {
         let offset = own_offset(f as *const () as u64)?;
         let path = Path::new("/proc/self/exe");
-        let bare = fastest((0..ROUNDS).map(|_| round(f)).collect());
+        let bare = fastest((0..ROUNDS).map(|_| round(f, calls)).collect());
         let mark = self.links_mark();
         let api = Api::HipEventQuery;
         for (prog, ret) in api.programs() {
@@ -128,12 +145,12 @@ impl Probes {
                 return Err(e.context("calibrating the cost of a probed call"));
             }
         }
-        let probed = fastest((0..ROUNDS).map(|_| round(f)).collect());
+        let probed = fastest((0..ROUNDS).map(|_| round(f, calls)).collect());
         let links = self.take_links(mark);
         drop(self.release(vec![links]));
         if probed <= bare {
             bail!("calibrating: the probed calls were not slower ({probed:?} against {bare:?})");
         }
-        Ok((probed - bare) / CALLS as u32)
+        Ok((probed - bare) / calls as u32)
     }
 }
