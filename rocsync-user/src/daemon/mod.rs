@@ -228,21 +228,7 @@ async fn start(config: DaemonConfig, flags: ConfigFlags, signals: Signals) -> Re
         0
     };
     // Before the scan: the calibration's probes are the daemon's own, on itself.
-    let prices = match probes.calibrate() {
-        Ok(p) => {
-            crate::say!(
-                "rocsync daemon: a probed call costs {:?} here ({:?} where its probed \
-                 instruction is single-stepped, as on ROCm 6.4/7.2's stubs)",
-                p.emulated,
-                p.stepped
-            );
-            Some(p)
-        }
-        Err(e) => {
-            crate::say!("rocsync daemon: warning: no budget is held: {e:#}");
-            None
-        }
-    };
+    let prices = budget::calibrated(&mut probes);
     probes.set_stall_threshold(config.capture_on_stall)?;
     // Counting pays one trap for calls whose return it does not need (`returns.rs`).
     probes.set_returnless(true)?;

@@ -243,6 +243,26 @@ impl Budget {
     }
 }
 
+/// What a probed call costs here, said in the log; `None` (no budget is held, said)
+/// when it cannot be measured.
+pub fn calibrated(probes: &mut crate::probes::Probes) -> Option<CallPrices> {
+    match probes.calibrate() {
+        Ok(p) => {
+            crate::say!(
+                "rocsync daemon: a probed call costs {:?} here ({:?} where its probed \
+                 instruction is single-stepped, as on ROCm 6.4/7.2's stubs)",
+                p.emulated,
+                p.stepped
+            );
+            Some(p)
+        }
+        Err(e) => {
+            crate::say!("rocsync daemon: warning: no budget is held: {e:#}");
+            None
+        }
+    }
+}
+
 /// `pid`'s CPU time (user and system), in ns.
 pub fn cpu_ns(pid: u32) -> Option<u64> {
     let s = crate::procfs::Stat::of(pid)?;
