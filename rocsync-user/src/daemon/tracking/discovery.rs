@@ -95,10 +95,7 @@ impl Tracker {
     /// Detaches the returns whose grace is over.
     pub fn retire_returns(&mut self) {
         let now = tokio::time::Instant::now();
-        let done = self.returns.retired(now, self.files.returns());
-        if !done.is_empty() {
-            drop(self.probes.release(done));
-        }
+        (self.returns).retire(now, &mut self.probes, self.files.returns());
     }
 
     /// Looks at every process now. Processes running already may have threads on a
@@ -231,6 +228,8 @@ impl Tracker {
         if self.files.is_unusable(&id) {
             return; // read once already: never again while it is the same file
         }
+        // Its earlier probes still being detached would record each call a second time.
+        self.files.await_release(&lib, part);
         // A process whose uid is unreadable has just gone.
         let Some(owner) = p.uid() else {
             return;

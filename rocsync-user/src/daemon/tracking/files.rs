@@ -4,10 +4,11 @@
 //! once no process it was probed for lives (its copies would otherwise hold links and
 //! descriptors for ever), each user (the real uid of the process a file was first probed
 //! for) has a cap of its own (one user's files never push out another's; a released
-//! file still counts until the kernel has let go of its links, which takes about 0.1 s
-//! per link, so churning copies cannot outrun the detach), and a file
-//! that could not be used is remembered by device, inode, size and modification time, so
-//! that it is not read again at every library load.
+//! file still counts until the kernel has let go of its links, so churning copies cannot
+//! outrun the detach), and a file that could not be used is remembered by device,
+//! inode, size and modification time, so that it is not read again at every library
+//! load. A file mapped again while its links are being detached waits for the detach:
+//! probed twice meanwhile, each call would be recorded twice.
 
 use std::{
     collections::{BTreeSet, HashMap, HashSet},
@@ -73,6 +74,8 @@ pub struct Refused {
 
 struct Probed {
     uid: u32,
+    /// Its path, as the log shows it.
+    shown: String,
     links: LinkGroup,
     /// Processes it was probed or seen for; released when none lives.
     pids: BTreeSet<u32>,
@@ -85,6 +88,14 @@ struct Probed {
     stepped: bool,
 }
 
+/// Files released together, their links detached in the background.
+struct Releasing {
+    /// Their users, each counted until the detach is done.
+    uids: Vec<u32>,
+    files: Vec<(u64, u64, Part)>,
+    detach: JoinHandle<()>,
+}
+
 #[derive(Default)]
 pub struct Files {
     /// By (device, inode, part).
@@ -94,8 +105,8 @@ pub struct Files {
     /// Refused for their user's cap, so each is counted and said once (tried again at
     /// each look: the user's count may have dropped).
     over_cap: HashSet<FileId>,
-    /// Released files whose links are still being detached: (their users, the detach).
-    releasing: Vec<(Vec<u32>, JoinHandle<()>)>,
+    /// Released files whose links are still being detached.
+    releasing: Vec<Releasing>,
     /// Runtimes refused on a user's FUSE mount, by (device, inode): said once each.
     on_fuse: HashSet<(Option<(u32, u32)>, u64)>,
     pub refused: Refused,
@@ -207,6 +218,7 @@ impl Files {
         let pids = BTreeSet::from([pid]);
         let probed = Probed {
             uid,
+            shown: untrusted::shown(&lib.shown.to_string_lossy()),
             links,
             pids,
             polling,
@@ -255,26 +267,59 @@ impl Files {
                 gone.push(*key);
             }
         }
-        let (mut uids, mut links) = (Vec::new(), Vec::new());
-        for p in gone.iter().filter_map(|key| self.probed.remove(key)) {
+        let (mut uids, mut links, mut files) = (Vec::new(), Vec::new(), Vec::new());
+        for (key, p) in gone
+            .iter()
+            .filter_map(|key| Some((*key, self.probed.remove(key)?)))
+        {
+            files.push(key);
+            crate::say!(
+                "rocsync daemon: no longer probing {}: no process it was probed for lives",
+                p.shown
+            );
             uids.push(p.uid);
             links.push(p.links);
             links.extend(p.polling.and_then(Polling::release));
             links.extend(p.returns.and_then(FileReturns::release));
         }
         if !links.is_empty() {
-            self.releasing.push((uids, release(links)));
+            let detach = release(links);
+            self.releasing.push(Releasing {
+                uids,
+                files,
+                detach,
+            });
         }
         self.reap();
+    }
+
+    /// Waits until the links `lib` had before its release are detached, if they are not
+    /// yet (a process maps it again meanwhile): attached again while they are, each call
+    /// would be recorded twice. A detach takes a few kernel grace periods (~0.1 s).
+    pub fn await_release(&mut self, lib: &OpenedLibrary, part: Part) {
+        let key = (lib.dev, lib.ino, part);
+        let (waited, pending) = std::mem::take(&mut self.releasing)
+            .into_iter()
+            .partition(|r| r.files.contains(&key));
+        self.releasing = pending;
+        self.uncount(waited.into_iter().map(|r| {
+            let _ = r.detach.join();
+            r.uids
+        }));
     }
 
     /// Uncounts the files whose links the kernel has let go of.
     fn reap(&mut self) {
         let (done, pending) = std::mem::take(&mut self.releasing)
             .into_iter()
-            .partition(|(_, detach)| detach.is_finished());
+            .partition(|r| r.detach.is_finished());
         self.releasing = pending;
-        for (uids, _) in done {
+        self.uncount(done.into_iter().map(|r| r.uids));
+    }
+
+    /// Each user's files whose detach is done, uncounted.
+    fn uncount(&mut self, done: impl Iterator<Item = Vec<u32>>) {
+        for uids in done {
             for uid in uids {
                 if let Some(n) = self.per_uid.get_mut(&uid) {
                     *n = n.saturating_sub(1);

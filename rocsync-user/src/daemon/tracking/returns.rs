@@ -11,7 +11,7 @@
 //!
 //! [`Api::return_optional`]: rocsync_common::Api::return_optional
 
-use std::time::Duration;
+use std::{thread::JoinHandle, time::Duration};
 
 use anyhow::Result;
 use tokio::time::Instant;
@@ -34,6 +34,8 @@ pub struct FileReturns {
     links: Option<LinkGroup>,
     /// Switched off: detached at this moment (switched on before, kept).
     retiring: Option<Instant>,
+    /// Its last links' detach, while it may still run.
+    detaching: Option<JoinHandle<()>>,
 }
 
 impl FileReturns {
@@ -44,6 +46,7 @@ impl FileReturns {
             carried,
             links: None,
             retiring: None,
+            detaching: None,
         }
     }
 
@@ -52,6 +55,10 @@ impl FileReturns {
         self.retiring = None;
         if self.links.is_some() {
             return Ok(());
+        }
+        // Their last links still being detached would fire too: each return twice.
+        if let Some(detach) = self.detaching.take() {
+            let _ = detach.join();
         }
         // NCCL's calls have none; a library may lack them all.
         if !self.runtime.apis().any(|a| a.return_optional()) {
@@ -149,18 +156,18 @@ impl ReturnsApart {
         Ok(())
     }
 
-    /// The links whose grace is over, to be detached.
-    pub fn retired<'a>(
+    /// Detaches the links whose grace is over.
+    pub fn retire<'a>(
         &mut self,
         now: Instant,
+        probes: &mut Probes,
         files: impl Iterator<Item = &'a mut FileReturns>,
-    ) -> Vec<LinkGroup> {
-        files
-            .filter(|f| f.retiring.is_some_and(|t| t <= now))
-            .filter_map(|f| {
-                f.retiring = None;
-                f.links.take()
-            })
-            .collect()
+    ) {
+        for f in files.filter(|f| f.retiring.is_some_and(|t| t <= now)) {
+            f.retiring = None;
+            if let Some(links) = f.links.take() {
+                f.detaching = Some(probes.release(vec![links]));
+            }
+        }
     }
 }

@@ -241,3 +241,61 @@ fn a_process_whose_name_is_not_utf8_is_tracked_and_shown_escaped() {
     assert!(target.child.wait().unwrap().success());
     stop(daemon);
 }
+
+/// A process mapping a runtime file whose probes are still being detached (its last
+/// process gone) is recorded once per call: the file's new probes wait for the old
+/// ones. CI saw a real runtime's trace with every call twice: another test's process of
+/// the same program had just ended.
+#[test]
+fn a_process_mapping_a_file_whose_probes_are_being_released_is_recorded_once() {
+    let name = "a_process_mapping_a_file_whose_probes_are_being_released_is_recorded_once";
+    let Some((dir, _)) = daemon_test(name) else {
+        return;
+    };
+    // Copies of their own: no other test's process keeps the file probed.
+    let (exe, libs) = (dir.path("scenario"), dir.path("lib"));
+    std::fs::copy(rocsync_tests::scenario(), &exe).unwrap();
+    std::fs::create_dir(&libs).unwrap();
+    std::fs::copy(rocsync_tests::sim_hip(), libs.join("libamdhip64.so")).unwrap();
+    let (daemon, mut lines) = start_daemon(&dir, &exe, &[]);
+    let start = |n: &str| {
+        Gated::start(
+            Command::new(&exe)
+                .args(["gated", "basic"])
+                .env("LD_LIBRARY_PATH", &libs)
+                .env("SCENARIO_LOG", dir.path(&format!("{n}.log"))),
+        )
+    };
+    let mut first = start("first");
+    first.open_when_tracked(&mut lines);
+    assert!(first.child.wait().unwrap().success());
+    lines.wait_for("no longer probing");
+
+    let mut second = start("second");
+    let pid = second.child.id();
+    lines.wait_for(&format!("tracking pid {pid}"));
+    let client = rocsync()
+        .args([
+            "trace",
+            "--pid",
+            &pid.to_string(),
+            "--duration",
+            "2s",
+            "--socket",
+        ])
+        .arg(dir.path("rocsync.sock"))
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    lines.wait_for(&format!("recording pid(s) [{pid}]"));
+    second.open();
+    assert!(second.child.wait().unwrap().success());
+    let out = client.wait_with_output().unwrap();
+    assert!(out.status.success(), "the trace failed");
+    let trace = read_json(std::path::Path::new(
+        String::from_utf8(out.stdout).unwrap().trim(),
+    ));
+    let logged = rocsync_tests::read_log(&dir.path("second.log"));
+    assert_rows_match_log(&trace, Some(pid), &logged);
+    stop(daemon);
+}
