@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "scenario.h"
@@ -116,6 +117,28 @@ void loop(int ms) {
     StreamWaitEvent(0, e);
     StreamSynchronize(s);
     usleep(200);
+  }
+  EventDestroy(e);
+  StreamDestroy(s);
+}
+
+/* Record, wait and synchronize, then SPIN_US of work on the host (the CPU a step of a
+ * sync-dense loop uses between its calls), for MS milliseconds. */
+void dense(int ms, int spin_us) {
+  hipStream_t s = 0;
+  hipEvent_t e = 0;
+  StreamCreate(&s);
+  EventCreate(&e);
+  printf("looping\n");
+  fflush(stdout);
+  for (uint64_t end = ms_now() + (uint64_t)ms; ms_now() < end;) {
+    EventRecord(e, s);
+    StreamWaitEvent(0, e);
+    StreamSynchronize(s);
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    do clock_gettime(CLOCK_MONOTONIC, &t);
+    while ((t.tv_sec - t0.tv_sec) * 1000000 + (t.tv_nsec - t0.tv_nsec) / 1000 < spin_us);
   }
   EventDestroy(e);
   StreamDestroy(s);

@@ -139,10 +139,13 @@ impl Daemon {
             for said in polling::restore(&mut t.probes, t.files.polling(), |_| true, now) {
                 crate::say!("rocsync daemon: budget off: {said}");
             }
+            self.end_cycle();
             return Flow::Go;
         };
         let mut over = std::collections::BTreeSet::new();
-        let mut alone = Vec::new();
+        let (mut alone, mut kept_over) = (Vec::new(), Vec::new());
+        let mut kept = std::collections::BTreeMap::new();
+        let cycles = self.config.budget_cycles;
         for pid in self.tracker.tracked.clone() {
             let calls = self.tracker.probes.target_calls(pid);
             let cpu = budget::cpu_ns(pid);
@@ -153,6 +156,7 @@ impl Daemon {
             else {
                 continue;
             };
+            kept.insert(pid, shares.kept());
             if shares.all <= limit.0 {
                 self.budget.over.remove(&pid);
                 continue;
@@ -166,9 +170,11 @@ impl Daemon {
                     shares.polling * 100.0
                 );
             }
-            // What is never shed costs more than the budget on its own: said once.
+            // What is never shed costs more than the budget on its own: the duty cycle
+            // takes it (`cycling.rs`), or (shed-only) it is said once.
             if shares.kept() > limit.0 {
-                if self.budget.over.insert(pid) {
+                kept_over.push((pid, shares.kept()));
+                if !cycles && self.budget.over.insert(pid) {
                     alone.push((pid, shares.kept()));
                 }
             } else {
@@ -182,10 +188,14 @@ impl Daemon {
         for (pid, share) in alone {
             crate::say!(
                 "rocsync daemon: warning: budget: pid {pid}'s records and waits alone cost {}: \
-                 they are still recorded (never shed); raise --budget, turn it off, or trace \
-                 it in sampled windows",
+                 they are still recorded (--budget-mode shed-only); raise --budget, turn it \
+                 off, or trace it in sampled windows",
                 budget::shown(share, limit)
             );
+        }
+        match cycles {
+            true => self.turn_cycle(limit, &kept_over, &kept),
+            false => self.end_cycle(),
         }
         self.budget.retain(crate::procfs::exists);
         Flow::Go
@@ -279,6 +289,12 @@ impl Daemon {
             highest: self.budget.highest(),
             over: self.budget.over.len(),
             shed: polling::shed_apis(self.tracker.files.polling()),
+            duty: (
+                self.tracker.cycle.duty(),
+                (self.tracker.files.cycled())
+                    .filter(|(_, c)| c.cycling)
+                    .count(),
+            ),
         };
         let probes = &self.tracker.probes;
         let tracker = &self.tracker;

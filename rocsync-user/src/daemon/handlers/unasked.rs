@@ -12,6 +12,7 @@ use crate::{
     clock,
     daemon::{
         state::Daemon,
+        tracking::cycle::DutyCycle,
         triggers::{Origin, Start, chain, collectives, hangs, stalls},
     },
     probes::Probes,
@@ -197,7 +198,13 @@ impl Daemon {
     /// collective it ends at with the local ranks behind it (`collective`, `behind`).
     fn waits_on(&self, pid: u32, api: Option<Api>, arg0: u64, entry_ns: u64) -> Chain {
         let probes = &self.tracker.probes;
-        let state = Of(probes, pid);
+        // Its records and waits in the duty cycle: the spans they were off.
+        let cycle = self
+            .tracker
+            .files
+            .cycles(pid)
+            .then_some(&self.tracker.cycle);
+        let state = Of(probes, pid, cycle);
         let steps = api.map_or_else(Vec::new, |api| chain::waits_on(api, arg0, entry_ns, &state));
         let mut said = chain::said(&steps, entry_ns);
         let collective = chain::collective(&steps).cloned().unwrap_or(Value::Null);
@@ -242,8 +249,9 @@ impl Chain {
     }
 }
 
-/// One process's dependency state, as the probes keep it.
-struct Of<'a>(&'a Probes, u32);
+/// One process's dependency state, as the probes keep it, and the duty cycle its records
+/// and waits are in, if they are.
+struct Of<'a>(&'a Probes, u32, Option<&'a DutyCycle>);
 
 impl chain::State for Of<'_> {
     fn last_wait(&self, stream: u64) -> Option<Dependency> {
@@ -257,5 +265,8 @@ impl chain::State for Of<'_> {
     }
     fn comm(&self, handle: u64) -> Option<CommState> {
         self.0.comm(self.1, handle)
+    }
+    fn blind_between(&self, from_ns: u64, to_ns: u64) -> bool {
+        self.2.is_some_and(|c| c.blind_between(from_ns, to_ns))
     }
 }

@@ -105,6 +105,11 @@ impl DaemonConfig {
             Some(v) => parse_budget(&v).map_err(|e| anyhow::anyhow!("budget: {e}"))?,
             None => Some(DEFAULT_BUDGET),
         };
+        let budget_cycles = match args.budget_mode.as_deref() {
+            None | Some("cycle") => true,
+            Some("shed-only") => false,
+            Some(other) => bail!("budget_mode is cycle or shed-only, not {other:?}"),
+        };
         let all_returns = match args.return_probes.as_deref() {
             None | Some("needed") => false,
             Some("all") => true,
@@ -169,6 +174,7 @@ impl DaemonConfig {
             dynolog_addr,
             learn_devices,
             budget,
+            budget_cycles,
             all_returns,
             capture_on_stall,
             stall_window_after,

@@ -28,6 +28,8 @@ pub struct DaemonConfig {
     pub learn_devices: Duration,
     /// The probes' most share of a tracked process's CPU time (`None`: no budget).
     pub budget: Option<Share>,
+    /// Records and waits over the budget are duty-cycled (`--budget-mode cycle`).
+    pub budget_cycles: bool,
     /// Every return probe attached while only counting (`--return-probes all`).
     pub all_returns: bool,
     /// A synchronisation longer than this gets a trace of its process (`None`: never).

@@ -40,8 +40,12 @@ settings! {
     };
     /// Most share of a tracked process's CPU time its probes may cost (e.g. 1%, 0.5%)
     /// [default: 1%]: above it, polling calls (*EventQuery) stop being probed until the
-    /// rate falls; off: no budget
+    /// rate falls, then records and waits are probed in a duty cycle; off: no budget
     budget: percent "PERCENT" => |c| c.budget.map_or_else(off, |b| b.to_string());
+    /// How the budget is held [default: cycle]: cycle (polls shed, then records, stream
+    /// waits and destroys probed one second in N, their counts estimated meanwhile), or
+    /// shed-only (polls shed; records and waits always probed, exact, even over budget)
+    budget_mode: text "MODE" => |c| if c.budget_cycles { "cycle" } else { "shed-only" }.into();
     /// Which return probes stay attached while only counting [default: needed]: those of
     /// calls that may block (one trap for records, stream waits and destroys, whose
     /// errors are then not counted), or all (exact error counts, two traps each)

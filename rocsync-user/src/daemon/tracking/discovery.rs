@@ -5,9 +5,12 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
+use crate::daemon::tracking::apart::Apart;
+use crate::daemon::tracking::cycle::DutyCycle;
+use crate::daemon::tracking::estimate::Estimates;
 use crate::daemon::tracking::files::{FileId, Files, MAX_FILES_PER_USER, Part};
-use crate::daemon::tracking::polling::{Polling, is_unusable};
-use crate::daemon::tracking::returns::{FileReturns, ReturnsApart};
+use crate::daemon::tracking::polling::is_unusable;
+use crate::daemon::tracking::returns::ReturnsApart;
 use crate::daemon::tracking::snapshot::Snapshot;
 
 use anyhow::Result;
@@ -59,6 +62,9 @@ pub struct Tracker {
     /// before discovery read their library load), by label group and series slot:
     /// `/metrics` adds them to the kernel's counts.
     pub early: BTreeMap<(u32, u32), u64>,
+    /// The budget's duty cycle of records and waits (`cycle.rs`), and what it estimates.
+    pub cycle: DutyCycle,
+    pub estimates: Estimates,
 }
 
 impl Tracker {
@@ -77,11 +83,22 @@ impl Tracker {
             pods,
             returns: ReturnsApart::default(),
             early: BTreeMap::new(),
+            cycle: DutyCycle::default(),
+            estimates: Estimates::default(),
         }
     }
 
-    /// The returns counting does not need, attached: before a recording is switched on.
+    /// Every probe a recording needs on: the returns counting does not need attached,
+    /// and the duty cycle held (records and waits probed). Before a recording is
+    /// switched on.
     pub fn returns_on(&mut self) -> Result<()> {
+        if self.cycle.cycling() {
+            self.estimates.extend(tokio::time::Instant::now());
+            let cycled = self.files.cycled().map(|(_, c)| c);
+            self.cycle.hold(&mut self.probes, cycled);
+            let counts = crate::daemon::handlers::cycling::counts(self);
+            self.estimates.probed(counts);
+        }
         self.returns
             .switch_on(&mut self.probes, self.files.returns())
     }
@@ -257,9 +274,12 @@ impl Tracker {
         let attached = match what {
             Probed::Runtime(r, carried) => {
                 // The polling probes are attached apart (below): the budget sheds them.
-                // So are the returns counting does not need (`returns.rs`).
+                // So are records, waits and destroys (its duty cycle's, `cycle.rs`) and
+                // the returns counting does not need (`returns.rs`).
                 let mut choice = ApiChoice {
-                    skip: r.apis().filter(|a| a.is_polling()).collect(),
+                    skip: (r.apis())
+                        .filter(|a| a.is_polling() || a.return_optional())
+                        .collect(),
                     returns: ReturnProbes::Needed,
                     ..ApiChoice::default()
                 };
@@ -290,31 +310,18 @@ impl Tracker {
                 } else {
                     ""
                 };
-                let polling = match what {
-                    Probed::Runtime(r, carried) => {
-                        let (clone, log) = (lib.try_clone(), self.shed_log.clone());
-                        clone.and_then(|l| {
-                            Polling::attach(&mut self.probes, l, (r, carried), pid, &log)
-                        })
-                    }
-                    Probed::Hsa => None,
+                let apart = match what {
+                    Probed::Runtime(r, carried) => Apart::attach(
+                        &mut self.probes,
+                        &lib,
+                        (r, carried),
+                        (pid, &shown()),
+                        (&self.returns, &self.shed_log),
+                    ),
+                    Probed::Hsa => Apart::default(),
                 };
-                let returns = match what {
-                    Probed::Runtime(r, carried) => lib.try_clone().map(|l| {
-                        let mut f = FileReturns::new(l, r, carried);
-                        if let Err(e) = self.returns.file_added(&mut self.probes, &mut f) {
-                            crate::say!("rocsync daemon: warning: {}: {e:#}", shown());
-                        }
-                        f
-                    }),
-                    Probed::Hsa => None,
-                };
-                self.files.add(
-                    (&lib, part),
-                    (owner, pid),
-                    (links, stepped),
-                    (polling, returns),
-                );
+                self.files
+                    .add((&lib, part), (owner, pid), (links, stepped), apart);
                 // Said once every probe of the file is on.
                 crate::say!("rocsync daemon: probing {}{hsa}", shown());
             }
@@ -361,6 +368,7 @@ impl Tracker {
         for group in self.pods.retire(std::time::Instant::now()) {
             self.probes.forget_group(group)?;
             self.early.retain(|(g, _), _| *g != group);
+            self.estimates.forget_group(group);
         }
         // A file's probes go with the last process it was probed for; detached in the
         // background (each unregistration waits for the kernel).

@@ -19,7 +19,9 @@ use std::borrow::Cow;
 
 use crate::backend::RUNTIMES;
 use crate::daemon::{
-    tracking::{polling::Polling, returns::FileReturns, snapshot::Snapshot},
+    tracking::{
+        apart::Apart, cycle::Cycled, polling::Polling, returns::FileReturns, snapshot::Snapshot,
+    },
     untrusted,
 };
 use crate::probes::{LinkGroup, library::OpenedLibrary, maps};
@@ -83,6 +85,8 @@ struct Probed {
     polling: Option<Polling>,
     /// The returns counting does not need, apart (a runtime's).
     returns: Option<FileReturns>,
+    /// Its records', waits' and destroys' probes, apart (a runtime's): the duty cycle's.
+    cycled: Option<Cycled>,
     /// Most of its probes sit on instructions the kernel single-steps: its calls cost
     /// the dearer price (`CallPrices`).
     stepped: bool,
@@ -211,7 +215,7 @@ impl Files {
         (lib, part): (&OpenedLibrary, Part),
         (uid, pid): (u32, u32),
         (links, stepped): (LinkGroup, bool),
-        (polling, returns): (Option<Polling>, Option<FileReturns>),
+        apart: Apart,
     ) {
         *self.per_uid.entry(uid).or_default() += 1;
         self.over_cap.remove(&FileId::of(lib, part));
@@ -221,8 +225,9 @@ impl Files {
             shown: untrusted::shown(&lib.shown.to_string_lossy()),
             links,
             pids,
-            polling,
-            returns,
+            polling: apart.polling,
+            returns: apart.returns,
+            cycled: apart.cycled,
             stepped,
         };
         self.probed.insert((lib.dev, lib.ino, part), probed);
@@ -244,6 +249,19 @@ impl Files {
     /// Each runtime file's returns that counting does not need.
     pub fn returns(&mut self) -> impl Iterator<Item = &mut FileReturns> {
         self.probed.values_mut().filter_map(|p| p.returns.as_mut())
+    }
+
+    /// Each runtime file's cycled probes, with the processes it serves.
+    pub fn cycled(&mut self) -> impl Iterator<Item = (&BTreeSet<u32>, &mut Cycled)> {
+        self.probed
+            .values_mut()
+            .filter_map(|p| Some((&p.pids, p.cycled.as_mut()?)))
+    }
+
+    /// Whether a file in the duty cycle serves `pid`.
+    pub fn cycles(&self, pid: u32) -> bool {
+        (self.probed.values())
+            .any(|p| p.pids.contains(&pid) && p.cycled.as_ref().is_some_and(|c| c.cycling))
     }
 
     pub fn polling(&mut self) -> impl Iterator<Item = (&BTreeSet<u32>, &mut Polling)> {
@@ -281,6 +299,7 @@ impl Files {
             links.push(p.links);
             links.extend(p.polling.and_then(Polling::release));
             links.extend(p.returns.and_then(FileReturns::release));
+            links.extend(p.cycled.and_then(Cycled::release));
         }
         if !links.is_empty() {
             let detach = release(links);

@@ -19,7 +19,15 @@ pub trait State {
     fn last_record(&self, event: u64) -> Option<Dependency>;
     fn last_collective(&self, stream: u64) -> Option<LastCollective>;
     fn comm(&self, handle: u64) -> Option<CommState>;
+    /// Whether its records and waits went unprobed at some moment in `(from_ns, to_ns]`
+    /// (the budget's duty cycle): one made then may be missing from the state.
+    fn blind_between(&self, _from_ns: u64, _to_ns: u64) -> bool {
+        false
+    }
 }
+
+/// Why a step cannot be vouched for while the duty cycle had the probes off.
+const CYCLED: &str = "records and waits were not all probed since (the budget's duty cycle)";
 
 /// What the call `api(arg0)` entered at `entry_ns` waits on, step by step; the log's
 /// short form of it; `offset_ns` turns the probes' clock into the wall clock.
@@ -41,6 +49,19 @@ pub fn waits_on(api: Api, arg0: u64, entry_ns: u64, state: &impl State) -> Vec<V
     let mut seen = vec![stream];
     while steps.len() < MAX_STEPS {
         let wait = state.last_wait(stream);
+        // A wait (or a later collective) made while unprobed would be the answer.
+        let known = [
+            wait.map(|w| w.ns).filter(|&ns| ns <= before),
+            state
+                .last_collective(stream)
+                .map(|c| c.ns)
+                .filter(|&ns| ns <= before),
+        ];
+        let since = known.into_iter().flatten().max().unwrap_or(0);
+        if state.blind_between(since, before) {
+            steps.push(json!({"stream": hex(stream), "unknown": CYCLED}));
+            return steps;
+        }
         // Enqueued on it before the call, and after its last wait: what it waits on.
         if let Some(c) = state.last_collective(stream).filter(|c| c.ns <= before)
             && wait.is_none_or(|w| w.ns > before || c.ns >= w.ns)
@@ -105,7 +126,13 @@ fn recorded(
     state: &impl State,
     steps: &mut Vec<Value>,
 ) -> Option<(u64, u64)> {
-    let Some(r) = state.last_record(event) else {
+    let last = state.last_record(event);
+    let since = last.map(|r| r.ns).filter(|&ns| ns <= before).unwrap_or(0);
+    if state.blind_between(since, before) {
+        steps.push(json!({"event": hex(event), "unknown": CYCLED}));
+        return None;
+    }
+    let Some(r) = last else {
         steps.push(json!({"event": hex(event), "unknown": "never recorded while counted"}));
         return None;
     };
@@ -168,9 +195,15 @@ mod tests {
         records: HashMap<u64, Dependency>,
         collectives: HashMap<u64, LastCollective>,
         comms: HashMap<u64, CommState>,
+        /// A span the records and waits were unprobed.
+        blind: Option<(u64, u64)>,
     }
 
     impl State for Fake {
+        fn blind_between(&self, from_ns: u64, to_ns: u64) -> bool {
+            self.blind
+                .is_some_and(|(off, on)| off <= to_ns && on > from_ns)
+        }
         fn last_wait(&self, stream: u64) -> Option<Dependency> {
             self.waits.get(&stream).copied()
         }
@@ -193,6 +226,30 @@ mod tests {
             api: Api::NcclAllReduce as u32,
             pad: 0,
         }
+    }
+
+    #[test]
+    fn a_step_with_unprobed_moments_after_it_is_not_vouched_for() {
+        let mut s = Fake::default();
+        s.waits.insert(2, dep(7, 20));
+        s.records.insert(7, dep(5, 15));
+        // Unprobed before the record: the chain is whole.
+        s.blind = Some((1, 10));
+        let steps = waits_on(Api::CudaStreamSynchronize, 2, 30, &s);
+        assert_eq!(steps[1]["recorded_on_stream"], "0x5", "{steps:?}");
+        // Between the record and the wait on it: a later record may be the one waited on.
+        s.blind = Some((16, 18));
+        let steps = waits_on(Api::CudaStreamSynchronize, 2, 30, &s);
+        assert_eq!(steps[1]["unknown"], CYCLED, "{steps:?}");
+        // Between the wait and the call: a later wait may be what it waits on.
+        s.blind = Some((25, 26));
+        let steps = waits_on(Api::CudaStreamSynchronize, 2, 30, &s);
+        assert_eq!(steps.len(), 1);
+        assert_eq!(steps[0]["unknown"], CYCLED, "{steps:?}");
+        // After the call began: nothing it waits on was made then.
+        s.blind = Some((31, 40));
+        let steps = waits_on(Api::CudaStreamSynchronize, 2, 30, &s);
+        assert_eq!(steps[1]["recorded_on_stream"], "0x5", "{steps:?}");
     }
 
     #[test]

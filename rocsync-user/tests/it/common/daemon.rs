@@ -224,6 +224,11 @@ pub fn daemon_command(dir: &TempDir, exe: &std::path::Path, extra: &[&str]) -> C
     if !extra.contains(&"--lock") {
         cmd.arg("--lock").arg(dir.path("daemon.lock"));
     }
+    // The tests compare counts with their scenarios' logs: exact, unless one tests the
+    // duty cycle (its loops are over the default budget).
+    if !extra.contains(&"--budget-mode") {
+        cmd.args(["--budget-mode", "shed-only"]);
+    }
     cmd
 }
 

@@ -22,6 +22,8 @@ macro_rules! families {
 families! {
     SYNC_CALLS: "rocsync_sync_calls_total" counter
         "Calls of hooked GPU runtime functions, by API and device.";
+    SYNC_CALLS_ESTIMATED: "rocsync_sync_calls_estimated_total" counter
+        "Of rocsync_sync_calls_total, the calls estimated rather than counted: made while the budget's duty cycle had their probes off (--budget-mode cycle), at the rate of the second probed before.";
     SYNC_CALL_ERRORS: "rocsync_sync_call_errors_total" counter
         "Calls that returned an error, by API and device.";
     CROSS_STREAM_WAITS: "rocsync_cross_stream_waits_total" counter
@@ -81,7 +83,11 @@ families! {
     PROBE_CALL: "rocsync_probe_call_seconds" gauge
         "What one probed call costs on this node (calibrated at start), by what the kernel does with its probed instruction (site: emulated, single_stepped).";
     OVER_BUDGET: "rocsync_over_budget_processes" gauge
-        "Tracked processes whose records and waits alone cost more than the budget (never shed).";
+        "Tracked processes whose records and waits alone cost more than the budget, left so (--budget-mode shed-only).";
+    PROBES_DUTY: "rocsync_probes_duty_cycle" gauge
+        "The share of the time the duty-cycled files' records, stream waits and destroys are probed (1: no cycle).";
+    PROBES_CYCLED: "rocsync_probes_cycled_files" gauge
+        "Probed runtime files whose records, stream waits and destroys are in the budget's duty cycle.";
     BUILD_INFO: "rocsync_build_info" gauge
         "The daemon's release and the commit it was built from (always 1).";
     DAEMON_CPU: "rocsync_daemon_cpu_seconds_total" counter

@@ -31,6 +31,8 @@ pub struct BudgetView {
     pub over: usize,
     /// Polling APIs: how many probed files have each shed now.
     pub shed: Vec<(&'static str, usize)>,
+    /// The duty cycle: the share of the time its files are probed, and how many.
+    pub duty: (f64, usize),
 }
 
 pub fn render_budget(t: &mut Text, b: &BudgetView) {
@@ -49,6 +51,8 @@ pub fn render_budget(t: &mut Text, b: &BudgetView) {
         f.labelled("site=\"single_stepped\"", stepped);
     }
     t.family(&OVER_BUDGET).value(b.over);
+    t.family(&PROBES_DUTY).value(b.duty.0);
+    t.family(&PROBES_CYCLED).value(b.duty.1);
 }
 
 pub fn render_stalls(t: &mut Text, st: &StallView) {

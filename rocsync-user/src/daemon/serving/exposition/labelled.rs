@@ -21,6 +21,10 @@ pub struct Series {
     pub value: MetricValue,
     /// `,namespace="…",pod="…"` as configured; empty without labels.
     pub labels: String,
+    /// Of `value.calls`, those the budget's duty cycle estimated (`estimate.rs`).
+    pub estimated: u64,
+    /// Its label group (0: the node's).
+    pub group: u32,
 }
 
 /// What the kernel counted, as series; with labels, also the calls of labelled processes
@@ -37,16 +41,22 @@ pub fn read(tracker: &Tracker) -> Result<(Vec<Series>, Option<Unlabelled>)> {
         false => Vec::new(),
     };
     with_early(&mut node, &mut groups, &tracker.early);
+    let estimated = &tracker.estimates.added;
+    with_early(&mut node, &mut groups, estimated);
     if !labels.any() {
-        return Ok((of(node, Vec::new(), &BTreeMap::new(), labels), None));
+        let series = of(node, Vec::new(), &BTreeMap::new(), labels);
+        return Ok((with_estimated(series, estimated), None));
     }
     let values = tracker.pods.label_values();
     let series = of(node, groups, &values, labels);
-    Ok((series, Some(probes.unlabelled_calls()?)))
+    Ok((
+        with_estimated(series, estimated),
+        Some(probes.unlabelled_calls()?),
+    ))
 }
 
-/// Adds the calls processes made before they were tracked to their series (made where
-/// the kernel has none yet).
+/// Adds the calls processes made before they were tracked (or, estimated, while the duty
+/// cycle had their probes off) to their series (made where the kernel has none yet).
 fn with_early(
     node: &mut Vec<(MetricKey, MetricValue)>,
     groups: &mut Vec<(u32, MetricKey, MetricValue)>,
@@ -84,18 +94,31 @@ pub fn of(
     labels: MetricLabels,
 ) -> Vec<Series> {
     let empty = LabelValues::default();
-    let node = node.into_iter().map(|(k, v)| (&empty, k, v));
+    let node = node.into_iter().map(|(k, v)| (0, &empty, k, v));
     // A group's values are known until its series are removed with it.
     let groups = groups
         .into_iter()
-        .filter_map(|(g, k, v)| Some((values.get(&g)?, k, v)));
+        .filter_map(|(g, k, v)| Some((g, values.get(&g)?, k, v)));
     node.chain(groups)
-        .map(|(values, key, value)| Series {
+        .map(|(group, values, key, value)| Series {
             key,
             value,
             labels: rendered(values, labels),
+            estimated: 0,
+            group,
         })
         .collect()
+}
+
+/// Each series' estimated calls, from the duty cycle's (by group and slot).
+fn with_estimated(mut series: Vec<Series>, estimated: &BTreeMap<(u32, u32), u64>) -> Vec<Series> {
+    for s in &mut series {
+        let slot = MetricKey::slot(s.key.api, s.key.device);
+        s.estimated = slot.map_or(0, |slot| {
+            estimated.get(&(s.group, slot)).copied().unwrap_or(0)
+        });
+    }
+    series
 }
 
 fn rendered(values: &LabelValues, labels: MetricLabels) -> String {

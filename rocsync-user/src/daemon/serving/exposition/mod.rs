@@ -75,6 +75,10 @@ pub fn render(s: &Snapshot<'_>) -> String {
     for x in s.series {
         f.labelled(&labels(x), x.value.calls);
     }
+    let mut f = t.family(&SYNC_CALLS_ESTIMATED);
+    for x in s.series.iter().filter(|x| x.estimated > 0) {
+        f.labelled(&labels(x), x.estimated);
+    }
     let mut f = t.family(&SYNC_CALL_ERRORS);
     for x in s.series {
         f.labelled(&labels(x), x.value.errors);

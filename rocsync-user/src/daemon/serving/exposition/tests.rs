@@ -21,6 +21,8 @@ fn everything() -> String {
         key,
         value: v,
         labels: String::new(),
+        estimated: 2,
+        group: 0,
     };
     render(&Snapshot {
         series: &[series],
@@ -51,6 +53,7 @@ fn everything() -> String {
             highest: 0.25,
             over: 1,
             shed: vec![("hipEventQuery", 1), ("cudaEventQuery", 0)],
+            duty: (0.25, 1),
         },
         stall_traces: StallView {
             traces: 1,

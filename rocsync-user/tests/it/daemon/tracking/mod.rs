@@ -1,6 +1,7 @@
 //! Which processes are tracked and what probing them costs.
 
 mod budget;
+mod cycle;
 mod discovery;
 mod hostile_files;
 mod hsa;

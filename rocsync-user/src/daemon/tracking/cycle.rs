@@ -1,0 +1,276 @@
+//! The budget's duty cycle. Records, stream waits and destroys are never shed (a wait
+//! resolves to its record), so a process that makes them flat out can cost more than the
+//! budget with nothing left to shed. Their probes in the files such a process maps are
+//! then on for one budget period in every N (N from their share measured while on) and
+//! off between, and their counts over the periods off are estimated from the period on
+//! before (`estimate.rs`). Synchronizes keep their probes: stalls and hangs are seen
+//! whatever the cycle. Anything recording (a trace, the flight recorder) puts the probes
+//! back on first, and holds the cycle until it ends: no trace has a gap.
+
+use std::{collections::VecDeque, thread::JoinHandle};
+
+use anyhow::Result;
+
+use crate::{
+    backend::Runtime,
+    daemon::untrusted,
+    probes::{
+        ApiChoice, LinkGroup, Probes, ReturnProbes, elf::SymbolError, library::OpenedLibrary,
+    },
+};
+
+/// The longest cycle: probed one period in this many.
+pub const MAX_EVERY: u32 = 30;
+/// Spans without the probes kept for the hang chains (`blind_between`).
+const SPANS_KEPT: usize = 64;
+
+/// A runtime file's probes of records, stream waits and destroys (their entries; their
+/// returns are apart, `returns.rs`), attached apart so that the cycle can take them off.
+pub struct Cycled {
+    lib: OpenedLibrary,
+    runtime: &'static Runtime,
+    carried: bool,
+    links: Option<LinkGroup>,
+    /// Its last links' detach, while it may still run (attached again meanwhile, each
+    /// call would be counted twice).
+    detaching: Option<JoinHandle<()>>,
+    /// In the cycle: a process it serves was over the budget with them alone.
+    pub cycling: bool,
+}
+
+impl Cycled {
+    /// `lib`'s probes of records, waits and destroys, attached for `pid`; `None` when it
+    /// has none.
+    pub fn attach(
+        probes: &mut Probes,
+        lib: OpenedLibrary,
+        (runtime, carried): (&'static Runtime, bool),
+        pid: u32,
+    ) -> Result<Option<Cycled>> {
+        let mut c = Cycled {
+            lib,
+            runtime,
+            carried,
+            links: None,
+            detaching: None,
+            cycling: false,
+        };
+        match c.on(probes, Some(pid)) {
+            Ok(()) => Ok(Some(c)),
+            Err(e) if matches!(e.downcast_ref(), Some(SymbolError::NoneHooked(_))) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Its probes on, if off.
+    fn on(&mut self, probes: &mut Probes, pid: Option<u32>) -> Result<()> {
+        if self.links.is_some() {
+            return Ok(());
+        }
+        if let Some(detach) = self.detaching.take() {
+            let _ = detach.join();
+        }
+        let choice = ApiChoice {
+            skip: (self.runtime.apis())
+                .filter(|a| !a.return_optional() || a.is_polling())
+                .collect(),
+            // Their returns are optional: entries alone.
+            returns: ReturnProbes::Needed,
+            ..ApiChoice::default()
+        };
+        let mark = probes.links_mark();
+        let path = self.lib.path();
+        let attached = probes.attach_runtime(self.runtime, &choice, &path, pid, self.carried);
+        let links = probes.take_links(mark);
+        match attached {
+            Ok(_) => {
+                self.links = Some(links);
+                Ok(())
+            }
+            Err(e) => {
+                drop(probes.release(vec![links]));
+                Err(e)
+            }
+        }
+    }
+
+    /// Its probes off (detached in the background).
+    fn off(&mut self, probes: &mut Probes) {
+        if let Some(links) = self.links.take() {
+            self.detaching = Some(probes.release(vec![links]));
+        }
+    }
+
+    pub fn is_on(&self) -> bool {
+        self.links.is_some()
+    }
+
+    /// Its links, as its file is released.
+    pub fn release(self) -> Option<LinkGroup> {
+        self.links
+    }
+
+    pub fn library(&self) -> String {
+        untrusted::shown(&self.lib.shown.to_string_lossy())
+    }
+}
+
+/// The node's cycle: every cycled file on and off together, so that one estimate covers
+/// them (counts are kept by API and device, not by file).
+#[derive(Default)]
+pub struct DutyCycle {
+    /// On one period in this many; `None`: not cycling.
+    every: Option<u32>,
+    /// Periods since the last one on (0: on now).
+    tick: u32,
+    /// Spans (the probes' clock, ns) the cycled files' probes were off; the last open.
+    blind: VecDeque<(u64, Option<u64>)>,
+}
+
+/// What a period's turn of the cycle did.
+#[derive(Debug, PartialEq)]
+pub enum Turn {
+    /// The probes went on (the period after is measured whole).
+    On,
+    /// They went off: the period before was on.
+    Off,
+    /// They stay off.
+    StillOff,
+    /// Not cycling, or held by a recording.
+    Idle,
+}
+
+impl DutyCycle {
+    /// The share of the time the cycled files are probed (1: not cycling).
+    pub fn duty(&self) -> f64 {
+        self.every.map_or(1.0, |n| 1.0 / f64::from(n))
+    }
+
+    pub fn cycling(&self) -> bool {
+        self.every.is_some()
+    }
+
+    /// Cycling, and the cycled files' probes on for this period (measured whole at the
+    /// next turn).
+    pub fn on_now(&self) -> bool {
+        self.every.is_some() && self.tick == 0
+    }
+
+    pub fn every(&self) -> Option<u32> {
+        self.every
+    }
+
+    /// Starts (or re-sizes) the cycle for a share `share` of the CPU under a budget of
+    /// `limit`: on one period in `ceil(share / limit)`.
+    pub fn size(&mut self, share: f64, limit: f64) -> u32 {
+        let n = (share / limit).ceil().clamp(2.0, f64::from(MAX_EVERY)) as u32;
+        if self.every.is_none() {
+            // Its first period on measures what the estimate starts from.
+            self.tick = 0;
+        }
+        self.every = Some(n);
+        n
+    }
+
+    /// Ends the cycle: every cycled file's probes on again.
+    pub fn end<'a>(&mut self, probes: &mut Probes, files: impl Iterator<Item = &'a mut Cycled>) {
+        self.every = None;
+        self.hold(probes, files);
+        self.tick = 0;
+    }
+
+    /// Something records: every cycled file's probes on now, the cycle held at a period
+    /// on (it goes on from there once nothing records).
+    pub fn hold<'a>(&mut self, probes: &mut Probes, files: impl Iterator<Item = &'a mut Cycled>) {
+        let mut any = false;
+        for f in files.filter(|f| !f.is_on()) {
+            if let Err(e) = f.on(probes, None) {
+                crate::say!(
+                    "rocsync daemon: warning: {}: records and waits not probed: {e:#}",
+                    f.library()
+                );
+            }
+            any = true;
+        }
+        if any {
+            self.close_blind();
+        }
+        self.tick = 0;
+    }
+
+    /// The next period: the cycled files' probes go on or off as their turn says.
+    pub fn turn<'a>(
+        &mut self,
+        probes: &mut Probes,
+        files: impl Iterator<Item = &'a mut Cycled>,
+    ) -> Turn {
+        let Some(every) = self.every else {
+            return Turn::Idle;
+        };
+        let files: Vec<&mut Cycled> = files.filter(|f| f.cycling).collect();
+        self.tick = (self.tick + 1) % every;
+        match self.tick {
+            0 => {
+                self.hold(probes, files.into_iter());
+                Turn::On
+            }
+            1 => {
+                for f in files {
+                    f.off(probes);
+                }
+                self.blind
+                    .push_back((crate::clock::monotonic_ns() as u64, None));
+                while self.blind.len() > SPANS_KEPT {
+                    self.blind.pop_front();
+                }
+                Turn::Off
+            }
+            _ => Turn::StillOff,
+        }
+    }
+
+    fn close_blind(&mut self) {
+        if let Some((_, until)) = self.blind.back_mut()
+            && until.is_none()
+        {
+            *until = Some(crate::clock::monotonic_ns() as u64);
+        }
+    }
+
+    /// Whether the cycled files' records and waits were unprobed at some moment in
+    /// `(from_ns, to_ns]` (the probes' clock): one made then may be missing.
+    pub fn blind_between(&self, from_ns: u64, to_ns: u64) -> bool {
+        let kept_from = self.blind.front().map_or(u64::MAX, |(f, _)| *f);
+        // Spans forgotten: older than the oldest kept, assume the worst.
+        (self.blind.len() >= SPANS_KEPT && from_ns < kept_from)
+            || (self.blind.iter())
+                .any(|&(off, on)| off <= to_ns && on.is_none_or(|on| on > from_ns))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_blind_span_covers_the_moments_between_its_off_and_its_on() {
+        let mut c = DutyCycle::default();
+        c.blind.push_back((100, Some(200)));
+        c.blind.push_back((500, None));
+        assert!(!c.blind_between(0, 99));
+        assert!(c.blind_between(0, 100));
+        assert!(c.blind_between(150, 160));
+        assert!(!c.blind_between(200, 499), "on again at 200");
+        assert!(c.blind_between(200, 501));
+        assert!(c.blind_between(10_000, 20_000), "still off");
+    }
+
+    #[test]
+    fn a_cycle_is_sized_by_the_share_over_the_budget_within_its_bounds() {
+        let mut c = DutyCycle::default();
+        assert_eq!(c.size(0.054, 0.01), 6);
+        assert!((c.duty() - 1.0 / 6.0).abs() < 1e-12);
+        assert_eq!(c.size(0.011, 0.01), 2);
+        assert_eq!(c.size(1.0, 0.001), MAX_EVERY);
+    }
+}

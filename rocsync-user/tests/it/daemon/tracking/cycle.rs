@@ -1,0 +1,119 @@
+//! The budget's duty cycle: a process whose records and waits alone cost more than the
+//! budget has their probes cycled (the log says so, `/metrics` shows the duty, the files
+//! and the estimated counts); its synchronizations are counted exactly all along and its
+//! records' and waits' counts, estimated while off, come close to what its log holds; a
+//! trace asked meanwhile has every record its waits need; the cycle ends with the
+//! process. Needs root.
+
+use std::process::Stdio;
+
+use rocsync_tests::read_log;
+
+use crate::common::{daemon::*, *};
+
+/// `api`'s calls in `/metrics` (over its devices).
+fn calls(addr: &str, family: &str, api: &str) -> f64 {
+    metric(addr, &format!("{family}{{api=\"{api}\""))
+}
+
+#[test]
+fn records_and_waits_over_the_budget_are_duty_cycled_and_their_counts_estimated() {
+    let name = "records_and_waits_over_the_budget_are_duty_cycled_and_their_counts_estimated";
+    let Some((dir, _)) = daemon_test(name) else {
+        return;
+    };
+    let exe = own_copy(&dir);
+    let (daemon, mut lines) =
+        start_daemon(&dir, &exe, &["--budget", "1%", "--budget-mode", "cycle"]);
+    let addr = metrics_addr(&lines);
+    assert_eq!(
+        metric(&addr, "rocsync_probes_duty_cycle"),
+        1.0,
+        "no cycle yet"
+    );
+    // Record, wait and synchronize between 50 µs steps of work on the host: the probes of
+    // the first two alone cost the loop about 2.5 % of its CPU.
+    let mut target = Gated::start(
+        std::process::Command::new(&exe)
+            .args(["gated", "dense", "6000", "50"])
+            .env("SCENARIO_LOG", dir.path("loop.log")),
+    );
+    let pid = target.child.id();
+    target.open_when_tracked(&mut lines);
+    lines.wait_for(&format!(
+        "budget: pid(s) {pid}: records and waits alone cost "
+    ));
+    let said = lines.1.last().unwrap().clone();
+    assert!(said.contains("synchronizes stay probed"), "{said}");
+    // Off now (its first period was on, measuring what the estimate starts from).
+    until(10, "no period off", || {
+        metric(&addr, "rocsync_probes_duty_cycle") < 1.0
+            && calls(
+                &addr,
+                "rocsync_sync_calls_estimated_total",
+                "hipEventRecord",
+            ) > 0.0
+    });
+    assert_eq!(metric(&addr, "rocsync_probes_cycled_files"), 1.0);
+
+    // A trace asked meanwhile: the probes are on for it, so every wait has its record.
+    let out = rocsync()
+        .args([
+            "trace",
+            "--pid",
+            &pid.to_string(),
+            "--duration",
+            "1s",
+            "--socket",
+        ])
+        .arg(dir.path("rocsync.sock"))
+        .stdout(Stdio::piped())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let trace = read_json(std::path::Path::new(
+        String::from_utf8(out.stdout).unwrap().trim(),
+    ));
+    let waits: Vec<&serde_json::Value> = (trace["traceEvents"].as_array().unwrap().iter())
+        .filter(|e| e["name"] == "hipStreamWaitEvent" && e["cat"] == "cuda_runtime")
+        .collect();
+    assert!(waits.len() > 100, "{} waits in a second", waits.len());
+    let unresolved: Vec<_> = (waits.iter())
+        .filter_map(|w| w["args"].get("wait_on_unknown_reason"))
+        .collect();
+    // The first may wait on a record made just before the trace began.
+    assert!(unresolved.len() <= 1, "{unresolved:?}");
+
+    assert!(target.child.wait().unwrap().success());
+    lines.wait_for("budget: records and waits probed whole again (the cycled processes are gone)");
+    assert_eq!(metric(&addr, "rocsync_probes_duty_cycle"), 1.0);
+    let logged = read_log(&dir.path("loop.log"));
+    let made = |api: &str| logged.iter().filter(|l| l.api == api).count() as f64;
+    // Synchronizes: exact, never cycled; nothing of theirs estimated.
+    let family = "rocsync_sync_calls_total";
+    let syncs = made("hipStreamSynchronize");
+    assert_eq!(calls(&addr, family, "hipStreamSynchronize"), syncs);
+    assert_eq!(
+        calls(
+            &addr,
+            "rocsync_sync_calls_estimated_total",
+            "hipStreamSynchronize"
+        ),
+        0.0
+    );
+    // Records and waits: mostly estimated, and close to what was made.
+    for api in ["hipEventRecord", "hipStreamWaitEvent"] {
+        let (shown, made) = (calls(&addr, family, api), made(api));
+        let estimated = calls(&addr, "rocsync_sync_calls_estimated_total", api);
+        eprintln!("{api}: {shown} shown ({estimated} estimated), {made} made");
+        assert!(
+            estimated > made / 3.0,
+            "{api}: {estimated} of {made} estimated"
+        );
+        assert!(
+            (shown / made - 1.0).abs() < 0.25,
+            "{api}: {shown} shown, {made} made"
+        );
+    }
+    stop(daemon);
+}
