@@ -237,6 +237,9 @@ impl Daemon {
                         &written,
                     );
                     self.upload_totals.lost.fetch_add(lost, Relaxed);
+                    if let Some(u) = &self.uploads {
+                        u.lost(lost);
+                    }
                 }
             }
             Reply::Refused { error } => {
@@ -249,6 +252,9 @@ impl Daemon {
                 let lost =
                     statedir::apply_retention(&self.config.retention, &self.config.state_dir, &[]);
                 self.upload_totals.lost.fetch_add(lost, Relaxed);
+                if let Some(u) = &self.uploads {
+                    u.lost(lost);
+                }
             }
             _ => {}
         }

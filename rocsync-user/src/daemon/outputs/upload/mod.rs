@@ -104,8 +104,34 @@ pub struct Uploads {
     destination: Destination,
     node: String,
     /// Traces queued and not yet in the store.
-    waiting: Arc<AtomicU64>,
+    waiting: Arc<Queued>,
     stop: Arc<AtomicBool>,
+}
+
+/// Traces queued and not yet in the store, shared with the upload thread.
+#[derive(Default)]
+struct Queued {
+    count: AtomicU64,
+    /// Removed by retention (uncounted at once, as lost) and not yet met by the thread.
+    lost_unmet: AtomicU64,
+}
+
+impl Queued {
+    fn add(&self) {
+        self.count.fetch_add(1, Relaxed);
+    }
+
+    fn sub(&self) {
+        let _ = (self.count).fetch_update(Relaxed, Relaxed, |n| Some(n.saturating_sub(1)));
+    }
+
+    /// The thread found a queued trace gone: uncounted, unless retention did already.
+    fn gone(&self) {
+        let met = (self.lost_unmet).fetch_update(Relaxed, Relaxed, |n| n.checked_sub(1));
+        if met.is_err() {
+            self.sub();
+        }
+    }
 }
 
 impl Drop for Uploads {
@@ -125,7 +151,7 @@ impl Uploads {
     ) -> Result<Self> {
         let store = store::open(&settings)?;
         let (jobs, queue) = mpsc::unbounded_channel();
-        let waiting = Arc::new(AtomicU64::new(0));
+        let waiting = Arc::new(Queued::default());
         let stop = Arc::new(AtomicBool::new(false));
         let worker = Worker {
             store,
@@ -191,13 +217,22 @@ impl Uploads {
     }
 
     fn queue(&self, trace: PathBuf, key: String) {
-        self.waiting.fetch_add(1, Relaxed);
+        self.waiting.add();
         let _ = self.jobs.send(Job { trace, key });
     }
 
     /// Traces queued and not yet in the store.
+    /// Retention removed `n` waiting traces (counted lost): no longer waiting, though the
+    /// thread meets them only at their turn.
+    pub fn lost(&self, n: u64) {
+        for _ in 0..n {
+            self.waiting.sub();
+            self.waiting.lost_unmet.fetch_add(1, Relaxed);
+        }
+    }
+
     pub fn waiting(&self) -> u64 {
-        self.waiting.load(Relaxed)
+        self.waiting.count.load(Relaxed)
     }
 }
 
@@ -206,7 +241,7 @@ struct Worker {
     store: Arc<dyn ObjectStore>,
     destination: Destination,
     totals: Arc<Totals>,
-    waiting: Arc<AtomicU64>,
+    waiting: Arc<Queued>,
     stop: Arc<AtomicBool>,
 }
 
@@ -256,11 +291,9 @@ impl Worker {
             match self.put(&retry.job).await {
                 Ok(Some(bytes)) => self.uploaded(&retry.job, bytes),
                 // Retention removed it meanwhile (and counted it).
-                Ok(None) => {
-                    self.waiting.fetch_sub(1, Relaxed);
-                }
+                Ok(None) => self.waiting.gone(),
                 Err(e) if refused_for_good(&e) => {
-                    self.waiting.fetch_sub(1, Relaxed);
+                    self.waiting.sub();
                     self.totals.refused.fetch_add(1, Relaxed);
                     crate::say!(
                         "rocsync daemon: warning: the store refused {} as {}: set aside (retried at the next start): {e}: {}",
@@ -294,7 +327,7 @@ impl Worker {
         }
         // No longer waiting before it is counted uploaded: a reader that sees the count
         // sees the waiting one gone.
-        self.waiting.fetch_sub(1, Relaxed);
+        self.waiting.sub();
         self.totals.uploaded.fetch_add(1, Relaxed);
         self.totals.bytes.fetch_add(bytes, Relaxed);
         crate::say!(
