@@ -1,16 +1,19 @@
 """Validates the daemon's budget on a GPU (as root): a dense-sync PyTorch loop that polls,
-and the training loop, each untraced and under the daemon (budget off, and the default).
+and the training loop, each untraced and under the daemon (budget off, the default
+budget shed-only, and the default: its duty cycle).
 
 usage: python budget.py ROCSYNC OUT_DIR [ROUNDS] [SECONDS] [TRAIN_STEPS]
 
 1. The dense-sync loop (dense.py below, run as a child): per iteration a small kernel on
    a side stream, an event recorded there, the current stream waiting on it, and
    `event.query()` polled until the event is done. ROUNDS interleaved rounds of
-   SECONDS each: untraced, the daemon with `--budget off`, the daemon with its default
-   budget. Its own iterations per second (after the first 2 s: the budget's first shed
-   and retries), the probes' share of its CPU as the daemon measured it, what was shed,
-   and the records and waits the daemon counted against the loop's own count of them
-   (every call is made after the daemon tracks the process: a gate).
+   SECONDS each: untraced, the daemon with `--budget off`, with its default budget and
+   `--budget-mode shed-only`, and with its defaults (the duty cycle). Its own iterations
+   per second (after the first 2 s: the budget's first shed and retries), the probes'
+   share of its CPU as the daemon measured it, what was shed, the duty cycle, and the
+   records and waits the daemon counted (estimated ones included, and apart) against the
+   loop's own count of them (every call is made after the daemon tracks the process: a
+   gate).
 2. train.py TRAIN_STEPS untraced and under the daemon's default budget, interleaved.
 Writes OUT_DIR/budget.md and OUT_DIR/budget.jsonl.
 """
@@ -70,9 +73,15 @@ def metrics():
 
     shed = {m.group(1): float(m.group(2)) for m in
             re.finditer(r'^rocsync_probes_shed\{api="([^"]+)"\} (\S+)$', body, re.M)}
+    for m in re.finditer(
+            r'^rocsync_sync_calls_estimated_total\{api="([^"]+)",device="[^"]*"\} (\S+)$',
+            body, re.M):
+        key = "estimated:" + m.group(1)
+        calls[key] = calls.get(key, 0) + int(float(m.group(2)))
     return calls, {"cost_ratio": one("rocsync_probe_cost_ratio"),
                    "call_seconds": one("rocsync_probe_call_seconds"),
-                   "over_budget": one("rocsync_over_budget_processes"), "shed": shed}
+                   "over_budget": one("rocsync_over_budget_processes"), "shed": shed,
+                   "duty": one("rocsync_probes_duty_cycle")}
 
 
 class Daemon:
@@ -141,11 +150,13 @@ def main():
     python, exe = sys.executable, os.path.realpath(sys.executable)
     out.mkdir(parents=True, exist_ok=True)
     lines = []
-    modes = [("untraced", None), ("--budget off", "off"), ("default budget (1%)", "1%")]
-    runs = {m: [] for m, _ in modes}
+    modes = [("untraced", None, ()), ("--budget off", "off", ()),
+             ("1%, shed-only", "1%", ("--budget-mode", "shed-only")),
+             ("1%, duty cycle (default)", "1%", ())]
+    runs = {m: [] for m, _, _ in modes}
     for r in range(rounds):
-        for label, budget in modes:
-            res, view = dense(rocsync, out, python, exe, budget, seconds)
+        for label, budget, extra in modes:
+            res, view = dense(rocsync, out, python, exe, budget, seconds, extra)
             row = {"part": "dense", "mode": label, "round": r,
                    "rate": rate_after(res["marks"]), **res, "daemon": view}
             row.pop("marks")
@@ -187,18 +198,19 @@ def main():
           "current stream waiting on it, `event.query()` polled until done. Rounds "
           "interleaved; rate = iterations per second after the first 2 s.\n",
           "| mode | rates (it/s) | median | × untraced | probes' share (daemon) | shed | "
-          "records counted / made | waits counted / made |",
-          "| --- | --- | ---: | ---: | --- | --- | --- | --- |"]
-    for label, _ in modes:
+          "duty | records counted / made (estimated) | waits counted / made (estimated) |",
+          "| --- | --- | ---: | ---: | --- | --- | --- | --- | --- |"]
+    for label, _, _ in modes:
         rs = runs[label]
         med = statistics.median(x["rate"] for x in rs)
         share, rec, wait = daemon_cells(rs)
-        shed = "–"
+        shed, duty = "–", "–"
         if rs[0]["daemon"]:
             shed = " ".join(str(int(sum(x["daemon"]["shed"].values()))) for x in rs)
+            duty = " ".join("%.2f" % (x["daemon"].get("duty") or 1.0) for x in rs)
         rates = " ".join("%.0f" % x["rate"] for x in rs)
         md.append(f"| {label} | {rates} | {med:.0f} | "
-                  f"{med / bare:.3f} | {share} | {shed} | {rec} | {wait} |")
+                  f"{med / bare:.3f} | {share} | {shed} | {duty} | {rec} | {wait} |")
     t0 = statistics.median(trains["untraced"])
     md += ["\n## The training loop (train.py)\n",
            "| mode | seconds | median | × untraced | probes' share, highest read (daemon) |",
@@ -219,11 +231,13 @@ def daemon_cells(rs):
     if not rs[0]["daemon"]:
         return "–", "–", "–"
     share = " ".join(f"{(x['daemon']['cost_ratio'] or 0) * 100:.1f} %" for x in rs)
-    rec = " ".join("%d/%d" % (sum(v for k, v in x["daemon"]["counted"].items()
-                                  if k.startswith("cudaEventRecord")), x["iterations"])
-                   for x in rs)
-    wait = " ".join("%d/%d" % (x["daemon"]["counted"].get("cudaStreamWaitEvent", 0),
-                               x["iterations"]) for x in rs)
+    def cell(x, prefix):
+        counted = x["daemon"]["counted"]
+        n = sum(v for k, v in counted.items() if k.startswith(prefix))
+        est = sum(v for k, v in counted.items() if k.startswith("estimated:" + prefix))
+        return "%d/%d (%d)" % (n, x["iterations"], est)
+    rec = " ".join(cell(x, "cudaEventRecord") for x in rs)
+    wait = " ".join(cell(x, "cudaStreamWaitEvent") for x in rs)
     return share, rec, wait
 
 
