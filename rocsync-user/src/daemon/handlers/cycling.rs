@@ -1,6 +1,9 @@
 //! The budget's duty cycle turned each budget period (`tracking/cycle.rs`): files join
 //! it when a process they serve is over the budget with records and waits alone, it is
 //! sized by their share measured while on, and it ends when that share fits the budget.
+//! Probes are file-wide: a file that also serves another user's processes never joins
+//! (one user's loop would make another's counts estimates and blind their hangs'
+//! chains), and a cycle ends when another user's process maps one of its files.
 
 use std::collections::BTreeMap;
 
@@ -17,6 +20,13 @@ use crate::daemon::{
     },
 };
 use crate::units::Share;
+
+/// Whether the live processes of `pids` are all one user's.
+fn one_user(pids: &std::collections::BTreeSet<u32>) -> bool {
+    let mut uids = pids.iter().filter_map(|&p| crate::procfs::uid(p));
+    let first = uids.next();
+    uids.all(|u| Some(u) == first)
+}
 
 /// What the kernel has counted now of the cycled APIs, and of each tracked process.
 pub fn counts(t: &mut Tracker) -> Counts {
@@ -50,13 +60,34 @@ pub fn counts(t: &mut Tracker) -> Counts {
 impl Daemon {
     /// One budget period of the cycle: `over` are the processes whose records and waits
     /// alone cost more than `limit` (measured over the period just ended), `kept` every
-    /// measured process's share of them.
-    pub fn turn_cycle(&mut self, limit: Share, over: &[(u32, f64)], kept: &BTreeMap<u32, f64>) {
+    /// measured process's share of them. Returns those of `over` it cannot take: a file
+    /// they map serves another user's processes too.
+    pub fn turn_cycle(
+        &mut self,
+        limit: Share,
+        over: &[(u32, f64)],
+        kept: &BTreeMap<u32, f64>,
+    ) -> Vec<(u32, f64)> {
         let now = Instant::now();
         let t = &mut self.tracker;
+        let mut shared = Vec::new();
         // A recording holds the cycle, its probes on (`Tracker::returns_on`).
         if t.returns.on() {
-            return;
+            return shared;
+        }
+        // Another user's process maps a cycled file now: the cycle ends (it may start
+        // again without that file).
+        if (t.files.cycled()).any(|(pids, c)| c.cycling && !one_user(pids)) {
+            t.estimates.stop(now);
+            for (_, c) in t.files.cycled() {
+                c.cycling = false;
+            }
+            t.cycle.end(&mut t.probes, t.files.cycled().map(|(_, c)| c));
+            crate::say!(
+                "rocsync daemon: budget: records and waits probed whole again (another \
+                 user's process maps a cycled file)"
+            );
+            return shared;
         }
         let cycled_share = |t: &Tracker| {
             (kept.iter())
@@ -64,19 +95,22 @@ impl Daemon {
                 .map(|(_, s)| *s)
                 .fold(0.0, f64::max)
         };
-        // Files serving a process over the budget join the cycle.
+        // Files serving a process over the budget join the cycle, those of one user only.
         let mut joined = Vec::new();
-        for (pid, _) in over {
-            for (pids, c) in t.files.cycled() {
-                if pids.contains(pid) && !c.cycling {
-                    c.cycling = true;
-                    joined.push(c.library());
-                }
+        for &(pid, share) in over {
+            let serves = |pids: &std::collections::BTreeSet<u32>| pids.contains(&pid);
+            if !(t.files.cycled()).all(|(pids, _)| !serves(pids) || one_user(pids)) {
+                shared.push((pid, share));
+                continue;
+            }
+            for (_, c) in (t.files.cycled()).filter(|(pids, c)| serves(pids) && !c.cycling) {
+                c.cycling = true;
+                joined.push(c.library());
             }
         }
         if !t.cycle.cycling() {
             if joined.is_empty() {
-                return;
+                return shared;
             }
             let share = cycled_share(t);
             let every = t.cycle.size(share, limit.0);
@@ -92,7 +126,7 @@ impl Daemon {
             // The period to come is on, and measured: the estimate starts from it.
             let counts = counts(t);
             t.estimates.probed(counts);
-            return;
+            return shared;
         }
         // Its processes all gone: it ends now, the time since the last turn not estimated
         // (they ended in it).
@@ -109,7 +143,7 @@ impl Daemon {
                 "rocsync daemon: budget: records and waits probed whole again (the cycled \
                  processes are gone)"
             );
-            return;
+            return shared;
         }
         if t.cycle.on_now() {
             // The period just ended was probed whole: the cycle sized (or ended) by it.
@@ -130,7 +164,7 @@ impl Daemon {
                     files.join(", "),
                     budget::shown(share, limit)
                 );
-                return;
+                return shared;
             }
             let before = t.cycle.every();
             let every = t.cycle.size(share, limit.0);
@@ -157,6 +191,7 @@ impl Daemon {
             Turn::StillOff => t.estimates.extend(now),
             Turn::Idle => {}
         }
+        shared
     }
 
     /// The cycle ended (the budget off, or shed-only): every probe on again.

@@ -185,17 +185,28 @@ impl Daemon {
         for said in polling::enforce(&mut t.probes, t.files.polling(), &over, now) {
             crate::say!("rocsync daemon: budget: {said}");
         }
+        let why = match cycles {
+            true => {
+                // Those the cycle cannot take are left as shed-only leaves them.
+                for (pid, share) in self.turn_cycle(limit, &kept_over, &kept) {
+                    if self.budget.over.insert(pid) {
+                        alone.push((pid, share));
+                    }
+                }
+                "a file they are probed in serves another user's processes too"
+            }
+            false => {
+                self.end_cycle();
+                "--budget-mode shed-only"
+            }
+        };
         for (pid, share) in alone {
             crate::say!(
                 "rocsync daemon: warning: budget: pid {pid}'s records and waits alone cost {}: \
-                 they are still recorded (--budget-mode shed-only); raise --budget, turn it \
-                 off, or trace it in sampled windows",
+                 they are still recorded ({why}); raise --budget, turn it off, or trace it in \
+                 sampled windows",
                 budget::shown(share, limit)
             );
-        }
-        match cycles {
-            true => self.turn_cycle(limit, &kept_over, &kept),
-            false => self.end_cycle(),
         }
         self.budget.retain(crate::procfs::exists);
         Flow::Go

@@ -117,3 +117,60 @@ fn records_and_waits_over_the_budget_are_duty_cycled_and_their_counts_estimated(
     }
     stop(daemon);
 }
+
+/// Probes are file-wide: a file that also serves another user's process is never cycled
+/// (one user's loop would make the other's counts estimates and blind their hangs'
+/// chains): the loop is left over the budget, said and counted, as shed-only leaves it.
+#[test]
+fn a_file_another_users_process_maps_is_never_cycled() {
+    use std::os::unix::{fs::PermissionsExt, process::CommandExt};
+    let name = "a_file_another_users_process_maps_is_never_cycled";
+    let Some((dir, _)) = daemon_test(name) else {
+        return;
+    };
+    // The program where the other user can run it, a folder of theirs for its log.
+    std::fs::set_permissions(dir.path(""), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let exe = own_copy(&dir);
+    let theirs = dir.path("theirs");
+    std::fs::create_dir(&theirs).unwrap();
+    std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();
+    let (daemon, mut lines) =
+        start_daemon(&dir, &exe, &["--budget", "1%", "--budget-mode", "cycle"]);
+    let addr = metrics_addr(&lines);
+    // Theirs: held at its gate, the same runtime file mapped.
+    let mut other = Gated::start(
+        std::process::Command::new(&exe)
+            .args(["gated", "loop", "1000"])
+            .env("SCENARIO_LOG", theirs.join("loop.log"))
+            .uid(65534)
+            .gid(65534),
+    );
+    lines.wait_for(&format!("tracking pid {}", other.child.id()));
+    let mut dense = Gated::start(
+        std::process::Command::new(&exe)
+            .args(["gated", "dense", "4000", "50"])
+            .env("SCENARIO_LOG", dir.path("dense.log")),
+    );
+    let pid = dense.child.id();
+    dense.open_when_tracked(&mut lines);
+    lines.wait_for(&format!("pid {pid}'s records and waits alone cost "));
+    let said = lines.1.last().unwrap().clone();
+    assert!(
+        said.contains("serves another user's processes too"),
+        "{said}"
+    );
+    assert_eq!(metric(&addr, "rocsync_over_budget_processes"), 1.0);
+    assert_eq!(metric(&addr, "rocsync_probes_duty_cycle"), 1.0);
+    assert_eq!(metric(&addr, "rocsync_probes_cycled_files"), 0.0);
+    assert!(dense.child.wait().unwrap().success());
+    // Every record and wait counted, none estimated.
+    let logged = read_log(&dir.path("dense.log"));
+    let made = logged.iter().filter(|l| l.api == "hipEventRecord").count() as f64;
+    assert_eq!(
+        calls(&addr, "rocsync_sync_calls_total", "hipEventRecord"),
+        made
+    );
+    assert_eq!(metric(&addr, "rocsync_sync_calls_estimated_total"), 0.0);
+    other.child.end();
+    stop(daemon);
+}
