@@ -1,8 +1,9 @@
 """The one-trap counting on a GPU (as root): budget.py's dense-sync PyTorch loop (per
 iteration a kernel on a side stream, an event recorded there, the current stream
 waiting on it, `event.query()` polled until done), untraced and under the daemon with
-its default budget, every return probed (`--return-probes all`, the behaviour before)
-and only those counting needs (the default), in rotating whole-process rounds.
+its default budget shed-only (records and waits always probed), every return probed
+(`--return-probes all`, the behaviour before) and only those counting needs (the
+default), in rotating whole-process rounds.
 
 usage: python one_trap.py ROCSYNC OUT_DIR [ROUNDS] [SECONDS]
 
@@ -27,9 +28,12 @@ def main():
     seconds = float(sys.argv[4]) if len(sys.argv) > 4 else 10
     python, exe = sys.executable, os.path.realpath(sys.executable)
     out.mkdir(parents=True, exist_ok=True)
+    # Shed-only: the trap's cost alone (the default duty cycle would take the loop's
+    # records and waits: budget.py measures it).
     modes = [("untraced", None, ()),
-             ("daemon, every return probed", "1%", ("--return-probes", "all")),
-             ("daemon, one trap (default)", "1%", ())]
+             ("daemon, every return probed", "1%",
+              ("--return-probes", "all", "--budget-mode", "shed-only")),
+             ("daemon, one trap", "1%", ("--budget-mode", "shed-only"))]
     runs = {m: [] for m, _, _ in modes}
     lines = []
     for r in range(rounds):

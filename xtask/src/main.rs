@@ -7,6 +7,7 @@
 //! `cargo xtask bench-breakdown` — where a captured call's cost goes (bench/breakdown.md).
 //! `cargo xtask bench-learning`  — the `*GetDevice` learning window's cost (bench/learning.md).
 //! `cargo xtask bench-budget`    — the daemon's budget on a polling process (bench/budget.md).
+//! `cargo xtask bench-cycle`     — the budget's duty cycle on a sync-dense loop (bench/cycle.md).
 //! `cargo xtask bench-one-trap`  — what one trap saves a counted process (bench/one-trap.md).
 //! `cargo xtask bench-real-runtime` — the probes on the real ROCm 6.4/7.2 stubs
 //!                                  (bench/real-runtime.md).
@@ -37,12 +38,12 @@ fn main() {
         Some("bench") => bench::bench(),
         Some(
             part @ ("bench-tree" | "bench-daemon" | "bench-breakdown" | "bench-learning"
-            | "bench-budget" | "bench-one-trap" | "bench-real-runtime"),
+            | "bench-budget" | "bench-cycle" | "bench-one-trap" | "bench-real-runtime"),
         ) => bench::bench_part(&part["bench-".len()..]),
         Some("bench-soak") => bench::bench_soak(args.get(1).map(String::as_str)),
         _ => {
             eprintln!(
-                "usage: cargo xtask <demo [OUTPUT]|test|dist|bench|bench-tree|bench-daemon|bench-breakdown|bench-learning|bench-budget|bench-one-trap|bench-real-runtime|bench-soak [MINUTES]|setup>"
+                "usage: cargo xtask <demo [OUTPUT]|test|dist|bench|bench-tree|bench-daemon|bench-breakdown|bench-learning|bench-budget|bench-cycle|bench-one-trap|bench-real-runtime|bench-soak [MINUTES]|setup>"
             );
             std::process::exit(2);
         }

@@ -11,6 +11,7 @@ use crate::{cargo, root, run};
 mod bin;
 mod breakdown;
 mod budget;
+mod cycle;
 mod daemon;
 mod flight;
 mod learning;
@@ -72,7 +73,7 @@ fn build() -> Result<()> {
 
 /// The measurements that also run alone (`cargo xtask bench-<part>`), each into its own
 /// file in bench/: (part, file, title).
-const PARTS: [(&str, &str, &str); 8] = [
+const PARTS: [(&str, &str, &str); 9] = [
     ("tree", "process-tree.md", "following processes"),
     ("daemon", "daemon.md", "the daemon"),
     ("breakdown", "breakdown.md", "where a call's cost goes"),
@@ -81,6 +82,11 @@ const PARTS: [(&str, &str, &str); 8] = [
         "budget",
         "budget.md",
         "the daemon's budget on a polling process",
+    ),
+    (
+        "cycle",
+        "cycle.md",
+        "the budget's duty cycle on a sync-dense loop",
     ),
     ("soak", "soak.md", "the daemon under unprivileged churn"),
     (
@@ -101,6 +107,7 @@ fn measure_part(part: &str) -> Result<(String, Value)> {
         "daemon" => daemon_suite(),
         "learning" => learning::learning(ROUNDS),
         "budget" => budget::budget(),
+        "cycle" => cycle::cycle(),
         "one-trap" => one_trap::one_trap(),
         "real-runtime" => real_runtime::real_runtime(),
         "soak" => soak::soak(soak::MINUTES, "cargo xtask bench"),
