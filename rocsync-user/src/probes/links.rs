@@ -246,9 +246,16 @@ fn drop_together(links: Vec<Box<dyn Send>>) {
         let n = shares.len();
         shares[i % n].push(l);
     }
+    // A share no thread could be had for (a pids limit) is dropped here, with `shares`.
+    let shares: Vec<std::sync::Mutex<Vec<Box<dyn Send>>>> =
+        shares.into_iter().map(std::sync::Mutex::new).collect();
     std::thread::scope(|s| {
-        for share in shares {
-            s.spawn(move || drop(share));
+        for share in &shares {
+            let _ = std::thread::Builder::new().spawn_scoped(s, move || {
+                drop(std::mem::take(
+                    &mut *share.lock().unwrap_or_else(|e| e.into_inner()),
+                ))
+            });
         }
     });
 }

@@ -1,11 +1,13 @@
 //! The budget's duty cycle turned each budget period (`tracking/cycle.rs`): files join
 //! it when a process they serve is over the budget with records and waits alone, it is
 //! sized by their share measured while on, and it ends when that share fits the budget.
-//! Probes are file-wide: a file that also serves another user's processes never joins
-//! (one user's loop would make another's counts estimates and blind their hangs'
-//! chains), and a cycle ends when another user's process maps one of its files.
+//! A cycle takes every process counted in the same series as the one over the budget
+//! and every file they map (`closure`), so that the estimate of a series is the cycled
+//! processes' alone; it is refused when those are not one user's (one user's loop would
+//! make another's counts estimates and blind their hangs' chains), and it ends when one
+//! of them exits or another process joins their series or files (`must_end`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use rocsync_common::MetricKey;
 use tokio::time::Instant;
@@ -28,17 +30,18 @@ fn one_user(pids: &std::collections::BTreeSet<u32>) -> bool {
     uids.all(|u| Some(u) == first)
 }
 
-/// What the kernel has counted now of the cycled APIs, and of each tracked process.
-pub fn counts(t: &mut Tracker) -> Counts {
+/// What the kernel has counted now of the cycled APIs, and of each tracked process;
+/// `None` when its counts cannot be read.
+pub fn counts(t: &mut Tracker) -> Option<Counts> {
     let mut series = BTreeMap::new();
     let slot = |k: &MetricKey| MetricKey::slot(k.api, k.device);
-    for (k, v) in t.probes.metrics().unwrap_or_default() {
+    for (k, v) in t.probes.metrics().ok()? {
         if let Some(s) = slot(&k).filter(|_| is_cycled(&k)) {
             series.insert((0, s), v.calls);
         }
     }
     if t.pods.labels().any() {
-        for (g, k, v) in t.probes.group_metrics().unwrap_or_default() {
+        for (g, k, v) in t.probes.group_metrics().ok()? {
             if let Some(s) = slot(&k).filter(|_| is_cycled(&k)) {
                 series.insert((g, s), v.calls);
             }
@@ -47,132 +50,168 @@ pub fn counts(t: &mut Tracker) -> Counts {
     let mut pids = BTreeMap::new();
     for pid in t.tracked.clone() {
         if let Some((calls, _)) = t.probes.target_calls(pid) {
-            pids.insert(pid, (calls, t.pods.group_of(pid), t.files.cycles(pid)));
+            pids.insert(
+                pid,
+                (calls, t.pods.group_of(pid), t.cycle.pids.contains(&pid)),
+            );
         }
     }
-    Counts {
+    Some(Counts {
         at: Instant::now(),
         series,
         pids,
+    })
+}
+
+/// Why a process over the budget with records and waits alone is left so (said once,
+/// counted in `rocsync_over_budget_processes`).
+pub const SHARED: &str = "its records and waits are counted in series of another user's \
+    processes too: they are not duty-cycled";
+pub const RECORDING: &str = "something records it: every probe stays on";
+pub const OTHER: &str = "the node's duty cycle holds other processes' series";
+pub const STAYS: &str = "what stays probed (synchronizes) costs more on its own: its records \
+    and waits are duty-cycled as far as they go";
+
+/// The processes and label groups a cycle for `pid` takes: every tracked process counted
+/// in the same series as one mapping a file `pid` maps, and every file those map, until
+/// nothing more is added; so that every call of a cycled API in those series goes
+/// through cycled probes, and the estimate is theirs alone. Refused when they are not
+/// one user's.
+fn closure(t: &mut Tracker, pid: u32) -> Option<(BTreeSet<u32>, BTreeSet<u32>)> {
+    let mut pids = BTreeSet::from([pid]);
+    let mut groups = BTreeSet::new();
+    loop {
+        let before = (pids.len(), groups.len());
+        for (served, _) in t.files.cycled() {
+            if !served.is_disjoint(&pids) {
+                pids.extend(served.iter().copied());
+            }
+        }
+        groups.extend(pids.iter().map(|&p| t.pods.group_of(p)));
+        let tracked = t.tracked.iter().copied();
+        pids.extend(tracked.filter(|&p| groups.contains(&t.pods.group_of(p))));
+        if (pids.len(), groups.len()) == before {
+            break;
+        }
     }
+    one_user(&pids).then_some((pids, groups))
+}
+
+/// Why a running cycle must end now, if it must: a cycled process exited (the estimate
+/// would go on at its rate), or another process is counted in its series or maps its
+/// files (its calls would be estimated too, or not be counted).
+fn must_end(t: &mut Tracker) -> Option<&'static str> {
+    let (pids, groups) = (&t.cycle.pids, &t.cycle.groups);
+    if pids.iter().any(|&p| !crate::procfs::exists(p)) {
+        return Some("a cycled process exited");
+    }
+    let joined = |p: &u32| !pids.contains(p) && crate::procfs::exists(*p);
+    if (t.tracked.iter()).any(|p| joined(p) && groups.contains(&t.pods.group_of(*p))) {
+        return Some("another process is counted in its series");
+    }
+    let files = t.files.cycled().filter(|(_, c)| c.cycling);
+    if files
+        .collect::<Vec<_>>()
+        .iter()
+        .any(|(served, _)| served.iter().any(joined))
+    {
+        return Some("another process maps a cycled file");
+    }
+    None
 }
 
 impl Daemon {
     /// One budget period of the cycle: `over` are the processes whose records and waits
     /// alone cost more than `limit` (measured over the period just ended), `kept` every
-    /// measured process's share of them. Returns those of `over` it cannot take: a file
-    /// they map serves another user's processes too.
+    /// measured process's share of them. Returns those it leaves over the budget, and
+    /// why.
     pub fn turn_cycle(
         &mut self,
         limit: Share,
         over: &[(u32, f64)],
         kept: &BTreeMap<u32, f64>,
-    ) -> Vec<(u32, f64)> {
+    ) -> Vec<(u32, f64, &'static str)> {
         let now = Instant::now();
         let t = &mut self.tracker;
-        let mut shared = Vec::new();
+        let mut left = Vec::new();
         // A recording holds the cycle, its probes on (`Tracker::returns_on`).
         if t.returns.on() {
-            return shared;
-        }
-        // Another user's process maps a cycled file now: the cycle ends (it may start
-        // again without that file).
-        if (t.files.cycled()).any(|(pids, c)| c.cycling && !one_user(pids)) {
-            t.estimates.stop(now);
-            for (_, c) in t.files.cycled() {
-                c.cycling = false;
+            if !t.cycle.cycling() {
+                left.extend(over.iter().map(|&(p, s)| (p, s, RECORDING)));
             }
-            t.cycle.end(&mut t.probes, t.files.cycled().map(|(_, c)| c));
-            crate::say!(
-                "rocsync daemon: budget: records and waits probed whole again (another \
-                 user's process maps a cycled file)"
-            );
-            return shared;
+            return left;
+        }
+        if t.cycle.cycling()
+            && let Some(why) = must_end(t)
+        {
+            end(t, now, why);
+            return left;
         }
         let cycled_share = |t: &Tracker| {
             (kept.iter())
-                .filter(|(pid, _)| t.files.cycles(**pid))
+                .filter(|(pid, _)| t.cycle.pids.contains(pid))
                 .map(|(_, s)| *s)
                 .fold(0.0, f64::max)
         };
-        // Files serving a process over the budget join the cycle, those of one user only.
-        let mut joined = Vec::new();
-        for &(pid, share) in over {
-            let serves = |pids: &std::collections::BTreeSet<u32>| pids.contains(&pid);
-            if !(t.files.cycled()).all(|(pids, _)| !serves(pids) || one_user(pids)) {
-                shared.push((pid, share));
-                continue;
-            }
-            for (_, c) in (t.files.cycled()).filter(|(pids, c)| serves(pids) && !c.cycling) {
-                c.cycling = true;
-                joined.push(c.library());
-            }
-        }
         if !t.cycle.cycling() {
-            if joined.is_empty() {
-                return shared;
+            // The first process over the budget whose closure is one user's starts it.
+            for &(pid, share) in over {
+                let Some((pids, groups)) = closure(t, pid) else {
+                    left.push((pid, share, SHARED));
+                    continue;
+                };
+                let mut files = Vec::new();
+                for (_, c) in (t.files.cycled()).filter(|(served, _)| !served.is_disjoint(&pids)) {
+                    c.cycling = true;
+                    files.push(c.library());
+                }
+                let shown: Vec<String> = pids.iter().map(u32::to_string).collect();
+                t.cycle.start(pids, groups);
+                crate::say!(
+                    "rocsync daemon: budget: pid {pid}'s records and waits alone cost {}: \
+                     their probes in {} are duty-cycled from now (pid(s) {}), their counts \
+                     estimated while off (rocsync_sync_calls_estimated_total); synchronizes \
+                     stay probed",
+                    budget::shown(share, limit),
+                    files.join(", "),
+                    shown.join(", ")
+                );
+                // The period to come is on, and measured: the estimate starts from it.
+                if let Some(counts) = counts(t) {
+                    t.estimates.probed(counts);
+                }
+                break;
             }
-            let share = cycled_share(t);
-            let every = t.cycle.size(share, limit.0);
-            let pids: Vec<String> = over.iter().map(|(p, _)| p.to_string()).collect();
-            crate::say!(
-                "rocsync daemon: budget: pid(s) {}: records and waits alone cost {}: their \
-                 probes in {} are on 1 s in every {every} from now, their counts estimated \
-                 meanwhile (rocsync_sync_calls_estimated_total); synchronizes stay probed",
-                pids.join(", "),
-                budget::shown(share, limit),
-                joined.join(", ")
-            );
-            // The period to come is on, and measured: the estimate starts from it.
-            let counts = counts(t);
-            t.estimates.probed(counts);
-            return shared;
+            return left;
         }
-        // Its processes all gone: it ends now, the time since the last turn not estimated
-        // (they ended in it).
-        let alive = (t.files.cycled())
-            .filter(|(_, c)| c.cycling)
-            .any(|(pids, _)| pids.iter().any(|&p| crate::procfs::exists(p)));
-        if !alive {
-            t.estimates.halt();
-            for (_, c) in t.files.cycled() {
-                c.cycling = false;
-            }
-            t.cycle.end(&mut t.probes, t.files.cycled().map(|(_, c)| c));
-            crate::say!(
-                "rocsync daemon: budget: records and waits probed whole again (the cycled \
-                 processes are gone)"
-            );
-            return shared;
-        }
-        if t.cycle.on_now() {
+        let others = over.iter().filter(|(p, _)| !t.cycle.pids.contains(p));
+        left.extend(others.map(|&(p, s)| (p, s, OTHER)));
+        if !t.cycle.on_now() {
+            // The period just ended was off: what stays probed cost this.
+            t.cycle.note_off(cycled_share(t));
+        } else if t.cycle.take_partial() {
+            // A recording turned the probes on midway: the period to come measures.
+            return left;
+        } else {
             // The period just ended was probed whole: the cycle sized (or ended) by it.
             let share = cycled_share(t);
             if share <= limit.0 {
-                t.estimates.stop(now);
-                let files: Vec<String> = (t.files.cycled())
-                    .filter(|(_, c)| c.cycling)
-                    .map(|(_, c)| c.library())
-                    .collect();
-                for (_, c) in t.files.cycled() {
-                    c.cycling = false;
-                }
-                t.cycle.end(&mut t.probes, t.files.cycled().map(|(_, c)| c));
-                crate::say!(
-                    "rocsync daemon: budget: records and waits probed whole again in {} \
-                     (they cost {})",
-                    files.join(", "),
-                    budget::shown(share, limit)
-                );
-                return shared;
+                end(t, now, "they fit the budget now");
+                return left;
             }
             let before = t.cycle.every();
-            let every = t.cycle.size(share, limit.0);
-            if before != Some(every) {
+            let sized = t.cycle.size(share, t.cycle.off_share(), limit.0);
+            if sized.is_none() {
+                let pids = t.cycle.pids.iter();
+                left.extend(pids.filter_map(|p| Some((*p, *kept.get(p)?, STAYS))));
+            }
+            if before != t.cycle.every() {
                 crate::say!(
-                    "rocsync daemon: budget: records and waits probed 1 s in every {every} \
-                     (they cost {})",
-                    budget::shown(share, limit)
+                    "rocsync daemon: budget: records and waits probed 1 s in every {} (they \
+                     cost {} probed whole, {:.1}% off)",
+                    t.cycle.every().unwrap_or(1),
+                    budget::shown(share, limit),
+                    t.cycle.off_share() * 100.0
                 );
             }
         }
@@ -180,31 +219,49 @@ impl Daemon {
             .cycle
             .turn(&mut t.probes, t.files.cycled().map(|(_, c)| c))
         {
-            Turn::On => {
-                let counts = counts(t);
-                t.estimates.probed(counts);
-            }
-            Turn::Off => {
-                let counts = counts(t);
-                t.estimates.unprobed(counts);
-            }
+            Turn::On => match counts(t) {
+                Some(counts) => t.estimates.probed(counts),
+                None => t.estimates.halt(),
+            },
+            Turn::Off => match counts(t) {
+                Some(counts) => t.estimates.unprobed(counts),
+                None => t.estimates.halt(),
+            },
             Turn::StillOff => t.estimates.extend(now),
             Turn::Idle => {}
         }
-        shared
+        left
     }
 
     /// The cycle ended (the budget off, or shed-only): every probe on again.
     pub fn end_cycle(&mut self) {
-        let t = &mut self.tracker;
-        if !t.cycle.cycling() {
-            return;
+        if self.tracker.cycle.cycling() {
+            end(
+                &mut self.tracker,
+                Instant::now(),
+                "the budget's mode changed",
+            );
         }
-        t.estimates.stop(Instant::now());
-        for (_, c) in t.files.cycled() {
-            c.cycling = false;
-        }
-        t.cycle.end(&mut t.probes, t.files.cycled().map(|(_, c)| c));
-        crate::say!("rocsync daemon: budget: records and waits probed whole again");
     }
+}
+
+/// Ends the cycle, said with `why`: every cycled file's probes on again. A cycled
+/// process gone: the time since the last turn is not estimated (it ended within it).
+fn end(t: &mut Tracker, now: Instant, why: &str) {
+    match why == "a cycled process exited" {
+        true => t.estimates.halt(),
+        false => t.estimates.stop(now),
+    }
+    let files: Vec<String> = (t.files.cycled())
+        .filter(|(_, c)| c.cycling)
+        .map(|(_, c)| c.library())
+        .collect();
+    for (_, c) in t.files.cycled() {
+        c.cycling = false;
+    }
+    t.cycle.end(&mut t.probes, t.files.cycled().map(|(_, c)| c));
+    crate::say!(
+        "rocsync daemon: budget: records and waits probed whole again in {} ({why})",
+        files.join(", ")
+    );
 }

@@ -26,6 +26,9 @@ pub enum Flow {
     Stop,
 }
 
+/// Why a process is left over the budget with `--budget-mode shed-only`.
+const SHED_ONLY: &str = "--budget-mode shed-only: records and waits are never shed";
+
 impl Daemon {
     /// Whether call records are wanted now (a trace records, or the flight recorder).
     pub fn wants_calls(&self) -> bool {
@@ -185,29 +188,34 @@ impl Daemon {
         for said in polling::enforce(&mut t.probes, t.files.polling(), &over, now) {
             crate::say!("rocsync daemon: budget: {said}");
         }
-        let why = match cycles {
-            true => {
-                // Those the cycle cannot take are left as shed-only leaves them.
-                for (pid, share) in self.turn_cycle(limit, &kept_over, &kept) {
-                    if self.budget.over.insert(pid) {
-                        alone.push((pid, share));
-                    }
-                }
-                "a file they are probed in serves another user's processes too"
-            }
+        let left = match cycles {
+            // Those the cycle cannot take (or not wholly) are left, as shed-only leaves
+            // them.
+            true => self.turn_cycle(limit, &kept_over, &kept),
             false => {
                 self.end_cycle();
-                "--budget-mode shed-only"
+                alone.into_iter().map(|(p, s)| (p, s, SHED_ONLY)).collect()
             }
         };
-        for (pid, share) in alone {
-            crate::say!(
-                "rocsync daemon: warning: budget: pid {pid}'s records and waits alone cost {}: \
-                 they are still recorded ({why}); raise --budget, turn it off, or trace it in \
-                 sampled windows",
-                budget::shown(share, limit)
-            );
+        // The cycled ones it holds are under the budget on average.
+        let held: Vec<u32> = (self.tracker.cycle.pids.iter())
+            .filter(|p| !left.iter().any(|l| l.0 == **p))
+            .copied()
+            .collect();
+        for pid in held {
+            self.budget.over.remove(&pid);
         }
+        for (pid, share, why) in left {
+            if self.budget.over.insert(pid) || !cycles {
+                crate::say!(
+                    "rocsync daemon: warning: budget: pid {pid}'s records and waits alone \
+                     cost {}, which the budget cannot take ({why}); raise --budget, turn it \
+                     off, or trace it in sampled windows",
+                    budget::shown(share, limit)
+                );
+            }
+        }
+        self.tracker.cycle.retain(crate::procfs::exists);
         self.budget.retain(crate::procfs::exists);
         Flow::Go
     }

@@ -198,12 +198,8 @@ impl Daemon {
     /// collective it ends at with the local ranks behind it (`collective`, `behind`).
     fn waits_on(&self, pid: u32, api: Option<Api>, arg0: u64, entry_ns: u64) -> Chain {
         let probes = &self.tracker.probes;
-        // Its records and waits in the duty cycle: the spans they were off.
-        let cycle = self
-            .tracker
-            .files
-            .cycles(pid)
-            .then_some(&self.tracker.cycle);
+        // Its records and waits cycled at some moment: the spans they were off.
+        let cycle = (self.tracker.cycle.was_cycled(pid)).then_some(&self.tracker.cycle);
         let state = Of(probes, pid, cycle);
         let steps = api.map_or_else(Vec::new, |api| chain::waits_on(api, arg0, entry_ns, &state));
         let mut said = chain::said(&steps, entry_ns);

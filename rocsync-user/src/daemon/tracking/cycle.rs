@@ -7,7 +7,10 @@
 //! whatever the cycle. Anything recording (a trace, the flight recorder) puts the probes
 //! back on first, and holds the cycle until it ends: no trace has a gap.
 
-use std::{collections::VecDeque, thread::JoinHandle};
+use std::{
+    collections::{BTreeSet, VecDeque},
+    thread::JoinHandle,
+};
 
 use anyhow::Result;
 
@@ -105,9 +108,10 @@ impl Cycled {
         self.links.is_some()
     }
 
-    /// Its links, as its file is released.
-    pub fn release(self) -> Option<LinkGroup> {
-        self.links
+    /// Its links, as its file is released, and its last links' detach if it may still
+    /// run (the file is not probed again before it is done).
+    pub fn release(self) -> (Option<LinkGroup>, Option<JoinHandle<()>>) {
+        (self.links, self.detaching)
     }
 
     pub fn library(&self) -> String {
@@ -123,6 +127,17 @@ pub struct DutyCycle {
     every: Option<u32>,
     /// Periods since the last one on (0: on now).
     tick: u32,
+    /// A recording put the probes on mid-period: the period on now is not whole.
+    partial: bool,
+    /// What stays probed (synchronizes, polls) costs while the rest is off: the highest
+    /// share of a cycled process over the last period off.
+    off_share: f64,
+    /// The processes cycled, and the label groups they are counted in (every tracked
+    /// process of those groups is one of them: `cycling.rs`).
+    pub pids: BTreeSet<u32>,
+    pub groups: BTreeSet<u32>,
+    /// Processes cycled at some moment (their hang chains check the spans), while alive.
+    were: BTreeSet<u32>,
     /// Spans (the probes' clock, ns) the cycled files' probes were off; the last open.
     blind: VecDeque<(u64, Option<u64>)>,
 }
@@ -136,7 +151,7 @@ pub enum Turn {
     Off,
     /// They stay off.
     StillOff,
-    /// Not cycling, or held by a recording.
+    /// Not cycling.
     Idle,
 }
 
@@ -150,33 +165,60 @@ impl DutyCycle {
         self.every.is_some()
     }
 
-    /// Cycling, and the cycled files' probes on for this period (measured whole at the
-    /// next turn).
+    /// Cycling, and the cycled files' probes on for this period.
     pub fn on_now(&self) -> bool {
         self.every.is_some() && self.tick == 0
+    }
+
+    /// Whether the period on now began on (not turned on midway by a recording): read
+    /// once, a partial period is followed by a whole one.
+    pub fn take_partial(&mut self) -> bool {
+        std::mem::take(&mut self.partial)
     }
 
     pub fn every(&self) -> Option<u32> {
         self.every
     }
 
-    /// Starts (or re-sizes) the cycle for a share `share` of the CPU under a budget of
-    /// `limit`: on one period in `ceil(share / limit)`.
-    pub fn size(&mut self, share: f64, limit: f64) -> u32 {
-        let n = (share / limit).ceil().clamp(2.0, f64::from(MAX_EVERY)) as u32;
-        if self.every.is_none() {
-            // Its first period on measures what the estimate starts from.
-            self.tick = 0;
-        }
-        self.every = Some(n);
-        n
+    /// The share what stays probed cost over the last period off.
+    pub fn note_off(&mut self, share: f64) {
+        self.off_share = share;
+    }
+
+    pub fn off_share(&self) -> f64 {
+        self.off_share
+    }
+
+    /// Starts the cycle over `pids` (counted in `groups`); its first period is on and
+    /// measures what the estimate starts from.
+    pub fn start(&mut self, pids: BTreeSet<u32>, groups: BTreeSet<u32>) {
+        self.were.extend(&pids);
+        (self.pids, self.groups) = (pids, groups);
+        (self.tick, self.off_share) = (0, 0.0);
+        self.every = Some(2);
+    }
+
+    /// Sizes the cycle for a share `on` of the CPU while probed whole (`off` of it while
+    /// the cycled probes are off) under a budget of `limit`: on one period in N, N the
+    /// least with `off + (on − off) / N ≤ limit` (2 to [`MAX_EVERY`]); `None` when even
+    /// [`MAX_EVERY`] cannot hold it (`off` is over the budget on its own).
+    pub fn size(&mut self, on: f64, off: f64, limit: f64) -> Option<u32> {
+        let room = limit - off;
+        let n = match room > 0.0 {
+            true => ((on - off) / room).ceil(),
+            false => f64::INFINITY,
+        };
+        self.every = Some(n.clamp(2.0, f64::from(MAX_EVERY)) as u32);
+        (n <= f64::from(MAX_EVERY)).then_some(n.max(2.0) as u32)
     }
 
     /// Ends the cycle: every cycled file's probes on again.
     pub fn end<'a>(&mut self, probes: &mut Probes, files: impl Iterator<Item = &'a mut Cycled>) {
         self.every = None;
         self.hold(probes, files);
-        self.tick = 0;
+        (self.tick, self.partial) = (0, false);
+        self.pids.clear();
+        self.groups.clear();
     }
 
     /// Something records: every cycled file's probes on now, the cycle held at a period
@@ -194,6 +236,7 @@ impl DutyCycle {
         }
         if any {
             self.close_blind();
+            self.partial = true;
         }
         self.tick = 0;
     }
@@ -212,6 +255,7 @@ impl DutyCycle {
         match self.tick {
             0 => {
                 self.hold(probes, files.into_iter());
+                self.partial = false;
                 Turn::On
             }
             1 => {
@@ -235,6 +279,16 @@ impl DutyCycle {
         {
             *until = Some(crate::clock::monotonic_ns() as u64);
         }
+    }
+
+    /// Whether `pid` was cycled at some moment (its chains check the spans).
+    pub fn was_cycled(&self, pid: u32) -> bool {
+        self.were.contains(&pid)
+    }
+
+    /// Forgets the processes gone.
+    pub fn retain(&mut self, alive: impl Fn(u32) -> bool) {
+        self.were.retain(|&p| alive(p));
     }
 
     /// Whether the cycled files' records and waits were unprobed at some moment in
@@ -266,11 +320,18 @@ mod tests {
     }
 
     #[test]
-    fn a_cycle_is_sized_by_the_share_over_the_budget_within_its_bounds() {
+    fn a_cycle_is_sized_so_that_what_stays_probed_and_its_share_on_fit_the_budget() {
         let mut c = DutyCycle::default();
-        assert_eq!(c.size(0.054, 0.01), 6);
+        // 5.4 % probed whole, nothing left while off: on 1 in 6 (0.9 %).
+        assert_eq!(c.size(0.054, 0.0, 0.01), Some(6));
         assert!((c.duty() - 1.0 / 6.0).abs() < 1e-12);
-        assert_eq!(c.size(0.011, 0.01), 2);
-        assert_eq!(c.size(1.0, 0.001), MAX_EVERY);
+        assert_eq!(c.size(0.011, 0.0, 0.01), Some(2));
+        // 0.5 % stays probed: the other 4.9 % gets the 0.5 % left, on 1 in 10.
+        assert_eq!(c.size(0.054, 0.005, 0.01), Some(10));
+        // What stays probed is over the budget on its own: cycled as far as it goes,
+        // and said not held.
+        assert_eq!(c.size(0.054, 0.019, 0.01), None);
+        assert_eq!(c.every(), Some(MAX_EVERY));
+        assert_eq!(c.size(1.0, 0.001, 0.01), None);
     }
 }

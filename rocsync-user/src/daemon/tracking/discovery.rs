@@ -96,8 +96,10 @@ impl Tracker {
             self.estimates.extend(tokio::time::Instant::now());
             let cycled = self.files.cycled().map(|(_, c)| c);
             self.cycle.hold(&mut self.probes, cycled);
-            let counts = crate::daemon::handlers::cycling::counts(self);
-            self.estimates.probed(counts);
+            match crate::daemon::handlers::cycling::counts(self) {
+                Some(counts) => self.estimates.probed(counts),
+                None => self.estimates.halt(),
+            }
         }
         self.returns
             .switch_on(&mut self.probes, self.files.returns())

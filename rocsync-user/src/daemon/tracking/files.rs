@@ -97,7 +97,8 @@ struct Releasing {
     /// Their users, each counted until the detach is done.
     uids: Vec<u32>,
     files: Vec<(u64, u64, Part)>,
-    detach: JoinHandle<()>,
+    /// The detach of their links, and those of their parts' earlier links still running.
+    detach: Vec<JoinHandle<()>>,
 }
 
 #[derive(Default)]
@@ -258,12 +259,6 @@ impl Files {
             .filter_map(|p| Some((&p.pids, p.cycled.as_mut()?)))
     }
 
-    /// Whether a file in the duty cycle serves `pid`.
-    pub fn cycles(&self, pid: u32) -> bool {
-        (self.probed.values())
-            .any(|p| p.pids.contains(&pid) && p.cycled.as_ref().is_some_and(|c| c.cycling))
-    }
-
     pub fn polling(&mut self) -> impl Iterator<Item = (&BTreeSet<u32>, &mut Polling)> {
         self.probed
             .values_mut()
@@ -286,6 +281,7 @@ impl Files {
             }
         }
         let (mut uids, mut links, mut files) = (Vec::new(), Vec::new(), Vec::new());
+        let mut detach = Vec::new();
         for (key, p) in gone
             .iter()
             .filter_map(|key| Some((*key, self.probed.remove(key)?)))
@@ -298,11 +294,19 @@ impl Files {
             uids.push(p.uid);
             links.push(p.links);
             links.extend(p.polling.and_then(Polling::release));
-            links.extend(p.returns.and_then(FileReturns::release));
-            links.extend(p.cycled.and_then(Cycled::release));
+            for (l, d) in [
+                p.returns.map(FileReturns::release),
+                p.cycled.map(Cycled::release),
+            ]
+            .into_iter()
+            .flatten()
+            {
+                links.extend(l);
+                detach.extend(d);
+            }
         }
-        if !links.is_empty() {
-            let detach = release(links);
+        if !links.is_empty() || !detach.is_empty() {
+            detach.push(release(links));
             self.releasing.push(Releasing {
                 uids,
                 files,
@@ -322,7 +326,9 @@ impl Files {
             .partition(|r| r.files.contains(&key));
         self.releasing = pending;
         self.uncount(waited.into_iter().map(|r| {
-            let _ = r.detach.join();
+            for d in r.detach {
+                let _ = d.join();
+            }
             r.uids
         }));
     }
@@ -331,7 +337,7 @@ impl Files {
     fn reap(&mut self) {
         let (done, pending) = std::mem::take(&mut self.releasing)
             .into_iter()
-            .partition(|r| r.detach.is_finished());
+            .partition(|r| r.detach.iter().all(JoinHandle::is_finished));
         self.releasing = pending;
         self.uncount(done.into_iter().map(|r| r.uids));
     }

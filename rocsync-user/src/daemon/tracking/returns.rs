@@ -90,9 +90,10 @@ impl FileReturns {
         }
     }
 
-    /// Its links, as its file is released.
-    pub fn release(self) -> Option<LinkGroup> {
-        self.links
+    /// Its links, as its file is released, and its last links' detach if it may still
+    /// run (the file is not probed again before it is done).
+    pub fn release(self) -> (Option<LinkGroup>, Option<JoinHandle<()>>) {
+        (self.links, self.detaching)
     }
 }
 

@@ -83,7 +83,7 @@ families! {
     PROBE_CALL: "rocsync_probe_call_seconds" gauge
         "What one probed call costs on this node (calibrated at start), by what the kernel does with its probed instruction (site: emulated, single_stepped).";
     OVER_BUDGET: "rocsync_over_budget_processes" gauge
-        "Tracked processes whose records and waits alone cost more than the budget, left so (--budget-mode shed-only, or a file they map serves another user's processes too).";
+        "Tracked processes whose records and waits alone cost more than the budget, left so (shed-only, another user's processes in their series, recorded, another cycle running, or what stays probed over the budget alone; the log says which).";
     PROBES_DUTY: "rocsync_probes_duty_cycle" gauge
         "The share of the time the duty-cycled files' records, stream waits and destroys are probed (1: no cycle).";
     PROBES_CYCLED: "rocsync_probes_cycled_files" gauge

@@ -35,16 +35,16 @@ fn records_and_waits_over_the_budget_are_duty_cycled_and_their_counts_estimated(
     // the first two alone cost the loop about 2.5 % of its CPU.
     let mut target = Gated::start(
         std::process::Command::new(&exe)
-            .args(["gated", "dense", "6000", "50"])
+            .args(["gated", "dense", "8000", "50"])
             .env("SCENARIO_LOG", dir.path("loop.log")),
     );
     let pid = target.child.id();
     target.open_when_tracked(&mut lines);
     lines.wait_for(&format!(
-        "budget: pid(s) {pid}: records and waits alone cost "
+        "budget: pid {pid}'s records and waits alone cost "
     ));
     let said = lines.1.last().unwrap().clone();
-    assert!(said.contains("synchronizes stay probed"), "{said}");
+    assert!(said.contains("duty-cycled from now"), "{said}");
     // Off now (its first period was on, measuring what the estimate starts from).
     until(10, "no period off", || {
         metric(&addr, "rocsync_probes_duty_cycle") < 1.0
@@ -85,7 +85,7 @@ fn records_and_waits_over_the_budget_are_duty_cycled_and_their_counts_estimated(
     assert!(unresolved.len() <= 1, "{unresolved:?}");
 
     assert!(target.child.wait().unwrap().success());
-    lines.wait_for("budget: records and waits probed whole again (the cycled processes are gone)");
+    lines.wait_for("(a cycled process exited)");
     assert_eq!(metric(&addr, "rocsync_probes_duty_cycle"), 1.0);
     let logged = read_log(&dir.path("loop.log"));
     let made = |api: &str| logged.iter().filter(|l| l.api == api).count() as f64;
@@ -107,7 +107,7 @@ fn records_and_waits_over_the_budget_are_duty_cycled_and_their_counts_estimated(
         let estimated = calls(&addr, "rocsync_sync_calls_estimated_total", api);
         eprintln!("{api}: {shown} shown ({estimated} estimated), {made} made");
         assert!(
-            estimated > made / 5.0,
+            estimated > made / 8.0,
             "{api}: {estimated} of {made} estimated"
         );
         assert!(
@@ -155,10 +155,7 @@ fn a_file_another_users_process_maps_is_never_cycled() {
     dense.open_when_tracked(&mut lines);
     lines.wait_for(&format!("pid {pid}'s records and waits alone cost "));
     let said = lines.1.last().unwrap().clone();
-    assert!(
-        said.contains("serves another user's processes too"),
-        "{said}"
-    );
+    assert!(said.contains("another user's processes too"), "{said}");
     assert_eq!(metric(&addr, "rocsync_over_budget_processes"), 1.0);
     assert_eq!(metric(&addr, "rocsync_probes_duty_cycle"), 1.0);
     assert_eq!(metric(&addr, "rocsync_probes_cycled_files"), 0.0);
