@@ -32,7 +32,9 @@ fn metric(text: &str, series: &str) -> f64 {
         .filter(|l| l.starts_with(series) && l[series.len()..].starts_with([' ', '{', ',']))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum::<f64>()
+        // An empty sum is -0.0.
         .max(0.0)
+        + 0.0
 }
 
 struct Run {
