@@ -2,7 +2,8 @@
 and the training loop, each untraced and under the daemon (budget off, the default
 budget shed-only, and the default: its duty cycle).
 
-usage: python budget.py ROCSYNC OUT_DIR [ROUNDS] [SECONDS] [TRAIN_STEPS]
+usage: python budget.py ROCSYNC OUT_DIR [ROUNDS] [SECONDS] [TRAIN_STEPS]   (0 steps: no
+training loop)
 
 1. The dense-sync loop (dense.py below, run as a child): per iteration a small kernel on
    a side stream, an event recorded there, the current stream waiting on it, and
@@ -149,7 +150,14 @@ def main():
     steps = int(sys.argv[5]) if len(sys.argv) > 5 else 300
     python, exe = sys.executable, os.path.realpath(sys.executable)
     out.mkdir(parents=True, exist_ok=True)
+    # Each run's row is written as it ends: a run cut short keeps what it measured.
+    jsonl = open(out / "budget.jsonl", "w")
     lines = []
+
+    def keep(row):
+        lines.append(row)
+        jsonl.write(json.dumps(row) + "\n")
+        jsonl.flush()
     modes = [("untraced", None, ()), ("--budget off", "off", ()),
              ("1%, shed-only", "1%", ("--budget-mode", "shed-only")),
              ("1%, duty cycle (default)", "1%", ())]
@@ -161,9 +169,9 @@ def main():
                    "rate": rate_after(res["marks"]), **res, "daemon": view}
             row.pop("marks")
             runs[label].append(row)
-            lines.append(row)
+            keep(row)
     trains = {"untraced": [], "default budget (1%)": []}
-    for r in range(rounds):
+    for r in range(rounds if steps > 0 else 0):
         for label in trains:
             d = Daemon(rocsync, out, exe, "1%") if label != "untraced" else None
             p = subprocess.Popen([python, str(HERE / "train.py"), str(steps)],
@@ -185,9 +193,7 @@ def main():
                 d.stop()
             s = json.loads(stdout.strip().splitlines()[-1])["seconds"]
             trains[label].append(s)
-            lines.append({"part": "train", "mode": label, "round": r, "seconds": s,
-                          "daemon": view})
-    (out / "budget.jsonl").write_text("".join(json.dumps(l) + "\n" for l in lines))
+            keep({"part": "train", "mode": label, "round": r, "seconds": s, "daemon": view})
 
     bare = statistics.median(x["rate"] for x in runs["untraced"])
     md = [f"# The daemon's budget on a GPU\n",
@@ -211,6 +217,10 @@ def main():
         rates = " ".join("%.0f" % x["rate"] for x in rs)
         md.append(f"| {label} | {rates} | {med:.0f} | "
                   f"{med / bare:.3f} | {share} | {shed} | {duty} | {rec} | {wait} |")
+    if steps <= 0:
+        (out / "budget.md").write_text("\n".join(md) + "\n")
+        print("\n".join(md))
+        return
     t0 = statistics.median(trains["untraced"])
     md += ["\n## The training loop (train.py)\n",
            "| mode | seconds | median | × untraced | probes' share, highest read (daemon) |",
