@@ -330,7 +330,25 @@ fn a_runtime_on_a_detached_fuse_mount_is_never_read() {
     on_a_frozen_fuse_mount("a_runtime_on_a_detached_fuse_mount_is_never_read", true);
 }
 
+/// One frozen mount at a time: a daemon looks at every process at its start, and would
+/// say the other test's refusal (its mount's device number recycled by the next mount,
+/// CI saw the line for the other's process and none for its own).
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// The frozen server killed and its mount detached however the test ends: a failed
+/// assertion left the mount for the temporary folder's removal, which waited on the
+/// server for good (CI hung).
+struct Unfrozen(std::process::Child, std::path::PathBuf);
+
+impl Drop for Unfrozen {
+    fn drop(&mut self) {
+        self.0.end();
+        let _ = Command::new("umount").arg("-l").arg(&self.1).status();
+    }
+}
+
 fn on_a_frozen_fuse_mount(name: &str, detached: bool) {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let Some((dir, _)) = daemon_test(name) else {
         return;
     };
@@ -350,9 +368,9 @@ fn on_a_frozen_fuse_mount(name: &str, detached: bool) {
         .spawn()
         .unwrap();
     let mut said = String::new();
-    BufReader::new(server.stdout.take().unwrap())
-        .read_line(&mut said)
-        .unwrap();
+    let out = server.stdout.take().unwrap();
+    let server = Unfrozen(server, mnt.clone());
+    BufReader::new(out).read_line(&mut said).unwrap();
     assert_eq!(said.trim(), "mounted");
     let lib = mnt.join("libamdhip64.so");
     let mut n = Neighbour::start(&program, &[&lib]);
@@ -381,8 +399,7 @@ fn on_a_frozen_fuse_mount(name: &str, detached: bool) {
     let status = ask_daemon(&dir.path("rocsync.sock"), &["status"]);
     assert!(status.contains("tracked processes: 0"), "{status}");
     // The server gone, its requests fail and the neighbour ends.
-    server.end();
-    let _ = Command::new("umount").arg("-l").arg(&mnt).status();
+    drop(server);
     n.child.end();
     stop(daemon);
 }
