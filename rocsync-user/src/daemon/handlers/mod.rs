@@ -2,6 +2,7 @@
 //! thing it waits for: the probes wrote or a timer came (`events.rs`), a request
 //! (`requests.rs`), SIGHUP (`reload.rs`).
 
+pub mod budget;
 pub mod cycling;
 pub mod events;
 pub mod reload;
