@@ -17,7 +17,7 @@ use crate::daemon::{
     serving::protocol::{Communicator, ProbeCost, Recording, Scheduled, Status, Tracked},
     settings::config::{ConfigFlags, DaemonConfig},
     tracking::budget::Budget,
-    tracking::discovery::{self, Tracker},
+    tracking::discovery::Tracker,
     triggers::hangs::Hangs,
     triggers::sampled::Sampling,
     triggers::scheduled::Waiting,
@@ -125,7 +125,8 @@ impl Daemon {
                 .tracked
                 .iter()
                 .map(|&pid| Tracked {
-                    exe: discovery::exe(pid),
+                    exe: (crate::procfs::exe(pid).map(|p| p.display().to_string()))
+                        .unwrap_or_default(),
                     pid,
                     pod: self.tracker.pods.pod(pid).cloned(),
                     communicators: communicators(&comms, pid),

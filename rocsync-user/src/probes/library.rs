@@ -34,16 +34,24 @@ pub struct OpenedLibrary {
 
 impl OpenedLibrary {
     /// The file behind one of `pid`'s mappings.
+    /// A mapping that is no longer there as it was read ([`Moved`]) is told apart: the
+    /// loader may be mapping that library right now.
     pub fn of_mapping(pid: u32, m: &Mapping) -> Result<Self> {
         let link = crate::procfs::path(pid, &format!("map_files/{:x}-{:x}", m.start, m.end));
-        let lib = Self::open(&link, &m.path)?;
+        let moved = || anyhow::Error::new(Moved(m.path.clone(), pid));
+        let lib = match Self::open(&link, &m.path) {
+            Err(e) if is_not_found(&e) => return Err(moved()),
+            opened => opened?,
+        };
         if lib.ino != m.inode || m.dev.is_some_and(|d| d != (major(lib.dev), minor(lib.dev))) {
-            bail!(
-                "{} (pid {pid}) changed since it was mapped; not probed",
-                m.path.display()
-            );
+            return Err(moved());
         }
         Ok(lib)
+    }
+
+    /// Whether `e` says the mapping moved between reading the maps and opening it.
+    pub fn moved(e: &anyhow::Error) -> bool {
+        e.downcast_ref::<Moved>().is_some()
     }
 
     /// A file named by the user (`--hip-lib`), with the same checks.
@@ -98,6 +106,31 @@ impl OpenedLibrary {
     }
 }
 
+/// A mapping read from `/proc/PID/maps` that is gone or another file when opened: the
+/// range was unmapped or mapped over since. `dlopen` does this to every library it loads
+/// (the whole file reserved first, its segments mapped over it), so a process looked at
+/// while it loads one is looked at again when its loader says the load is done.
+#[derive(Debug)]
+pub struct Moved(PathBuf, u32);
+
+impl std::fmt::Display for Moved {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        let Self(path, pid) = self;
+        let path = path.display();
+        write!(
+            f,
+            "{path} (pid {pid}) changed since it was mapped; not probed"
+        )
+    }
+}
+
+impl std::error::Error for Moved {}
+
+fn is_not_found(e: &anyhow::Error) -> bool {
+    e.downcast_ref::<std::io::Error>()
+        .is_some_and(|e| e.kind() == std::io::ErrorKind::NotFound)
+}
+
 fn major(dev: u64) -> u32 {
     ((dev >> 8) & 0xfff) as u32 | ((dev >> 32) & !0xfff) as u32
 }
@@ -131,7 +164,59 @@ mod tests {
             inode: m.inode + 1,
             ..m
         };
-        assert!(OpenedLibrary::of_mapping(pid, &other).is_err());
+        let err = OpenedLibrary::of_mapping(pid, &other)
+            .err()
+            .expect("refused");
+        assert!(OpenedLibrary::moved(&err), "{err:#}");
+    }
+
+    /// A range read from the maps that no longer is one mapping (`dlopen` maps a library
+    /// over its own reservation) is told from a file that cannot be opened.
+    #[test]
+    fn a_range_mapped_over_since_it_was_read_is_a_moved_mapping() {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            rocsync_tests::skip("a_range_mapped_over", "map_files needs root");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("libamdhip64.so");
+        std::fs::write(&path, vec![0u8; 3 * 4096]).unwrap();
+        let file = File::open(&path).unwrap();
+        let map = |at: *mut libc::c_void, len: usize, offset: i64, flags: i32| {
+            // SAFETY: a fresh private read-only mapping of a file this test owns; MAP_FIXED
+            // only over the test's own mapping.
+            let p = unsafe {
+                libc::mmap(
+                    at,
+                    len,
+                    libc::PROT_READ,
+                    libc::MAP_PRIVATE | flags,
+                    file.as_raw_fd(),
+                    offset,
+                )
+            };
+            assert_ne!(p, libc::MAP_FAILED);
+            p
+        };
+        let whole = map(std::ptr::null_mut(), 3 * 4096, 0, 0);
+        let pid = std::process::id();
+        let read = maps::parse(&crate::procfs::maps(pid).unwrap())
+            .into_iter()
+            .find(|m| m.path == path)
+            .expect("mapped");
+        assert!(OpenedLibrary::of_mapping(pid, &read).is_ok());
+        // Its middle page mapped over, as the loader maps a segment (from another offset,
+        // which the kernel cannot merge back): the range read is three mappings now.
+        // SAFETY: inside the test's own mapping.
+        let middle = unsafe { whole.cast::<u8>().add(4096) }.cast();
+        map(middle, 4096, 0, libc::MAP_FIXED);
+        let err = OpenedLibrary::of_mapping(pid, &read).err().expect("moved");
+        assert!(OpenedLibrary::moved(&err), "{err:#}");
+        let missing = OpenedLibrary::at(&dir.path().join("absent")).err().unwrap();
+        assert!(!OpenedLibrary::moved(&missing), "{missing:#}");
+        // SAFETY: the test's own mapping, unused from here.
+        unsafe { libc::munmap(whole, 3 * 4096) };
     }
 
     #[test]

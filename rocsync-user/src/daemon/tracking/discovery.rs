@@ -179,24 +179,30 @@ impl Tracker {
             return;
         }
         // The driver's records are probed only when asked (`Api::probed_by_default`).
-        for r in RUNTIMES.iter().filter(|r| r.probed_by_default()) {
-            let copies = maps::libraries(mappings, |n| r.matches_library(n))
-                .map(|m| (m, false))
-                .chain(maps::libraries(mappings, |n| r.carried_by(n)).map(|m| (m, true)));
-            for (m, carried) in copies {
-                if let Ok(lib) = OpenedLibrary::of_mapping(pid, m) {
-                    self.probe_file(Probed::Runtime(r, carried), lib, &p);
-                }
-            }
-        }
+        let runtimes = RUNTIMES.iter().filter(|r| r.probed_by_default());
+        let copies = runtimes.flat_map(|r| {
+            let linked = maps::libraries(mappings, |n| r.matches_library(n));
+            let carried = maps::libraries(mappings, |n| r.carried_by(n));
+            (linked.map(move |m| (m, Probed::Runtime(r, false))))
+                .chain(carried.map(move |m| (m, Probed::Runtime(r, true))))
+        });
         // The HSA write path: queues, doorbells and packets (counted; recorded by traces).
-        for m in maps::libraries(mappings, maps::is_hsa_runtime) {
-            if let Ok(lib) = OpenedLibrary::of_mapping(pid, m) {
-                self.probe_file(Probed::Hsa, lib, &p);
+        let hsa = maps::libraries(mappings, maps::is_hsa_runtime).map(|m| (m, Probed::Hsa));
+        let mut loading = false;
+        for (m, what) in copies.chain(hsa) {
+            match OpenedLibrary::of_mapping(pid, m) {
+                Ok(lib) => self.probe_file(what, lib, &p),
+                Err(e) => loading |= OpenedLibrary::moved(&e),
             }
         }
         if self.tracked.contains(&pid) {
             return; // a library more, in a process already counted
+        }
+        // Its loader is mapping a runtime right now (announced as it began): tracked once
+        // the load is done and announced, so that "tracking" means its runtimes are
+        // probed (a caller told so before would miss the calls made in between).
+        if loading {
+            return;
         }
         // Its pod first: with labels, its first call is counted in its pod's group.
         let mut counted = Config {
@@ -393,11 +399,4 @@ enum Probed {
     Runtime(&'static Runtime, bool),
     /// `libhsa-runtime64`: its queue write path.
     Hsa,
-}
-
-/// The executable's path as the process sees it (inside its container).
-pub fn exe(pid: u32) -> String {
-    procfs::exe(pid)
-        .map(|p| p.display().to_string())
-        .unwrap_or_default()
 }
