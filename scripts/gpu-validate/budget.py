@@ -2,8 +2,9 @@
 and the training loop, each untraced and under the daemon (budget off, the default
 budget shed-only, and the default: its duty cycle).
 
-usage: python budget.py ROCSYNC OUT_DIR [ROUNDS] [SECONDS] [TRAIN_STEPS]   (0 steps: no
-training loop)
+usage: python budget.py ROCSYNC OUT_DIR [ROUNDS] [SECONDS] [TRAIN_STEPS] [TRAIN_ROUNDS]
+(0 steps: no training loop; 0 rounds with TRAIN_ROUNDS: the training loop alone, one
+device call's worth each)
 
 1. The dense-sync loop (dense.py below, run as a child): per iteration a small kernel on
    a side stream, an event recorded there, the current stream waiting on it, and
@@ -95,13 +96,15 @@ class Daemon:
         args += list(extra)
         with open(self.log, "a") as f:
             f.write(f"=== {' '.join(args)}\n")
+        # What this daemon says is looked for after this point (the log is shared).
+        self.offset = self.log.stat().st_size
         self.proc = subprocess.Popen(args, stderr=open(self.log, "a"))
         self.wait_for("SIGTERM stops")
 
     def wait_for(self, text, timeout=120):
         end = time.time() + timeout
         while time.time() < end:
-            if text in self.log.read_text():
+            if text in self.log.read_text()[self.offset:]:
                 return
             time.sleep(0.05)
         raise SystemExit(f"the daemon never said {text!r}")
@@ -148,6 +151,7 @@ def main():
     rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 3
     seconds = float(sys.argv[4]) if len(sys.argv) > 4 else 10
     steps = int(sys.argv[5]) if len(sys.argv) > 5 else 300
+    train_rounds = int(sys.argv[6]) if len(sys.argv) > 6 else rounds
     python, exe = sys.executable, os.path.realpath(sys.executable)
     out.mkdir(parents=True, exist_ok=True)
     # Each run's row is written as it ends: a run cut short keeps what it measured.
@@ -171,7 +175,7 @@ def main():
             runs[label].append(row)
             keep(row)
     trains = {"untraced": [], "default budget (1%)": []}
-    for r in range(rounds if steps > 0 else 0):
+    for r in range(train_rounds if steps > 0 else 0):
         for label in trains:
             d = Daemon(rocsync, out, exe, "1%") if label != "untraced" else None
             p = subprocess.Popen([python, str(HERE / "train.py"), str(steps)],
@@ -195,11 +199,33 @@ def main():
             trains[label].append(s)
             keep({"part": "train", "mode": label, "round": r, "seconds": s, "daemon": view})
 
-    bare = statistics.median(x["rate"] for x in runs["untraced"])
     md = [f"# The daemon's budget on a GPU\n",
-          f"`python scripts/gpu-validate/budget.py ROCSYNC OUT {rounds} {seconds:g} {steps}`; "
-          f"{torch_line(python)}\n",
-          "## A dense-sync loop that polls\n",
+          f"`python scripts/gpu-validate/budget.py ROCSYNC OUT {rounds} {seconds:g} {steps} "
+          f"{train_rounds}`; {torch_line(python)}\n"]
+    if rounds > 0:
+        md += dense_table(modes, runs)
+    if steps <= 0:
+        (out / "budget.md").write_text("\n".join(md) + "\n")
+        print("\n".join(md))
+        return
+    t0 = statistics.median(trains["untraced"])
+    md += ["\n## The training loop (train.py)\n",
+           "| mode | seconds | median | × untraced | probes' share, highest read (daemon) |",
+           "| --- | --- | ---: | ---: | --- |"]
+    for label, xs in trains.items():
+        med = statistics.median(xs)
+        views = [l["daemon"] for l in lines if l["part"] == "train" and l["mode"] == label]
+        share = " ".join(f"{v['cost_ratio_max'] * 100:.2f} %" for v in views if v) or "–"
+        md.append(f"| {label} | {' '.join(f'{x:.3f}' for x in xs)} | {med:.3f} | "
+                  f"{med / t0:.3f} | {share} |")
+    (out / "budget.md").write_text("\n".join(md) + "\n")
+    print("\n".join(md))
+
+
+def dense_table(modes, runs):
+    """The dense loop's table: each mode's rates, against the untraced median."""
+    bare = statistics.median(x["rate"] for x in runs["untraced"])
+    md = ["## A dense-sync loop that polls\n",
           "Per iteration: a small kernel on a side stream, an event recorded there, the "
           "current stream waiting on it, `event.query()` polled until done. Rounds "
           "interleaved; rate = iterations per second after the first 2 s.\n",
@@ -217,22 +243,7 @@ def main():
         rates = " ".join("%.0f" % x["rate"] for x in rs)
         md.append(f"| {label} | {rates} | {med:.0f} | "
                   f"{med / bare:.3f} | {share} | {shed} | {duty} | {rec} | {wait} |")
-    if steps <= 0:
-        (out / "budget.md").write_text("\n".join(md) + "\n")
-        print("\n".join(md))
-        return
-    t0 = statistics.median(trains["untraced"])
-    md += ["\n## The training loop (train.py)\n",
-           "| mode | seconds | median | × untraced | probes' share, highest read (daemon) |",
-           "| --- | --- | ---: | ---: | --- |"]
-    for label, xs in trains.items():
-        med = statistics.median(xs)
-        views = [l["daemon"] for l in lines if l["part"] == "train" and l["mode"] == label]
-        share = " ".join(f"{v['cost_ratio_max'] * 100:.2f} %" for v in views if v) or "–"
-        md.append(f"| {label} | {' '.join(f'{x:.3f}' for x in xs)} | {med:.3f} | "
-                  f"{med / t0:.3f} | {share} |")
-    (out / "budget.md").write_text("\n".join(md) + "\n")
-    print("\n".join(md))
+    return md
 
 
 def daemon_cells(rs):
