@@ -2,7 +2,10 @@
 //! thread in the same order; once the clocks are aligned, a row and a call of the same
 //! thread and API (HIP and CUDA names alike, per-thread variants folded) are one when
 //! they start within [`FINE_NS`] of each other, paired in order: the k-th row of a
-//! thread and API with the (k + shift)-th call, the shift most rows agree on.
+//! thread and API with the (k + shift)-th call, the shift most rows agree on. A pair
+//! whose starts are farther apart is still one where the row's span and the call's
+//! overlap: the profiler took its start elsewhere in the call (its thread preempted
+//! between its timestamp and the probe, either way round).
 
 use std::collections::{HashMap, HashSet};
 
@@ -27,6 +30,12 @@ pub struct Matches {
     pub residuals: Vec<i64>,
 }
 
+/// A thread and what its calls do.
+type Key = (i64, Op);
+/// A row's (start, correlation, duration), or a call's (start, correlation, end), ns on
+/// the profiler's clock.
+type Span<C> = (i64, C, i64);
+
 /// Pairs `rows` (one process's hooked-API rows) with `calls` (that process's resolved
 /// rows) under `clock`.
 pub fn pair(
@@ -35,22 +44,23 @@ pub fn pair(
     epoch: impl Fn(u64) -> i64,
     clock: &Alignment,
 ) -> Matches {
-    let mut by_key: HashMap<(i64, Op), Vec<(i64, i64)>> = HashMap::new();
+    let mut by_key: HashMap<Key, Vec<Span<i64>>> = HashMap::new();
     for r in rows {
         if let Some(op) = r.op {
             by_key
                 .entry((r.tid, op))
                 .or_default()
-                .push((r.start_ns, r.correlation));
+                .push((r.start_ns, r.correlation, r.dur_ns));
         }
     }
-    let mut calls_by_key: HashMap<(i64, Op), Vec<(i64, u64)>> = HashMap::new();
+    let mut calls_by_key: HashMap<Key, Vec<Span<u64>>> = HashMap::new();
     for c in calls {
         let t = clock.to_profiler(epoch(c.call.enter_ns));
+        let end = c.call.exit_ns.map_or(t, |x| clock.to_profiler(epoch(x)));
         calls_by_key
             .entry((c.call.tid as i64, c.call.api.op()))
             .or_default()
-            .push((t, c.call.correlation));
+            .push((t, c.call.correlation, end));
     }
     let (lo, hi) = rows.iter().fold((i64::MAX, i64::MIN), |(lo, hi), r| {
         (lo.min(r.start_ns), hi.max(r.start_ns + r.dur_ns))
@@ -65,7 +75,7 @@ pub fn pair(
         // nearest call agrees on pairs them, even where calls are closer together than
         // the two clocks' jitter.
         let mut votes: HashMap<isize, usize> = HashMap::new();
-        for (i, &(p, _)) in ps.iter().enumerate() {
+        for (i, &(p, _, _)) in ps.iter().enumerate() {
             let j = cs.partition_point(|c| c.0 < p);
             for j in [j.wrapping_sub(1), j] {
                 if let Some(c) = cs.get(j)
@@ -80,10 +90,11 @@ pub fn pair(
             .max_by_key(|&(k, n)| (n, -k.abs()))
             .map_or(0, |(k, _)| k);
         let mut used = vec![false; cs.len()];
-        for (i, &(p, pc)) in ps.iter().enumerate() {
+        for (i, &(p, pc, dur)) in ps.iter().enumerate() {
             let j = i as isize + shift;
+            let one = |t: i64, end: i64| (t - p).abs() <= FINE_NS || (t <= p + dur && p <= end);
             match usize::try_from(j).ok().and_then(|j| Some((j, cs.get(j)?))) {
-                Some((j, &(t, rc))) if (t - p).abs() <= FINE_NS => {
+                Some((j, &(t, rc, end))) if one(t, end) => {
                     used[j] = true;
                     m.to_rocsync.insert(pc, rc);
                     m.to_profiler.insert(rc, pc);
@@ -106,4 +117,101 @@ pub fn pair(
     }
     m.residuals.sort_unstable();
     m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ingest::Call;
+    use rocsync_common::Api;
+
+    const MS: i64 = 1_000_000;
+
+    fn call(correlation: u64, enter_ns: u64, exit_ns: u64) -> Row {
+        Row {
+            call: Call {
+                api: Api::HipStreamSynchronize,
+                pid: 1,
+                tid: 1,
+                correlation,
+                enter_ns,
+                exit_ns: Some(exit_ns),
+                ret: Some(0),
+                args: [0; 3],
+                filtered: false,
+            },
+            sync: None,
+            device: 0,
+            stream_index: None,
+            event_id: None,
+            producer: None,
+            unresolved: None,
+            barrier: None,
+            late: false,
+        }
+    }
+
+    fn row(correlation: i64, start_ns: i64, dur_ns: i64) -> RuntimeRow {
+        RuntimeRow {
+            name: "hipStreamSynchronize".into(),
+            op: Some(Api::HipStreamSynchronize.op()),
+            pid: 1,
+            tid: 1,
+            start_ns,
+            dur_ns,
+            correlation,
+            external_id: None,
+            ts_text: String::new(),
+            dur_text: String::new(),
+        }
+    }
+
+    /// Calls 10 ms apart, 20 µs long; the profiler's second row began 3 ms before its
+    /// call (its timestamp taken, then the thread preempted) and spans it: still that
+    /// call's row. A row that spans no call stays unmatched.
+    #[test]
+    fn a_row_that_began_long_before_its_call_but_spans_it_is_that_calls() {
+        let calls: Vec<Row> = (0..3u64)
+            .map(|k| call(k + 1, k * 10 * MS as u64, k * 10 * MS as u64 + 20_000))
+            .collect();
+        let clock = Alignment {
+            offset_ns: 0,
+            at_ns: 0,
+            ppb: 0.0,
+        };
+        let rows = [
+            row(101, 0, 20_000),
+            row(102, 7 * MS, 3 * MS + 20_000),
+            row(103, 20 * MS, 20_000),
+        ];
+        let m = pair(
+            &rows.iter().collect::<Vec<_>>(),
+            &calls,
+            |ns| ns as i64,
+            &clock,
+        );
+        assert_eq!(m.to_rocsync.get(&102), Some(&2));
+        assert_eq!(
+            (m.rows_unmatched, m.calls_unmatched, m.to_rocsync.len()),
+            (0, 0, 3)
+        );
+        assert_eq!(m.residuals.last(), Some(&(3 * MS)));
+
+        // Shorter, it ends before its call begins: not that call's.
+        let rows = [
+            row(101, 0, 20_000),
+            row(102, 7 * MS, MS),
+            row(103, 20 * MS, 20_000),
+        ];
+        let m = pair(
+            &rows.iter().collect::<Vec<_>>(),
+            &calls,
+            |ns| ns as i64,
+            &clock,
+        );
+        assert_eq!(
+            (m.rows_unmatched, m.calls_unmatched, m.to_rocsync.len()),
+            (1, 1, 2)
+        );
+    }
 }
