@@ -149,6 +149,29 @@ impl Probes {
         LinkGroup(self.links.split_off(mark.0.min(self.links.len())))
     }
 
+    /// Attaches `choice` of `runtime` in the file at `path` as a group of its own, for the
+    /// caller to keep and release; a failed attach leaves nothing attached (what it did
+    /// attach is detached in the background).
+    pub fn attach_group(
+        &mut self,
+        runtime: &crate::backend::Runtime,
+        choice: &super::ApiChoice,
+        path: &Path,
+        pid: Option<u32>,
+        carried: bool,
+    ) -> Result<LinkGroup> {
+        let mark = self.links_mark();
+        let attached = self.attach_runtime(runtime, choice, path, pid, carried);
+        let links = self.take_links(mark);
+        match attached {
+            Ok(_) => Ok(links),
+            Err(e) => {
+                drop(self.release(vec![links]));
+                Err(e)
+            }
+        }
+    }
+
     /// Detaches groups of links on one background thread (however many files a prune
     /// releases at once).
     pub fn release(&mut self, groups: Vec<LinkGroup>) -> std::thread::JoinHandle<()> {

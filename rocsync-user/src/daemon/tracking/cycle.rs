@@ -81,20 +81,9 @@ impl Cycled {
             returns: ReturnProbes::Needed,
             ..ApiChoice::default()
         };
-        let mark = probes.links_mark();
         let path = self.lib.path();
-        let attached = probes.attach_runtime(self.runtime, &choice, &path, pid, self.carried);
-        let links = probes.take_links(mark);
-        match attached {
-            Ok(_) => {
-                self.links = Some(links);
-                Ok(())
-            }
-            Err(e) => {
-                drop(probes.release(vec![links]));
-                Err(e)
-            }
-        }
+        self.links = Some(probes.attach_group(self.runtime, &choice, &path, pid, self.carried)?);
+        Ok(())
     }
 
     /// Its probes off (detached in the background).

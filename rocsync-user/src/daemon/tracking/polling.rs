@@ -47,15 +47,8 @@ impl Target {
                 returns,
                 ..ApiChoice::default()
             };
-            let mark = probes.links_mark();
             let path = self.lib.path();
-            let attached = probes.attach_runtime(self.runtime, &choice, &path, pid, self.carried);
-            let links = probes.take_links(mark);
-            if let Err(e) = attached {
-                drop(probes.release(vec![links]));
-                return Err(e);
-            }
-            Ok(links)
+            probes.attach_group(self.runtime, &choice, &path, pid, self.carried)
         };
         let returns = half(probes, ReturnProbes::ReturnsOnly)?;
         match half(probes, ReturnProbes::EntriesOnly) {

@@ -73,12 +73,9 @@ impl FileReturns {
             returns: ReturnProbes::Optional,
             ..ApiChoice::default()
         };
-        let mark = probes.links_mark();
         let path = self.lib.path();
-        let attached = probes.attach_runtime(self.runtime, &choice, &path, None, self.carried);
-        let links = probes.take_links(mark);
-        match attached {
-            Ok(_) => {
+        match probes.attach_group(self.runtime, &choice, &path, None, self.carried) {
+            Ok(links) => {
                 self.links = Some(links);
                 Ok(())
             }
