@@ -47,19 +47,22 @@ pub fn counts(t: &mut Tracker) -> Option<Counts> {
             }
         }
     }
-    let mut pids = BTreeMap::new();
+    let (mut pids, mut cpu) = (BTreeMap::new(), BTreeMap::new());
     for pid in t.tracked.clone() {
         if let Some((calls, _)) = t.probes.target_calls(pid) {
-            pids.insert(
-                pid,
-                (calls, t.pods.group_of(pid), t.cycle.pids.contains(&pid)),
-            );
+            let cycled = t.cycle.pids.contains(&pid);
+            pids.insert(pid, (calls, t.pods.group_of(pid), cycled));
+            let price = t.cycle.prices.map(|p| p.of(t.files.single_stepped(pid)));
+            if let Some((ns, price)) = budget::cpu_ns(pid).zip(price).filter(|_| cycled) {
+                cpu.insert(pid, (ns, price.as_nanos() as f64));
+            }
         }
     }
     Some(Counts {
         at: Instant::now(),
         series,
         pids,
+        cpu,
     })
 }
 
@@ -131,7 +134,7 @@ impl Daemon {
         over: &[(u32, f64)],
         kept: &BTreeMap<u32, f64>,
     ) -> Vec<(u32, f64, &'static str)> {
-        let now = Instant::now();
+        let prices = self.budget.prices;
         let t = &mut self.tracker;
         let mut left = Vec::new();
         // A recording holds the cycle, its probes on (`Tracker::returns_on`).
@@ -144,7 +147,7 @@ impl Daemon {
         if t.cycle.cycling()
             && let Some(why) = must_end(t)
         {
-            end(t, now, why);
+            end(t, why);
             return left;
         }
         let cycled_share = |t: &Tracker| {
@@ -166,7 +169,7 @@ impl Daemon {
                     files.push(c.library());
                 }
                 let shown: Vec<String> = pids.iter().map(u32::to_string).collect();
-                t.cycle.start(pids, groups);
+                t.cycle.start(pids, groups, prices);
                 crate::say!(
                     "rocsync daemon: budget: pid {pid}'s records and waits alone cost {}: \
                      their probes in {} are duty-cycled from now (pid(s) {}), their counts \
@@ -196,7 +199,7 @@ impl Daemon {
             // The period just ended was probed whole: the cycle sized (or ended) by it.
             let share = cycled_share(t);
             if share <= limit.0 {
-                end(t, now, "they fit the budget now");
+                end(t, "they fit the budget now");
                 return left;
             }
             let before = t.cycle.every();
@@ -227,7 +230,11 @@ impl Daemon {
                 Some(counts) => t.estimates.unprobed(counts),
                 None => t.estimates.halt(),
             },
-            Turn::StillOff => t.estimates.extend(now),
+            Turn::StillOff => {
+                if let Some(counts) = counts(t) {
+                    t.estimates.extend(counts);
+                }
+            }
             Turn::Idle => {}
         }
         left
@@ -236,21 +243,17 @@ impl Daemon {
     /// The cycle ended (the budget off, or shed-only): every probe on again.
     pub fn end_cycle(&mut self) {
         if self.tracker.cycle.cycling() {
-            end(
-                &mut self.tracker,
-                Instant::now(),
-                "the budget's mode changed",
-            );
+            end(&mut self.tracker, "the budget's mode changed");
         }
     }
 }
 
 /// Ends the cycle, said with `why`: every cycled file's probes on again. A cycled
 /// process gone: the time since the last turn is not estimated (it ended within it).
-fn end(t: &mut Tracker, now: Instant, why: &str) {
-    match why == "a cycled process exited" {
-        true => t.estimates.halt(),
-        false => t.estimates.stop(now),
+fn end(t: &mut Tracker, why: &str) {
+    match counts(t).filter(|_| why != "a cycled process exited") {
+        Some(counts) => t.estimates.stop(counts),
+        None => t.estimates.halt(),
     }
     let files: Vec<String> = (t.files.cycled())
         .filter(|(_, c)| c.cycling)

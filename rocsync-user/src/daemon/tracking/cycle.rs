@@ -18,7 +18,8 @@ use crate::{
     backend::Runtime,
     daemon::untrusted,
     probes::{
-        ApiChoice, LinkGroup, Probes, ReturnProbes, elf::SymbolError, library::OpenedLibrary,
+        ApiChoice, CallPrices, LinkGroup, Probes, ReturnProbes, elf::SymbolError,
+        library::OpenedLibrary,
     },
 };
 
@@ -129,6 +130,8 @@ pub struct DutyCycle {
     were: BTreeSet<u32>,
     /// Spans (the probes' clock, ns) the cycled files' probes were off; the last open.
     blind: VecDeque<(u64, Option<u64>)>,
+    /// What a probed call costs: the estimates take it out of the processes' CPU time.
+    pub prices: Option<CallPrices>,
 }
 
 /// What a period's turn of the cycle did.
@@ -180,7 +183,13 @@ impl DutyCycle {
 
     /// Starts the cycle over `pids` (counted in `groups`); its first period is on and
     /// measures what the estimate starts from.
-    pub fn start(&mut self, pids: BTreeSet<u32>, groups: BTreeSet<u32>) {
+    pub fn start(
+        &mut self,
+        pids: BTreeSet<u32>,
+        groups: BTreeSet<u32>,
+        prices: Option<CallPrices>,
+    ) {
+        self.prices = prices;
         self.were.extend(&pids);
         (self.pids, self.groups) = (pids, groups);
         (self.tick, self.off_share) = (0, 0.0);

@@ -93,7 +93,6 @@ impl Tracker {
     /// switched on.
     pub fn returns_on(&mut self) -> Result<()> {
         if self.cycle.cycling() {
-            self.estimates.extend(tokio::time::Instant::now());
             let cycled = self.files.cycled().map(|(_, c)| c);
             self.cycle.hold(&mut self.probes, cycled);
             match crate::daemon::handlers::cycling::counts(self) {

@@ -2,7 +2,11 @@
 //! off, each series of a cycled API (records, stream waits, destroys; by label group,
 //! API and device) goes on at the rate of the period on before, scaled by the share of
 //! its group's calls that the cycled files' processes made then (a group may hold
-//! processes of other files, counted exactly). `/metrics` adds the estimates to the
+//! processes of other files, counted exactly), and by how much more CPU time those
+//! processes spent on their own work while off than while on (their CPU time less their
+//! probed calls at the daemon's price): a loop the probes slowed makes more calls
+//! unprobed, one that waits on its GPU does not. Calls the kernel still counted while
+//! off (probes being detached) are not estimated again. `/metrics` adds the estimates to the
 //! kernel's counts and shows them apart (`rocsync_sync_calls_estimated_total`).
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -20,7 +24,13 @@ pub struct Counts {
     pub series: BTreeMap<Series, u64>,
     /// Each tracked process's calls, its group, and whether a cycled file serves it.
     pub pids: BTreeMap<u32, (u32, u32, bool)>,
+    /// The cycled processes' CPU time (ns), and what one of their probed calls costs.
+    pub cpu: BTreeMap<u32, (u64, f64)>,
 }
+
+/// The most the CPU time's scaling multiplies an estimate by (another thread of the
+/// process busy only while off says little of the calls).
+const MOST_SCALED: f64 = 2.0;
 
 /// Whether `key`'s calls are cycled.
 pub fn is_cycled(key: &MetricKey) -> bool {
@@ -35,17 +45,20 @@ pub struct Estimates {
     carried: BTreeMap<Series, f64>,
     /// The counts as the period on began.
     start: Option<Counts>,
-    /// Calls per second of each series in the last period on (the cycled share).
-    rates: BTreeMap<Series, f64>,
-    /// Estimated up to here while the probes are off.
-    until: Option<Instant>,
+    /// Calls per second of each series in the last period on (the cycled share), and
+    /// that share.
+    rates: BTreeMap<Series, (f64, f64)>,
+    /// The cycled processes' own CPU time per second in the last period on.
+    work_on: Option<f64>,
+    /// Estimated up to these counts while the probes are off.
+    until: Option<Counts>,
 }
 
 impl Estimates {
     /// The cycled files' probes went on: what they missed up to now estimated, and the
     /// period on measured from `now`.
     pub fn probed(&mut self, now: Counts) {
-        self.extend(now.at);
+        self.estimate_to(&now);
         self.until = None;
         self.start = Some(now);
     }
@@ -53,29 +66,45 @@ impl Estimates {
     /// They went off: the rates of the period on that ends now.
     pub fn unprobed(&mut self, now: Counts) {
         self.rates.clear();
+        self.work_on = None;
         if let Some(start) = self.start.take() {
             self.rates = rates(&start, &now);
-        }
-        self.until = Some(now.at);
-    }
-
-    /// Estimates what they miss up to `now` (still off).
-    pub fn extend(&mut self, now: Instant) {
-        let Some(until) = self.until else { return };
-        let secs = now.saturating_duration_since(until).as_secs_f64();
-        for (&series, &rate) in &self.rates {
-            let carried = self.carried.entry(series).or_default();
-            *carried += rate * secs;
-            let whole = carried.floor();
-            *carried -= whole;
-            *self.added.entry(series).or_default() += whole as u64;
+            self.work_on = work_per_second(&start, &now);
         }
         self.until = Some(now);
     }
 
+    /// Estimates what they miss up to `now` (still off).
+    pub fn extend(&mut self, now: Counts) {
+        self.estimate_to(&now);
+        if self.until.is_some() {
+            self.until = Some(now);
+        }
+    }
+
+    fn estimate_to(&mut self, now: &Counts) {
+        let Some(until) = &self.until else { return };
+        let secs = now.at.saturating_duration_since(until.at).as_secs_f64();
+        let scale = match (self.work_on, work_per_second(until, now)) {
+            (Some(on), Some(off)) if on > 0.0 => (off / on).clamp(0.0, MOST_SCALED),
+            _ => 1.0,
+        };
+        for (&series, &(rate, share)) in &self.rates {
+            // The probes went on firing while they were detached: those calls were
+            // counted, and are not estimated again.
+            let counted = now.series.get(&series).copied().unwrap_or(0);
+            let counted = counted.saturating_sub(until.series.get(&series).copied().unwrap_or(0));
+            let carried = self.carried.entry(series).or_default();
+            *carried += (rate * secs * scale - counted as f64 * share).max(0.0);
+            let whole = carried.floor();
+            *carried -= whole;
+            *self.added.entry(series).or_default() += whole as u64;
+        }
+    }
+
     /// The probes are on again for good (the cycle ended): estimated up to `now`.
-    pub fn stop(&mut self, now: Instant) {
-        self.extend(now);
+    pub fn stop(&mut self, now: Counts) {
+        self.estimate_to(&now);
         self.until = None;
         self.start = None;
     }
@@ -95,9 +124,28 @@ impl Estimates {
     }
 }
 
+/// The CPU time per second the cycled processes (those in both) spent on their own work
+/// from `a` to `b`: their CPU time less their probed calls at their price. `None` when
+/// none was measured both times.
+fn work_per_second(a: &Counts, b: &Counts) -> Option<f64> {
+    let secs = b.at.saturating_duration_since(a.at).as_secs_f64();
+    let mut work = None;
+    for (pid, &(cpu, price)) in &b.cpu {
+        let (Some(&(before, _)), Some(calls), Some(calls_before)) =
+            (a.cpu.get(pid), b.pids.get(pid), a.pids.get(pid))
+        else {
+            continue;
+        };
+        let probed = f64::from(calls.0.wrapping_sub(calls_before.0)) * price;
+        let own = cpu.saturating_sub(before) as f64 - probed;
+        *work.get_or_insert(0.0) += own.max(0.0);
+    }
+    work.filter(|_| secs > 0.0).map(|w| w / secs)
+}
+
 /// Each series' calls per second from `a` to `b`, times the share of its group's calls
 /// made by processes a cycled file serves.
-fn rates(a: &Counts, b: &Counts) -> BTreeMap<Series, f64> {
+fn rates(a: &Counts, b: &Counts) -> BTreeMap<Series, (f64, f64)> {
     let secs = b.at.saturating_duration_since(a.at).as_secs_f64();
     if secs <= 0.0 {
         return BTreeMap::new();
@@ -122,9 +170,9 @@ fn rates(a: &Counts, b: &Counts) -> BTreeMap<Series, f64> {
     (b.series.iter())
         .map(|(&s, &n)| {
             let delta = n.saturating_sub(a.series.get(&s).copied().unwrap_or(0));
-            (s, delta as f64 * share(s.0) / secs)
+            (s, (delta as f64 * share(s.0) / secs, share(s.0)))
         })
-        .filter(|&(_, r)| r > 0.0)
+        .filter(|&(_, (r, _))| r > 0.0)
         .collect()
 }
 
@@ -138,7 +186,14 @@ mod tests {
             at,
             series: series.iter().copied().collect(),
             pids: pids.iter().map(|&(p, c, g, y)| (p, (c, g, y))).collect(),
+            cpu: BTreeMap::new(),
         }
+    }
+
+    /// With each pid's CPU time (ns) and a price of 1 µs a probed call.
+    fn with_cpu(mut c: Counts, cpu: &[(u32, u64)]) -> Counts {
+        c.cpu = cpu.iter().map(|&(p, ns)| (p, (ns, 1_000.0))).collect();
+        c
     }
 
     #[test]
@@ -158,15 +213,52 @@ mod tests {
             &[((0, 7), 4_100)],
             &[(1, 3_000, 0, true), (2, 1_000, 0, false)],
         ));
-        e.extend(t + 3 * s);
+        e.extend(counts(t + 3 * s, &[((0, 7), 4_100)], &[]));
         assert_eq!(e.added[&(0, 7)], 6_000, "2 s off at 3 000/s");
-        // On again after one more second: that second is estimated too; then nothing
-        // more while on.
+        // On again after one more second: that second is estimated too, but for the 200
+        // calls the kernel counted in it (probes still detaching), three quarters of
+        // them the cycled process's; then nothing more while on.
         e.probed(counts(t + 4 * s, &[((0, 7), 4_300)], &[]));
-        assert_eq!(e.added[&(0, 7)], 9_000);
-        e.extend(t + 9 * s);
-        assert_eq!(e.added[&(0, 7)], 9_000, "on: counted, not estimated");
+        assert_eq!(e.added[&(0, 7)], 9_000 - 150);
+        e.extend(counts(t + 9 * s, &[((0, 7), 9_000)], &[]));
+        assert_eq!(e.added[&(0, 7)], 8_850, "on: counted, not estimated");
         e.forget_group(0);
         assert!(e.added.is_empty());
+    }
+
+    /// A loop on the CPU that its probes slow: 100 000 probed calls (100 ms at 1 µs) of
+    /// its second on left it 900 ms of its own; off, it had the whole second, so it made
+    /// a ninth more calls than the second on. A loop waiting on its GPU spent as much of
+    /// its own time off as on: the rate on stands.
+    #[test]
+    fn the_time_off_is_scaled_by_the_cpu_time_the_process_had_for_itself() {
+        let t = Instant::now();
+        let s = Duration::from_secs(1);
+        let on = |e: &mut Estimates, cpu_on: u64| {
+            e.probed(with_cpu(
+                counts(t, &[((0, 7), 0)], &[(1, 0, 0, true)]),
+                &[(1, 0)],
+            ));
+            e.unprobed(with_cpu(
+                counts(t + s, &[((0, 7), 50_000)], &[(1, 100_000, 0, true)]),
+                &[(1, cpu_on)],
+            ));
+        };
+        let mut busy = Estimates::default();
+        on(&mut busy, 1_000_000_000);
+        busy.extend(with_cpu(
+            counts(t + 3 * s, &[], &[(1, 100_000, 0, true)]),
+            &[(1, 3_000_000_000)],
+        ));
+        // 50 000/s for 2 s, times 1 s / 0.9 s of its own.
+        assert_eq!(busy.added[&(0, 7)], 111_111);
+
+        let mut waiting = Estimates::default();
+        on(&mut waiting, 300_000_000);
+        waiting.extend(with_cpu(
+            counts(t + 3 * s, &[], &[(1, 100_000, 0, true)]),
+            &[(1, 300_000_000 + 2 * 200_000_000)],
+        ));
+        assert_eq!(waiting.added[&(0, 7)], 100_000);
     }
 }
