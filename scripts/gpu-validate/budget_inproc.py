@@ -4,6 +4,7 @@ each phase is compared with the untraced phases on either side (the in-process A
 the rate of separate processes of this loop differs by up to 20 % from run to run).
 
 usage: python budget_inproc.py ROCSYNC OUT_DIR [ROUNDS] [PHASE_SECONDS] [WARM_SECONDS]
+(it takes about WARM + (4 × ROUNDS + 1) × (PHASE + 8) + 25 seconds: 2 30 20 → 400 s)
 
 Phases, each PHASE_SECONDS, ROUNDS times: untraced, the daemon with its default budget
 and `--budget-mode shed-only` (records and waits always probed), untraced, the daemon's
@@ -51,6 +52,9 @@ def main():
              ("1%, duty cycle (default)", "1%", ())]
     plan = [m for _ in range(rounds) for m in modes] + [modes[0]]
     total = warm + len(plan) * (phase + 8) + 10
+    # Give the command this much and more (a device call cut short loses every phase:
+    # the loop reports its marks when it ends).
+    print(f"planned: about {total + 15:.0f} s", file=sys.stderr, flush=True)
     # The loop's marks are absolute monotonic times (one clock for every process here).
     loop = DENSE.replace("start = time.monotonic()", "start = 0.0").replace(
         "end = start + seconds", "end = time.monotonic() + seconds")
