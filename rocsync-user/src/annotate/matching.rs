@@ -3,9 +3,9 @@
 //! thread and API (HIP and CUDA names alike, per-thread variants folded) are one when
 //! they start within [`FINE_NS`] of each other, paired in order: the k-th row of a
 //! thread and API with the (k + shift)-th call, the shift most rows agree on. A pair
-//! whose starts are farther apart is still one where the row's span and the call's
-//! overlap: the profiler took its start elsewhere in the call (its thread preempted
-//! between its timestamp and the probe, either way round).
+//! whose starts are farther apart is still one where the row's span holds the call's or
+//! the call's the row's: the profiler took its start elsewhere in the call (its thread
+//! preempted between its timestamp and the probe, either way round).
 
 use std::collections::{HashMap, HashSet};
 
@@ -92,7 +92,14 @@ pub fn pair(
         let mut used = vec![false; cs.len()];
         for (i, &(p, pc, dur)) in ps.iter().enumerate() {
             let j = i as isize + shift;
-            let one = |t: i64, end: i64| (t - p).abs() <= FINE_NS || (t <= p + dur && p <= end);
+            // One span holds the other: a neighbour call that merely touches the row (calls
+            // back to back, a pair shifted by a lost row) is not it.
+            let holds = |a: i64, a_end: i64, b: i64, b_end: i64| {
+                a - FINE_NS <= b && b_end <= a_end + FINE_NS
+            };
+            let one = |t: i64, end: i64| {
+                (t - p).abs() <= FINE_NS || holds(p, p + dur, t, end) || holds(t, end, p, p + dur)
+            };
             match usize::try_from(j).ok().and_then(|j| Some((j, cs.get(j)?))) {
                 Some((j, &(t, rc, end))) if one(t, end) => {
                     used[j] = true;
@@ -196,6 +203,19 @@ mod tests {
             (0, 0, 3)
         );
         assert_eq!(m.residuals.last(), Some(&(3 * MS)));
+
+        // Calls back to back, the first one's lost: its row (begun 100 µs late, ended
+        // 5 µs into the next call by the clocks' error) only touches the next call, and is
+        // not that call's.
+        let next = [call(2, 2 * MS as u64, 4 * MS as u64 - 10_000)];
+        let touching = [row(101, 100_000, 2 * MS - 95_000)];
+        let m = pair(
+            &touching.iter().collect::<Vec<_>>(),
+            &next,
+            |ns| ns as i64,
+            &clock,
+        );
+        assert_eq!((m.rows_unmatched, m.to_rocsync.len()), (1, 0));
 
         // Shorter, it ends before its call begins: not that call's.
         let rows = [
