@@ -151,7 +151,8 @@ impl Probes {
 
     /// Attaches `choice` of `runtime` in the file at `path` as a group of its own, for the
     /// caller to keep and release; a failed attach leaves nothing attached (what it did
-    /// attach is detached in the background).
+    /// attach is detached before it returns: attached again meanwhile, each probe would
+    /// fire twice).
     pub fn attach_group(
         &mut self,
         runtime: &crate::backend::Runtime,
@@ -166,7 +167,7 @@ impl Probes {
         match attached {
             Ok(_) => Ok(links),
             Err(e) => {
-                drop(self.release(vec![links]));
+                let _ = self.release(vec![links]).join();
                 Err(e)
             }
         }
