@@ -41,8 +41,6 @@ pub fn is_cycled(key: &MetricKey) -> bool {
 pub struct Estimates {
     /// Calls estimated so far, by series: added to the kernel's counts.
     pub added: BTreeMap<Series, u64>,
-    /// What is not a whole call yet, by series.
-    carried: BTreeMap<Series, f64>,
     /// The counts as the period on began.
     start: Option<Counts>,
     /// Calls per second of each series in the last period on (the cycled share), and
@@ -50,16 +48,23 @@ pub struct Estimates {
     rates: BTreeMap<Series, (f64, f64)>,
     /// The cycled processes' own CPU time per second in the last period on.
     work_on: Option<f64>,
-    /// Estimated up to these counts while the probes are off.
-    until: Option<Counts>,
+    /// The counts as the probes went off, while they are.
+    off_from: Option<Counts>,
+    /// Calls estimated since then, by series: each estimate is of the whole span off
+    /// (its CPU time over the span, not a second's ticks), less what was added before.
+    span: BTreeMap<Series, f64>,
 }
+
+/// Below this much CPU time of their own per second on (20 of its 10 ms ticks), the
+/// processes' CPU time is too coarse to scale by: not scaled.
+const LEAST_WORK: f64 = 0.2e9;
 
 impl Estimates {
     /// The cycled files' probes went on: what they missed up to now estimated, and the
     /// period on measured from `now`.
     pub fn probed(&mut self, now: Counts) {
         self.estimate_to(&now);
-        self.until = None;
+        self.end_span();
         self.start = Some(now);
     }
 
@@ -71,55 +76,61 @@ impl Estimates {
             self.rates = rates(&start, &now);
             self.work_on = work_per_second(&start, &now);
         }
-        self.until = Some(now);
+        self.span.clear();
+        self.off_from = Some(now);
     }
 
     /// Estimates what they miss up to `now` (still off).
     pub fn extend(&mut self, now: Counts) {
         self.estimate_to(&now);
-        if self.until.is_some() {
-            self.until = Some(now);
-        }
     }
 
     fn estimate_to(&mut self, now: &Counts) {
-        let Some(until) = &self.until else { return };
-        let secs = now.at.saturating_duration_since(until.at).as_secs_f64();
-        let scale = match (self.work_on, work_per_second(until, now)) {
-            (Some(on), Some(off)) if on > 0.0 => (off / on).clamp(0.0, MOST_SCALED),
+        let Some(from) = &self.off_from else { return };
+        let secs = now.at.saturating_duration_since(from.at).as_secs_f64();
+        let scale = match (self.work_on, work_per_second(from, now)) {
+            (Some(on), Some(off)) if on >= LEAST_WORK => (off / on).clamp(0.0, MOST_SCALED),
             _ => 1.0,
         };
         for (&series, &(rate, share)) in &self.rates {
             // The probes went on firing while they were detached: those calls were
             // counted, and are not estimated again.
             let counted = now.series.get(&series).copied().unwrap_or(0);
-            let counted = counted.saturating_sub(until.series.get(&series).copied().unwrap_or(0));
-            let carried = self.carried.entry(series).or_default();
-            *carried += (rate * secs * scale - counted as f64 * share).max(0.0);
-            let whole = carried.floor();
-            *carried -= whole;
-            *self.added.entry(series).or_default() += whole as u64;
+            let counted = counted.saturating_sub(from.series.get(&series).copied().unwrap_or(0));
+            let whole = (rate * secs * scale - counted as f64 * share)
+                .max(0.0)
+                .floor();
+            // Counters only go up: an estimate of the span below what was added stays.
+            let done = self.span.entry(series).or_default();
+            if whole > *done {
+                *self.added.entry(series).or_default() += (whole - *done) as u64;
+                *done = whole;
+            }
         }
+    }
+
+    fn end_span(&mut self) {
+        self.off_from = None;
+        self.span.clear();
     }
 
     /// The probes are on again for good (the cycle ended): estimated up to `now`.
     pub fn stop(&mut self, now: Counts) {
         self.estimate_to(&now);
-        self.until = None;
-        self.start = None;
+        self.halt();
     }
 
     /// The probes are on again for good, its processes gone since the last estimate:
     /// nothing more estimated.
     pub fn halt(&mut self) {
-        self.until = None;
+        self.end_span();
         self.start = None;
     }
 
     /// Forgets the series of ended label groups (their counts went with them).
     pub fn forget_group(&mut self, group: u32) {
         self.added.retain(|(g, _), _| *g != group);
-        self.carried.retain(|(g, _), _| *g != group);
+        self.span.retain(|(g, _), _| *g != group);
         self.rates.retain(|(g, _), _| *g != group);
     }
 }
@@ -260,5 +271,15 @@ mod tests {
             &[(1, 300_000_000 + 2 * 200_000_000)],
         ));
         assert_eq!(waiting.added[&(0, 7)], 100_000);
+
+        // 50 ms of its own a second on, 130 off: five ticks against thirteen says little,
+        // and the rate on stands.
+        let mut light = Estimates::default();
+        on(&mut light, 150_000_000);
+        light.extend(with_cpu(
+            counts(t + 3 * s, &[], &[(1, 100_000, 0, true)]),
+            &[(1, 150_000_000 + 2 * 130_000_000)],
+        ));
+        assert_eq!(light.added[&(0, 7)], 100_000);
     }
 }
