@@ -118,6 +118,10 @@ impl Daemon {
 
     pub fn on_tick(&mut self) -> Flow {
         self.sessions.tick();
+        // Those found mid-load whose loader has not announced the load's end yet.
+        for pid in self.tracker.loading.pids() {
+            self.look(pid);
+        }
         Flow::Go
     }
 

@@ -9,6 +9,7 @@ use crate::daemon::tracking::apart::Apart;
 use crate::daemon::tracking::cycle::DutyCycle;
 use crate::daemon::tracking::estimate::Estimates;
 use crate::daemon::tracking::files::{FileId, Files, MAX_FILES_PER_USER, Part};
+use crate::daemon::tracking::loading::{self, Loading};
 use crate::daemon::tracking::polling::is_unusable;
 use crate::daemon::tracking::returns::ReturnsApart;
 use crate::daemon::tracking::snapshot::Snapshot;
@@ -56,6 +57,8 @@ pub struct Tracker {
     learning: bool,
     /// Each tracked process's pod, and the label group its calls are counted in.
     pub pods: Pods,
+    /// Processes found while their loader maps a runtime (`loading.rs`).
+    pub loading: Loading,
     /// Whether the returns counting does not need are attached (`returns.rs`).
     pub returns: ReturnsApart,
     /// Calls of tracked processes made before they were tracked (their first calls,
@@ -81,6 +84,7 @@ impl Tracker {
             quiet: Quiet::new("files refused for their user's cap"),
             learning: false,
             pods,
+            loading: Loading::default(),
             returns: ReturnsApart::default(),
             early: BTreeMap::new(),
             cycle: DutyCycle::default(),
@@ -130,6 +134,7 @@ impl Tracker {
     /// Looks at one process: hooks its loader (so its later library loads are announced),
     /// probes the runtimes it maps, and tracks it if it maps one and passes the filters.
     pub fn look(&mut self, pid: u32) {
+        let looks = self.loading.take(pid);
         if pid == std::process::id() {
             return;
         }
@@ -167,8 +172,8 @@ impl Tracker {
         }) || maps::libraries(mappings, maps::is_hsa_runtime)
             .next()
             .is_some();
-        // A process the filters exclude gets no probes of its own (its library may still
-        // be probed for another process that maps the same file).
+        // A process the filters exclude gets no probes of its own (its file may still be
+        // probed for another's).
         if !maps_runtime {
             return;
         }
@@ -191,16 +196,15 @@ impl Tracker {
         for (m, what) in copies.chain(hsa) {
             match OpenedLibrary::of_mapping(pid, m) {
                 Ok(lib) => self.probe_file(what, lib, &p),
-                Err(e) => loading |= OpenedLibrary::moved(&e),
+                Err(e) => loading |= OpenedLibrary::moved(&e) && loading::has_moved(pid, m),
             }
         }
         if self.tracked.contains(&pid) {
             return; // a library more, in a process already counted
         }
-        // Its loader is mapping a runtime right now (announced as it began): tracked once
-        // the load is done and announced, so that "tracking" means its runtimes are
+        // Mid-load: tracked once the load is done, so "tracking" means its runtimes are
         // probed (a caller told so before would miss the calls made in between).
-        if loading {
+        if loading && self.loading.wait(pid, looks) {
             return;
         }
         // Its pod first: with labels, its first call is counted in its pod's group.

@@ -9,6 +9,7 @@ pub mod estimate;
 pub mod files;
 pub mod filters;
 pub mod fuse;
+pub mod loading;
 pub mod pods;
 pub mod polling;
 pub mod returns;
