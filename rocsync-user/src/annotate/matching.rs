@@ -135,27 +135,17 @@ mod tests {
     const MS: i64 = 1_000_000;
 
     fn call(correlation: u64, enter_ns: u64, exit_ns: u64) -> Row {
-        Row {
-            call: Call {
-                api: Api::HipStreamSynchronize,
-                pid: 1,
-                tid: 1,
-                correlation,
-                enter_ns,
-                exit_ns: Some(exit_ns),
-                ret: Some(0),
-                args: [0; 3],
-                filtered: false,
-            },
-            sync: None,
-            device: 0,
-            stream_index: None,
-            event_id: None,
-            producer: None,
-            unresolved: None,
-            barrier: None,
-            late: false,
-        }
+        Row::of(Call {
+            api: Api::HipStreamSynchronize,
+            pid: 1,
+            tid: 1,
+            correlation,
+            enter_ns,
+            exit_ns: Some(exit_ns),
+            ret: Some(0),
+            args: [0; 3],
+            filtered: false,
+        })
     }
 
     fn row(correlation: i64, start_ns: i64, dur_ns: i64) -> RuntimeRow {

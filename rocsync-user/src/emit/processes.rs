@@ -298,17 +298,7 @@ mod tests {
             args: [0; 3],
             filtered,
         };
-        Row {
-            call,
-            sync: None,
-            device: 0,
-            stream_index: None,
-            event_id: None,
-            producer: None,
-            unresolved: None,
-            barrier: None,
-            late: false,
-        }
+        Row::of(call)
     }
 
     /// A process whose only calls are filtered gets no file, whether they come in order

@@ -100,6 +100,24 @@ impl Unresolved {
     }
 }
 
+#[cfg(test)]
+impl Row {
+    /// `call`'s row with nothing resolved, as tests make one.
+    pub fn of(call: Call) -> Self {
+        Row {
+            call,
+            sync: None,
+            device: 0,
+            stream_index: None,
+            event_id: None,
+            producer: None,
+            unresolved: None,
+            barrier: None,
+            late: false,
+        }
+    }
+}
+
 /// The barrier packet a stream wait submitted (HIP over HSA).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BarrierRef {

@@ -170,15 +170,8 @@ fn call(api: Api, correlation: u64, args: [u64; 3], exit: Option<(u64, i64)>) ->
 
 fn row(call: Call, late: bool) -> Row {
     Row {
-        call,
-        sync: None,
-        device: 0,
-        stream_index: None,
-        event_id: None,
-        producer: None,
-        unresolved: None,
-        barrier: None,
         late,
+        ..Row::of(call)
     }
 }
 
