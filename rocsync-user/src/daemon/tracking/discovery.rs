@@ -196,7 +196,8 @@ impl Tracker {
         for (m, what) in copies.chain(hsa) {
             match OpenedLibrary::of_mapping(pid, m) {
                 Ok(lib) => self.probe_file(what, lib, &p),
-                Err(e) => loading |= OpenedLibrary::moved(&e) && loading::has_moved(pid, m),
+                Err(e) if OpenedLibrary::moved(&e) && loading::has_moved(pid, m) => loading = true,
+                Err(e) => self.files.unopened(m, pid, &e),
             }
         }
         if self.tracked.contains(&pid) {

@@ -114,6 +114,9 @@ pub struct Files {
     releasing: Vec<Releasing>,
     /// Runtimes refused on a user's FUSE mount, by (device, inode): said once each.
     on_fuse: HashSet<(Option<(u32, u32)>, u64)>,
+    /// Runtimes that could not be opened as mapped (not a regular file, past the size a
+    /// runtime can be), by (device, inode): counted unusable and said once each.
+    unopened: HashSet<(Option<(u32, u32)>, u64)>,
     pub refused: Refused,
 }
 
@@ -134,6 +137,19 @@ impl Files {
         let first = self.on_fuse.insert((m.dev, m.inode));
         self.refused.user_fuse += u64::from(first);
         first
+    }
+
+    /// `pid`'s runtime mapping `m` could not be opened (`e`): refused as unusable,
+    /// counted and said once (never a runtime left unprobed without a word).
+    pub fn unopened(&mut self, m: &crate::probes::maps::Mapping, pid: u32, e: &anyhow::Error) {
+        if self.unopened.len() >= MAX_REMEMBERED && !self.unopened.contains(&(m.dev, m.inode)) {
+            self.unopened.clear();
+        }
+        if self.unopened.insert((m.dev, m.inode)) {
+            self.refused.unusable += 1;
+            let e = crate::daemon::untrusted::shown(&format!("{e:#}"));
+            crate::say!("rocsync daemon: warning: pid {pid}: {e}");
+        }
     }
 
     /// `p`'s mappings but the runtimes and loader on a user's FUSE mount, which are

@@ -15,13 +15,13 @@ use std::{
 use crate::common::{daemon::*, *};
 
 /// `map_wait FILES…` as nobody, once it has mapped them.
-struct Neighbour {
+pub(super) struct Neighbour {
     child: Child,
     out: BufReader<ChildStdout>,
 }
 
 impl Neighbour {
-    fn start(program: &Path, files: &[&Path]) -> Self {
+    pub(super) fn start(program: &Path, files: &[&Path]) -> Self {
         let mut child = Command::new("setpriv")
             .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"])
             .arg(program)
@@ -43,19 +43,19 @@ impl Neighbour {
     }
 
     /// A library load (a link-map change the daemon looks at), done.
-    fn load(&mut self) {
+    pub(super) fn load(&mut self) {
         writeln!(self.child.stdin.as_mut().unwrap()).unwrap();
         self.expect("loaded");
     }
 
-    fn end(mut self) {
+    pub(super) fn end(mut self) {
         drop(self.child.stdin.take());
         assert!(self.child.wait().unwrap().success());
     }
 }
 
 /// A directory nobody can enter, with `map_wait` in it (the daemon's filter names it).
-fn open_dir(dir: &TempDir) -> PathBuf {
+pub(super) fn open_dir(dir: &TempDir) -> PathBuf {
     std::fs::set_permissions(dir.path(""), std::fs::Permissions::from_mode(0o755)).unwrap();
     let program = dir.path("map_wait");
     std::fs::copy(rocsync_tests::map_wait(), &program).unwrap();

@@ -6,3 +6,4 @@ mod discovery;
 mod hostile_files;
 mod hsa;
 pub(crate) mod pods;
+mod unopened;
