@@ -62,6 +62,21 @@ pub(super) fn open_dir(dir: &TempDir) -> PathBuf {
     program
 }
 
+/// `DIR/NAME/libamdhip64.so`, sparse, of `size` bytes, and a real copy of the simulated
+/// runtime at `DIR/real/libamdhip64.so` (whose probing says the daemon has looked).
+pub(super) fn sparse_and_real(dir: &TempDir, name: &str, size: u64) -> (PathBuf, PathBuf) {
+    std::fs::create_dir(dir.path(name)).unwrap();
+    let sparse = dir.path(&format!("{name}/libamdhip64.so"));
+    std::fs::File::create(&sparse)
+        .unwrap()
+        .set_len(size)
+        .unwrap();
+    std::fs::create_dir(dir.path("real")).unwrap();
+    let real = dir.path("real/libamdhip64.so");
+    std::fs::copy(rocsync_tests::sim_hip(), &real).unwrap();
+    (sparse, real)
+}
+
 fn status_kib(pid: u32, field: &str) -> u64 {
     let text = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     let line = text.lines().find(|l| l.starts_with(field)).unwrap();
@@ -89,15 +104,7 @@ fn a_huge_sparse_runtime_is_read_only_as_far_as_its_headers_and_once() {
         return;
     };
     let program = open_dir(&dir);
-    std::fs::create_dir(dir.path("huge")).unwrap();
-    let huge = dir.path("huge/libamdhip64.so");
-    std::fs::File::create(&huge)
-        .unwrap()
-        .set_len(1 << 30)
-        .unwrap();
-    std::fs::create_dir(dir.path("real")).unwrap();
-    let real = dir.path("real/libamdhip64.so");
-    std::fs::copy(rocsync_tests::sim_hip(), &real).unwrap();
+    let (huge, real) = sparse_and_real(&dir, "huge", 1 << 30);
     let (daemon, mut lines) = start_daemon(&dir, &program, &[]);
     let addr = metrics_addr(&lines);
     let pid = daemon.id();

@@ -2,7 +2,7 @@
 //! is never left unprobed without a word: refused as unusable, counted and said once,
 //! however many looks and processes find it. The neighbour runs as `nobody`; needs root.
 
-use super::hostile_files::{Neighbour, open_dir};
+use super::hostile_files::{Neighbour, open_dir, sparse_and_real};
 use crate::common::daemon::*;
 
 #[test]
@@ -12,15 +12,7 @@ fn a_runtime_too_large_to_open_is_refused_counted_and_said_once() {
         return;
     };
     let program = open_dir(&dir);
-    std::fs::create_dir(dir.path("big")).unwrap();
-    let big = dir.path("big/libamdhip64.so");
-    std::fs::File::create(&big)
-        .unwrap()
-        .set_len(2 << 30)
-        .unwrap();
-    std::fs::create_dir(dir.path("real")).unwrap();
-    let real = dir.path("real/libamdhip64.so");
-    std::fs::copy(rocsync_tests::sim_hip(), &real).unwrap();
+    let (big, real) = sparse_and_real(&dir, "big", 2 << 30);
     let (daemon, mut lines) = start_daemon(&dir, &program, &[]);
     let addr = metrics_addr(&lines);
     let unusable = "rocsync_files_refused_total{reason=\"unusable\"}";
