@@ -148,6 +148,21 @@ mod tests {
         })
     }
 
+    /// `rows` paired with `calls` on one clock.
+    fn paired(rows: &[RuntimeRow], calls: &[Row]) -> Matches {
+        let clock = Alignment {
+            offset_ns: 0,
+            at_ns: 0,
+            ppb: 0.0,
+        };
+        pair(
+            &rows.iter().collect::<Vec<_>>(),
+            calls,
+            |ns| ns as i64,
+            &clock,
+        )
+    }
+
     fn row(correlation: i64, start_ns: i64, dur_ns: i64) -> RuntimeRow {
         RuntimeRow {
             name: "hipStreamSynchronize".into(),
@@ -171,22 +186,12 @@ mod tests {
         let calls: Vec<Row> = (0..3u64)
             .map(|k| call(k + 1, k * 10 * MS as u64, k * 10 * MS as u64 + 20_000))
             .collect();
-        let clock = Alignment {
-            offset_ns: 0,
-            at_ns: 0,
-            ppb: 0.0,
-        };
         let rows = [
             row(101, 0, 20_000),
             row(102, 7 * MS, 3 * MS + 20_000),
             row(103, 20 * MS, 20_000),
         ];
-        let m = pair(
-            &rows.iter().collect::<Vec<_>>(),
-            &calls,
-            |ns| ns as i64,
-            &clock,
-        );
+        let m = paired(&rows, &calls);
         assert_eq!(m.to_rocsync.get(&102), Some(&2));
         assert_eq!(
             (m.rows_unmatched, m.calls_unmatched, m.to_rocsync.len()),
@@ -199,12 +204,7 @@ mod tests {
         // not that call's.
         let next = [call(2, 2 * MS as u64, 4 * MS as u64 - 10_000)];
         let touching = [row(101, 100_000, 2 * MS - 95_000)];
-        let m = pair(
-            &touching.iter().collect::<Vec<_>>(),
-            &next,
-            |ns| ns as i64,
-            &clock,
-        );
+        let m = paired(&touching, &next);
         assert_eq!((m.rows_unmatched, m.to_rocsync.len()), (1, 0));
 
         // Shorter, it ends before its call begins: not that call's.
@@ -213,12 +213,7 @@ mod tests {
             row(102, 7 * MS, MS),
             row(103, 20 * MS, 20_000),
         ];
-        let m = pair(
-            &rows.iter().collect::<Vec<_>>(),
-            &calls,
-            |ns| ns as i64,
-            &clock,
-        );
+        let m = paired(&rows, &calls);
         assert_eq!(
             (m.rows_unmatched, m.calls_unmatched, m.to_rocsync.len()),
             (1, 1, 2)
