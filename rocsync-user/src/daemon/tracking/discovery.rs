@@ -12,6 +12,7 @@ use crate::daemon::tracking::files::{FileId, Files, MAX_FILES_PER_USER, Part};
 use crate::daemon::tracking::loading::{self, Loading};
 use crate::daemon::tracking::polling::is_unusable;
 use crate::daemon::tracking::returns::ReturnsApart;
+use crate::daemon::tracking::runtimes::{self, Probed};
 use crate::daemon::tracking::snapshot::Snapshot;
 
 use anyhow::Result;
@@ -25,8 +26,7 @@ use crate::daemon::{
     untrusted,
 };
 use crate::{
-    backend::{RUNTIMES, Runtime},
-    probes::{ApiChoice, Probes, ReturnProbes, ld_so, library::OpenedLibrary, maps},
+    probes::{ApiChoice, Probes, ReturnProbes, ld_so, library::OpenedLibrary},
     procfs,
 };
 
@@ -163,37 +163,18 @@ impl Tracker {
                 }
             }
         }
-        // HIP or CUDA, or HSA alone (OpenCL on ROCm, direct HSA users: their queues and
-        // packets are what there is to count).
-        let maps_runtime = RUNTIMES.iter().filter(|r| r.probed_by_default()).any(|r| {
-            maps::libraries(mappings, |n| r.matches_library(n))
-                .next()
-                .is_some()
-        }) || maps::libraries(mappings, maps::is_hsa_runtime)
-            .next()
-            .is_some();
-        // A process the filters exclude gets no probes of its own (its file may still be
-        // probed for another's).
-        if !maps_runtime {
+        if !runtimes::maps_runtime(mappings) {
             return;
         }
+        // A process the filters exclude gets no probes of its own (its file may still be
+        // probed for another's).
         if !(self.tracked.contains(&pid) || self.filters.admits(&p)) {
             // Its calls are not counted: nor are they early ones.
             let _ = self.probes.pass(pid);
             return;
         }
-        // The driver's records are probed only when asked (`Api::probed_by_default`).
-        let runtimes = RUNTIMES.iter().filter(|r| r.probed_by_default());
-        let copies = runtimes.flat_map(|r| {
-            let linked = maps::libraries(mappings, |n| r.matches_library(n));
-            let carried = maps::libraries(mappings, |n| r.carried_by(n));
-            (linked.map(move |m| (m, Probed::Runtime(r, false))))
-                .chain(carried.map(move |m| (m, Probed::Runtime(r, true))))
-        });
-        // The HSA write path: queues, doorbells and packets (counted; recorded by traces).
-        let hsa = maps::libraries(mappings, maps::is_hsa_runtime).map(|m| (m, Probed::Hsa));
         let mut loading = false;
-        for (m, what) in copies.chain(hsa) {
+        for (m, what) in runtimes::mapped(mappings) {
             match OpenedLibrary::of_mapping(pid, m) {
                 Ok(lib) => self.probe_file(what, lib, &p),
                 Err(e) if OpenedLibrary::moved(&e) && loading::has_moved(pid, m) => loading = true,
@@ -394,13 +375,4 @@ impl Tracker {
     pub fn set_filters(&mut self, filters: Filters) {
         self.filters = Admitting::new(filters);
     }
-}
-
-/// What a probed file is to the daemon.
-#[derive(Clone, Copy)]
-enum Probed {
-    /// A GPU runtime, and whether it is a copy carried inside another library.
-    Runtime(&'static Runtime, bool),
-    /// `libhsa-runtime64`: its queue write path.
-    Hsa,
 }

@@ -13,4 +13,5 @@ pub mod loading;
 pub mod pods;
 pub mod polling;
 pub mod returns;
+pub mod runtimes;
 pub mod snapshot;
