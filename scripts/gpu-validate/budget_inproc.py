@@ -3,12 +3,23 @@ dense-sync loop runs once, warmed, while daemons come and go beside it; its rate
 each phase is compared with the untraced phases on either side (the in-process A/B:
 the rate of separate processes of this loop differs by up to 20 % from run to run).
 
-usage: python budget_inproc.py ROCSYNC OUT_DIR [ROUNDS] [PHASE_SECONDS] [WARM_SECONDS]
-(it takes about WARM + (4 × ROUNDS + 1) × (PHASE + 8) + 25 seconds: 2 30 20 → 400 s)
+usage: python budget_inproc.py ROCSYNC OUT_DIR [ROUNDS] [PHASE_SECONDS] [WARM_SECONDS] [SET]
+(it takes about WARM + (4 × ROUNDS + 1) × (PHASE + 8) + 25 seconds: 2 30 20 → 400 s;
+a flight phase adds its dump and its reading, about 20 s)
 
-Phases, each PHASE_SECONDS, ROUNDS times: untraced, the daemon with its default budget
-and `--budget-mode shed-only` (records and waits always probed), untraced, the daemon's
-defaults (the duty cycle), and a last untraced phase. A daemon finds the running loop by
+Phases, each PHASE_SECONDS, ROUNDS times, then a last untraced phase; SET chooses the two
+daemons of a round:
+- `budget` (the default): untraced, the daemon's default budget with `--budget-mode
+  shed-only` (records and waits always probed), untraced, the daemon's defaults (the duty
+  cycle);
+- `trap`: untraced, shed-only with `--return-probes all` (every call pays two traps, the
+  behaviour before), untraced, shed-only (one trap where the return adds nothing): the
+  per-call price of each, from the loop's slowdown and the calls the daemon counted;
+- `flight`: untraced, `--flight-recorder 10s` (every call recorded, all the time), with
+  `rocsync trace --flight` at the phase's end: the dump's losses by kind (unpaired
+  entries and exits among them) and its records against the iterations the loop made in
+  the dump's span, to the call (the loop marks every 1 000th iteration after its
+  record); twice a round. A daemon finds the running loop by
 its scan at start; its phase's rate is read from 4 s after it says it tracks the loop
 (its budget has shed and cycled by then) until it is stopped. Per phase: the loop's
 iterations per second, the daemon's view (probes' share of the loop's CPU, duty cycle)
@@ -39,19 +50,91 @@ def made_between(marks, a, b):
     return 1000 * sum(1 for t in marks if a <= t <= b)
 
 
+# Ten seconds of this loop come to about 0.5 GB of trace: over the default size bound.
+FLIGHT = ("--flight-recorder", "10s", "--trace-max-bytes", "4G")
+SETS = {
+    "budget": [("untraced", None, ()),
+               ("1%, shed-only", "1%", ("--budget-mode", "shed-only")),
+               ("untraced", None, ()),
+               ("1%, duty cycle (default)", "1%", ())],
+    "trap": [("untraced", None, ()),
+             ("shed-only, every return probed", "1%",
+              ("--budget-mode", "shed-only", "--return-probes", "all")),
+             ("untraced", None, ()),
+             ("shed-only, one trap (default)", "1%", ("--budget-mode", "shed-only"))],
+    "flight": [("untraced", None, ()),
+               ("flight recorder 10s", "1%", FLIGHT),
+               ("untraced", None, ()),
+               ("flight recorder 10s", "1%", FLIGHT)],
+}
+
+
+def flight_dump(rocsync, out, phase):
+    """`rocsync trace --flight` now: the dump's losses and its record calls' times
+    (monotonic seconds), read here so that only a summary leaves the machine."""
+    path = out / f"flight-{phase}.json"
+    subprocess.run([rocsync, "trace", "--flight", "--socket", str(out / "rocsync.sock"),
+                    "-o", str(path)], check=True, stdout=subprocess.DEVNULL)
+    t = json.loads(path.read_text())
+    meta = t["rocsync"]
+    base, offset = t["baseTimeNanoseconds"], meta["clock_offset_ns"]
+    calls = [e for e in t["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "cuda_runtime"]
+    records = sorted((base + round(e["ts"] * 1000) - offset) / 1e9
+                     for e in calls if e["name"].startswith("cudaEventRecord"))
+    path.unlink()
+    return {"drops": meta.get("drops", {}), "calls": len(calls), "records": records,
+            "truncated": meta["parameters"].get("truncated"),
+            "unresolved": meta.get("unresolved_reasons", {})}
+
+
+def price_lines(phases):
+    """Each daemon phase's added time per iteration and per call the daemon counted."""
+    out = []
+    for i, ph in enumerate(phases):
+        if "counted" not in ph:
+            continue
+        beside = statistics.mean([phases[i - 1]["rate"], phases[i + 1]["rate"]])
+        per_it = 1e9 / ph["rate"] - 1e9 / beside
+        calls = sum(v for k, v in ph["counted"].items() if not k.startswith("estimated:"))
+        per_call = per_it * ph["made"] / calls if calls else float("nan")
+        out.append(f"- phase {i} ({ph['mode']}): +{per_it:.0f} ns per iteration, "
+                   f"{calls / ph['made']:.2f} calls counted per iteration: "
+                   f"{per_call:.0f} ns per call")
+    return out
+
+
+def dump_lines(phases, marks):
+    """A dump's records against the loop's own count over the marks inside its span."""
+    out = []
+    for i, ph in enumerate(phases):
+        d = ph.get("dump")
+        if not d:
+            continue
+        r = d.pop("records")
+        lost = {k: v for k, v in d["drops"].items() if v}
+        inside = [m for m in marks if r and r[0] < m < r[-1]]
+        line = (f"- phase {i}: the dump holds {d['calls']} calls, {len(r)} records; "
+                f"lost: {lost or 'none'}; truncated: {d['truncated'] or 'no'}")
+        if len(inside) > 1:
+            got = sum(1 for t in r if inside[0] < t <= inside[-1])
+            made = 1000 * (len(inside) - 1)
+            line += f"; records between its first and last mark: {got}, made: {made}"
+        out.append(line)
+        ph["dump"] = {**d, "records": len(r)}
+    return out
+
+
 def main():
     rocsync, out = os.path.abspath(sys.argv[1]), Path(sys.argv[2])
     rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 2
     phase = float(sys.argv[4]) if len(sys.argv) > 4 else 30
     warm = float(sys.argv[5]) if len(sys.argv) > 5 else 20
+    which = sys.argv[6] if len(sys.argv) > 6 else "budget"
     python, exe = sys.executable, os.path.realpath(sys.executable)
     out.mkdir(parents=True, exist_ok=True)
-    modes = [("untraced", None, ()),
-             ("1%, shed-only", "1%", ("--budget-mode", "shed-only")),
-             ("untraced", None, ()),
-             ("1%, duty cycle (default)", "1%", ())]
+    modes = SETS[which]
     plan = [m for _ in range(rounds) for m in modes] + [modes[0]]
-    total = warm + len(plan) * (phase + 8) + 10
+    total = warm + len(plan) * (phase + 8) + 10 + (40 * rounds if which == "flight" else 0)
     # Give the command this much and more (a device call cut short loses every phase:
     # the loop reports its marks when it ends).
     print(f"planned: about {total + 15:.0f} s", file=sys.stderr, flush=True)
@@ -80,19 +163,18 @@ def main():
         time.sleep(1.0)
         after, _ = metrics()
         b = time.monotonic()
+        dump = flight_dump(rocsync, out, len(phases)) if which == "flight" else None
         d.stop()
         counted = {k: after.get(k, 0) - before.get(k, 0) for k in after}
         phases.append({"mode": label, "from": a, "to": b, "daemon": seen,
-                       "counted": counted, "counted_from": a - SETTLE})
+                       "counted": counted, "counted_from": a - SETTLE, "dump": dump})
     r = json.loads(p.stdout.readline())
     p.wait()
     marks = r["marks"]
-    with open(out / "budget-inproc.jsonl", "w") as f:
-        for i, ph in enumerate(phases):
-            ph["rate"] = rate_between(marks, ph["from"], ph["to"])
-            if "counted" in ph:
-                ph["made"] = made_between(marks, ph["counted_from"], ph["to"])
-            f.write(json.dumps({"phase": i, **ph}) + "\n")
+    for ph in phases:
+        ph["rate"] = rate_between(marks, ph["from"], ph["to"])
+        if "counted" in ph:
+            ph["made"] = made_between(marks, ph["counted_from"], ph["to"])
     md = ["# The daemon's budget on a GPU, inside one process\n",
           f"`python scripts/gpu-validate/budget_inproc.py ROCSYNC OUT {rounds} {phase:g} "
           f"{warm:g}`; {torch_line(python)}\n",
@@ -125,6 +207,10 @@ def main():
     for mode, xs in ratios.items():
         md.append(f"- {mode}: × {statistics.mean(xs):.3f} of untraced (phases: "
                   + ", ".join(f"{x:.3f}" for x in xs) + ")")
+    md += price_lines(phases) + dump_lines(phases, marks)
+    with open(out / "budget-inproc.jsonl", "w") as f:
+        for i, ph in enumerate(phases):
+            f.write(json.dumps({"phase": i, **ph}) + "\n")
     (out / "budget-inproc.md").write_text("\n".join(md) + "\n")
     print("\n".join(md))
 
