@@ -5,11 +5,8 @@
 use crate::daemon::{
     handlers::events::Flow,
     state::Daemon,
-    tracking::{budget, polling},
+    tracking::{budget, over::Over, polling},
 };
-
-/// Why a process is left over the budget with `--budget-mode shed-only`.
-const SHED_ONLY: &str = "--budget-mode shed-only: records and waits are never shed";
 
 impl Daemon {
     /// Each tracked process's probes' share of its CPU, measured; the budget held.
@@ -65,7 +62,7 @@ impl Daemon {
             // takes it (`cycling.rs`), or (shed-only) it is said once.
             if shares.kept() > limit.0 {
                 kept_over.push((pid, shares.kept()));
-                if !cycles && self.budget.over.insert(pid) {
+                if !cycles && self.budget.over.insert(pid, Over::ShedOnly).is_none() {
                     alone.push((pid, shares.kept()));
                 }
             } else {
@@ -82,7 +79,10 @@ impl Daemon {
             true => self.turn_cycle(limit, &kept_over, &kept),
             false => {
                 self.end_cycle();
-                alone.into_iter().map(|(p, s)| (p, s, SHED_ONLY)).collect()
+                alone
+                    .into_iter()
+                    .map(|(p, s)| (p, s, Over::ShedOnly))
+                    .collect()
             }
         };
         // The cycled ones it holds are under the budget on average.
@@ -94,12 +94,14 @@ impl Daemon {
             self.budget.over.remove(&pid);
         }
         for (pid, share, why) in left {
-            if self.budget.over.insert(pid) || !cycles {
+            // Said again when why changes.
+            if self.budget.over.insert(pid, why) != Some(why) || !cycles {
                 crate::say!(
                     "rocsync daemon: warning: budget: pid {pid}'s records and waits alone \
                      cost {}, which the budget cannot take ({why}); raise --budget, turn it \
                      off, or trace it in sampled windows",
-                    budget::shown(share, limit)
+                    budget::shown(share, limit),
+                    why = why.why()
                 );
             }
         }

@@ -19,6 +19,7 @@ use crate::daemon::{
         cycle::Turn,
         discovery::Tracker,
         estimate::{Counts, is_cycled},
+        over::Over,
     },
 };
 use crate::units::Share;
@@ -65,15 +66,6 @@ pub fn counts(t: &mut Tracker) -> Option<Counts> {
         cpu,
     })
 }
-
-/// Why a process over the budget with records and waits alone is left so (said once,
-/// counted in `rocsync_over_budget_processes`).
-pub const SHARED: &str = "its records and waits are counted in series of another user's \
-    processes too: they are not duty-cycled";
-pub const RECORDING: &str = "something records it: every probe stays on";
-pub const OTHER: &str = "the node's duty cycle holds other processes' series";
-pub const STAYS: &str = "what stays probed (synchronizes) costs more on its own: its records \
-    and waits are duty-cycled as far as they go";
 
 /// The processes and label groups a cycle for `pid` takes: every tracked process counted
 /// in the same series as one mapping a file `pid` maps, and every file those map, until
@@ -133,14 +125,14 @@ impl Daemon {
         limit: Share,
         over: &[(u32, f64)],
         kept: &BTreeMap<u32, f64>,
-    ) -> Vec<(u32, f64, &'static str)> {
+    ) -> Vec<(u32, f64, Over)> {
         let prices = self.budget.prices;
         let t = &mut self.tracker;
         let mut left = Vec::new();
         // A recording holds the cycle, its probes on (`Tracker::returns_on`).
         if t.returns.on() {
             if !t.cycle.cycling() {
-                left.extend(over.iter().map(|&(p, s)| (p, s, RECORDING)));
+                left.extend(over.iter().map(|&(p, s)| (p, s, Over::Recording)));
             }
             return left;
         }
@@ -160,7 +152,7 @@ impl Daemon {
             // The first process over the budget whose closure is one user's starts it.
             for &(pid, share) in over {
                 let Some((pids, groups)) = closure(t, pid) else {
-                    left.push((pid, share, SHARED));
+                    left.push((pid, share, Over::SharedSeries));
                     continue;
                 };
                 let mut files = Vec::new();
@@ -188,7 +180,7 @@ impl Daemon {
             return left;
         }
         let others = over.iter().filter(|(p, _)| !t.cycle.pids.contains(p));
-        left.extend(others.map(|&(p, s)| (p, s, OTHER)));
+        left.extend(others.map(|&(p, s)| (p, s, Over::OtherCycle)));
         if !t.cycle.on_now() {
             // The period just ended was off: what stays probed cost this.
             t.cycle.note_off(cycled_share(t));
@@ -206,7 +198,7 @@ impl Daemon {
             let sized = t.cycle.size(share, t.cycle.off_share(), limit.0);
             if sized.is_none() {
                 let pids = t.cycle.pids.iter();
-                left.extend(pids.filter_map(|p| Some((*p, *kept.get(p)?, STAYS))));
+                left.extend(pids.filter_map(|p| Some((*p, *kept.get(p)?, Over::Synchronizes))));
             }
             if before != t.cycle.every() {
                 crate::say!(

@@ -13,6 +13,7 @@ use crate::daemon::{
     serving::protocol::Reply,
     state::Daemon,
     tracking::budget,
+    tracking::over::Over,
     tracking::polling,
     triggers::{collectives, hangs::Untraced},
     untrusted,
@@ -217,7 +218,14 @@ impl Daemon {
             call_seconds: (self.budget.prices)
                 .map(|p| (p.emulated.as_secs_f64(), p.stepped.as_secs_f64())),
             highest: self.budget.highest(),
-            over: self.budget.over.len(),
+            over: (Over::ALL.iter())
+                .map(|&o| {
+                    (
+                        o.label(),
+                        self.budget.over.values().filter(|&&v| v == o).count(),
+                    )
+                })
+                .collect(),
             shed: polling::shed_apis(self.tracker.files.polling()),
             duty: (
                 self.tracker.cycle.duty(),

@@ -12,7 +12,7 @@
 //! that overlaps it.
 
 use std::{
-    collections::{BTreeSet, HashMap},
+    collections::{BTreeMap, HashMap},
     sync::{Arc, Mutex},
     time::Duration,
 };
@@ -159,8 +159,8 @@ pub struct Budget {
     last: HashMap<u32, Sample>,
     /// Each tracked process's probes' share of its CPU time over the last period.
     pub shares: HashMap<u32, f64>,
-    /// Processes over the budget with nothing left to shed (said once each).
-    pub over: BTreeSet<u32>,
+    /// Processes over the budget with nothing left to shed, and why (said once each).
+    pub over: BTreeMap<u32, super::over::Over>,
     pub log: ShedLog,
 }
 
@@ -234,7 +234,7 @@ impl Budget {
     pub fn retain(&mut self, alive: impl Fn(u32) -> bool) {
         self.last.retain(|&p, _| alive(p));
         self.shares.retain(|&p, _| alive(p));
-        self.over.retain(|&p| alive(p));
+        self.over.retain(|&p, _| alive(p));
     }
 
     /// The highest share measured in the last period.

@@ -10,6 +10,7 @@ pub mod files;
 pub mod filters;
 pub mod fuse;
 pub mod loading;
+pub mod over;
 pub mod pods;
 pub mod polling;
 pub mod returns;

@@ -83,7 +83,7 @@ families! {
     PROBE_CALL: "rocsync_probe_call_seconds" gauge
         "What one probed call costs on this node (calibrated at start), by what the kernel does with its probed instruction (site: emulated, single_stepped).";
     OVER_BUDGET: "rocsync_over_budget_processes" gauge
-        "Tracked processes whose records and waits alone cost more than the budget, left so (shed-only, another user's processes in their series, recorded, another cycle running, or what stays probed over the budget alone; the log says which).";
+        "Tracked processes whose records and waits alone cost more than the budget, left so, by reason (shed_only, shared_series: another user's processes in their series, recording, other_cycle: the node's cycle holds other series, synchronizes: what stays probed is over the budget alone).";
     PROBES_DUTY: "rocsync_probes_duty_cycle" gauge
         "The share of the time the duty-cycled files' records, stream waits and destroys are probed (1: no cycle).";
     PROBES_CYCLED: "rocsync_probes_cycled_files" gauge

@@ -28,7 +28,8 @@ pub struct BudgetView {
     /// The highest share of a tracked process's CPU its probes cost, last measured.
     pub highest: f64,
     /// Processes over the budget with nothing left to shed.
-    pub over: usize,
+    /// by reason (every reason, 0 included: an alert's series never vanishes).
+    pub over: Vec<(&'static str, usize)>,
     /// Polling APIs: how many probed files have each shed now.
     pub shed: Vec<(&'static str, usize)>,
     /// The duty cycle: the share of the time its files are probed, and how many.
@@ -50,7 +51,10 @@ pub fn render_budget(t: &mut Text, b: &BudgetView) {
         f.labelled("site=\"emulated\"", emulated);
         f.labelled("site=\"single_stepped\"", stepped);
     }
-    t.family(&OVER_BUDGET).value(b.over);
+    let mut f = t.family(&OVER_BUDGET);
+    for (reason, n) in &b.over {
+        f.labelled(&format!("reason=\"{reason}\""), n);
+    }
     t.family(&PROBES_DUTY).value(b.duty.0);
     t.family(&PROBES_CYCLED).value(b.duty.1);
 }

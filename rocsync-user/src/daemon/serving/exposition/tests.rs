@@ -51,7 +51,7 @@ fn everything() -> String {
             limit: Some(0.01),
             call_seconds: Some((2e-6, 1e-5)),
             highest: 0.25,
-            over: 1,
+            over: vec![("shed_only", 0), ("shared_series", 1)],
             shed: vec![("hipEventQuery", 1), ("cudaEventQuery", 0)],
             duty: (0.25, 1),
         },
@@ -103,7 +103,8 @@ fn histogram_buckets_are_cumulative_and_end_in_the_count() {
     assert!(text.contains("rocsync_probes_shed{api=\"hipEventQuery\"} 1\n"));
     assert!(text.contains("rocsync_probe_cost_ratio 0.25\n"));
     assert!(text.contains("rocsync_budget_ratio 0.01\n"));
-    assert!(text.contains("rocsync_over_budget_processes 1\n"));
+    assert!(text.contains("rocsync_over_budget_processes{reason=\"shared_series\"} 1\n"));
+    assert!(text.contains("rocsync_over_budget_processes{reason=\"shed_only\"} 0\n"));
     assert!(text.contains("rocsync_stall_traces_total 1\n"));
     assert!(text.contains("rocsync_upload_pending 3\n"));
     assert!(text.contains("rocsync_upload_lost_total 0\n"));

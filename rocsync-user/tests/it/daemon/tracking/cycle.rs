@@ -156,7 +156,10 @@ fn a_file_another_users_process_maps_is_never_cycled() {
     lines.wait_for(&format!("pid {pid}'s records and waits alone cost "));
     let said = lines.1.last().unwrap().clone();
     assert!(said.contains("another user's processes too"), "{said}");
+    // Counted under its reason alone.
     assert_eq!(metric(&addr, "rocsync_over_budget_processes"), 1.0);
+    let over = r#"rocsync_over_budget_processes{reason="shared_series"}"#;
+    assert_eq!(metric(&addr, over), 1.0);
     assert_eq!(metric(&addr, "rocsync_probes_duty_cycle"), 1.0);
     assert_eq!(metric(&addr, "rocsync_probes_cycled_files"), 0.0);
     assert!(dense.child.wait().unwrap().success());
