@@ -141,8 +141,12 @@ def main():
     # The loop's marks are absolute monotonic times (one clock for every process here).
     loop = DENSE.replace("start = time.monotonic()", "start = 0.0").replace(
         "end = start + seconds", "end = time.monotonic() + seconds")
+    # LOOP_CPU=N pins the loop to CPU N (the daemons stay free): on the H200 an unpinned
+    # loop's rate jumped between ~20 000 and ~33 000 it/s from one second to the next.
+    cpu = os.environ.get("LOOP_CPU")
+    pin = (lambda: os.sched_setaffinity(0, {int(cpu)})) if cpu else None
     p = subprocess.Popen([python, "-c", loop, str(total)], stdin=subprocess.PIPE,
-                         stdout=subprocess.PIPE, text=True)
+                         stdout=subprocess.PIPE, text=True, preexec_fn=pin)
     assert p.stdout.readline().strip() == "ready"
     p.stdin.write("go\n")
     p.stdin.flush()
@@ -173,11 +177,16 @@ def main():
     marks = r["marks"]
     for ph in phases:
         ph["rate"] = rate_between(marks, ph["from"], ph["to"])
+        # Second by second, to see where a phase's time went (a cycle's turns, drift).
+        edges = range(int(ph["to"] - ph["from"]))
+        per = (rate_between(marks, ph["from"] + k, ph["from"] + k + 1) for k in edges)
+        ph["per_second"] = [None if r != r else round(r) for r in per]
         if "counted" in ph:
             ph["made"] = made_between(marks, ph["counted_from"], ph["to"])
     md = ["# The daemon's budget on a GPU, inside one process\n",
           f"`python scripts/gpu-validate/budget_inproc.py ROCSYNC OUT {rounds} {phase:g} "
-          f"{warm:g}`; {torch_line(python)}\n",
+          f"{warm:g} {which}`" + (f" (LOOP_CPU={cpu})" if cpu else "")
+          + f"; {torch_line(python)}\n",
           "One dense-sync loop (budget.py's), warmed, with daemons started and stopped "
           "beside it; each daemon phase against the mean of the untraced phases on either "
           f"side, its rate read from {SETTLE:g} s after the daemon tracks the loop.\n",
