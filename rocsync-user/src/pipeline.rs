@@ -165,6 +165,7 @@ impl<S: Sink> Pipeline<S> {
                 };
                 self.sequencer.returned(corr, exit, &mut |r| out.push(r));
             }
+            None if m.began_before => self.stats.calls_begun_before += 1,
             None if !self.stopping => self.stats.unpaired_exits += 1,
             None => {}
         }
@@ -243,6 +244,7 @@ impl<S: Sink> Pipeline<S> {
                 self.stats.kernel = t.kernel;
                 self.stats.unpaired_entries += t.unpaired_entries;
                 self.stats.unpaired_exits += t.unpaired_exits;
+                self.stats.calls_begun_before += t.calls_begun_before;
                 self.stats.undecodable += t.undecodable;
             }
         }

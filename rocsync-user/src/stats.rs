@@ -64,6 +64,10 @@ pub struct CaptureStats {
     pub unpaired_entries: u64,
     /// Exit records with no entry to pair with (the entry was lost).
     pub unpaired_exits: u64,
+    /// Exit records of calls begun before the records start: a thread's first record
+    /// its exit (the call was in flight when recording began, or its entry older than a
+    /// flight recorder's span). Not a loss: no call of the span is missing.
+    pub calls_begun_before: u64,
     pub undecodable: u64,
     /// Times the probes woke the reader (at most once per drain; each an interrupt on
     /// their CPU). Said with `-v`.
@@ -183,6 +187,7 @@ impl CaptureStats {
                 .map(|((pid, tid), (d, _))| json!({ "pid": pid, "tid": tid, "device": d }))
                 .collect::<Vec<_>>(),
             "get_device_calls_not_recorded": self.kernel.get_device_unrecorded,
+            "calls_begun_before": self.calls_begun_before,
             "queues": self.queues,
             // Created before the capture; their packets sit on "GPU (agent unknown)".
             "queues_discovered": self.queues_discovered,

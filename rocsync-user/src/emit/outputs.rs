@@ -131,6 +131,7 @@ impl Outputs {
             kernel: stats.kernel.clone(),
             unpaired_entries: stats.unpaired_entries,
             unpaired_exits: stats.unpaired_exits,
+            calls_begun_before: stats.calls_begun_before,
             undecodable: stats.undecodable,
             processes: Value::Object(processes),
         };

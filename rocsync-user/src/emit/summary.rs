@@ -57,6 +57,13 @@ pub fn render(stats: &CaptureStats, outputs: &[String], who: &str) -> String {
              (threads whose device was learned, or made while the probes were removed)"
         );
     }
+    if stats.calls_begun_before > 0 {
+        let _ = writeln!(
+            s,
+            "  not recorded: {} calls begun before the recording (only their returns came)",
+            stats.calls_begun_before
+        );
+    }
     let filtered: u64 = stats.filtered.values().sum();
     if filtered > 0 {
         let _ = writeln!(s, "  filtered by --agents: {filtered} calls");
@@ -111,6 +118,22 @@ mod tests {
         assert!(said.contains("lost: nothing"), "{said}");
         assert_eq!(stats.lost_total(), 0);
         assert_eq!(stats.to_json()["get_device_calls_not_recorded"], 4_000);
+    }
+
+    #[test]
+    fn calls_begun_before_the_recording_are_said_and_not_lost() {
+        let stats = CaptureStats {
+            calls_begun_before: 2,
+            ..CaptureStats::default()
+        };
+        let said = render(&stats, &[], "rocsync");
+        assert!(
+            said.contains("not recorded: 2 calls begun before the recording"),
+            "{said}"
+        );
+        assert!(said.contains("lost: nothing"), "{said}");
+        assert_eq!(stats.to_json()["calls_begun_before"], 2);
+        assert_eq!(stats.to_json()["drops"]["unpaired_exits"], 0);
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! not yet returned. A hooked function that calls another hooked function (an `_spt`
 //! export calling the plain one, an interposer) is two calls, the inner one on top.
 
-use rustc_hash::FxHashMap as HashMap;
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use rocsync_common::Api;
 
@@ -20,15 +20,22 @@ pub struct Matched {
     pub correlation: Option<u64>,
     /// Calls entered above it whose exits never came (their exit records were lost).
     pub orphaned: Vec<u64>,
+    /// Matching nothing, on a thread with no entry before it: a call begun before the
+    /// records start (in flight when recording began, or its entry older than a flight
+    /// recorder's span), not an entry lost.
+    pub began_before: bool,
 }
 
 #[derive(Default)]
 pub struct Pairing {
     open: HashMap<(u32, u32), Vec<Open>>,
+    /// Threads that have entered a call.
+    entered: HashSet<(u32, u32)>,
 }
 
 impl Pairing {
     pub fn entered(&mut self, pid: u32, tid: u32, correlation: u64, api: Api) {
+        self.entered.insert((pid, tid));
         self.open
             .entry((pid, tid))
             .or_default()
@@ -38,17 +45,16 @@ impl Pairing {
     /// The call an exit of `api` on this thread returns from: the innermost open call of
     /// that API. Calls above it lost their exits.
     pub fn returned(&mut self, pid: u32, tid: u32, api: Api) -> Matched {
+        let none = Matched {
+            correlation: None,
+            orphaned: Vec::new(),
+            began_before: !self.entered.contains(&(pid, tid)),
+        };
         let Some(stack) = self.open.get_mut(&(pid, tid)) else {
-            return Matched {
-                correlation: None,
-                orphaned: Vec::new(),
-            };
+            return none;
         };
         let Some(at) = stack.iter().rposition(|o| o.api == api) else {
-            return Matched {
-                correlation: None,
-                orphaned: Vec::new(),
-            };
+            return none;
         };
         let orphaned = stack.drain(at + 1..).map(|o| o.correlation).collect();
         let open = stack.pop().expect("found above");
@@ -58,6 +64,7 @@ impl Pairing {
         Matched {
             correlation: Some(open.correlation),
             orphaned,
+            began_before: false,
         }
     }
 
@@ -96,9 +103,16 @@ mod tests {
         // The record's exit was lost: the outer call's exit still finds its entry.
         let m = p.returned(1, 7, Api::HipDeviceSynchronize);
         assert_eq!((m.correlation, m.orphaned), (Some(1), vec![2]));
-        // An exit whose entry was lost (or entered before the capture) matches nothing.
+        // An exit whose entry was lost matches nothing: an entry lost, on a thread
+        // that entered calls before.
         let m = p.returned(1, 7, Api::HipEventSynchronize);
-        assert_eq!(m.correlation, None);
-        assert_eq!(p.returned(2, 2, Api::HipEventSynchronize).correlation, None);
+        assert_eq!((m.correlation, m.began_before), (None, false));
+        // A thread's first record an exit: its call began before the records start.
+        let m = p.returned(2, 2, Api::HipEventSynchronize);
+        assert_eq!((m.correlation, m.began_before), (None, true));
+        // Once the thread enters a call, what it returns from unmatched was lost.
+        p.entered(2, 2, 3, Api::HipEventRecord);
+        assert!(p.returned(2, 2, Api::HipEventRecord).correlation == Some(3));
+        assert!(!p.returned(2, 2, Api::HipEventSynchronize).began_before);
     }
 }

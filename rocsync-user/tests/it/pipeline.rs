@@ -89,20 +89,58 @@ fn nested_hooked_calls_are_two_calls_with_their_own_names_and_times() {
 #[test]
 fn unpaired_records_are_counted_never_dropped_silently() {
     let mut p = Pipeline::new(Rows::default(), true);
-    // An exit whose entry was lost.
-    p.exit(&exit(9, Api::HipDeviceSynchronize, 100, 0));
     // A record whose exit was lost, inside a synchronize that returned.
     p.entry(&entry(1, 9, Api::HipDeviceSynchronize, [0; 3]));
     p.entry(&entry(2, 9, Api::HipEventRecord, [E, S_A, 0]));
     p.exit(&exit(9, Api::HipDeviceSynchronize, 3_000, 0));
     p.entry(&entry(3, 9, Api::HipEventSynchronize, [E, 0, 0]));
     p.exit(&exit(9, Api::HipEventSynchronize, 3_600, 0));
+    // An exit whose entry was lost (the thread entered calls before).
+    p.exit(&exit(9, Api::HipDeviceSynchronize, 4_000, 0));
     let (Rows(rows), stats) = p.finish().unwrap();
     assert_eq!((stats.unpaired_entries, stats.unpaired_exits), (1, 1));
+    assert_eq!(stats.calls_begun_before, 0);
     // The record is written with no return; whether it set the event is unknown.
     let r = row(&rows, 2);
     assert_eq!((r.call.exit_ns, r.call.ret), (None, None));
     assert_eq!(row(&rows, 3).unresolved, Some(Unresolved::ProducerLost));
+}
+
+/// A thread whose first record is an exit was in a call when the records began (a trace
+/// switched on mid-call, or a flight recorder's span that begins after the entry): not a
+/// lost entry, counted apart; a raw capture's trailer carries the count to its replay.
+#[test]
+fn an_exit_before_any_entry_of_its_thread_is_a_call_begun_before() {
+    let mut p = Pipeline::new(Rows::default(), true);
+    p.exit(&exit(9, Api::HipStreamSynchronize, 100, 0));
+    p.exit(&exit(8, Api::HipEventRecord, 120, 0));
+    both(&mut p, 1, 9, Api::HipEventRecord, [E, S_A, 0]);
+    let (_, stats) = p.finish().unwrap();
+    assert_eq!((stats.unpaired_entries, stats.unpaired_exits), (0, 0));
+    assert_eq!(stats.calls_begun_before, 2);
+    assert_eq!(stats.calls(), 1);
+
+    let trailer = rocsync::emit::raw::Trailer {
+        calls_begun_before: stats.calls_begun_before,
+        ..Default::default()
+    };
+    let header = rocsync::emit::raw::Header {
+        clock_offset_ns: 0,
+        start_ns: 0,
+        command: vec!["app".into()],
+        from_start: true,
+    };
+    let bytes = RawWriter::new(Vec::new(), &header)
+        .unwrap()
+        .finish(&trailer)
+        .unwrap();
+    let mut replay = Pipeline::new(Rows::default(), true);
+    let mut r = Reader::new(&bytes[..]).unwrap();
+    while let Some(item) = r.next_item().unwrap() {
+        replay.replay(item);
+    }
+    let (_, again) = replay.finish().unwrap();
+    assert_eq!((again.calls_begun_before, again.unpaired_exits), (2, 0));
 }
 
 #[test]

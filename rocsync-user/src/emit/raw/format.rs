@@ -86,6 +86,9 @@ pub struct TrailerBody {
     pub unpaired_entries: u64,
     #[serde(default, deserialize_with = "count")]
     pub unpaired_exits: u64,
+    /// Written only when some: older captures read as none.
+    #[serde(default, deserialize_with = "count", skip_serializing_if = "none")]
+    pub calls_begun_before: u64,
 }
 
 /// A deferred call's return.

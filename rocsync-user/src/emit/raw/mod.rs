@@ -52,6 +52,7 @@ pub struct Trailer {
     pub kernel: KernelDrops,
     pub unpaired_entries: u64,
     pub unpaired_exits: u64,
+    pub calls_begun_before: u64,
     pub undecodable: u64,
     /// What each traced process said of itself, by pid (an object; null when unknown).
     pub processes: serde_json::Value,
@@ -92,6 +93,7 @@ impl<W: Write> RawWriter<W> {
             undecodable: t.undecodable,
             unpaired_entries: t.unpaired_entries,
             unpaired_exits: t.unpaired_exits,
+            calls_begun_before: t.calls_begun_before,
         };
         line(&mut self.out, &Tagged(TRAILER, &body))?;
         Ok(self.out)

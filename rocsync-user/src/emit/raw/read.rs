@@ -227,6 +227,7 @@ fn trailer(t: TrailerBody) -> Result<Trailer> {
         },
         unpaired_entries: t.unpaired_entries,
         unpaired_exits: t.unpaired_exits,
+        calls_begun_before: t.calls_begun_before,
         undecodable: t.undecodable,
         processes: processes(t.processes)?,
     })

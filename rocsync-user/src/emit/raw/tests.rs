@@ -65,6 +65,28 @@ fn queues_packets_and_losses_round_trip() {
     assert_eq!(r.next_item().unwrap(), None);
 }
 
+/// Calls begun before the capture are carried by the trailer (written only when some:
+/// a capture without them is written as before).
+#[test]
+fn calls_begun_before_round_trip() {
+    let t = Trailer {
+        calls_begun_before: 5,
+        ..Trailer::default()
+    };
+    let out = RawWriter::new(Vec::new(), &header())
+        .unwrap()
+        .finish(&t)
+        .unwrap();
+    let mut r = Reader::new(&out[..]).unwrap();
+    match r.next_item().unwrap() {
+        Some(Item::Trailer(back)) => assert_eq!(back.calls_begun_before, 5),
+        other => panic!("{other:?}"),
+    }
+    let none = RawWriter::new(Vec::new(), &header()).unwrap();
+    let text = String::from_utf8(none.finish(&Trailer::default()).unwrap()).unwrap();
+    assert!(!text.contains("calls_begun_before"), "{text}");
+}
+
 #[test]
 fn hostile_lines_are_errors_naming_their_line() {
     let mut text = Vec::new();
@@ -303,6 +325,7 @@ fn old_sample() -> Vec<u8> {
         kernel,
         unpaired_entries: 10,
         unpaired_exits: 11,
+        calls_begun_before: 0,
         undecodable: 12,
         processes,
     };

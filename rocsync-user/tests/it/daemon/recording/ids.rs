@@ -121,3 +121,44 @@ fn a_flight_dump_of_a_polling_loop_under_the_budget_holds_only_whole_calls() {
         "{recorded} of {records}"
     );
 }
+
+/// A trace switched on while a synchronize blocks records its return and not its entry:
+/// a call begun before the trace, counted as such, not an entry lost (it was counted as
+/// an unpaired exit; a flight recorder's span cut through a call the same way).
+#[test]
+fn a_call_in_flight_when_a_trace_begins_is_not_a_loss() {
+    let name = "a_call_in_flight_when_a_trace_begins_is_not_a_loss";
+    let Some((dir, exe)) = daemon_test(name) else {
+        return;
+    };
+    let (daemon, mut lines) = start_daemon(&dir, &exe, &[]);
+    let log = dir.path("stall.log");
+    let mut target = Gated::start(
+        Command::new(&exe)
+            .args(["gated", "stall", "1", "1500000"])
+            .env("SCENARIO_LOG", &log),
+    );
+    target.open_when_tracked(&mut lines);
+    // In its 1.5 s synchronize by now; the trace outlasts it.
+    std::thread::sleep(std::time::Duration::from_millis(400));
+    let sock = dir.path("rocsync.sock");
+    let pid = target.child.id().to_string();
+    let file = ask_daemon(&sock, &["trace", "--pid", &pid, "--duration", "2500ms"]);
+    assert!(target.child.wait().unwrap().success());
+    stop(daemon);
+    let t = read_json(std::path::Path::new(file.trim()));
+    let r = &t["rocsync"];
+    assert_eq!(r["drops"]["unpaired_exits"].as_u64(), Some(0), "{r}");
+    assert_eq!(r["drops"]["unpaired_entries"].as_u64(), Some(0), "{r}");
+    assert_eq!(r["calls_begun_before"].as_u64(), Some(1), "{r}");
+    // Its one synchronize began before the trace, so it has no row; the destroys after
+    // it have theirs.
+    let logged = read_log(&log);
+    let syncs = logged.iter().filter(|l| l.api == "hipStreamSynchronize");
+    assert_eq!(syncs.count(), 1);
+    let rows = runtime_rows(&t);
+    let named = |n: &str| rows.iter().filter(|r| r["name"] == n).count();
+    assert_eq!(named("hipStreamSynchronize"), 0);
+    assert_eq!(named("hipEventDestroy"), 1);
+    assert_eq!(named("hipStreamDestroy"), 2);
+}
