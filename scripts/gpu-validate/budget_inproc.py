@@ -24,7 +24,10 @@ its scan at start; its phase's rate is read from 4 s after it says it tracks the
 (its budget has shed and cycled by then) until it is stopped. Per phase: the loop's
 iterations per second, the daemon's view (probes' share of the loop's CPU, duty cycle)
 and the records and waits it counted (exact and estimated) against the iterations the
-loop made while the daemon ran. Writes OUT_DIR/budget-inproc.md and .jsonl.
+loop made while the daemon ran; and the time an iteration spends in its calls before
+it spins on its event (the probes' traps land there, and unlike the rate it does not
+follow the GPU's pace), against the untraced phases beside as the rate is. Writes
+OUT_DIR/budget-inproc.md and .jsonl.
 """
 import json
 import os
@@ -48,6 +51,31 @@ def rate_between(marks, a, b):
 
 def made_between(marks, a, b):
     return 1000 * sum(1 for t in marks if a <= t <= b)
+
+
+# The time each iteration spends in its calls up to the spin on its event (the last
+# event's destroy, the launch, the record and its create, the stream wait): where the
+# probes' traps land, and, unlike the rate, not tied to the GPU's pace.
+LOOP_EDITS = [
+    # Ends when told (a file appears), not at a time planned in advance: a phase that
+    # overran its plan (a slow dump) cut the phases after it short.
+    ("import json, sys, time, torch", "import json, os, sys, time, torch"),
+    ("seconds = float(sys.argv[1])", "seconds, stop = float(sys.argv[1]), sys.argv[2]"),
+    ("marks, it, polls = [], 0, 0", "marks, it, polls, spent, spents = [], 0, 0, 0, []"),
+    ("    e = torch.cuda.Event()\n", "    t0 = time.perf_counter_ns()\n    e = torch.cuda.Event()\n"),
+    ("    torch.cuda.current_stream().wait_event(e)\n",
+     "    torch.cuda.current_stream().wait_event(e)\n    spent += time.perf_counter_ns() - t0\n"),
+    ("        marks.append(time.monotonic() - start)\n",
+     "        marks.append(time.monotonic() - start)\n        spents.append(spent)\n"
+     "        if os.path.exists(stop):\n            break\n"),
+    ('"marks": marks}', '"marks": marks, "spent": spents}'),
+]
+
+
+def call_ns_between(marks, spent, a, b):
+    """ns per iteration spent in the timed calls between monotonic times a and b."""
+    i = [k for k, t in enumerate(marks) if a <= t <= b]
+    return (spent[i[-1]] - spent[i[0]]) / (1000 * (len(i) - 1)) if len(i) > 1 else float("nan")
 
 
 # Ten seconds of this loop come to about 0.5 GB of trace: over the default size bound.
@@ -141,11 +169,18 @@ def main():
     # The loop's marks are absolute monotonic times (one clock for every process here).
     loop = DENSE.replace("start = time.monotonic()", "start = 0.0").replace(
         "end = start + seconds", "end = time.monotonic() + seconds")
+    # It ends when told, and times its calls (LOOP_EDITS).
+    for a, b in LOOP_EDITS:
+        assert loop.count(a) == 1, a
+        loop = loop.replace(a, b)
     # LOOP_CPU=N pins the loop to CPU N (the daemons stay free): on the H200 an unpinned
     # loop's rate jumped between ~20 000 and ~33 000 it/s from one second to the next.
     cpu = os.environ.get("LOOP_CPU")
     pin = (lambda: os.sched_setaffinity(0, {int(cpu)})) if cpu else None
-    p = subprocess.Popen([python, "-c", loop, str(total)], stdin=subprocess.PIPE,
+    stop = out / "loop.stop"
+    stop.unlink(missing_ok=True)
+    # Its own end is only a bound: the script stops it once the last phase is over.
+    p = subprocess.Popen([python, "-c", loop, str(3 * total), str(stop)], stdin=subprocess.PIPE,
                          stdout=subprocess.PIPE, text=True, preexec_fn=pin)
     assert p.stdout.readline().strip() == "ready"
     p.stdin.write("go\n")
@@ -172,11 +207,13 @@ def main():
         counted = {k: after.get(k, 0) - before.get(k, 0) for k in after}
         phases.append({"mode": label, "from": a, "to": b, "daemon": seen,
                        "counted": counted, "counted_from": a - SETTLE, "dump": dump})
+    stop.touch()
     r = json.loads(p.stdout.readline())
     p.wait()
-    marks = r["marks"]
+    marks, spent = r["marks"], r["spent"]
     for ph in phases:
         ph["rate"] = rate_between(marks, ph["from"], ph["to"])
+        ph["call_ns"] = call_ns_between(marks, spent, ph["from"], ph["to"])
         # Second by second, to see where a phase's time went (a cycle's turns, drift).
         edges = range(int(ph["to"] - ph["from"]))
         per = (rate_between(marks, ph["from"] + k, ph["from"] + k + 1) for k in edges)
@@ -190,17 +227,23 @@ def main():
           "One dense-sync loop (budget.py's), warmed, with daemons started and stopped "
           "beside it; each daemon phase against the mean of the untraced phases on either "
           f"side, its rate read from {SETTLE:g} s after the daemon tracks the loop.\n",
-          "| phase | mode | it/s | × untraced beside | probes' share (daemon) | duty | "
+          "| phase | mode | it/s | × untraced beside | ns in the calls per it | "
+          "× untraced beside | probes' share (daemon) | duty | "
           "records counted (estimated) / made | waits counted (estimated) / made |",
-          "| ---: | --- | ---: | ---: | --- | --- | --- | --- |"]
+          "| ---: | --- | ---: | ---: | ---: | ---: | --- | --- | --- | --- |"]
+    in_calls = {}
     ratios = {}
     for i, ph in enumerate(phases):
-        ratio, share, duty, rec, wait = "", "–", "–", "–", "–"
+        ratio, call_ratio, share, duty, rec, wait = "", "", "–", "–", "–", "–"
         if "daemon" in ph:
             beside = statistics.mean([phases[i - 1]["rate"], phases[i + 1]["rate"]])
             x = ph["rate"] / beside
             ratios.setdefault(ph["mode"], []).append(x)
             ratio = f"{x:.3f}"
+            # Time in the calls: more is slower, so untraced over traced, as the rate.
+            y = statistics.mean([phases[i - 1]["call_ns"], phases[i + 1]["call_ns"]]) / ph["call_ns"]
+            in_calls.setdefault(ph["mode"], []).append(y)
+            call_ratio = f"{y:.3f}"
             share = f"{(ph['daemon']['cost_ratio'] or 0) * 100:.1f} %"
             duty = "%.2f" % (ph["daemon"].get("duty") or 1.0)
             c = ph["counted"]
@@ -210,12 +253,14 @@ def main():
                 est = sum(v for k, v in c.items() if k.startswith("estimated:" + api))
                 return f"{n} ({est}) / ~{ph['made']}"
             rec, wait = cell("cudaEventRecord"), cell("cudaStreamWaitEvent")
-        md.append(f"| {i} | {ph['mode']} | {ph['rate']:.0f} | {ratio} | {share} | {duty} "
-                  f"| {rec} | {wait} |")
+        md.append(f"| {i} | {ph['mode']} | {ph['rate']:.0f} | {ratio} | {ph['call_ns']:.0f} "
+                  f"| {call_ratio} | {share} | {duty} | {rec} | {wait} |")
     md.append("")
     for mode, xs in ratios.items():
+        ys = in_calls[mode]
         md.append(f"- {mode}: × {statistics.mean(xs):.3f} of untraced (phases: "
-                  + ", ".join(f"{x:.3f}" for x in xs) + ")")
+                  + ", ".join(f"{x:.3f}" for x in xs) + "); by the time in its calls × "
+                  f"{statistics.mean(ys):.3f} (" + ", ".join(f"{y:.3f}" for y in ys) + ")")
     md += price_lines(phases) + dump_lines(phases, marks)
     with open(out / "budget-inproc.jsonl", "w") as f:
         for i, ph in enumerate(phases):
