@@ -70,6 +70,8 @@ pub struct Pipeline<S: Sink> {
     error: Option<io::Error>,
     /// After stop: exits of calls entered while inactive are expected, not losses.
     stopping: bool,
+    /// Its records may begin while calls are in flight (a daemon trace, a flight dump).
+    mid_call: bool,
 }
 
 impl<S: Sink> Pipeline<S> {
@@ -87,7 +89,16 @@ impl<S: Sink> Pipeline<S> {
             stats: CaptureStats::default(),
             error: None,
             stopping: false,
+            mid_call: false,
         }
+    }
+
+    /// Its records begin while calls are in flight (the daemon switches a running
+    /// process's recording on; a flight recorder's span begins where it begins): an
+    /// unmatched exit before its thread's first entry is a call begun before, not an
+    /// entry lost. Not so in `run` and `attach`, whose probes see every call they return.
+    pub fn begins_mid_call(&mut self) {
+        self.mid_call = true;
     }
 
     /// Its calls' ids start at `first`, before any record (a daemon trace that begins
@@ -135,6 +146,8 @@ impl<S: Sink> Pipeline<S> {
     pub fn entry(&mut self, e: &EntryRecord) {
         let Some(call) = Call::entered(e) else {
             self.stats.undecodable += 1;
+            // Its thread's next unmatched exit may be this call's: not one begun before.
+            self.pairing.seen(e.pid, e.tid);
             return;
         };
         self.pairing
@@ -165,9 +178,10 @@ impl<S: Sink> Pipeline<S> {
                 };
                 self.sequencer.returned(corr, exit, &mut |r| out.push(r));
             }
-            None if m.began_before => self.stats.calls_begun_before += 1,
-            None if !self.stopping => self.stats.unpaired_exits += 1,
-            None => {}
+            // Past the end, calls entered after it return: none of its.
+            None if self.stopping => {}
+            None if self.mid_call && m.began_before => self.stats.calls_begun_before += 1,
+            None => self.stats.unpaired_exits += 1,
         }
         self.release(out);
     }

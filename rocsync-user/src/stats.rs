@@ -64,9 +64,10 @@ pub struct CaptureStats {
     pub unpaired_entries: u64,
     /// Exit records with no entry to pair with (the entry was lost).
     pub unpaired_exits: u64,
-    /// Exit records of calls begun before the records start: a thread's first record
-    /// its exit (the call was in flight when recording began, or its entry older than a
-    /// flight recorder's span). Not a loss: no call of the span is missing.
+    /// In a daemon trace or flight dump, unmatched exit records with no entry of their
+    /// thread before them: calls begun before the records (in flight when recording
+    /// began, or entered before a flight recorder's span). Not a loss of its own: an
+    /// entry lost in the ring is also counted as a lost id.
     pub calls_begun_before: u64,
     pub undecodable: u64,
     /// Times the probes woke the reader (at most once per drain; each an interrupt on

@@ -20,9 +20,8 @@ pub struct Matched {
     pub correlation: Option<u64>,
     /// Calls entered above it whose exits never came (their exit records were lost).
     pub orphaned: Vec<u64>,
-    /// Matching nothing, on a thread with no entry before it: a call begun before the
-    /// records start (in flight when recording began, or its entry older than a flight
-    /// recorder's span), not an entry lost.
+    /// Matching nothing, with no entry of its thread before it: where records begin
+    /// mid-call, a call begun before they do.
     pub began_before: bool,
 }
 
@@ -30,16 +29,21 @@ pub struct Matched {
 pub struct Pairing {
     open: HashMap<(u32, u32), Vec<Open>>,
     /// Threads that have entered a call.
-    entered: HashSet<(u32, u32)>,
+    threads: HashSet<(u32, u32)>,
 }
 
 impl Pairing {
     pub fn entered(&mut self, pid: u32, tid: u32, correlation: u64, api: Api) {
-        self.entered.insert((pid, tid));
+        self.threads.insert((pid, tid));
         self.open
             .entry((pid, tid))
             .or_default()
             .push(Open { correlation, api });
+    }
+
+    /// The thread entered a call that cannot be paired (its record undecodable).
+    pub fn seen(&mut self, pid: u32, tid: u32) {
+        self.threads.insert((pid, tid));
     }
 
     /// The call an exit of `api` on this thread returns from: the innermost open call of
@@ -48,7 +52,7 @@ impl Pairing {
         let none = Matched {
             correlation: None,
             orphaned: Vec::new(),
-            began_before: !self.entered.contains(&(pid, tid)),
+            began_before: !self.threads.contains(&(pid, tid)),
         };
         let Some(stack) = self.open.get_mut(&(pid, tid)) else {
             return none;
@@ -107,7 +111,7 @@ mod tests {
         // that entered calls before.
         let m = p.returned(1, 7, Api::HipEventSynchronize);
         assert_eq!((m.correlation, m.began_before), (None, false));
-        // A thread's first record an exit: its call began before the records start.
+        // No entry of its thread before it: (where records begin mid-call) begun before.
         let m = p.returned(2, 2, Api::HipEventSynchronize);
         assert_eq!((m.correlation, m.began_before), (None, true));
         // Once the thread enters a call, what it returns from unmatched was lost.

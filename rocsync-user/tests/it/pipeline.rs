@@ -106,17 +106,35 @@ fn unpaired_records_are_counted_never_dropped_silently() {
     assert_eq!(row(&rows, 3).unresolved, Some(Unresolved::ProducerLost));
 }
 
-/// A thread whose first record is an exit was in a call when the records began (a trace
-/// switched on mid-call, or a flight recorder's span that begins after the entry): not a
-/// lost entry, counted apart; a raw capture's trailer carries the count to its replay.
+/// Where records begin mid-call (a daemon trace switched on during a call, a flight
+/// recorder's span that begins after an entry), an exit with no entry of its thread
+/// before it is a call begun before: not a lost entry, counted apart; a raw capture's
+/// trailer carries the count to its replay. Elsewhere (`run`, `attach`) it is unpaired,
+/// as is one after an undecodable entry, and nothing is counted once stopping.
 #[test]
 fn an_exit_before_any_entry_of_its_thread_is_a_call_begun_before() {
+    let records = |p: &mut Pipeline<Rows>| {
+        p.exit(&exit(9, Api::HipStreamSynchronize, 100, 0));
+        p.exit(&exit(8, Api::HipEventRecord, 120, 0));
+        p.entry(&EntryRecord {
+            api: u16::MAX,
+            ..entry(7, 6, Api::HipEventRecord, [0; 3])
+        });
+        p.exit(&exit(6, Api::HipEventRecord, 130, 0));
+        both(p, 1, 9, Api::HipEventRecord, [E, S_A, 0]);
+        p.stopping();
+        p.exit(&exit(5, Api::HipEventRecord, 140, 0));
+    };
     let mut p = Pipeline::new(Rows::default(), true);
-    p.exit(&exit(9, Api::HipStreamSynchronize, 100, 0));
-    p.exit(&exit(8, Api::HipEventRecord, 120, 0));
-    both(&mut p, 1, 9, Api::HipEventRecord, [E, S_A, 0]);
+    records(&mut p);
     let (_, stats) = p.finish().unwrap();
-    assert_eq!((stats.unpaired_entries, stats.unpaired_exits), (0, 0));
+    assert_eq!(stats.unpaired_exits, 3);
+    assert_eq!(stats.calls_begun_before, 0);
+    let mut p = Pipeline::new(Rows::default(), false);
+    p.begins_mid_call();
+    records(&mut p);
+    let (_, stats) = p.finish().unwrap();
+    assert_eq!((stats.unpaired_entries, stats.unpaired_exits), (0, 1));
     assert_eq!(stats.calls_begun_before, 2);
     assert_eq!(stats.calls(), 1);
 

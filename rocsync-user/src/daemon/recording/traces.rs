@@ -346,7 +346,8 @@ pub(crate) fn open(
     };
     let mut sink = outputs.open(header)?;
     sink.trace_mut().always_per_process = output.is_some();
-    let pipeline = Pipeline::new(sink, false);
+    let mut pipeline = Pipeline::new(sink, false);
+    pipeline.begins_mid_call();
     Ok((pipeline, outputs))
 }
 
