@@ -45,8 +45,13 @@ impl Daemon {
                 continue;
             };
             kept.insert(pid, shares.kept());
+            // A cycled process's verdict is the cycle's, from its periods probed whole
+            // (`turn_cycle`), not one second's reading off.
+            let cycled = self.tracker.cycle.pids.contains(&pid);
             if shares.all <= limit.0 {
-                self.budget.over.remove(&pid);
+                if !cycled {
+                    self.budget.over.remove(&pid);
+                }
                 continue;
             }
             // Polls worth shedding, still probed: shed.
@@ -62,10 +67,11 @@ impl Daemon {
             // takes it (`cycling.rs`), or (shed-only) it is said once.
             if shares.kept() > limit.0 {
                 kept_over.push((pid, shares.kept()));
-                if !cycles && self.budget.over.insert(pid, Over::ShedOnly).is_none() {
+                // Said once, and again should its reason have been another's.
+                if !cycles && self.budget.over.insert(pid, Over::ShedOnly) != Some(Over::ShedOnly) {
                     alone.push((pid, shares.kept()));
                 }
-            } else {
+            } else if !cycled {
                 self.budget.over.remove(&pid);
             }
         }
@@ -85,9 +91,11 @@ impl Daemon {
                     .collect()
             }
         };
-        // The cycled ones it holds are under the budget on average.
+        // The cycled ones it holds are under the budget on average; those whose
+        // synchronizes alone are over it stay so between the periods that measure it.
         let held: Vec<u32> = (self.tracker.cycle.pids.iter())
             .filter(|p| !left.iter().any(|l| l.0 == **p))
+            .filter(|p| self.budget.over.get(p) != Some(&Over::Synchronizes))
             .copied()
             .collect();
         for pid in held {

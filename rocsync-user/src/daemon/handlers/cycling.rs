@@ -199,6 +199,11 @@ impl Daemon {
             if sized.is_none() {
                 let pids = t.cycle.pids.iter();
                 left.extend(pids.filter_map(|p| Some((*p, *kept.get(p)?, Over::Synchronizes))));
+            } else {
+                // Sized within the budget: held, whatever the last measure said.
+                for p in &t.cycle.pids {
+                    self.budget.over.remove(p);
+                }
             }
             if before != t.cycle.every() {
                 crate::say!(

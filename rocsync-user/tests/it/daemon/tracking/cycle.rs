@@ -174,3 +174,43 @@ fn a_file_another_users_process_maps_is_never_cycled() {
     other.child.end();
     stop(daemon);
 }
+
+/// A budget its synchronizes alone are over (they stay probed): the cycle runs at its
+/// slowest, and the process is counted over the budget under `synchronizes` all along,
+/// through the periods off too (it was counted only in the one second in 30 that
+/// measured it, and said again each time).
+#[test]
+fn a_process_whose_synchronizes_alone_are_over_the_budget_stays_counted_so() {
+    let name = "a_process_whose_synchronizes_alone_are_over_the_budget_stays_counted_so";
+    let Some((dir, _)) = daemon_test(name) else {
+        return;
+    };
+    let exe = own_copy(&dir);
+    let (daemon, mut lines) =
+        start_daemon(&dir, &exe, &["--budget", "0.6%", "--budget-mode", "cycle"]);
+    let addr = metrics_addr(&lines);
+    let mut target = Gated::start(
+        std::process::Command::new(&exe)
+            .args(["gated", "dense", "30000", "50"])
+            .env("SCENARIO_LOG", dir.path("loop.log")),
+    );
+    let pid = target.child.id();
+    target.open_when_tracked(&mut lines);
+    lines.wait_for(&format!("pid {pid}'s records and waits alone cost "));
+    lines.wait_for("what stays probed (synchronizes) costs more on its own");
+    let over = r#"rocsync_over_budget_processes{reason="synchronizes"}"#;
+    // Sampled through the periods off that follow (29 s of every 30).
+    for _ in 0..20 {
+        assert_eq!(metric(&addr, over), 1.0);
+        assert_eq!(metric(&addr, "rocsync_over_budget_processes"), 1.0);
+        std::thread::sleep(std::time::Duration::from_millis(150));
+    }
+    let said = lines
+        .1
+        .iter()
+        .filter(|l| l.contains("costs more on its own"))
+        .count();
+    assert_eq!(said, 1, "said once");
+    target.child.end();
+    stop(daemon);
+}
