@@ -67,8 +67,7 @@ impl Daemon {
             // takes it (`cycling.rs`), or (shed-only) it is said once.
             if shares.kept() > limit.0 {
                 kept_over.push((pid, shares.kept()));
-                // Said once, and again should its reason have been another's.
-                if !cycles && self.budget.over.insert(pid, Over::ShedOnly) != Some(Over::ShedOnly) {
+                if !cycles && self.budget.over.get(&pid) != Some(&Over::ShedOnly) {
                     alone.push((pid, shares.kept()));
                 }
             } else if !cycled {
@@ -102,8 +101,8 @@ impl Daemon {
             self.budget.over.remove(&pid);
         }
         for (pid, share, why) in left {
-            // Said again when why changes.
-            if self.budget.over.insert(pid, why) != Some(why) || !cycles {
+            // Said once, and again when why changes.
+            if self.budget.over.insert(pid, why) != Some(why) {
                 crate::say!(
                     "rocsync daemon: warning: budget: pid {pid}'s records and waits alone \
                      cost {}, which the budget cannot take ({why}); raise --budget, turn it \
