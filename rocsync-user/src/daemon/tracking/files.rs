@@ -134,7 +134,7 @@ impl Files {
 
     /// A runtime on a user's FUSE mount, refused: whether it is the first time (counted).
     pub fn refuse_fuse(&mut self, m: &crate::probes::maps::Mapping) -> bool {
-        let first = self.on_fuse.insert((m.dev, m.inode));
+        let first = remember(&mut self.on_fuse, (m.dev, m.inode));
         self.refused.user_fuse += u64::from(first);
         first
     }
@@ -142,10 +142,7 @@ impl Files {
     /// `pid`'s runtime mapping `m` could not be opened (`e`): refused as unusable,
     /// counted and said once (never a runtime left unprobed without a word).
     pub fn unopened(&mut self, m: &crate::probes::maps::Mapping, pid: u32, e: &anyhow::Error) {
-        if self.unopened.len() >= MAX_REMEMBERED && !self.unopened.contains(&(m.dev, m.inode)) {
-            self.unopened.clear();
-        }
-        if self.unopened.insert((m.dev, m.inode)) {
+        if remember(&mut self.unopened, (m.dev, m.inode)) {
             self.refused.unusable += 1;
             let e = crate::daemon::untrusted::shown(&format!("{e:#}"));
             crate::say!("rocsync daemon: warning: pid {pid}: {e}");
@@ -377,7 +374,7 @@ impl Files {
 }
 
 /// Inserts `id`, starting the set again when full; whether it was new.
-fn remember(set: &mut HashSet<FileId>, id: FileId) -> bool {
+fn remember<T: std::hash::Hash + Eq>(set: &mut HashSet<T>, id: T) -> bool {
     if set.len() >= MAX_REMEMBERED && !set.contains(&id) {
         set.clear();
     }
