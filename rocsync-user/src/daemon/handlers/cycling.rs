@@ -229,7 +229,7 @@ impl Daemon {
             },
             Turn::StillOff => {
                 if let Some(counts) = counts(t) {
-                    t.estimates.extend(counts);
+                    t.estimates.extend(&counts);
                 }
             }
             Turn::Idle => {}

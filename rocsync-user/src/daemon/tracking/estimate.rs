@@ -63,7 +63,7 @@ impl Estimates {
     /// The cycled files' probes went on: what they missed up to now estimated, and the
     /// period on measured from `now`.
     pub fn probed(&mut self, now: Counts) {
-        self.estimate_to(&now);
+        self.extend(&now);
         self.end_span();
         self.start = Some(now);
     }
@@ -80,12 +80,8 @@ impl Estimates {
         self.off_from = Some(now);
     }
 
-    /// Estimates what they miss up to `now` (still off).
-    pub fn extend(&mut self, now: Counts) {
-        self.estimate_to(&now);
-    }
-
-    fn estimate_to(&mut self, now: &Counts) {
+    /// Estimates what they miss up to `now` (still off, or going on).
+    pub fn extend(&mut self, now: &Counts) {
         let Some(from) = &self.off_from else { return };
         let secs = now.at.saturating_duration_since(from.at).as_secs_f64();
         let scale = match (self.work_on, work_per_second(from, now)) {
@@ -116,7 +112,7 @@ impl Estimates {
 
     /// The probes are on again for good (the cycle ended): estimated up to `now`.
     pub fn stop(&mut self, now: Counts) {
-        self.estimate_to(&now);
+        self.extend(&now);
         self.halt();
     }
 
@@ -224,14 +220,14 @@ mod tests {
             &[((0, 7), 4_100)],
             &[(1, 3_000, 0, true), (2, 1_000, 0, false)],
         ));
-        e.extend(counts(t + 3 * s, &[((0, 7), 4_100)], &[]));
+        e.extend(&counts(t + 3 * s, &[((0, 7), 4_100)], &[]));
         assert_eq!(e.added[&(0, 7)], 6_000, "2 s off at 3 000/s");
         // On again after one more second: that second is estimated too, but for the 200
         // calls the kernel counted in it (probes still detaching), three quarters of
         // them the cycled process's; then nothing more while on.
         e.probed(counts(t + 4 * s, &[((0, 7), 4_300)], &[]));
         assert_eq!(e.added[&(0, 7)], 9_000 - 150);
-        e.extend(counts(t + 9 * s, &[((0, 7), 9_000)], &[]));
+        e.extend(&counts(t + 9 * s, &[((0, 7), 9_000)], &[]));
         assert_eq!(e.added[&(0, 7)], 8_850, "on: counted, not estimated");
         e.forget_group(0);
         assert!(e.added.is_empty());
@@ -255,31 +251,22 @@ mod tests {
                 &[(1, cpu_on)],
             ));
         };
-        let mut busy = Estimates::default();
-        on(&mut busy, 1_000_000_000);
-        busy.extend(with_cpu(
-            counts(t + 3 * s, &[], &[(1, 100_000, 0, true)]),
-            &[(1, 3_000_000_000)],
-        ));
+        // Its CPU time (ns) in the second on, and in each of the two seconds off: the
+        // calls estimated for those two.
+        let estimated = |cpu_on: u64, cpu_off: u64| {
+            let mut e = Estimates::default();
+            on(&mut e, cpu_on);
+            e.extend(&with_cpu(
+                counts(t + 3 * s, &[], &[(1, 100_000, 0, true)]),
+                &[(1, cpu_on + 2 * cpu_off)],
+            ));
+            e.added[&(0, 7)]
+        };
         // 50 000/s for 2 s, times 1 s / 0.9 s of its own.
-        assert_eq!(busy.added[&(0, 7)], 111_111);
-
-        let mut waiting = Estimates::default();
-        on(&mut waiting, 300_000_000);
-        waiting.extend(with_cpu(
-            counts(t + 3 * s, &[], &[(1, 100_000, 0, true)]),
-            &[(1, 300_000_000 + 2 * 200_000_000)],
-        ));
-        assert_eq!(waiting.added[&(0, 7)], 100_000);
-
+        assert_eq!(estimated(1_000_000_000, 1_000_000_000), 111_111);
+        assert_eq!(estimated(300_000_000, 200_000_000), 100_000);
         // 50 ms of its own a second on, 130 off: five ticks against thirteen says little,
         // and the rate on stands.
-        let mut light = Estimates::default();
-        on(&mut light, 150_000_000);
-        light.extend(with_cpu(
-            counts(t + 3 * s, &[], &[(1, 100_000, 0, true)]),
-            &[(1, 150_000_000 + 2 * 130_000_000)],
-        ));
-        assert_eq!(light.added[&(0, 7)], 100_000);
+        assert_eq!(estimated(150_000_000, 130_000_000), 100_000);
     }
 }
