@@ -70,8 +70,6 @@ pub struct Pipeline<S: Sink> {
     error: Option<io::Error>,
     /// After stop: exits of calls entered while inactive are expected, not losses.
     stopping: bool,
-    /// Its records may begin while calls are in flight (a daemon trace, a flight dump).
-    mid_call: bool,
 }
 
 impl<S: Sink> Pipeline<S> {
@@ -89,7 +87,6 @@ impl<S: Sink> Pipeline<S> {
             stats: CaptureStats::default(),
             error: None,
             stopping: false,
-            mid_call: false,
         }
     }
 
@@ -98,7 +95,7 @@ impl<S: Sink> Pipeline<S> {
     /// unmatched exit before its thread's first entry is a call begun before, not an
     /// entry lost. Not so in `run` and `attach`, whose probes see every call they return.
     pub fn begins_mid_call(&mut self) {
-        self.mid_call = true;
+        self.pairing.follow_threads();
     }
 
     /// Its calls' ids start at `first`, before any record (a daemon trace that begins
@@ -180,7 +177,7 @@ impl<S: Sink> Pipeline<S> {
             }
             // Past the end, calls entered after it return: none of its.
             None if self.stopping => {}
-            None if self.mid_call && m.began_before => self.stats.calls_begun_before += 1,
+            None if m.began_before => self.stats.calls_begun_before += 1,
             None => self.stats.unpaired_exits += 1,
         }
         self.release(out);

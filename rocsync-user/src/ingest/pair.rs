@@ -20,21 +20,28 @@ pub struct Matched {
     pub correlation: Option<u64>,
     /// Calls entered above it whose exits never came (their exit records were lost).
     pub orphaned: Vec<u64>,
-    /// Matching nothing, with no entry of its thread before it: where records begin
-    /// mid-call, a call begun before they do.
+    /// Matching nothing, with no entry of its thread before it, where threads are
+    /// followed ([`Pairing::follow_threads`]): a call begun before the records.
     pub began_before: bool,
 }
 
 #[derive(Default)]
 pub struct Pairing {
     open: HashMap<(u32, u32), Vec<Open>>,
-    /// Threads that have entered a call.
-    threads: HashSet<(u32, u32)>,
+    /// Threads that have entered a call, where records may begin mid-call (elsewhere
+    /// not kept: a set insert per call for nothing).
+    threads: Option<HashSet<(u32, u32)>>,
 }
 
 impl Pairing {
+    /// Records may begin mid-call: an unmatched exit before its thread's first entry is
+    /// told apart ([`Matched::began_before`]).
+    pub fn follow_threads(&mut self) {
+        self.threads.get_or_insert_default();
+    }
+
     pub fn entered(&mut self, pid: u32, tid: u32, correlation: u64, api: Api) {
-        self.threads.insert((pid, tid));
+        self.seen(pid, tid);
         self.open
             .entry((pid, tid))
             .or_default()
@@ -43,7 +50,9 @@ impl Pairing {
 
     /// The thread entered a call that cannot be paired (its record undecodable).
     pub fn seen(&mut self, pid: u32, tid: u32) {
-        self.threads.insert((pid, tid));
+        if let Some(threads) = &mut self.threads {
+            threads.insert((pid, tid));
+        }
     }
 
     /// The call an exit of `api` on this thread returns from: the innermost open call of
@@ -52,7 +61,7 @@ impl Pairing {
         let none = Matched {
             correlation: None,
             orphaned: Vec::new(),
-            began_before: !self.threads.contains(&(pid, tid)),
+            began_before: (self.threads.as_ref()).is_some_and(|t| !t.contains(&(pid, tid))),
         };
         let Some(stack) = self.open.get_mut(&(pid, tid)) else {
             return none;
@@ -102,6 +111,7 @@ mod tests {
     #[test]
     fn a_lost_exit_orphans_the_calls_above_and_a_lost_entry_matches_nothing() {
         let mut p = Pairing::default();
+        p.follow_threads();
         p.entered(1, 7, 1, Api::HipDeviceSynchronize);
         p.entered(1, 7, 2, Api::HipEventRecord);
         // The record's exit was lost: the outer call's exit still finds its entry.
@@ -118,5 +128,8 @@ mod tests {
         p.entered(2, 2, 3, Api::HipEventRecord);
         assert!(p.returned(2, 2, Api::HipEventRecord).correlation == Some(3));
         assert!(!p.returned(2, 2, Api::HipEventSynchronize).began_before);
+        // Threads not followed (run, attach): never told apart.
+        let mut q = Pairing::default();
+        assert!(!q.returned(3, 3, Api::HipEventSynchronize).began_before);
     }
 }
