@@ -135,15 +135,16 @@ fn a_call_in_flight_when_a_trace_begins_is_not_a_loss() {
     let log = dir.path("stall.log");
     let mut target = Gated::start(
         Command::new(&exe)
-            .args(["gated", "stall", "1", "1500000"])
+            .args(["gated", "stall", "1", "4000000"])
             .env("SCENARIO_LOG", &log),
     );
     target.open_when_tracked(&mut lines);
-    // In its 1.5 s synchronize by now; the trace outlasts it.
+    // In its 4 s synchronize by now (with seconds to spare on a loaded machine); the
+    // trace outlasts it.
     std::thread::sleep(std::time::Duration::from_millis(400));
     let sock = dir.path("rocsync.sock");
     let pid = target.child.id().to_string();
-    let file = ask_daemon(&sock, &["trace", "--pid", &pid, "--duration", "2500ms"]);
+    let file = ask_daemon(&sock, &["trace", "--pid", &pid, "--duration", "6000ms"]);
     assert!(target.child.wait().unwrap().success());
     stop(daemon);
     let t = read_json(std::path::Path::new(file.trim()));
