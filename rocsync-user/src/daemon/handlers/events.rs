@@ -6,7 +6,7 @@ use rocsync_common::{Api, Decoded, GetDeviceMode, Op, PROCESS_EXIT, Switch, deco
 
 use crate::agents::ClaimId;
 use crate::daemon::{
-    outputs::statedir,
+    outputs::{retention, statedir},
     recording::writing::Done,
     serving::exposition,
     serving::http,
@@ -152,6 +152,8 @@ impl Daemon {
                         uploads.submit(std::path::Path::new(file), pod, job);
                     }
                 }
+                // Whose each file is, for retention's per-user shares.
+                retention::record_owners(&w.files, &w.pids, &done.owners);
                 // Every file of this trace stays: the client is about to be told of them.
                 let written: Vec<&std::path::Path> =
                     w.files.iter().map(std::path::Path::new).collect();

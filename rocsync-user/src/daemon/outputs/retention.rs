@@ -1,8 +1,14 @@
-//! The state directory's traces are kept within a total size and an age, oldest removed
-//! first (traces asked for, sampled and dyno's alike, as one budget); the trace just
-//! written (every per-process file of it) is always kept. With uploads on, a trace still waiting for its upload is
-//! spared by age and removed for size only after every uploaded one: then it is lost,
-//! and counted.
+//! The state directory's traces are kept within a total size and an age (traces asked
+//! for, sampled and dyno's alike, as one budget shared between users: `policy`); the
+//! trace just written (every per-process file of it) is always kept. With uploads on, a
+//! trace still waiting for its upload is spared by age and removed for size only after
+//! its user's uploaded ones: then it is lost, and counted.
+
+mod owners;
+mod policy;
+
+pub use owners::{Owners, of as owners_of, record as record_owners};
+use policy::{Entry, Removal, Why};
 
 use std::{
     collections::HashMap,
@@ -60,39 +66,7 @@ pub struct Retention {
     pub max_age: Option<Duration>,
 }
 
-/// A trace file: (path, size, modification time, waiting for its upload).
-pub type Entry = (PathBuf, u64, SystemTime, bool);
-
 impl Retention {
-    /// Which of `files` to remove at `now`, sparing `keep`, each with whether it was
-    /// still waiting for its upload.
-    pub fn expired(
-        &self,
-        mut files: Vec<Entry>,
-        now: SystemTime,
-        keep: &[&Path],
-    ) -> Vec<(PathBuf, bool)> {
-        // Uploaded (or never to be uploaded) traces first, oldest first.
-        files.sort_by_key(|f| (f.3, f.2));
-        let mut total: u64 = files.iter().map(|f| f.1).sum();
-        let mut gone = Vec::new();
-        for (path, size, time, waiting) in files {
-            if keep.contains(&path.as_path()) {
-                continue;
-            }
-            let old = !waiting
-                && self
-                    .max_age
-                    .is_some_and(|a| now.duration_since(time).unwrap_or_default() > a);
-            let over = self.max_bytes.is_some_and(|m| total > m);
-            if old || over {
-                total -= size;
-                gone.push((path, waiting));
-            }
-        }
-        gone
-    }
-
     /// Applies the limits to the trace files in `dirs`, together; returns how many
     /// traces waiting for their upload it removed. Each folder is opened once, without
     /// following a link anywhere on its path, checked to be the daemon's own (none others
@@ -115,6 +89,8 @@ impl Retention {
         let mut at: HashMap<PathBuf, (usize, OsString)> = HashMap::new();
         let mut keep_paths = Vec::new();
         let mut files: Vec<Entry> = Vec::new();
+        // Owner files, by their folder and trace's name.
+        let mut owner_files: HashMap<(usize, OsString), OsString> = HashMap::new();
         for (i, (dir, fd)) in folders.iter().enumerate() {
             let Ok(mut entries) = rustix::fs::Dir::read_from(fd) else {
                 continue;
@@ -125,8 +101,14 @@ impl Retention {
                 let Ok(m) = rustix::fs::statat(fd, &*name, AtFlags::SYMLINK_NOFOLLOW) else {
                     continue;
                 };
-                let regular = FileType::from_raw_mode(m.st_mode) == FileType::RegularFile;
-                if !regular || !name.as_bytes().ends_with(b".json") {
+                if FileType::from_raw_mode(m.st_mode) != FileType::RegularFile {
+                    continue;
+                }
+                if let Some(trace) = owners::trace_of(&name) {
+                    owner_files.insert((i, trace.to_os_string()), name);
+                    continue;
+                }
+                if !name.as_bytes().ends_with(b".json") {
                     continue;
                 }
                 let path = dir.join(&name);
@@ -135,31 +117,74 @@ impl Retention {
                 }
                 let modified = SystemTime::UNIX_EPOCH
                     + Duration::new(m.st_mtime.max(0) as u64, m.st_mtime_nsec as u32);
-                let waiting = upload::waiting(&path);
-                files.push((path.clone(), m.st_blocks as u64 * 512, modified, waiting));
+                files.push(Entry {
+                    path: path.clone(),
+                    size: m.st_blocks as u64 * 512,
+                    modified,
+                    waiting: upload::waiting(&path),
+                    owner: None,
+                });
                 at.insert(path, (i, name));
             }
         }
+        for f in &mut files {
+            let (i, name) = &at[&f.path];
+            let owner_file = owner_files.remove(&(*i, name.clone()));
+            f.owner = owner_file.and_then(|o| owners::read(&folders[*i].1, &o));
+        }
+        // Those left are of traces removed by hand.
+        for ((i, _), name) in owner_files {
+            let _ = rustix::fs::unlinkat(&folders[i].1, &name, AtFlags::empty());
+        }
         let keep: Vec<&Path> = keep_paths.iter().map(PathBuf::as_path).collect();
+        let limits = (self.max_bytes, self.max_age);
         let mut lost = 0;
-        for (path, waiting) in self.expired(files, SystemTime::now(), &keep) {
-            let Some((i, name)) = at.get(&path) else {
+        for removal in policy::expired(limits, files, SystemTime::now(), &keep) {
+            let Some((i, name)) = at.get(&removal.path) else {
                 continue;
             };
-            match rustix::fs::unlinkat(&folders[*i].1, name, AtFlags::empty()) {
-                Ok(()) if waiting => {
-                    lost += 1;
-                    crate::say!(
-                        "rocsync daemon: warning: retention removed {} before its upload",
-                        path.display()
-                    );
+            let folder = &folders[*i].1;
+            let path = removal.path.display();
+            match rustix::fs::unlinkat(folder, name, AtFlags::empty()) {
+                Ok(()) => {
+                    lost += u64::from(removal.waiting);
+                    crate::say!("{}", said(&removal, self.max_bytes));
+                    let mut owner_file = name.clone();
+                    owner_file.push(owners::SUFFIX);
+                    let _ = rustix::fs::unlinkat(folder, &owner_file, AtFlags::empty());
                 }
-                Ok(()) => crate::say!("rocsync daemon: retention removed {}", path.display()),
-                Err(e) => crate::say!("rocsync daemon: warning: removing {}: {e}", path.display()),
+                Err(e) => crate::say!("rocsync daemon: warning: removing {path}: {e}"),
             }
-            upload::forget(&path);
+            upload::forget(&removal.path);
         }
         lost
+    }
+}
+
+/// The log line of a removal: the user whose share it was taken from (a size removal is
+/// never another user's doing), and whether its upload is lost. Ends with the path.
+fn said(r: &Removal, max_bytes: Option<u64>) -> String {
+    let path = r.path.display();
+    let why = match &r.why {
+        // One user: the bound is theirs alone.
+        Why::Age | Why::Share { users: 1, .. } => String::new(),
+        Why::Share {
+            owner,
+            bytes,
+            share,
+            users,
+        } => {
+            let who = owner.map_or("traces of no known user".into(), |u| format!("uid {u}"));
+            let max = max_bytes.unwrap_or_default();
+            format!(
+                "{who} held {bytes} bytes, over its share ({max} between {users} users: \
+                 {share} each): "
+            )
+        }
+    };
+    match r.waiting {
+        true => format!("rocsync daemon: warning: {why}retention removed {path} before its upload"),
+        false => format!("rocsync daemon: {why}retention removed {path}"),
     }
 }
 
@@ -205,99 +230,77 @@ mod tests {
         assert!(theirs.exists(), "a linked folder's file was removed");
     }
 
+    /// The issue's case on disk: `nobody`'s flood of traces (one still waiting for its
+    /// upload) over a bound that root's single, oldest, trace fits the share of. Node-wide
+    /// "oldest first" removed root's first.
     #[test]
-    fn oldest_first_within_size_and_age_and_never_the_newest() {
-        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
-        let f = |n: &str, size, age_s| {
-            (
-                PathBuf::from(n),
-                size,
-                t0 - Duration::from_secs(age_s),
-                false,
-            )
+    fn a_users_flood_never_removes_anothers_trace_and_a_waiting_one_removed_is_lost() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let root = tempfile::tempdir().unwrap();
+        let traces = root.path().join("traces");
+        std::fs::create_dir(&traces).unwrap();
+        std::fs::set_permissions(&traces, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let now = SystemTime::now();
+        let trace = |name: &str, age_s: u64| {
+            let path = traces.join(format!("{name}.json"));
+            std::fs::write(&path, vec![b'x'; 64 << 10]).unwrap();
+            let file = std::fs::File::options().write(true).open(&path).unwrap();
+            file.set_modified(now - Duration::from_secs(age_s)).unwrap();
+            path.display().to_string()
         };
-        let names = |gone: Vec<(PathBuf, bool)>| gone.into_iter().map(|g| g.0).collect::<Vec<_>>();
-        let files = vec![
-            f("a", 10, 300),
-            f("b", 10, 200),
-            f("c", 10, 100),
-            f("d", 10, 0),
+        let mut files = vec![trace("root-hang", 3600)];
+        files.extend((1..=6).map(|i| trace(&format!("flood-{i}"), 600 - i * 60)));
+        let pids: Vec<Option<u32>> = (0..7).map(Some).collect();
+        let owners: Owners = (0..7)
+            .map(|p| (p, if p == 0 { 0 } else { 65534 }))
+            .collect();
+        record_owners(&files, &pids, &owners);
+        // The oldest of nobody's waits for its upload; a trace removed by hand left its
+        // owner file.
+        std::fs::write(format!("{}.upload", files[1]), "p/node/flood-1.json").unwrap();
+        std::fs::write(traces.join("by-hand.json.owner"), "0\n").unwrap();
+        // Room for two: one each.
+        use std::os::unix::fs::MetadataExt as _;
+        let unit = std::fs::metadata(&files[0]).unwrap().blocks() * 512;
+        let limit = Retention {
+            max_bytes: Some(2 * unit),
+            max_age: None,
+        };
+        let newest = Path::new(&files[6]);
+        let lost = limit.apply(std::slice::from_ref(&traces), &[newest]);
+        let left: Vec<bool> = files.iter().map(|f| Path::new(f).exists()).collect();
+        let expected = [true, false, false, false, false, false, true];
+        assert_eq!(left, expected, "root's and the newest stay");
+        assert_eq!(lost, 1, "flood-1 was removed before its upload");
+        let mut names: Vec<String> = std::fs::read_dir(&traces)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        let expected = [
+            "flood-6.json",
+            "flood-6.json.owner",
+            "root-hang.json",
+            "root-hang.json.owner",
         ];
-        let by_size = Retention {
-            max_bytes: Some(25),
-            max_age: None,
+        assert_eq!(
+            names, expected,
+            "owner and upload files go with their trace"
+        );
+        let removal = Removal {
+            path: "/s/traces/flood-1.json".into(),
+            waiting: true,
+            why: Why::Share {
+                owner: Some(65534),
+                bytes: 7,
+                share: 1,
+                users: 2,
+            },
         };
         assert_eq!(
-            names(by_size.expired(files.clone(), t0, &[Path::new("d")])),
-            ["a", "b"].map(PathBuf::from)
+            said(&removal, Some(2)),
+            "rocsync daemon: warning: uid 65534 held 7 bytes, over its share (2 between 2 users: \
+             1 each): retention removed /s/traces/flood-1.json before its upload"
         );
-        let by_age = Retention {
-            max_bytes: None,
-            max_age: Some(Duration::from_secs(150)),
-        };
-        assert_eq!(
-            names(by_age.expired(files.clone(), t0, &[Path::new("d")])),
-            ["a", "b"].map(PathBuf::from)
-        );
-        let tiny = Retention {
-            max_bytes: Some(1),
-            max_age: None,
-        };
-        assert_eq!(
-            tiny.expired(files, t0, &[Path::new("d")]).len(),
-            3,
-            "the newest stays"
-        );
-    }
-
-    #[test]
-    fn a_trace_waiting_for_its_upload_goes_last_and_never_for_age() {
-        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
-        let f = |n: &str, age_s, waiting| {
-            (
-                PathBuf::from(n),
-                10,
-                t0 - Duration::from_secs(age_s),
-                waiting,
-            )
-        };
-        let files = vec![
-            f("a", 300, true),
-            f("b", 200, false),
-            f("c", 100, false),
-            f("d", 0, false),
-        ];
-        let both = Retention {
-            max_bytes: Some(25),
-            max_age: Some(Duration::from_secs(50)),
-        };
-        let gone = both.expired(files.clone(), t0, &[Path::new("d")]);
-        // b and c by age (a is spared by age); then 20 bytes left: within the size.
-        assert_eq!(gone, vec![("b".into(), false), ("c".into(), false)]);
-        let tight = Retention {
-            max_bytes: Some(15),
-            max_age: None,
-        };
-        let gone = tight.expired(files, t0, &[Path::new("d")]);
-        assert_eq!(
-            gone,
-            vec![("b".into(), false), ("c".into(), false), ("a".into(), true)],
-            "the waiting one last, counted as such"
-        );
-    }
-
-    #[test]
-    fn every_file_of_the_trace_just_written_stays() {
-        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
-        let f = |n: &str, age_s| (PathBuf::from(n), 10, t0 - Duration::from_secs(age_s), false);
-        // One trace of three processes, its files written over a second, and an old one.
-        let files = vec![f("old", 300), f("p1", 2), f("p2", 1), f("p3", 0)];
-        let tiny = Retention {
-            max_bytes: Some(1),
-            max_age: Some(Duration::from_secs(1)),
-        };
-        let keep = ["p1", "p2", "p3"].map(Path::new);
-        let gone = tiny.expired(files, t0, &keep);
-        assert_eq!(gone, vec![("old".into(), false)]);
     }
 }

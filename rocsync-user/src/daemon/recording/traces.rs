@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use crate::daemon::{
-    outputs::statedir,
+    outputs::{retention, statedir},
     serving::protocol::{self, Reply},
     serving::socket::PendingReply,
     tracking::budget::{self, ShedLog},
@@ -46,6 +46,8 @@ pub struct Active {
     pub jobs: BTreeMap<u32, String>,
     /// What each said of itself when the trace began (name, rank): its trace's.
     pub processes: BTreeMap<u32, ProcessInfo>,
+    /// Each one's user when the trace began: whose its file is (retention's shares).
+    pub owners: retention::Owners,
     pub agents: AgentSet,
     pipeline: Pipeline<CaptureSink>,
     outputs: Outputs,
@@ -98,6 +100,7 @@ impl Active {
             id,
             stem,
             processes: identities(pids.iter().copied(), &tracker.pods),
+            owners: retention::owners_of(pids.iter().copied()),
             pids,
             jobs: BTreeMap::new(),
             agents: spec.agents,

@@ -13,6 +13,7 @@ use std::{
 use tokio::task::{Id, JoinSet};
 
 use crate::daemon::{
+    outputs::retention,
     recording::flight::{self, Held},
     recording::traces::{self, Active},
     serving::protocol::Reply,
@@ -29,6 +30,8 @@ pub struct Done {
     pub pods: BTreeMap<u32, (String, String)>,
     /// The traced processes' jobs (their world communicator's id), for upload keys.
     pub jobs: BTreeMap<u32, String>,
+    /// The traced processes' users, whose shares of retention their files count in.
+    pub owners: retention::Owners,
     /// A stall or hang trace (`rocsync status` lists the newest).
     pub unasked: bool,
 }
@@ -48,6 +51,7 @@ impl Writing {
         let done_name = name.clone();
         let pods = pods_of(&trace.processes);
         let jobs = trace.jobs.clone();
+        let owners = trace.owners.clone();
         let unasked = trace.origin.unasked();
         let job = self.jobs.spawn_blocking(trimmed(move || {
             let (client, reply) = trace.finish();
@@ -57,6 +61,7 @@ impl Writing {
                 reply,
                 pods,
                 jobs,
+                owners,
                 unasked,
             }
         }));
@@ -76,6 +81,8 @@ impl Writing {
         let name = format!("flight recorder dump {id}");
         let done_name = name.clone();
         let pods = pods_of(&processes);
+        // Read at the request, as a trace's are when it begins.
+        let owners = retention::owners_of(processes.keys().copied());
         let job = self.jobs.spawn_blocking(trimmed(move || {
             let records = flight::records(&held.chunks);
             let queues = held.queues.iter().map(Vec::as_slice);
@@ -93,6 +100,7 @@ impl Writing {
                 reply: traces::answer(written),
                 pods,
                 jobs: BTreeMap::new(),
+                owners,
                 unasked: false,
             }
         }));

@@ -27,8 +27,9 @@ settings! {
     sample_window: duration "DURATION" => |c| c.sampling.map_or_else(off, |(w, _)| duration(w));
     /// How often a sampled window starts (e.g. 5m; the first at a random point of it)
     sample_every: duration "DURATION" => |c| c.sampling.map_or_else(off, |(_, e)| duration(e));
-    /// Keep the state directory's traces under this total (e.g. 10G), oldest removed first
-    /// [default: a tenth of its file system, at most 4G]; none: no limit
+    /// Keep the state directory's traces under this total (e.g. 10G), shared evenly by the
+    /// users of the processes traced: the user most over their share loses their oldest
+    /// first [default: a tenth of its file system, at most 4G]; none: no limit
     retention_max_bytes: size "SIZE" => |c| c.retention.max_bytes.map_or("none".into(), |b| b.to_string());
     /// Remove traces older than this (e.g. 7d)
     retention_max_age: duration "DURATION" => |c| c.retention.max_age.map_or("none".into(), duration);

@@ -1,6 +1,7 @@
 //! Retention unset still bounds the state directory: a tenth of its file system, so the
 //! traces of processes that hang now and then (up to --trace-max-bytes each) cannot fill
-//! a node's disk. Needs root (a tmpfs of a known size as the state directory).
+//! a node's disk; and one user's traces never push out another's. Needs root (a tmpfs of
+//! a known size as the state directory; another user's process).
 
 use std::{
     io::Write as _,
@@ -85,4 +86,75 @@ fn unset_retention_keeps_a_tenth_of_the_state_directorys_file_system() {
     assert!(left <= 2 << 20, "{left} bytes left: {kept:?}");
     // 4 MiB before: at least two had to go (none did while unset meant no limit).
     assert!(gone >= 2, "{kept:?}");
+}
+
+/// The issue's case with the real daemon: `nobody`'s flood of traces (planted, with the
+/// owner files the daemon keeps, and one asked for) over the bound. Node-wide "oldest
+/// first" removed root's trace, the oldest; now only nobody's, over its share, go.
+#[test]
+fn another_users_flood_of_traces_never_removes_roots_trace() {
+    use std::os::unix::{fs::PermissionsExt as _, process::CommandExt as _};
+    let name = "another_users_flood_of_traces_never_removes_roots_trace";
+    let Some((dir, _)) = daemon_test(name) else {
+        return;
+    };
+    // The program where nobody can run it, a folder of theirs for its log.
+    std::fs::set_permissions(dir.path(""), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let exe = own_copy(&dir);
+    let theirs = dir.path("theirs");
+    std::fs::create_dir(&theirs).unwrap();
+    std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();
+    // A share of 4 MiB each for root and nobody.
+    let args = ["--retention-max-bytes", "8M"];
+    let (daemon, mut lines) = start_daemon(&dir, &exe, &args);
+    let sock = dir.path("rocsync.sock");
+    let trace = |pid: u32| {
+        let asked = ["trace", "--pid", &pid.to_string(), "--duration", "100ms"];
+        PathBuf::from(ask_daemon(&sock, &asked).trim())
+    };
+    let mut root = tracked_loop(&dir, &exe, &mut lines, 1500);
+    let roots = trace(root.id());
+    assert!(root.wait().unwrap().success());
+    // Their flood, newer than root's trace: 12 MiB of traces the daemon wrote before.
+    let traces = dir.path("state/traces");
+    let after = std::fs::metadata(&roots).unwrap().modified().unwrap();
+    let flood: Vec<PathBuf> = (0..6)
+        .map(|i| {
+            let path = traces.join(format!("hang-flood-{i}.json"));
+            let mut file = std::fs::File::create(&path).unwrap();
+            file.write_all(&vec![b' '; 2 << 20]).unwrap();
+            let modified = after + Duration::from_secs(1 + i);
+            file.set_modified(modified).unwrap();
+            std::fs::write(format!("{}.owner", path.display()), "65534\n").unwrap();
+            path
+        })
+        .collect();
+    let mut nobody = Reaped(
+        Command::new(&exe)
+            .args(["loop", "1500"])
+            .env("SCENARIO_LOG", theirs.join("loop.log"))
+            .uid(65534)
+            .gid(65534)
+            .spawn()
+            .unwrap(),
+    );
+    lines.wait_for(&format!("tracking pid {}", nobody.id()));
+    let nobodys = trace(nobody.id());
+    assert!(nobody.wait().unwrap().success());
+    stop(daemon);
+    let owner = |p: &Path| std::fs::read_to_string(format!("{}.owner", p.display())).unwrap();
+    assert!(roots.exists(), "root's trace removed for nobody's");
+    assert!(nobodys.exists(), "the trace just written stays");
+    assert_eq!(owner(&roots), "0\n", "recorded as its process's user's");
+    assert_eq!(owner(&nobodys), "65534\n");
+    // Nobody's oldest first, until the total fits.
+    let kept: Vec<bool> = flood.iter().map(|p| p.exists()).collect();
+    let gone = kept.iter().take_while(|k| !**k).count();
+    assert!(gone >= 2 && kept[gone..].iter().all(|k| *k), "{kept:?}");
+    let size = |p: &Path| std::fs::metadata(p).map_or(0, |m| m.len());
+    let flooded: u64 = flood.iter().map(|p| size(p)).sum();
+    let left = size(&roots) + size(&nobodys) + flooded;
+    assert!(left <= 8 << 20, "{left} bytes left: {kept:?}");
+    let said = lines.all().join("\n");
+    assert!(said.contains("uid 65534 held "), "{said}");
 }
