@@ -3,7 +3,7 @@
 //! number formatting, the top level; HTA finds the rank with a regex over the text).
 //! Written atomically beside its final name, which must not exist.
 
-use std::{io::Write as _, path::Path};
+use std::{io::Write, path::Path};
 
 use anyhow::{Context as _, Result, bail};
 
@@ -31,31 +31,35 @@ pub fn set_int(text: &str, key: &str, value: i64) -> Option<String> {
     Some(format!("{}{value}{}", &text[..from], &text[from + len..]))
 }
 
-/// The whole output: edits applied (sorted by element), rows appended.
-pub fn assemble(p: &Profile, mut edits: Vec<(usize, String)>, added: &[String]) -> Result<String> {
+/// The whole output, written to `out` as it is made (a copy of the trace held beside it
+/// doubled what annotate holds): edits applied (sorted by element), rows appended.
+pub fn assemble(
+    p: &Profile,
+    mut edits: Vec<(usize, String)>,
+    added: &[String],
+    out: &mut dyn Write,
+) -> Result<()> {
     edits.sort_by_key(|e| e.0);
-    let mut out =
-        String::with_capacity(p.text.len() + added.iter().map(|a| a.len() + 4).sum::<usize>());
+    if !added.is_empty() && p.spans.is_empty() {
+        bail!("the profiler trace has no events to annotate");
+    }
     let mut at = 0;
     for (i, text) in &edits {
         let (a, b) = p.spans[*i];
-        out.push_str(&p.text[at..a]);
-        out.push_str(text);
+        out.write_all(&p.text.as_bytes()[at..a])?;
+        out.write_all(text.as_bytes())?;
         at = b;
     }
-    if !added.is_empty() {
-        let Some(&(_, end)) = p.spans.last() else {
-            bail!("the profiler trace has no events to annotate");
-        };
-        out.push_str(&p.text[at..end]);
+    if let (false, Some(&(_, end))) = (added.is_empty(), p.spans.last()) {
+        out.write_all(&p.text.as_bytes()[at..end])?;
         for row in added {
-            out.push_str(",\n  ");
-            out.push_str(row);
+            out.write_all(b",\n  ")?;
+            out.write_all(row.as_bytes())?;
         }
         at = end;
     }
-    out.push_str(&p.text[at..]);
-    Ok(out)
+    out.write_all(&p.text.as_bytes()[at..])?;
+    Ok(())
 }
 
 /// `trace.json[.gz]` → `trace.annotated.json`, beside it.
@@ -73,9 +77,14 @@ pub fn default_output(trace: &Path) -> std::path::PathBuf {
     trace.with_file_name(format!("{stem}.annotated.json"))
 }
 
-/// Writes `text` to `path` atomically; an existing `path` is refused, now and at the
-/// rename, unless `force` (then only a regular file is replaced, as every output is).
-pub fn write(path: &Path, text: &str, force: bool) -> Result<()> {
+/// Writes what `text` writes to `path` atomically; an existing `path` is refused, now and
+/// at the rename, unless `force` (then only a regular file is replaced, as every output
+/// is).
+pub fn write(
+    path: &Path,
+    force: bool,
+    text: impl FnOnce(&mut dyn Write) -> Result<()>,
+) -> Result<()> {
     crate::emit::files::refuse_existing(path, force)?;
     let file = if force {
         PendingFile::create(path)?
@@ -83,8 +92,7 @@ pub fn write(path: &Path, text: &str, force: bool) -> Result<()> {
         PendingFile::create_new(path)?
     };
     let mut w = file.stream()?;
-    w.write_all(text.as_bytes())
-        .with_context(|| format!("writing {}", path.display()))?;
+    text(&mut w).with_context(|| format!("writing {}", path.display()))?;
     w.close()
         .with_context(|| format!("writing {}", path.display()))?;
     file.persist()?;

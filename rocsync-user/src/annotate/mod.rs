@@ -36,9 +36,13 @@ use profile::{Flavour, Profile};
 use streams::StreamMap;
 
 /// The largest profiler trace read (decompressed, its blank runs cut): annotate holds
-/// it whole, and a hostile file cannot make it allocate without bound (its events are
-/// bounded too: `profile::MAX_EVENTS`).
-const MAX_TRACE: u64 = 2 << 30;
+/// it whole, so it is held to the bound of what `report` holds (at 2 GiB, a 2 MB gzip
+/// made it hold 2 GB); its events are bounded too (`profile::MAX_EVENTS`).
+const MAX_TRACE: u64 = crate::input::MAX_HELD;
+/// The longest string of a profiler trace read: its longest (kernel names, call stacks)
+/// are kilobytes. The text is copied as written, so a longer one is refused, not cut, and
+/// early: one string of 2 GB was held whole.
+const MAX_TRACE_STRING: usize = 16 << 20;
 
 /// What to annotate, as plain values.
 #[derive(Clone, Debug)]
@@ -147,7 +151,7 @@ fn read_profile(path: &Path) -> Result<Profile> {
              and the torch.profiler trace of the same run as the trace"
         );
     }
-    let text = json_text(input, MAX_TRACE, &shown.to_string())?;
+    let text = json_text(input, (MAX_TRACE, MAX_TRACE_STRING), &shown.to_string())?;
     let profile = Profile::parse(text).with_context(|| format!("{shown}"))?;
     if profile.from_rocsync {
         bail!(
@@ -220,8 +224,7 @@ fn with_profile(
             .collect();
         summaries.push(s);
     }
-    let text = edit::assemble(&profile, edits, &added)?;
-    edit::write(out, &text, force)?;
+    edit::write(out, force, |w| edit::assemble(&profile, edits, &added, w))?;
     Ok(summaries)
 }
 

@@ -73,8 +73,8 @@ pub struct Profile {
 
 /// The most `traceEvents` read: each costs its span and, as a row, more than its text
 /// (a file of empty events, 3 bytes each, took 11 times its size). A Kineto trace's
-/// events average a few hundred bytes: 2 GiB of them is about this many.
-pub const MAX_EVENTS: usize = 8 << 20;
+/// events average a few hundred bytes: the largest trace read holds about this many.
+pub const MAX_EVENTS: usize = (crate::input::MAX_HELD / 256) as usize;
 const TOO_MANY: &str = "more than";
 /// The largest event read as a row: read whole, an event costs ~17 times its text (one
 /// of an array of 100 M zeros took 3.5 GB); Kineto's rows are a few hundred bytes.

@@ -1,14 +1,21 @@
 //! Files users hand to the offline commands cannot make them allocate without bound: a
 //! gzip of gigabytes of blanks costs what its text means (its blank runs are cut as it
-//! is read), and `report` streams a trace, holding its runtime rows only — measured by
-//! the command's own peak resident set (`peak_rss`).
+//! is read), `report` streams a trace, holding its runtime rows only, and `annotate`
+//! holds no more text than the bound of what `report` holds — measured by the command's
+//! own peak resident set (`peak_rss`).
 
 use std::{io::Write as _, path::Path};
 
 use crate::common::*;
 
-/// Peak RSS (KiB) of `rocsync ARGS` and its output; it must fail or succeed as `ok`.
+/// Peak RSS (KiB) of `rocsync ARGS` and its stderr; it must fail or succeed as `ok`.
 fn peak_kib(args: &[&Path], ok: bool) -> (i64, String) {
+    let (peak, _, stderr) = peak_and_output(args, ok);
+    (peak, stderr)
+}
+
+/// Peak RSS (KiB) of `rocsync ARGS`, its stdout and its stderr.
+fn peak_and_output(args: &[&Path], ok: bool) -> (i64, String, String) {
     let out = std::process::Command::new(rocsync_tests::peak_rss())
         .arg(env!("CARGO_BIN_EXE_rocsync"))
         .args(args)
@@ -17,9 +24,15 @@ fn peak_kib(args: &[&Path], ok: bool) -> (i64, String) {
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert_eq!(out.status.success(), ok, "{args:?}: {stderr}");
-    let peak = text.lines().last().and_then(|l| l.parse().ok());
+    // peak_rss prints the peak as the last line, after the command's own output.
+    let (stdout, last) = text
+        .trim_end()
+        .rsplit_once('\n')
+        .unwrap_or(("", text.as_str()));
+    let peak = last.trim().parse().ok();
     (
         peak.unwrap_or_else(|| panic!("no peak in {text:?}")),
+        stdout.to_string(),
         stderr,
     )
 }
@@ -106,7 +119,7 @@ fn annotate_refuses_a_trace_of_more_events_than_it_holds() {
     gz.finish().unwrap();
     let (peak, stderr) = annotate_failing(&dir, &bomb);
     assert!(
-        stderr.contains("more than 8388608 trace events"),
+        stderr.contains("more than 2097152 trace events"),
         "{stderr}"
     );
     // Its 96 MiB of text and the events' bound's spans: 32 Mi events read through took
@@ -168,4 +181,66 @@ fn report_streams_a_large_trace_holding_its_runtime_rows_only() {
         peak < size_kib / 4,
         "report held {peak} KiB of a {size_kib} KiB trace"
     );
+}
+
+/// A gzip written as members, each piece compressed once however often it is repeated
+/// (the decoder reads concatenated members as one text): gigabytes of rows in a few
+/// megabytes, written in a moment.
+struct Members(std::io::BufWriter<std::fs::File>);
+
+impl Members {
+    fn create(path: &Path) -> Self {
+        Members(std::io::BufWriter::new(
+            std::fs::File::create(path).unwrap(),
+        ))
+    }
+
+    fn compressed(text: &str) -> Vec<u8> {
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+        gz.write_all(text.as_bytes()).unwrap();
+        gz.finish().unwrap()
+    }
+
+    fn text(&mut self, text: &str) {
+        self.0.write_all(&Self::compressed(text)).unwrap();
+    }
+
+    fn raw(&mut self, member: &[u8]) {
+        self.0.write_all(member).unwrap();
+    }
+}
+
+/// annotate holds the profiler trace's text whole, to the bound of what `report` holds
+/// (it was 2 GiB): a 2 MB gzip of one 2 GiB string was held whole; now that string is
+/// refused at 16 MiB, and 2 GiB of strings of 1 MiB at the bound, each with what to do.
+#[test]
+fn annotate_refuses_a_trace_past_the_bound_of_what_report_holds() {
+    let dir = TempDir::new();
+    let chunk = Members::compressed(&"s".repeat(1 << 20));
+    for (name, between) in [("string", ""), ("strings", r#"", ""#)] {
+        let bomb = dir.path(&format!("{name}.json.gz"));
+        let mut gz = Members::create(&bomb);
+        gz.text(r#"{"traceEvents": [], "x": [""#);
+        for i in 0..2048 {
+            gz.raw(&chunk);
+            if i < 2047 {
+                gz.text(between);
+            }
+        }
+        gz.text(r#""]}"#);
+        gz.0.flush().unwrap();
+        drop(gz);
+        let size = std::fs::metadata(&bomb).unwrap().len();
+        assert!(size < 4 << 20, "{size}");
+        let (peak, stderr) = annotate_failing(&dir, &bomb);
+        let (said, held) = match name {
+            "string" => ("it has a string over 16 MiB", 64 * MIB),
+            _ => ("is larger than 512 MiB of JSON text", 640 * MIB),
+        };
+        assert!(
+            stderr.contains(said) && stderr.contains("rocsync: error:"),
+            "{stderr}"
+        );
+        assert!(peak < held, "annotate held {peak} KiB: {stderr}");
+    }
 }
