@@ -1,12 +1,13 @@
 //! What a report is computed from, whichever file it came from: the calls as observed,
-//! and every count of what was lost or could not be used.
+//! and every count of what was lost, could not be used, or was cut to the report's
+//! bounds. Names are shared between calls (`Rc<str>`), never a copy per call.
 
-use std::collections::BTreeMap;
+use std::{collections::BTreeMap, rc::Rc};
 
 /// One call, with its resolution.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Observed {
-    pub api: String,
+    pub api: Rc<str>,
     pub pid: u32,
     pub tid: u32,
     pub correlation: u64,
@@ -15,14 +16,14 @@ pub struct Observed {
     /// How long the calling thread was in the call.
     pub blocked_ns: i64,
     /// For synchronisations, CUPTI's name of the kind ("Stream Wait Event", …).
-    pub sync: Option<String>,
+    pub sync: Option<Rc<str>>,
     /// For synchronisations, the device they apply to.
     pub device: Option<i32>,
     /// The stream argument's handle, if the call has one.
     pub stream: Option<u64>,
     pub producer: Option<Produced>,
     /// For waits on an event that name no producer: why.
-    pub unresolved: Option<String>,
+    pub unresolved: Option<Rc<str>>,
 }
 
 /// The record a wait resolved to.
@@ -43,11 +44,20 @@ pub struct Capture {
     pub losses: BTreeMap<String, u64>,
     /// What the report read but could not use, by reason.
     pub unusable: BTreeMap<String, u64>,
+    /// What the report cut to its bounds (strings past their length, rows past what it
+    /// holds), by reason.
+    pub cut: BTreeMap<String, u64>,
 }
 
 impl Capture {
     pub fn unusable(&mut self, why: &str) {
         *self.unusable.entry(why.to_string()).or_default() += 1;
+    }
+
+    pub fn cut(&mut self, why: String, n: u64) {
+        if n > 0 {
+            *self.cut.entry(why).or_default() += n;
+        }
     }
 
     /// Times made relative to the first call.

@@ -22,6 +22,8 @@ pub struct Figures {
     pub losses: BTreeMap<String, u64>,
     /// What the report read but could not use, by reason.
     pub unusable: BTreeMap<String, u64>,
+    /// What the report cut to its bounds, by reason.
+    pub cut: BTreeMap<String, u64>,
 }
 
 /// Calls of one API on one device (none for calls that are not synchronisations).
@@ -89,15 +91,16 @@ impl Figures {
             per_api: per_api(&c.calls),
             longest_waits: longest.into_iter().take(LONGEST).map(wait).collect(),
             dependencies: dependencies(&syncs),
-            unresolved: syncs.iter().filter_map(|o| o.unresolved.clone()).fold(
+            unresolved: syncs.iter().filter_map(|o| o.unresolved.as_deref()).fold(
                 BTreeMap::new(),
                 |mut m, r| {
-                    *m.entry(r).or_default() += 1;
+                    *m.entry(r.to_string()).or_default() += 1;
                     m
                 },
             ),
             losses: c.losses.clone(),
             unusable: c.unusable.clone(),
+            cut: c.cut.clone(),
         }
     }
 }
@@ -123,7 +126,7 @@ fn per_api(calls: &[Observed]) -> Vec<ApiFigures> {
     let mut groups: BTreeMap<(&str, Option<i32>), Vec<i64>> = BTreeMap::new();
     for o in calls {
         groups
-            .entry((o.api.as_str(), o.device))
+            .entry((&*o.api, o.device))
             .or_default()
             .push(o.blocked_ns);
     }
@@ -146,8 +149,8 @@ fn per_api(calls: &[Observed]) -> Vec<ApiFigures> {
 
 fn wait(o: &Observed) -> Wait {
     Wait {
-        api: o.api.clone(),
-        kind: o.sync.clone().unwrap_or_default(),
+        api: o.api.to_string(),
+        kind: o.sync.as_deref().unwrap_or_default().to_string(),
         correlation: o.correlation,
         pid: o.pid,
         tid: o.tid,
@@ -161,7 +164,7 @@ fn wait(o: &Observed) -> Wait {
             tid: p.tid,
             since_record_us: us(o.start_ns - p.record_ns),
         }),
-        unresolved: o.unresolved.clone(),
+        unresolved: o.unresolved.as_deref().map(String::from),
     }
 }
 
@@ -175,7 +178,7 @@ pub fn dependencies(syncs: &[&Observed]) -> Vec<Dependency> {
         if !waits_on_event(kind) {
             continue;
         }
-        let waiter = match (kind.as_str(), o.stream) {
+        let waiter = match (&**kind, o.stream) {
             ("Stream Wait Event", Some(s)) => stream_name(s),
             _ => format!("thread {}", o.tid),
         };

@@ -13,8 +13,11 @@ use std::{collections::BTreeMap, path::Path};
 use anyhow::{Context as _, Result, bail};
 use serde::Serialize;
 
-use super::ranks::{self, Ranks, Said, Seen};
-use crate::input::{decompressed, listed, open_regular};
+use super::{
+    held::Held,
+    ranks::{self, Ranks, Said, Seen, Sig},
+};
+use crate::input::{MAX_HELD, decompressed, listed, open_regular};
 
 /// Collectives two ranks must share to be aligned by their signatures.
 const MIN_OVERLAP: usize = 2;
@@ -38,7 +41,7 @@ pub struct Rank {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub api: Option<String>,
     #[serde(skip)]
-    calls: Vec<(u64, String)>,
+    calls: Vec<(u64, Sig)>,
 }
 
 #[derive(Debug, Serialize)]
@@ -58,18 +61,20 @@ pub struct Job {
     pub notes: Vec<String>,
 }
 
-/// Reads every trace (`*.json`, `*.json.gz`) of `dir`.
+/// Reads every trace (`*.json`, `*.json.gz`) of `dir`: their collectives, all within
+/// one bound in bytes.
 pub fn read_dir(dir: &Path) -> Result<Job> {
     let files = listed(dir, &[".json", ".json.gz"])?;
     if files.is_empty() {
         bail!("{} holds no trace (*.json, *.json.gz)", dir.display());
     }
+    let mut held = Held::new(MAX_HELD);
     let mut read = Vec::new();
     for f in &files {
         let path = shown(&f.display().to_string());
         let file = open_regular(f, "report reads the trace files of a directory")
             .with_context(|| format!("reading {path}"))?;
-        let ranks = ranks::read(decompressed(file)?)
+        let ranks = ranks::read(decompressed(file)?, &mut held)
             .with_context(|| format!("{path} is not a rocsync Kineto trace"))?;
         let name = f
             .file_name()
@@ -113,15 +118,19 @@ pub fn job(traces: Vec<(String, Ranks)>) -> Job {
             }
         }
     }
-    let mut notes: Vec<String> = (traces.iter())
-        .filter(|(_, t)| t.unused > 0)
-        .map(|(file, t)| {
-            format!(
-                "{file}: {} collective row(s) or daemon word(s) not used (a field no rocsync trace writes, or past a million rows)",
+    let mut notes = Vec::new();
+    for (file, t) in &traces {
+        if t.unused > 0 {
+            notes.push(format!(
+                "{file}: {} collective row(s) or daemon word(s) not used (a field no rocsync trace writes)",
                 t.unused
-            )
-        })
-        .collect();
+            ));
+        }
+        // What was cut, said: the job's traces share one bound.
+        for (why, n) in &t.cut {
+            notes.push(format!("{file}: {n} {why}"));
+        }
+    }
     let mut unaligned: Vec<Vec<Rank>> = Vec::new();
     for mut r in unknown {
         let fits = fits(&r, &known, &unaligned);
@@ -211,7 +220,7 @@ fn fits(
         let Some(reference) = group.iter().max_by_key(|g| g.calls.len()) else {
             continue;
         };
-        let theirs: BTreeMap<u64, &String> = reference.calls.iter().map(|(s, w)| (*s, w)).collect();
+        let theirs: BTreeMap<u64, &Sig> = reference.calls.iter().map(|(s, w)| (*s, w)).collect();
         let Some((first, sig)) = r.calls.first() else {
             continue;
         };

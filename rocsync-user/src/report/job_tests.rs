@@ -1,12 +1,18 @@
 //! The job report against ranks written out by hand.
 use super::*;
+use crate::report::fields::Scalar;
 
 fn seen(id: Option<&str>, rank: u64, calls: &[(u64, &str)]) -> Seen {
     Seen {
         id: id.map(String::from),
         rank: Some(rank),
         nranks: Some(2),
-        calls: calls.iter().map(|(s, w)| (*s, w.to_string())).collect(),
+        calls: (calls.iter())
+            .map(|(s, w)| {
+                let (what, size) = (std::rc::Rc::from(*w), Scalar::Absent);
+                (*s, Sig { what, size })
+            })
+            .collect(),
     }
 }
 

@@ -8,7 +8,9 @@
 //! [`Figures`] that [`text`] prints and [`plot`] draws.
 
 mod capture;
+mod fields;
 mod figures;
+mod held;
 mod job;
 mod kineto;
 mod plot;

@@ -131,7 +131,7 @@ const KINDS: [&str; 4] = [
 fn histograms(c: &Capture, svg: &mut String) -> Result<()> {
     let mut per_api: BTreeMap<&str, Vec<i64>> = BTreeMap::new();
     for o in c.calls.iter().filter(|o| o.sync.is_some()) {
-        per_api.entry(&o.api).or_default().push(o.blocked_ns);
+        per_api.entry(&*o.api).or_default().push(o.blocked_ns);
     }
     let panels = per_api.len().max(1);
     let root = SVGBackend::with_string(svg, (800, 260 * panels as u32)).into_drawing_area();

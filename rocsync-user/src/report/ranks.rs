@@ -3,13 +3,16 @@
 //! and what the daemon said of it (a hang or stall waiting in a collective, a rank
 //! traced for being behind). Read as it streams by, as [`super::kineto`] reads.
 
-use std::{collections::BTreeMap, io::BufRead};
+use std::{collections::BTreeMap, io::BufRead, mem::size_of, rc::Rc};
 
 use anyhow::Result;
 use serde::Deserialize;
-use serde_json::Value;
 
-use super::stream;
+use super::{
+    fields::{Object, Scalar},
+    held::Held,
+    stream,
+};
 
 /// A communicator of one process, as its rows show it.
 #[derive(Clone, Debug, Default)]
@@ -18,12 +21,18 @@ pub struct Seen {
     pub id: Option<String>,
     pub rank: Option<u64>,
     pub nranks: Option<u64>,
-    /// Each collective: (its number, what it was: name, type and size).
-    pub calls: Vec<(u64, String)>,
+    /// Each collective: its number, and what it was.
+    pub calls: Vec<(u64, Sig)>,
 }
 
-/// Collective rows one trace may hold for the report: past them it says so.
-const MAX_ROWS: usize = 1 << 20;
+/// What a collective was, as ranks are aligned by: its name and type (held once for
+/// every collective of them), and its size.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Sig {
+    pub what: Rc<str>,
+    pub size: Scalar,
+}
+
 /// A collective's number past this is no number a job reached (2^40: a million a
 /// second for twelve days): its row is not used.
 const MAX_SEQ: u64 = 1 << 40;
@@ -32,8 +41,10 @@ const MAX_SEQ: u64 = 1 << 40;
 #[derive(Debug, Default)]
 pub struct Ranks {
     pub comms: BTreeMap<(u64, String), Seen>,
-    /// Rows not used: past [`MAX_ROWS`], or with a field no rocsync trace writes.
+    /// Rows not used: with a field no rocsync trace writes.
     pub unused: u64,
+    /// What was cut to the report's bounds, by reason.
+    pub cut: BTreeMap<String, u64>,
     /// The daemon's word on a process of it.
     pub said: Vec<Said>,
 }
@@ -54,10 +65,62 @@ pub struct Said {
 #[derive(Default, Deserialize)]
 #[serde(default)]
 struct Event {
-    cat: Value,
-    name: Value,
-    pid: Value,
-    args: BTreeMap<String, Value>,
+    cat: Scalar,
+    name: Scalar,
+    pid: Scalar,
+    args: Object<Args>,
+}
+
+/// A collective row's fields, named as PyTorch's `record_param_comms` rows name them.
+#[derive(Default, Deserialize)]
+#[serde(default)]
+struct Args {
+    #[serde(rename = "Seq")]
+    seq: Scalar,
+    comm: Scalar,
+    #[serde(rename = "Comms Id")]
+    id: Scalar,
+    #[serde(rename = "Rank")]
+    rank: Scalar,
+    #[serde(rename = "Group size")]
+    nranks: Scalar,
+    dtype: Scalar,
+    #[serde(rename = "In msg nelems")]
+    nelems: Scalar,
+}
+
+/// The daemon's words in a trace's `rocsync.parameters`.
+#[derive(Default, Deserialize)]
+#[serde(default)]
+struct Rocsync {
+    parameters: Object<Parameters>,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(default)]
+struct Parameters {
+    hang: Object<Word>,
+    stall: Object<Word>,
+    behind: Object<Word>,
+}
+
+/// A hang or stall (its collective under `collective`), or a rank behind (its own).
+#[derive(Default, Deserialize)]
+#[serde(default)]
+struct Word {
+    pid: Scalar,
+    seq: Scalar,
+    comm: Scalar,
+    api: Scalar,
+    collective: Object<Collective>,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(default)]
+struct Collective {
+    seq: Scalar,
+    comm: Scalar,
+    api: Scalar,
 }
 
 /// What the report keeps of a collective's row, and no more (a trace of millions).
@@ -68,19 +131,24 @@ struct Row {
     id: Option<String>,
     rank: Option<u64>,
     nranks: Option<u64>,
-    what: String,
+    what: Sig,
 }
 
+/// What a collective row costs until the report is made: the row, its two handles, its
+/// place in its rank's collectives and the job's copy of them (a size that is a string
+/// costs its length besides).
+const ROW_COST: usize = size_of::<Row>() + 2 * 32 + 2 * size_of::<(u64, Sig)>();
+
 /// A handle or an id as rocsync writes it: `0x` and at most 16 hex digits.
-pub fn hex(v: Option<&Value>) -> Option<String> {
-    let s = v?.as_str()?;
+pub fn hex(v: &Scalar) -> Option<String> {
+    let s = v.as_str()?;
     let digits = s.strip_prefix("0x")?;
     let ok = !digits.is_empty() && digits.len() <= 16;
     (ok && digits.bytes().all(|b| b.is_ascii_hexdigit())).then(|| s.to_string())
 }
 
 /// A known API's name, as the trace may claim it.
-pub fn api_name(v: &Value) -> Option<String> {
+pub fn api_name(v: &Scalar) -> Option<String> {
     let name = v.as_str()?;
     rocsync_common::Api::ALL
         .iter()
@@ -88,46 +156,58 @@ pub fn api_name(v: &Value) -> Option<String> {
         .map(|a| a.symbol().to_string())
 }
 
-impl Row {
-    fn of(e: &Event) -> Option<Row> {
-        let a = &e.args;
-        let seq = a
-            .get("Seq")
-            .and_then(Value::as_u64)
-            .filter(|&s| s <= MAX_SEQ)?;
-        let small = |k: &str| a.get(k).and_then(Value::as_u64).filter(|&n| n <= 1 << 32);
-        let field = |k: &str| a.get(k).map_or(String::new(), Value::to_string);
-        Some(Row {
-            pid: e.pid.as_u64()?,
-            comm: hex(a.get("comm"))?,
-            seq,
-            id: hex(a.get("Comms Id")),
-            rank: small("Rank"),
-            nranks: small("Group size"),
-            what: format!(
-                "{} {} {}",
-                api_name(&e.name)?,
-                field("dtype"),
-                field("In msg nelems")
-            ),
-        })
+/// The row of `e`, a collective's: `None` for a field no rocsync trace writes; `Err`
+/// past what the report holds.
+fn row(e: &Event, a: &Args, held: &mut Held) -> Option<Result<Row, String>> {
+    let seq = a.seq.as_u64().filter(|&s| s <= MAX_SEQ)?;
+    let small = |v: &Scalar| v.as_u64().filter(|&n| n <= 1 << 32);
+    let (pid, comm, api) = (e.pid.as_u64()?, hex(&a.comm)?, api_name(&e.name)?);
+    // An array or object is no size rocsync writes.
+    if a.nelems == Scalar::Other {
+        return None;
     }
+    let what = format!("{api} {}", a.dtype.json()?);
+    let size = a.nelems.clone();
+    let cost = ROW_COST + size.as_str().map_or(0, str::len);
+    // Its name first: a row refused takes nothing of the budget.
+    let kept = (held.name(&what)).and_then(|what| held.take(cost).map(|()| what));
+    let kept = kept.map_err(|why| held.why(why, "collective rows"));
+    Some(kept.map(|what| Row {
+        pid,
+        comm,
+        seq,
+        id: hex(&a.id),
+        rank: small(&a.rank),
+        nranks: small(&a.nranks),
+        what: Sig { what, size },
+    }))
 }
 
-pub fn read(input: impl BufRead) -> Result<Ranks> {
+/// Reads one trace's collectives, what they cost taken from `held` (shared by a job's
+/// traces).
+pub fn read(input: impl BufRead, held: &mut Held) -> Result<Ranks> {
     // Only the collectives are kept (a few per step); every other row passes by.
     let (mut rows, mut unused) = (Vec::new(), 0);
-    let rocsync = stream::read(input, |e: Event| {
-        if e.cat != "cpu_op" || !e.args.contains_key("Seq") {
+    let mut cut: BTreeMap<String, u64> = BTreeMap::new();
+    let trace: stream::Trace<Rocsync> = stream::read(input, |e: Event| {
+        let Some(a) = e.args.0.as_ref().filter(|a| a.seq != Scalar::Absent) else {
+            return;
+        };
+        if e.cat != "cpu_op" {
             return;
         }
-        match Row::of(&e) {
-            Some(r) if rows.len() < MAX_ROWS => rows.push(r),
-            _ => unused += 1,
+        match row(&e, a, held) {
+            Some(Ok(r)) => rows.push(r),
+            Some(Err(why)) => *cut.entry(why).or_default() += 1,
+            None => unused += 1,
         }
     })?;
+    if trace.cut.strings > 0 {
+        cut.insert(stream::cut_reason(), trace.cut.strings);
+    }
     let mut ranks = Ranks {
         unused,
+        cut,
         ..Ranks::default()
     };
     for r in rows {
@@ -137,31 +217,31 @@ pub fn read(input: impl BufRead) -> Result<Ranks> {
         seen.nranks = r.nranks;
         seen.calls.push((r.seq, r.what));
     }
-    let parameters = Some(&rocsync["parameters"]);
-    for (kind, name) in [
-        ("hang", "blocked"),
-        ("stall", "stalled"),
-        ("behind", "behind"),
+    let Some(p) = trace.rocsync.parameters.0 else {
+        return Ok(ranks);
+    };
+    for (word, how) in [
+        (p.hang, "blocked"),
+        (p.stall, "stalled"),
+        (p.behind, "behind"),
     ] {
-        let Some(o) = parameters.map(|p| &p[kind]).filter(|o| o.is_object()) else {
+        let Some(w) = word.0 else {
             continue;
         };
-        let c = if kind == "behind" {
-            o
-        } else {
-            &o["collective"]
+        let c = match how {
+            "behind" => Some((&w.seq, &w.comm, &w.api)),
+            _ => w.collective.0.as_ref().map(|c| (&c.seq, &c.comm, &c.api)),
         };
-        let seq = c["seq"].as_u64().filter(|&s| s <= MAX_SEQ);
-        if let (Some(pid), Some(seq)) = (o["pid"].as_u64(), seq) {
-            ranks.said.push(Said {
+        let seq = c.and_then(|c| c.0.as_u64()).filter(|&s| s <= MAX_SEQ);
+        match (w.pid.as_u64(), seq, c) {
+            (Some(pid), Some(seq), Some((_, comm, api))) => ranks.said.push(Said {
                 pid,
                 seq,
-                id: hex(c.get("comm")),
-                how: name,
-                api: c.get("api").and_then(api_name),
-            });
-        } else {
-            ranks.unused += 1;
+                id: hex(comm),
+                how,
+                api: api_name(api),
+            }),
+            _ => ranks.unused += 1,
         }
     }
     Ok(ranks)

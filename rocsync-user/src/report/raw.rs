@@ -1,12 +1,18 @@
 //! A raw capture (`--raw`) replayed through the same resolve stage as `convert`, into the
 //! report's [`Capture`].
 
-use std::io::{self, BufRead};
+use std::{
+    collections::BTreeMap,
+    io::{self, BufRead},
+};
 
 use anyhow::{Context as _, Result};
 use rocsync_common::Op;
 
-use super::capture::{Capture, Observed, Produced};
+use super::{
+    capture::{Capture, Observed, Produced},
+    held::{Held, Refused},
+};
 use crate::{
     emit::{
         Sink,
@@ -27,8 +33,17 @@ pub fn looks_raw(head: &[u8]) -> bool {
 }
 
 pub fn read(input: impl BufRead) -> Result<Capture> {
+    read_within(input, crate::input::MAX_HELD)
+}
+
+fn read_within(input: impl BufRead, max_held: u64) -> Result<Capture> {
     let mut reader = Reader::new(input)?;
-    let mut pipeline = Pipeline::new(Collect::default(), reader.header.from_start);
+    let collect = Collect {
+        capture: Capture::default(),
+        held: Held::new(max_held),
+        past: BTreeMap::new(),
+    };
+    let mut pipeline = Pipeline::new(collect, reader.header.from_start);
     let mut trailer = false;
     while let Some(item) = reader.next_item()? {
         trailer |= matches!(item, Item::Trailer(_));
@@ -36,6 +51,9 @@ pub fn read(input: impl BufRead) -> Result<Capture> {
     }
     let (collect, stats) = pipeline.finish().context("replaying the capture")?;
     let mut capture = collect.capture;
+    for (why, n) in collect.past {
+        capture.cut(why, n);
+    }
     capture.losses = stats
         .drops()
         .into_iter()
@@ -49,10 +67,13 @@ pub fn read(input: impl BufRead) -> Result<Capture> {
     Ok(capture)
 }
 
-/// Takes the resolved rows as the trace writer does: each call once, when complete.
-#[derive(Default)]
+/// Takes the resolved rows as the trace writer does: each call once, when complete;
+/// within what the report holds.
 struct Collect {
     capture: Capture,
+    held: Held,
+    /// Calls past what the report holds, by reason.
+    past: BTreeMap<String, u64>,
 }
 
 impl Collect {
@@ -68,10 +89,25 @@ impl Collect {
                 .unusable("call still in flight at the end (no duration)");
             return;
         };
-        let sync = r.sync.map(|k| k.cupti_name().to_string());
         let waits = r.sync.is_some_and(|k| k.waits_on_event());
+        let unresolved = r.unresolved.filter(|_| waits).map(|u| u.name());
+        // Its names first: a call refused takes nothing of the budget.
+        let names = (|| -> Result<_, Refused> {
+            let api = self.held.name(c.api.symbol())?;
+            let sync = r.sync.map(|k| self.held.name(k.cupti_name())).transpose()?;
+            let unresolved = unresolved.map(|u| self.held.name(u)).transpose()?;
+            self.held.take(std::mem::size_of::<Observed>())?;
+            Ok((api, sync, unresolved))
+        })();
+        let (api, sync, unresolved) = match names {
+            Ok(n) => n,
+            Err(why) => {
+                *self.past.entry(self.held.why(why, "calls")).or_default() += 1;
+                return;
+            }
+        };
         self.capture.calls.push(Observed {
-            api: c.api.symbol().to_string(),
+            api,
             pid: c.pid,
             tid: c.tid,
             correlation: c.correlation,
@@ -86,7 +122,7 @@ impl Collect {
                 tid: p.tid,
                 record_ns: i64::try_from(p.mid_ns).unwrap_or(i64::MAX),
             }),
-            unresolved: r.unresolved.filter(|_| waits).map(|u| u.name().to_string()),
+            unresolved,
         });
     }
 }

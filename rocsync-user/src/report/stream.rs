@@ -1,5 +1,6 @@
 //! A trace read as it streams by: each event handed on as it is parsed and none held
-//! here, and its `rocsync` object. A trace of hundreds of megabytes is never held whole.
+//! here, and its `rocsync` object. A trace of hundreds of megabytes is never held whole,
+//! and no string of it costs more than `input::MAX_STRING` bytes.
 
 use std::{io::BufRead, marker::PhantomData};
 
@@ -8,28 +9,49 @@ use serde::{
     Deserializer as _,
     de::{DeserializeOwned, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor},
 };
-use serde_json::Value;
 
-use crate::input::Squeezed;
+use super::fields::Object;
+use crate::input::{Cut, MAX_STRING, Squeezed};
+
+/// What a trace read gives besides its events.
+pub struct Trace<R> {
+    /// Its `rocsync` object, read as `R`.
+    pub rocsync: R,
+    /// Its strings cut to `input::MAX_STRING`.
+    pub cut: Cut,
+}
+
+/// The report's words for [`Trace::cut`].
+pub fn cut_reason() -> String {
+    let max = crate::input::bytes(MAX_STRING as u64);
+    format!("strings over {max}, read as their first {max}")
+}
 
 /// Reads a trace rocsync wrote, handing each event of `traceEvents` to `keep` as an `E`
-/// (a field of the wrong type makes an event `E` cannot use, not an error); returns its
-/// `rocsync` object. A trace without either is refused.
-pub fn read<E: DeserializeOwned>(input: impl BufRead, keep: impl FnMut(E)) -> Result<Value> {
+/// (a field of the wrong type makes an event `E` cannot use, not an error); its `rocsync`
+/// object is read as an `R`. A trace without either is refused.
+pub fn read<E: DeserializeOwned, R: DeserializeOwned>(
+    input: impl BufRead,
+    keep: impl FnMut(E),
+) -> Result<Trace<R>> {
     let mut trace = Read {
         keep,
-        rocsync: None,
+        rocsync: Object(None),
         has_events: false,
         event: PhantomData,
     };
-    let mut de = serde_json::Deserializer::from_reader(Squeezed::new(input));
+    let (input, cut) = Squeezed::cutting(input, MAX_STRING);
+    let mut de = serde_json::Deserializer::from_reader(input);
     de.deserialize_map(&mut trace)?;
     de.end()?;
     if !trace.has_events {
         bail!("it has no traceEvents array");
     }
-    match trace.rocsync.filter(Value::is_object) {
-        Some(r) => Ok(r),
+    match trace.rocsync.0 {
+        Some(rocsync) => Ok(Trace {
+            rocsync,
+            cut: cut.get(),
+        }),
         None => bail!(
             "it has no rocsync object: report reads traces rocsync wrote \
              (a profiler's trace has no resolved waits to report)"
@@ -37,14 +59,16 @@ pub fn read<E: DeserializeOwned>(input: impl BufRead, keep: impl FnMut(E)) -> Re
     }
 }
 
-struct Read<F, E> {
+struct Read<F, E, R> {
     keep: F,
-    rocsync: Option<Value>,
+    rocsync: Object<R>,
     has_events: bool,
     event: PhantomData<E>,
 }
 
-impl<'de, F: FnMut(E), E: DeserializeOwned> Visitor<'de> for &mut Read<F, E> {
+impl<'de, F: FnMut(E), E: DeserializeOwned, R: DeserializeOwned> Visitor<'de>
+    for &mut Read<F, E, R>
+{
     type Value = ();
 
     fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
@@ -58,7 +82,7 @@ impl<'de, F: FnMut(E), E: DeserializeOwned> Visitor<'de> for &mut Read<F, E> {
                     self.has_events = true;
                     map.next_value_seed(Events(&mut self.keep, PhantomData))?;
                 }
-                "rocsync" => self.rocsync = Some(map.next_value()?),
+                "rocsync" => self.rocsync = map.next_value()?,
                 _ => {
                     map.next_value::<IgnoredAny>()?;
                 }
@@ -87,8 +111,11 @@ impl<'de, F: FnMut(E), E: DeserializeOwned> Visitor<'de> for Events<'_, F, E> {
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        while let Some(e) = seq.next_element::<E>()? {
-            (self.0)(e);
+        // An element that is not an object is no row: it passes by, as other events do.
+        while let Some(e) = seq.next_element::<Object<E>>()? {
+            if let Some(e) = e.0 {
+                (self.0)(e);
+            }
         }
         Ok(())
     }

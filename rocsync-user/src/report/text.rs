@@ -72,6 +72,7 @@ pub fn render(f: &Figures) -> String {
     counts(&mut o, "Unresolved waits", &f.unresolved, "none");
     counts(&mut o, "Losses", &f.losses, "no drop counters");
     counts(&mut o, "Not used by this report", &f.unusable, "nothing");
+    counts(&mut o, "Cut to the report's bounds", &f.cut, "nothing");
     o
 }
 
@@ -82,5 +83,25 @@ fn counts(o: &mut String, title: &str, m: &std::collections::BTreeMap<String, u6
     }
     for (k, v) in m {
         let _ = writeln!(o, "  {k:<40} {v:>10}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::Capture;
+
+    #[test]
+    fn what_was_cut_is_said() {
+        let mut c = Capture::default();
+        c.cut("strings over 1 KiB, read as their first 1 KiB".into(), 3);
+        c.cut("never said".into(), 0);
+        let text = render(&Figures::of(&c));
+        let section = text.split("Cut to the report's bounds\n").nth(1).unwrap();
+        assert_eq!(
+            section.trim_end(),
+            "  strings over 1 KiB, read as their first 1 KiB          3"
+        );
+        assert!(render(&Figures::of(&Capture::default())).ends_with("bounds\n  (nothing)\n"));
     }
 }

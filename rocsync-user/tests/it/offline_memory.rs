@@ -1,8 +1,8 @@
 //! Files users hand to the offline commands cannot make them allocate without bound: a
 //! gzip of gigabytes of blanks costs what its text means (its blank runs are cut as it
-//! is read), `report` streams a trace, holding its runtime rows only, and `annotate`
-//! holds no more text than the bound of what `report` holds — measured by the command's
-//! own peak resident set (`peak_rss`).
+//! is read), `report` streams a trace, holding its runtime rows only, each by what it
+//! costs (its strings cut, its names held once), and `annotate` holds no more text than
+//! that bound — measured by the command's own peak resident set (`peak_rss`).
 
 use std::{io::Write as _, path::Path};
 
@@ -207,6 +207,107 @@ impl Members {
 
     fn raw(&mut self, member: &[u8]) {
         self.0.write_all(member).unwrap();
+    }
+}
+
+/// 20 KB: a name or a handle no runtime writes, but a neighbour may.
+const FAT: usize = 20_000;
+const FAT_ROWS: u64 = 100_000;
+
+/// 100 000 runtime rows, each with a name and a stream handle of 20 KB (4 GB of text, a
+/// 28 MB gzip), the names distinct. Each row kept its strings (5.96 GB; 7.9 GB with a
+/// second handle); now each string is read as its first KiB, names are held once and at
+/// most 4 096 of them, and the report says what it cut.
+#[test]
+fn report_holds_fat_rows_by_what_they_cost_and_says_what_it_cut() {
+    let dir = TempDir::new();
+    let trace = dir.path("fat.json.gz");
+    let (name, handle) = (
+        Members::compressed(&"x".repeat(FAT)),
+        Members::compressed(&"a".repeat(FAT)),
+    );
+    let mut gz = Members::create(&trace);
+    // One well-formed call first: reported whatever follows.
+    gz.text(concat!(
+        r#"{"schemaVersion": 1, "traceEvents": [{"ph": "X", "cat": "cuda_runtime", "#,
+        r#""name": "cudaDeviceSynchronize", "pid": 7, "tid": 7, "ts": 0.5, "dur": 1, "#,
+        r#""args": {"correlation": 1000000}}"#
+    ));
+    // Two pieces of text a row, its name last so that the next row's text ends it.
+    for i in 0..FAT_ROWS {
+        let end = if i == 0 { "" } else { r#""}"# };
+        gz.text(&format!(
+            r#"{end}, {{"ph": "X", "cat": "cuda_runtime", "pid": 7, "tid": 7, "ts": {i}, "dur": 1, "args": {{"correlation": {i}, "cuda_stream": "0x"#
+        ));
+        gz.raw(&handle);
+        gz.text(&format!(r#""}}, "name": "cudaStreamSynchronize{i}"#));
+        gz.raw(&name);
+    }
+    gz.text(r#""}], "rocsync": {"drops": {"lost_ids": 0}}}"#);
+    gz.0.flush().unwrap();
+    drop(gz);
+    let size = std::fs::metadata(&trace).unwrap().len();
+    assert!(size < 64 << 20, "{size}");
+    let args = [Path::new("report"), Path::new("--json"), &trace];
+    let (peak, stdout, _) = peak_and_output(&args, true);
+    assert!(peak < 256 * MIB, "report held {peak} KiB");
+    let r: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let cut = &r["cut"];
+    assert_eq!(
+        cut["strings over 1 KiB, read as their first 1 KiB"],
+        2 * FAT_ROWS,
+        "{cut}"
+    );
+    // Every row is a call reported or one said to be past the bound on names.
+    let past = cut["cuda_runtime rows past the report's bound of 4096 distinct names"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{cut}"));
+    assert_eq!(r["calls"].as_u64().unwrap() + past, FAT_ROWS + 1, "{cut}");
+    assert_eq!(r["calls"], 4096);
+    assert_eq!(r["per_api"][0]["api"], "cudaDeviceSynchronize");
+    assert_eq!(r["unusable"], serde_json::json!({}));
+}
+
+/// `report DIR` on two ranks' traces of 50 000 collectives each, every `dtype` 20 KB:
+/// each row kept its dtype whole (2 GB); now it is read as its first KiB and held once
+/// for every row of it, and the notes say so.
+#[test]
+fn report_dir_holds_fat_collectives_by_what_they_cost_and_says_what_it_cut() {
+    let dir = TempDir::new();
+    let traces = dir.path("job");
+    std::fs::create_dir(&traces).unwrap();
+    let rows = FAT_ROWS / 2;
+    let dtype = Members::compressed(&"f".repeat(FAT));
+    for rank in 0..2 {
+        let mut gz = Members::create(&traces.join(format!("rank{rank}.json.gz")));
+        gz.text(r#"{"schemaVersion": 1, "traceEvents": ["#);
+        for i in 1..=rows {
+            let sep = if i == 1 { "" } else { ", " };
+            gz.text(&format!(
+                r#"{sep}{{"ph": "X", "cat": "cpu_op", "name": "ncclAllReduce", "pid": {}, "tid": 1, "ts": {i}, "dur": 1, "args": {{"correlation": {i}, "Seq": {i}, "comm": "0x10", "Comms Id": "0xabc", "Rank": {rank}, "Group size": 2, "In msg nelems": 4, "dtype": ""#,
+                100 + rank
+            ));
+            gz.raw(&dtype);
+            gz.text(r#""}}"#);
+        }
+        gz.text(r#"], "rocsync": {"drops": {}}}"#);
+        gz.0.flush().unwrap();
+    }
+    let args = [Path::new("report"), Path::new("--json"), &traces];
+    let (peak, stdout, _) = peak_and_output(&args, true);
+    assert!(peak < 256 * MIB, "report DIR held {peak} KiB");
+    let job: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let ranks = &job["communicators"][0]["ranks"];
+    assert_eq!(ranks[0]["collectives"], rows, "{job}");
+    assert_eq!(ranks[1]["collectives"], rows, "{job}");
+    for rank in 0..2 {
+        let note =
+            format!("rank{rank}.json.gz: {rows} strings over 1 KiB, read as their first 1 KiB");
+        assert!(
+            job["notes"].as_array().unwrap().contains(&note.into()),
+            "{}",
+            job["notes"]
+        );
     }
 }
 
