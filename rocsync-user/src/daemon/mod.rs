@@ -229,7 +229,7 @@ async fn start(config: DaemonConfig, flags: ConfigFlags, signals: Signals) -> Re
     };
     // Before the scan: the calibration's probes are the daemon's own, on itself.
     let prices = budget::calibrated(&mut probes);
-    probes.set_stall_threshold(config.capture_on_stall)?;
+    probes.set_stall_threshold(config.kernel_threshold())?;
     // Counting pays one trap for calls whose return it does not need (`returns.rs`).
     probes.set_returnless(true)?;
     let mut tracker = Tracker::new(

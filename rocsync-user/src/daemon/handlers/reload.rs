@@ -25,8 +25,11 @@ impl Daemon {
                 );
             }
         };
-        if c.capture_on_stall != self.config.capture_on_stall
-            && let Err(e) = self.tracker.probes.set_stall_threshold(c.capture_on_stall)
+        if c.kernel_threshold() != self.config.kernel_threshold()
+            && let Err(e) = self
+                .tracker
+                .probes
+                .set_stall_threshold(c.kernel_threshold())
         {
             crate::say!("rocsync daemon: warning: {e:#}");
         }

@@ -19,12 +19,18 @@ use crate::{
 };
 
 impl Daemon {
-    /// A tracked process's synchronisation took longer than the threshold.
+    /// A tracked process's synchronisation took longer than the kernel's threshold: a
+    /// stall, or without stall capture only the return of a hang's call.
     pub fn on_stall(&mut self, r: StallRecord) {
-        if self.config.capture_on_stall.is_none() || !self.tracker.tracked.contains(&r.pid) {
+        if !self.tracker.tracked.contains(&r.pid) {
             return;
         }
-        if self.stall_of_hang(r.pid, r.tid, r.entry_ns) {
+        // Its hang ends now, not at the next look (by which the process may be gone).
+        let of_hang = self.stall_of_hang(r.pid, r.tid, r.entry_ns);
+        if self.config.capture_on_stall.is_none() {
+            return;
+        }
+        if of_hang {
             return self.stalls.skip(stalls::Skipped::Hang);
         }
         let took = Duration::from_nanos(r.exit_ns.saturating_sub(r.entry_ns));
@@ -61,9 +67,10 @@ impl Daemon {
     /// Looks at the calls in flight: hangs begin and end.
     pub fn check_in_flight(&mut self) {
         self.hangs.oldest.clear();
-        if self.config.capture_on_stall.is_none() {
+        // On by default, stall capture or not: a hang is one whatever the workload.
+        let Some(after) = self.config.hang_after else {
             return;
-        }
+        };
         let Ok(calls) = self.tracker.probes.calls_in_flight() else {
             return;
         };
@@ -71,9 +78,7 @@ impl Daemon {
         // A process gone stays tracked until pruned; its last call is no longer in flight.
         let tracker = &self.tracker;
         let tracked = |pid| tracker.tracked.contains(&pid) && crate::procfs::exists(pid);
-        let (ended, blocked) = self
-            .hangs
-            .look(&calls, tracked, now_ns, self.config.hang_after);
+        let (ended, blocked) = self.hangs.look(&calls, tracked, now_ns, after);
         for (pid, trace, how) in ended {
             self.hang_ended(pid, trace, how);
         }

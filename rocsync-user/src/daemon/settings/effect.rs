@@ -41,8 +41,8 @@ pub struct DaemonConfig {
     /// Longest a hang trace records a process whose call has not returned.
     pub hang_bound: Duration,
     /// A synchronisation still blocked this long is a hang (at least the stall
-    /// threshold).
-    pub hang_after: Duration,
+    /// threshold; `None`: hangs are not looked for).
+    pub hang_after: Option<Duration>,
     /// A trace file that reaches this size ends, marked truncated.
     pub trace_max_bytes: u64,
     /// Where the kubelet and the container runtimes keep what names a pod.
@@ -57,4 +57,13 @@ pub struct DaemonConfig {
     pub max_series_per_pod: u32,
     /// The node's daemon lock (a flag only: a reload keeps the one taken at start).
     pub lock: PathBuf,
+}
+
+impl DaemonConfig {
+    /// The duration past which the kernel announces a synchronisation's return: the stall
+    /// threshold, else the hang threshold, so that a hang's call returning ends its trace
+    /// at once, stall capture or not (`rocsync_stalls_total` counts past it).
+    pub fn kernel_threshold(&self) -> Option<Duration> {
+        self.capture_on_stall.or(self.hang_after)
+    }
 }

@@ -53,15 +53,15 @@ settings! {
     return_probes: text "MODE" restart => |c| if c.all_returns { "all" } else { "needed" }.into();
     /// Trace a process on its own when one of its synchronisations takes longer than
     /// DURATION (e.g. 50ms): the flight recorder's span before (when on) and
-    /// --stall-window-after after, as stall-<api>-<pid>-<time>.json
+    /// --stall-window-after after, as stall-<api>-<pid>-<time>.json [default: off]
     capture_on_stall: duration "DURATION" => |c| c.capture_on_stall.map_or_else(off, duration);
     /// How long a stall trace goes on after the stall [default: 2s]
     stall_window_after: duration "DURATION" => |c| duration(c.stall_window_after);
     /// At most one stall trace per process, and per node, this often [default: 60s]
     stall_interval: duration "DURATION" => |c| duration(c.stall_interval);
-    /// A synchronisation still blocked this long is a hang [default: 1s, at least
-    /// --capture-on-stall]
-    hang_after: duration "DURATION" => |c| duration(c.hang_after);
+    /// A synchronisation still blocked this long is a hang, its process traced while it
+    /// blocks [default: 5s, at least --capture-on-stall]; off: no hang traces
+    hang_after: duration "DURATION" => |c| c.hang_after.map_or_else(off, duration);
     /// A synchronisation still blocked after --hang-after is a hang: its process is
     /// traced until the call returns, the process exits, or this long [default: 2m]
     hang_bound: duration "DURATION" => |c| duration(c.hang_bound);

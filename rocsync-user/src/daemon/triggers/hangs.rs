@@ -1,11 +1,11 @@
-//! Hang detection: a synchronisation still blocked after `--hang-after` (1 s; at least
-//! the stall threshold) is a hang candidate while it is blocked (a deadlocked collective
-//! never returns, so a stall seen at the return comes too late). Each second the daemon
-//! reads the calls in flight the probes keep anyway (each counted thread's call start,
-//! `PENDING`); a tracked process with one past the threshold is traced from then — what
-//! the flight recorder holds of it first — until the call returns (plus
-//! `--stall-window-after`), the process exits, or `--hang-bound` passes: the trace's
-//! `rocsync.parameters.hang.ended` says which.
+//! Hang detection: a synchronisation still blocked after `--hang-after` (5 s by default,
+//! with or without stall capture; at least the stall threshold; `off`: none) is a hang
+//! candidate while it is blocked (a deadlocked collective never returns, so a stall seen
+//! at the return comes too late). Each second the daemon reads the calls in flight the
+//! probes keep anyway (each counted thread's call start, `PENDING`); a tracked process
+//! with one past the threshold is traced from then — what the flight recorder holds of
+//! it first — until the call returns (plus `--stall-window-after`), the process exits,
+//! or `--hang-bound` passes: the trace's `rocsync.parameters.hang.ended` says which.
 //!
 //! Hangs rank above the stalls' rate limits: no stall, of the process or of anyone,
 //! keeps a hang from its trace, nor does another trace recording the process (a hang

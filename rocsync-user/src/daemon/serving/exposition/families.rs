@@ -29,7 +29,7 @@ families! {
     CROSS_STREAM_WAITS: "rocsync_cross_stream_waits_total" counter
         "Stream waits on an event recorded on another stream.";
     STALLS: "rocsync_stalls_total" counter
-        "Synchronisations longer than the stall threshold (--capture-on-stall), by API and device.";
+        "Synchronisations longer than the stall threshold (--capture-on-stall, else --hang-after), by API and device.";
     STALL_TRACES: "rocsync_stall_traces_total" counter
         "Stall traces started; skipped ones are counted in rocsync_stall_traces_skipped_total.";
     STALL_TRACES_SKIPPED: "rocsync_stall_traces_skipped_total" counter

@@ -234,3 +234,52 @@ fn every_setting_has_an_example_and_the_examples_load() {
         );
     }
 }
+
+/// With nothing set, hangs are traced (5 s) and stalls are not; `off` turns either off
+/// (a flag over the file's value too), and a higher stall threshold raises the hangs'.
+#[test]
+fn hangs_are_traced_by_default_and_off_turns_them_off() {
+    let load = |stall: Option<&str>, hang: Option<&str>| {
+        let flags = ConfigFlags {
+            capture_on_stall: stall.map(str::to_string),
+            hang_after: hang.map(str::to_string),
+            ..ConfigFlags::default()
+        };
+        DaemonConfig::load(&flags).map(|c| (c.capture_on_stall, c.hang_after))
+    };
+    let s = Duration::from_secs;
+    assert_eq!(load(None, None).unwrap(), (None, Some(s(5))));
+    assert_eq!(load(None, Some("off")).unwrap(), (None, None));
+    assert_eq!(load(Some("off"), None).unwrap(), (None, Some(s(5))));
+    assert_eq!(
+        load(Some("50ms"), Some("1s")).unwrap(),
+        (Some(Duration::from_millis(50)), Some(s(1)))
+    );
+    assert_eq!(load(Some("8s"), None).unwrap(), (Some(s(8)), Some(s(8))));
+    let e = load(None, Some("soon")).unwrap_err().to_string();
+    assert!(
+        e.starts_with("hang_after: ") && e.ends_with("; or off"),
+        "{e}"
+    );
+    let file = parse("capture_on_stall = \"50ms\"\nhang_after = \"2s\"\n").unwrap();
+    let flags = ConfigFlags {
+        capture_on_stall: Some("off".into()),
+        hang_after: Some("off".into()),
+        ..ConfigFlags::default()
+    };
+    let given = flags.over(file);
+    let c = DaemonConfig::load(&given).unwrap();
+    assert_eq!((c.capture_on_stall, c.hang_after), (None, None));
+    // The kernel announces returns past the lower threshold (a hang's ends its trace).
+    assert_eq!(c.kernel_threshold(), None);
+    let c = DaemonConfig::load(&ConfigFlags::default()).unwrap();
+    assert_eq!(c.kernel_threshold(), Some(s(5)));
+    let c = DaemonConfig::load(&ConfigFlags {
+        capture_on_stall: Some("50ms".into()),
+        ..ConfigFlags::default()
+    });
+    assert_eq!(
+        c.unwrap().kernel_threshold(),
+        Some(Duration::from_millis(50))
+    );
+}

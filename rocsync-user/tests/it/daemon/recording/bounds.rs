@@ -33,11 +33,16 @@ fn a_hang_beside_a_flood_ends_at_the_size_bound_and_the_daemon_stays_small() {
     let stale = traces.join(".hang-x.json.rocsync-999999999-abc.tmp");
     std::fs::write(&stale, vec![b' '; 4 << 20]).unwrap();
     let max = 2u64 << 20;
-    let (daemon, mut lines) = start_daemon(
-        &dir,
-        &exe,
-        &["--capture-on-stall", "50ms", "--trace-max-bytes", "2M"],
-    );
+    // Hangs past 1 s (the default was 1 s before it was 5 s): the block is 4 s.
+    let flags = [
+        "--capture-on-stall",
+        "50ms",
+        "--hang-after",
+        "1s",
+        "--trace-max-bytes",
+        "2M",
+    ];
+    let (daemon, mut lines) = start_daemon(&dir, &exe, &flags);
     assert!(!stale.exists(), "the stale temporary is still there");
     let addr = metrics_addr(&lines);
     // Blocked 4 s while a thread records and waits flat out; niced, so that the tests

@@ -46,12 +46,14 @@ fn set_up(rx: &mpsc::Receiver<String>) -> [u32; 2] {
 }
 
 /// The daemon's stall and hang settings in these tests: a 50 ms stall traced for 300 ms
-/// after.
-const STALLS: [&str; 4] = [
+/// after; a hang past 1 s (the laggard's pause is 5 s).
+const STALLS: [&str; 6] = [
     "--capture-on-stall",
     "50ms",
     "--stall-window-after",
     "300ms",
+    "--hang-after",
+    "1s",
 ];
 
 #[test]

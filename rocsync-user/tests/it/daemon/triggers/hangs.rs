@@ -3,7 +3,7 @@
 //! logged it —, its age rises in `rocsync_calls_in_flight_seconds`, and its trace ends
 //! when the call returns, when its process exits (killed while blocked), or at
 //! `--hang-bound` while the call still blocks: `rocsync.parameters.hang.ended` says which.
-//! Needs root.
+//! A daemon with no settings traces hangs. Needs root.
 
 use std::{path::Path, process::Command, time::Duration};
 
@@ -49,7 +49,7 @@ fn the_sync(logged: &[LoggedCall]) -> &LoggedCall {
 
 /// A daemon's flags for a hang test: a flight recorder, stall traces of calls over
 /// 50 ms (300 ms windows, one a second), and `hang`.
-fn hang_daemon(hang: [&str; 2]) -> Vec<&str> {
+fn hang_daemon<'a>(hang: &[&'a str]) -> Vec<&'a str> {
     let mut args = vec![
         "--flight-recorder",
         "10s",
@@ -73,7 +73,7 @@ fn calls_still_blocked_past_the_threshold_are_traced_while_they_block_until_they
     // A threshold other than the tick, so that finding the call early shows too; one
     // trace a second, so the second hang may have one 1 s after the first.
     let after = 2 * S;
-    let (daemon, mut lines) = start_daemon(&dir, &exe, &hang_daemon(["--hang-after", "2s"]));
+    let (daemon, mut lines) = start_daemon(&dir, &exe, &hang_daemon(&["--hang-after", "2s"]));
     let addr = metrics_addr(&lines);
 
     // Blocked for a minute, killed while blocked: its trace ends as it exits, and its
@@ -185,9 +185,10 @@ fn a_hang_trace_ends_at_its_bound_while_the_call_still_blocks() {
     let Some((dir, exe)) = daemon_test(name) else {
         return;
     };
-    let (daemon, mut lines) = start_daemon(&dir, &exe, &hang_daemon(["--hang-bound", "1s"]));
+    let flags = hang_daemon(&["--hang-after", "1s", "--hang-bound", "1s"]);
+    let (daemon, mut lines) = start_daemon(&dir, &exe, &flags);
     let addr = metrics_addr(&lines);
-    // Blocked 6 s: found after 1-2 s (the default threshold and a tick), bound 1 s later.
+    // Blocked 6 s: found after 1-2 s (the threshold and a tick), bound 1 s later.
     let mut target = blocked(&dir, &exe, &mut lines, "6000000", "stall.log");
     let pid = target.child.id();
     let prefix = format!("hang-hipStreamSynchronize-{pid}-");
@@ -228,6 +229,51 @@ fn a_hang_trace_ends_at_its_bound_while_the_call_still_blocks() {
             "rocsync_stall_traces_skipped_total{reason=\"hang_trace\"}"
         ),
         0.0
+    );
+    stop(daemon);
+}
+
+/// A daemon as a fleet's DaemonSet starts it — no flag, no configuration file — traces a
+/// hang: found past the default threshold (5 s) and a tick, while the call blocks, its
+/// trace ended by the return (the kernel times returns past the hang threshold, and
+/// counts them as stalls); stall capture stays off (no stall trace).
+#[test]
+fn a_daemon_with_no_settings_traces_a_hang() {
+    let name = "a_daemon_with_no_settings_traces_a_hang";
+    let Some((dir, exe)) = daemon_test(name) else {
+        return;
+    };
+    let (daemon, mut lines) = start_daemon(&dir, &exe, &[]);
+    let addr = metrics_addr(&lines);
+    // Blocked 8 s: past the default, a tick and a loaded machine's slack.
+    let after = 5 * S;
+    let mut target = blocked(&dir, &exe, &mut lines, "8000000", "default.log");
+    let pid = target.child.id();
+    lines.wait_for(&format!("hang: pid {pid}'s hipStreamSynchronize"));
+    let seen_ns = mono_ns();
+    assert!(
+        target.child.try_wait().unwrap().is_none(),
+        "said after the call returned"
+    );
+    assert!(target.child.wait().unwrap().success());
+    let logged = read_log(&dir.path("default.log"));
+    let sync = the_sync(&logged);
+    let found_by = seen_ns - sync.before_ns;
+    assert!(
+        (after..=after + TICK + SLACK).contains(&found_by),
+        "found {found_by} ns after the call began"
+    );
+    let listed = stall_traces(&dir.path("rocsync.sock"), 1);
+    let hang = &hang_trace(&listed, pid)["rocsync"]["parameters"]["hang"];
+    assert_eq!(hang["ended"], "returned", "{hang}");
+    let ms = hang["blocked_ms_when_found"].as_f64().unwrap();
+    let limit = (after + TICK + SLACK) as f64 / 1e6;
+    assert!((after as f64 / 1e6..limit).contains(&ms), "{hang}");
+    assert_eq!(metric(&addr, "rocsync_hang_traces_total"), 1.0);
+    assert_eq!(metric(&addr, "rocsync_stall_traces_total"), 0.0);
+    assert_eq!(
+        metric(&addr, "rocsync_stalls_total{api=\"hipStreamSynchronize\""),
+        1.0
     );
     stop(daemon);
 }

@@ -15,9 +15,10 @@ use crate::{
 
 const S: u64 = 1_000_000_000;
 
-/// The daemon as an operator starts it for hangs: stalls over 50 ms traced, the default
-/// interval (60 s) and hang threshold (1 s).
-const FLAGS: [&str; 2] = ["--capture-on-stall", "50ms"];
+/// The daemon as an operator starts it for stalls and hangs: stalls over 50 ms traced,
+/// hangs past 1 s (the default before hangs were on by default: the blocks here are
+/// 4-8 s), the default interval (60 s).
+const FLAGS: [&str; 4] = ["--capture-on-stall", "50ms", "--hang-after", "1s"];
 
 /// The hang's entry, on the log's clock: within the logged call `before..after`.
 fn assert_hang_of(t: &Value, (before, after): (u64, u64)) {

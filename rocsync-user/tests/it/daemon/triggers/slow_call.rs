@@ -14,11 +14,14 @@ use crate::{
     daemon::triggers::stalls::{listed_trace, stall_traces},
 };
 
-/// Stall traces of calls over 50 ms (300 ms after), one a second; `flight` or not.
+/// Stall traces of calls over 50 ms (300 ms after), one a second, hangs past 1 s (the
+/// blocks here are 3 s); `flight` or not.
 fn daemon_args(flight: bool) -> Vec<&'static str> {
     let mut args = vec![
         "--capture-on-stall",
         "50ms",
+        "--hang-after",
+        "1s",
         "--stall-window-after",
         "300ms",
         "--stall-interval",
