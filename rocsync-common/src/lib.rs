@@ -22,9 +22,10 @@ pub use collective::{
 };
 pub use cookie::Cookie;
 pub use metrics::{
-    AQL_SLOTS, AQL_TYPES, AqlAgent, Dependency, EarlyKey, GroupSlot, METRIC_APIS, METRIC_DEVICES,
-    METRIC_SLOTS, MetricKey, MetricValue, OTHER_DEVICE, PendingCall, UNLABELLED_CAP,
-    UNLABELLED_FULL, WAIT_BUCKETS, aql_series, aql_slot,
+    AQL_SLOTS, AQL_TYPES, AqlAgent, Dependency, EarlyKey, GroupSlot, IN_FLIGHT_FULL,
+    IN_FLIGHT_PER_USER, IN_FLIGHT_THREADS, IN_FLIGHT_USER_SHARE, IN_FLIGHT_USERS, METRIC_APIS,
+    METRIC_DEVICES, METRIC_SLOTS, MetricKey, MetricValue, OTHER_DEVICE, PendingCall,
+    UNLABELLED_CAP, UNLABELLED_FULL, WAIT_BUCKETS, aql_series, aql_slot,
 };
 pub use record::{
     AgentQuery, ENTRY_FILTERED, EXIT_ENTRY_ONLY, EXIT_OUT_READ, EntryRecord, ExitRecord, HandleKey,

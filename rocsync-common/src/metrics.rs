@@ -99,7 +99,25 @@ pub struct PendingCall {
     pub ns: u64,
     /// The first argument: `*SetDevice`'s device, the stream `*StreamCreate*` writes.
     pub arg0: u64,
+    /// The user the thread's entry is counted against ([`IN_FLIGHT_PER_USER`]), as at
+    /// its first call: its exit gives the same user's share back.
+    pub uid: u32,
+    pub pad: u32,
 }
+
+/// Threads whose call in flight the kernel keeps (daemon mode), every user together.
+pub const IN_FLIGHT_THREADS: u32 = 65536;
+/// Of them, the most one user's live threads hold: one user's thread churn cannot take
+/// the entries of another's blocked calls (a blocked call's entry is the one touched
+/// least recently, so recency must not decide).
+pub const IN_FLIGHT_PER_USER: u32 = 8192;
+/// Why a thread's call start was not kept (the `IN_FLIGHT_REFUSED` index): its user's
+/// live threads held [`IN_FLIGHT_PER_USER`] entries, or all users' [`IN_FLIGHT_THREADS`]
+/// (or the per-user counts as many users as they hold).
+pub const IN_FLIGHT_USER_SHARE: u32 = 0;
+pub const IN_FLIGHT_FULL: u32 = 1;
+/// Users whose threads' entries are counted at once.
+pub const IN_FLIGHT_USERS: u32 = 4096;
 
 /// The dependency state the probes keep of every counted process (daemon mode), by
 /// handle: where an event was last recorded, and which event a stream last waited on.
@@ -177,7 +195,7 @@ mod pod {
     unsafe impl aya::Pod for super::GroupSlot {}
     // SAFETY: as above (two u32).
     unsafe impl aya::Pod for super::EarlyKey {}
-    // SAFETY: as above (two u32, then two u64: no padding).
+    // SAFETY: as above (two u32, two u64, two u32: no padding).
     unsafe impl aya::Pod for super::PendingCall {}
     // SAFETY: as above (two u64).
     unsafe impl aya::Pod for super::Dependency {}

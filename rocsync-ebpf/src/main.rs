@@ -17,6 +17,7 @@ mod dependency;
 mod device;
 mod doorbell;
 mod hsa;
+mod in_flight;
 mod link_map;
 mod metrics;
 mod nccl;

@@ -1,7 +1,7 @@
 //! Always-on metrics (the daemon): every call of a tracked process is counted per API and
 //! device, and synchronisations are timed into a histogram, in per-CPU maps userspace
 //! reads when scraped. Nothing goes to the ring. Per call: an array slot per series, and
-//! the call's start in its thread's entry, rewritten in place (no allocation per call).
+//! the call's start in its thread's entry (`in_flight`).
 
 use aya_ebpf::{
     bindings::BPF_NOEXIST,
@@ -18,6 +18,7 @@ use rocsync_common::{
 use crate::{
     BPF_RB_FORCE_WAKEUP, EVENTS, TARGETS, dependency,
     device::{device_of, read_out, track_devices},
+    in_flight,
 };
 
 /// The series, each at its `MetricKey::slot`: an index, not a hash lookup, per call.
@@ -44,9 +45,6 @@ static UNLABELLED: PerCpuArray<u64> = PerCpuArray::with_max_entries(2, 0);
 /// A series at zero, a new labelled series' first value (too big for the stack).
 #[map]
 static ZERO_SERIES: Array<MetricValue> = Array::with_max_entries(1, 0);
-/// The call each thread is in (its start), by `pid_tgid`.
-#[map]
-static PENDING: LruHashMap<u64, PendingCall> = LruHashMap::with_max_entries(16384, 0);
 /// The daemon's stall threshold (ns; 0: none): a synchronisation that takes longer is
 /// counted and announced on the ring (`StallRecord`).
 #[map]
@@ -233,21 +231,16 @@ fn count(cookie: Cookie, args: &[u64; 3], pid_tgid: u64, tgid: u32, group: u32) 
     if cookie.entry_only() || returnless(cookie.api()) {
         return;
     }
-    let pending = PendingCall {
-        api: cookie.api(),
-        device,
-        ns,
-        arg0: args[0],
-    };
-    // Overwritten in place: a thread's entry lives on between its calls, so the common
-    // case allocates and frees nothing (the LRU drops the entries of threads gone).
-    match PENDING.get_ptr_mut(pid_tgid) {
-        // SAFETY: the thread's own entry, valid for the program's run.
-        Some(p) => unsafe { *p = pending },
-        None => {
-            let _ = PENDING.insert(pid_tgid, pending, 0);
-        }
-    }
+    in_flight::begin(
+        pid_tgid,
+        PendingCall {
+            api: cookie.api(),
+            device,
+            ns,
+            arg0: args[0],
+            ..PendingCall::default()
+        },
+    );
 }
 
 /// Whether `api`'s return probe is not attached now (the daemon attaches the returns
@@ -294,7 +287,7 @@ pub fn returned(cookie: Cookie, ret: i64) -> (bool, bool) {
 /// Counts a return whose entry was counted; returns whether it was.
 #[inline(always)]
 fn count_return(cookie: Cookie, ret: i64, pid_tgid: u64, group: u32) -> bool {
-    let Some(slot) = PENDING.get_ptr_mut(pid_tgid) else {
+    let Some(slot) = in_flight::entry(pid_tgid) else {
         return false;
     };
     // SAFETY: the thread's own entry, valid for the program's run; copied out.
@@ -302,7 +295,8 @@ fn count_return(cookie: Cookie, ret: i64, pid_tgid: u64, group: u32) -> bool {
     if p.api != cookie.api() {
         return false; // a nested call returned; the outer one keeps its start
     }
-    // Consumed (no call has this id), rather than removed: see `count`.
+    // Consumed (no call has this id), rather than removed: the entry lives until the
+    // thread exits (`in_flight`).
     // SAFETY: as above.
     unsafe { (*slot).api = u32::MAX };
     let kind = cookie.kind();

@@ -13,6 +13,8 @@
  *   loop MS [DEVICES]     call in a loop for MS milliseconds (DEVICES > 1: one thread per
  *                         device, each on a stream and event of its own)
  *   dense MS US           as loop, with US of work on the host instead of a sleep
+ *   churn MS              for MS: short-lived threads, 32 at a time, each one
+ *                         hipStreamSynchronize(0) (not logged); "threads N"
  *   hang                  queue 30 s of work, then block in hipStreamSynchronize
  *   fork ITERS            calls, then forks a child that calls on streams and events of
  *                         its own (its log: $SCENARIO_LOG.child), then calls again
@@ -345,6 +347,7 @@ static int run(int argc, char **argv) {
   else if (!strcmp(mode, "cross") && argc == 3) cross(atoi(argv[2]));
   else if (!strcmp(mode, "copies") && argc == 3) copies(atoi(argv[2]));
   else if (!strcmp(mode, "loop") && argc == 3) loop(atoi(argv[2]));
+  else if (!strcmp(mode, "churn") && argc == 3) churn(atoi(argv[2]));
   else if (!strcmp(mode, "loop") && argc == 4) loop_devices(atoi(argv[2]), atoi(argv[3]));
   else if (!strcmp(mode, "dense") && argc == 4) dense(atoi(argv[2]), atoi(argv[3]));
   else if (!strcmp(mode, "hang")) hang();

@@ -84,6 +84,7 @@ void write_logs(void);
 void threads(int n, int iters);
 void cross(int iters);
 void loop(int ms);
+void churn(int ms);
 void dense(int ms, int spin_us);
 void flood(int us, int n);
 void loop_devices(int ms, int devices);

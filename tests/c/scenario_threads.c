@@ -105,6 +105,28 @@ void cross(int iters) {
   StreamDestroy(cross_b);
 }
 
+/* Thread churn: for `ms`, short-lived threads, 32 at a time, each making one synchronize
+ * of the default stream. Not logged (a log per thread, 100 000 of them); prints how many
+ * threads it made. */
+static void *churn_main(void *p) {
+  (void)p;
+  H(hipStreamSynchronize)(0);
+  return NULL;
+}
+
+void churn(int ms) {
+  unsigned long long made = 0;
+  for (uint64_t end = ms_now() + (uint64_t)ms; ms_now() < end;) {
+    pthread_t t[32];
+    int n = 0;
+    while (n < 32 && pthread_create(&t[n], NULL, churn_main, NULL) == 0) n++;
+    for (int i = 0; i < n; i++) pthread_join(t[i], NULL);
+    made += (unsigned long long)n;
+  }
+  printf("threads %llu\n", made);
+  fflush(stdout);
+}
+
 void loop(int ms) {
   hipStream_t s = 0;
   hipEvent_t e = 0;

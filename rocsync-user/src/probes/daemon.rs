@@ -26,6 +26,16 @@ impl Probes {
         // Owned by the program: detached when the probes are dropped.
         p.attach("sched_process_exec")
             .context("attaching to the sched_process_exec tracepoint")?;
+        // Each thread's call in flight is forgotten at its exit (the map is bounded by
+        // user, not by recency).
+        let p: &mut RawTracePoint = self
+            .ebpf
+            .program_mut("thread_exit")
+            .context("program thread_exit missing from the eBPF object")?
+            .try_into()?;
+        p.load().context("loading program thread_exit")?;
+        p.attach("sched_process_exit")
+            .context("attaching to the sched_process_exit tracepoint")?;
         self.file_wide = true;
         Ok(())
     }
@@ -61,8 +71,8 @@ impl Probes {
     }
 
     /// The calls in flight now, of every counted thread: (pid, tid, the call). A thread's
-    /// entry outlives its calls (rewritten in place); a returned call's api is
-    /// `u32::MAX`.
+    /// entry outlives its calls (rewritten in place) until the thread exits; a returned
+    /// call's api is `u32::MAX`.
     pub fn calls_in_flight(&self) -> Result<Vec<(u32, u32, rocsync_common::PendingCall)>> {
         let map: aya::maps::HashMap<_, u64, rocsync_common::PendingCall> =
             aya::maps::HashMap::try_from(self.ebpf.map("PENDING").context("PENDING map missing")?)?;
@@ -213,6 +223,21 @@ impl Probes {
         Ok((
             sum(rocsync_common::UNLABELLED_FULL)?,
             sum(rocsync_common::UNLABELLED_CAP)?,
+        ))
+    }
+
+    /// Call starts the kernel could not keep (their calls untimed): (their user's live
+    /// threads held their share, the map was full).
+    pub fn untimed_calls(&self) -> Result<(u64, u64)> {
+        let map: PerCpuArray<_, u64> = PerCpuArray::try_from(
+            self.ebpf
+                .map("IN_FLIGHT_REFUSED")
+                .context("IN_FLIGHT_REFUSED map missing")?,
+        )?;
+        let sum = |i: u32| -> Result<u64> { Ok(map.get(&i, 0)?.iter().sum()) };
+        Ok((
+            sum(rocsync_common::IN_FLIGHT_USER_SHARE)?,
+            sum(rocsync_common::IN_FLIGHT_FULL)?,
         ))
     }
 

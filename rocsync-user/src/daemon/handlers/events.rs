@@ -243,8 +243,9 @@ impl Daemon {
                 exposition::read_series(&self.tracker),
                 probes.drops(),
                 probes.aql_packets(),
+                probes.untimed_calls(),
             ) {
-                (Ok((series, unlabelled)), Ok(drops), Ok(packets)) => (
+                (Ok((series, unlabelled)), Ok(drops), Ok(packets), Ok(untimed)) => (
                     "200 OK",
                     "text/plain; version=0.0.4; charset=utf-8",
                     exposition::render(&exposition::Snapshot {
@@ -280,6 +281,7 @@ impl Daemon {
                                 })
                                 .collect(),
                             in_flight: self.hangs.oldest.clone().into_iter().collect(),
+                            untimed,
                         },
                         uploads: self.uploads.as_ref().map(|u| {
                             let t = &self.upload_totals;
@@ -294,7 +296,7 @@ impl Daemon {
                         }),
                     }),
                 ),
-                (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => (
+                (Err(e), _, _, _) | (_, Err(e), _, _) | (_, _, Err(e), _) | (_, _, _, Err(e)) => (
                     "500 Internal Server Error",
                     "text/plain",
                     format!("reading the probes' maps: {e:#}\n"),

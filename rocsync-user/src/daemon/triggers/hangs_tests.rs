@@ -7,7 +7,7 @@ fn call(api: Api, ns: u64) -> PendingCall {
         api: api as u32,
         device: 0,
         ns,
-        arg0: 0,
+        ..PendingCall::default()
     }
 }
 

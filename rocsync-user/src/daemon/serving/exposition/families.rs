@@ -40,6 +40,8 @@ families! {
         "Hangs without a trace (yet), once per call and reason: interval (the process had a hang trace within --stall-interval), user_limit (4 of its user recording), node_limit (32 recording), not_started. All but not_started are looked at again while the call blocks.";
     CALLS_IN_FLIGHT: "rocsync_calls_in_flight_seconds" gauge
         "The oldest synchronisation in flight of tracked processes, by API (read each second; with --capture-on-stall).";
+    CALLS_UNTIMED: "rocsync_calls_untimed_total" counter
+        "Calls whose start the kernel could not keep, so neither timed nor seen as stalls or hangs, by reason: user_share (their user's live threads held 8192 calls' starts), full (65536 threads' were held). A thread's start is kept from its first call to its exit.";
     UPLOADS: "rocsync_uploads_total" counter
         "Traces uploaded to the store (--upload).";
     UPLOAD_BYTES: "rocsync_upload_bytes_total" counter

@@ -15,6 +15,8 @@ pub struct StallView {
     pub hangs_untraced: Vec<(&'static str, u64)>,
     /// The oldest call in flight of each synchronising API (seconds).
     pub in_flight: Vec<(&'static str, f64)>,
+    /// Calls whose start the kernel could not keep: (their user's share, the map full).
+    pub untimed: (u64, u64),
 }
 
 /// The budget as `/metrics` shows it (no pid label: a node's processes come and go).
@@ -79,6 +81,9 @@ pub fn render_stalls(t: &mut Text, st: &StallView) {
     for (api, secs) in &st.in_flight {
         f.labelled(&format!("api=\"{api}\""), secs);
     }
+    let mut f = t.family(&CALLS_UNTIMED);
+    f.labelled("reason=\"user_share\"", st.untimed.0);
+    f.labelled("reason=\"full\"", st.untimed.1);
 }
 
 /// Uploads as `/metrics` shows them (absent with uploads off).

@@ -60,6 +60,7 @@ fn everything() -> String {
             skipped_interval: 49,
             hangs_untraced: vec![("interval", 2), ("not_started", 0)],
             in_flight: vec![("hipStreamSynchronize", 2.5)],
+            untimed: (3, 0),
             ..StallView::default()
         },
         uploads: Some(UploadView {

@@ -215,3 +215,66 @@ fn a_hang_is_traced_beside_an_asked_trace_and_refuses_none() {
     assert_eq!(untraced(&addr), 0.0);
     stop(daemon);
 }
+
+/// Another user's thread churn hides no hang: a thread's call start goes at its exit and
+/// a user's live threads hold a share of the kernel's map at most. (An LRU over every
+/// thread gave up the blocked call's start, the one touched least recently: no hang
+/// trace, or one that said "returned" while the call still blocked.)
+#[test]
+fn another_users_thread_churn_hides_no_hang() {
+    let name = "another_users_thread_churn_hides_no_hang";
+    let Some((dir, exe)) = daemon_test(name) else {
+        return;
+    };
+    let (daemon, mut lines) = start_daemon(&dir, &exe, &FLAGS);
+    let addr = metrics_addr(&lines);
+    std::fs::set_permissions(dir.0.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    // Short-lived threads for 14 s, one synchronize each, started first.
+    let mut churn = Gated::start(
+        Command::new("setpriv")
+            .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"])
+            .arg(&exe)
+            .args(["gated", "churn", "14000"]),
+    );
+    churn.open_when_tracked(&mut lines);
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    // Root's process blocks 6 s while the churn goes on.
+    let log = dir.path("victim.log");
+    let mut victim = Gated::start(
+        Command::new(&exe)
+            .args(["gated", "stall", "1", "6000000"])
+            .env("SCENARIO_LOG", &log),
+    );
+    victim.open_when_tracked(&mut lines);
+    let pid = victim.child.id();
+    lines.wait_for(&format!("hang: pid {pid}'s hipStreamSynchronize"));
+    assert!(victim.child.wait().unwrap().success());
+    assert!(
+        churn.child.try_wait().unwrap().is_none(),
+        "the churn ended before the call returned"
+    );
+    let listed = stall_traces(&dir.path("rocsync.sock"), 1);
+    let span = syncs(&log)[0];
+    assert!(span.1 - span.0 >= 5 * S, "{span:?}");
+    let t = listed_trace(&listed, "hang", pid);
+    assert_hang_of(&t, span);
+    // Traced until the call returned, not ended early as if it had.
+    let sync = call_rows(&t)
+        .into_iter()
+        .find(|r| r.pid == u64::from(pid) && r.name == "hipStreamSynchronize")
+        .expect("the blocked call's row");
+    assert_eq!(sync.ret, Some(0), "{sync:?}");
+    // Its return was timed (its start kept): a stall, the node's only one.
+    let stalls = "rocsync_stalls_total{api=\"hipStreamSynchronize\"";
+    assert_eq!(metric(&addr, stalls), 1.0);
+    assert_eq!(metric(&addr, "rocsync_calls_untimed_total"), 0.0);
+    assert!(churn.child.wait().unwrap().success());
+    churn.said.wait_for("threads ");
+    let made: u64 = churn.said.1.last().unwrap()["threads ".len()..]
+        .trim()
+        .parse()
+        .unwrap();
+    // More threads than the old map held, twice over: the churn could push anything out.
+    assert!(made >= 2 * 16384, "the churn made only {made} threads");
+    stop(daemon);
+}
