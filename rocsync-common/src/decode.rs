@@ -61,7 +61,12 @@ pub fn decode(bytes: &[u8]) -> Result<Decoded, DecodeError> {
         return Err(DecodeError::Short { len: bytes.len() });
     };
     let kind = u32::from_ne_bytes([kind[0], kind[1], kind[2], kind[3]]);
-    match kind {
+    // An entry's kind carries the ring's losses above its low byte.
+    let base = match kind & 0xff {
+        RECORD_ENTRY => RECORD_ENTRY,
+        _ => kind,
+    };
+    match base {
         RECORD_ENTRY => {
             let rec: EntryRecord = read(bytes, kind)?;
             let api = u32::from(rec.api);

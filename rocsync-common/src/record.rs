@@ -60,6 +60,8 @@ pub const EXIT_ENTRY_ONLY: u32 = 2;
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct EntryRecord {
+    /// [`RECORD_ENTRY`] in the low byte; above it, its thread's lost call records when
+    /// the call entered ([`EntryRecord::kind_at`], [`LOSS_MASK`]).
     pub kind: u32,
     /// Process id (tgid).
     pub pid: u32,
@@ -90,7 +92,28 @@ const _: () = {
     }
 };
 
+/// The bits of its thread's count of lost call records that entry and exit records carry.
+/// A return is paired with an entry only where both carry the same count: none of the
+/// thread's records was lost between them, so the entry is this return's own (with one
+/// lost, an entry met a later call's return: a 2.7 s `hipEventQuery` that never
+/// happened). Counts 2^24 losses apart would look equal: minutes of one thread's
+/// records all lost at 150 000 a second.
+pub const LOSS_MASK: u32 = (1 << 24) - 1;
+/// Slots of the probes' per-thread loss counts (a thread's is its id's low bits).
+pub const LOSS_SLOTS: u32 = 4096;
+
 impl EntryRecord {
+    /// An entry's `kind`: [`RECORD_ENTRY`], and `losses` (its thread's, masked) above.
+    #[inline(always)]
+    pub const fn kind_at(losses: u64) -> u32 {
+        RECORD_ENTRY | ((losses as u32 & LOSS_MASK) << 8)
+    }
+
+    /// Its thread's lost call records when the call entered ([`LOSS_MASK`]'s bits).
+    pub const fn losses(&self) -> u32 {
+        self.kind >> 8
+    }
+
     /// A device as the record holds it: agents are those of the 64-bit agent sets, any
     /// other device is [`NO_DEVICE`] (no agent set can name it).
     #[inline(always)]
@@ -119,7 +142,8 @@ pub struct ExitRecord {
     pub out: u64,
     /// [`EXIT_OUT_READ`].
     pub flags: u32,
-    pub pad: u32,
+    /// Its thread's lost call records when the call returned ([`LOSS_MASK`]'s bits).
+    pub losses: u32,
 }
 
 /// The link-map probe's cookie when the loader exports no `_r_debug`: it then stops the

@@ -2,7 +2,7 @@
 //! call, one compare-and-swap on the shared head.
 
 use aya_ebpf::{macros::map, maps::Array};
-use rocsync_common::{CallCursor, CallSlot, MMAPABLE, RECORD_WAKE, WakeRecord};
+use rocsync_common::{CallCursor, CallSlot, LOSS_SLOTS, MMAPABLE, RECORD_WAKE, WakeRecord};
 
 use crate::{BPF_RB_FORCE_WAKEUP, EVENTS};
 
@@ -11,6 +11,32 @@ use crate::{BPF_RB_FORCE_WAKEUP, EVENTS};
 static CALL_RING: Array<CallSlot> = Array::with_max_entries(1 << 17, MMAPABLE);
 #[map]
 static CALL_CURSOR: Array<CallCursor> = Array::with_max_entries(1, MMAPABLE);
+
+/// Call records the ring could not take, by the writing thread (its id's slot, shared
+/// with the threads whose ids share it), counted here as well as by kind. Entry and exit
+/// records carry their thread's count (`rocsync_common::LOSS_MASK`): a return is paired
+/// only with an entry no loss of its thread came between. Slots shared can only make a
+/// pair look uncertain, never a wrong one sure. One atomic add per loss, a load per record.
+#[map]
+static CALL_LOSSES: Array<u64> = Array::with_max_entries(LOSS_SLOTS, 0);
+
+/// The losses so far of thread `tid` (and those sharing its slot).
+#[inline(always)]
+pub fn losses(tid: u32) -> u64 {
+    match CALL_LOSSES.get_ptr(tid & (LOSS_SLOTS - 1)) {
+        // SAFETY: an aligned u64 of the map's value; added to atomically.
+        Some(n) => unsafe { core::ptr::read_volatile(n) },
+        None => 0,
+    }
+}
+
+#[inline(always)]
+fn lost(tid: u32) -> bool {
+    if let Some(n) = CALL_LOSSES.get_ptr_mut(tid & (LOSS_SLOTS - 1)) {
+        crate::fetch_add(n);
+    }
+    false
+}
 
 /// `CALL_RING`'s entries, a power of two; set at load.
 #[unsafe(no_mangle)]
@@ -55,13 +81,14 @@ fn cmpxchg(p: *mut u64, old: u64, new: u64) -> u64 {
         .unwrap_or_else(|seen| seen)
 }
 
-/// Writes `rec` (at most 56 bytes) as the ring's next record; `false` when the ring is
-/// full (the caller counts the drop).
+/// Writes `rec` (at most 56 bytes), a record of thread `tid`, as the ring's next record;
+/// `false` when the ring is full (the caller counts the drop by kind; [`losses`] counts it
+/// for the thread).
 #[inline(always)]
-pub fn write<T: Copy>(rec: T) -> bool {
+pub fn write<T: Copy>(rec: T, tid: u32) -> bool {
     const { assert!(size_of::<T>() <= size_of::<[u64; 7]>()) };
     let Some(c) = CALL_CURSOR.get_ptr_mut(0) else {
-        return false;
+        return lost(tid);
     };
     // SAFETY: a read-only global, fixed at load.
     let slots = u64::from(unsafe { core::ptr::read_volatile(&CALL_SLOTS) });
@@ -71,7 +98,7 @@ pub fn write<T: Copy>(rec: T) -> bool {
     let mut pos = None;
     for _ in 0..TRIES {
         if head.wrapping_sub(tail) >= slots {
-            return false;
+            return lost(tid);
         }
         // SAFETY: as above.
         let seen = cmpxchg(unsafe { &raw mut (*c).head }, head, head + 1);
@@ -82,12 +109,12 @@ pub fn write<T: Copy>(rec: T) -> bool {
         head = seen;
     }
     let Some(pos) = pos else {
-        return false;
+        return lost(tid);
     };
     // Never fails: the index is below the ring's entries, which equal `slots`. (Were it to,
     // the reader would wait at `pos` as at a preempted writer's.)
     let Some(slot) = CALL_RING.get_ptr_mut((pos & (slots - 1)) as u32) else {
-        return false;
+        return lost(tid);
     };
     // SAFETY: the slot is this reservation's until `seq` says complete; volatile stores
     // keep the record's before `seq` (x86-64 keeps stores in order).

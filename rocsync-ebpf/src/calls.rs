@@ -11,8 +11,7 @@ use aya_ebpf::{
 use aya_log_ebpf::warn;
 use rocsync_common::{
     Api, Cookie, ENTRY_FILTERED, EXIT_ENTRY_ONLY, EXIT_OUT_READ, EntryRecord, ExitRecord,
-    GetDeviceMode, HandleKey, NO_DEVICE, OutSlot, RECORD_ENTRY, RECORD_EXIT, Switch, TargetState,
-    drop_index,
+    GetDeviceMode, HandleKey, NO_DEVICE, OutSlot, RECORD_EXIT, Switch, TargetState, drop_index,
 };
 
 use crate::{
@@ -174,17 +173,21 @@ pub fn enter(ctx: &ProbeContext, cookie: Cookie) -> u32 {
     let correlation = next_correlation(counter);
     // SAFETY: helper without preconditions.
     let enter_ns = unsafe { bpf_ktime_get_ns() };
-    let written = call_ring::write(EntryRecord {
-        kind: RECORD_ENTRY,
-        pid: tgid,
-        tid: pid_tgid as u32,
-        api: cookie.api() as u16,
-        correlation,
-        enter_ns,
-        args,
-        flags,
-        device: EntryRecord::agent(device),
-    });
+    let losses = call_ring::losses(pid_tgid as u32);
+    let written = call_ring::write(
+        EntryRecord {
+            kind: EntryRecord::kind_at(losses),
+            pid: tgid,
+            tid: pid_tgid as u32,
+            api: cookie.api() as u16,
+            correlation,
+            enter_ns,
+            args,
+            flags,
+            device: EntryRecord::agent(device),
+        },
+        pid_tgid as u32,
+    );
     if !written {
         count_drops(drop_index::ENTRY, 1);
     }
@@ -199,9 +202,10 @@ pub fn enter(ctx: &ProbeContext, cookie: Cookie) -> u32 {
             ret: word,
             out: 0,
             flags: EXIT_ENTRY_ONLY,
-            pad: 0,
+            // Its entry's: nothing lies between them.
+            losses: losses as u32,
         };
-        if !call_ring::write(exit) {
+        if !call_ring::write(exit, pid_tgid as u32) {
             count_drops(drop_index::EXIT, 1);
         }
     }
@@ -306,18 +310,21 @@ pub fn exit(ctx: &RetProbeContext, cookie: Cookie) -> u32 {
     if let Some(handle) = comm {
         (out, flags) = (handle, EXIT_OUT_READ);
     }
-    let written = call_ring::write(ExitRecord {
-        kind: RECORD_EXIT,
-        pid: (pid_tgid >> 32) as u32,
-        tid: pid_tgid as u32,
-        api: cookie.api(),
-        // SAFETY: helper without preconditions.
-        exit_ns: unsafe { bpf_ktime_get_ns() },
-        ret,
-        out,
-        flags,
-        pad: 0,
-    });
+    let written = call_ring::write(
+        ExitRecord {
+            kind: RECORD_EXIT,
+            pid: (pid_tgid >> 32) as u32,
+            tid: pid_tgid as u32,
+            api: cookie.api(),
+            // SAFETY: helper without preconditions.
+            exit_ns: unsafe { bpf_ktime_get_ns() },
+            ret,
+            out,
+            flags,
+            losses: call_ring::losses(pid_tgid as u32) as u32,
+        },
+        pid_tgid as u32,
+    );
     if !written {
         count_drops(drop_index::EXIT, 1);
     }

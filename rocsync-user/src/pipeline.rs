@@ -147,8 +147,9 @@ impl<S: Sink> Pipeline<S> {
             self.pairing.seen(e.pid, e.tid);
             return;
         };
+        let at = (call.correlation, call.api);
         self.pairing
-            .entered(call.pid, call.tid, call.correlation, call.api);
+            .entered(call.pid, call.tid, at, Some(e.losses()));
         let mut out = Vec::new();
         self.sequencer.entered(call, &mut |r| out.push(r));
         self.release(out);
@@ -159,7 +160,7 @@ impl<S: Sink> Pipeline<S> {
             self.stats.undecodable += 1;
             return;
         };
-        let m = self.pairing.returned(x.pid, x.tid, api);
+        let m = self.pairing.returned(x.pid, x.tid, api, x.losses);
         let mut out = Vec::new();
         for corr in m.orphaned {
             self.stats.unpaired_entries += 1;
@@ -271,7 +272,8 @@ impl<S: Sink> Pipeline<S> {
     pub fn entered_before(&mut self, call: Call) {
         debug_assert!(call.correlation == 0 && call.api.op().waits());
         if call.exit_ns.is_none() {
-            self.pairing.entered(call.pid, call.tid, 0, call.api);
+            self.pairing
+                .entered(call.pid, call.tid, (0, call.api), None);
         }
         let mut out = Vec::new();
         self.sequencer.outside(call, &mut |r| out.push(r));

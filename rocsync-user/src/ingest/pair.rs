@@ -4,13 +4,16 @@
 
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
-use rocsync_common::Api;
+use rocsync_common::{Api, LOSS_MASK};
 
 /// An entered call, as the stack remembers it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Open {
     correlation: u64,
     api: Api,
+    /// Its thread's lost call records at entry (`rocsync_common::LOSS_MASK`); `None`
+    /// where unknown (a call known from elsewhere, entered before the records).
+    losses: Option<u32>,
 }
 
 /// What an exit record completes.
@@ -40,12 +43,20 @@ impl Pairing {
         self.threads.get_or_insert_default();
     }
 
-    pub fn entered(&mut self, pid: u32, tid: u32, correlation: u64, api: Api) {
+    /// `losses`: the thread's lost call records at entry, where known.
+    pub fn entered(
+        &mut self,
+        pid: u32,
+        tid: u32,
+        (correlation, api): (u64, Api),
+        losses: Option<u32>,
+    ) {
         self.seen(pid, tid);
-        self.open
-            .entry((pid, tid))
-            .or_default()
-            .push(Open { correlation, api });
+        self.open.entry((pid, tid)).or_default().push(Open {
+            correlation,
+            api,
+            losses,
+        });
     }
 
     /// The thread entered a call that cannot be paired (its record undecodable).
@@ -56,8 +67,11 @@ impl Pairing {
     }
 
     /// The call an exit of `api` on this thread returns from: the innermost open call of
-    /// that API. Calls above it lost their exits.
-    pub fn returned(&mut self, pid: u32, tid: u32, api: Api) -> Matched {
+    /// that API. Calls above it lost their exits. Where the thread lost records since
+    /// that call entered (`losses` differ), it may be an earlier call's entry: neither is
+    /// paired (the entry is released with no return, the exit matches nothing), never
+    /// turned into one long call.
+    pub fn returned(&mut self, pid: u32, tid: u32, api: Api, losses: u32) -> Matched {
         let none = Matched {
             correlation: None,
             orphaned: Vec::new(),
@@ -69,13 +83,17 @@ impl Pairing {
         let Some(at) = stack.iter().rposition(|o| o.api == api) else {
             return none;
         };
-        let orphaned = stack.drain(at + 1..).map(|o| o.correlation).collect();
+        let mut orphaned: Vec<u64> = stack.drain(at + 1..).map(|o| o.correlation).collect();
         let open = stack.pop().expect("found above");
         if stack.is_empty() {
             self.open.remove(&(pid, tid));
         }
+        let own = open.losses.is_none_or(|l| l == losses & LOSS_MASK);
+        if !own {
+            orphaned.push(open.correlation);
+        }
         Matched {
-            correlation: Some(open.correlation),
+            correlation: own.then_some(open.correlation),
             orphaned,
             began_before: false,
         }
@@ -94,16 +112,16 @@ mod tests {
     #[test]
     fn nested_calls_pair_innermost_first() {
         let mut p = Pairing::default();
-        p.entered(1, 7, 10, Api::HipStreamSynchronizeSpt);
-        p.entered(1, 7, 11, Api::HipStreamSynchronize);
-        p.entered(1, 8, 12, Api::HipStreamSynchronize);
-        let m = p.returned(1, 7, Api::HipStreamSynchronize);
+        p.entered(1, 7, (10, Api::HipStreamSynchronizeSpt), Some(0));
+        p.entered(1, 7, (11, Api::HipStreamSynchronize), Some(0));
+        p.entered(1, 8, (12, Api::HipStreamSynchronize), Some(0));
+        let m = p.returned(1, 7, Api::HipStreamSynchronize, 0);
         assert_eq!(m.correlation, Some(11));
         assert_eq!(
-            p.returned(1, 8, Api::HipStreamSynchronize).correlation,
+            p.returned(1, 8, Api::HipStreamSynchronize, 0).correlation,
             Some(12)
         );
-        let m = p.returned(1, 7, Api::HipStreamSynchronizeSpt);
+        let m = p.returned(1, 7, Api::HipStreamSynchronizeSpt, 0);
         assert_eq!((m.correlation, m.orphaned), (Some(10), vec![]));
         assert_eq!(p.open_calls(), 0);
     }
@@ -112,24 +130,45 @@ mod tests {
     fn a_lost_exit_orphans_the_calls_above_and_a_lost_entry_matches_nothing() {
         let mut p = Pairing::default();
         p.follow_threads();
-        p.entered(1, 7, 1, Api::HipDeviceSynchronize);
-        p.entered(1, 7, 2, Api::HipEventRecord);
+        p.entered(1, 7, (1, Api::HipDeviceSynchronize), Some(0));
+        p.entered(1, 7, (2, Api::HipEventRecord), Some(0));
         // The record's exit was lost: the outer call's exit still finds its entry.
-        let m = p.returned(1, 7, Api::HipDeviceSynchronize);
+        let m = p.returned(1, 7, Api::HipDeviceSynchronize, 0);
         assert_eq!((m.correlation, m.orphaned), (Some(1), vec![2]));
         // An exit whose entry was lost matches nothing: an entry lost, on a thread
         // that entered calls before.
-        let m = p.returned(1, 7, Api::HipEventSynchronize);
+        let m = p.returned(1, 7, Api::HipEventSynchronize, 0);
         assert_eq!((m.correlation, m.began_before), (None, false));
         // No entry of its thread before it: (where records begin mid-call) begun before.
-        let m = p.returned(2, 2, Api::HipEventSynchronize);
+        let m = p.returned(2, 2, Api::HipEventSynchronize, 0);
         assert_eq!((m.correlation, m.began_before), (None, true));
         // Once the thread enters a call, what it returns from unmatched was lost.
-        p.entered(2, 2, 3, Api::HipEventRecord);
-        assert!(p.returned(2, 2, Api::HipEventRecord).correlation == Some(3));
-        assert!(!p.returned(2, 2, Api::HipEventSynchronize).began_before);
+        p.entered(2, 2, (3, Api::HipEventRecord), Some(0));
+        assert!(p.returned(2, 2, Api::HipEventRecord, 0).correlation == Some(3));
+        assert!(!p.returned(2, 2, Api::HipEventSynchronize, 0).began_before);
         // Threads not followed (run, attach): never told apart.
         let mut q = Pairing::default();
-        assert!(!q.returned(3, 3, Api::HipEventSynchronize).began_before);
+        assert!(!q.returned(3, 3, Api::HipEventSynchronize, 0).began_before);
+    }
+
+    #[test]
+    fn a_return_after_its_threads_loss_pairs_with_no_earlier_entry() {
+        let mut p = Pairing::default();
+        // Entered with none lost; the thread then lost records (this call's return and
+        // the next call's entry, say): the return that comes is not this call's.
+        p.entered(1, 7, (1, Api::HipEventQuery), Some(0));
+        let m = p.returned(1, 7, Api::HipEventQuery, 2);
+        assert_eq!((m.correlation, m.orphaned), (None, vec![1]));
+        assert_eq!(p.open_calls(), 0);
+        // Counts equal past the mask: none lost between.
+        p.entered(1, 7, (2, Api::HipEventQuery), Some(5));
+        let m = p.returned(1, 7, Api::HipEventQuery, (1 << 24) + 5);
+        assert_eq!((m.correlation, m.orphaned), (Some(2), vec![]));
+        // An entry known from elsewhere (no count) pairs as before.
+        p.entered(1, 7, (0, Api::HipStreamSynchronize), None);
+        assert_eq!(
+            p.returned(1, 7, Api::HipStreamSynchronize, 9).correlation,
+            Some(0)
+        );
     }
 }

@@ -46,7 +46,7 @@ fn record() -> impl Strategy<Value = Vec<u8>> {
                     ret,
                     out: w[2],
                     flags,
-                    pad: 0,
+                    losses: 0,
                 })
             }
         },
@@ -82,7 +82,7 @@ fn well_formed(j: u32) -> (Vec<u8>, Vec<u8>) {
         ret: 0,
         out: 0,
         flags: 0,
-        pad: 0,
+        losses: 0,
     };
     (bytes(&entry), bytes(&exit))
 }

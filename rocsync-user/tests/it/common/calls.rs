@@ -71,9 +71,10 @@ pub fn assert_same_calls(logged: &[LoggedCall], captured: Vec<RawCall>) {
 }
 
 /// Asserts each thread's captured calls are its logged calls in order with some left
-/// out (what a lossy capture may hold, never a call not made or out of order); a call
-/// whose return was lost is matched without it, and without what its return would have
-/// read (a created handle: 0). Returns how many were captured.
+/// out (what a lossy capture may hold, never a call not made or out of order), each
+/// within its logged call's span (never an entry paired with a later call's return); a
+/// call whose return was lost is matched without it, and without what its return would
+/// have read (a created handle: 0). Returns how many were captured.
 pub fn assert_calls_within(logged: &[LoggedCall], captured: Vec<RawCall>) -> usize {
     let (want, got) = threads(logged, captured);
     for (tid, g) in &got {
@@ -85,14 +86,25 @@ pub fn assert_calls_within(logged: &[LoggedCall], captured: Vec<RawCall>) -> usi
             assert!(
                 w.by_ref().any(|l| l.api == c.api
                     && args_match(&l.args, &c.args, c.ret.is_none())
-                    && c.ret.is_none_or(|r| r == l.ret)),
-                "thread {tid}, captured call {i} ({} {:?}) is no later logged call",
+                    && c.ret.is_none_or(|r| r == l.ret)
+                    && within(l, c)),
+                "thread {tid}, captured call {i} ({} {:?}, {} to {:?} ns) is no later logged call",
                 c.api,
-                c.args
+                c.args,
+                c.enter_ns,
+                c.exit_ns,
             );
         }
     }
     got.values().map(Vec::len).sum()
+}
+
+/// The captured call lies within the logged call's clock readings around it (both
+/// CLOCK_MONOTONIC; a microsecond for the two readers of it), where the log has them.
+fn within(l: &LoggedCall, c: &RawCall) -> bool {
+    const US: u64 = 1000;
+    l.after_ns == 0
+        || (c.enter_ns + US >= l.before_ns && c.exit_ns.is_none_or(|x| x <= l.after_ns + US))
 }
 
 /// A captured call's arguments are the logged ones; `unreturned`, those its return would
