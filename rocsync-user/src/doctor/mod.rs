@@ -4,6 +4,7 @@
 //! ([`runtimes`]). Every miss comes with its fix.
 
 mod caps;
+mod exe;
 mod kernel;
 mod runtimes;
 mod search;
@@ -22,6 +23,8 @@ pub enum Status {
     Absent,
     /// Could not be told (e.g. probing the kernel needs the capabilities missing).
     Unknown,
+    /// There, and unsafe as it is (rocsync traces; the fix says what to change).
+    Warning,
 }
 
 impl Status {
@@ -31,6 +34,7 @@ impl Status {
             Status::Missing => "MISSING",
             Status::Absent => "absent",
             Status::Unknown => "unknown",
+            Status::Warning => "WARNING",
         }
     }
 }
@@ -80,6 +84,7 @@ pub struct Report {
 pub fn run() -> Report {
     let mut checks = kernel::checks();
     checks.extend(caps::checks());
+    checks.extend(exe::checks());
     checks.extend(runtimes::checks());
     Report { checks }
 }

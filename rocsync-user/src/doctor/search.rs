@@ -50,8 +50,10 @@ pub fn installed(wanted: impl Fn(&str) -> bool) -> (BTreeSet<PathBuf>, Vec<(Path
 }
 
 /// The libraries `ldconfig -p` lists: `\tlibamdhip64.so.5 (libc6,x86-64) => /lib/…`.
+/// Where the system keeps it, never through `PATH`: doctor runs as root, and the caller's
+/// `PATH` (sudo -E, a user's environment) may name a program of anyone's.
 fn linker_cache() -> Vec<PathBuf> {
-    let output = ["ldconfig", "/sbin/ldconfig", "/usr/sbin/ldconfig"]
+    let output = ["/sbin/ldconfig", "/usr/sbin/ldconfig"]
         .iter()
         .find_map(|l| std::process::Command::new(l).arg("-p").output().ok());
     let Some(output) = output else {

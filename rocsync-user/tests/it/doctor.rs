@@ -254,3 +254,58 @@ fn cap_sys_admin_alone_is_enough_and_perf_event_uprobes_need_it() {
         assert_eq!(row(&report, "HIP runtime")["status"], "ok", "{report:#}");
     }
 }
+
+/// As root, doctor runs no program the caller's `PATH` names (its `ldconfig` is the
+/// system's), and warns when its own file is one another user could replace (a wheel in
+/// a user's environment run with `sudo $(command -v rocsync)`); a copy only root can
+/// change is ok.
+#[test]
+fn as_root_doctor_runs_nothing_from_path_and_warns_of_a_file_others_may_replace() {
+    if !can_doctor("as_root_doctor_runs_nothing_from_path_and_warns_of_a_file_others_may_replace") {
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = TempDir::new();
+    let mode = |p: &Path, m| std::fs::set_permissions(p, std::fs::Permissions::from_mode(m));
+    let (bin, marker) = (dir.path("bin"), dir.path("ran"));
+    std::fs::create_dir(&bin).unwrap();
+    let planted = bin.join("ldconfig");
+    std::fs::write(&planted, format!("#!/bin/sh\ntouch {}\n", marker.display())).unwrap();
+    mode(&planted, 0o755).unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let report_of = |exe: &Path| {
+        let out = doctor_output(
+            Command::new(exe)
+                .args(["doctor", "--json"])
+                .env("PATH", &path),
+        );
+        let report: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}\n{}", text(&out.stdout), text(&out.stderr)));
+        row(&report, "rocsync's own file").clone()
+    };
+    for (folder, m) in [("root", 0o755), ("open", 0o777)] {
+        std::fs::create_dir(dir.path(folder)).unwrap();
+        std::fs::copy(
+            env!("CARGO_BIN_EXE_rocsync"),
+            dir.path(folder).join("rocsync"),
+        )
+        .unwrap();
+        mode(&dir.path(folder), m).unwrap();
+    }
+    let own = report_of(&dir.path("root").join("rocsync"));
+    assert_eq!(own["status"], "ok", "{own:#}");
+    let open = report_of(&dir.path("open").join("rocsync"));
+    assert_eq!(open["status"], "WARNING", "{open:#}");
+    assert!(
+        open["found"]
+            .as_str()
+            .unwrap()
+            .contains("can be written by others (mode 777)"),
+        "{open:#}"
+    );
+    assert!(
+        open["fix"].as_str().unwrap().contains("root owns"),
+        "{open:#}"
+    );
+    assert!(!marker.exists(), "doctor ran the ldconfig its PATH named");
+}
