@@ -21,6 +21,7 @@ mod attribution;
 mod capture;
 mod carried_runtime;
 mod cgroup_kill;
+mod closed_pipes;
 mod collectives;
 mod concurrent;
 mod conventions;
