@@ -24,22 +24,11 @@ fn run() -> ExitCode {
         return ExitCode::from(rocsync::capture::watchdog::run() as u8);
     }
     if std::env::args().nth(1).as_deref() == Some("generate") {
-        quiet_on_closed_pipes();
         return finish(commands::generate(GenerateArgs::parse_from(
             std::env::args().skip(1),
         )));
     }
     let cli = Cli::parse();
-    if matches!(
-        cli.command,
-        Command::Convert(_)
-            | Command::Report(_)
-            | Command::Annotate(_)
-            | Command::Status(_)
-            | Command::Doctor(_)
-    ) {
-        quiet_on_closed_pipes();
-    }
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -68,19 +57,14 @@ fn run() -> ExitCode {
     finish(result)
 }
 
-/// Output to a closed pipe (`rocsync report X --json | head -1`) ends the command as it
-/// ends other Unix tools: by SIGPIPE, quietly (Rust ignores it, so a write panicked).
-/// Only for the commands that hold no target and record nothing: `run`, `attach`, `trace`
-/// and the daemon keep it ignored, and finish what they hold.
-fn quiet_on_closed_pipes() {
-    // SAFETY: restoring a signal's default disposition, before any thread is started.
-    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
-}
-
-/// The exit status for what a command returned; says its error.
+/// The exit status for what a command returned; says its error. Output to a pipe whose
+/// reader is gone (`rocsync report X --json | head -1`) ends it quietly, with the status
+/// a shell gives a command SIGPIPE ended (rocsync ignores SIGPIPE: a target it holds is
+/// let go first, and a closed stderr costs only the diagnostics).
 fn finish(result: anyhow::Result<i32>) -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),
+        Err(e) if rocsync::stdio::closed_pipe(&e) => ExitCode::from(128 + libc::SIGPIPE as u8),
         Err(e) => {
             rocsync::say!("rocsync: error: {e:#}");
             ExitCode::FAILURE

@@ -17,7 +17,7 @@ pub fn annotate(args: AnnotateArgs) -> Result<i32> {
     };
     let summaries = run(&settings)?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&summaries)?);
+        crate::stdio::print(&format!("{}\n", serde_json::to_string_pretty(&summaries)?))?;
     } else {
         for s in &summaries {
             crate::say!("{}", s.text());

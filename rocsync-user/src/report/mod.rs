@@ -56,9 +56,9 @@ pub fn run(s: &Settings) -> Result<i32> {
     };
     let figures = Figures::of(&capture);
     if s.json {
-        println!("{}", serde_json::to_string_pretty(&figures)?);
+        crate::stdio::print(&format!("{}\n", serde_json::to_string_pretty(&figures)?))?;
     } else {
-        print!("{}", text::render(&figures));
+        crate::stdio::print(&text::render(&figures))?;
     }
     if let Some(dir) = &s.plot {
         let written = plot::write_all(&capture, &figures, dir)
@@ -77,9 +77,9 @@ fn run_job(s: &Settings) -> Result<i32> {
     }
     let job = job::read_dir(&s.input)?;
     if s.json {
-        println!("{}", serde_json::to_string_pretty(&job)?);
+        crate::stdio::print(&format!("{}\n", serde_json::to_string_pretty(&job)?))?;
     } else {
-        print!("{}", job::render(&job));
+        crate::stdio::print(&job::render(&job))?;
     }
     Ok(0)
 }

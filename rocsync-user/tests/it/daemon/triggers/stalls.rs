@@ -144,7 +144,11 @@ fn a_burst_of_stalls_gives_one_trace_and_a_count_of_them_all() {
     let files: Vec<_> = std::fs::read_dir(dir.path("state/traces"))
         .unwrap()
         .flatten()
-        .filter(|e| e.file_name().to_string_lossy().starts_with("stall-"))
+        .filter(|e| {
+            // Traces, not the owner files retention keeps beside them.
+            let name = e.file_name().to_string_lossy().into_owned();
+            name.starts_with("stall-") && name.ends_with(".json")
+        })
         .collect();
     assert_eq!(files.len(), 1, "one stall trace of pid {pid}");
     stop(daemon);
