@@ -214,31 +214,41 @@ impl Probes {
     /// Calls of labelled processes counted without their labels: (the labelled series
     /// were as many as the kernel holds, their pod had its cap of series).
     pub fn unlabelled_calls(&self) -> Result<(u64, u64)> {
-        let map: PerCpuArray<_, u64> = PerCpuArray::try_from(
-            self.ebpf
-                .map("UNLABELLED")
-                .context("UNLABELLED map missing")?,
+        let [full, cap] = self.counted(
+            "UNLABELLED",
+            [
+                rocsync_common::UNLABELLED_FULL,
+                rocsync_common::UNLABELLED_CAP,
+            ],
         )?;
-        let sum = |i: u32| -> Result<u64> { Ok(map.get(&i, 0)?.iter().sum()) };
-        Ok((
-            sum(rocsync_common::UNLABELLED_FULL)?,
-            sum(rocsync_common::UNLABELLED_CAP)?,
-        ))
+        Ok((full, cap))
     }
 
     /// Call starts the kernel could not keep (their calls untimed): (their user's live
     /// threads held their share, the map was full).
     pub fn untimed_calls(&self) -> Result<(u64, u64)> {
+        let [share, full] = self.counted(
+            "IN_FLIGHT_REFUSED",
+            [
+                rocsync_common::IN_FLIGHT_USER_SHARE,
+                rocsync_common::IN_FLIGHT_FULL,
+            ],
+        )?;
+        Ok((share, full))
+    }
+
+    /// The counters at `slots` of per-CPU array `name`, each summed over the CPUs.
+    fn counted<const N: usize>(&self, name: &str, slots: [u32; N]) -> Result<[u64; N]> {
         let map: PerCpuArray<_, u64> = PerCpuArray::try_from(
             self.ebpf
-                .map("IN_FLIGHT_REFUSED")
-                .context("IN_FLIGHT_REFUSED map missing")?,
+                .map(name)
+                .with_context(|| format!("{name} map missing"))?,
         )?;
-        let sum = |i: u32| -> Result<u64> { Ok(map.get(&i, 0)?.iter().sum()) };
-        Ok((
-            sum(rocsync_common::IN_FLIGHT_USER_SHARE)?,
-            sum(rocsync_common::IN_FLIGHT_FULL)?,
-        ))
+        let mut out = [0; N];
+        for (o, slot) in out.iter_mut().zip(slots) {
+            *o = map.get(&slot, 0)?.iter().sum();
+        }
+        Ok(out)
     }
 
     fn group_map(&self) -> Result<PerCpuHashMap<&MapData, GroupSlot, MetricValue>> {
