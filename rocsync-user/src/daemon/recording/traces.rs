@@ -41,6 +41,8 @@ pub struct Active {
     pub id: u64,
     /// Its file's name, `<stem>.json` (in the state directory's `traces/`).
     pub stem: String,
+    /// The name it was asked by (`--name`; "trace" when none), which others see.
+    label: String,
     pub pids: Vec<u32>,
     /// Its processes' jobs (their world communicator's id), for upload keys.
     pub jobs: BTreeMap<u32, String>,
@@ -99,6 +101,7 @@ impl Active {
         let mut trace = Self {
             id,
             stem,
+            label: spec.name.clone(),
             processes: identities(pids.iter().copied(), &tracker.pods),
             owners: retention::owners_of(pids.iter().copied()),
             pids,
@@ -122,9 +125,24 @@ impl Active {
         Ok(trace)
     }
 
-    /// The name other sessions see it by.
+    /// The name refusals and `status` show it by: what it is, its number, the `--name`
+    /// it was asked by and its processes (`trace 2 (step-9) of pid(s) [7]`, `stall trace
+    /// 3 of pid(s) [9]`). Names are letters, digits, '-' and '_': nothing to quote.
     pub fn name(&self) -> String {
-        format!("trace {} of pid(s) {}", self.id, pids_shown(&self.pids))
+        let what = match &self.origin {
+            Origin::Asked => "trace",
+            Origin::Dyno { .. } => "dyno trace",
+            Origin::Sampled => "sampled window",
+            Origin::Stall(_) => "stall trace",
+            Origin::Hang(_) => "hang trace",
+            Origin::Behind(_) => "trace of a rank behind",
+        };
+        let named = match (&self.origin, self.label.as_str()) {
+            (Origin::Asked, label) if label != "trace" => format!(" ({label})"),
+            _ => String::new(),
+        };
+        let pids = pids_shown(&self.pids);
+        format!("{what} {}{named} of pid(s) {pids}", self.id)
     }
 
     /// Numbers its calls after `last_read`, the highest id the daemon has read: the

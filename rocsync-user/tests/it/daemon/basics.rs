@@ -229,7 +229,7 @@ fn a_trace_on_request_holds_a_window_of_the_process_calls() {
     let err = String::from_utf8_lossy(&busy.stderr);
     assert!(
         err.contains(&format!(
-            "session \"trace 1 of pid(s) [{pid}]\" already records all agents"
+            "session \"trace 1 (w) of pid(s) [{pid}]\" already records all agents"
         )),
         "{err}"
     );

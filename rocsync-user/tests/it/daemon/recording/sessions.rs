@@ -57,11 +57,14 @@ fn traces_on_disjoint_agents_record_together_and_overlaps_are_refused() {
     };
     lines.wait_for("trace 1: recording");
     // Agent 1 is free: a second trace of the same process records with the first; this
-    // one is written where the client says.
+    // one is written where the client says, and named.
     let out = dir.path("mine.json");
     let on_1 = {
         let (sock, out) = (sock.clone(), out.clone());
-        std::thread::spawn(move || trace(&sock, pid, "1", &["-o", out.to_str().unwrap()]))
+        std::thread::spawn(move || {
+            let args = ["-o", out.to_str().unwrap(), "--name", "step-9"];
+            trace(&sock, pid, "1", &args)
+        })
     };
     lines.wait_for("trace 2: recording");
 
@@ -70,7 +73,7 @@ fn traces_on_disjoint_agents_record_together_and_overlaps_are_refused() {
     let err = stderr(&overlap);
     assert!(
         err.contains(&format!(
-            "session \"trace 2 of pid(s) [{pid}]\" already records agents 1"
+            "session \"trace 2 (step-9) of pid(s) [{pid}]\" already records agents 1"
         )),
         "{err}"
     );

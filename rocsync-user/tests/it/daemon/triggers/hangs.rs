@@ -251,9 +251,16 @@ fn a_daemon_with_no_settings_traces_a_hang() {
     let pid = target.child.id();
     lines.wait_for(&format!("hang: pid {pid}'s hipStreamSynchronize"));
     let seen_ns = mono_ns();
+    // `status` names it for what it is, not "trace 1".
+    let status = ask_daemon(&dir.path("rocsync.sock"), &["status"]);
     assert!(
         target.child.try_wait().unwrap().is_none(),
         "said after the call returned"
+    );
+    let of_pid = format!(" of pid(s) [{pid}]");
+    assert!(
+        (status.lines()).any(|l| l.starts_with("  hang trace ") && l.ends_with(&of_pid)),
+        "{status}"
     );
     assert!(target.child.wait().unwrap().success());
     let logged = read_log(&dir.path("default.log"));
