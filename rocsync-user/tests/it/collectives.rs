@@ -153,7 +153,9 @@ fn a_rank_attached_mid_run_numbers_from_its_attach_and_report_aligns_it_by_its_c
             .spawn()
             .unwrap()
     };
-    let mut first = attach(pids[0], "4", "rank0.json");
+    // Until its process exits (its last collective about 3.9 s after it starts): a 4 s
+    // capture begun late on a loaded machine missed the last ones (57 of 60).
+    let mut first = attach(pids[0], "10", "rank0.json");
     let tenth = format!("rank 1 pid {} allreduce 10", pids[1]);
     while rx.recv().unwrap() != tenth {}
     let mut second = attach(pids[1], "1", "rank1.json");
