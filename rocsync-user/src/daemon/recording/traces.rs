@@ -129,14 +129,7 @@ impl Active {
     /// it was asked by and its processes (`trace 2 (step-9) of pid(s) [7]`, `stall trace
     /// 3 of pid(s) [9]`). Names are letters, digits, '-' and '_': nothing to quote.
     pub fn name(&self) -> String {
-        let what = match &self.origin {
-            Origin::Asked => "trace",
-            Origin::Dyno { .. } => "dyno trace",
-            Origin::Sampled => "sampled window",
-            Origin::Stall(_) => "stall trace",
-            Origin::Hang(_) => "hang trace",
-            Origin::Behind(_) => "trace of a rank behind",
-        };
+        let what = self.origin.what();
         let named = match (&self.origin, self.label.as_str()) {
             (Origin::Asked, label) if label != "trace" => format!(" ({label})"),
             _ => String::new(),

@@ -77,6 +77,18 @@ pub enum Origin {
 }
 
 impl Origin {
+    /// What a trace of this origin is, as refusals and `rocsync status` name it.
+    pub fn what(&self) -> &'static str {
+        match self {
+            Origin::Asked => "trace",
+            Origin::Dyno { .. } => "dyno trace",
+            Origin::Sampled => "sampled window",
+            Origin::Stall(_) => "stall trace",
+            Origin::Hang(_) => "hang trace",
+            Origin::Behind(_) => "trace of a rank behind",
+        }
+    }
+
     /// The daemon's own traces, unasked: they claim no agents, record beside any
     /// session, begin with what the flight recorder holds, and name their process as
     /// it is (it may have exited since).
