@@ -343,7 +343,7 @@ async fn serve(mut d: Daemon, mut io: Io) -> Result<()> {
             _ = io.tick.tick(), if d.sessions.recording() => d.on_tick(),
             _ = io.prune.tick() => d.on_prune()?,
             _ = io.budget.tick() => {
-                d.check_in_flight();
+                d.on_look();
                 d.on_budget()
             }
             s = io.signals.next(), if !d.stopping => d.on_signal(s),

@@ -18,10 +18,9 @@ use crate::daemon::{
     settings::config::{ConfigFlags, DaemonConfig},
     tracking::budget::Budget,
     tracking::discovery::Tracker,
-    triggers::hangs::Hangs,
+    triggers::Triggers,
     triggers::sampled::Sampling,
     triggers::scheduled::Waiting,
-    triggers::stalls::Stalls,
 };
 
 pub struct Daemon {
@@ -45,10 +44,8 @@ pub struct Daemon {
     pub learn_until: Option<Instant>,
     /// What the probes cost each process, and what was shed to hold the budget.
     pub budget: Budget,
-    /// Stall traces started and skipped.
-    pub stalls: Stalls,
-    /// Hang traces recording, and the oldest calls in flight.
-    pub hangs: Hangs,
+    /// The daemon's own triggers: hangs, stalls, ranks behind, stuck ranks.
+    pub triggers: Triggers,
     /// dyno refusals said in the log, per peer.
     pub quiet_dyno: Quiet,
     /// Where traces are uploaded (`--upload`), and what was.
@@ -81,8 +78,7 @@ impl Daemon {
             sampling: Sampling::default(),
             learn_until: None,
             budget: Budget::default(),
-            stalls: Stalls::default(),
-            hangs: Hangs::default(),
+            triggers: Triggers::default(),
             quiet_dyno: Quiet::new("dyno refusals"),
             uploads: None,
             upload_totals: Arc::default(),
@@ -100,7 +96,7 @@ impl Daemon {
     pub fn status(&self) -> Status {
         let now = Instant::now();
         let comms = self.tracker.probes.comms();
-        Status {
+        let mut status = Status {
             claims: self.sessions.held.iter().map(|(_, n)| n.clone()).collect(),
             scheduled: self
                 .scheduled
@@ -141,14 +137,19 @@ impl Daemon {
                 })
                 .collect(),
             writing: self.writing.names().into_iter().map(String::from).collect(),
-            stall_traces: self.stalls.recent.iter().cloned().collect(),
-            hangs: self.hangs.shown(crate::clock::monotonic_ns() as u64),
+            stall_traces: Vec::new(),
+            hangs: Vec::new(),
             returns_probed: match self.tracker.returns.on() {
                 true => "all",
                 false => "needed",
             }
             .into(),
+        };
+        let now_ns = crate::clock::monotonic_ns() as u64;
+        for t in self.triggers.each() {
+            t.status(&mut status, now_ns);
         }
+        status
     }
 }
 

@@ -1,10 +1,13 @@
 //! What starts a trace. Each trigger keeps only its own state and says what to record
 //! as a [`Start`]; one place (`handlers/start.rs`) turns a `Start` into a recording.
 //! Asked on the socket (`asked.rs`), dyno's requests with a synchronized start
-//! (`scheduled.rs`), sampled windows (`sampled.rs`), stalls at a slow call's return
-//! (`stalls.rs`), hangs while a call is still blocked (`hangs.rs`).
+//! (`scheduled.rs`), sampled windows (`sampled.rs`); and the daemon's own, unasked,
+//! each a [`Trigger`] registered in [`Triggers::all`]: hangs while a call is still
+//! blocked (`hangs/`), stalls at a slow call's return (`stalls.rs`), the ranks behind a
+//! hang (`behind.rs`), ranks whose collectives stopped (`stuck.rs`).
 
 pub mod asked;
+pub mod behind;
 pub mod chain;
 pub mod collectives;
 pub mod dyno;
@@ -12,6 +15,44 @@ pub mod hangs;
 pub mod sampled;
 pub mod scheduled;
 pub mod stalls;
+pub mod stuck;
+mod trigger;
+mod view;
+
+pub use trigger::{Action, Began, Counter, Look, Trigger};
+pub use view::View;
+
+/// The daemon's own triggers, each once.
+#[derive(Default)]
+pub struct Triggers {
+    pub hangs: hangs::Hangs,
+    pub stalls: stalls::Stalls,
+    pub behind: behind::Behind,
+    pub stuck: stuck::Stuck,
+}
+
+impl Triggers {
+    /// Every trigger, in the order each record reaches them: a hang trace takes a stall
+    /// of its call before the stalls see it.
+    pub fn all(&mut self) -> [&mut dyn Trigger; 4] {
+        [
+            &mut self.hangs,
+            &mut self.stalls,
+            &mut self.behind,
+            &mut self.stuck,
+        ]
+    }
+
+    /// The `i`th of [`Triggers::all`].
+    pub fn nth(&mut self, i: usize) -> &mut dyn Trigger {
+        self.all().into_iter().nth(i).expect("a trigger's index")
+    }
+
+    /// Every trigger, to read.
+    pub fn each(&self) -> [&dyn Trigger; 4] {
+        [&self.hangs, &self.stalls, &self.behind, &self.stuck]
+    }
+}
 
 use std::{path::PathBuf, time::Duration};
 
@@ -67,13 +108,42 @@ pub enum Origin {
     Dyno { log_file: PathBuf, peer: Peer },
     /// A sampled window.
     Sampled,
-    /// A stall: the slow call, as its return said.
-    Stall(Value),
-    /// A hang: the blocked call, and how it ended.
-    Hang(Value),
-    /// A rank behind in a collective other ranks block in (`collectives.rs`): what it
-    /// does meanwhile.
-    Behind(Value),
+    /// The daemon's own trace, unasked: what it is, and its object (the trace's
+    /// `rocsync.parameters.<kind>`: the slow call, the rank behind, …).
+    Unasked(Unasked, Value),
+}
+
+/// The daemon's own traces, by the trigger that decided them. A new trigger adds its
+/// kind here: every `match` below is exhaustive, so nothing that names kinds is missed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unasked {
+    /// A slow call, at its return (`stalls.rs`).
+    Stall,
+    /// A call still blocked (`hangs.rs`).
+    Hang,
+    /// A rank behind in a collective a hang waits in (`behind.rs`).
+    Behind,
+    /// A rank whose collectives stopped advancing (`stuck.rs`).
+    Stuck,
+}
+
+impl Unasked {
+    /// Its object's key in the trace's `rocsync.parameters`.
+    pub fn key(self) -> &'static str {
+        match self {
+            Unasked::Stall => "stall",
+            Unasked::Hang => "hang",
+            Unasked::Behind => "behind",
+            Unasked::Stuck => "stuck",
+        }
+    }
+
+    pub const ALL: [Unasked; 4] = [
+        Unasked::Stall,
+        Unasked::Hang,
+        Unasked::Behind,
+        Unasked::Stuck,
+    ];
 }
 
 impl Origin {
@@ -83,31 +153,48 @@ impl Origin {
             Origin::Asked => "trace",
             Origin::Dyno { .. } => "dyno trace",
             Origin::Sampled => "sampled window",
-            Origin::Stall(_) => "stall trace",
-            Origin::Hang(_) => "hang trace",
-            Origin::Behind(_) => "trace of a rank behind",
+            Origin::Unasked(kind, _) => match kind {
+                Unasked::Stall => "stall trace",
+                Unasked::Hang => "hang trace",
+                Unasked::Behind => "trace of a rank behind",
+                Unasked::Stuck => "trace of a stuck rank",
+            },
         }
     }
 
     /// The daemon's own traces, unasked: they claim no agents, record beside any
     /// session, begin with what the flight recorder holds, and name their process as
     /// it is (it may have exited since).
-    pub fn unasked(&self) -> bool {
-        matches!(self, Origin::Stall(_) | Origin::Hang(_) | Origin::Behind(_))
+    pub fn unasked(&self) -> Option<(Unasked, &Value)> {
+        match self {
+            Origin::Unasked(kind, o) => Some((*kind, o)),
+            Origin::Asked | Origin::Dyno { .. } | Origin::Sampled => None,
+        }
+    }
+
+    /// The object of an unasked trace of `kind`, to complete (its end, its stacks).
+    pub fn object_mut(&mut self, kind: Unasked) -> Option<&mut Value> {
+        match self {
+            Origin::Unasked(k, o) if *k == kind => Some(o),
+            _ => None,
+        }
     }
 
     /// Whether it claims its agents, refusing sessions that overlap them. dyno's port
     /// has no authentication: its traces are guests, which never refuse anyone's
-    /// (`dyno.rs` bounds them instead), as the daemon's own stall and hang traces.
+    /// (`dyno.rs` bounds them instead), as the daemon's own traces.
     pub fn claims_agents(&self) -> bool {
-        matches!(self, Origin::Asked | Origin::Sampled)
+        match self {
+            Origin::Asked | Origin::Sampled => true,
+            Origin::Dyno { .. } | Origin::Unasked(..) => false,
+        }
     }
 
     /// Where its traces go instead of the state directory.
     pub fn output(&self) -> Option<&std::path::Path> {
         match self {
             Origin::Dyno { log_file, .. } => Some(log_file),
-            _ => None,
+            Origin::Asked | Origin::Sampled | Origin::Unasked(..) => None,
         }
     }
 }

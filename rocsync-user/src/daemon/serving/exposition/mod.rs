@@ -10,7 +10,7 @@ mod labelled;
 
 use families::*;
 
-pub use fleet::{BudgetView, StallView, UploadView};
+pub use fleet::{BudgetView, Counter, StallView, UploadView};
 pub use labelled::{Series, read as read_series};
 
 use crate::daemon::tracking::files::Refused;

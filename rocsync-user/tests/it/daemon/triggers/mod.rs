@@ -1,4 +1,4 @@
-//! What starts a trace: stalls, hangs, dyno requests, sampled windows.
+//! What starts a trace: stalls, hangs, stuck ranks, dyno requests, sampled windows.
 
 mod collectives;
 mod dyno_hostile;
@@ -7,4 +7,5 @@ mod hangs;
 mod hangs_hidden;
 mod slow_call;
 pub(crate) mod stalls;
+mod stuck;
 mod windows;

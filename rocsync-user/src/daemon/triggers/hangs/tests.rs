@@ -1,6 +1,7 @@
 use std::time::Duration;
 
 use super::*;
+use rocsync_common::PendingCall;
 
 fn call(api: Api, ns: u64) -> PendingCall {
     PendingCall {
