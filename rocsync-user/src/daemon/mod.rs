@@ -255,12 +255,12 @@ async fn start(config: DaemonConfig, flags: ConfigFlags, signals: Signals) -> Re
     });
     let (released_tx, released) = tokio::sync::mpsc::unbounded_channel();
     let (readers, incoming) = Readers::new();
-    let mut d = Daemon::new(config, flags, tracker, flight, released_tx);
+    let destinations = outputs::Destinations::start(config.destinations())?;
+    let mut d = Daemon::new(config, flags, tracker, flight, destinations, released_tx);
     d.budget.prices = prices;
     d.budget.log = d.tracker.shed_log.clone();
     d.sampling = Sampling::new(d.config.sampling);
     d.learn_until = learn_until;
-    d.uploads = handlers::reload::uploads_of(&d.config, &d.upload_totals)?;
     // The line clients wait for: said once nothing left can fail.
     crate::say!(
         "rocsync daemon: tracking {} process(es); SIGHUP reloads, SIGTERM stops",

@@ -2,13 +2,11 @@
 //! recording, the flight recorder, what is being written, and the counts `/metrics`
 //! shows of them.
 
-use std::sync::Arc;
-
 use tokio::{sync::mpsc::UnboundedSender, time::Instant};
 
 use crate::agents::ClaimId;
 use crate::daemon::{
-    outputs::upload::{self, Uploads},
+    outputs::Destinations,
     quiet::Quiet,
     recording::flight::FlightRecorder,
     recording::sessions::Sessions,
@@ -51,9 +49,8 @@ pub struct Daemon {
     pub hangs: Hangs,
     /// dyno refusals said in the log, per peer.
     pub quiet_dyno: Quiet,
-    /// Where traces are uploaded (`--upload`), and what was.
-    pub uploads: Option<Uploads>,
-    pub upload_totals: Arc<upload::Totals>,
+    /// Where written traces go: uploaded (`--upload`), kept within retention.
+    pub destinations: Destinations,
     next_id: u64,
     /// Where a held claim's connection says it closed.
     pub released: UnboundedSender<ClaimId>,
@@ -65,6 +62,7 @@ impl Daemon {
         flags: ConfigFlags,
         tracker: Tracker,
         flight: Option<FlightRecorder>,
+        destinations: Destinations,
         released: UnboundedSender<ClaimId>,
     ) -> Self {
         Self {
@@ -84,8 +82,7 @@ impl Daemon {
             stalls: Stalls::default(),
             hangs: Hangs::default(),
             quiet_dyno: Quiet::new("dyno refusals"),
-            uploads: None,
-            upload_totals: Arc::default(),
+            destinations,
             next_id: 1,
             released,
         }

@@ -6,7 +6,6 @@ use rocsync_common::{Api, Decoded, GetDeviceMode, Op, PROCESS_EXIT, Switch, deco
 
 use crate::agents::ClaimId;
 use crate::daemon::{
-    outputs::{retention, statedir},
     recording::writing::Done,
     serving::exposition,
     serving::http,
@@ -18,7 +17,6 @@ use crate::daemon::{
     triggers::{collectives, hangs::Untraced},
     untrusted,
 };
-use std::sync::atomic::Ordering::Relaxed;
 
 /// Whether the loop goes on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -135,7 +133,7 @@ impl Daemon {
     }
 
     /// A trace or a flight recorder dump was written (or failed: said here, whether or
-    /// not a client waits): counted, retention applied, and its client answered.
+    /// not a client waits): counted, handed to its destinations, and its client answered.
     /// Stopping ends once the last is written.
     pub async fn written(&mut self, done: Done) -> Flow {
         match &done.reply {
@@ -144,46 +142,16 @@ impl Daemon {
                 if done.unasked {
                     self.stalls.written(&w.files);
                 }
-                if let Some(uploads) = &self.uploads {
-                    for (file, pid) in w.files.iter().zip(&w.pids) {
-                        let pod = pid.and_then(|p| done.pods.get(&p));
-                        let pod = pod.map(|(ns, n)| (ns.as_str(), n.as_str()));
-                        let job = pid.and_then(|p| done.jobs.get(&p)).map(String::as_str);
-                        uploads.submit(std::path::Path::new(file), pod, job);
-                    }
-                }
-                // Whose each file is, for retention's per-user shares.
-                retention::record_owners(&w.files, &w.pids, &done.owners);
-                // Every file of this trace stays: the client is about to be told of them.
-                let written: Vec<&std::path::Path> =
-                    w.files.iter().map(std::path::Path::new).collect();
-                if !written.is_empty() {
-                    let lost = statedir::apply_retention(
-                        &self.config.retention,
-                        &self.config.state_dir,
-                        &written,
-                    );
-                    self.upload_totals.lost.fetch_add(lost, Relaxed);
-                    if let Some(u) = &self.uploads {
-                        u.lost(lost);
-                    }
-                }
             }
-            Reply::Refused { error } => {
-                crate::say!(
-                    "rocsync daemon: error: {}: {}",
-                    done.name,
-                    untrusted::shown(error)
-                );
-                // A full disk fails every later trace too unless room is made.
-                let lost =
-                    statedir::apply_retention(&self.config.retention, &self.config.state_dir, &[]);
-                self.upload_totals.lost.fetch_add(lost, Relaxed);
-                if let Some(u) = &self.uploads {
-                    u.lost(lost);
-                }
-            }
+            Reply::Refused { error } => crate::say!(
+                "rocsync daemon: error: {}: {}",
+                done.name,
+                untrusted::shown(error)
+            ),
             _ => {}
+        }
+        if let Some(trace) = done.trace() {
+            self.destinations.written(&trace);
         }
         if let Some(client) = done.client {
             client.send(&done.reply).await;
@@ -283,17 +251,7 @@ impl Daemon {
                             in_flight: self.hangs.oldest.clone().into_iter().collect(),
                             untimed,
                         },
-                        uploads: self.uploads.as_ref().map(|u| {
-                            let t = &self.upload_totals;
-                            exposition::UploadView {
-                                uploaded: t.uploaded.load(Relaxed),
-                                bytes: t.bytes.load(Relaxed),
-                                failures: t.failures.load(Relaxed),
-                                refused: t.refused.load(Relaxed),
-                                pending: u.waiting(),
-                                lost: t.lost.load(Relaxed),
-                            }
-                        }),
+                        uploads: self.destinations.upload_view(),
                     }),
                 ),
                 (Err(e), _, _, _) | (_, Err(e), _, _) | (_, _, Err(e), _) | (_, _, _, Err(e)) => (

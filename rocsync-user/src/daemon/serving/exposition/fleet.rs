@@ -1,6 +1,6 @@
 //! The daemon's fleet series: the overhead budget, stalls and hangs.
 
-use crate::daemon::serving::exposition::families::*;
+use crate::daemon::{outputs::upload::UploadView, serving::exposition::families::*};
 
 /// Stalls and hangs as `/metrics` shows them.
 #[derive(Clone, Debug, Default)]
@@ -84,17 +84,6 @@ pub fn render_stalls(t: &mut Text, st: &StallView) {
     let mut f = t.family(&CALLS_UNTIMED);
     f.labelled("reason=\"user_share\"", st.untimed.0);
     f.labelled("reason=\"full\"", st.untimed.1);
-}
-
-/// Uploads as `/metrics` shows them (absent with uploads off).
-#[derive(Clone, Debug, Default)]
-pub struct UploadView {
-    pub uploaded: u64,
-    pub bytes: u64,
-    pub failures: u64,
-    pub refused: u64,
-    pub pending: u64,
-    pub lost: u64,
 }
 
 pub fn render_uploads(t: &mut Text, u: &UploadView) {

@@ -10,7 +10,8 @@ mod labelled;
 
 use families::*;
 
-pub use fleet::{BudgetView, StallView, UploadView};
+pub use crate::daemon::outputs::upload::UploadView;
+pub use fleet::{BudgetView, StallView};
 pub use labelled::{Series, read as read_series};
 
 use crate::daemon::tracking::files::Refused;
