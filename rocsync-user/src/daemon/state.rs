@@ -6,6 +6,7 @@ use tokio::{sync::mpsc::UnboundedSender, time::Instant};
 
 use crate::agents::ClaimId;
 use crate::daemon::{
+    budget::Budget,
     outputs::Destinations,
     quiet::Quiet,
     recording::flight::FlightRecorder,
@@ -14,7 +15,6 @@ use crate::daemon::{
     serving::exposition::NotStarted,
     serving::protocol::{Communicator, ProbeCost, Recording, Scheduled, Status, Tracked},
     settings::config::{ConfigFlags, DaemonConfig},
-    tracking::budget::Budget,
     tracking::discovery::Tracker,
     triggers::hangs::Hangs,
     triggers::sampled::Sampling,
@@ -78,7 +78,7 @@ impl Daemon {
             scheduled: Vec::new(),
             sampling: Sampling::default(),
             learn_until: None,
-            budget: Budget::default(),
+            budget: Budget::new(None),
             stalls: Stalls::default(),
             hangs: Hangs::default(),
             quiet_dyno: Quiet::new("dyno refusals"),
@@ -127,7 +127,7 @@ impl Daemon {
                     pid,
                     pod: self.tracker.pods.pod(pid).cloned(),
                     communicators: communicators(&comms, pid),
-                    probes: self.budget.shares.get(&pid).map(|&share| ProbeCost {
+                    probes: self.budget.share(pid).map(|share| ProbeCost {
                         cpu_share: share,
                         priced: match self.tracker.files.single_stepped(pid) {
                             true => "single_stepped",

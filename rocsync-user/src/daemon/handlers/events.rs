@@ -11,9 +11,6 @@ use crate::daemon::{
     serving::http,
     serving::protocol::Reply,
     state::Daemon,
-    tracking::budget,
-    tracking::over::Over,
-    tracking::polling,
     triggers::{collectives, hangs::Untraced},
     untrusted,
 };
@@ -86,10 +83,7 @@ impl Daemon {
         let tracked = self.tracker.tracked.contains(&pid);
         self.tracker.look(pid);
         if !tracked && self.tracker.tracked.contains(&pid) {
-            let calls = self.tracker.probes.target_calls(pid);
-            if let Some((c, cpu)) = calls.zip(budget::cpu_ns(pid)) {
-                self.budget.first_sample(pid, c, cpu);
-            }
+            self.budget.tracked(&mut self.tracker, pid);
         }
     }
 
@@ -127,7 +121,8 @@ impl Daemon {
     /// Tracked processes that exited are forgotten.
     pub fn on_prune(&mut self) -> anyhow::Result<Flow> {
         self.quiet_dyno.flush(tokio::time::Instant::now());
-        self.tracker.prune()?;
+        let gone = self.tracker.prune()?;
+        self.budget.groups_gone(&gone);
         self.sessions.queues.retain_processes(crate::procfs::exists);
         Ok(Flow::Go)
     }
@@ -183,32 +178,12 @@ impl Daemon {
 
     /// `/metrics` and `/healthz`.
     pub fn http_page(&mut self, path: &str) -> http::Response {
-        let budget = exposition::BudgetView {
-            limit: self.config.budget.map(|b| b.0),
-            call_seconds: (self.budget.prices)
-                .map(|p| (p.emulated.as_secs_f64(), p.stepped.as_secs_f64())),
-            highest: self.budget.highest(),
-            over: (Over::ALL.iter())
-                .map(|&o| {
-                    (
-                        o.label(),
-                        self.budget.over.values().filter(|&&v| v == o).count(),
-                    )
-                })
-                .collect(),
-            shed: polling::shed_apis(self.tracker.files.polling()),
-            duty: (
-                self.tracker.cycle.duty(),
-                (self.tracker.files.cycled())
-                    .filter(|(_, c)| c.cycling)
-                    .count(),
-            ),
-        };
+        let budget = self.budget.view(&mut self.tracker, self.config.budget);
         let probes = &self.tracker.probes;
         let tracker = &self.tracker;
         match path {
             "/metrics" => match (
-                exposition::read_series(&self.tracker),
+                exposition::read_series(&self.tracker, &self.budget.estimates.added),
                 probes.drops(),
                 probes.aql_packets(),
                 probes.untimed_calls(),

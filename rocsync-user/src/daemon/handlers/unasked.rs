@@ -11,8 +11,8 @@ use tokio::time::Instant;
 use crate::{
     clock,
     daemon::{
+        budget::cycle::DutyCycle,
         state::Daemon,
-        tracking::cycle::DutyCycle,
         triggers::{Origin, Start, chain, collectives, hangs, stalls},
     },
     probes::Probes,
@@ -204,7 +204,7 @@ impl Daemon {
     fn waits_on(&self, pid: u32, api: Option<Api>, arg0: u64, entry_ns: u64) -> Chain {
         let probes = &self.tracker.probes;
         // Its records and waits cycled at some moment: the spans they were off.
-        let cycle = (self.tracker.cycle.was_cycled(pid)).then_some(&self.tracker.cycle);
+        let cycle = (self.budget.cycle.was_cycled(pid)).then_some(&self.budget.cycle);
         let state = Of(probes, pid, cycle);
         let steps = api.map_or_else(Vec::new, |api| chain::waits_on(api, arg0, entry_ns, &state));
         let mut said = chain::said(&steps, entry_ns);

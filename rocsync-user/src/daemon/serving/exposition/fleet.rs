@@ -1,6 +1,9 @@
 //! The daemon's fleet series: the overhead budget, stalls and hangs.
 
-use crate::daemon::{outputs::upload::UploadView, serving::exposition::families::*};
+use crate::daemon::{
+    budget::period::View as BudgetView, outputs::upload::UploadView,
+    serving::exposition::families::*,
+};
 
 /// Stalls and hangs as `/metrics` shows them.
 #[derive(Clone, Debug, Default)]
@@ -17,25 +20,6 @@ pub struct StallView {
     pub in_flight: Vec<(&'static str, f64)>,
     /// Calls whose start the kernel could not keep: (their user's share, the map full).
     pub untimed: (u64, u64),
-}
-
-/// The budget as `/metrics` shows it (no pid label: a node's processes come and go).
-#[derive(Clone, Debug, Default)]
-pub struct BudgetView {
-    /// The limit (`None`: off).
-    pub limit: Option<f64>,
-    /// A probed call's calibrated price, in seconds: on an emulated probed instruction,
-    /// and on a single-stepped one.
-    pub call_seconds: Option<(f64, f64)>,
-    /// The highest share of a tracked process's CPU its probes cost, last measured.
-    pub highest: f64,
-    /// Processes over the budget with nothing left to shed.
-    /// by reason (every reason, 0 included: an alert's series never vanishes).
-    pub over: Vec<(&'static str, usize)>,
-    /// Polling APIs: how many probed files have each shed now.
-    pub shed: Vec<(&'static str, usize)>,
-    /// The duty cycle: the share of the time its files are probed, and how many.
-    pub duty: (f64, usize),
 }
 
 pub fn render_budget(t: &mut Text, b: &BudgetView) {
