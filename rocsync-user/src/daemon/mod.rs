@@ -9,6 +9,7 @@
 //! [`run`] sets up and then waits on one loop; each thing it waits for is one method of
 //! [`state::Daemon`] (`events.rs`, `requests.rs`, `scheduled.rs`).
 
+mod budget;
 mod handlers;
 mod outputs;
 mod quiet;
@@ -52,7 +53,7 @@ use serving::{
 };
 use settings::config::{ConfigFlags, DaemonConfig};
 use state::Daemon;
-use tracking::{budget, discovery::Tracker, pods};
+use tracking::{discovery::Tracker, pods};
 use triggers::sampled::Sampling;
 
 use crate::pipeline::cadence::{DRAIN_EVERY, TICK_EVERY};
@@ -255,12 +256,11 @@ async fn start(config: DaemonConfig, flags: ConfigFlags, signals: Signals) -> Re
     });
     let (released_tx, released) = tokio::sync::mpsc::unbounded_channel();
     let (readers, incoming) = Readers::new();
-    let mut d = Daemon::new(config, flags, tracker, flight, released_tx);
-    d.budget.prices = prices;
-    d.budget.log = d.tracker.shed_log.clone();
+    let destinations = outputs::Destinations::start(config.destinations())?;
+    let mut d = Daemon::new(config, flags, tracker, flight, destinations, released_tx);
+    d.budget = budget::Budget::new(prices);
     d.sampling = Sampling::new(d.config.sampling);
     d.learn_until = learn_until;
-    d.uploads = handlers::reload::uploads_of(&d.config, &d.upload_totals)?;
     // The line clients wait for: said once nothing left can fail.
     crate::say!(
         "rocsync daemon: tracking {} process(es); SIGHUP reloads, SIGTERM stops",

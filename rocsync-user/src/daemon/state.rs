@@ -2,13 +2,12 @@
 //! recording, the flight recorder, what is being written, and the counts `/metrics`
 //! shows of them.
 
-use std::sync::Arc;
-
 use tokio::{sync::mpsc::UnboundedSender, time::Instant};
 
 use crate::agents::ClaimId;
 use crate::daemon::{
-    outputs::upload::{self, Uploads},
+    budget::Budget,
+    outputs::Destinations,
     quiet::Quiet,
     recording::flight::FlightRecorder,
     recording::sessions::Sessions,
@@ -16,7 +15,6 @@ use crate::daemon::{
     serving::exposition::NotStarted,
     serving::protocol::{Communicator, ProbeCost, Recording, Scheduled, Status, Tracked},
     settings::config::{ConfigFlags, DaemonConfig},
-    tracking::budget::Budget,
     tracking::discovery::Tracker,
     triggers::Triggers,
     triggers::sampled::Sampling,
@@ -48,9 +46,8 @@ pub struct Daemon {
     pub triggers: Triggers,
     /// dyno refusals said in the log, per peer.
     pub quiet_dyno: Quiet,
-    /// Where traces are uploaded (`--upload`), and what was.
-    pub uploads: Option<Uploads>,
-    pub upload_totals: Arc<upload::Totals>,
+    /// Where written traces go: uploaded (`--upload`), kept within retention.
+    pub destinations: Destinations,
     next_id: u64,
     /// Where a held claim's connection says it closed.
     pub released: UnboundedSender<ClaimId>,
@@ -62,6 +59,7 @@ impl Daemon {
         flags: ConfigFlags,
         tracker: Tracker,
         flight: Option<FlightRecorder>,
+        destinations: Destinations,
         released: UnboundedSender<ClaimId>,
     ) -> Self {
         Self {
@@ -77,11 +75,10 @@ impl Daemon {
             scheduled: Vec::new(),
             sampling: Sampling::default(),
             learn_until: None,
-            budget: Budget::default(),
+            budget: Budget::new(None),
             triggers: Triggers::default(),
             quiet_dyno: Quiet::new("dyno refusals"),
-            uploads: None,
-            upload_totals: Arc::default(),
+            destinations,
             next_id: 1,
             released,
         }
@@ -126,7 +123,7 @@ impl Daemon {
                     pid,
                     pod: self.tracker.pods.pod(pid).cloned(),
                     communicators: communicators(&comms, pid),
-                    probes: self.budget.shares.get(&pid).map(|&share| ProbeCost {
+                    probes: self.budget.share(pid).map(|share| ProbeCost {
                         cpu_share: share,
                         priced: match self.tracker.files.single_stepped(pid) {
                             true => "single_stepped",

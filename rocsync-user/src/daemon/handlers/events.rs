@@ -6,20 +6,15 @@ use rocsync_common::{Api, Decoded, GetDeviceMode, Op, PROCESS_EXIT, Switch, deco
 
 use crate::agents::ClaimId;
 use crate::daemon::{
-    outputs::{retention, statedir},
     recording::writing::Done,
     serving::exposition,
     serving::exposition::StallView,
     serving::http,
     serving::protocol::Reply,
     state::Daemon,
-    tracking::budget,
-    tracking::over::Over,
-    tracking::polling,
     triggers::{collectives, hangs::Untraced},
     untrusted,
 };
-use std::sync::atomic::Ordering::Relaxed;
 
 /// Whether the loop goes on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -89,10 +84,7 @@ impl Daemon {
         let tracked = self.tracker.tracked.contains(&pid);
         self.tracker.look(pid);
         if !tracked && self.tracker.tracked.contains(&pid) {
-            let calls = self.tracker.probes.target_calls(pid);
-            if let Some((c, cpu)) = calls.zip(budget::cpu_ns(pid)) {
-                self.budget.first_sample(pid, c, cpu);
-            }
+            self.budget.tracked(&mut self.tracker, pid);
         }
     }
 
@@ -130,13 +122,14 @@ impl Daemon {
     /// Tracked processes that exited are forgotten.
     pub fn on_prune(&mut self) -> anyhow::Result<Flow> {
         self.quiet_dyno.flush(tokio::time::Instant::now());
-        self.tracker.prune()?;
+        let gone = self.tracker.prune()?;
+        self.budget.groups_gone(&gone);
         self.sessions.queues.retain_processes(crate::procfs::exists);
         Ok(Flow::Go)
     }
 
     /// A trace or a flight recorder dump was written (or failed: said here, whether or
-    /// not a client waits): counted, retention applied, and its client answered.
+    /// not a client waits): counted, handed to its destinations, and its client answered.
     /// Stopping ends once the last is written.
     pub async fn written(&mut self, done: Done) -> Flow {
         match &done.reply {
@@ -147,46 +140,16 @@ impl Daemon {
                         t.on_written(&w.files);
                     }
                 }
-                if let Some(uploads) = &self.uploads {
-                    for (file, pid) in w.files.iter().zip(&w.pids) {
-                        let pod = pid.and_then(|p| done.pods.get(&p));
-                        let pod = pod.map(|(ns, n)| (ns.as_str(), n.as_str()));
-                        let job = pid.and_then(|p| done.jobs.get(&p)).map(String::as_str);
-                        uploads.submit(std::path::Path::new(file), pod, job);
-                    }
-                }
-                // Whose each file is, for retention's per-user shares.
-                retention::record_owners(&w.files, &w.pids, &done.owners);
-                // Every file of this trace stays: the client is about to be told of them.
-                let written: Vec<&std::path::Path> =
-                    w.files.iter().map(std::path::Path::new).collect();
-                if !written.is_empty() {
-                    let lost = statedir::apply_retention(
-                        &self.config.retention,
-                        &self.config.state_dir,
-                        &written,
-                    );
-                    self.upload_totals.lost.fetch_add(lost, Relaxed);
-                    if let Some(u) = &self.uploads {
-                        u.lost(lost);
-                    }
-                }
             }
-            Reply::Refused { error } => {
-                crate::say!(
-                    "rocsync daemon: error: {}: {}",
-                    done.name,
-                    untrusted::shown(error)
-                );
-                // A full disk fails every later trace too unless room is made.
-                let lost =
-                    statedir::apply_retention(&self.config.retention, &self.config.state_dir, &[]);
-                self.upload_totals.lost.fetch_add(lost, Relaxed);
-                if let Some(u) = &self.uploads {
-                    u.lost(lost);
-                }
-            }
+            Reply::Refused { error } => crate::say!(
+                "rocsync daemon: error: {}: {}",
+                done.name,
+                untrusted::shown(error)
+            ),
             _ => {}
+        }
+        if let Some(trace) = done.trace() {
+            self.destinations.written(&trace);
         }
         if let Some(client) = done.client {
             client.send(&done.reply).await;
@@ -218,32 +181,12 @@ impl Daemon {
 
     /// `/metrics` and `/healthz`.
     pub fn http_page(&mut self, path: &str) -> http::Response {
-        let budget = exposition::BudgetView {
-            limit: self.config.budget.map(|b| b.0),
-            call_seconds: (self.budget.prices)
-                .map(|p| (p.emulated.as_secs_f64(), p.stepped.as_secs_f64())),
-            highest: self.budget.highest(),
-            over: (Over::ALL.iter())
-                .map(|&o| {
-                    (
-                        o.label(),
-                        self.budget.over.values().filter(|&&v| v == o).count(),
-                    )
-                })
-                .collect(),
-            shed: polling::shed_apis(self.tracker.files.polling()),
-            duty: (
-                self.tracker.cycle.duty(),
-                (self.tracker.files.cycled())
-                    .filter(|(_, c)| c.cycling)
-                    .count(),
-            ),
-        };
+        let budget = self.budget.view(&mut self.tracker, self.config.budget);
         let probes = &self.tracker.probes;
         let tracker = &self.tracker;
         match path {
             "/metrics" => match (
-                exposition::read_series(&self.tracker),
+                exposition::read_series(&self.tracker, &self.budget.estimates.added),
                 probes.drops(),
                 probes.aql_packets(),
                 probes.untimed_calls(),
@@ -270,17 +213,7 @@ impl Daemon {
                         files_refused: self.tracker.files.refused,
                         budget,
                         stall_traces: self.stall_view(untimed),
-                        uploads: self.uploads.as_ref().map(|u| {
-                            let t = &self.upload_totals;
-                            exposition::UploadView {
-                                uploaded: t.uploaded.load(Relaxed),
-                                bytes: t.bytes.load(Relaxed),
-                                failures: t.failures.load(Relaxed),
-                                refused: t.refused.load(Relaxed),
-                                pending: u.waiting(),
-                                lost: t.lost.load(Relaxed),
-                            }
-                        }),
+                        uploads: self.destinations.upload_view(),
                     }),
                 ),
                 (Err(e), _, _, _) | (_, Err(e), _, _) | (_, _, Err(e), _) | (_, _, _, Err(e)) => (

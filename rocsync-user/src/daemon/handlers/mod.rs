@@ -1,9 +1,10 @@
 //! What the daemon does when its loop wakes, one method of [`super::state::Daemon`] per
-//! thing it waits for: the probes wrote or a timer came (`events.rs`), a request
-//! (`requests.rs`), SIGHUP (`reload.rs`).
+//! thing it waits for: the probes wrote, a trace was written, a signal or a timer came
+//! (`events.rs`), a request (`requests.rs`), the budget's period (`budget.rs`), SIGHUP
+//! (`reload.rs`), timed starts (`timed.rs`); what a trigger asked begins (`start.rs`),
+//! unasked triggers (`unasked.rs`).
 
 pub mod budget;
-pub mod cycling;
 pub mod events;
 pub mod reload;
 pub mod requests;

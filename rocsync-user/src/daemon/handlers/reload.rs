@@ -2,8 +2,8 @@
 //! effect; what was set up at start is kept and said to wait for a restart.
 
 use crate::daemon::{
-    outputs::statedir, outputs::upload, settings::config::DaemonConfig, settings::keys::SETTINGS,
-    state::Daemon, triggers::sampled::Sampling, untrusted,
+    outputs::statedir, settings::config::DaemonConfig, settings::keys::SETTINGS, state::Daemon,
+    triggers::sampled::Sampling, untrusted,
 };
 
 impl Daemon {
@@ -15,7 +15,7 @@ impl Daemon {
             statedir::make(&c.state_dir)?;
             Ok(c)
         });
-        let c = match checked {
+        let mut c = match checked {
             Ok(c) => c,
             Err(e) => {
                 let e = format!("{e:#}");
@@ -37,7 +37,9 @@ impl Daemon {
             self.sampling = Sampling::new(c.sampling);
         }
         self.tracker.set_filters(c.filters.clone());
-        let c = self.reload_uploads(c);
+        if !(self.destinations).reload(c.destinations(), self.config.destinations()) {
+            (c.upload, c.node_name) = (self.config.upload.clone(), self.config.node_name.clone());
+        }
         // What was set up at start stays as it is (listeners, the flight recorder, the
         // socket's group, the learning done): said, never pretended.
         let old = &self.config;
@@ -49,36 +51,4 @@ impl Daemon {
         self.config = c.keeping_start(old);
         crate::say!("rocsync daemon: configuration reloaded");
     }
-
-    /// A new uploader where the upload settings changed (the old one stops; what waits
-    /// on disk is the new one's); where it cannot start, the old settings stay.
-    fn reload_uploads(&mut self, mut c: DaemonConfig) -> DaemonConfig {
-        let old = &self.config;
-        if (&c.upload, &c.node_name, &c.state_dir) == (&old.upload, &old.node_name, &old.state_dir)
-        {
-            return c;
-        }
-        self.uploads = None;
-        match uploads_of(&c, &self.upload_totals) {
-            Ok(u) => self.uploads = u,
-            Err(e) => {
-                crate::say!(
-                    "rocsync daemon: warning: keeping the upload settings: {}",
-                    untrusted::shown(&format!("{e:#}"))
-                );
-                (c.upload, c.node_name) = (old.upload.clone(), old.node_name.clone());
-                self.uploads = uploads_of(&c, &self.upload_totals).ok().flatten();
-            }
-        }
-        c
-    }
-}
-
-/// The uploader `c` asks for, if any, of the traces in its state directory.
-pub fn uploads_of(
-    c: &DaemonConfig,
-    totals: &std::sync::Arc<upload::Totals>,
-) -> anyhow::Result<Option<upload::Uploads>> {
-    let at = (c.node_name.as_deref(), statedir::trace_dirs(&c.state_dir));
-    upload::start_for(c.upload.as_ref(), at, totals)
 }

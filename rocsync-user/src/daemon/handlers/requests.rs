@@ -18,7 +18,7 @@ use crate::daemon::{
     serving::readers::Incoming,
     serving::socket::{self, PendingReply},
     state::Daemon,
-    tracking::budget,
+    tracking::apart::shed_log,
     triggers::{Origin, Start, TraceSpec, asked, dyno},
     untrusted::{self, Peer},
 };
@@ -150,7 +150,7 @@ impl Daemon {
                 let shed = self
                     .tracker
                     .shed_log
-                    .overlapping(budget::now_us() - span_us);
+                    .overlapping(shed_log::now_us() - span_us);
                 let chunks = f.chunks();
                 let queues = self.sessions.queues.missing_from(flight::records(&chunks));
                 let held = flight::Held {

@@ -28,7 +28,7 @@ impl Daemon {
         let limits = (id, self.config.trace_max_bytes);
         // Every return it records is probed before its recording is switched on, and
         // before its span starts (attaching takes milliseconds: not the user's).
-        self.tracker.returns_on()?;
+        self.budget.recording(&mut self.tracker)?;
         let trace = Active::open(&self.tracker, start, pids, &self.config.state_dir, limits)?;
         match (&mut self.flight, unasked) {
             (Some(f), true) => {

@@ -48,7 +48,12 @@ impl Daemon {
     /// before began.
     fn ask(&mut self, mut f: impl FnMut(&mut dyn Trigger, &View) -> Vec<Action>) {
         for i in 0..self.triggers.all().len() {
-            let view = View::new(&self.config, &self.tracker, &self.sessions);
+            let view = View::new(
+                &self.config,
+                &self.tracker,
+                &self.sessions,
+                &self.budget.cycle,
+            );
             let actions = f(self.triggers.nth(i), &view);
             self.act(actions.into_iter().map(|a| (i, a)).collect());
         }
@@ -98,7 +103,12 @@ impl Daemon {
         id: u64,
         mut f: impl FnMut(&mut dyn Trigger, &crate::daemon::triggers::Origin, &View) -> Vec<Action>,
     ) -> Decided {
-        let view = View::new(&self.config, &self.tracker, &self.sessions);
+        let view = View::new(
+            &self.config,
+            &self.tracker,
+            &self.sessions,
+            &self.budget.cycle,
+        );
         let Some((_, origin, _)) = view.traces().find(|(t, _, _)| *t == id) else {
             return VecDeque::new();
         };

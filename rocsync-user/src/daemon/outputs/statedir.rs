@@ -7,7 +7,10 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result, bail};
 
-use crate::daemon::outputs::retention::Retention;
+use crate::daemon::outputs::{
+    destination::{Destination, Trace},
+    retention::{self, Retention},
+};
 
 /// Where traces asked for on the socket, sampled windows and dumps go.
 pub fn traces(state_dir: &Path) -> PathBuf {
@@ -54,11 +57,34 @@ pub fn trace_dirs(state_dir: &Path) -> [PathBuf; 2] {
     [traces(state_dir), dyno(state_dir)]
 }
 
-/// Applies `retention` to everything the daemon wrote there, as one budget, sparing
-/// `keep` (the files just written); returns how many traces waiting for their upload it
-/// removed.
-pub fn apply_retention(retention: &Retention, state_dir: &Path, keep: &[&Path]) -> u64 {
-    retention.apply(&trace_dirs(state_dir), keep)
+/// The state directory as a destination: whose each trace is recorded beside it, and
+/// retention applied to everything the daemon wrote there, as one budget.
+pub struct StateDir {
+    retention: Retention,
+    dir: PathBuf,
+}
+
+impl StateDir {
+    pub fn of(dir: &Path, retention: Retention) -> Self {
+        Self {
+            retention,
+            dir: dir.to_path_buf(),
+        }
+    }
+}
+
+impl Destination for StateDir {
+    /// Every file of `trace` stays (its client is about to be told of them); a trace that
+    /// failed makes room too: a full disk fails every later trace unless room is made.
+    fn take(&mut self, trace: &Trace<'_>) -> u64 {
+        if trace.files.is_empty() && !trace.failed {
+            return 0;
+        }
+        // Whose each file is, for retention's per-user shares.
+        retention::record_owners(trace.files, trace.pids, trace.owners);
+        let keep: Vec<&Path> = trace.files.iter().map(Path::new).collect();
+        self.retention.apply(&trace_dirs(&self.dir), &keep)
+    }
 }
 
 /// The folders above the state directory: each root's or the daemon's, and none that

@@ -15,7 +15,7 @@ use crate::daemon::{
     outputs::{retention, statedir},
     serving::protocol::{self, Reply},
     serving::socket::PendingReply,
-    tracking::budget::{self, ShedLog},
+    tracking::apart::shed_log::{self, ShedLog},
     tracking::discovery::Tracker,
     tracking::pods::Pods,
     triggers::{Origin, Start, Unasked},
@@ -115,7 +115,7 @@ impl Active {
             reply,
             asked_by: None,
             call_probe_links: tracker.probes.link_kind().name(),
-            shed: (tracker.shed_log.clone(), budget::now_us()),
+            shed: (tracker.shed_log.clone(), shed_log::now_us()),
             recorded: (None, None),
             max_bytes: 0,
             since_size: 0,
@@ -181,7 +181,7 @@ impl Active {
     /// Its processes' recording is on: every call begun from now is its own (those
     /// before may be too, when something else had them recorded already).
     pub fn switched_on(&mut self) {
-        self.recorded.0 = Some(budget::now_us());
+        self.recorded.0 = Some(shed_log::now_us());
     }
 
     /// A ring record of a recorded process. Once stopping, only returns: entries that
@@ -227,7 +227,7 @@ impl Active {
         };
         self.truncated = Some(json!({
             "reason": reason, "max_bytes": self.max_bytes, "bytes_when_ended": largest,
-            "at_unix_us": budget::now_us(),
+            "at_unix_us": shed_log::now_us(),
         }));
         if let Some(hang) = self.origin.object_mut(Unasked::Hang) {
             hang["ended"] = "truncated".into();
@@ -256,7 +256,7 @@ impl Active {
         }
         self.truncated = Some(json!({
             "reason": "preempted", "by": "a request of root's for the same agents",
-            "at_unix_us": budget::now_us(),
+            "at_unix_us": shed_log::now_us(),
         }));
         crate::say!(
             "rocsync daemon: trace {} of pid(s) {} (asked by uid {}) ends early: root asked \
@@ -297,7 +297,7 @@ impl Active {
         self.pipeline.stopping();
         self.stopping = true;
         // Entries read from now are passed over, and no call begun from now was read.
-        self.recorded.1 = Some(budget::now_us());
+        self.recorded.1 = Some(shed_log::now_us());
         self.until = Instant::now() + IN_FLIGHT_GRACE;
         false
     }

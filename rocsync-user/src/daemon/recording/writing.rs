@@ -13,7 +13,7 @@ use std::{
 use tokio::task::{Id, JoinSet};
 
 use crate::daemon::{
-    outputs::retention,
+    outputs::{self, retention},
     recording::flight::{self, Held},
     recording::traces::{self, Active},
     serving::protocol::Reply,
@@ -34,6 +34,26 @@ pub struct Done {
     pub owners: retention::Owners,
     /// A stall or hang trace (`rocsync status` lists the newest).
     pub unasked: bool,
+}
+
+impl Done {
+    /// What its destinations take: the files written, or a failure; `None` for an
+    /// answer that writes nothing.
+    pub fn trace(&self) -> Option<outputs::Trace<'_>> {
+        let (files, pids, failed): (&[String], &[Option<u32>], bool) = match &self.reply {
+            Reply::Written(w) => (&w.files, &w.pids, false),
+            Reply::Refused { .. } => (&[], &[], true),
+            _ => return None,
+        };
+        Some(outputs::Trace {
+            files,
+            pids,
+            pods: &self.pods,
+            jobs: &self.jobs,
+            owners: &self.owners,
+            failed,
+        })
+    }
 }
 
 #[derive(Default)]

@@ -3,7 +3,7 @@
 use std::{net::SocketAddr, path::PathBuf, time::Duration};
 
 use crate::daemon::{
-    outputs::{retention::Retention, upload::StoreSettings},
+    outputs::{destinations, retention::Retention, upload::StoreSettings},
     tracking::{filters::Filters, pods::MetricLabels},
 };
 use crate::{kubernetes::HostState, units::Share};
@@ -65,5 +65,15 @@ impl DaemonConfig {
     /// at once, stall capture or not (`rocsync_stalls_total` counts past it).
     pub fn kernel_threshold(&self) -> Option<Duration> {
         self.capture_on_stall.or(self.hang_after)
+    }
+
+    /// What the destinations of written traces follow.
+    pub fn destinations(&self) -> destinations::Settings<'_> {
+        destinations::Settings {
+            upload: self.upload.as_ref(),
+            node_name: self.node_name.as_deref(),
+            state_dir: &self.state_dir,
+            retention: self.retention,
+        }
     }
 }

@@ -5,13 +5,11 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
-use crate::daemon::tracking::apart::Apart;
-use crate::daemon::tracking::cycle::DutyCycle;
-use crate::daemon::tracking::estimate::Estimates;
+use crate::daemon::tracking::apart::{
+    Apart, polling::is_unusable, returns::ReturnsApart, shed_log::ShedLog,
+};
 use crate::daemon::tracking::files::{FileId, Files, MAX_FILES_PER_USER, Part};
 use crate::daemon::tracking::loading::{self, Loading};
-use crate::daemon::tracking::polling::is_unusable;
-use crate::daemon::tracking::returns::ReturnsApart;
 use crate::daemon::tracking::runtimes::{self, Probed};
 use crate::daemon::tracking::snapshot::Snapshot;
 
@@ -20,7 +18,6 @@ use rocsync_common::{Api, Config, Op};
 
 use crate::daemon::{
     quiet::Quiet,
-    tracking::budget::ShedLog,
     tracking::filters::{Admitting, Filters},
     tracking::pods::Pods,
     untrusted,
@@ -48,7 +45,7 @@ pub struct Tracker {
     visible: HashMap<u32, Vec<u32>>,
     /// The runtime files probed, and those refused.
     pub files: Files,
-    /// What the budget shed, and when (`budget.rs`).
+    /// What the budget shed, and when (`apart/shed_log.rs`).
     pub shed_log: ShedLog,
     /// Files refused for their user's cap, said in the log per user.
     quiet: Quiet,
@@ -65,9 +62,6 @@ pub struct Tracker {
     /// before discovery read their library load), by label group and series slot:
     /// `/metrics` adds them to the kernel's counts.
     pub early: BTreeMap<(u32, u32), u64>,
-    /// The budget's duty cycle of records and waits (`cycle.rs`), and what it estimates.
-    pub cycle: DutyCycle,
-    pub estimates: Estimates,
 }
 
 impl Tracker {
@@ -87,23 +81,12 @@ impl Tracker {
             loading: Loading::default(),
             returns: ReturnsApart::default(),
             early: BTreeMap::new(),
-            cycle: DutyCycle::default(),
-            estimates: Estimates::default(),
         }
     }
 
-    /// Every probe a recording needs on: the returns counting does not need attached,
-    /// and the duty cycle held (records and waits probed). Before a recording is
-    /// switched on.
+    /// The returns counting does not need attached (a recording needs them: before it is
+    /// switched on; the budget's duty cycle is held apart, `Budget::recording`).
     pub fn returns_on(&mut self) -> Result<()> {
-        if self.cycle.cycling() {
-            let cycled = self.files.cycled().map(|(_, c)| c);
-            self.cycle.hold(&mut self.probes, cycled);
-            match crate::daemon::handlers::cycling::counts(self) {
-                Some(counts) => self.estimates.probed(counts),
-                None => self.estimates.halt(),
-            }
-        }
         self.returns
             .switch_on(&mut self.probes, self.files.returns())
     }
@@ -267,7 +250,7 @@ impl Tracker {
         let attached = match what {
             Probed::Runtime(r, carried) => {
                 // The polling probes are attached apart (below): the budget sheds them.
-                // So are records, waits and destroys (its duty cycle's, `cycle.rs`) and
+                // So are records, waits and destroys (its duty cycle's, `apart/cycled.rs`) and
                 // the returns counting does not need (`returns.rs`).
                 let mut choice = ApiChoice {
                     skip: (r.apis())
@@ -343,8 +326,8 @@ impl Tracker {
         self.probes.set_target(pid, t)
     }
 
-    /// Forgets processes that are gone.
-    pub fn prune(&mut self) -> Result<()> {
+    /// Forgets processes that are gone; returns the label groups gone with them.
+    pub fn prune(&mut self) -> Result<Vec<u32>> {
         self.quiet.flush(tokio::time::Instant::now());
         let gone: Vec<u32> = self
             .tracked
@@ -358,17 +341,17 @@ impl Tracker {
             self.pods.forget(pid);
             self.probes.forget_target(pid)?;
         }
-        for group in self.pods.retire(std::time::Instant::now()) {
+        let groups = self.pods.retire(std::time::Instant::now());
+        for &group in &groups {
             self.probes.forget_group(group)?;
             self.early.retain(|(g, _), _| *g != group);
-            self.estimates.forget_group(group);
         }
         // A file's probes go with the last process it was probed for; detached in the
         // background (each unregistration waits for the kernel).
         let probes = &mut self.probes;
         self.files
             .unmapped(procfs::exists, |released| probes.release(released));
-        Ok(())
+        Ok(groups)
     }
 
     /// The filters processes are tracked by from now on.

@@ -20,7 +20,8 @@ use std::borrow::Cow;
 use crate::backend::RUNTIMES;
 use crate::daemon::{
     tracking::{
-        apart::Apart, cycle::Cycled, polling::Polling, returns::FileReturns, snapshot::Snapshot,
+        apart::{Apart, cycled::Cycled, polling::Polling, returns::FileReturns},
+        snapshot::Snapshot,
     },
     untrusted,
 };

@@ -8,9 +8,10 @@ use serde_json::Value;
 use crate::{
     clock,
     daemon::{
+        budget::cycle::DutyCycle,
         recording::sessions::Sessions,
         settings::config::DaemonConfig,
-        tracking::{cycle::DutyCycle, discovery::Tracker},
+        tracking::discovery::Tracker,
         triggers::{Origin, Start, Unasked, chain, collectives},
     },
     probes::Probes,
@@ -20,14 +21,22 @@ pub struct View<'a> {
     pub config: &'a DaemonConfig,
     tracker: &'a Tracker,
     sessions: &'a Sessions,
+    /// The budget's duty cycle: when records and waits went unprobed.
+    cycle: &'a DutyCycle,
 }
 
 impl<'a> View<'a> {
-    pub fn new(config: &'a DaemonConfig, tracker: &'a Tracker, sessions: &'a Sessions) -> Self {
+    pub fn new(
+        config: &'a DaemonConfig,
+        tracker: &'a Tracker,
+        sessions: &'a Sessions,
+        cycle: &'a DutyCycle,
+    ) -> Self {
         Self {
             config,
             tracker,
             sessions,
+            cycle,
         }
     }
 
@@ -57,7 +66,7 @@ impl<'a> View<'a> {
     pub fn waits_on(&self, pid: u32, api: Option<Api>, arg0: u64, entry_ns: u64) -> Chain {
         let probes = &self.tracker.probes;
         // Its records and waits cycled at some moment: the spans they were off.
-        let cycle = (self.tracker.cycle.was_cycled(pid)).then_some(&self.tracker.cycle);
+        let cycle = (self.cycle.was_cycled(pid)).then_some(self.cycle);
         let state = Of(probes, pid, cycle);
         let steps = api.map_or_else(Vec::new, |api| chain::waits_on(api, arg0, entry_ns, &state));
         let mut said = chain::said(&steps, entry_ns);

@@ -13,6 +13,8 @@ mod pending;
 mod store;
 
 use keys::key;
+
+use crate::daemon::outputs::destination::{Destination, Trace};
 pub use keys::node_name;
 
 use std::{
@@ -34,7 +36,7 @@ use tokio::{
 };
 
 pub use pending::{forget, waiting};
-pub use store::{Destination, StoreSettings, check_endpoint, redacted};
+pub use store::{S3Url, StoreSettings, check_endpoint, redacted};
 
 /// The pause after a first failure, doubled after each up to the last.
 const FIRST_PAUSE: Duration = Duration::from_secs(1);
@@ -50,6 +52,17 @@ pub struct Totals {
     pub refused: AtomicU64,
     /// Traces retention removed before they were uploaded.
     pub lost: AtomicU64,
+}
+
+/// Uploads as `/metrics` shows them (absent with uploads off).
+#[derive(Clone, Debug, Default)]
+pub struct UploadView {
+    pub uploaded: u64,
+    pub bytes: u64,
+    pub failures: u64,
+    pub refused: u64,
+    pub pending: u64,
+    pub lost: u64,
 }
 
 /// One trace to put in the store.
@@ -101,7 +114,7 @@ fn refused_for_good(e: &anyhow::Error) -> bool {
 /// (the old thread stops at its next pause; the new one resumes what waits on disk).
 pub struct Uploads {
     jobs: mpsc::UnboundedSender<Job>,
-    destination: Destination,
+    destination: S3Url,
     node: String,
     /// Traces queued and not yet in the store.
     waiting: Arc<Queued>,
@@ -178,30 +191,10 @@ impl Uploads {
     }
 }
 
-/// The uploader `upload` asks for, if any, as node `node_name` (as set: see
-/// [`node_name`]), of the traces in `dirs` (the state directory's).
-pub fn start_for(
-    upload: Option<&StoreSettings>,
-    (node_name, dirs): (Option<&str>, [PathBuf; 2]),
-    totals: &Arc<Totals>,
-) -> Result<Option<Uploads>> {
-    let Some(settings) = upload else {
-        return Ok(None);
-    };
-    let node = self::node_name(node_name);
-    let uploads = Uploads::start(settings.clone(), node, &dirs, totals.clone())?;
-    crate::say!(
-        "rocsync daemon: traces are uploaded to {} ({} waiting)",
-        settings.destination,
-        uploads.waiting()
-    );
-    Ok(Some(uploads))
-}
-
 impl Uploads {
     /// Queues `trace`, of a process of `pod` (namespace, name) and `job` (its world
     /// communicator's id) where known.
-    pub fn submit(&self, trace: &Path, pod: Option<(&str, &str)>, job: Option<&str>) {
+    fn submit(&self, trace: &Path, pod: Option<(&str, &str)>, job: Option<&str>) {
         let Some(file) = trace.file_name().and_then(|f| f.to_str()) else {
             return;
         };
@@ -222,24 +215,37 @@ impl Uploads {
     }
 
     /// Traces queued and not yet in the store.
+    pub fn waiting(&self) -> u64 {
+        self.waiting.count.load(Relaxed)
+    }
+}
+
+impl Destination for Uploads {
+    /// Each file queued, keyed by its process's pod and job.
+    fn take(&mut self, trace: &Trace<'_>) -> u64 {
+        for (file, pid) in trace.files.iter().zip(trace.pids) {
+            let pod = pid.and_then(|p| trace.pods.get(&p));
+            let pod = pod.map(|(ns, n)| (ns.as_str(), n.as_str()));
+            let job = pid.and_then(|p| trace.jobs.get(&p)).map(String::as_str);
+            self.submit(Path::new(file), pod, job);
+        }
+        0
+    }
+
     /// Retention removed `n` waiting traces (counted lost): no longer waiting, though the
     /// thread meets them only at their turn.
-    pub fn lost(&self, n: u64) {
+    fn lost(&mut self, n: u64) {
         for _ in 0..n {
             self.waiting.sub();
             self.waiting.lost_unmet.fetch_add(1, Relaxed);
         }
-    }
-
-    pub fn waiting(&self) -> u64 {
-        self.waiting.count.load(Relaxed)
     }
 }
 
 /// The upload thread's side.
 struct Worker {
     store: Arc<dyn ObjectStore>,
-    destination: Destination,
+    destination: S3Url,
     totals: Arc<Totals>,
     waiting: Arc<Queued>,
     stop: Arc<AtomicBool>,

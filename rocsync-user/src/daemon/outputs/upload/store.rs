@@ -17,7 +17,7 @@ use crate::daemon::outputs::upload::credentials;
 
 /// A bucket and the key prefix every object gets.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Destination {
+pub struct S3Url {
     pub bucket: String,
     /// Without leading or trailing `/`; may be empty.
     pub prefix: String,
@@ -43,7 +43,7 @@ pub fn redacted(url: &str) -> String {
     crate::daemon::untrusted::shown(&format!("{scheme}{rest}"))
 }
 
-impl FromStr for Destination {
+impl FromStr for S3Url {
     type Err = anyhow::Error;
 
     fn from_str(s: &str) -> Result<Self> {
@@ -76,7 +76,7 @@ impl FromStr for Destination {
     }
 }
 
-impl fmt::Display for Destination {
+impl fmt::Display for S3Url {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.prefix.as_str() {
             "" => write!(f, "s3://{}", self.bucket),
@@ -88,7 +88,7 @@ impl fmt::Display for Destination {
 /// The upload settings (`upload`, `upload_endpoint`, `upload_region`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StoreSettings {
-    pub destination: Destination,
+    pub destination: S3Url,
     /// An S3-compatible server's URL (path-style requests); `None`: AWS, or
     /// `AWS_ENDPOINT_URL` when set.
     pub endpoint: Option<String>,
@@ -187,19 +187,19 @@ mod tests {
             assert_eq!(redacted(typed), shown);
         }
         assert!(!redacted("http://h\nx").contains('\n'));
-        let e = "s3://KEY:SECRET@bkt/p".parse::<Destination>().unwrap_err();
+        let e = "s3://KEY:SECRET@bkt/p".parse::<S3Url>().unwrap_err();
         assert!(!format!("{e:#}").contains("SECRET"), "{e:#}");
     }
 
     #[test]
     fn a_bucket_and_a_prefix_or_a_clear_error() {
-        let d: Destination = "s3://traces/fleet/a/".parse().unwrap();
+        let d: S3Url = "s3://traces/fleet/a/".parse().unwrap();
         assert_eq!(
             (d.bucket.as_str(), d.prefix.as_str()),
             ("traces", "fleet/a")
         );
         assert_eq!(d.to_string(), "s3://traces/fleet/a");
-        let d: Destination = "s3://traces".parse().unwrap();
+        let d: S3Url = "s3://traces".parse().unwrap();
         assert_eq!(d.prefix, "");
         assert_eq!(d.to_string(), "s3://traces");
         for bad in [
@@ -210,7 +210,7 @@ mod tests {
             "s3://t r",
             "s3://tr/a//b",
         ] {
-            let e = bad.parse::<Destination>().unwrap_err().to_string();
+            let e = bad.parse::<S3Url>().unwrap_err().to_string();
             assert!(
                 e.contains("expected s3://") || e.contains("bucket") || e.contains("part"),
                 "{bad}: {e}"

@@ -1,6 +1,9 @@
 //! The daemon's fleet series: the overhead budget, stalls and hangs.
 
-use crate::daemon::serving::exposition::families::*;
+use crate::daemon::{
+    budget::period::View as BudgetView, outputs::upload::UploadView,
+    serving::exposition::families::*,
+};
 
 /// Stalls and hangs as `/metrics` shows them.
 #[derive(Clone, Debug, Default)]
@@ -29,25 +32,6 @@ pub struct Counter {
     pub family: &'static Family,
     pub label: Option<(&'static str, &'static str)>,
     pub value: f64,
-}
-
-/// The budget as `/metrics` shows it (no pid label: a node's processes come and go).
-#[derive(Clone, Debug, Default)]
-pub struct BudgetView {
-    /// The limit (`None`: off).
-    pub limit: Option<f64>,
-    /// A probed call's calibrated price, in seconds: on an emulated probed instruction,
-    /// and on a single-stepped one.
-    pub call_seconds: Option<(f64, f64)>,
-    /// The highest share of a tracked process's CPU its probes cost, last measured.
-    pub highest: f64,
-    /// Processes over the budget with nothing left to shed.
-    /// by reason (every reason, 0 included: an alert's series never vanishes).
-    pub over: Vec<(&'static str, usize)>,
-    /// Polling APIs: how many probed files have each shed now.
-    pub shed: Vec<(&'static str, usize)>,
-    /// The duty cycle: the share of the time its files are probed, and how many.
-    pub duty: (f64, usize),
 }
 
 pub fn render_budget(t: &mut Text, b: &BudgetView) {
@@ -107,17 +91,6 @@ pub fn render_stalls(t: &mut Text, st: &StallView) {
     let mut f = t.family(&CALLS_UNTIMED);
     f.labelled("reason=\"user_share\"", st.untimed.0);
     f.labelled("reason=\"full\"", st.untimed.1);
-}
-
-/// Uploads as `/metrics` shows them (absent with uploads off).
-#[derive(Clone, Debug, Default)]
-pub struct UploadView {
-    pub uploaded: u64,
-    pub bytes: u64,
-    pub failures: u64,
-    pub refused: u64,
-    pub pending: u64,
-    pub lost: u64,
 }
 
 pub fn render_uploads(t: &mut Text, u: &UploadView) {

@@ -27,12 +27,16 @@ pub struct Series {
     pub group: u32,
 }
 
-/// What the kernel counted, as series; with labels, also the calls of labelled processes
-/// counted without them (the kernel's labelled series full).
 /// Calls of labelled processes counted without their labels: (series full, pod cap).
 pub type Unlabelled = (u64, u64);
 
-pub fn read(tracker: &Tracker) -> Result<(Vec<Series>, Option<Unlabelled>)> {
+/// What the kernel counted, as series, with the calls the duty cycle `estimated`; with
+/// labels, also the calls of labelled processes counted without them (the kernel's
+/// labelled series full).
+pub fn read(
+    tracker: &Tracker,
+    estimated: &BTreeMap<(u32, u32), u64>,
+) -> Result<(Vec<Series>, Option<Unlabelled>)> {
     let probes = &tracker.probes;
     let mut node = probes.metrics()?;
     let labels = tracker.pods.labels();
@@ -41,7 +45,6 @@ pub fn read(tracker: &Tracker) -> Result<(Vec<Series>, Option<Unlabelled>)> {
         false => Vec::new(),
     };
     with_early(&mut node, &mut groups, &tracker.early);
-    let estimated = &tracker.estimates.added;
     with_early(&mut node, &mut groups, estimated);
     if !labels.any() {
         let series = of(node, Vec::new(), &BTreeMap::new(), labels);

@@ -10,7 +10,9 @@ mod labelled;
 
 use families::*;
 
-pub use fleet::{BudgetView, Counter, StallView, UploadView};
+pub use crate::daemon::budget::period::View as BudgetView;
+pub use crate::daemon::outputs::upload::UploadView;
+pub use fleet::{Counter, StallView};
 pub use labelled::{Series, read as read_series};
 
 use crate::daemon::tracking::files::Refused;

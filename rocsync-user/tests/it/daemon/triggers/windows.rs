@@ -22,8 +22,12 @@ fn sampled_windows_are_written_and_retention_removes_the_oldest() {
     // (name, MiB, hours old): the oldest is not the largest.
     let planted = [("a.json", 2, 3), ("b.json", 6, 2), ("c.json", 1, 1)];
     for (file, mib, hours) in planted {
-        let f = std::fs::File::create(traces.join(file)).unwrap();
-        f.set_len(mib << 20).unwrap();
+        // Written, not sparse: retention counts what a file takes on disk.
+        std::fs::write(traces.join(file), vec![b' '; (mib as usize) << 20]).unwrap();
+        let f = std::fs::File::options()
+            .write(true)
+            .open(traces.join(file))
+            .unwrap();
         f.set_modified(now - Duration::from_secs(hours * 3600))
             .unwrap();
         // Root's, as the windows of root's loop are: one user's traces go oldest first

@@ -1,4 +1,4 @@
-//! The budget's duty cycle turned each budget period (`tracking/cycle.rs`): files join
+//! The budget's duty cycle turned each budget period (`cycle.rs`): files join
 //! it when a process they serve is over the budget with records and waits alone, it is
 //! sized by their share measured while on, and it ends when that share fits the budget.
 //! A cycle takes every process counted in the same series as the one over the budget
@@ -13,16 +13,16 @@ use rocsync_common::MetricKey;
 use tokio::time::Instant;
 
 use crate::daemon::{
-    state::Daemon,
-    tracking::{
-        budget,
-        cycle::Turn,
-        discovery::Tracker,
+    budget::{
+        Budget,
+        cycle::{DutyCycle, Turn},
         estimate::{Counts, is_cycled},
         over::Over,
+        shares,
     },
+    tracking::discovery::Tracker,
 };
-use crate::units::Share;
+use crate::{probes::CallPrices, units::Share};
 
 /// Whether the live processes of `pids` are all one user's.
 fn one_user(pids: &std::collections::BTreeSet<u32>) -> bool {
@@ -31,9 +31,16 @@ fn one_user(pids: &std::collections::BTreeSet<u32>) -> bool {
     uids.all(|u| Some(u) == first)
 }
 
-/// What the kernel has counted now of the cycled APIs, and of each tracked process;
-/// `None` when its counts cannot be read.
-pub fn counts(t: &mut Tracker) -> Option<Counts> {
+impl Budget {
+    /// What the kernel has counted now of the cycled APIs, and of each tracked process;
+    /// `None` when its counts cannot be read.
+    pub(super) fn counts(&self, t: &mut Tracker) -> Option<Counts> {
+        counts(t, &self.cycle, self.measures.prices)
+    }
+}
+
+/// [`Budget::counts`], of `cycle` at `prices`.
+fn counts(t: &mut Tracker, cycle: &DutyCycle, prices: Option<CallPrices>) -> Option<Counts> {
     let mut series = BTreeMap::new();
     let slot = |k: &MetricKey| MetricKey::slot(k.api, k.device);
     for (k, v) in t.probes.metrics().ok()? {
@@ -51,10 +58,10 @@ pub fn counts(t: &mut Tracker) -> Option<Counts> {
     let (mut pids, mut cpu) = (BTreeMap::new(), BTreeMap::new());
     for pid in t.tracked.clone() {
         if let Some((calls, _)) = t.probes.target_calls(pid) {
-            let cycled = t.cycle.pids.contains(&pid);
+            let cycled = cycle.pids.contains(&pid);
             pids.insert(pid, (calls, t.pods.group_of(pid), cycled));
-            let price = t.cycle.prices.map(|p| p.of(t.files.single_stepped(pid)));
-            if let Some((ns, price)) = budget::cpu_ns(pid).zip(price).filter(|_| cycled) {
+            let price = prices.map(|p| p.of(t.files.single_stepped(pid)));
+            if let Some((ns, price)) = shares::cpu_ns(pid).zip(price).filter(|_| cycled) {
                 cpu.insert(pid, (ns, price.as_nanos() as f64));
             }
         }
@@ -95,8 +102,8 @@ fn closure(t: &mut Tracker, pid: u32) -> Option<(BTreeSet<u32>, BTreeSet<u32>)> 
 /// Why a running cycle must end now, if it must: a cycled process exited (the estimate
 /// would go on at its rate), or another process is counted in its series or maps its
 /// files (its calls would be estimated too, or not be counted).
-fn must_end(t: &mut Tracker) -> Option<&'static str> {
-    let (pids, groups) = (&t.cycle.pids, &t.cycle.groups);
+fn must_end(t: &mut Tracker, cycle: &DutyCycle) -> Option<&'static str> {
+    let (pids, groups) = (&cycle.pids, &cycle.groups);
     if pids.iter().any(|&p| !crate::procfs::exists(p)) {
         return Some("a cycled process exited");
     }
@@ -115,40 +122,39 @@ fn must_end(t: &mut Tracker) -> Option<&'static str> {
     None
 }
 
-impl Daemon {
+impl Budget {
     /// One budget period of the cycle: `over` are the processes whose records and waits
     /// alone cost more than `limit` (measured over the period just ended), `kept` every
     /// measured process's share of them. Returns those it leaves over the budget, and
     /// why.
-    pub fn turn_cycle(
+    pub(super) fn turn_cycle(
         &mut self,
+        t: &mut Tracker,
         limit: Share,
         over: &[(u32, f64)],
         kept: &BTreeMap<u32, f64>,
     ) -> Vec<(u32, f64, Over)> {
-        let prices = self.budget.prices;
-        let t = &mut self.tracker;
         let mut left = Vec::new();
-        // A recording holds the cycle, its probes on (`Tracker::returns_on`).
+        // A recording holds the cycle, its probes on (`Budget::recording`).
         if t.returns.on() {
-            if !t.cycle.cycling() {
+            if !self.cycle.cycling() {
                 left.extend(over.iter().map(|&(p, s)| (p, s, Over::Recording)));
             }
             return left;
         }
-        if t.cycle.cycling()
-            && let Some(why) = must_end(t)
+        if self.cycle.cycling()
+            && let Some(why) = must_end(t, &self.cycle)
         {
-            end(t, why);
+            self.end(t, why);
             return left;
         }
-        let cycled_share = |t: &Tracker| {
+        let cycled_share = |cycle: &DutyCycle| {
             (kept.iter())
-                .filter(|(pid, _)| t.cycle.pids.contains(pid))
+                .filter(|(pid, _)| cycle.pids.contains(pid))
                 .map(|(_, s)| *s)
                 .fold(0.0, f64::max)
         };
-        if !t.cycle.cycling() {
+        if !self.cycle.cycling() {
             // The first process over the budget whose closure is one user's starts it.
             for &(pid, share) in over {
                 let Some((pids, groups)) = closure(t, pid) else {
@@ -161,75 +167,72 @@ impl Daemon {
                     files.push(c.library());
                 }
                 let shown: Vec<String> = pids.iter().map(u32::to_string).collect();
-                t.cycle.start(pids, groups, prices);
+                self.cycle.start(pids, groups);
                 crate::say!(
                     "rocsync daemon: budget: pid {pid}'s records and waits alone cost {}: \
                      their probes in {} are duty-cycled from now (pid(s) {}), their counts \
                      estimated while off (rocsync_sync_calls_estimated_total); synchronizes \
                      stay probed",
-                    budget::shown(share, limit),
+                    shares::shown(share, limit),
                     files.join(", "),
                     shown.join(", ")
                 );
                 // The period to come is on, and measured: the estimate starts from it.
-                if let Some(counts) = counts(t) {
-                    t.estimates.probed(counts);
+                if let Some(counts) = self.counts(t) {
+                    self.estimates.probed(counts);
                 }
                 break;
             }
             return left;
         }
-        let others = over.iter().filter(|(p, _)| !t.cycle.pids.contains(p));
+        let others = over.iter().filter(|(p, _)| !self.cycle.pids.contains(p));
         left.extend(others.map(|&(p, s)| (p, s, Over::OtherCycle)));
-        if !t.cycle.on_now() {
+        if !self.cycle.on_now() {
             // The period just ended was off: what stays probed cost this.
-            t.cycle.note_off(cycled_share(t));
-        } else if t.cycle.take_partial() {
+            self.cycle.note_off(cycled_share(&self.cycle));
+        } else if self.cycle.take_partial() {
             // A recording turned the probes on midway: the period to come measures.
             return left;
         } else {
             // The period just ended was probed whole: the cycle sized (or ended) by it.
-            let share = cycled_share(t);
+            let share = cycled_share(&self.cycle);
             if share <= limit.0 {
-                end(t, "they fit the budget now");
+                self.end(t, "they fit the budget now");
                 return left;
             }
-            let before = t.cycle.every();
-            let sized = t.cycle.size(share, t.cycle.off_share(), limit.0);
+            let before = self.cycle.every();
+            let sized = self.cycle.size(share, self.cycle.off_share(), limit.0);
             if sized.is_none() {
-                let pids = t.cycle.pids.iter();
+                let pids = self.cycle.pids.iter();
                 left.extend(pids.filter_map(|p| Some((*p, *kept.get(p)?, Over::Synchronizes))));
             } else {
                 // Sized within the budget: held, whatever the last measure said.
-                for p in &t.cycle.pids {
-                    self.budget.over.remove(p);
+                for p in &self.cycle.pids {
+                    self.over.remove(p);
                 }
             }
-            if before != t.cycle.every() {
+            if before != self.cycle.every() {
                 crate::say!(
                     "rocsync daemon: budget: records and waits probed 1 s in every {} (they \
                      cost {} probed whole, {:.1}% off)",
-                    t.cycle.every().unwrap_or(1),
-                    budget::shown(share, limit),
-                    t.cycle.off_share() * 100.0
+                    self.cycle.every().unwrap_or(1),
+                    shares::shown(share, limit),
+                    self.cycle.off_share() * 100.0
                 );
             }
         }
-        match t
-            .cycle
-            .turn(&mut t.probes, t.files.cycled().map(|(_, c)| c))
-        {
-            Turn::On => match counts(t) {
-                Some(counts) => t.estimates.probed(counts),
-                None => t.estimates.halt(),
+        match (self.cycle).turn(&mut t.probes, t.files.cycled().map(|(_, c)| c)) {
+            Turn::On => match self.counts(t) {
+                Some(counts) => self.estimates.probed(counts),
+                None => self.estimates.halt(),
             },
-            Turn::Off => match counts(t) {
-                Some(counts) => t.estimates.unprobed(counts),
-                None => t.estimates.halt(),
+            Turn::Off => match self.counts(t) {
+                Some(counts) => self.estimates.unprobed(counts),
+                None => self.estimates.halt(),
             },
             Turn::StillOff => {
-                if let Some(counts) = counts(t) {
-                    t.estimates.extend(&counts);
+                if let Some(counts) = self.counts(t) {
+                    self.estimates.extend(&counts);
                 }
             }
             Turn::Idle => {}
@@ -238,30 +241,31 @@ impl Daemon {
     }
 
     /// The cycle ended (the budget off, or shed-only): every probe on again.
-    pub fn end_cycle(&mut self) {
-        if self.tracker.cycle.cycling() {
-            end(&mut self.tracker, "the budget's mode changed");
+    pub(super) fn end_cycle(&mut self, t: &mut Tracker) {
+        if self.cycle.cycling() {
+            self.end(t, "the budget's mode changed");
         }
     }
-}
 
-/// Ends the cycle, said with `why`: every cycled file's probes on again. A cycled
-/// process gone: the time since the last turn is not estimated (it ended within it).
-fn end(t: &mut Tracker, why: &str) {
-    match counts(t).filter(|_| why != "a cycled process exited") {
-        Some(counts) => t.estimates.stop(counts),
-        None => t.estimates.halt(),
+    /// Ends the cycle, said with `why`: every cycled file's probes on again. A cycled
+    /// process gone: the time since the last turn is not estimated (it ended within it).
+    fn end(&mut self, t: &mut Tracker, why: &str) {
+        match self.counts(t).filter(|_| why != "a cycled process exited") {
+            Some(counts) => self.estimates.stop(counts),
+            None => self.estimates.halt(),
+        }
+        let files: Vec<String> = (t.files.cycled())
+            .filter(|(_, c)| c.cycling)
+            .map(|(_, c)| c.library())
+            .collect();
+        for (_, c) in t.files.cycled() {
+            c.cycling = false;
+        }
+        self.cycle
+            .end(&mut t.probes, t.files.cycled().map(|(_, c)| c));
+        crate::say!(
+            "rocsync daemon: budget: records and waits probed whole again in {} ({why})",
+            files.join(", ")
+        );
     }
-    let files: Vec<String> = (t.files.cycled())
-        .filter(|(_, c)| c.cycling)
-        .map(|(_, c)| c.library())
-        .collect();
-    for (_, c) in t.files.cycled() {
-        c.cycling = false;
-    }
-    t.cycle.end(&mut t.probes, t.files.cycled().map(|(_, c)| c));
-    crate::say!(
-        "rocsync daemon: budget: records and waits probed whole again in {} ({why})",
-        files.join(", ")
-    );
 }

@@ -1,133 +1,19 @@
-//! The overhead budget: what each tracked process's probes cost it, as a share of its
-//! CPU time, held under a limit by shedding the probes resolution does not need.
+//! What each tracked process's probes cost it, as a share of its CPU time.
 //!
 //! The kernel counts each tracked process's probed calls (`Config::calls`); one call's
 //! price is calibrated at start (`Probes::calibrate`). Each second, calls × price over
 //! the CPU time the process used is its probes' share (the trap runs on its CPU, so its
-//! CPU time includes it). Above the limit, the polling probes (`*EventQuery`) of the
-//! files it maps come off: a poll resolves nothing, unlike records and waits, which are
-//! never shed. A shed probe cannot count what it no longer sees, so it is put back after
-//! a while (2 s, doubling to 64 s while the process keeps polling) and measured again.
-//! What was shed, and from when, is said in the log, in `/metrics` and in every trace
-//! that overlaps it.
+//! CPU time includes it).
 
-use std::{
-    collections::{BTreeMap, HashMap},
-    sync::{Arc, Mutex},
-    time::Duration,
-};
-
-use serde_json::{Value, json};
+use std::{collections::HashMap, time::Duration};
 
 use crate::{probes::CallPrices, units::Share};
 
 /// How often shares are measured.
 pub const EVERY: Duration = Duration::from_secs(1);
-/// The first wait before shed probes are tried again, and the longest.
-pub const FIRST_RETRY: Duration = Duration::from_secs(2);
-pub const LAST_RETRY: Duration = Duration::from_secs(64);
 /// Probes costing a process less CPU than this per second are within any budget: an
 /// idle process's few calls are most of its CPU time, and there is nothing to save.
 pub const FLOOR_PER_SECOND: Duration = Duration::from_millis(5);
-/// Spans remembered for the traces that overlap them.
-const SPANS_KEPT: usize = 256;
-
-/// One API not probed in one library for a while (µs since the epoch: a trace's rows are
-/// at `baseTimeNanoseconds` / 1000 + `ts`).
-#[derive(Clone, Debug, PartialEq)]
-pub struct Span {
-    pub api: &'static str,
-    pub library: String,
-    /// The file's (device, inode): two files may show the same path.
-    file: (u64, u64),
-    /// When the budget shed it.
-    pub shed_us: u64,
-    /// When its probes were off; `None`: they are being detached, and still record.
-    pub from_us: Option<u64>,
-    /// `None`: not probed still.
-    pub until_us: Option<u64>,
-}
-
-/// What was shed, shared with the traces being written (they read it when they finish).
-#[derive(Clone, Debug, Default)]
-pub struct ShedLog(Arc<Mutex<Vec<Span>>>);
-
-impl ShedLog {
-    /// `api` in `library` (the file `file`) is being shed: not probed once its probes
-    /// are detached ([`Self::detached`]).
-    pub fn begin(&self, api: &'static str, library: String, file: (u64, u64)) {
-        let mut spans = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if spans.len() >= SPANS_KEPT {
-            // The oldest ended one goes; a log of only open spans grows no further.
-            if let Some(i) = spans.iter().position(|s| s.until_us.is_some()) {
-                spans.remove(i);
-            }
-        }
-        spans.push(Span {
-            api,
-            library,
-            file,
-            shed_us: now_us(),
-            from_us: None,
-            until_us: None,
-        });
-    }
-
-    /// The probes shed in `file` no longer fire: not probed from now.
-    pub fn detached(&self, file: (u64, u64)) {
-        let mut spans = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        let now = now_us();
-        for s in spans
-            .iter_mut()
-            .filter(|s| s.file == file && s.until_us.is_none())
-        {
-            s.from_us.get_or_insert(now);
-        }
-    }
-
-    /// Whether `file`'s shed probes are still being detached (not to be put back yet:
-    /// both would fire).
-    pub fn detaching(&self, file: (u64, u64)) -> bool {
-        let spans = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        spans
-            .iter()
-            .any(|s| s.file == file && s.from_us.is_none() && s.until_us.is_none())
-    }
-
-    /// `api` in `file` is probed again from now (a span whose probes were never off is
-    /// forgotten).
-    pub fn end(&self, api: &'static str, file: (u64, u64)) {
-        let mut spans = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        spans.retain(|s| !(s.api == api && s.file == file && s.from_us.is_none()));
-        for s in spans.iter_mut().filter(|s| s.api == api && s.file == file) {
-            s.until_us.get_or_insert_with(now_us);
-        }
-    }
-
-    /// The spans that overlap `[from_us, now]`, for a trace's `rocsync` object.
-    pub fn overlapping(&self, from_us: u64) -> Value {
-        let spans = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        spans
-            .iter()
-            .filter(|s| s.from_us.is_some() && s.until_us.is_none_or(|u| u >= from_us))
-            .map(|s| {
-                json!({
-                    "api": s.api, "library": s.library, "reason": "budget",
-                    "shed_unix_us": s.shed_us, "from_unix_us": s.from_us,
-                    "until_unix_us": s.until_us,
-                })
-            })
-            .collect()
-    }
-}
-
-/// Now on the traces' clock.
-pub fn now_us() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_micros() as u64)
-}
-
 #[derive(Clone, Copy)]
 struct Sample {
     calls: u32,
@@ -151,20 +37,25 @@ impl Shares {
     }
 }
 
+/// Each tracked process's last counts, and its probes' share of its CPU time.
 #[derive(Default)]
-pub struct Budget {
+pub struct Measures {
     /// What one probed call costs here, by its probed instruction's kind; `None` when
     /// calibrating failed (no budget held).
     pub prices: Option<CallPrices>,
     last: HashMap<u32, Sample>,
     /// Each tracked process's probes' share of its CPU time over the last period.
     pub shares: HashMap<u32, f64>,
-    /// Processes over the budget with nothing left to shed, and why (said once each).
-    pub over: BTreeMap<u32, super::over::Over>,
-    pub log: ShedLog,
 }
 
-impl Budget {
+impl Measures {
+    pub fn new(prices: Option<CallPrices>) -> Self {
+        Self {
+            prices,
+            ..Self::default()
+        }
+    }
+
     /// One process's counts now (calls, of them polls; its CPU time); its shares since
     /// the last, when there was one. `stepped`: a runtime it maps has probes on
     /// instructions the kernel single-steps, and its calls are priced so (a process's
@@ -234,7 +125,6 @@ impl Budget {
     pub fn retain(&mut self, alive: impl Fn(u32) -> bool) {
         self.last.retain(|&p, _| alive(p));
         self.shares.retain(|&p, _| alive(p));
-        self.over.retain(|&p, _| alive(p));
     }
 
     /// The highest share measured in the last period.
@@ -282,12 +172,12 @@ mod tests {
 
     #[test]
     fn a_share_is_calls_times_their_price_over_the_cpu_used() {
-        let mut b = Budget {
+        let mut b = Measures {
             prices: Some(CallPrices {
                 emulated: Duration::from_micros(2),
                 stepped: Duration::from_micros(10),
             }),
-            ..Budget::default()
+            ..Measures::default()
         };
         let t = std::time::Instant::now();
         let s = Duration::from_secs(1);
@@ -318,12 +208,12 @@ mod tests {
 
     #[test]
     fn a_first_sample_makes_the_next_measure_a_share_and_never_replaces_one() {
-        let mut b = Budget {
+        let mut b = Measures {
             prices: Some(CallPrices {
                 emulated: Duration::from_micros(2),
                 stepped: Duration::from_micros(10),
             }),
-            ..Budget::default()
+            ..Measures::default()
         };
         b.first_sample(7, (0, 0), 0);
         let shares = b.measure(7, (5_000, 4_000), 1_000_000_000, false).unwrap();
@@ -332,47 +222,5 @@ mod tests {
         b.first_sample(7, (0, 0), 0);
         let shares = b.measure(7, (10_000, 8_000), 2_000_000_000, false).unwrap();
         assert!((shares.all - 0.01).abs() < 1e-9, "{shares:?}");
-    }
-
-    #[test]
-    fn spans_overlapping_a_trace_are_the_open_ones_and_those_that_ended_inside_it() {
-        let log = ShedLog::default();
-        log.begin("hipEventQuery", "/a".into(), (1, 2));
-        log.detached((1, 2));
-        log.end("hipEventQuery", (1, 3));
-        log.end("hipEventQuery", (1, 2));
-        let after = now_us() + 1;
-        log.begin("cudaEventQuery", "/a".into(), (1, 3));
-        log.detached((1, 3));
-        let spans = log.overlapping(after);
-        let spans = spans.as_array().unwrap();
-        assert_eq!(spans.len(), 1);
-        assert_eq!(spans[0]["api"], "cudaEventQuery");
-        assert!(spans[0]["until_unix_us"].is_null());
-    }
-
-    #[test]
-    fn a_span_begins_once_its_probes_are_detached() {
-        let log = ShedLog::default();
-        let asked = now_us();
-        log.begin("hipEventQuery", "/a".into(), (1, 2));
-        // Still detaching: still recorded, so no trace is told otherwise.
-        assert!(log.detaching((1, 2)));
-        assert_eq!(log.overlapping(0), json!([]));
-        log.detached((1, 2));
-        assert!(!log.detaching((1, 2)));
-        let spans = log.overlapping(0);
-        let shed = spans[0]["shed_unix_us"].as_u64().unwrap();
-        assert!(shed >= asked, "{spans}");
-        assert!(
-            spans[0]["from_unix_us"].as_u64().unwrap() >= shed,
-            "{spans}"
-        );
-        // Put back before its probes were ever off: no span at all.
-        log.begin("hipEventQuery", "/b".into(), (3, 4));
-        log.end("hipEventQuery", (3, 4));
-        log.detached((3, 4));
-        assert!(!log.detaching((3, 4)));
-        assert_eq!(log.overlapping(0).as_array().unwrap().len(), 1);
     }
 }

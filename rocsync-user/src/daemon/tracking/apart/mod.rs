@@ -1,15 +1,21 @@
 //! A runtime file's probes attached apart from its others, each so that one part of the
 //! daemon can take them off and put them back: the polling probes (the budget sheds
-//! them), records', waits' and destroys' entries (its duty cycle) and the returns
-//! counting does not need (on while something records).
+//! them, `polling.rs`, and logs it, `shed_log.rs`), records', waits' and destroys'
+//! entries (its duty cycle, `cycled.rs`) and the returns counting does not need (on while
+//! something records, `returns.rs`).
+
+pub mod cycled;
+pub mod polling;
+pub mod returns;
+pub mod shed_log;
 
 use crate::{
     backend::Runtime,
-    daemon::tracking::{
-        budget::ShedLog,
-        cycle::Cycled,
+    daemon::tracking::apart::{
+        cycled::Cycled,
         polling::Polling,
         returns::{FileReturns, ReturnsApart},
+        shed_log::ShedLog,
     },
     probes::{Probes, library::OpenedLibrary},
 };

@@ -1,6 +1,9 @@
 //! A runtime file's polling probes (`*EventQuery`), attached apart from its others so
-//! that the budget (`budget.rs`) can take them off and put them back. Probes are
+//! that the budget (`budget/period.rs`) can take them off and put them back: a poll
+//! resolves nothing, unlike records and waits, which are never shed. Probes are
 //! file-wide: shedding them stops recording the polls of every process mapping the file.
+//! A shed probe cannot count what it no longer sees, so it is put back after a while
+//! (2 s, doubling to 64 s while the process keeps polling) and measured again.
 
 use std::{collections::BTreeSet, time::Duration};
 
@@ -8,16 +11,17 @@ use anyhow::Result;
 use rocsync_common::Api;
 use tokio::time::Instant;
 
-use crate::daemon::{
-    tracking::budget::{FIRST_RETRY, LAST_RETRY, ShedLog},
-    untrusted,
-};
+use crate::daemon::{tracking::apart::shed_log::ShedLog, untrusted};
 use crate::{
     backend::Runtime,
     probes::{
         ApiChoice, LinkGroup, Probes, ReturnProbes, elf::SymbolError, library::OpenedLibrary,
     },
 };
+
+/// The first wait before shed probes are tried again, and the longest.
+const FIRST_RETRY: Duration = Duration::from_secs(2);
+const LAST_RETRY: Duration = Duration::from_secs(64);
 
 pub enum PollingState {
     Probed(LinkGroup),

@@ -7,107 +7,14 @@
 //! whatever the cycle. Anything recording (a trace, the flight recorder) puts the probes
 //! back on first, and holds the cycle until it ends: no trace has a gap.
 
-use std::{
-    collections::{BTreeSet, VecDeque},
-    thread::JoinHandle,
-};
+use std::collections::{BTreeSet, VecDeque};
 
-use anyhow::Result;
-
-use crate::{
-    backend::Runtime,
-    daemon::untrusted,
-    probes::{
-        ApiChoice, CallPrices, LinkGroup, Probes, ReturnProbes, elf::SymbolError,
-        library::OpenedLibrary,
-    },
-};
+use crate::{daemon::tracking::apart::cycled::Cycled, probes::Probes};
 
 /// The longest cycle: probed one period in this many.
 pub const MAX_EVERY: u32 = 30;
 /// Spans without the probes kept for the hang chains (`blind_between`).
 const SPANS_KEPT: usize = 64;
-
-/// A runtime file's probes of records, stream waits and destroys (their entries; their
-/// returns are apart, `returns.rs`), attached apart so that the cycle can take them off.
-pub struct Cycled {
-    lib: OpenedLibrary,
-    runtime: &'static Runtime,
-    carried: bool,
-    links: Option<LinkGroup>,
-    /// Its last links' detach, while it may still run (attached again meanwhile, each
-    /// call would be counted twice).
-    detaching: Option<JoinHandle<()>>,
-    /// In the cycle: a process it serves was over the budget with them alone.
-    pub cycling: bool,
-}
-
-impl Cycled {
-    /// `lib`'s probes of records, waits and destroys, attached for `pid`; `None` when it
-    /// has none.
-    pub fn attach(
-        probes: &mut Probes,
-        lib: OpenedLibrary,
-        (runtime, carried): (&'static Runtime, bool),
-        pid: u32,
-    ) -> Result<Option<Cycled>> {
-        let mut c = Cycled {
-            lib,
-            runtime,
-            carried,
-            links: None,
-            detaching: None,
-            cycling: false,
-        };
-        match c.on(probes, Some(pid)) {
-            Ok(()) => Ok(Some(c)),
-            Err(e) if matches!(e.downcast_ref(), Some(SymbolError::NoneHooked(_))) => Ok(None),
-            Err(e) => Err(e),
-        }
-    }
-
-    /// Its probes on, if off.
-    fn on(&mut self, probes: &mut Probes, pid: Option<u32>) -> Result<()> {
-        if self.links.is_some() {
-            return Ok(());
-        }
-        if let Some(detach) = self.detaching.take() {
-            let _ = detach.join();
-        }
-        let choice = ApiChoice {
-            skip: (self.runtime.apis())
-                .filter(|a| !a.return_optional() || a.is_polling())
-                .collect(),
-            // Their returns are optional: entries alone.
-            returns: ReturnProbes::Needed,
-            ..ApiChoice::default()
-        };
-        let path = self.lib.path();
-        self.links = Some(probes.attach_group(self.runtime, &choice, &path, pid, self.carried)?);
-        Ok(())
-    }
-
-    /// Its probes off (detached in the background).
-    fn off(&mut self, probes: &mut Probes) {
-        if let Some(links) = self.links.take() {
-            self.detaching = Some(probes.release(vec![links]));
-        }
-    }
-
-    pub fn is_on(&self) -> bool {
-        self.links.is_some()
-    }
-
-    /// Its links, as its file is released, and its last links' detach if it may still
-    /// run (the file is not probed again before it is done).
-    pub fn release(self) -> (Option<LinkGroup>, Option<JoinHandle<()>>) {
-        (self.links, self.detaching)
-    }
-
-    pub fn library(&self) -> String {
-        untrusted::shown(&self.lib.shown.to_string_lossy())
-    }
-}
 
 /// The node's cycle: every cycled file on and off together, so that one estimate covers
 /// them (counts are kept by API and device, not by file).
@@ -130,8 +37,6 @@ pub struct DutyCycle {
     were: BTreeSet<u32>,
     /// Spans (the probes' clock, ns) the cycled files' probes were off; the last open.
     blind: VecDeque<(u64, Option<u64>)>,
-    /// What a probed call costs: the estimates take it out of the processes' CPU time.
-    pub prices: Option<CallPrices>,
 }
 
 /// What a period's turn of the cycle did.
@@ -183,13 +88,7 @@ impl DutyCycle {
 
     /// Starts the cycle over `pids` (counted in `groups`); its first period is on and
     /// measures what the estimate starts from.
-    pub fn start(
-        &mut self,
-        pids: BTreeSet<u32>,
-        groups: BTreeSet<u32>,
-        prices: Option<CallPrices>,
-    ) {
-        self.prices = prices;
+    pub fn start(&mut self, pids: BTreeSet<u32>, groups: BTreeSet<u32>) {
         self.were.extend(&pids);
         (self.pids, self.groups) = (pids, groups);
         (self.tick, self.off_share) = (0, 0.0);

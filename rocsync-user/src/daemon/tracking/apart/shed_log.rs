@@ -1,0 +1,154 @@
+//! What the budget shed, and when: each polling API not probed in a file for a while,
+//! kept from when its probes were off (detached) until they are back. Written as the
+//! file's polling probes go and come (`polling.rs`); said in every trace that overlaps
+//! it (a trace's `rocsync` object), as `/metrics` and the log say what is shed now.
+
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
+
+/// Spans remembered for the traces that overlap them.
+const SPANS_KEPT: usize = 256;
+
+/// One API not probed in one library for a while (µs since the epoch: a trace's rows are
+/// at `baseTimeNanoseconds` / 1000 + `ts`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Span {
+    pub api: &'static str,
+    pub library: String,
+    /// The file's (device, inode): two files may show the same path.
+    file: (u64, u64),
+    /// When the budget shed it.
+    pub shed_us: u64,
+    /// When its probes were off; `None`: they are being detached, and still record.
+    pub from_us: Option<u64>,
+    /// `None`: not probed still.
+    pub until_us: Option<u64>,
+}
+
+/// What was shed, shared with the traces being written (they read it when they finish).
+#[derive(Clone, Debug, Default)]
+pub struct ShedLog(Arc<Mutex<Vec<Span>>>);
+
+impl ShedLog {
+    /// `api` in `library` (the file `file`) is being shed: not probed once its probes
+    /// are detached ([`Self::detached`]).
+    pub fn begin(&self, api: &'static str, library: String, file: (u64, u64)) {
+        let mut spans = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if spans.len() >= SPANS_KEPT {
+            // The oldest ended one goes; a log of only open spans grows no further.
+            if let Some(i) = spans.iter().position(|s| s.until_us.is_some()) {
+                spans.remove(i);
+            }
+        }
+        spans.push(Span {
+            api,
+            library,
+            file,
+            shed_us: now_us(),
+            from_us: None,
+            until_us: None,
+        });
+    }
+
+    /// The probes shed in `file` no longer fire: not probed from now.
+    pub fn detached(&self, file: (u64, u64)) {
+        let mut spans = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let now = now_us();
+        for s in spans
+            .iter_mut()
+            .filter(|s| s.file == file && s.until_us.is_none())
+        {
+            s.from_us.get_or_insert(now);
+        }
+    }
+
+    /// Whether `file`'s shed probes are still being detached (not to be put back yet:
+    /// both would fire).
+    pub fn detaching(&self, file: (u64, u64)) -> bool {
+        let spans = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        spans
+            .iter()
+            .any(|s| s.file == file && s.from_us.is_none() && s.until_us.is_none())
+    }
+
+    /// `api` in `file` is probed again from now (a span whose probes were never off is
+    /// forgotten).
+    pub fn end(&self, api: &'static str, file: (u64, u64)) {
+        let mut spans = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        spans.retain(|s| !(s.api == api && s.file == file && s.from_us.is_none()));
+        for s in spans.iter_mut().filter(|s| s.api == api && s.file == file) {
+            s.until_us.get_or_insert_with(now_us);
+        }
+    }
+
+    /// The spans that overlap `[from_us, now]`, for a trace's `rocsync` object.
+    pub fn overlapping(&self, from_us: u64) -> Value {
+        let spans = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        spans
+            .iter()
+            .filter(|s| s.from_us.is_some() && s.until_us.is_none_or(|u| u >= from_us))
+            .map(|s| {
+                json!({
+                    "api": s.api, "library": s.library, "reason": "budget",
+                    "shed_unix_us": s.shed_us, "from_unix_us": s.from_us,
+                    "until_unix_us": s.until_us,
+                })
+            })
+            .collect()
+    }
+}
+
+/// Now on the traces' clock.
+pub fn now_us() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spans_overlapping_a_trace_are_the_open_ones_and_those_that_ended_inside_it() {
+        let log = ShedLog::default();
+        log.begin("hipEventQuery", "/a".into(), (1, 2));
+        log.detached((1, 2));
+        log.end("hipEventQuery", (1, 3));
+        log.end("hipEventQuery", (1, 2));
+        let after = now_us() + 1;
+        log.begin("cudaEventQuery", "/a".into(), (1, 3));
+        log.detached((1, 3));
+        let spans = log.overlapping(after);
+        let spans = spans.as_array().unwrap();
+        assert_eq!(spans.len(), 1);
+        assert_eq!(spans[0]["api"], "cudaEventQuery");
+        assert!(spans[0]["until_unix_us"].is_null());
+    }
+
+    #[test]
+    fn a_span_begins_once_its_probes_are_detached() {
+        let log = ShedLog::default();
+        let asked = now_us();
+        log.begin("hipEventQuery", "/a".into(), (1, 2));
+        // Still detaching: still recorded, so no trace is told otherwise.
+        assert!(log.detaching((1, 2)));
+        assert_eq!(log.overlapping(0), json!([]));
+        log.detached((1, 2));
+        assert!(!log.detaching((1, 2)));
+        let spans = log.overlapping(0);
+        let shed = spans[0]["shed_unix_us"].as_u64().unwrap();
+        assert!(shed >= asked, "{spans}");
+        assert!(
+            spans[0]["from_unix_us"].as_u64().unwrap() >= shed,
+            "{spans}"
+        );
+        // Put back before its probes were ever off: no span at all.
+        log.begin("hipEventQuery", "/b".into(), (3, 4));
+        log.end("hipEventQuery", (3, 4));
+        log.detached((3, 4));
+        assert!(!log.detaching((3, 4)));
+        assert_eq!(log.overlapping(0).as_array().unwrap().len(), 1);
+    }
+}
