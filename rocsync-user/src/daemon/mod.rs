@@ -25,7 +25,7 @@ pub use serving::{protocol, remote};
 pub use settings::config;
 
 /// Longest trace a request may ask for (`rocsync trace --duration` checks it first).
-pub use triggers::MAX_DURATION as MAX_TRACE_DURATION;
+pub use triggers::origin::MAX_DURATION as MAX_TRACE_DURATION;
 
 use std::time::Duration;
 

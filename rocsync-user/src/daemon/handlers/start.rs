@@ -8,7 +8,7 @@ use rocsync_common::Decoded;
 use crate::daemon::{
     recording::{flight, selection, traces::Active},
     state::Daemon,
-    triggers::Start,
+    triggers::origin::Start,
 };
 use crate::ingest::Call;
 

@@ -12,7 +12,7 @@ use crate::{
     clock,
     daemon::{
         state::Daemon,
-        triggers::{Action, Look, Trigger, View},
+        triggers::{trigger::Action, trigger::Look, trigger::Trigger, view::View},
     },
 };
 
@@ -101,7 +101,11 @@ impl Daemon {
     fn follow(
         &mut self,
         id: u64,
-        mut f: impl FnMut(&mut dyn Trigger, &crate::daemon::triggers::Origin, &View) -> Vec<Action>,
+        mut f: impl FnMut(
+            &mut dyn Trigger,
+            &crate::daemon::triggers::origin::Origin,
+            &View,
+        ) -> Vec<Action>,
     ) -> Decided {
         let view = View::new(
             &self.config,

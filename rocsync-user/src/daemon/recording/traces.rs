@@ -18,7 +18,7 @@ use crate::daemon::{
     tracking::apart::shed_log::{self, ShedLog},
     tracking::discovery::Tracker,
     tracking::pods::Pods,
-    triggers::{Origin, Start, Unasked},
+    triggers::{origin::Origin, origin::Start, origin::Unasked},
     untrusted::pids_shown,
 };
 use crate::{

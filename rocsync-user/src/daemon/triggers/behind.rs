@@ -6,7 +6,10 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::daemon::triggers::{Action, Began, Origin, Start, TraceSpec, Trigger, Unasked, View};
+use crate::daemon::triggers::{
+    origin::Origin, origin::Start, origin::TraceSpec, origin::Unasked, trigger::Action,
+    trigger::Began, trigger::Trigger, view::View,
+};
 
 /// Ranks behind traced at once on the node: a hang of many local ranks names the same
 /// few laggards, each traced once.

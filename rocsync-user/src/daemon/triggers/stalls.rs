@@ -25,7 +25,10 @@ use tokio::time::Instant;
 use crate::clock;
 use crate::daemon::{
     serving::protocol::Status,
-    triggers::{Action, Began, Origin, Start, TraceSpec, Trigger, Unasked, View, slow_call},
+    triggers::{
+        origin::Origin, origin::Start, origin::TraceSpec, origin::Unasked, origin::slow_call,
+        trigger::Action, trigger::Began, trigger::Trigger, view::View,
+    },
 };
 
 /// Stall traces listed by `rocsync status`.

@@ -16,7 +16,10 @@ use serde_json::{Value, json};
 
 use crate::daemon::{
     serving::exposition::families::{STUCK_TRACES, STUCK_UNTRACED},
-    triggers::{Action, Began, Counter, Look, Origin, Start, TraceSpec, Trigger, Unasked, View},
+    triggers::{
+        origin::Origin, origin::Start, origin::TraceSpec, origin::Unasked, trigger::Action,
+        trigger::Began, trigger::Counter, trigger::Look, trigger::Trigger, view::View,
+    },
 };
 
 /// A rank stopped for this many times its usual interval between collectives is stuck.

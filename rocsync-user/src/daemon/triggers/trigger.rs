@@ -5,7 +5,7 @@
 //! and says what it decided as [`Action`]s; the daemon carries them out (`handlers/
 //! triggered.rs`) and tells it how that went. It sees the daemon through a read-only
 //! [`View`]. A new trigger is one file, one line in [`super::Triggers::all`] and its kind
-//! in [`super::Unasked`].
+//! in [`super::origin::Unasked`].
 
 use std::time::Duration;
 
@@ -14,7 +14,9 @@ use serde_json::Value;
 
 use crate::daemon::{
     serving::protocol::Status,
-    triggers::{Origin, Start, Unasked, hangs::InFlight, view::View},
+    triggers::{
+        hangs::blocked::InFlight, origin::Origin, origin::Start, origin::Unasked, view::View,
+    },
 };
 
 /// What a trigger decided.

@@ -12,7 +12,7 @@ use crate::{
         recording::sessions::Sessions,
         settings::config::DaemonConfig,
         tracking::discovery::Tracker,
-        triggers::{Origin, Start, Unasked, chain, collectives},
+        triggers::{chain, collectives, origin::Origin, origin::Start, origin::Unasked},
     },
     probes::Probes,
 };

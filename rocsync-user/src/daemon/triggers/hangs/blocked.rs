@@ -11,9 +11,9 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use crate::clock;
-use crate::daemon::triggers::{Origin, Start, TraceSpec, Unasked, slow_call};
-
-use super::Hang;
+use crate::daemon::triggers::{
+    origin::Origin, origin::Start, origin::TraceSpec, origin::Unasked, origin::slow_call,
+};
 
 /// A call in flight as the kernel keeps it: (pid, tid, its start).
 pub type InFlight = (u32, u32, PendingCall);
@@ -46,28 +46,6 @@ pub(super) fn scan(
         }
     }
     (oldest, blocked)
-}
-
-/// The open hangs that ended, and how: the process is gone (`exited`; its thread's
-/// entry stays in the kernel's map, never returned), or its call is no longer the one in
-/// flight on its thread (`returned`). A zombie still `exists`: it ends once reaped.
-pub(super) fn ended(
-    open: &HashMap<u32, Hang>,
-    calls: &[InFlight],
-    exists: impl Fn(u32) -> bool,
-) -> Vec<(u32, &'static str)> {
-    open.iter()
-        .filter_map(|(&pid, h)| {
-            let blocked = calls
-                .iter()
-                .any(|&(p, t, c)| p == pid && t == h.tid && c.ns == h.entry_ns);
-            match (blocked, exists(pid)) {
-                (true, true) => None,
-                (_, true) => Some((pid, "returned")),
-                (_, false) => Some((pid, "exited")),
-            }
-        })
-        .collect()
 }
 
 /// Hang traces one user may have recording at once: others' hangs always find room.

@@ -14,7 +14,7 @@
 //! recording and the node [`PER_NODE`]. A hang held back by them is looked at again
 //! each second while it blocks, and counted once per reason.
 
-mod blocked;
+pub mod blocked;
 
 use std::{
     collections::{BTreeMap, HashMap},
@@ -27,12 +27,15 @@ use tokio::time::Instant;
 
 use crate::daemon::{
     serving::protocol::{Hung, Status},
-    triggers::{Action, Began, Look, Trigger, Unasked, View},
+    triggers::{
+        origin::Unasked, trigger::Action, trigger::Began, trigger::Look, trigger::Trigger,
+        view::View,
+    },
 };
+use blocked::scan;
 pub use blocked::{Admission, Blocked, InFlight, Untraced, trace_of};
 #[cfg(test)]
 use blocked::{PER_NODE, PER_USER};
-use blocked::{ended, scan};
 
 /// A hang being traced.
 struct Hang {
@@ -271,7 +274,7 @@ impl Hangs {
         blocked: Blocked,
         now_ns: u64,
         v: &View,
-    ) -> Option<crate::daemon::triggers::Start> {
+    ) -> Option<crate::daemon::triggers::origin::Start> {
         let (pid, _, api, entry_ns, arg0) = blocked;
         let uid = crate::procfs::uid(pid).unwrap_or(u32::MAX);
         if !self.admit(blocked, uid, v.config.stall_interval, |id| v.recording(id)) {
@@ -294,6 +297,28 @@ fn hang_ended(pid: u32, trace: u64, how: &'static str, v: &View) -> Action {
         _ => Duration::ZERO,
     };
     Action::End { trace, how, after }
+}
+
+/// The open hangs that ended, and how: the process is gone (`exited`; its thread's
+/// entry stays in the kernel's map, never returned), or its call is no longer the one in
+/// flight on its thread (`returned`). A zombie still `exists`: it ends once reaped.
+fn ended(
+    open: &HashMap<u32, Hang>,
+    calls: &[InFlight],
+    exists: impl Fn(u32) -> bool,
+) -> Vec<(u32, &'static str)> {
+    open.iter()
+        .filter_map(|(&pid, h)| {
+            let blocked = calls
+                .iter()
+                .any(|&(p, t, c)| p == pid && t == h.tid && c.ns == h.entry_ns);
+            match (blocked, exists(pid)) {
+                (true, true) => None,
+                (_, true) => Some((pid, "returned")),
+                (_, false) => Some((pid, "exited")),
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]
