@@ -71,6 +71,24 @@ pub struct GenerateArgs {
     pub dir: PathBuf,
 }
 
+// `rocsync read-stacks --pid P --tid T` (hidden): the daemon's stack reader, run as a
+// bounded child of its own (`stacks::child`); kept out of `Cli` as `generate` is.
+#[derive(Debug, Parser)]
+#[command(
+    name = "rocsync read-stacks",
+    bin_name = "rocsync read-stacks",
+    version = crate::VERSION,
+    about = "Print a process's stacks as JSON lines (the daemon runs this as a bounded child)"
+)]
+pub struct ReadStacksArgs {
+    /// The process
+    #[arg(long, value_name = "PID")]
+    pub pid: u32,
+    /// The blocked thread (a host tid) [default: the main thread]
+    #[arg(long, value_name = "TID")]
+    pub tid: Option<u32>,
+}
+
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum Generated {
     /// rocsync.1 and rocsync-<command>.1
