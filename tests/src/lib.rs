@@ -224,6 +224,16 @@ fn listed_runtimes(list: &str) -> Vec<RealRuntime> {
         .collect()
 }
 
+/// The simulated RCCL over the simulated HIP runtime.
+pub fn sim_rccl() -> PathBuf {
+    Path::new(OUT).join("rccl/librccl.so.1")
+}
+
+/// A two-rank job in Python over ctypes (`python/rank_job.py` says what it does).
+pub fn python_rank_job() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("python/rank_job.py")
+}
+
 /// HTA check: prints the record→wait edges HolisticTraceAnalysis finds in a trace.
 pub fn hta_script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("hta/sync_edges.py")

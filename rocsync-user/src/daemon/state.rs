@@ -51,6 +51,8 @@ pub struct Daemon {
     next_id: u64,
     /// Where a held claim's connection says it closed.
     pub released: UnboundedSender<ClaimId>,
+    /// Where a stacks read for a trace (its id) comes back, off the loop.
+    pub stacks_read: UnboundedSender<(u64, crate::stacks::Stacks)>,
 }
 
 impl Daemon {
@@ -60,7 +62,10 @@ impl Daemon {
         tracker: Tracker,
         flight: Option<FlightRecorder>,
         destinations: Destinations,
-        released: UnboundedSender<ClaimId>,
+        (released, stacks_read): (
+            UnboundedSender<ClaimId>,
+            UnboundedSender<(u64, crate::stacks::Stacks)>,
+        ),
     ) -> Self {
         Self {
             config,
@@ -81,6 +86,7 @@ impl Daemon {
             destinations,
             next_id: 1,
             released,
+            stacks_read,
         }
     }
 

@@ -11,6 +11,7 @@ use tokio::time::Instant;
 use crate::{
     clock,
     daemon::{
+        handlers::events::Flow,
         state::Daemon,
         triggers::{trigger::Action, trigger::Look, trigger::Trigger, view::View},
     },
@@ -124,6 +125,43 @@ impl Daemon {
     }
 
     /// Reads the stacks of an unasked trace's process (its blocked thread first), off
-    /// the loop; they join its object when read.
-    fn read_stacks(&mut self, _id: u64) {}
+    /// the loop, in a bounded child (`stacks::read`); they join the trace when read.
+    fn read_stacks(&mut self, id: u64) {
+        let trace = (self.sessions.traces.iter_mut()).find(|(_, t)| t.id == id);
+        let Some((pid, tid)) = trace.and_then(|(_, t)| t.stacks_wanted()) else {
+            return;
+        };
+        let back = self.stacks_read.clone();
+        tokio::spawn(async move {
+            let _ = back.send((id, crate::stacks::read(pid, tid).await));
+        });
+    }
+
+    /// The stacks read for trace `id`: into the trace, told to the triggers (a hang's
+    /// status says where it is), and said in the log.
+    pub fn on_stacks(&mut self, id: u64, stacks: &crate::stacks::Stacks) -> Flow {
+        let Some((_, t)) = (self.sessions.traces.iter_mut()).find(|(_, t)| t.id == id) else {
+            crate::say!(
+                "rocsync daemon: stacks of pid {} read after its trace {id} ended: not in it",
+                stacks.pid
+            );
+            return Flow::Go;
+        };
+        t.add_stacks(stacks);
+        let place = stacks.where_();
+        for trigger in self.triggers.all() {
+            trigger.on_stacks(&t.origin, place.as_deref());
+        }
+        let said = match (&place, &stacks.error) {
+            (Some(w), _) => format!("in {w}"),
+            (None, Some(e)) => format!("unknown ({e})"),
+            (None, None) => "in no frame of its own code".into(),
+        };
+        crate::say!(
+            "rocsync daemon: trace {id}: pid {} is {said} ({:.0} ms to read)",
+            stacks.pid,
+            stacks.took_ms
+        );
+        Flow::Go
+    }
 }

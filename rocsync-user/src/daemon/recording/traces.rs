@@ -51,7 +51,7 @@ pub struct Active {
     /// Each one's user when the trace began: whose its file is (retention's shares).
     pub owners: retention::Owners,
     pub agents: AgentSet,
-    pipeline: Pipeline<CaptureSink>,
+    pub(super) pipeline: Pipeline<CaptureSink>,
     outputs: Outputs,
     /// When recording ends (then, when stopping ends).
     pub until: Instant,

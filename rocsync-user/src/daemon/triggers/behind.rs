@@ -20,7 +20,7 @@ pub struct Behind;
 
 impl Trigger for Behind {
     /// A hang began: the ranks behind in its collective (`behind` of its object) are
-    /// traced, unless a trace of one as a laggard records already or
+    /// traced, unless a trace of one as a laggard (or a stuck rank) records already or
     /// [`MAX_BEHIND_TRACES`] do.
     fn on_began(&mut self, origin: &Origin, _id: u64, v: &View) -> Vec<Action> {
         let Some((Unasked::Hang, hang)) = origin.unasked() else {
@@ -39,6 +39,10 @@ impl Trigger for Behind {
         for b in ranks {
             let pid = b["pid"].as_u64();
             if pid.is_none_or(|p| traced.contains(&p)) || traced.len() >= MAX_BEHIND_TRACES {
+                continue;
+            }
+            // Traced already as a stuck rank (found before the hang was).
+            if pid.is_some_and(|p| v.unasked_recording(p as u32)) {
                 continue;
             }
             if let Some(start) = trace_of_behind(b, hang, v.config.hang_bound) {

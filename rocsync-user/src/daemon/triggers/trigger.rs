@@ -74,6 +74,10 @@ pub trait Trigger {
         Vec::new()
     }
 
+    /// The stacks of a trace's process were read: where its thread is (`where` of the
+    /// trace's object), if known.
+    fn on_stacks(&mut self, _origin: &Origin, _where: Option<&str>) {}
+
     /// An unasked trace's files were written.
     fn on_written(&mut self, _files: &[String]) {}
 

@@ -28,8 +28,8 @@ use tokio::time::Instant;
 use crate::daemon::{
     serving::protocol::{Hung, Status},
     triggers::{
-        origin::Unasked, trigger::Action, trigger::Began, trigger::Look, trigger::Trigger,
-        view::View,
+        origin::Origin, origin::Unasked, trigger::Action, trigger::Began, trigger::Look,
+        trigger::Trigger, view::View,
     },
 };
 use blocked::scan;
@@ -47,6 +47,8 @@ struct Hang {
     uid: u32,
     /// What it waits on, in a line.
     waits_on: Option<String>,
+    /// Where its thread is, once its stacks are read.
+    location: Option<String>,
 }
 
 #[derive(Default)]
@@ -133,6 +135,7 @@ impl Hangs {
                 api: h.api.symbol().into(),
                 blocked_s: now_ns.saturating_sub(h.entry_ns) as f64 / 1e9,
                 waits_on: h.waits_on.clone(),
+                location: h.location.clone(),
             })
             .collect();
         hung.sort_by_key(|h| h.pid);
@@ -190,6 +193,7 @@ impl Hangs {
             entry_ns,
             uid,
             waits_on,
+            location: None,
         };
         self.open.insert(pid, hang);
         self.traces += 1;
@@ -259,6 +263,16 @@ impl Trigger for Hangs {
                 self.opened(blocked, uid, id, said);
             }
             Err(e) => self.not_started(blocked, e),
+        }
+    }
+
+    fn on_stacks(&mut self, origin: &Origin, place: Option<&str>) {
+        let Some((Unasked::Hang, o)) = origin.unasked() else {
+            return;
+        };
+        let pid = o["pid"].as_u64().unwrap_or_default() as u32;
+        if let Some(h) = self.open.get_mut(&pid) {
+            h.location = place.map(String::from);
         }
     }
 

@@ -5,6 +5,7 @@ mod dyno_hostile;
 mod dynolog;
 mod hangs;
 mod hangs_hidden;
+mod ranks_where;
 mod slow_call;
 pub(crate) mod stalls;
 mod stuck;
