@@ -178,7 +178,7 @@ pub fn assemble(pid: u32, out: &[u8], failed: Option<String>) -> Stacks {
     stacks
 }
 
-fn unix_us(at: SystemTime) -> u64 {
+pub fn unix_us(at: SystemTime) -> u64 {
     at.duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_micros() as u64)
 }
