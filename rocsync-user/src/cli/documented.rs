@@ -37,6 +37,7 @@ const DOCUMENTS: &[(&str, &str)] = &[
         "docs/rocm-versions.md",
         include_str!("../../../docs/rocm-versions.md"),
     ),
+    ("docs/stacks.md", include_str!("../../../docs/stacks.md")),
 ];
 
 /// The `rocsync` command lines of a document's shell blocks (```sh, ```console or a
