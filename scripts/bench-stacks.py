@@ -88,9 +88,12 @@ def one_read(rocsync, reads):
 
 
 def count(p):
+    """The loop's iterations so far, and its main thread's CPU time (ns, schedstat)."""
     p.stdin.write("\n")
     p.stdin.flush()
-    return int(p.stdout.readline())
+    n = int(p.stdout.readline())
+    with open(f"/proc/{p.pid}/task/{p.pid}/schedstat") as f:
+        return n, int(f.read().split()[0])
 
 
 def price(rocsync, windows, seconds):
@@ -105,20 +108,22 @@ def price(rocsync, windows, seconds):
     try:
         kinds = ("quiet", "read other", "read target")
         rates = {k: [] for k in kinds}
+        per_cpu = {k: [] for k in kinds}
         reads = 0
         for w in range(len(kinds) * windows):
             kind = kinds[w % len(kinds)]
             pid = other.pid if kind == "read other" else p.pid
-            c0, t0 = count(p), time.perf_counter()
+            (c0, cpu0), t0 = count(p), time.perf_counter()
             while time.perf_counter() - t0 < seconds:
                 if kind == "quiet":
                     time.sleep(0.01)
                 else:
                     read(rocsync, pid)
                     reads += 1
-            c1, t1 = count(p), time.perf_counter()
+            (c1, cpu1), t1 = count(p), time.perf_counter()
             rates[kind].append((c1 - c0) / (t1 - t0))
-        return rates, reads
+            per_cpu[kind].append((c1 - c0) / (cpu1 - cpu0) * 1e9)
+        return rates, per_cpu, reads
     finally:
         p.kill()
         other.kill()
@@ -136,17 +141,20 @@ def main():
     print(f"one read of a 2-thread Python {sys.version.split()[0]} process, {a.reads} reads:")
     print(f"  wall ms: median {statistics.median(walls):.1f}, quartiles {q[0]:.1f}-{q[2]:.1f},"
           f" max {max(walls):.1f}; reader peak RSS {rss / 1024:.1f} MiB")
-    rates, reads = price(a.rocsync, a.windows, a.seconds)
+    rates, per_cpu, reads = price(a.rocsync, a.windows, a.seconds)
     print(f"dense loop (CPU 0; readers on CPU 1), {a.windows} rounds of {a.seconds} s windows,"
           f" {reads} reads ({reads / (2 * a.windows * a.seconds):.0f}/s while reading):")
-    for kind, r in rates.items():
-        print(f"  {kind:12} iterations/s median {statistics.median(r):.3e}")
-    for num, den in (("read target", "read other"), ("read other", "quiet"),
-                     ("read target", "quiet")):
-        ratios = [a_ / b for a_, b in zip(rates[num], rates[den])]
-        rq = statistics.quantiles(ratios, n=4)
-        print(f"  {num} / {den}: median {statistics.median(ratios):.3f},"
-              f" quartiles {rq[0]:.3f}-{rq[2]:.3f}")
+    for what, r in (("per second of wall time", rates),
+                    ("per second of the loop's own CPU time", per_cpu)):
+        print(f"  iterations {what}:")
+        for kind, v in r.items():
+            print(f"    {kind:12} median {statistics.median(v):.3e}")
+        for num, den in (("read target", "read other"), ("read other", "quiet"),
+                         ("read target", "quiet")):
+            ratios = [x / y for x, y in zip(r[num], r[den])]
+            q = statistics.quantiles(ratios, n=4)
+            print(f"    {num} / {den}: median {statistics.median(ratios):.3f},"
+                  f" quartiles {q[0]:.3f}-{q[2]:.3f}")
 
 
 if __name__ == "__main__":
