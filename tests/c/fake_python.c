@@ -3,10 +3,14 @@
  * `fake_python cycles`: each word points back into _PyRuntime, so every list the reader
  * follows (interpreters, threads, frames) is a cycle and every length is an address.
  * `fake_python mixed`: the same pointers among huge and negative lengths and pointers to
- * unmapped memory. Prints `ready`, then waits. */
+ * unmapped memory. `fake_python jail DIR`: maps DIR/libpython3.11.so as code, then
+ * chroots into DIR/jail, where the test put a FIFO at the same path: a reader opening
+ * what the maps name through /proc/PID/root blocks there. Prints `ready`, then waits. */
 #include <stdint.h>
 #include <stdio.h>
+#include <fcntl.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #define WORDS 16384
@@ -23,6 +27,20 @@ int main(int argc, char **argv) {
         case 3: _PyRuntime[i] = (uintptr_t)-256; break;
         case 4: _PyRuntime[i] = 0x10; break;
         default: _PyRuntime[i] = back;
+        }
+    }
+    if (argc > 2 && strcmp(argv[1], "jail") == 0) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/libpython3.11.so", argv[2]);
+        int fd = open(path, O_RDONLY);
+        if (fd < 0 || mmap(NULL, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE, fd, 0) == MAP_FAILED) {
+            perror(path);
+            return 1;
+        }
+        snprintf(path, sizeof path, "%s/jail", argv[2]);
+        if (chroot(path) != 0 || chdir("/") != 0) {
+            perror(path);
+            return 1;
         }
     }
     puts("ready");

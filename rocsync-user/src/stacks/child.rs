@@ -150,8 +150,8 @@ fn died(status: ExitStatus) -> Option<String> {
 pub fn assemble(pid: u32, out: &[u8], failed: Option<String>) -> Stacks {
     let last = out
         .split(|&b| b == b'\n')
-        .filter_map(|l| serde_json::from_slice::<Line>(l).ok())
-        .last();
+        .rev()
+        .find_map(|l| serde_json::from_slice::<Line>(l).ok());
     let why = failed.unwrap_or_else(|| "ended before it was done".into());
     let Some(Line { phase, mut stacks }) = last else {
         return Stacks::failed(pid, format!("unreadable: the reader {why}"));
@@ -178,7 +178,7 @@ pub fn assemble(pid: u32, out: &[u8], failed: Option<String>) -> Stacks {
     stacks
 }
 
-fn unix_us(at: SystemTime) -> u64 {
+pub fn unix_us(at: SystemTime) -> u64 {
     at.duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_micros() as u64)
 }

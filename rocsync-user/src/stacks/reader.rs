@@ -36,8 +36,11 @@ pub enum Phase {
 
 /// Reads `pid`'s stacks (`blocked`: the thread the trace is for) and prints them.
 pub fn run(pid: u32, blocked: u32) -> i32 {
+    // When run by hand; the daemon's side sets both to what it saw, the child's start too.
+    let started = std::time::Instant::now();
     let mut stacks = Stacks {
         pid,
+        read_at_unix_us: super::child::unix_us(std::time::SystemTime::now()),
         ..Stacks::default()
     };
     if !procfs::exists(pid) {
@@ -77,6 +80,7 @@ pub fn run(pid: u32, blocked: u32) -> i32 {
         }
     }
     stacks.cut = cut;
+    stacks.took_ms = started.elapsed().as_secs_f64() * 1e3;
     print(Phase::Native, &stacks)
 }
 

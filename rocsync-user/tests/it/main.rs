@@ -64,6 +64,8 @@ mod run_duration;
 mod rust_driver;
 mod seccomp_targets;
 mod signals;
+mod stacks;
+mod stacks_hostile;
 mod stop;
 mod target_table;
 mod temporaries;

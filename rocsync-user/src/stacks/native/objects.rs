@@ -26,11 +26,14 @@ pub struct MappedObject {
     pub file: File,
 }
 
+/// A section's addresses in the object, and its bytes.
+pub type Section = (Range<u64>, Vec<u8>);
+
 /// The sections the unwinder needs, with their addresses in the object.
 #[derive(Default)]
 pub struct UnwindSections {
-    pub eh_frame: Option<(Range<u64>, Vec<u8>)>,
-    pub eh_frame_hdr: Option<(Range<u64>, Vec<u8>)>,
+    pub eh_frame: Option<Section>,
+    pub eh_frame_hdr: Option<Section>,
     pub text: Option<Range<u64>>,
     pub got: Option<Range<u64>>,
 }
@@ -103,7 +106,7 @@ impl MappedObject {
             let s = elf.section_by_name(name)?;
             Some(s.address()..s.address() + s.size())
         };
-        let data = |name: &str| -> Result<Option<(Range<u64>, Vec<u8>)>, String> {
+        let data = |name: &str| -> Result<Option<Section>, String> {
             let Some(s) = elf.section_by_name(name) else {
                 return Ok(None);
             };

@@ -2,6 +2,7 @@
 #![allow(dead_code, unused_imports)]
 
 pub mod apis;
+mod blocked;
 mod calls;
 mod capture;
 pub mod daemon;
@@ -16,6 +17,7 @@ mod raw;
 mod rows;
 mod window;
 
+pub use blocked::*;
 pub use calls::*;
 pub use capture::*;
 pub use held::*;
