@@ -288,5 +288,8 @@ fn every_return_stays_probed_when_the_operator_asks() {
         .unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("return_probes is needed or all"), "{err}");
+    assert!(
+        err.contains("return_probes: \"some\": expected needed or all"),
+        "{err}"
+    );
 }
