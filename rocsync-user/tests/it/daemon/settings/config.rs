@@ -56,8 +56,9 @@ fn a_wrong_key_or_address_is_a_clear_error() {
         .unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
+    // Named as every setting's error names it: its key.
     assert!(
-        err.contains("--metrics-addr") && err.contains("ADDRESS:PORT"),
+        err.contains("metrics_addr: \"localhost\": expected ADDRESS:PORT"),
         "{err}"
     );
     let out = rocsync()
