@@ -268,7 +268,7 @@ pub struct AttachArgs {
     /// Learn the devices running threads chose before the attach from *GetDevice, for at
     /// most this long (each call traps meanwhile; a thread that calls none in it has
     /// its device unknown until it sets one). 0 or off: never
-    #[arg(long, value_name = "DURATION", default_value = "100ms",
+    #[arg(long, value_name = "DURATION", default_value = crate::probes::LEARN_DEVICES,
           value_parser = crate::units::parse_learning)]
     pub learn_devices: Duration,
 }

@@ -7,7 +7,7 @@
 //! in progress is finished and written first), leaving every target running.
 //!
 //! [`run`] sets up and then waits on one loop; each thing it waits for is one method of
-//! [`state::Daemon`] (`events.rs`, `requests.rs`, `scheduled.rs`).
+//! [`state::Daemon`] (`handlers/`: `events.rs`, `requests.rs`, `timed.rs`, `budget.rs`, …).
 
 mod budget;
 mod handlers;

@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::procfs;
 
-pub use host::HostState;
+pub use host::{DEFAULT_KUBELET_ROOT, DEFAULT_RUNTIME_STATE, HostState};
 
 /// A process's pod, as far as the node shows it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

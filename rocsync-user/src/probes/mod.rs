@@ -91,8 +91,9 @@ const DEFAULT_RING: u32 = 8 << 20;
 /// Longest time temporary `*GetDevice` probes stay attached by default. They trap every
 /// call of a function a busy PyTorch thread calls ~250 000 times a second (+43-90 % for
 /// as long as they stay, on the H200); a busy thread calls it within microseconds, so a
-/// short window learns what matters (bench/learning.md).
-pub const LEARN_DEVICES: std::time::Duration = std::time::Duration::from_millis(100);
+/// short window learns what matters (bench/learning.md). As a flag gives it (`attach`'s
+/// and the daemon's `--learn-devices`).
+pub const LEARN_DEVICES: &str = "100ms";
 
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ProbeOptions {

@@ -33,11 +33,7 @@ fn annotate_fills_the_h200_event_syncs_cupti_left() {
     let dir = TempDir::new();
     let out = dir.path("train.annotated.json");
     let run = annotate(&bench("train.both.cupti.json.gz"), &out);
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
+    assert_ok(&run);
     let summary: Value = serde_json::from_slice(&run.stdout).unwrap();
     let w = &summary[0]["waits"];
     // 100 Stream Wait Event + 100 Event Sync rows, none resolved by CUPTI.
@@ -110,7 +106,7 @@ fn annotate_refuses_another_process_another_time_and_an_existing_output() {
         std::fs::write(&path, trace.to_string()).unwrap();
         let out = dir.path(&format!("{name}.out.json"));
         let run = annotate(&path, &out);
-        let stderr = String::from_utf8_lossy(&run.stderr);
+        let stderr = stderr_of(&run);
         assert_eq!(run.status.code(), Some(1), "{stderr}");
         assert!(stderr.contains(want), "{name}: {stderr}");
         assert!(!stderr.contains("panicked"), "{stderr}");
@@ -135,24 +131,19 @@ fn annotate_refuses_another_process_another_time_and_an_existing_output() {
     let out = dir.path("exists.json");
     std::fs::write(&out, "mine").unwrap();
     let run = annotate(&bench("train.both.cupti.json.gz"), &out);
-    let stderr = String::from_utf8_lossy(&run.stderr);
+    let stderr = stderr_of(&run);
     assert_eq!(run.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("exists"), "{stderr}");
     assert_eq!(std::fs::read_to_string(&out).unwrap(), "mine");
     // With --force, as every command's -o: replaced by the annotated trace.
-    let run = rocsync()
-        .arg("annotate")
-        .arg(bench("train.both.cupti.json.gz"))
-        .arg("--capture")
-        .arg(bench("train.both.raw.jsonl.gz"))
-        .arg("-fo")
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
+    run_ok(
+        rocsync()
+            .arg("annotate")
+            .arg(bench("train.both.cupti.json.gz"))
+            .arg("--capture")
+            .arg(bench("train.both.raw.jsonl.gz"))
+            .arg("-fo")
+            .arg(&out),
     );
     assert_eq!(
         filled_waits(&read_json(&out)).len(),
@@ -194,8 +185,7 @@ fn annotate_matches_a_directory_of_traces_to_captures_by_pid() {
         .arg("--json")
         .output()
         .unwrap();
-    let stderr = String::from_utf8_lossy(&run.stderr);
-    assert!(run.status.success(), "{stderr}");
+    assert_ok(&run);
     let summaries: Value = serde_json::from_slice(&run.stdout).unwrap();
     let by_pid: std::collections::BTreeMap<i64, &Value> = summaries
         .as_array()
@@ -260,7 +250,7 @@ fn annotate_given_the_wrong_kind_of_file_says_which_kind_it_got() {
             .arg(&out)
             .output()
             .unwrap();
-        let err = String::from_utf8_lossy(&run.stderr);
+        let err = stderr_of(&run);
         assert_eq!(run.status.code(), Some(1), "{err}");
         assert!(err.contains(says), "{err}");
         assert!(!out.exists(), "{} written", out.display());

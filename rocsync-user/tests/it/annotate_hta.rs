@@ -12,21 +12,12 @@ use serde_json::Value;
 
 use crate::{
     annotate::{annotate, capture_cross, resolved_waits},
-    common::kineto::*,
+    common::{kineto::*, run_ok},
 };
 use rocsync_tests::critical_path_script;
 
 fn critical_path(python: &std::ffi::OsStr, trace: &std::path::Path) -> Value {
-    let out = Command::new(python)
-        .arg(critical_path_script())
-        .arg(trace)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = run_ok(Command::new(python).arg(critical_path_script()).arg(trace));
     serde_json::from_slice(&out.stdout).expect("the script prints JSON")
 }
 

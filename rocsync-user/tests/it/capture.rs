@@ -75,12 +75,7 @@ fn run_exits_with_the_commands_status() {
         .env("SCENARIO_EXIT", "7")
         .output()
         .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(7),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_eq!(out.status.code(), Some(7), "{}", stderr_of(&out));
 }
 
 #[test]
@@ -164,7 +159,7 @@ fn every_copy_of_the_runtime_in_a_process_is_traced() {
             .env("SCENARIO_HIP", sim_hip())
             .env("SCENARIO_HIP2", &copy),
     );
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = stderr_of(&out);
     assert_eq!(stderr.matches("attached to").count(), 2, "{stderr}");
     let (_, calls) = read_raw(&raw);
     assert_same_calls(&read_log(&log), calls);
@@ -202,7 +197,7 @@ fn a_cuda_runtime_is_found_and_traced_like_hip() {
             .arg(rocsync_tests::scenario_cuda())
             .arg("basic"),
     );
-    assert!(String::from_utf8_lossy(&out.stderr).contains("captured 0 calls"));
+    assert!(stderr_of(&out).contains("captured 0 calls"));
 }
 
 #[test]

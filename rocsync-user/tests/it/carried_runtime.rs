@@ -34,7 +34,7 @@ fn a_runtime_carried_statically_by_a_collective_library_is_traced() {
             .env("OMPI_COMM_WORLD_SIZE", "4")
             .env("SLURM_LOCALID", "1"),
     );
-    let stderr = String::from_utf8_lossy(&run.stderr);
+    let stderr = stderr_of(&run);
     assert!(
         stderr.contains("libnccl.so.2") && stderr.contains("it carries (linked statically)"),
         "{stderr}"

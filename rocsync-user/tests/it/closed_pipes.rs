@@ -33,7 +33,7 @@ fn output_to_a_closed_pipe_ends_quietly() {
         // The reader is gone before anything is written.
         drop(child.stdout.take());
         let out = child.wait_with_output().unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
+        let err = stderr_of(&out);
         assert!(!err.contains("panicked"), "{args:?}: {err}");
         assert!(!err.contains("error"), "{args:?}: {err}");
         // As a shell says of a command SIGPIPE ended.

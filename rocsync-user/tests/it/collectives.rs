@@ -182,16 +182,7 @@ fn a_rank_attached_mid_run_numbers_from_its_attach_and_report_aligns_it_by_its_c
         - 1024;
     assert!(true_last > 10);
 
-    let out = rocsync()
-        .args(["report", "--json"])
-        .arg(&job_dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = run_ok(rocsync().args(["report", "--json"]).arg(&job_dir));
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
     let comms = report["communicators"].as_array().unwrap();
     assert_eq!(comms.len(), 1, "{report}");

@@ -49,7 +49,7 @@ fn two_captures_of_two_processes_each_see_only_their_own() {
         .args(["attach", "--wait", "--pid", &a.id().to_string()])
         .output()
         .unwrap();
-    let stderr = String::from_utf8_lossy(&second.stderr);
+    let stderr = stderr_of(&second);
     assert!(!second.status.success());
     assert!(
         stderr.contains("already being traced") && stderr.contains(&ta.id().to_string()),
@@ -115,7 +115,7 @@ fn a_process_run_or_followed_is_refused_to_a_second_capture() {
             .args(["attach", "--duration", "1", "--pid", &target.to_string()])
             .output()
             .unwrap();
-        let stderr = String::from_utf8_lossy(&second.stderr);
+        let stderr = stderr_of(&second);
         assert!(!second.status.success(), "pid {target}: {stderr}");
         assert!(
             stderr.contains("already being traced") && stderr.contains(&run.id().to_string()),

@@ -12,12 +12,6 @@ use std::{
 use crate::common::*;
 use rocsync_tests::{read_log, scenario, sim_hip};
 
-fn stderr(out: &Output) -> String {
-    let text = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(!text.contains("panicked"), "{text}");
-    text
-}
-
 fn check(args: &[&str]) -> Output {
     rocsync()
         .args(["daemon", "--check"])
@@ -45,9 +39,9 @@ fn one_duration_syntax_for_attach_trace_daemon_flags_and_keys() {
             .output()
             .unwrap();
         assert!(
-            stderr(&out).contains("no process with id"),
+            tool_stderr(&out).contains("no process with id"),
             "{d}: {}",
-            stderr(&out)
+            tool_stderr(&out)
         );
     }
     // trace: parsed before the daemon is asked (none listens at this socket).
@@ -58,9 +52,9 @@ fn one_duration_syntax_for_attach_trace_daemon_flags_and_keys() {
             .unwrap();
         assert!(!out.status.success());
         assert!(
-            !stderr(&out).contains("invalid value"),
+            !tool_stderr(&out).contains("invalid value"),
             "{d}: {}",
-            stderr(&out)
+            tool_stderr(&out)
         );
     }
     // The old flag is kept, hidden, and said to be deprecated.
@@ -70,13 +64,13 @@ fn one_duration_syntax_for_attach_trace_daemon_flags_and_keys() {
         .output()
         .unwrap();
     assert!(
-        stderr(&out).contains("--duration-ms is deprecated"),
+        tool_stderr(&out).contains("--duration-ms is deprecated"),
         "{}",
-        stderr(&out)
+        tool_stderr(&out)
     );
     // daemon flags and TOML keys: seconds without a unit, fractions.
     let out = check(&["--flight-recorder", "10", "--capture-on-stall", "1.5s"]);
-    assert!(out.status.success(), "{}", stderr(&out));
+    assert_ok(&out);
     assert_eq!(checked(&out, "flight_recorder"), "10s");
     assert_eq!(checked(&out, "capture_on_stall"), "1500ms");
     let dir = TempDir::new();
@@ -87,7 +81,7 @@ fn one_duration_syntax_for_attach_trace_daemon_flags_and_keys() {
     )
     .unwrap();
     let out = check(&["--config", toml.to_str().unwrap()]);
-    assert!(out.status.success(), "{}", stderr(&out));
+    assert_ok(&out);
     assert_eq!(checked(&out, "hang_bound"), "2m");
     assert_eq!(checked(&out, "stall_interval"), "90s");
     assert_eq!(checked(&out, "flight_recorder"), "1500ms");
@@ -95,7 +89,11 @@ fn one_duration_syntax_for_attach_trace_daemon_flags_and_keys() {
         std::fs::write(&toml, format!("hang_bound = {key}\n")).unwrap();
         let out = check(&["--config", toml.to_str().unwrap()]);
         assert!(!out.status.success(), "{key}");
-        assert!(stderr(&out).contains(says), "{key}: {}", stderr(&out));
+        assert!(
+            tool_stderr(&out).contains(says),
+            "{key}: {}",
+            tool_stderr(&out)
+        );
     }
     assert_eq!(checked(&out, "retention_max_age"), "1h");
     // Bad forms: a clear error naming the value, everywhere, never a panic.
@@ -111,7 +109,11 @@ fn one_duration_syntax_for_attach_trace_daemon_flags_and_keys() {
         ] {
             let out = rocsync().args(&args).output().unwrap();
             assert!(!out.status.success(), "{args:?}");
-            assert!(stderr(&out).contains(says), "{args:?}: {}", stderr(&out));
+            assert!(
+                tool_stderr(&out).contains(says),
+                "{args:?}: {}",
+                tool_stderr(&out)
+            );
         }
     }
 }
@@ -189,15 +191,15 @@ fn trace_takes_p_and_pid_lists_and_names_every_target() {
         .unwrap();
     assert!(!out.status.success());
     assert!(
-        !stderr(&out).contains("unexpected argument"),
+        !tool_stderr(&out).contains("unexpected argument"),
         "{}",
-        stderr(&out)
+        tool_stderr(&out)
     );
     // No target: every way to name one is listed, not `--pid` alone.
     let out = rocsync().arg("trace").output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     for t in ["--pid", "--all", "--cgroup", "--pod", "--flight"] {
-        assert!(stderr(&out).contains(t), "{t}: {}", stderr(&out));
+        assert!(tool_stderr(&out).contains(t), "{t}: {}", tool_stderr(&out));
     }
 }
 
@@ -216,7 +218,7 @@ fn run_takes_the_command_with_or_without_a_separator() {
         .args(["sh", "-c", "echo \"$0 $1\"; exit 3", "-o", "x"])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert_eq!(out.status.code(), Some(3), "{}", tool_stderr(&out));
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "-o x");
     assert!(trace.exists());
     for args in [&["/bin/true"][..], &["--", "/bin/true"]] {
@@ -244,9 +246,9 @@ fn config_keys_are_the_flags_names_and_check_is_readable() {
     let toml = dir.path("u.toml");
     std::fs::write(&toml, "user = [\"root\"]\n").unwrap();
     let out = check(&["--config", toml.to_str().unwrap()]);
-    assert!(out.status.success(), "{}", stderr(&out));
+    assert_ok(&out);
     assert_eq!(checked(&out, "user"), "root");
-    assert!(!stderr(&out).contains("deprecated"));
+    assert!(!tool_stderr(&out).contains("deprecated"));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         !text.contains('{') && !text.contains("DaemonConfig"),
@@ -255,12 +257,12 @@ fn config_keys_are_the_flags_names_and_check_is_readable() {
     assert_eq!(checked(&out, "metrics_addr"), "127.0.0.1:9464");
     std::fs::write(&toml, "users = [\"root\"]\n").unwrap();
     let out = check(&["--config", toml.to_str().unwrap()]);
-    assert!(out.status.success(), "{}", stderr(&out));
+    assert_ok(&out);
     assert_eq!(checked(&out, "user"), "root");
     assert!(
-        stderr(&out).contains("`users` is deprecated: name it `user`"),
+        tool_stderr(&out).contains("`users` is deprecated: name it `user`"),
         "{}",
-        stderr(&out)
+        tool_stderr(&out)
     );
     std::fs::write(&toml, "users = [\"root\"]\nuser = [\"root\"]\n").unwrap();
     assert!(

@@ -83,7 +83,7 @@ fn a_kineto_trace_is_said_to_be_one() {
             .arg(dir.path("again.json"))
             .output()
             .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
+        let stderr = stderr_of(&out);
         assert_eq!(out.status.code(), Some(1), "{stderr}");
         assert!(
             stderr.contains("is a Kineto trace, not a raw capture") && !stderr.contains("column"),
@@ -100,7 +100,7 @@ fn a_malformed_line_names_its_number_and_writes_nothing() {
     std::fs::write(&raw, format!("{HEADER}\n{RECORD}\n{{\"api\": 3}}\n")).unwrap();
     let out = rocsync().arg("convert").arg(&raw).output().unwrap();
     assert!(!out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = stderr_of(&out);
     assert!(stderr.contains("line 3"), "{stderr}");
     let left: Vec<_> = std::fs::read_dir(dir.0.path())
         .unwrap()
@@ -120,7 +120,7 @@ fn a_missing_raw_file_is_a_clear_error() {
         .output()
         .unwrap();
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot open /nonexistent/c.jsonl"));
+    assert!(stderr_of(&out).contains("cannot open /nonexistent/c.jsonl"));
 }
 
 /// Found by mutating raw captures: a trailer whose `distributedInfo` was not an object
@@ -132,7 +132,7 @@ fn a_hostile_trailer_is_a_clear_error_not_a_panic() {
     let trailer = r#"{"rocsync_raw_end":{"processes":{"9":{"name":"app","distributedInfo":"x"}}}}"#;
     std::fs::write(&raw, format!("{HEADER}\n{RECORD}\n{trailer}\n")).unwrap();
     let out = rocsync().arg("convert").arg(&raw).output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = stderr_of(&out);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(
         stderr.contains("line 3") && stderr.contains("process 9 is not"),
@@ -157,7 +157,7 @@ fn a_raw_capture_without_its_trailer_is_reported_truncated() {
         let raw = dir.path(name);
         std::fs::write(&raw, text).unwrap();
         let out = rocsync().arg("convert").arg(&raw).output().unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
+        let stderr = stderr_of(&out);
         assert_eq!(out.status.code(), Some(2), "{name}: {stderr}");
         assert!(
             stderr.contains("truncated: the raw capture ends"),
@@ -248,7 +248,7 @@ fn convert_peak_kib(raw: &std::path::Path, out: &std::path::Path) -> (i64, Strin
             .arg("-o")
             .arg(out),
     );
-    let stderr = String::from_utf8_lossy(&run.stderr).into_owned();
+    let stderr = stderr_of(&run);
     let stdout = String::from_utf8_lossy(&run.stdout);
     let peak = stdout.lines().last().and_then(|l| l.parse().ok());
     (

@@ -32,8 +32,7 @@ fn promtool(args: &[&str], dir: &Path) -> String {
         .current_dir(dir)
         .output()
         .unwrap();
-    let text =
-        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    let text = String::from_utf8_lossy(&out.stdout).to_string() + &stderr_of(&out);
     assert!(out.status.success(), "promtool {args:?}: {text}");
     text
 }

@@ -55,7 +55,7 @@ fn script(python: &std::ffi::OsStr, args: &[&str], input: &str) -> Value {
     assert!(
         out.status.success(),
         "manifests.py {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
+        stderr_of(&out)
     );
     serde_json::from_slice(&out.stdout).unwrap()
 }
@@ -386,11 +386,7 @@ fn kustomize_renders_what_the_test_assembles() {
         rocsync_tests::skip(name, "kubectl is not installed (scripts/setup)");
         return;
     };
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     let rendered = load(&python, &["-"], &String::from_utf8(out.stdout).unwrap());
     for (doc, refused) in rendered.iter().zip(validate(&python, &rendered)) {
         assert_eq!(refused, None, "{}", doc["kind"]);

@@ -28,7 +28,7 @@ fn dist_binary(name: &str) -> Option<PathBuf> {
 fn text(out: &Output) -> (String, String) {
     (
         String::from_utf8_lossy(&out.stdout).into(),
-        String::from_utf8_lossy(&out.stderr).into(),
+        stderr_of(&out).into(),
     )
 }
 
@@ -81,8 +81,8 @@ fn the_binary_is_static_and_runs_in_a_root_without_libc() {
             .unwrap()
     };
     let out = chrooted(&["--version"]);
-    let (stdout, stderr) = text(&out);
-    assert!(out.status.success(), "{stderr}");
+    assert_ok(&out);
+    let (stdout, _) = text(&out);
     let (version, commit, id) = version_fields(stdout.trim());
     assert_eq!(version, env!("CARGO_PKG_VERSION"));
     // The development build of the same tree says the same commit.
@@ -96,8 +96,8 @@ fn the_binary_is_static_and_runs_in_a_root_without_libc() {
 
     // Users and groups from the root's own files.
     let out = chrooted(&["daemon", "--check", "--user", "ann", "--group", "video"]);
-    let (stdout, stderr) = text(&out);
-    assert!(out.status.success(), "{stderr}");
+    assert_ok(&out);
+    let (stdout, _) = text(&out);
     assert!(
         has_setting(&stdout, "user", "ann") && has_setting(&stdout, "group", "gid 44"),
         "{stdout}"
@@ -153,8 +153,8 @@ fn users_only_an_nss_module_knows_resolve_through_the_hosts_getent() {
         .args(["--mount", "--propagation", "private", "sh", "-c", &script])
         .output()
         .unwrap();
+    assert_ok(&out);
     let (stdout, stderr) = text(&out);
-    assert!(out.status.success(), "{stderr}");
     assert!(
         has_setting(&stdout, "user", "dirann") && stdout.contains("4322"),
         "{stdout}"

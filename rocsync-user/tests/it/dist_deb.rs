@@ -13,7 +13,7 @@ use std::{
     process::{Command, Output},
 };
 
-use crate::common::TempDir;
+use crate::common::{TempDir, stderr_of};
 
 const CONFFILE: &str = "etc/rocsync/rocsync.toml";
 
@@ -50,7 +50,7 @@ fn ok(cmd: &mut Command) -> String {
         out.status.success(),
         "{cmd:?}: {}\n{text}{}",
         out.status,
-        String::from_utf8_lossy(&out.stderr)
+        stderr_of(&out)
     );
     text
 }
@@ -280,7 +280,7 @@ fn verify_unit(root: &Path, man: &Path) {
         .env("MANPATH", man)
         .output()
         .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = stderr_of(&out);
     assert!(
         out.status.success() && err.trim().is_empty(),
         "{out:?}\n{err}"

@@ -76,7 +76,7 @@ fn doctor_tries_runtimes_in_venvs_conda_envs_and_opt_rocm() {
         .output()
         .unwrap();
     let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!("{e}: {}", String::from_utf8_lossy(&out.stderr));
+        panic!("{e}: {}", stderr_of(&out));
     });
     let rows = report["checks"].as_array().unwrap();
     for (what, path) in want {

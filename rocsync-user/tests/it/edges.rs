@@ -157,7 +157,7 @@ fn the_cet_build_and_hip_lib_are_traced_exactly() {
             .env("SCENARIO_LOG", &log)
             .env("SCENARIO_HIP", &cet),
     );
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = stderr_of(&out);
     // Every probe sits after endbr64; most then on an emulated instruction (past a
     // `cmp`/`test` where provably safe). Those that stay single-stepped are named in -v.
     let placements: Vec<&str> = stderr

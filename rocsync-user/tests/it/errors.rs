@@ -7,7 +7,7 @@ use rocsync_tests::read_log;
 
 fn fails_with(cmd: &mut Command, needle: &str) {
     let out = cmd.output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = stderr_of(&out);
     assert!(!out.status.success(), "{cmd:?} succeeded");
     assert!(
         stderr.contains(needle),
@@ -88,7 +88,7 @@ fn a_missing_hip_lib_says_its_cause_once() {
         .args(["run", "--hip-lib", "/nonexistent.so", "/bin/true"])
         .output()
         .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = stderr_of(&out);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("cannot read /nonexistent.so"), "{stderr}");
     assert_eq!(
@@ -164,7 +164,7 @@ fn without_privileges_says_what_is_needed() {
         .args(["attach", "--pid", &pid])
         .output()
         .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = stderr_of(&out);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(
         stderr.contains("CAP_SYS_ADMIN, missing")
@@ -189,7 +189,7 @@ fn without_privileges_says_what_is_needed() {
         .env("SCENARIO_LOG", dir.path("s.log"))
         .output()
         .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = stderr_of(&out);
     assert!(out.status.success(), "with CAP_SYS_ADMIN: {stderr}");
     // Traced end to end: every call the scenario logged is its row.
     let logged = read_log(&dir.path("s.log"));
@@ -236,7 +236,7 @@ fn run_as_another_user_with_sigpipe_restored() {
     let ids: Vec<&str> = stdout.lines().collect();
     assert_eq!(ids[0], "65534", "{stdout}");
     // rocsync ignores SIGPIPE; the command must not inherit that (yes would complain).
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = stderr_of(&out);
     assert!(!stderr.contains("Broken pipe"), "{stderr}");
     fails_with(
         rocsync().args(["run", "-u", "no-such-user-here", "--", "true"]),

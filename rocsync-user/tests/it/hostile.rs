@@ -7,6 +7,7 @@ use std::io::BufReader;
 use crate::common::{
     self,
     pipeline::{finish, writer},
+    stderr_of,
 };
 use proptest::prelude::*;
 use rocsync::{emit::raw::Reader, pipeline::Pipeline};
@@ -267,7 +268,7 @@ proptest! {
         )
         .unwrap();
         let out = common::rocsync().arg("convert").arg(&raw).output().unwrap();
-        let said = String::from_utf8_lossy(&out.stderr);
+        let said = stderr_of(&out);
         match out.status.code() {
             Some(0) => {
                 // The one call line, whatever the trailer said: its row, as written.

@@ -11,10 +11,6 @@ use rocsync_tests::hsa_scenario;
 /// One packet: (agent, queue, write index, type, completion signal, dependencies).
 type PacketKey = (i64, u64, u64, u64, u64, Vec<u64>);
 
-fn hex(s: &str) -> u64 {
-    u64::from_str_radix(s.trim_start_matches("0x"), 16).unwrap()
-}
-
 #[test]
 fn every_published_packet_and_barrier_dependency_is_traced() {
     if !can_trace("every_published_packet_and_barrier_dependency_is_traced") {
@@ -357,6 +353,6 @@ fn a_doorbell_over_sixteen_packets_writes_sixteen_and_counts_the_rest() {
     // Agent 0: the iteration's kernel, then 16 of the burst's 20; 4 counted as truncated.
     assert_eq!(rows, 1 + 16);
     assert_eq!(t["rocsync"]["drops"]["packets_truncated"], 4);
-    let stderr = String::from_utf8_lossy(&run.stderr);
+    let stderr = stderr_of(&run);
     assert!(stderr.contains("packets_truncated 4"), "{stderr}");
 }

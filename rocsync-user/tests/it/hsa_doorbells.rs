@@ -7,10 +7,6 @@ use std::collections::BTreeSet;
 use crate::common::*;
 use rocsync_tests::hsa_scenario;
 
-fn hex(s: &str) -> u64 {
-    u64::from_str_radix(s.trim_start_matches("0x"), 16).unwrap()
-}
-
 /// Doorbells out of order and before their packet is written (tests/c/hsa_scenario.c,
 /// `out_of_order`): a packet still unwritten at a doorbell is read at the next one, a
 /// packet consumed before any doorbell let it be read is counted, and the probes say so
@@ -68,7 +64,7 @@ fn unwritten_and_consumed_packets_are_read_later_or_counted_and_reported() {
         want.sort();
         assert_eq!(rows, want, "C read at its second doorbell; A and B never");
         assert_eq!(t["rocsync"]["drops"]["packets_unread"], 2);
-        let stderr = String::from_utf8_lossy(&run.stderr);
+        let stderr = stderr_of(&run);
         let reported = stderr
             .lines()
             .filter(|l| l.starts_with("rocsync: probe warn:") && l.contains("not written when"))

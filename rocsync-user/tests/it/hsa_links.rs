@@ -11,10 +11,6 @@ use rocsync_tests::{read_log, scenario_dlopen, sim_hip_over_hsa};
 /// (tid, queue, write index, completion signal, dependency signal), as the runtime logs.
 type Barrier = (u32, u64, u64, u64, u64);
 
-fn hex(s: &str) -> u64 {
-    u64::from_str_radix(s.trim_start_matches("0x"), 16).unwrap()
-}
-
 #[test]
 fn each_wait_links_to_the_barrier_the_runtime_says_it_submitted() {
     let name = "each_wait_links_to_the_barrier_the_runtime_says_it_submitted";

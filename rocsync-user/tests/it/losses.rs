@@ -44,7 +44,7 @@ fn a_tiny_ring_drops_and_every_loss_is_counted() {
     // no gap behind them).
     assert!(lost_ids <= dropped && lost_ids > 0);
     // The summary says the same.
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = stderr_of(&out);
     let lost = stderr
         .lines()
         .find(|l| l.trim_start().starts_with("lost:"))

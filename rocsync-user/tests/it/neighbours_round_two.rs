@@ -30,12 +30,12 @@ fn a_state_directory_others_may_write_is_refused() {
         std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o777)).unwrap();
     }
     let out = daemon_command(&dir, &exe, &[]).output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = stderr_of(&out);
     assert!(!out.status.success(), "started: {stderr}");
     assert!(stderr.contains("may be written by others"), "{stderr}");
     // `--check` says so too, before a start would.
     let out = daemon_command(&dir, &exe, &["--check"]).output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = stderr_of(&out);
     assert!(!out.status.success(), "checked: {stderr}");
     assert!(stderr.contains("may be written by others"), "{stderr}");
     // Owned by someone else, even closed: refused too.
@@ -45,7 +45,7 @@ fn a_state_directory_others_may_write_is_refused() {
     let nobody = |p: &Path| std::os::unix::fs::chown(p, Some(65534), Some(65534)).unwrap();
     nobody(&state);
     let out = daemon_command(&dir, &exe, &[]).output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = stderr_of(&out);
     assert!(!out.status.success(), "started: {stderr}");
     assert!(stderr.contains("belongs to uid 65534"), "{stderr}");
     // Its own, but under a folder the neighbour may write (who could move it away).
@@ -69,7 +69,7 @@ fn a_state_directory_others_may_write_is_refused() {
         .arg(&exe)
         .output()
         .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = stderr_of(&out);
     assert!(!out.status.success(), "started: {stderr}");
     assert!(stderr.contains("above the state directory"), "{stderr}");
 }
@@ -124,7 +124,7 @@ fn check_never_shows_an_endpoints_credentials() {
             .args(["--upload-endpoint", bad])
             .output()
             .unwrap();
-        let said = String::from_utf8_lossy(&out.stderr);
+        let said = stderr_of(&out);
         assert!(!out.status.success(), "{bad} accepted");
         assert!(said.contains("expected http://HOST"), "{bad}: {said}");
         assert!(!said.contains("SECRET"), "{said}");
@@ -153,7 +153,7 @@ fn convert_refuses_times_that_are_no_date() {
         .arg(dir.path("t.json"))
         .output()
         .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = stderr_of(&out);
     assert!(!out.status.success(), "converted: {stderr}");
     assert!(
         stderr.contains("line 2") && stderr.contains("no date"),
@@ -241,7 +241,7 @@ fn a_process_of_hsa_alone_is_tracked_and_its_packets_counted() {
         .arg(dir.path("rocsync.sock"))
         .output()
         .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = stderr_of(&out);
     assert!(
         !out.status.success() && err.contains("pid 999999999 does not exist"),
         "{err}"

@@ -25,7 +25,7 @@ fn a_failed_attach_leaves_the_target_running() {
             .output()
             .unwrap();
         assert!(!out.status.success());
-        assert!(String::from_utf8_lossy(&out.stderr).contains("--wait"));
+        assert!(stderr_of(&out).contains("--wait"));
         assert_never_stopped(target.pid(), Duration::from_millis(200));
     }
 }

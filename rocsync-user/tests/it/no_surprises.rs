@@ -2,15 +2,9 @@
 //! unless `--force`, before anything is traced; rocsync does not trace itself nor the
 //! shell waiting for it; a capture of nothing says so.
 
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 
 use crate::common::*;
-
-fn stderr(out: &Output) -> String {
-    let text = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(!text.contains("panicked"), "{text}");
-    text
-}
 
 const RAW: &str = concat!(
     r#"{"rocsync_raw":{"version":"0.1.0","clock_offset_ns":1700000000000000000,"command":["app"]}}"#,
@@ -40,14 +34,14 @@ fn an_existing_output_is_refused_unless_forced() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
-    assert!(stderr(&out).contains(says), "{}", stderr(&out));
+    assert!(tool_stderr(&out).contains(says), "{}", tool_stderr(&out));
     assert_eq!(std::fs::read_to_string(&old).unwrap(), "keep me");
     run_ok(rocsync().arg("convert").arg(&raw));
     let out = rocsync().arg("convert").arg(&raw).output().unwrap();
     assert!(
-        stderr(&out).contains(says),
+        tool_stderr(&out).contains(says),
         "the default name too: {}",
-        stderr(&out)
+        tool_stderr(&out)
     );
     run_ok(
         rocsync()
@@ -65,7 +59,7 @@ fn an_existing_output_is_refused_unless_forced() {
         .arg(&old)
         .output()
         .unwrap();
-    assert!(stderr(&out).contains(says), "{}", stderr(&out));
+    assert!(tool_stderr(&out).contains(says), "{}", tool_stderr(&out));
     if !can_trace("an_existing_output_is_refused_unless_forced") {
         return;
     }
@@ -80,7 +74,11 @@ fn an_existing_output_is_refused_unless_forced() {
             .output()
             .unwrap();
         assert_eq!(out.status.code(), Some(1), "{flag}");
-        assert!(stderr(&out).contains(says), "{flag}: {}", stderr(&out));
+        assert!(
+            tool_stderr(&out).contains(says),
+            "{flag}: {}",
+            tool_stderr(&out)
+        );
         assert!(!marker.exists(), "{flag}: the command ran");
         assert_eq!(std::fs::read_to_string(&old).unwrap(), "keep me");
     }
@@ -100,7 +98,7 @@ fn an_existing_output_is_refused_unless_forced() {
         .arg(&old)
         .output()
         .unwrap();
-    assert!(stderr(&out).contains(says), "{}", stderr(&out));
+    assert!(tool_stderr(&out).contains(says), "{}", tool_stderr(&out));
     // Several processes write <stem>_<pid>: one there already is refused too.
     let other = Command::new("sleep").arg("30").spawn().unwrap();
     let sibling = dir.path(&format!("multi_{}.json", other.id()));
@@ -115,7 +113,7 @@ fn an_existing_output_is_refused_unless_forced() {
         .arg(dir.path("multi.json"))
         .output()
         .unwrap();
-    let err = stderr(&out);
+    let err = tool_stderr(&out);
     assert!(
         err.contains(says) && err.contains(sibling.to_str().unwrap()),
         "{err}"
@@ -136,7 +134,7 @@ fn attaching_to_itself_or_the_shell_waiting_for_it_is_refused() {
         .stdin(Stdio::null())
         .output()
         .unwrap();
-    let err = stderr(&out);
+    let err = tool_stderr(&out);
     assert!(
         err.contains("started this rocsync and is waiting for it to end"),
         "{err}"
@@ -148,9 +146,9 @@ fn attaching_to_itself_or_the_shell_waiting_for_it_is_refused() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert!(
-        stderr(&out).contains("is this rocsync: it cannot trace itself"),
+        tool_stderr(&out).contains("is this rocsync: it cannot trace itself"),
         "{}",
-        stderr(&out)
+        tool_stderr(&out)
     );
 }
 
@@ -185,11 +183,11 @@ fn a_capture_of_nothing_says_so() {
         .output()
         .unwrap();
     idle.end();
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(out.status.code(), Some(0), "{}", tool_stderr(&out));
     assert!(
-        stderr(&out).contains("nothing was captured"),
+        tool_stderr(&out).contains("nothing was captured"),
         "{}",
-        stderr(&out)
+        tool_stderr(&out)
     );
     assert_eq!(read_json(&trace)["rocsync"]["calls"], 0);
 }

@@ -22,7 +22,7 @@ fn peak_and_output(args: &[&Path], ok: bool) -> (i64, String, String) {
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let stderr = stderr_of(&out);
     assert_eq!(out.status.success(), ok, "{args:?}: {stderr}");
     // peak_rss prints the peak as the last line, after the command's own output.
     let (stdout, last) = text

@@ -36,7 +36,7 @@ fn a_symlink_to_a_fifo_is_refused_without_blocking() {
         .arg(&link)
         .output()
         .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = stderr_of(&out);
     assert!(!out.status.success());
     assert!(stderr.contains("symbolic link"), "{stderr}");
     // And the FIFO itself, named directly.
@@ -48,7 +48,7 @@ fn a_symlink_to_a_fifo_is_refused_without_blocking() {
         .output()
         .unwrap();
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("not a regular file"));
+    assert!(stderr_of(&out).contains("not a regular file"));
 }
 
 #[test]
@@ -137,7 +137,7 @@ fn a_full_disk_keeps_the_raw_capture_and_the_commands_status() {
         .env("SCENARIO_LOG", dir.path("s.log"))
         .output()
         .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = stderr_of(&out);
     assert_eq!(out.status.code(), Some(7), "the command's status: {stderr}");
     assert!(stderr.contains("the trace was not written"), "{stderr}");
     assert!(stderr.contains("No space left"), "{stderr}");
@@ -172,7 +172,7 @@ fn a_full_raw_disk_loses_nothing_of_the_trace() {
         .env("SCENARIO_LOG", dir.path("s.log"))
         .output()
         .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = stderr_of(&out);
     assert_eq!(out.status.code(), Some(7), "the command's status: {stderr}");
     assert!(
         stderr.contains("lost from the raw capture")
@@ -205,7 +205,7 @@ fn a_full_raw_disk_loses_nothing_of_the_trace() {
         converted.status.code(),
         Some(2),
         "{}",
-        String::from_utf8_lossy(&converted.stderr)
+        stderr_of(&converted)
     );
 }
 
@@ -225,7 +225,7 @@ fn dash_with_standard_output_closed_is_an_error() {
         });
     }
     let out = cmd.stderr(std::process::Stdio::piped()).output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = stderr_of(&out);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("standard output is closed"), "{stderr}");
     assert!(!stderr.contains("trace: -"), "{stderr}");
@@ -304,7 +304,7 @@ fn one_file_named_by_both_o_and_raw_is_refused_before_the_command_runs() {
         .args(["sh", "-c", &format!("touch {}", marker.display())])
         .output()
         .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = stderr_of(&out);
     assert!(!out.status.success());
     assert!(
         stderr.contains("-o and --raw name the same file"),

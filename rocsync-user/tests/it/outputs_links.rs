@@ -104,7 +104,7 @@ fn chmod(path: &Path, mode: u32) {
 }
 
 fn refused(out: &Output, says: &str) {
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = stderr_of(&out);
     assert!(!out.status.success(), "not refused: {stderr}");
     assert!(stderr.contains(says), "{stderr}");
 }
@@ -139,11 +139,7 @@ fn a_link_root_owns_is_followed() {
     std::fs::create_dir(s.path("real")).unwrap();
     s.link("rootlink", &s.path("real"), 0);
     let out = s.convert(&s.path("shared/rootlink/t.json"), &[], &[]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     let trace = read_json(&s.path("real/t.json"));
     assert_eq!(trace["rocsync"]["calls"], 1);
 }
@@ -161,11 +157,7 @@ fn under_sudo_outputs_go_only_where_the_user_may_write() {
     // Where they may write, the trace is theirs.
     let mine = s.path("shared/t.json");
     let out = s.convert(&mine, &[], &AS_USER);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     let m = std::fs::metadata(&mine).unwrap();
     assert_eq!((m.uid(), m.gid()), USER);
     // Someone else's file in the sticky folder is not theirs to replace.
@@ -205,11 +197,7 @@ fn report_plot_never_writes_through_links_and_its_figures_are_the_users() {
     // Made under sudo: the folders on the way and every figure are the user's.
     let fresh = s.path("shared/new/sub");
     let out = s.plot(&fresh, &AS_USER);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     for made in [s.path("shared/new"), fresh.clone()] {
         let m = std::fs::metadata(&made).unwrap();
         assert_eq!((m.uid(), m.gid()), USER, "{}", made.display());

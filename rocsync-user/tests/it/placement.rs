@@ -24,7 +24,7 @@ fn probes_move_past_single_stepped_instructions_only_when_safe() {
             .arg(&lib)
             .args(["hipStreamSynchronize", "500"]),
     );
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = stderr_of(&out);
     let line = |f: &str| {
         stderr
             .lines()

@@ -121,7 +121,7 @@ fn run_writes_one_trace_per_worker_process_of_a_launcher() {
         .arg(launcher());
     launch(&mut cmd, &dir);
     let run = run_ok(&mut cmd);
-    check_per_process(&dir, &out, &raw, &String::from_utf8_lossy(&run.stderr));
+    check_per_process(&dir, &out, &raw, &stderr_of(&run));
 }
 
 #[test]
@@ -174,7 +174,7 @@ fn no_follow_traces_the_launcher_alone() {
         .arg(launcher());
     launch(&mut cmd, &dir);
     let run = run_ok(&mut cmd);
-    let stderr = String::from_utf8_lossy(&run.stderr);
+    let stderr = stderr_of(&run);
     assert!(stderr.contains("captured 0 calls"), "{stderr}");
     assert!(out.exists(), "one (empty) trace, under -o's own name");
     assert!(

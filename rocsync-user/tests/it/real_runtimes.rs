@@ -114,7 +114,7 @@ fn run_traces_every_real_runtime_exactly_on_its_stubs() {
                 .arg(&r.program)
                 .env("SCENARIO_LOG", &log),
         );
-        let stderr = String::from_utf8_lossy(&out.stderr);
+        let stderr = stderr_of(&out);
         let logged = logged_calls(&r, &log);
         let hooked = hooked_exports(&r.hip);
         // The program calls every hooked function its library exports (every _spt one).

@@ -279,7 +279,7 @@ fn report_on_a_missing_or_foreign_file_is_a_clear_error() {
         (empty.path(""), "holds no trace"),
     ] {
         let out = rocsync().arg("report").arg(&input).output().unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
+        let err = stderr_of(&out);
         assert_eq!(out.status.code(), Some(1), "{}: {err}", input.display());
         assert!(err.contains(says), "{}: {err}", input.display());
         assert!(!err.contains("panicked"), "{err}");

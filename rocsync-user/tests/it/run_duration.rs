@@ -26,8 +26,8 @@ fn run_traces_for_its_duration_and_the_command_goes_on() {
         .output()
         .unwrap();
     let took = start.elapsed();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
+    let stderr = stderr_of(&out);
+    assert_ok(&out);
     assert!(stderr.contains("goes on untraced"), "{stderr}");
     // The command ran its 2.5 s: rocsync waited for it.
     assert!(took >= Duration::from_millis(2500), "{took:?}");

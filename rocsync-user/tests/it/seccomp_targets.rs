@@ -42,10 +42,10 @@ fn a_target_under_seccomp_lives_through_its_probed_returns() {
         .env("SCENARIO_HIP", sim_hip())
         .output()
         .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = stderr_of(&out);
     if returns_safe() {
         // Every call's return was probed, and the target returned from each.
-        assert!(out.status.success(), "{stderr}");
+        assert_ok(&out);
         let (_, calls) = read_raw(&raw);
         assert_same_calls(&read_log(&log), calls);
     } else {
@@ -86,7 +86,7 @@ fn attach_to_a_target_under_seccomp_probes_it_only_where_it_lives() {
             .output()
             .unwrap();
         assert!(!out.status.success());
-        let stderr = String::from_utf8_lossy(&out.stderr);
+        let stderr = stderr_of(&out);
         assert!(stderr.contains("runs under a seccomp filter"), "{stderr}");
         let _ = target.kill();
         let _ = target.wait();

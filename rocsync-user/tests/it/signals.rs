@@ -26,7 +26,7 @@ fn run_reporting_dispositions(ignored: &'static [i32]) -> (String, String) {
     let out = run_ok(&mut cmd);
     (
         String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
+        stderr_of(&out),
     )
 }
 

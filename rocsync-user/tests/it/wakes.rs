@@ -51,7 +51,7 @@ fn a_busy_capture_wakes_its_reader_at_most_once_per_drain() {
         .count() as u64;
     let lost = t["rocsync"]["drops"]["lost_ids"].as_u64().unwrap();
     assert_eq!(rows + lost, 301_000, "{rows} rows, {lost} lost");
-    let (wakes, drains) = wakes_and_drains(&String::from_utf8_lossy(&out.stderr));
+    let (wakes, drains) = wakes_and_drains(&stderr_of(&out));
     // Two records a call. Without a wake every drain is a timed one; if the records
     // outnumber a share per drain, some span between two drains held a share or more,
     // and its probe had to wake the reader (counting, not timing: a loaded machine that

@@ -1,5 +1,6 @@
 //! What the daemon does when its loop wakes: the probes wrote, a timer came, a trace was
-//! written, a signal. Requests are in `requests.rs`, timed starts in `scheduled.rs`.
+//! written, a signal. Requests are in `requests.rs`, timed starts and ends in `timed.rs`,
+//! the budget's period in `budget.rs`.
 
 use aya::maps::{MapData, RingBuf};
 use rocsync_common::{Api, Decoded, GetDeviceMode, Op, PROCESS_EXIT, Switch, decode};

@@ -28,7 +28,7 @@ mod docs {
             "| Key (TOML) | Flag | Value | On SIGHUP | What |\n|---|---|---|---|---|\n",
         );
         for s in SETTINGS {
-            let help = s.help.split_whitespace().collect::<Vec<_>>().join(" ");
+            let help = s.help();
             let reload = if s.restart { "at restart" } else { "reloaded" };
             t += &format!(
                 "| `{}` | `{}` | {} | {reload} | {} |\n",
@@ -59,7 +59,7 @@ mod docs {
         let c = DaemonConfig::load(&ConfigFlags::default()).unwrap();
         let mut checked = 0;
         for s in SETTINGS {
-            let help = s.help.split_whitespace().collect::<Vec<_>>().join(" ");
+            let help = s.help();
             let Some((_, rest)) = help.split_once("[default: ") else {
                 continue;
             };

@@ -23,35 +23,35 @@ macro_rules! flags_struct {
             pub lock: Option<std::path::PathBuf>,
         }
     };
-    (@fields [$($fields:tt)*] [$($doc:literal)+] $key:ident list $value:literal; $($rest:tt)*) => {
+    (@fields [$($fields:tt)*] [$($doc:literal)+] $key:ident list $value:literal {$help:expr}; $($rest:tt)*) => {
         $crate::daemon::settings::defined::flags_struct!(@fields [$($fields)*
-            $(#[doc = $doc])+ #[arg(long, value_name = $value)] pub $key: Vec<String>,
+            $(#[doc = $doc])+ #[arg(long, value_name = $value, help = $help)] pub $key: Vec<String>,
         ] $($rest)*);
     };
-    (@fields [$($fields:tt)*] [$($doc:literal)+] $key:ident labels $value:literal; $($rest:tt)*) => {
+    (@fields [$($fields:tt)*] [$($doc:literal)+] $key:ident labels $value:literal {$help:expr}; $($rest:tt)*) => {
         $crate::daemon::settings::defined::flags_struct!(@fields [$($fields)*
-            $(#[doc = $doc])+ #[arg(long, value_name = $value, value_delimiter = ',')] pub $key: Vec<String>,
+            $(#[doc = $doc])+ #[arg(long, value_name = $value, value_delimiter = ',', help = $help)] pub $key: Vec<String>,
         ] $($rest)*);
     };
-    (@fields [$($fields:tt)*] [$($doc:literal)+] $key:ident path $value:literal; $($rest:tt)*) => {
+    (@fields [$($fields:tt)*] [$($doc:literal)+] $key:ident path $value:literal {$help:expr}; $($rest:tt)*) => {
         $crate::daemon::settings::defined::flags_struct!(@fields [$($fields)*
-            $(#[doc = $doc])+ #[arg(long, value_name = $value)] pub $key: Option<std::path::PathBuf>,
+            $(#[doc = $doc])+ #[arg(long, value_name = $value, help = $help)] pub $key: Option<std::path::PathBuf>,
         ] $($rest)*);
     };
-    (@fields [$($fields:tt)*] [$($doc:literal)+] $key:ident count $value:literal; $($rest:tt)*) => {
+    (@fields [$($fields:tt)*] [$($doc:literal)+] $key:ident count $value:literal {$help:expr}; $($rest:tt)*) => {
         $crate::daemon::settings::defined::flags_struct!(@fields [$($fields)*
-            $(#[doc = $doc])+ #[arg(long, value_name = $value)] pub $key: Option<usize>,
+            $(#[doc = $doc])+ #[arg(long, value_name = $value, help = $help)] pub $key: Option<usize>,
         ] $($rest)*);
     };
     // Durations take `-5` as a value, to say clearly what is wrong with it.
-    (@fields [$($fields:tt)*] [$($doc:literal)+] $key:ident duration $value:literal; $($rest:tt)*) => {
+    (@fields [$($fields:tt)*] [$($doc:literal)+] $key:ident duration $value:literal {$help:expr}; $($rest:tt)*) => {
         $crate::daemon::settings::defined::flags_struct!(@fields [$($fields)*
-            $(#[doc = $doc])+ #[arg(long, value_name = $value, allow_negative_numbers = true)] pub $key: Option<String>,
+            $(#[doc = $doc])+ #[arg(long, value_name = $value, allow_negative_numbers = true, help = $help)] pub $key: Option<String>,
         ] $($rest)*);
     };
-    (@fields [$($fields:tt)*] [$($doc:literal)+] $key:ident $kind:ident $value:literal; $($rest:tt)*) => {
+    (@fields [$($fields:tt)*] [$($doc:literal)+] $key:ident $kind:ident $value:literal {$help:expr}; $($rest:tt)*) => {
         $crate::daemon::settings::defined::flags_struct!(@fields [$($fields)*
-            $(#[doc = $doc])+ #[arg(long, value_name = $value)] pub $key: Option<String>,
+            $(#[doc = $doc])+ #[arg(long, value_name = $value, help = $help)] pub $key: Option<String>,
         ] $($rest)*);
     };
 }
@@ -78,20 +78,73 @@ macro_rules! from_toml {
     };
 }
 
-/// Defines the settings: `ConfigFlags` (the flags and the file's keys, as given) and
-/// [`SETTINGS`]. Each entry: doc comment (the help), `key: kind "VALUE"`, `restart`
-/// when a reload keeps the value taken at start, then `=> |config| how --check shows
-/// it`.
+/// A setting's typed value: what was given parsed as its definition's `as TYPE`, else
+/// its `= DEFAULT` parsed the same way (`None` where neither); paths and counts are
+/// typed as given.
+macro_rules! typed {
+    ($key:ident $kind:ident [$ty:ty] [$default:expr]) => {
+        #[doc = concat!("`", stringify!($key), "` as given, else its default.")]
+        pub fn $key(&self) -> anyhow::Result<$ty> {
+            let given = self.$key.as_deref().unwrap_or($default);
+            $crate::daemon::settings::value::parsed(stringify!($key), given)
+        }
+    };
+    ($key:ident $kind:ident [$ty:ty] []) => {
+        #[doc = concat!("`", stringify!($key), "` as given, if it was.")]
+        pub fn $key(&self) -> anyhow::Result<Option<$ty>> {
+            let given = self.$key.as_deref();
+            (given.map(|v| $crate::daemon::settings::value::parsed(stringify!($key), v)))
+                .transpose()
+        }
+    };
+    ($key:ident path [] [$default:expr]) => {
+        #[doc = concat!("`", stringify!($key), "` as given, else its default.")]
+        pub fn $key(&self) -> std::path::PathBuf {
+            self.$key.clone().unwrap_or_else(|| $default.into())
+        }
+    };
+    ($key:ident count [] [$default:expr]) => {
+        #[doc = concat!("`", stringify!($key), "` as given, else its default.")]
+        pub fn $key(&self) -> usize {
+            self.$key.unwrap_or($default)
+        }
+    };
+    ($key:ident $kind:ident [] []) => {};
+}
+
+/// A setting's default as its help says it.
+macro_rules! default_shown {
+    ([$default:expr]) => {
+        Some(|| $default.to_string())
+    };
+    ([]) => {
+        None
+    };
+}
+
+/// Defines the settings: `ConfigFlags` (the flags and the file's keys, as given), each
+/// setting's typed value, and [`SETTINGS`]. Each entry: doc comment (the help), `key:
+/// kind "VALUE"`, `as TYPE` (what its text parses into: `value.rs`), `= DEFAULT` (its
+/// one default, as it would be given), `, restart` when a reload keeps the value taken
+/// at start, then `=> |config| how --check shows it`.
 macro_rules! settings {
     ($(
         $(#[doc = $doc:literal])+
-        $key:ident : $kind:ident $value:literal $($restart:ident)? => |$c:ident| $shown:expr;
+        $key:ident : $kind:ident $value:literal $(as $ty:ty)? $(= $default:expr)? $(, $restart:ident)?
+            => |$c:ident| $shown:expr;
     )+) => {
         $crate::daemon::settings::defined::flags_struct!(@fields []
-            $([$($doc)+] $key $kind $value;)+
+            $([$($doc)+] $key $kind $value {
+                $crate::daemon::settings::defined::help(
+                    concat!($($doc, "\n"),+),
+                    $crate::daemon::settings::defined::default_shown!([$($default)?]),
+                )
+            };)+
         );
 
         impl ConfigFlags {
+            $($crate::daemon::settings::defined::typed!($key $kind [$($ty)?] [$($default)?]);)+
+
             /// A configuration file's keys, each checked for its kind.
             pub fn from_toml(table: toml::Table) -> anyhow::Result<Self> {
                 let mut given = Self::default();
@@ -123,7 +176,8 @@ macro_rules! settings {
             $crate::daemon::settings::defined::Setting {
                 key: stringify!($key),
                 value: $value,
-                help: concat!($($doc, "\n"),+),
+                doc: concat!($($doc, "\n"),+),
+                default: $crate::daemon::settings::defined::default_shown!([$($default)?]),
                 restart: stringify!($($restart)?).len() > 0,
                 shown: |$c: &$crate::daemon::settings::effect::DaemonConfig| $shown,
             },
@@ -131,7 +185,7 @@ macro_rules! settings {
     };
 }
 
-pub(crate) use {flags_struct, from_toml, settings};
+pub(crate) use {default_shown, flags_struct, from_toml, settings, typed};
 
 /// One setting, as its definition says.
 pub struct Setting {
@@ -142,7 +196,10 @@ pub struct Setting {
     #[cfg_attr(not(test), allow(dead_code))]
     pub value: &'static str,
     #[cfg_attr(not(test), allow(dead_code))]
-    pub help: &'static str,
+    pub doc: &'static str,
+    /// Its default as given (none: not set, or a description in `doc`).
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub default: Option<fn() -> String>,
     /// A reload keeps the value taken at start (said, when it changed).
     pub restart: bool,
     /// How `--check` shows it, from the settings in effect.
@@ -153,6 +210,21 @@ impl Setting {
     #[cfg_attr(not(test), allow(dead_code))]
     pub fn flag(&self) -> String {
         format!("--{}", self.key.replace('_', "-"))
+    }
+
+    /// Its help, as `--help` and the docs' table say it.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub fn help(&self) -> String {
+        help(self.doc, self.default)
+    }
+}
+
+/// A setting's help: its doc comment's lines as one, and its default.
+pub fn help(doc: &str, default: Option<fn() -> String>) -> String {
+    let doc = doc.split_whitespace().collect::<Vec<_>>().join(" ");
+    match default {
+        Some(d) => format!("{doc} [default: {}]", d()),
+        None => doc,
     }
 }
 

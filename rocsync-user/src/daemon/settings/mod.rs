@@ -1,5 +1,6 @@
-//! The daemon's settings: each defined once (`keys.rs`), given as flags or in the
-//! configuration file, turned into the settings in effect (`config.rs`), and `--check`.
+//! The daemon's settings: each defined once (`keys.rs`, by `defined.rs`) with its type
+//! (`value.rs`) and default, given as flags or in the configuration file, combined into
+//! the settings in effect (`config.rs`, `effect.rs`), and `--check`.
 
 pub mod check;
 pub mod config;
@@ -7,3 +8,4 @@ pub mod defined;
 pub mod effect;
 pub mod keys;
 pub mod shown;
+pub mod value;

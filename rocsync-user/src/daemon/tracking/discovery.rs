@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use crate::daemon::tracking::apart::{
     Apart, polling::is_unusable, returns::ReturnsApart, shed_log::ShedLog,
 };
-use crate::daemon::tracking::files::{FileId, Files, MAX_FILES_PER_USER, Part};
+use crate::daemon::tracking::files::{FileId, Files, Part};
 use crate::daemon::tracking::loading::{self, Loading};
 use crate::daemon::tracking::runtimes::{self, Probed};
 use crate::daemon::tracking::snapshot::Snapshot;
@@ -227,11 +227,7 @@ impl Tracker {
         let Some(owner) = p.uid() else {
             return;
         };
-        let cap = self
-            .filters
-            .filters()
-            .max_files_per_user
-            .unwrap_or(MAX_FILES_PER_USER);
+        let cap = self.filters.filters().max_files_per_user;
         let shown = || untrusted::shown(&lib.shown.to_string_lossy());
         match self.files.admit(owner, id, cap) {
             (true, _) => {}

@@ -27,9 +27,6 @@ use crate::daemon::{
 };
 use crate::probes::{LinkGroup, library::OpenedLibrary, maps};
 
-/// Files probed for one user's processes unless the configuration says otherwise: a
-/// job maps a few (HIP, HSA, a framework carrying its own copy), per container.
-pub const MAX_FILES_PER_USER: usize = 16;
 /// Files remembered as refused; past this the memory starts again (a user creating new
 /// bad files costs one bounded read each in any case).
 const MAX_REMEMBERED: usize = 4096;

@@ -13,9 +13,8 @@ pub struct Filters {
     pub exclude_cgroup: Vec<String>,
     /// Users, by name or uid.
     pub users: Vec<String>,
-    /// Most library files probed for one user's processes (`None`: the default,
-    /// [`crate::daemon::tracking::files::MAX_FILES_PER_USER`]).
-    pub max_files_per_user: Option<usize>,
+    /// Most library files probed for one user's processes.
+    pub max_files_per_user: usize,
 }
 
 /// The filters in effect, their users resolved to uids when set: a lookup per process

@@ -104,17 +104,6 @@ pub fn wait_within(child: &mut Child, timeout: Duration, what: &str) -> std::pro
     }
 }
 
-pub fn run_ok(cmd: &mut Command) -> Output {
-    let out = cmd.output().expect("spawn rocsync");
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed: {}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
 pub struct TempDir(pub tempfile::TempDir);
 
 impl TempDir {

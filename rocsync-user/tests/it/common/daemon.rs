@@ -10,7 +10,7 @@ use std::{
     process::{Child, ChildStdin, Command, Stdio},
 };
 
-use super::{Gated, Lines, TempDir, rocsync, spawn_piped};
+use super::{Gated, Lines, TempDir, rocsync, run_ok, spawn_piped};
 
 /// The daemon's `/metrics` parsed by Prometheus's own Python client (`python` has
 /// prometheus_client): each (metric, api) summed over the other labels, and each
@@ -269,17 +269,7 @@ pub fn tracked_loop_with(
 
 /// `rocsync ARGS --socket SOCK`, a client of the daemon, which must succeed: its stdout.
 pub fn ask_daemon(sock: &std::path::Path, args: &[&str]) -> String {
-    let out = rocsync()
-        .args(args)
-        .arg("--socket")
-        .arg(sock)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "rocsync {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = run_ok(rocsync().args(args).arg("--socket").arg(sock));
     String::from_utf8(out.stdout).unwrap()
 }
 

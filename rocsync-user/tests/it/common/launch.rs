@@ -8,7 +8,7 @@ use std::{
 
 use rocsync_tests::{read_log, sim_hip};
 
-use super::{capture::*, raw::*};
+use super::{capture::*, output::*, raw::*};
 
 pub type Traced = (Vec<rocsync_tests::LoggedCall>, Vec<RawCall>, String);
 
@@ -39,11 +39,7 @@ pub fn traced_run(
             .env("SCENARIO_HIP", sim_hip()),
     );
     let (_, calls) = read_raw(&raw);
-    (
-        read_log(&log),
-        calls,
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    (read_log(&log), calls, stderr_of(&out))
 }
 
 /// Attaches rocsync to a gated scenario, then lets the scenario start calling.

@@ -8,6 +8,8 @@ use std::{collections::BTreeMap, path::Path};
 
 use serde_json::Value;
 
+use crate::common::hex;
+
 /// One packet as the simulated runtime published it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LoggedPacket {
@@ -20,10 +22,6 @@ pub struct LoggedPacket {
     /// CLOCK_MONOTONIC just before and just after its doorbell rang.
     pub before_ns: i64,
     pub after_ns: i64,
-}
-
-fn hex(s: &str) -> u64 {
-    u64::from_str_radix(s.trim_start_matches("0x"), 16).unwrap()
 }
 
 /// The runtime's log (written at its exit).

@@ -226,7 +226,7 @@ fn a_trace_on_request_holds_a_window_of_the_process_calls() {
     lines.wait_for("trace 1: recording");
     let busy = trace(&member, pid, "100");
     assert!(!busy.status.success());
-    let err = String::from_utf8_lossy(&busy.stderr);
+    let err = stderr_of(&busy);
     assert!(
         err.contains(&format!(
             "session \"trace 1 (w) of pid(s) [{pid}]\" already records all agents"
@@ -234,11 +234,7 @@ fn a_trace_on_request_holds_a_window_of_the_process_calls() {
         "{err}"
     );
     let first = first.join().unwrap();
-    assert!(
-        first.status.success(),
-        "{}",
-        String::from_utf8_lossy(&first.stderr)
-    );
+    assert_ok(&first);
     let files: Vec<String> = String::from_utf8_lossy(&first.stdout)
         .lines()
         .map(String::from)
@@ -275,7 +271,7 @@ fn a_trace_on_request_holds_a_window_of_the_process_calls() {
         .output()
         .unwrap();
     assert!(!flight.status.success());
-    assert!(String::from_utf8_lossy(&flight.stderr).contains("flight recorder is off"));
+    assert!(stderr_of(&flight).contains("flight recorder is off"));
     // Someone else cannot reach the socket at all.
     let other = trace(
         &[
@@ -288,7 +284,7 @@ fn a_trace_on_request_holds_a_window_of_the_process_calls() {
         "100",
     );
     assert!(!other.status.success());
-    assert!(String::from_utf8_lossy(&other.stderr).contains("cannot reach the daemon"));
+    assert!(stderr_of(&other).contains("cannot reach the daemon"));
     assert!(target.wait().unwrap().success());
     stop(daemon);
 
@@ -328,7 +324,7 @@ fn the_daemon_outlives_its_closed_stderr() {
             .arg(dir.path("rocsync.sock"))
             .output()
             .unwrap();
-        let said = String::from_utf8_lossy(&out.stderr);
+        let said = stderr_of(&out);
         assert!(said.contains("pid 1 is not tracked"), "{said}");
     }
     assert!(ask_daemon(&dir.path("rocsync.sock"), &["status"]).contains("tracked processes: "));
@@ -403,7 +399,7 @@ fn a_trace_of_an_ended_process_is_refused() {
         .arg(dir.path("rocsync.sock"))
         .output()
         .unwrap();
-    let said = String::from_utf8_lossy(&out.stderr);
+    let said = stderr_of(&out);
     assert!(!out.status.success(), "{said}");
     assert!(said.contains(&format!("pid {pid} has exited")), "{said}");
     let written = std::fs::read_dir(dir.path("state/traces")).map_or(0, |d| d.count());

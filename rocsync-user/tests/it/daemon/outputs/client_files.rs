@@ -45,7 +45,7 @@ fn trace_output_is_never_a_link_or_fifo_and_belongs_to_the_sudo_user() {
     std::os::unix::fs::symlink(&victim, &link).unwrap();
     let out = trace_to(&sock, target.id(), &link, &[]);
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("symbolic link"));
+    assert!(stderr_of(&out).contains("symbolic link"));
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
     assert!(
         std::fs::symlink_metadata(&link)
@@ -58,7 +58,7 @@ fn trace_output_is_never_a_link_or_fifo_and_belongs_to_the_sudo_user() {
     make_fifo(&fifo);
     let out = trace_to(&sock, target.id(), &fifo, &[]);
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("not a regular file"));
+    assert!(stderr_of(&out).contains("not a regular file"));
     // Under sudo: a regular file of the invoking user's, the trace of the process.
     // Created as the sudo user: in a folder they may write.
     use std::os::unix::fs::PermissionsExt as _;
@@ -72,11 +72,7 @@ fn trace_output_is_never_a_link_or_fifo_and_belongs_to_the_sudo_user() {
         &mine,
         &[("SUDO_UID", "65534"), ("SUDO_GID", "65533")],
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     let meta = std::fs::symlink_metadata(&mine).unwrap();
     assert!(meta.file_type().is_file());
     assert_eq!((meta.uid(), meta.gid()), (65534, 65533));

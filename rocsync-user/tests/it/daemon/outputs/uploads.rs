@@ -74,15 +74,10 @@ for o in s3.list_objects_v2(Bucket=sys.argv[2]).get("Contents", []):
     path = os.path.join(sys.argv[3], o["Key"].replace("/", "%"))
     s3.download_file(sys.argv[2], o["Key"], path)
 "#;
-        let out = Command::new(python)
-            .args(["-c", script, &format!("http://{}", self.addr()), BUCKET])
-            .arg(into)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
+        run_ok(
+            Command::new(python)
+                .args(["-c", script, &format!("http://{}", self.addr()), BUCKET])
+                .arg(into),
         );
         std::fs::read_dir(into)
             .unwrap()

@@ -56,7 +56,7 @@ fn check_agent_0(name: &str, flags: &[&str]) {
     target.open();
     assert!(target.child.wait().unwrap().success());
     let asked = asked.wait_with_output().unwrap();
-    assert!(asked.status.success());
+    assert_ok(&asked);
     // The log says the span asked, and whose summary it prints.
     lines.wait_for_all(&[": captured "]);
     let said = |needle: &str| lines.1.iter().find(|l| l.contains(needle)).cloned();

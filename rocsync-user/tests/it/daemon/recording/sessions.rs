@@ -28,10 +28,6 @@ fn trace(sock: &std::path::Path, pid: u32, agents: &str, extra: &[&str]) -> Outp
         .unwrap()
 }
 
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
 #[test]
 fn traces_on_disjoint_agents_record_together_and_overlaps_are_refused() {
     let name = "traces_on_disjoint_agents_record_together_and_overlaps_are_refused";
@@ -70,7 +66,7 @@ fn traces_on_disjoint_agents_record_together_and_overlaps_are_refused() {
 
     let overlap = trace(&sock, pid, "1,2", &[]);
     assert!(!overlap.status.success());
-    let err = stderr(&overlap);
+    let err = stderr_of(&overlap);
     assert!(
         err.contains(&format!(
             "session \"trace 2 (step-9) of pid(s) [{pid}]\" already records agents 1"
@@ -96,16 +92,16 @@ fn traces_on_disjoint_agents_record_together_and_overlaps_are_refused() {
         .output()
         .unwrap();
     assert!(!attach.status.success());
-    let err = stderr(&attach);
+    let err = stderr_of(&attach);
     assert!(err.contains("session \"trace 1 of pid(s)"), "{err}");
     assert!(!dir.path("attach.json").exists());
     // An output that cannot be written is refused before anything is recorded.
     let bad = trace(&sock, pid, "3", &["-o", "/nonexistent/dir/t.json"]);
     assert!(!bad.status.success());
     assert!(
-        stderr(&bad).contains("/nonexistent/dir"),
+        stderr_of(&bad).contains("/nonexistent/dir"),
         "{}",
-        stderr(&bad)
+        stderr_of(&bad)
     );
     // Status lists the process and both traces.
     let s = daemon_status(&sock);
@@ -113,8 +109,8 @@ fn traces_on_disjoint_agents_record_together_and_overlaps_are_refused() {
     assert_eq!(s["traces"].as_array().unwrap().len(), 2, "{s}");
 
     let (a, b) = (on_0.join().unwrap(), on_1.join().unwrap());
-    assert!(a.status.success(), "{}", stderr(&a));
-    assert!(b.status.success(), "{}", stderr(&b));
+    assert_ok(&a);
+    assert_ok(&b);
     assert_eq!(
         String::from_utf8_lossy(&b.stdout).trim(),
         out.to_str().unwrap()
@@ -197,7 +193,7 @@ fn sigterm_during_a_trace_finishes_and_writes_it() {
     let answer = asked
         .recv_timeout(Duration::from_secs(30))
         .expect("no answer within 30 s of the SIGTERM (a minute was asked)");
-    assert!(answer.status.success(), "{}", stderr(&answer));
+    assert_ok(&answer);
     let status = wait_within(&mut daemon, Duration::from_secs(30), "the daemon");
     assert!(status.success(), "{status}");
     // The process goes on, running (not stopped).
@@ -254,7 +250,7 @@ fn returns_counting_does_not_need_are_probed_only_while_a_trace_records() {
     lines.wait_for(&format!("recording pid(s) [{pid}]"));
     assert_eq!(returns(), "all", "while a trace records");
     let out = client.wait_with_output().unwrap();
-    assert!(out.status.success());
+    assert_ok(&out);
     // The trace's calls are whole: every record and wait has its return.
     let file = String::from_utf8(out.stdout).unwrap();
     let t = read_json(std::path::Path::new(file.trim()));
@@ -287,6 +283,9 @@ fn every_return_stays_probed_when_the_operator_asks() {
         .output()
         .unwrap();
     assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("return_probes is needed or all"), "{err}");
+    let err = stderr_of(&out);
+    assert!(
+        err.contains("return_probes: \"some\": expected needed or all"),
+        "{err}"
+    );
 }

@@ -87,7 +87,7 @@ fn a_flight_dump_is_written_while_the_daemon_goes_on() {
             .as_str()
             .is_some_and(|n| n.starts_with("flight recorder dump"));
         if listed && !second.status.success() {
-            break (first, String::from_utf8_lossy(&second.stderr).to_string());
+            break (first, stderr_of(&second));
         }
         assert!(first.wait_with_output().unwrap().status.success());
     };
@@ -97,11 +97,7 @@ fn a_flight_dump_is_written_while_the_daemon_goes_on() {
     );
 
     let first = first.wait_with_output().unwrap();
-    assert!(
-        first.status.success(),
-        "{}",
-        String::from_utf8_lossy(&first.stderr)
-    );
+    assert_ok(&first);
     let file = String::from_utf8(first.stdout).unwrap().trim().to_string();
     stop(daemon);
     let (calls, lost, account) = calls_in(&file);
@@ -135,16 +131,7 @@ fn a_flight_dump_counts_the_calls_a_stalled_reader_lost() {
     unsafe { libc::kill(daemon.id() as i32, libc::SIGCONT) };
     assert!(done.unwrap().success());
     let sock = dir.path("rocsync.sock");
-    let out = rocsync()
-        .args(["trace", "--flight", "--socket"])
-        .arg(&sock)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = run_ok(rocsync().args(["trace", "--flight", "--socket"]).arg(&sock));
     // What the kernel counted of the loop (the probes fired), and what the daemon said:
     // with the dump's account (lost ids, first and last id held), which part failed
     // should either check below — the probes, the ring, or the reader.

@@ -8,7 +8,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use crate::common::{TempDir, daemon::*};
+use crate::common::{TempDir, assert_ok, daemon::*, stderr_of};
 
 /// A `Name:` field of `/proc/PID/status`, in KiB.
 fn status_kib(pid: u32, field: &str) -> u64 {
@@ -74,7 +74,7 @@ fn a_second_daemon_is_refused_and_the_first_keeps_answering() {
         &exe,
         &["--lock", lock.to_str().unwrap()],
     ));
-    let said = String::from_utf8_lossy(&second.stderr);
+    let said = stderr_of(&second);
     assert!(!second.status.success(), "{said}");
     assert!(
         said.contains(&format!(
@@ -293,11 +293,7 @@ fn roots_trace_ends_a_group_members_trace_of_the_same_agents() {
     let roots = ask_daemon(&sock, &["trace", "-p", &pid, "--duration", "200ms"]);
     assert!(roots.trim().ends_with(".json"), "{roots}");
     let out = member.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     let theirs = String::from_utf8(out.stdout).unwrap();
     let t = crate::common::read_json(std::path::Path::new(theirs.trim()));
     let truncated = &t["rocsync"]["parameters"]["truncated"];

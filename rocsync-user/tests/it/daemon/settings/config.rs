@@ -45,7 +45,7 @@ fn a_wrong_key_or_address_is_a_clear_error() {
         .output()
         .unwrap();
     assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = stderr_of(&out);
     assert!(
         err.contains("bad.toml") && err.contains("unknown field"),
         "{err}"
@@ -55,9 +55,10 @@ fn a_wrong_key_or_address_is_a_clear_error() {
         .output()
         .unwrap();
     assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = stderr_of(&out);
+    // Named as every setting's error names it: its key.
     assert!(
-        err.contains("--metrics-addr") && err.contains("ADDRESS:PORT"),
+        err.contains("metrics_addr: \"localhost\": expected ADDRESS:PORT"),
         "{err}"
     );
     let out = rocsync()
@@ -65,7 +66,7 @@ fn a_wrong_key_or_address_is_a_clear_error() {
         .output()
         .unwrap();
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/rocsync.toml"));
+    assert!(stderr_of(&out).contains("/nonexistent/rocsync.toml"));
 }
 
 #[test]
@@ -99,7 +100,7 @@ fn the_systemd_unit_verifies() {
             .args(["verify", "--man=no"])
             .arg(&path),
     );
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = stderr_of(&out);
     assert!(
         !err.contains("rocsync.service:"),
         "warnings about the unit: {err}"

@@ -170,7 +170,7 @@ fn an_unknown_user_is_refused_at_check_and_start() {
         .output()
         .unwrap();
     assert!(!check.status.success());
-    let err = String::from_utf8_lossy(&check.stderr);
+    let err = stderr_of(&check);
     assert!(
         err.contains(&format!("no user named \"{NO_SUCH_USER}\"")),
         "{err}"
@@ -188,7 +188,7 @@ fn an_unknown_user_is_refused_at_check_and_start() {
         .output()
         .unwrap();
     assert!(!check.status.success());
-    assert!(String::from_utf8_lossy(&check.stderr).contains("no user named"));
+    assert!(stderr_of(&check).contains("no user named"));
     std::fs::write(&config, "user = [\"root\", \"1234\"]\n").unwrap();
     run_ok(
         rocsync()
@@ -281,6 +281,6 @@ fn a_reload_says_what_takes_effect_only_at_restart() {
         .arg(dir.path("rocsync.sock"))
         .output()
         .unwrap();
-    assert!(String::from_utf8_lossy(&flight.stderr).contains("flight recorder is off"));
+    assert!(stderr_of(&flight).contains("flight recorder is off"));
     stop(daemon);
 }

@@ -70,7 +70,7 @@ fn records_and_waits_over_the_budget_are_duty_cycled_and_their_counts_estimated(
         .stdout(Stdio::piped())
         .output()
         .unwrap();
-    assert!(out.status.success());
+    assert_ok(&out);
     let trace = read_json(std::path::Path::new(
         String::from_utf8(out.stdout).unwrap().trim(),
     ));

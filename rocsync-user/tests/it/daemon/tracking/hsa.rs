@@ -213,7 +213,7 @@ fn a_trace_on_request_has_the_packets_an_attach_has() {
     target.open();
     assert!(target.child.wait().unwrap().success());
     let asked = asked.wait_with_output().unwrap();
-    assert!(asked.status.success());
+    assert_ok(&asked);
     stop(daemon);
     // `attach`'s: the same scenario, loaded and held until attach traces it, the daemon
     // gone.

@@ -140,7 +140,7 @@ fn a_pods_process_is_named_in_status_traces_and_labelled_metrics() {
         .arg(&sock)
         .output()
         .unwrap();
-    let err = String::from_utf8_lossy(&none.stderr);
+    let err = stderr_of(&none);
     assert!(!none.status.success());
     assert!(
         err.contains("no tracked process is in pod ml-team/trainer-9")
@@ -151,7 +151,7 @@ fn a_pods_process_is_named_in_status_traces_and_labelled_metrics() {
         .args(["trace", "--pod", "trainer-0"])
         .output()
         .unwrap();
-    assert!(String::from_utf8_lossy(&bad.stderr).contains("expected NAMESPACE/NAME"));
+    assert!(stderr_of(&bad).contains("expected NAMESPACE/NAME"));
 
     assert!(wait_within(&mut pod.child, Duration::from_secs(20), "the pod").success());
     assert!(wait_within(&mut outside.child, Duration::from_secs(20), "outside").success());
@@ -337,7 +337,7 @@ fn a_pod_is_named_by_the_node_never_by_its_own_files() {
         .arg(&sock)
         .output()
         .unwrap();
-    let err = String::from_utf8_lossy(&none.stderr);
+    let err = stderr_of(&none);
     assert!(!none.status.success());
     assert!(err.contains("ml-team/?, ml-team/trainer-0"), "{err}");
     // The one known by its UID alone is asked for by its UID.

@@ -74,16 +74,11 @@ fn as_nobody(addr: &str, request: &str) -> Value {
     let script = format!(
         "exec 3<>/dev/tcp/{host}/{port} && printf '{len}' >&3 && printf '%s' \"$1\" >&3 && cat <&3"
     );
-    let out = Command::new("setpriv")
-        .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"])
-        .args(["bash", "-c", &script, "dyno"])
-        .arg(request)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = run_ok(
+        Command::new("setpriv")
+            .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"])
+            .args(["bash", "-c", &script, "dyno"])
+            .arg(request),
     );
     serde_json::from_slice(&out.stdout[4..]).unwrap()
 }

@@ -128,7 +128,7 @@ fn sampled_windows_skipped_for_another_session_are_counted() {
         if out.status.success() {
             break;
         }
-        let err = String::from_utf8_lossy(&out.stderr);
+        let err = stderr_of(&out);
         // The sampled window is the only other session here; a refusal names it by its
         // session name ("trace N of pid(s) …"), which does not say "sample".
         assert!(
