@@ -32,8 +32,11 @@ pub struct Function<'n> {
     pub names: Vec<&'n str>,
     /// File offset of the function's first instruction.
     pub offset: u64,
-    /// Where its probes go (see [`placement`](super::placement)).
+    /// Where its probes go together (see [`placement`](super::placement)).
     pub placement: Placement,
+    /// Where its entry probe goes when no return probe shares its point, if elsewhere
+    /// (see [`alone`](super::alone)).
+    pub alone: Option<Placement>,
 }
 
 /// Resolution of a set of names in one file.
@@ -145,10 +148,12 @@ fn resolve<'d, 'n, R: ReadRef<'d>>(
             let whole = size > 0 && size <= MAX_FUNCTION;
             let len = if whole { size as usize } else { 32 };
             let code = code(offset, len);
+            let (placement, alone) = placement::place(&code, offset, whole && code.len() == len);
             Function {
                 names,
                 offset,
-                placement: placement::place(&code, offset, whole && code.len() == len),
+                placement,
+                alone,
             }
         })
         .collect();

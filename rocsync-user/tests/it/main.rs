@@ -56,6 +56,7 @@ mod pipeline;
 mod placement;
 mod processes;
 mod readme;
+mod real_placement;
 mod real_rccl;
 mod real_runtimes;
 mod report;

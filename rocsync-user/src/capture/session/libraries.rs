@@ -135,21 +135,11 @@ impl Session {
         self.note_bystanders(lib);
         if self.verbose {
             for (p, names) in &report.probed {
-                let skipped = if p.skipped.is_empty() {
-                    String::new()
-                } else {
-                    format!(" after {}", p.skipped.join(", "))
-                };
-                let cost = if p.emulated {
-                    "emulated"
-                } else {
-                    "single-stepped"
-                };
                 self.say(&format!(
-                    "rocsync:   {:#x} {}: probe on `{}`{skipped} ({cost})",
+                    "rocsync:   {:#x} {}: probe on {}",
                     p.offset,
                     names.join(" = "),
-                    p.probed
+                    p.shown()
                 ));
             }
         }
