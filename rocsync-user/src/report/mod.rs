@@ -12,12 +12,16 @@ mod fields;
 mod figures;
 mod held;
 mod job;
+mod job_text;
 mod kineto;
 mod plot;
+mod progress;
 mod ranks;
 mod raw;
 mod stream;
 mod text;
+mod verdict;
+mod word;
 
 use std::path::PathBuf;
 
@@ -43,7 +47,8 @@ pub fn run(s: &Settings) -> Result<i32> {
         return run_job(s);
     }
     let file = open_regular(&s.input, "report reads a trace or raw capture file")?;
-    let mut input = decompressed(file)?;
+    let size = file.metadata().map_or(0, |m| m.len());
+    let mut input = decompressed(progress::Reading::new(file, size))?;
     // A raw capture's first line is its header object; a trace is one object whose keys
     // come in another order: the first bytes tell which.
     let raw = raw::looks_raw(input.fill_buf().context("reading the file")?);
@@ -79,7 +84,7 @@ fn run_job(s: &Settings) -> Result<i32> {
     if s.json {
         crate::stdio::print(&format!("{}\n", serde_json::to_string_pretty(&job)?))?;
     } else {
-        crate::stdio::print(&job::render(&job))?;
+        crate::stdio::print(&job_text::render(&job))?;
     }
     Ok(0)
 }

@@ -59,6 +59,8 @@ mod readme;
 mod real_rccl;
 mod real_runtimes;
 mod report;
+mod report_folders;
+mod report_job;
 mod resolution;
 mod run_duration;
 mod rust_driver;

@@ -274,9 +274,9 @@ fn report_on_a_missing_or_foreign_file_is_a_clear_error() {
         (dir.path("missing.json"), "cannot open"),
         (foreign, "it has no rocsync object"),
         (garbage, "is not a rocsync Kineto trace"),
-        // A directory is one job's traces: each must be one.
-        (dir.path(""), "garbage.json is not a rocsync Kineto trace"),
-        (empty.path(""), "holds no trace"),
+        // A directory is one job's traces: what is none is said, and none is an error.
+        (dir.path(""), "garbage.json: not a rocsync trace"),
+        (empty.path(""), "holds no rocsync trace"),
     ] {
         let out = rocsync().arg("report").arg(&input).output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);

@@ -7,6 +7,7 @@ mod capture;
 pub mod daemon;
 pub mod daemon_hsa;
 mod held;
+pub mod job_traces;
 pub mod kineto;
 mod launch;
 pub mod packets;
