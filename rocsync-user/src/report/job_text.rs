@@ -200,8 +200,12 @@ pub fn render(job: &Job) -> String {
         plural(job.communicators_count, "communicator", "communicators"),
         job.skipped.len()
     );
-    for c in &job.communicators {
+    for c in job.communicators.iter().take(LISTED) {
         let _ = writeln!(o, "verdict: comm {}: {}", comm_name(c), verdict_line(c));
+    }
+    if job.communicators_count > LISTED {
+        let more = job.communicators_count - LISTED;
+        let _ = writeln!(o, "… and {more} more communicators, each below");
     }
     for c in &job.communicators {
         communicator(&mut o, c);

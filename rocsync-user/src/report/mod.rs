@@ -8,18 +8,24 @@
 //! [`Figures`] that [`text`] prints and [`plot`] draws.
 
 mod capture;
+mod collectives;
 mod fields;
 mod figures;
 mod held;
 mod job;
 mod job_text;
 mod kineto;
+mod losses;
+mod packets;
 mod plot;
+mod plot_graph;
 mod progress;
 mod ranks;
 mod raw;
 mod stream;
 mod text;
+mod text_more;
+mod text_top;
 mod verdict;
 mod word;
 

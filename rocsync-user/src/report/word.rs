@@ -16,9 +16,50 @@ pub struct Parameters {
     stall: Object<WordIn>,
     behind: Object<WordIn>,
     stuck: Object<WordIn>,
+    /// Spans whose calls were not recorded (the daemon's budget shed them).
+    not_recorded: Capped<Shed, 256>,
+    /// Why the trace ended early.
+    truncated: Object<Truncated>,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(default)]
+struct Shed {
+    api: Scalar,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(default)]
+struct Truncated {
+    reason: Scalar,
 }
 
 impl Parameters {
+    /// Losses the parameters say: the trace cut short (why), the calls of an API not
+    /// recorded for a span (how many spans, per API).
+    pub fn losses(&self) -> Vec<(String, u64)> {
+        let mut out = Vec::new();
+        if let Some(t) = &self.truncated.0 {
+            let why = t.reason.as_str().unwrap_or("unknown");
+            out.push((format!("trace ended early ({why})"), 1));
+        }
+        let mut spans: std::collections::BTreeMap<String, u64> = Default::default();
+        for s in &self.not_recorded.kept {
+            let api = s.api.as_str().unwrap_or("calls");
+            *spans
+                .entry(format!("spans of {api} not recorded (budget)"))
+                .or_default() += 1;
+        }
+        if self.not_recorded.past > 0 {
+            spans.insert(
+                "spans not recorded (budget), past the report's 256".into(),
+                self.not_recorded.past,
+            );
+        }
+        out.extend(spans);
+        out
+    }
+
     /// The word of the trace (a trace is taken for one reason), with what its bounds
     /// left out, counted.
     pub fn word(self) -> Option<(Word, u64)> {
