@@ -142,7 +142,7 @@ mod tests {
         std::os::unix::fs::symlink(root.join("node-a"), root.join("node-b")).unwrap();
         rustix::fs::mknodat(
             rustix::fs::CWD,
-            &root.join("fifo.json"),
+            root.join("fifo.json"),
             FileType::Fifo,
             Mode::from_raw_mode(0o600),
             0,

@@ -7,6 +7,7 @@
 //! capture replayed through the resolve stage, [`raw`]); [`figures`] computes the
 //! [`Figures`] that [`text`] prints and [`plot`] draws.
 
+mod align;
 mod capture;
 mod collectives;
 mod fields;
@@ -28,6 +29,7 @@ mod text_more;
 mod text_top;
 mod verdict;
 mod word;
+mod word_in;
 
 use std::path::PathBuf;
 

@@ -6,10 +6,13 @@ use std::{collections::BTreeMap, rc::Rc};
 
 use serde::Serialize;
 
+/// A queue: its agent (`None`: created before the capture) and handle.
+type Queue = (Option<i64>, Rc<str>);
+
 /// The packets as read: by (agent, queue), by type.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Packets {
-    pub by_queue: BTreeMap<(Option<i64>, Rc<str>), BTreeMap<Rc<str>, u64>>,
+    pub by_queue: BTreeMap<Queue, BTreeMap<Rc<str>, u64>>,
     pub barrier_dependencies: u64,
     pub call_barriers: u64,
 }

@@ -239,8 +239,10 @@ mod tests {
         assert_eq!(dur(12_500.0), "12.5 ms");
         assert_eq!(dur(97.632), "97.6 µs");
         assert_eq!(dur(0.8), "800 ns");
-        let mut c = Capture::default();
-        c.losses = [("entry_records".into(), 0), ("lost_ids".into(), 0)].into();
+        let mut c = Capture {
+            losses: [("entry_records".into(), 0), ("lost_ids".into(), 0)].into(),
+            ..Capture::default()
+        };
         let text = render(&Figures::of(&c));
         assert!(
             text.contains("Losses\n  (nothing lost: 2 counters, all 0)\n"),

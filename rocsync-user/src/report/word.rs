@@ -4,184 +4,13 @@
 //! was (`where`, `stacks`: see docs/analysis.md). Every list is read within a bound and
 //! what is past it counted; a field of the wrong type is left out, never an error.
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
-use super::fields::{Capped, Object, Scalar};
-
-/// The daemon's words in a trace's `rocsync.parameters`.
-#[derive(Default, Deserialize)]
-#[serde(default)]
-pub struct Parameters {
-    hang: Object<WordIn>,
-    stall: Object<WordIn>,
-    behind: Object<WordIn>,
-    stuck: Object<WordIn>,
-    /// Spans whose calls were not recorded (the daemon's budget shed them).
-    not_recorded: Capped<Shed, 256>,
-    /// Why the trace ended early.
-    truncated: Object<Truncated>,
-}
-
-#[derive(Default, Deserialize)]
-#[serde(default)]
-struct Shed {
-    api: Scalar,
-}
-
-#[derive(Default, Deserialize)]
-#[serde(default)]
-struct Truncated {
-    reason: Scalar,
-}
-
-impl Parameters {
-    /// Losses the parameters say: the trace cut short (why), the calls of an API not
-    /// recorded for a span (how many spans, per API).
-    pub fn losses(&self) -> Vec<(String, u64)> {
-        let mut out = Vec::new();
-        if let Some(t) = &self.truncated.0 {
-            let why = t.reason.as_str().unwrap_or("unknown");
-            out.push((format!("trace ended early ({why})"), 1));
-        }
-        let mut spans: std::collections::BTreeMap<String, u64> = Default::default();
-        for s in &self.not_recorded.kept {
-            let api = s.api.as_str().unwrap_or("calls");
-            *spans
-                .entry(format!("spans of {api} not recorded (budget)"))
-                .or_default() += 1;
-        }
-        if self.not_recorded.past > 0 {
-            spans.insert(
-                "spans not recorded (budget), past the report's 256".into(),
-                self.not_recorded.past,
-            );
-        }
-        out.extend(spans);
-        out
-    }
-
-    /// The word of the trace (a trace is taken for one reason), with what its bounds
-    /// left out, counted.
-    pub fn word(self) -> Option<(Word, u64)> {
-        let words = [
-            ("hang", self.hang),
-            ("stall", self.stall),
-            ("behind", self.behind),
-            ("stuck", self.stuck),
-        ];
-        let (kind, w) = words.into_iter().find_map(|(k, w)| w.0.map(|w| (k, w)))?;
-        Some(Word::of(kind, w))
-    }
-}
-
-#[derive(Default, Deserialize)]
-#[serde(default)]
-struct WordIn {
-    pid: Scalar,
-    tid: Scalar,
-    api: Scalar,
-    seq: Scalar,
-    comm: Scalar,
-    rank: Scalar,
-    nranks: Scalar,
-    blocked_ms_when_found: Scalar,
-    duration_ms: Scalar,
-    ended: Scalar,
-    waits_on: Capped<StepIn, 16>,
-    collective: Object<CollIn>,
-    behind: Capped<BehindIn, 64>,
-    waited_by: Object<WaitedByIn>,
-    #[serde(rename = "where")]
-    place: Scalar,
-    stacks: Object<StacksIn>,
-}
-
-#[derive(Default, Deserialize)]
-#[serde(default)]
-struct StepIn {
-    stream: Scalar,
-    event: Scalar,
-    waited_on_event: Scalar,
-    recorded_on_stream: Scalar,
-    collective: Object<CollIn>,
-    unknown: Scalar,
-    waited: Scalar,
-}
-
-#[derive(Default, Deserialize)]
-#[serde(default)]
-struct CollIn {
-    api: Scalar,
-    seq: Scalar,
-    comm: Scalar,
-    rank: Scalar,
-    nranks: Scalar,
-}
-
-#[derive(Default, Deserialize)]
-#[serde(default)]
-struct BehindIn {
-    pid: Scalar,
-    rank: Scalar,
-    seq: Scalar,
-}
-
-#[derive(Default, Deserialize)]
-#[serde(default)]
-struct WaitedByIn {
-    pid: Scalar,
-    api: Scalar,
-    collective: Object<CollIn>,
-}
-
-#[derive(Default, Deserialize)]
-#[serde(default)]
-struct StacksIn {
-    read_at_unix_us: Scalar,
-    took_ms: Scalar,
-    python_version: Scalar,
-    error: Scalar,
-    threads: Capped<ThreadIn, 256>,
-    cut: Object<CutIn>,
-}
-
-#[derive(Default, Deserialize)]
-#[serde(default)]
-struct CutIn {
-    threads: Scalar,
-    frames: Scalar,
-    strings: Scalar,
-}
-
-#[derive(Default, Deserialize)]
-#[serde(default)]
-struct ThreadIn {
-    tid: Scalar,
-    name: Scalar,
-    blocked: Scalar,
-    python_stack: Capped<PyIn, 128>,
-    python_error: Scalar,
-    native_stack: Capped<NativeIn, 128>,
-    native_error: Scalar,
-}
-
-#[derive(Default, Deserialize)]
-#[serde(default)]
-struct PyIn {
-    function: Scalar,
-    file: Scalar,
-    line: Scalar,
-}
-
-#[derive(Default, Deserialize)]
-#[serde(default)]
-struct NativeIn {
-    address: Scalar,
-    symbol: Scalar,
-    object: Scalar,
-    offset: Scalar,
-    symbolized: Scalar,
-}
+pub use super::word_in::Parameters;
+use super::{
+    fields::Scalar,
+    word_in::{CollIn, NativeIn, PyIn, StepIn, ThreadIn, WordIn},
+};
 
 /// The daemon's word, as the report shows it (`trigger` in `--json`).
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -361,7 +190,7 @@ fn thread(t: &ThreadIn, cut: &mut u64) -> Thread {
 impl Word {
     /// The word of `kind`, and how many elements of its lists the report's bounds left
     /// out.
-    fn of(kind: &'static str, w: WordIn) -> (Word, u64) {
+    pub(super) fn of(kind: &'static str, w: WordIn) -> (Word, u64) {
         let mut cut = w.waits_on.past + w.behind.past;
         let own = || {
             Some(Collective {

@@ -30,31 +30,29 @@ pub fn take(
     names: &mut Names,
 ) -> Result<(), (&'static str, Refused)> {
     let (ph, cat) = (e.ph.as_str().unwrap_or(""), e.cat.as_str().unwrap_or(""));
-    match (ph, cat) {
-        ("X", "cpu_op") => nccl(e, held, c).map_err(|r| ("cpu_op rows", r)),
-        ("X", "hsa_packet") => packet(e, held, c).map_err(|r| ("hsa_packet rows", r)),
-        ("s", "hsa_dep") => Ok(c.packets.barrier_dependencies += 1),
-        ("s", "hip_barrier") => Ok(c.packets.call_barriers += 1),
-        // The other end of an arrow counted by its start.
-        ("f", "hsa_dep" | "hip_barrier") => Ok(()),
-        ("M", _) if e.name == "thread_name" => thread_name(e, held, names),
-        ("s" | "f", "ac2g") => Ok(not_used(
-            c,
-            "ac2g arrows (the correlation links the same rows)",
-        )),
-        ("s" | "f", "hip_sync_dep") => Ok(not_used(
-            c,
-            "hip_sync_dep arrows (a wait's fields name its record)",
-        )),
-        ("M", _) => Ok(not_used(
-            c,
-            "track metadata (Perfetto's process names, labels, order)",
-        )),
-        _ => {
-            let kind = format!("{} events of category {}", show(ph), show(cat));
-            Ok(not_used(c, &kind))
+    let unused = match (ph, cat) {
+        ("X", "cpu_op") => return nccl(e, held, c).map_err(|r| ("cpu_op rows", r)),
+        ("X", "hsa_packet") => return packet(e, held, c).map_err(|r| ("hsa_packet rows", r)),
+        ("M", _) if e.name == "thread_name" => return thread_name(e, held, names),
+        ("s", "hsa_dep") => {
+            c.packets.barrier_dependencies += 1;
+            return Ok(());
         }
-    }
+        ("s", "hip_barrier") => {
+            c.packets.call_barriers += 1;
+            return Ok(());
+        }
+        // The other end of an arrow counted by its start.
+        ("f", "hsa_dep" | "hip_barrier") => return Ok(()),
+        ("s" | "f", "ac2g") => "ac2g arrows (the correlation links the same rows)".to_string(),
+        ("s" | "f", "hip_sync_dep") => {
+            "hip_sync_dep arrows (a wait's fields name its record)".to_string()
+        }
+        ("M", _) => "track metadata (Perfetto's process names, labels, order)".to_string(),
+        _ => format!("{} events of category {}", show(ph), show(cat)),
+    };
+    not_used(c, &unused);
+    Ok(())
 }
 
 fn show(s: &str) -> String {
