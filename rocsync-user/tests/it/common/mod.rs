@@ -8,6 +8,7 @@ mod capture;
 pub mod daemon;
 pub mod daemon_hsa;
 mod held;
+pub mod job_traces;
 pub mod kineto;
 mod launch;
 mod output;
