@@ -69,6 +69,8 @@ pub struct LibraryReport {
     pub probed: Vec<(Placement, Vec<&'static str>)>,
     /// Hooked names this library does not export.
     pub missing: Vec<&'static str>,
+    /// It has no static symbol table: functions it carries may be hidden.
+    pub stripped: bool,
 }
 
 impl LibraryReport {
@@ -81,6 +83,7 @@ impl LibraryReport {
             path: path.to_path_buf(),
             probed,
             missing,
+            stripped: false,
         }
     }
 }
@@ -282,13 +285,18 @@ impl Probes {
             .filter(|a| choice.probes(*a))
             .map(|a| a.symbol())
             .collect();
-        let Lookup { found, missing } = elf::lookup(path, &names)?;
+        let Lookup {
+            found,
+            missing,
+            symbols,
+        } = elf::lookup(path, &names)?;
         if found.is_empty() && carried {
             let path = path.to_path_buf();
             return Ok(LibraryReport {
                 path,
                 probed: Vec::new(),
                 missing,
+                stripped: !symbols,
             });
         }
         if found.is_empty() {
