@@ -4,7 +4,7 @@
 
 use std::{path::PathBuf, time::Duration};
 
-use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
+use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum, ValueHint};
 
 use rocsync_common::Api;
 
@@ -123,7 +123,7 @@ pub struct StatusArgs {
 ))]
 pub struct TraceArgs {
     /// Processes to trace (each must be one the daemon tracks): -p 1,2 or -p 1 -p 2
-    #[arg(long, short, value_name = "PID", value_delimiter = ',')]
+    #[arg(long, short, value_name = "PID", value_delimiter = ',', value_hint = ValueHint::Other)]
     pub pid: Vec<u32>,
     /// Every process the daemon tracks
     #[arg(long)]
@@ -253,7 +253,9 @@ pub struct AttachArgs {
         short,
         value_name = "PID",
         required = true,
-        value_delimiter = ','
+        value_delimiter = ',',
+        // Completed with process ids (`commands/generate.rs`), never files.
+        value_hint = ValueHint::Other
     )]
     pub pid: Vec<u32>,
     /// Stop after this long: seconds (10, 1.5) or with a unit (500ms, 10s, 2m, 1h)

@@ -46,6 +46,9 @@ pub struct Lookup<'n> {
     /// it is probed once and its calls are not counted twice.
     pub found: Vec<Function<'n>>,
     pub missing: Vec<&'n str>,
+    /// The file has a static symbol table (is not stripped): a name it lacks is absent,
+    /// not hidden.
+    pub symbols: bool,
 }
 
 /// Reads `path`'s headers and symbol tables (bounded: [`elf_read`](super::elf_read)) and
@@ -157,7 +160,12 @@ fn resolve<'d, 'n, R: ReadRef<'d>>(
             }
         })
         .collect();
-    Ok(Lookup { found, missing })
+    let symbols = file.symbol_table().is_some();
+    Ok(Lookup {
+        found,
+        missing,
+        symbols,
+    })
 }
 
 /// The virtual address (`st_value`) of a defined symbol, dynamic or static.

@@ -72,6 +72,8 @@ pub struct LibraryReport {
     pub probed: Vec<(Placement, Vec<&'static str>)>,
     /// Hooked names this library does not export.
     pub missing: Vec<&'static str>,
+    /// It has no static symbol table: functions it carries may be hidden.
+    pub stripped: bool,
 }
 
 impl LibraryReport {
@@ -84,6 +86,7 @@ impl LibraryReport {
             path: path.to_path_buf(),
             probed,
             missing,
+            stripped: false,
         }
     }
 }
@@ -282,7 +285,15 @@ impl Probes {
         carried: bool,
     ) -> Result<LibraryReport> {
         let at_entry = self.options.at_entry;
-        let (points, missing) = points::resolve(runtime, choice, path, at_entry, carried)?;
+        let (points, missing, symbols) = points::resolve(runtime, choice, path, at_entry, carried)?;
+        if points.is_empty() && carried {
+            return Ok(LibraryReport {
+                path: path.to_path_buf(),
+                probed: Vec::new(),
+                missing,
+                stripped: !symbols,
+            });
+        }
         let mark = (self.links.len(), self.temporary.len());
         let mut probed = Vec::new();
         for p in points {

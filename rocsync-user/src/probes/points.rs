@@ -35,13 +35,17 @@ pub fn resolve(
     path: &Path,
     at_entry: bool,
     carried: bool,
-) -> Result<(Vec<Points>, Vec<&'static str>)> {
+) -> Result<(Vec<Points>, Vec<&'static str>, bool)> {
     let names: Vec<&'static str> = runtime
         .apis()
         .filter(|a| choice.probes(*a))
         .map(|a| a.symbol())
         .collect();
-    let Lookup { found, missing } = elf::lookup(path, &names)?;
+    let Lookup {
+        found,
+        missing,
+        symbols,
+    } = elf::lookup(path, &names)?;
     if found.is_empty() && !carried {
         return Err(elf::SymbolError::NoneHooked(format!(
             "{} exports none of the hooked {} functions ({}): is it really {}?",
@@ -77,7 +81,7 @@ pub fn resolve(
             }
         })
         .collect();
-    Ok((points, missing))
+    Ok((points, missing, symbols))
 }
 
 /// What `path`'s chosen functions' probes are placed on, grouped by placement, as the
@@ -85,7 +89,7 @@ pub fn resolve(
 /// (emulated; entry alone, past its frame's setup); hipStreamSynchronize: `sub` after
 /// endbr64 (single-stepped)".
 pub fn said(runtime: &Runtime, choice: &ApiChoice, path: &Path) -> Result<String> {
-    let (points, _) = resolve(runtime, choice, path, false, true)?;
+    let (points, _, _) = resolve(runtime, choice, path, false, true)?;
     let mut groups: Vec<(String, Vec<&str>)> = Vec::new();
     for p in &points {
         let how = p.said.kind();

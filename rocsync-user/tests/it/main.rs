@@ -46,6 +46,7 @@ mod hta;
 mod hta_analyzers;
 mod job_control;
 mod losses;
+mod messages;
 mod neighbours_round_two;
 mod never_stopped;
 mod no_surprises;
