@@ -74,7 +74,7 @@ fn word(o: &mut String, w: &Word) {
     if !w.waits_on.is_empty() {
         let _ = writeln!(o, "  waits on:");
         for s in &w.waits_on {
-            let _ = writeln!(o, "    {}", shown(s));
+            let _ = writeln!(o, "    {}", shown(&s.said()));
         }
     }
     if let Some(c) = &w.collective {

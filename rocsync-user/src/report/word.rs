@@ -26,7 +26,7 @@ pub struct Word {
     /// How its trace ended (`returned`, `exited`, `bound`).
     pub ended: Option<String>,
     /// What the call waits on, step by step.
-    pub waits_on: Vec<String>,
+    pub waits_on: Vec<Step>,
     /// The collective it waits in (hang, stall), or is at (behind, stuck).
     pub collective: Option<Collective>,
     /// The ranks behind it (hang, stall), the furthest first.
@@ -118,31 +118,56 @@ fn collective(c: &CollIn) -> Option<Collective> {
     })
 }
 
-/// A step of the chain, as a line: `stream 0x2: ncclAllReduce #21 of comm 0x9d…`.
-fn step(s: &StepIn) -> String {
-    let mut parts = Vec::new();
-    if let Some(st) = s.stream.as_str() {
-        parts.push(format!("stream {st}"));
+/// A step of the chain, as the daemon wrote it: the stream or event it is at, and what
+/// it found there (a collective, the event waited on, the stream that recorded it, or
+/// why it cannot say).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Step {
+    pub stream: Option<String>,
+    pub event: Option<String>,
+    pub collective: Option<Collective>,
+    pub waited_on_event: Option<String>,
+    pub recorded_on_stream: Option<String>,
+    /// What the stream waited on, said when nothing the probes saw.
+    pub waited: Option<String>,
+    pub unknown: Option<String>,
+}
+
+impl Step {
+    /// As a line: `stream 0x2: ncclAllReduce #21 of comm 0x9d…`.
+    pub fn said(&self) -> String {
+        let mut at = Vec::new();
+        at.extend(self.stream.as_ref().map(|s| format!("stream {s}")));
+        at.extend(self.event.as_ref().map(|e| format!("event {e}")));
+        let what = if let Some(c) = &self.collective {
+            let api = c.api.as_deref().unwrap_or("collective");
+            let comm = c.comm.as_deref().unwrap_or("unknown");
+            format!("{api} #{} of comm {comm}", c.seq)
+        } else if let Some(e) = &self.waited_on_event {
+            format!("waited on event {e}")
+        } else if let Some(s) = &self.recorded_on_stream {
+            format!("recorded on stream {s}")
+        } else if let Some(why) = &self.unknown {
+            format!("unknown: {why}")
+        } else if let Some(w) = &self.waited {
+            format!("waited on {w}")
+        } else {
+            "?".into()
+        };
+        format!("{}: {what}", at.join(" "))
     }
-    if let Some(e) = s.event.as_str() {
-        parts.push(format!("event {e}"));
+}
+
+fn step(s: &StepIn) -> Step {
+    Step {
+        stream: text(&s.stream),
+        event: text(&s.event),
+        collective: s.collective.0.as_ref().and_then(collective),
+        waited_on_event: text(&s.waited_on_event),
+        recorded_on_stream: text(&s.recorded_on_stream),
+        waited: text(&s.waited),
+        unknown: text(&s.unknown),
     }
-    let what = if let Some(c) = s.collective.0.as_ref().and_then(collective) {
-        let api = c.api.as_deref().unwrap_or("collective");
-        let comm = c.comm.as_deref().unwrap_or("unknown");
-        format!("{api} #{} of comm {comm}", c.seq)
-    } else if let Some(e) = s.waited_on_event.as_str() {
-        format!("waited on event {e}")
-    } else if let Some(st) = s.recorded_on_stream.as_str() {
-        format!("recorded on stream {st}")
-    } else if let Some(why) = s.unknown.as_str() {
-        format!("unknown: {why}")
-    } else if let Some(w) = s.waited.as_str() {
-        format!("waited on {w}")
-    } else {
-        "?".into()
-    };
-    format!("{}: {what}", parts.join(" "))
 }
 
 /// `step (train.py:142)`: the file's last component, as `where` names it.

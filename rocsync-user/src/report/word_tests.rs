@@ -36,7 +36,11 @@ fn a_hang_with_its_stacks_is_read_as_the_schema_writes_it() {
         (w.kind, w.pid, w.api.as_deref()),
         ("hang", Some(123), Some("hipStreamSynchronize"))
     );
-    assert_eq!(w.waits_on, ["stream 0x2: ncclAllReduce #21 of comm 0x9d"]);
+    assert_eq!(
+        w.waits_on[0].said(),
+        "stream 0x2: ncclAllReduce #21 of comm 0x9d"
+    );
+    assert_eq!(w.waits_on[0].stream.as_deref(), Some("0x2"));
     assert_eq!(w.collective.as_ref().unwrap().seq, 21);
     assert_eq!(w.behind[0].rank, Some(1));
     assert_eq!(w.place.as_deref(), Some("step (train.py:142)"));

@@ -152,6 +152,8 @@ fn a_hang_trace_says_its_call_chain_collective_ranks_behind_and_stacks_at_the_to
         (Some("hang"), Some("step (train.py:142)"))
     );
     assert_eq!(w["collective"]["seq"], 21);
+    assert_eq!(w["waits_on"][0]["stream"], "0x2", "fields, not a line");
+    assert_eq!(w["waits_on"][0]["collective"]["seq"], 21);
     assert_eq!(w["behind"][0], json!({"pid": 9, "rank": 1, "seq": 20}));
     assert_eq!(
         w["stacks"]["threads"][0]["python_stack"][0],
