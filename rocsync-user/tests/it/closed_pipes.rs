@@ -1,7 +1,10 @@
 //! Output to a closed pipe (`rocsync report X --json | head -1`) ends a command quietly,
 //! as it ends other Unix tools: no panic, no error message, status 141.
 
-use std::process::Stdio;
+use std::{
+    os::fd::{FromRawFd as _, OwnedFd},
+    process::Stdio,
+};
 
 use rocsync_common::Api;
 
@@ -24,15 +27,13 @@ fn output_to_a_closed_pipe_ends_quietly() {
         vec!["report", t],
         vec!["doctor", "--json"],
     ] {
-        let mut child = rocsync()
+        // The reader is gone before the command starts: its first write finds no one.
+        let out = rocsync()
             .args(&args)
-            .stdout(Stdio::piped())
+            .stdout(Stdio::from(readerless_pipe()))
             .stderr(Stdio::piped())
-            .spawn()
+            .output()
             .unwrap();
-        // The reader is gone before anything is written.
-        drop(child.stdout.take());
-        let out = child.wait_with_output().unwrap();
         let err = stderr_of(&out);
         assert!(!err.contains("panicked"), "{args:?}: {err}");
         assert!(!err.contains("error"), "{args:?}: {err}");
@@ -43,4 +44,15 @@ fn output_to_a_closed_pipe_ends_quietly() {
             "{args:?}: {err}"
         );
     }
+}
+
+/// The write end of a pipe whose read end is closed.
+fn readerless_pipe() -> OwnedFd {
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 fills the two descriptors it was given room for.
+    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+    // SAFETY: both were just opened here and are owned by nothing else.
+    let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    drop(read);
+    write
 }
