@@ -26,10 +26,7 @@ fn dist_binary(name: &str) -> Option<PathBuf> {
 }
 
 fn text(out: &Output) -> (String, String) {
-    (
-        String::from_utf8_lossy(&out.stdout).into(),
-        stderr_of(&out).into(),
-    )
+    (String::from_utf8_lossy(&out.stdout).into(), stderr_of(out))
 }
 
 /// `rocsync --version`'s fields: version, commit, build id.

@@ -104,7 +104,7 @@ fn chmod(path: &Path, mode: u32) {
 }
 
 fn refused(out: &Output, says: &str) {
-    let stderr = stderr_of(&out);
+    let stderr = stderr_of(out);
     assert!(!out.status.success(), "not refused: {stderr}");
     assert!(stderr.contains(says), "{stderr}");
 }
