@@ -114,6 +114,20 @@ fn main() {
     gcc::<&str>(&out.join("launcher"), &c.join("launcher.c"), &[]);
     gcc::<&str>(&out.join("standalone"), &c.join("standalone.c"), &[]);
     gcc::<&str>(&out.join("peak_rss"), &c.join("peak_rss.c"), &[]);
+    // The stack reader's targets: a C program blocked in sleep(), with frame pointers and
+    // without (unwound from CFI alone), and a fake Python interpreter whose memory lies.
+    gcc::<&str>(&out.join("stacks_sleep"), &c.join("stacks_sleep.c"), &[]);
+    gcc(
+        &out.join("stacks_sleep_nofp"),
+        &c.join("stacks_sleep.c"),
+        &["-fomit-frame-pointer"],
+    );
+    std::fs::create_dir_all(out.join("fake")).unwrap();
+    gcc(
+        &out.join("fake/python3.11"),
+        &c.join("fake_python.c"),
+        &["-rdynamic"],
+    );
     gcc::<&str>(&out.join("seccomp_run"), &c.join("seccomp_run.c"), &[]);
     gcc(
         &out.join("dlopen_loop"),

@@ -131,14 +131,18 @@ static EARLY: LruHashMap<EarlyKey, u64> = LruHashMap::with_max_entries(4096, 0);
 static PASSED: LruHashMap<u32, u8> = LruHashMap::with_max_entries(8192, 0);
 
 /// A call of a process not (yet) tracked: counted as early unless the daemon passed it.
+/// Returns whether it is early (not passed).
 #[inline(always)]
-fn early(cookie: Cookie, args: &[u64; 3], pid_tgid: u64, tgid: u32) {
+fn early(cookie: Cookie, args: &[u64; 3], pid_tgid: u64, tgid: u32) -> bool {
     // SAFETY: plain map lookup.
-    if cookie.kind() == Cookie::KIND_GET_DEVICE || unsafe { PASSED.get(tgid) }.is_some() {
-        return;
+    if unsafe { PASSED.get(tgid) }.is_some() {
+        return false;
+    }
+    if cookie.kind() == Cookie::KIND_GET_DEVICE {
+        return true;
     }
     let Some(slot) = MetricKey::slot(cookie.api(), device_of(args, cookie, pid_tgid)) else {
-        return;
+        return true;
     };
     let key = EarlyKey { tgid, slot };
     match EARLY.get_ptr_mut(key) {
@@ -154,6 +158,7 @@ fn early(cookie: Cookie, args: &[u64; 3], pid_tgid: u64, tgid: u32) {
             let _ = EARLY.insert(key, 1, 0);
         }
     }
+    true
 }
 
 /// A call entered in a process the daemon tracks: counted, and remembered until it
@@ -164,7 +169,12 @@ pub fn entered(cookie: Cookie, args: &[u64; 3], nccl: impl FnOnce(&[u64; 3])) ->
     let pid_tgid = bpf_get_current_pid_tgid();
     let tgid = (pid_tgid >> 32) as u32;
     let Some(ptr) = TARGETS.get_ptr_mut(tgid) else {
-        early(cookie, args, pid_tgid, tgid);
+        // A rank sets its communicator up in its first milliseconds, before the daemon
+        // tracks it: its state is kept from then (bounded per process, `nccl.rs`), so the
+        // rank is known by its communicator once tracked.
+        if early(cookie, args, pid_tgid, tgid) {
+            nccl(args);
+        }
         return None;
     };
     // SAFETY: the map's value, valid for the program's run; copied out.

@@ -28,6 +28,7 @@ pub(crate) mod procfs;
 pub mod report;
 pub mod resolve;
 pub mod signals;
+pub mod stacks;
 pub mod stats;
 pub mod stderr;
 pub mod stdio;

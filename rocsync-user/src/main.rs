@@ -2,7 +2,7 @@ use std::process::ExitCode;
 
 use clap::Parser as _;
 use rocsync::{
-    cli::{Cli, Command, GenerateArgs},
+    cli::{Cli, Command, GenerateArgs, ReadStacksArgs},
     commands,
     signals::Signals,
 };
@@ -27,6 +27,10 @@ fn run() -> ExitCode {
         return finish(commands::generate(GenerateArgs::parse_from(
             std::env::args().skip(1),
         )));
+    }
+    if std::env::args().nth(1).as_deref() == Some(rocsync::stacks::COMMAND) {
+        let args = ReadStacksArgs::parse_from(std::env::args().skip(1));
+        return ExitCode::from(commands::read_stacks(args) as u8);
     }
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Builder::new_current_thread()

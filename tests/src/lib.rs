@@ -53,6 +53,23 @@ pub fn peak_rss() -> PathBuf {
     Path::new(OUT).join("peak_rss")
 }
 
+/// Blocks its main thread in `sleep()` from a function of its own (`wait_in_sleep`),
+/// after printing `ready` (`c/stacks_sleep.c`); built with frame pointers.
+pub fn stacks_sleep() -> PathBuf {
+    Path::new(OUT).join("stacks_sleep")
+}
+
+/// The same, built without frame pointers.
+pub fn stacks_sleep_nofp() -> PathBuf {
+    Path::new(OUT).join("stacks_sleep_nofp")
+}
+
+/// A fake Python interpreter (`python3.11`) whose `_PyRuntime` lies: `cycles` or
+/// `mixed` (`c/fake_python.c`).
+pub fn fake_python() -> PathBuf {
+    Path::new(OUT).join("fake/python3.11")
+}
+
 /// A process that loads and unloads a non-GPU library in a loop (never-stopped tests).
 pub fn dlopen_loop() -> PathBuf {
     Path::new(OUT).join("dlopen_loop")
@@ -208,6 +225,16 @@ fn listed_runtimes(list: &str) -> Vec<RealRuntime> {
             })
         })
         .collect()
+}
+
+/// The simulated RCCL over the simulated HIP runtime.
+pub fn sim_rccl() -> PathBuf {
+    Path::new(OUT).join("rccl/librccl.so.1")
+}
+
+/// A two-rank job in Python over ctypes (`python/rank_job.py` says what it does).
+pub fn python_rank_job() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("python/rank_job.py")
 }
 
 /// HTA check: prints the record→wait edges HolisticTraceAnalysis finds in a trace.

@@ -6,13 +6,14 @@
 
 use std::future::Future;
 
-use anyhow::Result;
+use anyhow::{Result, bail};
 use aya::maps::{MapData, RingBuf};
 use serde_json::Value;
 use tokio::io::unix::AsyncFd;
 
 use super::{Captured, Session, StopReason, claim, settings::CaptureSettings, watchdog::Watchdog};
 use crate::{
+    backend::Runtime,
     clock,
     daemon::remote,
     emit::{
@@ -111,18 +112,57 @@ impl Capture {
     /// command's, for the trace's `rocsync` object.
     pub async fn finish(self, session: Session, stop: StopReason, parameters: Value) -> Result<()> {
         let captured = session.finish(self.ring, stop).await?;
-        write_outputs(self.outputs, captured, parameters)
+        if self.settings.waited && captured.libraries.is_empty() {
+            // Waited for a runtime that never came: no trace of nothing.
+            captured.detaching.wait();
+            let wanted: Vec<&str> = (self.settings.runtimes.iter().map(|r| r.library))
+                .chain(["libhsa-runtime64"])
+                .collect();
+            bail!(
+                "the target never loaded {} ({stop}): nothing was traced, and no trace was \
+                 written",
+                wanted.join(" or ")
+            );
+        }
+        write_outputs(self.outputs, captured, parameters, &self.settings.runtimes)
     }
 }
 
+/// The runtimes the targets mapped that `--backend` left out, if any, as said after
+/// "mapped": `libamdhip64 (--backend hip), which --backend cuda left out`.
+pub fn excluded_said(
+    excluded: &std::collections::BTreeSet<&'static str>,
+    chosen: &[&'static Runtime],
+) -> Option<String> {
+    if excluded.is_empty() {
+        return None;
+    }
+    let libraries: Vec<String> = (excluded.iter())
+        .filter_map(|n| Runtime::by_name(n))
+        .map(|r| format!("{} (--backend {})", r.library, r.name))
+        .collect();
+    let chosen: Vec<&str> = chosen.iter().map(|r| r.name).collect();
+    Some(format!(
+        "{}, which --backend {} left out",
+        libraries.join(" and "),
+        chosen.join(",")
+    ))
+}
+
 /// Closes a live capture's outputs and prints its summary, once its probes are detached.
-fn write_outputs(outputs: Outputs, captured: Captured, mut parameters: Value) -> Result<()> {
+fn write_outputs(
+    outputs: Outputs,
+    captured: Captured,
+    mut parameters: Value,
+    chosen: &[&'static Runtime],
+) -> Result<()> {
     let Captured {
         error,
         processes,
         sink,
         stats,
         libraries,
+        excluded,
         call_probe_links,
         detaching,
         ..
@@ -151,9 +191,15 @@ fn write_outputs(outputs: Outputs, captured: Captured, mut parameters: Value) ->
     // as perf and strace do: tracing worked, the target just made no call to record
     // (exit statuses stay for failures, and `run`'s is its command's).
     if libraries.is_empty() {
-        crate::say!(
-            "rocsync: warning: the target never mapped a GPU runtime library that rocsync traces"
-        );
+        match excluded_said(&excluded, chosen) {
+            Some(said) => crate::say!(
+                "rocsync: warning: the target mapped {said}: nothing was traced (drop --backend, \
+                 or name the runtime it uses)"
+            ),
+            None => crate::say!(
+                "rocsync: warning: the target never mapped a GPU runtime library that rocsync traces"
+            ),
+        }
     } else if stats.calls() == 0 && stats.packets.is_empty() {
         crate::say!(
             "rocsync: warning: nothing was captured: no probed GPU call was made while traced \

@@ -1,6 +1,8 @@
 //! Processes already running, as `attach` takes them: each checked (alive, not this
 //! rocsync nor a shell waiting for it), and said when none maps a runtime yet.
 
+use std::collections::BTreeSet;
+
 use anyhow::{Result, bail};
 
 use crate::{
@@ -34,7 +36,13 @@ pub fn targets(asked: &[u32], follow: bool) -> Result<Vec<u32>> {
 
 /// None of `pids` maps a runtime: an error, or (`wait`) what to say while waiting for
 /// one to be loaded.
-pub fn nothing_mapped(settings: &CaptureSettings, pids: &[u32], wait: bool) -> Result<String> {
+pub fn nothing_mapped(
+    settings: &CaptureSettings,
+    pids: &[u32],
+    wait: bool,
+    excluded: &BTreeSet<&'static str>,
+) -> Result<String> {
+    let left_out = super::front::excluded_said(excluded, &settings.runtimes);
     let list = (pids.iter().map(u32::to_string))
         .collect::<Vec<_>>()
         .join(",");
@@ -45,6 +53,11 @@ pub fn nothing_mapped(settings: &CaptureSettings, pids: &[u32], wait: bool) -> R
     let mut wanted: Vec<&str> = settings.runtimes.iter().map(|r| r.library).collect();
     wanted.push("libhsa-runtime64");
     let wanted = wanted.join(" or ");
+    if let (Some(said), false) = (&left_out, wait) {
+        bail!(
+            "{targets} maps {said}: nothing to trace (drop --backend, or name the runtime it uses)"
+        );
+    }
     if !wait {
         let (children, has) = match (settings.follow, pids.len()) {
             (true, 1) => (" (nor any of its children)", "has"),
@@ -56,7 +69,10 @@ pub fn nothing_mapped(settings: &CaptureSettings, pids: &[u32], wait: bool) -> R
             "{targets}{children} {has} no {wanted} mapped; if it loads one later, add --wait to wait for it"
         );
     }
-    Ok(format!("rocsync: waiting for {targets} to load {wanted}"))
+    let note = left_out.map_or(String::new(), |s| format!(" (it maps {s})"));
+    Ok(format!(
+        "rocsync: waiting for {targets} to load {wanted}{note}"
+    ))
 }
 
 /// Looks at an ancestor's wait, 25 ms apart: half a second.

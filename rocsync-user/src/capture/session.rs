@@ -3,7 +3,7 @@
 //! return, drain, detach).
 
 use std::{
-    collections::{BTreeMap, HashSet},
+    collections::{BTreeMap, BTreeSet, HashSet},
     future::Future,
     time::Duration,
 };
@@ -61,6 +61,8 @@ pub struct Captured {
     pub sink: CaptureSink,
     pub stats: CaptureStats,
     pub libraries: Vec<LibraryReport>,
+    /// Runtimes the targets mapped that `--backend` left out, by name.
+    pub excluded: BTreeSet<&'static str>,
     /// How the call probes were attached (`uprobe_multi` or `perf_event`).
     pub call_probe_links: &'static str,
     pub stop: StopReason,
@@ -89,6 +91,8 @@ pub struct Session {
     /// Files probed, and for what.
     probed_files: HashSet<(u64, u64, libraries::Probed)>,
     libraries: Vec<LibraryReport>,
+    /// Runtimes the targets mapped that `--backend` left out, by name.
+    excluded: BTreeSet<&'static str>,
     pipeline: Pipeline<CaptureSink>,
     status: Status,
     verbose: bool,
@@ -163,6 +167,7 @@ impl Session {
             targets: Vec::new(),
             probed_files: HashSet::new(),
             libraries: Vec::new(),
+            excluded: BTreeSet::new(),
             pipeline: Pipeline::new(sink, from_start),
             status,
             verbose: settings.verbose,
@@ -187,6 +192,11 @@ impl Session {
     pub fn claim(&mut self, pid: u32) -> Result<()> {
         self.claims.push(super::claim::claim(pid)?);
         Ok(())
+    }
+
+    /// Runtimes the targets mapped that `--backend` left out, by name.
+    pub fn excluded(&self) -> &BTreeSet<&'static str> {
+        &self.excluded
     }
 
     fn say(&self, line: &str) {
@@ -358,6 +368,7 @@ impl Session {
             sink,
             stats,
             libraries: self.libraries,
+            excluded: self.excluded,
             call_probe_links: self.probes.link_kind().name(),
             stop,
             detaching,

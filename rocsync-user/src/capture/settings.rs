@@ -33,4 +33,7 @@ pub struct CaptureSettings {
     pub follow: bool,
     /// Where a running daemon listens: the capture's agents are claimed there.
     pub daemon_socket: PathBuf,
+    /// `attach --wait`: targets that never load a runtime are an error, and no trace of
+    /// nothing is written.
+    pub waited: bool,
 }

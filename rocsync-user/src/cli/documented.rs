@@ -37,6 +37,7 @@ const DOCUMENTS: &[(&str, &str)] = &[
         "docs/rocm-versions.md",
         include_str!("../../../docs/rocm-versions.md"),
     ),
+    ("docs/stacks.md", include_str!("../../../docs/stacks.md")),
 ];
 
 /// The `rocsync` command lines of a document's shell blocks (```sh, ```console or a
@@ -44,12 +45,14 @@ const DOCUMENTS: &[(&str, &str)] = &[
 /// line numbers.
 fn command_lines(text: &str) -> Vec<(usize, String)> {
     let mut found = Vec::new();
-    let mut shell = false;
+    let (mut fenced, mut shell) = (false, false);
     let mut pending: Option<(usize, String)> = None;
     for (i, line) in text.lines().enumerate() {
         let trimmed = line.trim_start();
         if let Some(lang) = trimmed.strip_prefix("```") {
-            shell = !shell && matches!(lang.trim(), "" | "sh" | "bash" | "console" | "shell");
+            // A fence closes the block it is in (a ```json block's end opens nothing).
+            fenced = !fenced;
+            shell = fenced && matches!(lang.trim(), "" | "sh" | "bash" | "console" | "shell");
             continue;
         }
         if !shell {
@@ -98,7 +101,7 @@ fn every_documented_command_line_parses() {
 
 #[test]
 fn command_lines_are_found_joined_and_unprompted() {
-    let text = "x\n```sh\n$ sudo rocsync attach -p 1 \\\n  -o a.json # one\ncargo x\n```\nrocsync no\n```python\nrocsync no\n```\n";
+    let text = "x\n```sh\n$ sudo rocsync attach -p 1 \\\n  -o a.json # one\ncargo x\n```\nrocsync no\n```python\nrocsync no\n```\nrocsync no\n";
     let found = command_lines(text);
     assert_eq!(
         found,

@@ -4,7 +4,7 @@
 
 use std::{path::PathBuf, time::Duration};
 
-use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
+use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum, ValueHint};
 
 use rocsync_common::Api;
 
@@ -71,6 +71,24 @@ pub struct GenerateArgs {
     pub dir: PathBuf,
 }
 
+// `rocsync read-stacks --pid P --tid T` (hidden): the daemon's stack reader, run as a
+// bounded child of its own (`stacks::child`); kept out of `Cli` as `generate` is.
+#[derive(Debug, Parser)]
+#[command(
+    name = "rocsync read-stacks",
+    bin_name = "rocsync read-stacks",
+    version = crate::VERSION,
+    about = "Print a process's stacks as JSON lines (the daemon runs this as a bounded child)"
+)]
+pub struct ReadStacksArgs {
+    /// The process
+    #[arg(long, value_name = "PID")]
+    pub pid: u32,
+    /// The blocked thread (a host tid) [default: the main thread]
+    #[arg(long, value_name = "TID")]
+    pub tid: Option<u32>,
+}
+
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum Generated {
     /// rocsync.1 and rocsync-<command>.1
@@ -105,7 +123,7 @@ pub struct StatusArgs {
 ))]
 pub struct TraceArgs {
     /// Processes to trace (each must be one the daemon tracks): -p 1,2 or -p 1 -p 2
-    #[arg(long, short, value_name = "PID", value_delimiter = ',')]
+    #[arg(long, short, value_name = "PID", value_delimiter = ',', value_hint = ValueHint::Other)]
     pub pid: Vec<u32>,
     /// Every process the daemon tracks
     #[arg(long)]
@@ -235,7 +253,9 @@ pub struct AttachArgs {
         short,
         value_name = "PID",
         required = true,
-        value_delimiter = ','
+        value_delimiter = ',',
+        // Completed with process ids (`commands/generate.rs`), never files.
+        value_hint = ValueHint::Other
     )]
     pub pid: Vec<u32>,
     /// Stop after this long: seconds (10, 1.5) or with a unit (500ms, 10s, 2m, 1h)

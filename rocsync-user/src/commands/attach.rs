@@ -28,6 +28,7 @@ pub async fn attach(args: AttachArgs, mut signals: Signals) -> Result<i32> {
     let what = format!("rocsync attach --pid {list}");
     let mut settings: crate::capture::CaptureSettings = args.out.into();
     settings.learn_devices = args.learn_devices;
+    settings.waited = args.wait;
     let mut capture = Capture::prepare(settings, &what, &pids)?;
     let exits = pids
         .iter()
@@ -49,6 +50,7 @@ pub async fn attach(args: AttachArgs, mut signals: Signals) -> Result<i32> {
             &capture.settings,
             &pids,
             args.wait,
+            session.excluded(),
         )?),
         _ => None,
     };

@@ -19,11 +19,26 @@ pub fn generate(args: GenerateArgs) -> Result<i32> {
     match args.what {
         Generated::Man => man_pages(dir),
         Generated::Completions => SHELLS.into_iter().try_for_each(|shell| {
-            clap_complete::generate_to(shell, &mut Cli::command(), "rocsync", dir).map(drop)
+            clap_complete::generate_to(shell, &mut Cli::command(), "rocsync", dir)
+                .and_then(|path| offer_pids(shell, &path))
         }),
     }
     .with_context(|| format!("cannot write into {}", dir.display()))?;
     Ok(0)
+}
+
+/// What bash offers for a process id (`-p`, `--pid`): the running processes' ids.
+const PIDS: &str = r#"COMPREPLY=($(compgen -W "$(command ls /proc 2>/dev/null | grep -E '^[0-9]+$')" -- "${cur}"))"#;
+
+/// Bash's completion of the pid options offers processes, not files: clap_complete knows
+/// no pid hint, so they are marked `ValueHint::Other` (the only options so marked), which
+/// it completes as the word typed, and that is replaced here.
+fn offer_pids(shell: Shell, path: &Path) -> io::Result<()> {
+    if shell != Shell::Bash {
+        return Ok(());
+    }
+    let text = fs::read_to_string(path)?;
+    fs::write(path, text.replace(r#"COMPREPLY=("${cur}")"#, PIDS))
 }
 
 /// rocsync.1 and one page per command (rocsync-attach.1, ...), as git and cargo ship.

@@ -40,6 +40,7 @@ impl From<CaptureArgs> for CaptureSettings {
             status_line: !a.no_status,
             follow: !a.no_follow,
             daemon_socket: a.daemon_socket,
+            waited: false,
         }
     }
 }

@@ -181,8 +181,9 @@ pub fn status(args: StatusArgs) -> Result<i32> {
     out.push(format!("hangs traced now: {}", s.hangs.len()));
     for h in &s.hangs {
         let waits = h.waits_on.as_deref().unwrap_or("unknown");
+        let place = (h.location.as_ref()).map_or(String::new(), |w| format!(" in {w}"));
         out.push(format!(
-            "  pid {} thread {} {} blocked {:.1} s, waits on {waits}",
+            "  pid {} thread {} {} blocked{place} {:.1} s, waits on {waits}",
             h.pid, h.tid, h.api, h.blocked_s
         ));
     }

@@ -25,7 +25,7 @@ pub use serving::{protocol, remote};
 pub use settings::config;
 
 /// Longest trace a request may ask for (`rocsync trace --duration` checks it first).
-pub use triggers::MAX_DURATION as MAX_TRACE_DURATION;
+pub use triggers::origin::MAX_DURATION as MAX_TRACE_DURATION;
 
 use std::time::Duration;
 
@@ -93,6 +93,8 @@ struct Io {
     incoming: UnboundedReceiver<Incoming>,
     /// Standalone captures' claims whose connection closed.
     released: UnboundedReceiver<ClaimId>,
+    /// Stacks read for the daemon's own traces (`recording/stacks.rs`).
+    stacks: UnboundedReceiver<(u64, crate::stacks::Stacks)>,
     signals: Signals,
     prune: Interval,
     /// When the probes' shares are measured against the budget.
@@ -255,9 +257,17 @@ async fn start(config: DaemonConfig, flags: ConfigFlags, signals: Signals) -> Re
         Instant::now() + learn_for
     });
     let (released_tx, released) = tokio::sync::mpsc::unbounded_channel();
+    let (stacks_tx, stacks) = tokio::sync::mpsc::unbounded_channel();
     let (readers, incoming) = Readers::new();
     let destinations = outputs::Destinations::start(config.destinations())?;
-    let mut d = Daemon::new(config, flags, tracker, flight, destinations, released_tx);
+    let mut d = Daemon::new(
+        config,
+        flags,
+        tracker,
+        flight,
+        destinations,
+        (released_tx, stacks_tx),
+    );
     d.budget = budget::Budget::new(prices);
     d.sampling = Sampling::new(d.config.sampling);
     d.learn_until = learn_until;
@@ -276,6 +286,7 @@ async fn start(config: DaemonConfig, flags: ConfigFlags, signals: Signals) -> Re
         readers,
         incoming,
         released,
+        stacks,
         signals,
         prune: tokio::time::interval(PRUNE_EVERY),
         budget: tokio::time::interval(budget::EVERY),
@@ -331,6 +342,7 @@ async fn serve(mut d: Daemon, mut io: Io) -> Result<()> {
             }
             Some(asked) = io.incoming.recv() => d.on_incoming(asked, io.ring.get_mut()).await,
             Some(claim) = io.released.recv() => d.on_released(claim),
+            Some((id, stacks)) = io.stacks.recv() => d.on_stacks(id, &stacks),
             _ = sleep_until(d.learn_until), if d.learn_until.is_some() => d.on_learned(),
             _ = sleep_until(next_due), if next_due.is_some() && !d.stopping => d.on_due(),
             _ = sleep_until(deadline), if deadline.is_some() => {
@@ -343,7 +355,7 @@ async fn serve(mut d: Daemon, mut io: Io) -> Result<()> {
             _ = io.tick.tick(), if d.sessions.recording() => d.on_tick(),
             _ = io.prune.tick() => d.on_prune()?,
             _ = io.budget.tick() => {
-                d.check_in_flight();
+                d.on_look();
                 d.on_budget()
             }
             s = io.signals.next(), if !d.stopping => d.on_signal(s),

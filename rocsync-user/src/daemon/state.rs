@@ -16,10 +16,9 @@ use crate::daemon::{
     serving::protocol::{Communicator, ProbeCost, Recording, Scheduled, Status, Tracked},
     settings::config::{ConfigFlags, DaemonConfig},
     tracking::discovery::Tracker,
-    triggers::hangs::Hangs,
+    triggers::Triggers,
     triggers::sampled::Sampling,
     triggers::scheduled::Waiting,
-    triggers::stalls::Stalls,
 };
 
 pub struct Daemon {
@@ -43,10 +42,8 @@ pub struct Daemon {
     pub learn_until: Option<Instant>,
     /// What the probes cost each process, and what was shed to hold the budget.
     pub budget: Budget,
-    /// Stall traces started and skipped.
-    pub stalls: Stalls,
-    /// Hang traces recording, and the oldest calls in flight.
-    pub hangs: Hangs,
+    /// The daemon's own triggers: hangs, stalls, ranks behind, stuck ranks.
+    pub triggers: Triggers,
     /// dyno refusals said in the log, per peer.
     pub quiet_dyno: Quiet,
     /// Where written traces go: uploaded (`--upload`), kept within retention.
@@ -54,6 +51,8 @@ pub struct Daemon {
     next_id: u64,
     /// Where a held claim's connection says it closed.
     pub released: UnboundedSender<ClaimId>,
+    /// Where a stacks read for a trace (its id) comes back, off the loop.
+    pub stacks_read: UnboundedSender<(u64, crate::stacks::Stacks)>,
 }
 
 impl Daemon {
@@ -63,7 +62,10 @@ impl Daemon {
         tracker: Tracker,
         flight: Option<FlightRecorder>,
         destinations: Destinations,
-        released: UnboundedSender<ClaimId>,
+        (released, stacks_read): (
+            UnboundedSender<ClaimId>,
+            UnboundedSender<(u64, crate::stacks::Stacks)>,
+        ),
     ) -> Self {
         Self {
             config,
@@ -79,12 +81,12 @@ impl Daemon {
             sampling: Sampling::default(),
             learn_until: None,
             budget: Budget::new(None),
-            stalls: Stalls::default(),
-            hangs: Hangs::default(),
+            triggers: Triggers::default(),
             quiet_dyno: Quiet::new("dyno refusals"),
             destinations,
             next_id: 1,
             released,
+            stacks_read,
         }
     }
 
@@ -97,7 +99,7 @@ impl Daemon {
     pub fn status(&self) -> Status {
         let now = Instant::now();
         let comms = self.tracker.probes.comms();
-        Status {
+        let mut status = Status {
             claims: self.sessions.held.iter().map(|(_, n)| n.clone()).collect(),
             scheduled: self
                 .scheduled
@@ -138,14 +140,19 @@ impl Daemon {
                 })
                 .collect(),
             writing: self.writing.names().into_iter().map(String::from).collect(),
-            stall_traces: self.stalls.recent.iter().cloned().collect(),
-            hangs: self.hangs.shown(crate::clock::monotonic_ns() as u64),
+            stall_traces: Vec::new(),
+            hangs: Vec::new(),
             returns_probed: match self.tracker.returns.on() {
                 true => "all",
                 false => "needed",
             }
             .into(),
+        };
+        let now_ns = crate::clock::monotonic_ns() as u64;
+        for t in self.triggers.each() {
+            t.status(&mut status, now_ns);
         }
+        status
     }
 }
 

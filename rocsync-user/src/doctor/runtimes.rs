@@ -12,7 +12,7 @@ use super::{Check, Status};
 use crate::{
     backend::{RUNTIMES, Runtime, is_version_of},
     probes::seccomp::Returns,
-    probes::{ApiChoice, ProbeOptions, Probes, library::OpenedLibrary},
+    probes::{ApiChoice, ProbeOptions, Probes, ReturnProbes, library::OpenedLibrary},
 };
 
 /// The HSA runtime under HIP: its queues and doorbells (the HSA write path).
@@ -215,8 +215,22 @@ fn trial(probes: &mut Probes, kind: &Kind, path: &Path) -> Result<String> {
         }
         _ => None,
     };
+    // Where each function traps and whether the kernel emulates it, as the daemon
+    // counts (records', waits' and destroys' entries alone; `run` pairs them all).
+    let placed = match kind {
+        Kind::Runtime(r) => {
+            let counting = ApiChoice {
+                returns: ReturnProbes::Needed,
+                ..ApiChoice::default()
+            };
+            crate::probes::points::said(r, &counting, path)
+                .map(|s| format!("; probes on {s}"))
+                .unwrap_or_default()
+        }
+        Kind::Hsa => String::new(),
+    };
     Ok(format!(
-        "{}attached to {} functions ({via})",
+        "{}attached to {} functions ({via}){placed}",
         release.unwrap_or_default(),
         report.probed.len()
     ))

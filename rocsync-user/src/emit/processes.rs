@@ -141,6 +141,24 @@ impl ProcessTraces {
         }
     }
 
+    /// Rows made elsewhere on `pid`'s track (a blocked thread's stack), from `rows` given
+    /// the trace time in µs of `from_ns` and `to_ns` (CLOCK_MONOTONIC); counted as left
+    /// out once the trace is cut short.
+    pub fn extra_rows(
+        &mut self,
+        pid: u32,
+        (from_ns, to_ns): (u64, u64),
+        rows: impl FnOnce(f64, f64) -> Vec<Value>,
+    ) -> io::Result<()> {
+        if !self.keeps(pid) {
+            return Ok(());
+        }
+        let w = self.writer(pid)?;
+        let (from, to) = (w.trace_us(from_ns), w.trace_us(to_ns));
+        w.raw_rows(&rows(from, (to - from).max(0.001)));
+        Ok(())
+    }
+
     /// The size of the largest file so far (before any compression).
     pub fn largest_file(&self) -> u64 {
         self.traces

@@ -10,6 +10,7 @@ use std::{
 use anyhow::{Context as _, Result, bail};
 
 mod json;
+pub mod walk;
 
 pub use json::{Cut, MAX_BLANK_RUN, MAX_HELD, MAX_STRING, Squeezed, bytes, json_text};
 
@@ -70,7 +71,7 @@ pub fn listed(dir: &Path, ends: &[&str]) -> Result<Vec<std::path::PathBuf>> {
 
 /// The file as written: `--raw FILE.gz` and `-o FILE.json.gz` compress, so a gzip stream
 /// (by its magic, whatever the name) is read through a decoder.
-pub fn decompressed(file: File) -> Result<Box<dyn BufRead>> {
+pub fn decompressed(file: impl std::io::Read + 'static) -> Result<Box<dyn BufRead>> {
     let mut input = BufReader::new(file);
     let gzip = input
         .fill_buf()

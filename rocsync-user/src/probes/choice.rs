@@ -1,7 +1,7 @@
 //! What a capture or the daemon asks to be probed: which functions, and which of their
 //! halves (entry, return).
 
-use rocsync_common::Api;
+use rocsync_common::{Api, Cookie};
 
 /// Which functions a capture probes: the default set (every hooked function but the hot
 /// `*GetDevice`), plus those asked for, minus those skipped.
@@ -51,5 +51,16 @@ impl ApiChoice {
     pub fn probes(&self, api: Api) -> bool {
         (api.probed_by_default() || self.extra.contains(&api) || self.temporary.contains(&api))
             && !self.skip.contains(&api)
+    }
+
+    /// Whether `api`'s entry probe may go where no return probe of it is ever placed
+    /// ([`alone`](super::alone)): it has no return probe, or (the daemon counting) its
+    /// return is attached apart, only while something records — but not where its probes
+    /// read arguments from the stack (launches, NCCL's), whose pointer the frame moves.
+    /// Polls' entries attach apart from their returns, but always with them: not alone.
+    pub(super) fn entry_alone(&self, api: Api) -> bool {
+        let alone = api.entry_only()
+            || (self.returns == ReturnProbes::Needed && !self.returns.wants(api, true));
+        alone && Cookie::of(api).stream_source() < Cookie::STREAM_STACK_2
     }
 }

@@ -32,8 +32,11 @@ pub struct Function<'n> {
     pub names: Vec<&'n str>,
     /// File offset of the function's first instruction.
     pub offset: u64,
-    /// Where its probes go (see [`placement`](super::placement)).
+    /// Where its probes go together (see [`placement`](super::placement)).
     pub placement: Placement,
+    /// Where its entry probe goes when no return probe shares its point, if elsewhere
+    /// (see [`alone`](super::alone)).
+    pub alone: Option<Placement>,
 }
 
 /// Resolution of a set of names in one file.
@@ -43,6 +46,9 @@ pub struct Lookup<'n> {
     /// it is probed once and its calls are not counted twice.
     pub found: Vec<Function<'n>>,
     pub missing: Vec<&'n str>,
+    /// The file has a static symbol table (is not stripped): a name it lacks is absent,
+    /// not hidden.
+    pub symbols: bool,
 }
 
 /// Reads `path`'s headers and symbol tables (bounded: [`elf_read`](super::elf_read)) and
@@ -145,14 +151,21 @@ fn resolve<'d, 'n, R: ReadRef<'d>>(
             let whole = size > 0 && size <= MAX_FUNCTION;
             let len = if whole { size as usize } else { 32 };
             let code = code(offset, len);
+            let (placement, alone) = placement::place(&code, offset, whole && code.len() == len);
             Function {
                 names,
                 offset,
-                placement: placement::place(&code, offset, whole && code.len() == len),
+                placement,
+                alone,
             }
         })
         .collect();
-    Ok(Lookup { found, missing })
+    let symbols = file.symbol_table().is_some();
+    Ok(Lookup {
+        found,
+        missing,
+        symbols,
+    })
 }
 
 /// The virtual address (`st_value`) of a defined symbol, dynamic or static.

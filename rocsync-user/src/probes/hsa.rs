@@ -31,7 +31,7 @@ impl Probes {
     /// the HSA runtime at `path` for `pid`. Aliases at one address are probed once.
     pub fn attach_hsa(&mut self, path: &Path, pid: u32) -> Result<LibraryReport> {
         let names: Vec<&'static str> = HSA_PROBES.iter().map(|(n, _)| *n).collect();
-        let Lookup { found, missing } = elf::lookup(path, &names)?;
+        let Lookup { found, missing, .. } = elf::lookup(path, &names)?;
         if !found.iter().any(|f| f.names.contains(&"hsa_queue_create")) {
             return Err(SymbolError::NoneHooked(format!(
                 "{} does not export hsa_queue_create: is it really libhsa-runtime64?",

@@ -3,6 +3,7 @@
 //! where in them to trap), to the dynamic loader ([`ld_so`]) of processes read from
 //! [`maps`].
 
+mod alone;
 mod btf;
 mod calibrate;
 pub use calibrate::CallPrices;
@@ -12,6 +13,7 @@ mod daemon;
 mod diagnostics;
 pub mod elf;
 mod elf_read;
+mod emulated;
 mod hsa;
 mod job;
 pub(crate) mod ld_so;
@@ -21,6 +23,7 @@ pub mod mapped;
 pub(crate) mod maps;
 mod multi;
 pub(crate) mod placement;
+pub mod points;
 mod release;
 pub mod seccomp;
 mod stops;
@@ -38,7 +41,7 @@ use aya::{
 use rocsync_common::{Api, Switch, drop_index};
 
 pub use self::diagnostics::Diagnostics;
-use self::{elf::Lookup, placement::Placement};
+use self::placement::Placement;
 use tokio::io::{Interest, unix::AsyncFd};
 
 use crate::{backend::Runtime, stats::KernelDrops};
@@ -69,6 +72,8 @@ pub struct LibraryReport {
     pub probed: Vec<(Placement, Vec<&'static str>)>,
     /// Hooked names this library does not export.
     pub missing: Vec<&'static str>,
+    /// It has no static symbol table: functions it carries may be hidden.
+    pub stripped: bool,
 }
 
 impl LibraryReport {
@@ -81,6 +86,7 @@ impl LibraryReport {
             path: path.to_path_buf(),
             probed,
             missing,
+            stripped: false,
         }
     }
 }
@@ -278,55 +284,30 @@ impl Probes {
         pid: Option<u32>,
         carried: bool,
     ) -> Result<LibraryReport> {
-        let names: Vec<&'static str> = runtime
-            .apis()
-            .filter(|a| choice.probes(*a))
-            .map(|a| a.symbol())
-            .collect();
-        let Lookup { found, missing } = elf::lookup(path, &names)?;
-        if found.is_empty() && carried {
-            let path = path.to_path_buf();
+        let at_entry = self.options.at_entry;
+        let (points, missing, symbols) = points::resolve(runtime, choice, path, at_entry, carried)?;
+        if points.is_empty() && carried {
             return Ok(LibraryReport {
-                path,
+                path: path.to_path_buf(),
                 probed: Vec::new(),
                 missing,
+                stripped: !symbols,
             });
-        }
-        if found.is_empty() {
-            return Err(elf::SymbolError::NoneHooked(format!(
-                "{} exports none of the hooked {} functions ({}): is it really {}?",
-                path.display(),
-                runtime.library,
-                names.join(", "),
-                runtime.library
-            ))
-            .into());
         }
         let mark = (self.links.len(), self.temporary.len());
         let mut probed = Vec::new();
-        for f in found {
-            // Aliases share an address and so one probe; the first name gives the API.
-            let api = runtime
-                .apis()
-                .find(|a| a.symbol() == f.names[0])
-                .expect("resolved names come from the runtime's table");
-            let offset = if self.options.at_entry {
-                f.offset
-            } else {
-                f.placement.offset
-            };
-            let temporary = choice.temporary.contains(&api);
-            for (prog, ret) in api
-                .programs()
-                .filter(|&(_, ret)| choice.returns.wants(api, ret))
+        for p in points {
+            let temporary = choice.temporary.contains(&p.api);
+            for (prog, ret) in
+                (p.api.programs()).filter(|&(_, ret)| choice.returns.wants(p.api, ret))
             {
-                let at = (offset, ret);
-                if let Err(e) = self.attach_call(prog, at, path, pid, &f.names, temporary) {
+                let at = (if ret { p.ret } else { p.entry }, ret);
+                if let Err(e) = self.attach_call(prog, at, path, pid, &p.names, temporary) {
                     self.rollback(mark);
                     return Err(e);
                 }
             }
-            probed.push((f.placement, f.names));
+            probed.push((p.said, p.names));
         }
         Ok(LibraryReport::new(path, probed, missing))
     }

@@ -4,6 +4,8 @@
 
 use std::{collections::BTreeMap, rc::Rc};
 
+use super::{collectives::NcclCall, packets::Packets, word::Word};
+
 /// One call, with its resolution.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Observed {
@@ -21,6 +23,8 @@ pub struct Observed {
     pub device: Option<i32>,
     /// The stream argument's handle, if the call has one.
     pub stream: Option<u64>,
+    /// Its number on its device, as Perfetto shows the stream's track (`stream 2`).
+    pub stream_index: Option<i64>,
     pub producer: Option<Produced>,
     /// For waits on an event that name no producer: why.
     pub unresolved: Option<Rc<str>>,
@@ -32,6 +36,8 @@ pub struct Produced {
     pub correlation: u64,
     /// The recording stream's handle.
     pub stream: u64,
+    /// Its number on its device, as Perfetto shows it.
+    pub stream_index: Option<i64>,
     pub tid: u32,
     /// The middle of the record call, ns since the first call of the capture.
     pub record_ns: i64,
@@ -47,6 +53,19 @@ pub struct Capture {
     /// What the report cut to its bounds (strings past their length, rows past what it
     /// holds), by reason.
     pub cut: BTreeMap<String, u64>,
+    /// Losses the trace's parameters say besides its drop counters: a trace cut short,
+    /// calls not recorded for the budget (what, and how many spans).
+    pub lost_besides: BTreeMap<String, u64>,
+    /// NCCL/RCCL calls: collectives, set-ups, destroys, groups.
+    pub nccl: Vec<NcclCall>,
+    /// HSA packets.
+    pub packets: Packets,
+    /// The daemon's word, if it took the trace unasked.
+    pub word: Option<Word>,
+    /// Thread names by (pid, tid), where the trace names a thread other than `thread N`.
+    pub thread_names: BTreeMap<(u32, u32), Rc<str>>,
+    /// Events of the trace the report does not use, by kind.
+    pub not_used: BTreeMap<String, u64>,
 }
 
 impl Capture {
@@ -60,9 +79,14 @@ impl Capture {
         }
     }
 
+    pub fn not_used(&mut self, what: &str) {
+        *self.not_used.entry(what.to_string()).or_default() += 1;
+    }
+
     /// Times made relative to the first call.
     pub fn rebase(&mut self) {
-        let Some(first) = self.calls.iter().map(|c| c.start_ns).min() else {
+        let calls = self.calls.iter().map(|c| c.start_ns);
+        let Some(first) = calls.chain(self.nccl.iter().map(|c| c.start_ns)).min() else {
             return;
         };
         for c in &mut self.calls {
@@ -70,6 +94,9 @@ impl Capture {
             if let Some(p) = &mut c.producer {
                 p.record_ns -= first;
             }
+        }
+        for c in &mut self.nccl {
+            c.start_ns -= first;
         }
     }
 }

@@ -207,3 +207,78 @@ impl<'de> Deserialize<'de> for Counters {
         d.deserialize_map(V)
     }
 }
+
+/// A list of which the first `N` elements are kept (each an object read as `T`; an
+/// element that is not one is passed by), the rest counted: a hostile trace's list of a
+/// million frames costs `N` of them. Absent, `null` or not a list: `present` is false.
+#[derive(Debug)]
+pub struct Capped<T, const N: usize> {
+    pub kept: Vec<T>,
+    pub past: u64,
+    pub present: bool,
+}
+
+impl<T, const N: usize> Default for Capped<T, N> {
+    fn default() -> Self {
+        Capped {
+            kept: Vec::new(),
+            past: 0,
+            present: false,
+        }
+    }
+}
+
+impl<'de, T: Deserialize<'de>, const N: usize> Deserialize<'de> for Capped<T, N> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<T, const N: usize>(std::marker::PhantomData<T>);
+        impl<'de, T: Deserialize<'de>, const N: usize> Visitor<'de> for V<T, N> {
+            type Value = Capped<T, N>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                let mut c = Capped {
+                    present: true,
+                    ..Capped::default()
+                };
+                loop {
+                    if c.kept.len() < N {
+                        match seq.next_element::<Object<T>>()? {
+                            Some(Object(Some(t))) => c.kept.push(t),
+                            Some(Object(None)) => {}
+                            None => break,
+                        }
+                    } else if seq.next_element::<IgnoredAny>()?.is_some() {
+                        c.past += 1;
+                    } else {
+                        break;
+                    }
+                }
+                Ok(c)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(Capped::default())
+            }
+            fn visit_unit<E>(self) -> Result<Self::Value, E> {
+                Ok(Capped::default())
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+                Ok(Capped::default())
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+                Ok(Capped::default())
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+                Ok(Capped::default())
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+                Ok(Capped::default())
+            }
+            fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+                Ok(Capped::default())
+            }
+        }
+        d.deserialize_any(V::<T, N>(std::marker::PhantomData))
+    }
+}

@@ -5,25 +5,68 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::capture::{Capture, Observed, waits_on_event};
+use super::{
+    capture::{Capture, Observed, waits_on_event},
+    collectives::NcclFigures,
+    losses::{self, Lost},
+    packets::PacketFigures,
+    word::Word,
+};
 
 /// How many of the longest waits are listed.
 pub const LONGEST: usize = 10;
 
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct Figures {
+    /// What the trace lost (counters above zero, a trace ended early, calls not
+    /// recorded), each with the figures it touches.
+    pub lost: Vec<Lost>,
+    /// The daemon's word, for a trace it took unasked (a hang, stall, rank behind).
+    pub trigger: Option<Word>,
     pub calls: u64,
     pub per_api: Vec<ApiFigures>,
     pub longest_waits: Vec<Wait>,
     pub dependencies: Vec<Dependency>,
     /// Waits on an event that name no producer, by reason.
     pub unresolved: BTreeMap<String, u64>,
+    /// NCCL/RCCL calls: per communicator, and the others.
+    pub collectives: NcclFigures,
+    /// HSA packets.
+    pub packets: PacketFigures,
     /// Every drop counter the file carries.
     pub losses: BTreeMap<String, u64>,
     /// What the report read but could not use, by reason.
     pub unusable: BTreeMap<String, u64>,
+    /// Events of the trace the report does not use, by kind.
+    pub not_used: BTreeMap<String, u64>,
     /// What the report cut to its bounds, by reason.
     pub cut: BTreeMap<String, u64>,
+}
+
+/// A stream: its handle, and its number on its device as Perfetto shows its track
+/// (`stream 2`), where the trace gives one.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Stream {
+    pub handle: String,
+    pub index: Option<i64>,
+}
+
+impl Stream {
+    fn of(handle: u64, index: Option<i64>) -> Stream {
+        Stream {
+            handle: format!("{handle:#x}"),
+            index,
+        }
+    }
+}
+
+/// Who waits: a stream (a stream wait event) or a thread (an event's synchronize or
+/// query).
+#[derive(Clone, Debug, Serialize, PartialEq, Eq, PartialOrd, Ord)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Waiter {
+    Stream { handle: String, index: Option<i64> },
+    Thread { tid: u32, name: Option<String> },
 }
 
 /// Calls of one API on one device (none for calls that are not synchronisations).
@@ -48,8 +91,10 @@ pub struct Wait {
     pub pid: u32,
     pub tid: u32,
     pub device: Option<i32>,
+    /// The thread's name, where the trace has one.
+    pub thread_name: Option<String>,
     /// The waiting (or synchronised) stream, if the call names one.
-    pub stream: Option<String>,
+    pub stream: Option<Stream>,
     /// When it started, µs since the first call.
     pub at_us: f64,
     pub blocked_us: f64,
@@ -60,7 +105,7 @@ pub struct Wait {
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct Producer {
     pub correlation: u64,
-    pub stream: String,
+    pub stream: Stream,
     pub tid: u32,
     /// From the middle of the record call to the start of the wait.
     pub since_record_us: f64,
@@ -69,11 +114,9 @@ pub struct Producer {
 /// Waits by one waiter on records of one stream.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct Dependency {
-    /// `stream 0x…` for a stream waiting (stream wait event), `thread N` for a thread
-    /// blocked on the event (event synchronize, event query).
-    pub waiter: String,
-    /// The recording stream, `stream 0x…`.
-    pub producer: String,
+    pub waiter: Waiter,
+    /// The recording stream.
+    pub producer: Stream,
     pub pid: u32,
     pub waits: u64,
     pub blocked_total_us: f64,
@@ -87,10 +130,14 @@ impl Figures {
         // Longest first; equal ones in call order, so the list is the same every time.
         longest.sort_by_key(|o| (std::cmp::Reverse(o.blocked_ns), o.correlation));
         Figures {
+            lost: losses::lost(&c.losses, &c.lost_besides),
+            trigger: c.word.clone(),
             calls: c.calls.len() as u64,
             per_api: per_api(&c.calls),
-            longest_waits: longest.into_iter().take(LONGEST).map(wait).collect(),
-            dependencies: dependencies(&syncs),
+            longest_waits: (longest.into_iter().take(LONGEST))
+                .map(|o| wait(o, c))
+                .collect(),
+            dependencies: dependencies(&syncs, c),
             unresolved: syncs.iter().filter_map(|o| o.unresolved.as_deref()).fold(
                 BTreeMap::new(),
                 |mut m, r| {
@@ -98,8 +145,11 @@ impl Figures {
                     m
                 },
             ),
+            collectives: NcclFigures::of(c),
+            packets: PacketFigures::of(&c.packets),
             losses: c.losses.clone(),
             unusable: c.unusable.clone(),
+            not_used: c.not_used.clone(),
             cut: c.cut.clone(),
         }
     }
@@ -107,10 +157,6 @@ impl Figures {
 
 pub fn us(ns: i64) -> f64 {
     ns as f64 / 1000.0
-}
-
-pub fn stream_name(handle: u64) -> String {
-    format!("stream {handle:#x}")
 }
 
 /// Nearest-rank percentile of sorted values.
@@ -147,7 +193,11 @@ fn per_api(calls: &[Observed]) -> Vec<ApiFigures> {
         .collect()
 }
 
-fn wait(o: &Observed) -> Wait {
+fn thread_name(c: &Capture, pid: u32, tid: u32) -> Option<String> {
+    c.thread_names.get(&(pid, tid)).map(|n| n.to_string())
+}
+
+fn wait(o: &Observed, c: &Capture) -> Wait {
     Wait {
         api: o.api.to_string(),
         kind: o.sync.as_deref().unwrap_or_default().to_string(),
@@ -155,12 +205,13 @@ fn wait(o: &Observed) -> Wait {
         pid: o.pid,
         tid: o.tid,
         device: o.device,
-        stream: o.stream.map(stream_name),
+        thread_name: thread_name(c, o.pid, o.tid),
+        stream: o.stream.map(|s| Stream::of(s, o.stream_index)),
         at_us: us(o.start_ns),
         blocked_us: us(o.blocked_ns),
         producer: o.producer.map(|p| Producer {
             correlation: p.correlation,
-            stream: stream_name(p.stream),
+            stream: Stream::of(p.stream, p.stream_index),
             tid: p.tid,
             since_record_us: us(o.start_ns - p.record_ns),
         }),
@@ -169,8 +220,9 @@ fn wait(o: &Observed) -> Wait {
 }
 
 /// Who waits on whom: resolved waits on an event, by (process, waiter, recording stream).
-pub fn dependencies(syncs: &[&Observed]) -> Vec<Dependency> {
-    let mut m: BTreeMap<(u32, String, String), (u64, i64, i64)> = BTreeMap::new();
+pub fn dependencies(syncs: &[&Observed], c: &Capture) -> Vec<Dependency> {
+    type Key = (u32, Waiter, (u64, Option<i64>));
+    let mut m: BTreeMap<Key, (u64, i64, i64)> = BTreeMap::new();
     for o in syncs {
         let (Some(kind), Some(p)) = (&o.sync, o.producer) else {
             continue;
@@ -179,18 +231,24 @@ pub fn dependencies(syncs: &[&Observed]) -> Vec<Dependency> {
             continue;
         }
         let waiter = match (&**kind, o.stream) {
-            ("Stream Wait Event", Some(s)) => stream_name(s),
-            _ => format!("thread {}", o.tid),
+            ("Stream Wait Event", Some(s)) => Waiter::Stream {
+                handle: format!("{s:#x}"),
+                index: o.stream_index,
+            },
+            _ => Waiter::Thread {
+                tid: o.tid,
+                name: thread_name(c, o.pid, o.tid),
+            },
         };
-        let e = m.entry((o.pid, waiter, stream_name(p.stream))).or_default();
+        let e = (m.entry((o.pid, waiter, (p.stream, p.stream_index)))).or_default();
         e.0 += 1;
         e.1 += o.blocked_ns;
         e.2 = e.2.max(o.blocked_ns);
     }
     m.into_iter()
-        .map(|((pid, waiter, producer), (n, total, max))| Dependency {
+        .map(|((pid, waiter, (s, i)), (n, total, max))| Dependency {
             waiter,
-            producer,
+            producer: Stream::of(s, i),
             pid,
             waits: n,
             blocked_total_us: us(total),

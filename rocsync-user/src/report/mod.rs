@@ -7,17 +7,29 @@
 //! capture replayed through the resolve stage, [`raw`]); [`figures`] computes the
 //! [`Figures`] that [`text`] prints and [`plot`] draws.
 
+mod align;
 mod capture;
+mod collectives;
 mod fields;
 mod figures;
 mod held;
 mod job;
+mod job_text;
 mod kineto;
+mod losses;
+mod packets;
 mod plot;
+mod plot_graph;
+mod progress;
 mod ranks;
 mod raw;
 mod stream;
 mod text;
+mod text_more;
+mod text_top;
+mod verdict;
+mod word;
+mod word_in;
 
 use std::path::PathBuf;
 
@@ -43,7 +55,8 @@ pub fn run(s: &Settings) -> Result<i32> {
         return run_job(s);
     }
     let file = open_regular(&s.input, "report reads a trace or raw capture file")?;
-    let mut input = decompressed(file)?;
+    let size = file.metadata().map_or(0, |m| m.len());
+    let mut input = decompressed(progress::Reading::new(file, size))?;
     // A raw capture's first line is its header object; a trace is one object whose keys
     // come in another order: the first bytes tell which.
     let raw = raw::looks_raw(input.fill_buf().context("reading the file")?);
@@ -79,7 +92,7 @@ fn run_job(s: &Settings) -> Result<i32> {
     if s.json {
         crate::stdio::print(&format!("{}\n", serde_json::to_string_pretty(&job)?))?;
     } else {
-        crate::stdio::print(&job::render(&job))?;
+        crate::stdio::print(&job_text::render(&job))?;
     }
     Ok(0)
 }

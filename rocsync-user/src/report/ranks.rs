@@ -12,6 +12,7 @@ use super::{
     fields::{Object, Scalar},
     held::Held,
     stream,
+    word::{self, Word},
 };
 
 /// A communicator of one process, as its rows show it.
@@ -45,21 +46,28 @@ pub struct Ranks {
     pub unused: u64,
     /// What was cut to the report's bounds, by reason.
     pub cut: BTreeMap<String, u64>,
-    /// The daemon's word on a process of it.
+    /// The daemon's word on a process of it, of its collective.
     pub said: Vec<Said>,
+    /// The daemon's whole word (where the process was, its stacks).
+    pub word: Option<Word>,
+    /// The rank and world size its process said of itself (`distributedInfo`).
+    pub distributed: (Option<u64>, Option<u64>),
 }
 
-/// What the daemon said of a process in a trace's parameters.
+/// What the daemon said of a process in a trace's parameters, of its collective.
 #[derive(Clone, Debug)]
 pub struct Said {
     pub pid: u64,
-    /// The collective's number it waits in (a hang or a stall), or is at (behind).
+    /// The collective's number it waits in (a hang or a stall), or is at (behind, stuck).
     pub seq: u64,
     pub id: Option<String>,
-    /// `blocked`, `stalled` or `behind`.
+    /// `blocked`, `stalled`, `behind` or `stuck`.
     pub how: &'static str,
     /// The collective waited in (blocked, stalled).
     pub api: Option<String>,
+    /// Its rank and the communicator's size, as the daemon read them.
+    pub rank: Option<u64>,
+    pub nranks: Option<u64>,
 }
 
 #[derive(Default, Deserialize)]
@@ -89,38 +97,11 @@ struct Args {
     nelems: Scalar,
 }
 
-/// The daemon's words in a trace's `rocsync.parameters`.
+/// The daemon's word in a trace's `rocsync.parameters`.
 #[derive(Default, Deserialize)]
 #[serde(default)]
 struct Rocsync {
-    parameters: Object<Parameters>,
-}
-
-#[derive(Default, Deserialize)]
-#[serde(default)]
-struct Parameters {
-    hang: Object<Word>,
-    stall: Object<Word>,
-    behind: Object<Word>,
-}
-
-/// A hang or stall (its collective under `collective`), or a rank behind (its own).
-#[derive(Default, Deserialize)]
-#[serde(default)]
-struct Word {
-    pid: Scalar,
-    seq: Scalar,
-    comm: Scalar,
-    api: Scalar,
-    collective: Object<Collective>,
-}
-
-#[derive(Default, Deserialize)]
-#[serde(default)]
-struct Collective {
-    seq: Scalar,
-    comm: Scalar,
-    api: Scalar,
+    parameters: Object<word::Parameters>,
 }
 
 /// What the report keeps of a collective's row, and no more (a trace of millions).
@@ -217,32 +198,38 @@ pub fn read(input: impl BufRead, held: &mut Held) -> Result<Ranks> {
         seen.nranks = r.nranks;
         seen.calls.push((r.seq, r.what));
     }
-    let Some(p) = trace.rocsync.parameters.0 else {
+    let small = |v: &Scalar| v.as_u64().filter(|&n| n <= 1 << 32);
+    let d = &trace.distributed;
+    ranks.distributed = (small(&d.rank), small(&d.world_size));
+    let Some((w, cut)) = trace.rocsync.parameters.0.and_then(|p| p.word()) else {
         return Ok(ranks);
     };
-    for (word, how) in [
-        (p.hang, "blocked"),
-        (p.stall, "stalled"),
-        (p.behind, "behind"),
-    ] {
-        let Some(w) = word.0 else {
-            continue;
-        };
-        let c = match how {
-            "behind" => Some((&w.seq, &w.comm, &w.api)),
-            _ => w.collective.0.as_ref().map(|c| (&c.seq, &c.comm, &c.api)),
-        };
-        let seq = c.and_then(|c| c.0.as_u64()).filter(|&s| s <= MAX_SEQ);
-        match (w.pid.as_u64(), seq, c) {
-            (Some(pid), Some(seq), Some((_, comm, api))) => ranks.said.push(Said {
-                pid,
-                seq,
-                id: hex(comm),
-                how,
-                api: api_name(api),
-            }),
-            _ => ranks.unused += 1,
-        }
+    if cut > 0 {
+        *ranks
+            .cut
+            .entry("stack frames, threads or steps past the report's bounds".into())
+            .or_default() += cut;
     }
+    let how = match w.kind {
+        "hang" => "blocked",
+        "stall" => "stalled",
+        k => k,
+    };
+    let c = w.collective.as_ref().filter(|c| c.seq <= MAX_SEQ);
+    match (w.pid, c) {
+        (Some(pid), Some(c)) => ranks.said.push(Said {
+            pid,
+            seq: c.seq,
+            id: c.comm.clone(),
+            how,
+            api: c.api.clone(),
+            rank: c.rank,
+            nranks: c.nranks,
+        }),
+        // A hang or stall not in a collective: where it is, without a number.
+        (Some(_), None) if how == "blocked" || how == "stalled" => {}
+        _ => ranks.unused += 1,
+    }
+    ranks.word = Some(w);
     Ok(ranks)
 }

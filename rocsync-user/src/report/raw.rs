@@ -2,25 +2,27 @@
 //! report's [`Capture`].
 
 use std::{
-    collections::BTreeMap,
+    collections::{BTreeMap, HashMap, HashSet},
     io::{self, BufRead},
 };
 
 use anyhow::{Context as _, Result};
-use rocsync_common::Op;
+use rocsync_common::{Backend, Op, UNKNOWN_AGENT};
 
 use super::{
     capture::{Capture, Observed, Produced},
+    collectives::NcclCall,
     held::{Held, Refused},
 };
 use crate::{
     emit::{
         Sink,
+        kineto::collectives::{Comm, Comms},
         raw::{Item, Reader},
     },
-    ingest::{Packet, Queue},
+    ingest::{Packet, Queue, aql},
     pipeline::Pipeline,
-    resolve::Row,
+    resolve::{Row, SyncKind},
 };
 
 /// Whether the file starts as a raw capture does (its header line).
@@ -42,6 +44,9 @@ fn read_within(input: impl BufRead, max_held: u64) -> Result<Capture> {
         capture: Capture::default(),
         held: Held::new(max_held),
         past: BTreeMap::new(),
+        comms: Comms::default(),
+        queues: HashMap::new(),
+        signals: HashSet::new(),
     };
     let mut pipeline = Pipeline::new(collect, reader.header.from_start);
     let mut trailer = false;
@@ -74,6 +79,12 @@ struct Collect {
     held: Held,
     /// Calls past what the report holds, by reason.
     past: BTreeMap<String, u64>,
+    /// Communicators, as the trace writer learns them.
+    comms: Comms,
+    /// Queues created, with their agent (`None`: created before the capture); the
+    /// completion signals of the packets seen, for the barriers' dependencies.
+    queues: HashMap<u64, Option<i64>>,
+    signals: HashSet<u64>,
 }
 
 impl Collect {
@@ -83,6 +94,14 @@ impl Collect {
         // the report, so that a trace and its raw capture report alike.
         if c.filtered || matches!(c.api.op(), Op::SetDevice | Op::GetDevice) {
             return;
+        }
+        if c.api.backend() == Backend::Nccl {
+            return self.nccl(r);
+        }
+        if r.barrier
+            .is_some_and(|b| self.queues.contains_key(&b.queue))
+        {
+            self.capture.packets.call_barriers += 1;
         }
         let Some(exit) = c.exit_ns else {
             self.capture
@@ -116,9 +135,18 @@ impl Collect {
             device: r.sync.map(|_| r.device),
             sync,
             stream: c.stream(),
+            // The trace numbers the stream of a stream's synchronize or wait, as its
+            // device row's track.
+            stream_index: r.stream_index.filter(|_| {
+                matches!(
+                    r.sync,
+                    Some(SyncKind::StreamSynchronize | SyncKind::StreamWaitEvent)
+                )
+            }),
             producer: r.producer.map(|p| Produced {
                 correlation: p.correlation,
                 stream: p.stream,
+                stream_index: Some(p.stream_index).filter(|&i| i >= 0),
                 tid: p.tid,
                 record_ns: i64::try_from(p.mid_ns).unwrap_or(i64::MAX),
             }),
@@ -127,7 +155,48 @@ impl Collect {
     }
 }
 
+impl Collect {
+    /// An NCCL/RCCL call, with its communicator as the trace writer knows it.
+    fn nccl(&mut self, r: &Row) {
+        let c = &r.call;
+        self.comms.learn(c);
+        let numbered = c.numbered();
+        let has_comm = !matches!(c.api.op(), Op::Group);
+        let comm = has_comm
+            .then(|| self.comms.get(c.pid, c.args[0]).copied())
+            .flatten();
+        let kept = (self.held.name(c.api.symbol())).and_then(|api| {
+            self.held
+                .take(std::mem::size_of::<NcclCall>() + 32)
+                .map(|()| api)
+        });
+        let api = match kept {
+            Ok(api) => api,
+            Err(why) => {
+                let why = self.held.why(why, "cpu_op rows");
+                *self.past.entry(why).or_default() += 1;
+                return;
+            }
+        };
+        self.capture.nccl.push(NcclCall {
+            pid: c.pid,
+            api,
+            start_ns: i64::try_from(c.enter_ns).unwrap_or(i64::MAX),
+            comm: numbered.map(|_| c.args[0]),
+            id: comm.map(|m| m.id).filter(|&id| id != 0),
+            rank: comm.and_then(|m| m.rank).map(u64::from),
+            nranks: comm.and_then(|m| m.nranks).map(u64::from),
+            seq: numbered.map(|n| u64::from(n.seq)),
+            stream: numbered.map(|_| c.args[1]),
+        });
+    }
+}
+
 impl Sink for Collect {
+    fn communicator(&mut self, pid: u32, handle: u64, comm: Comm) -> io::Result<()> {
+        self.comms.insert(pid, handle, comm);
+        Ok(())
+    }
     fn row(&mut self, row: &Row) -> io::Result<()> {
         self.take(row);
         Ok(())
@@ -142,10 +211,33 @@ impl Sink for Collect {
     fn lost(&mut self, _first: u64, _count: u64) -> io::Result<()> {
         Ok(())
     }
-    fn queue(&mut self, _q: &Queue) -> io::Result<()> {
+    fn queue(&mut self, q: &Queue) -> io::Result<()> {
+        if q.created {
+            let agent = (q.ordinal != UNKNOWN_AGENT).then_some(i64::from(q.ordinal));
+            self.queues.entry(q.queue).or_insert(agent);
+        }
         Ok(())
     }
-    fn packet(&mut self, _p: &Packet) -> io::Result<()> {
+    fn packet(&mut self, p: &Packet) -> io::Result<()> {
+        // As the trace writer: a packet of a queue it has no track for is not written.
+        let Some(&agent) = self.queues.get(&p.queue) else {
+            return Ok(());
+        };
+        let d = aql::decode(&p.bytes);
+        let deps = d.deps().iter().filter(|s| self.signals.contains(s)).count();
+        self.capture.packets.barrier_dependencies += deps as u64;
+        if d.completion_signal != 0 {
+            self.signals.insert(d.completion_signal);
+        }
+        let names = (self.held.name(&format!("{:#x}", p.queue)))
+            .and_then(|q| Ok((q, self.held.name(d.kind.name())?)));
+        match names {
+            Ok((queue, kind)) => self.capture.packets.add(agent, queue, kind),
+            Err(why) => {
+                let why = self.held.why(why, "hsa_packet rows");
+                *self.past.entry(why).or_default() += 1;
+            }
+        }
         Ok(())
     }
 }

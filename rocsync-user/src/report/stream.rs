@@ -19,6 +19,16 @@ pub struct Trace<R> {
     pub rocsync: R,
     /// Its strings cut to `input::MAX_STRING`.
     pub cut: Cut,
+    /// Its `distributedInfo`: the rank and world size a process said of itself.
+    pub distributed: Distributed,
+}
+
+/// A trace's `distributedInfo` as the report reads it.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(default)]
+pub struct Distributed {
+    pub rank: super::fields::Scalar,
+    pub world_size: super::fields::Scalar,
 }
 
 /// The report's words for [`Trace::cut`].
@@ -37,6 +47,7 @@ pub fn read<E: DeserializeOwned, R: DeserializeOwned>(
     let mut trace = Read {
         keep,
         rocsync: Object(None),
+        distributed: Object(None),
         has_events: false,
         event: PhantomData,
     };
@@ -51,6 +62,7 @@ pub fn read<E: DeserializeOwned, R: DeserializeOwned>(
         Some(rocsync) => Ok(Trace {
             rocsync,
             cut: cut.get(),
+            distributed: trace.distributed.0.unwrap_or_default(),
         }),
         None => bail!(
             "it has no rocsync object: report reads traces rocsync wrote \
@@ -62,6 +74,7 @@ pub fn read<E: DeserializeOwned, R: DeserializeOwned>(
 struct Read<F, E, R> {
     keep: F,
     rocsync: Object<R>,
+    distributed: Object<Distributed>,
     has_events: bool,
     event: PhantomData<E>,
 }
@@ -83,6 +96,7 @@ impl<'de, F: FnMut(E), E: DeserializeOwned, R: DeserializeOwned> Visitor<'de>
                     map.next_value_seed(Events(&mut self.keep, PhantomData))?;
                 }
                 "rocsync" => self.rocsync = map.next_value()?,
+                "distributedInfo" => self.distributed = map.next_value()?,
                 _ => {
                     map.next_value::<IgnoredAny>()?;
                 }

@@ -15,18 +15,18 @@ use crate::common::{apis::traced_by_default_names, daemon::*, *};
 use rocsync_tests::{LoggedCall, read_log};
 
 /// One real runtime and the program built against it.
-struct Real {
-    series: String,
-    program: PathBuf,
+pub(crate) struct Real {
+    pub series: String,
+    pub program: PathBuf,
     /// The HIP and HSA files the program maps (their real paths).
-    hip: PathBuf,
+    pub hip: PathBuf,
     hsa: PathBuf,
     /// What every call returns without a GPU.
-    ret: i64,
+    pub ret: i64,
 }
 
 /// Every real runtime, or a skip naming what is missing (CI fails on a skip).
-fn reals(test: &str) -> Option<Vec<Real>> {
+pub(crate) fn reals(test: &str) -> Option<Vec<Real>> {
     if !can_trace(test) {
         return None;
     }
@@ -79,7 +79,7 @@ pub(crate) fn exports(lib: &Path) -> BTreeMap<String, u64> {
 }
 
 /// The HIP functions probed by default that `lib` exports, with their addresses.
-fn hooked_exports(lib: &Path) -> BTreeMap<String, u64> {
+pub(crate) fn hooked_exports(lib: &Path) -> BTreeMap<String, u64> {
     let all = exports(lib);
     traced_by_default_names()
         .filter(|n| n.starts_with("hip"))
@@ -87,7 +87,7 @@ fn hooked_exports(lib: &Path) -> BTreeMap<String, u64> {
         .collect()
 }
 
-fn logged_calls(r: &Real, log: &Path) -> Vec<LoggedCall> {
+pub(crate) fn logged_calls(r: &Real, log: &Path) -> Vec<LoggedCall> {
     let logged = read_log(log);
     assert!(
         logged.iter().all(|l| l.ret == r.ret),
@@ -216,7 +216,7 @@ fn attach_traces_every_real_runtime_exactly() {
 }
 
 /// A daemon tracking every real runtime's program.
-fn daemon_of(dir: &TempDir, reals: &[Real]) -> (Daemon, Lines) {
+pub(crate) fn daemon_of(dir: &TempDir, reals: &[Real]) -> (Daemon, Lines) {
     let mut extra: Vec<&str> = Vec::new();
     for r in &reals[1..] {
         extra.extend(["--include-exe", r.program.to_str().unwrap()]);
@@ -225,7 +225,7 @@ fn daemon_of(dir: &TempDir, reals: &[Real]) -> (Daemon, Lines) {
 }
 
 /// The program, started and waiting for a line on stdin before its first call.
-fn gated(r: &Real, log: &Path) -> std::process::Child {
+pub(crate) fn gated(r: &Real, log: &Path) -> std::process::Child {
     spawn_ready(
         Command::new(&r.program)
             .arg("gated")

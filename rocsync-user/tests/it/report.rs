@@ -34,7 +34,7 @@ fn logged_dependencies(log: &[LoggedCall]) -> BTreeMap<(String, String), u64> {
         } else {
             format!("thread {}", w.tid)
         };
-        let producer = format!("stream {:#x}", by_seq[&r].args[1]);
+        let producer = format!("{:#x}", by_seq[&r].args[1]);
         *want.entry((waiter, producer)).or_default() += 1;
     }
     want
@@ -86,9 +86,9 @@ fn report_says_what_the_scenario_log_says() {
     // The text's table says each API's total blocked time, as the JSON's.
     let text = run_ok(rocsync().arg("report").arg(&trace));
     let text = String::from_utf8_lossy(&text.stdout);
-    assert!(text.contains("p99          max          total"), "{text}");
+    assert!(text.contains("p99        max      total"), "{text}");
     for a in r["per_api"].as_array().unwrap() {
-        let total = format!("{:.3}", a["blocked_total_us"].as_f64().unwrap());
+        let total = readable(a["blocked_total_us"].as_f64().unwrap());
         let api = a["api"].as_str().unwrap();
         assert!(
             text.lines()
@@ -103,11 +103,15 @@ fn report_says_what_the_scenario_log_says() {
         .unwrap()
         .iter()
         .map(|d| {
-            let k = (
-                d["waiter"].as_str().unwrap(),
-                d["producer"].as_str().unwrap(),
-            );
-            ((k.0.into(), k.1.into()), d["waits"].as_u64().unwrap())
+            // Fields, not prose: the waiter's kind and handle or thread, the producer's
+            // handle.
+            let w = &d["waiter"];
+            let waiter = match w["kind"].as_str().unwrap() {
+                "stream" => format!("stream {}", w["handle"].as_str().unwrap()),
+                _ => format!("thread {}", w["tid"]),
+            };
+            let producer = d["producer"]["handle"].as_str().unwrap().to_string();
+            ((waiter, producer), d["waits"].as_u64().unwrap())
         })
         .collect();
     let want_deps = logged_dependencies(&logged);
@@ -147,7 +151,11 @@ fn report_says_what_the_scenario_log_says() {
         let rec = logged.iter().find(|l| l.seq == *record).unwrap();
         let p = &first["producer"];
         assert_eq!(p["correlation"], corr[record], "{first}");
-        assert_eq!(p["stream"], format!("stream {:#x}", rec.args[1]));
+        assert_eq!(p["stream"]["handle"], format!("{:#x}", rec.args[1]));
+        assert!(
+            p["stream"]["index"].as_i64().unwrap() >= 1,
+            "Perfetto's number"
+        );
         assert_eq!(p["tid"], rec.tid);
         assert!(p["since_record_us"].as_f64().unwrap() > 0.0);
     } else {
@@ -172,8 +180,26 @@ fn report_says_what_the_scenario_log_says() {
     assert_eq!(r["losses"], read_json(&trace)["rocsync"]["drops"]);
     assert_eq!(r["unusable"], serde_json::json!({}));
 
-    // The raw capture of the same run reports the same figures.
-    assert_eq!(report_json(&raw), r, "the raw capture's report");
+    // The raw capture of the same run reports the same figures (a raw capture has no
+    // arrows or track metadata to pass over).
+    let mut from_raw = report_json(&raw);
+    let mut r = r;
+    assert!(from_raw["not_used"].as_object().unwrap().is_empty());
+    assert!(r["not_used"]["ac2g arrows (the correlation links the same rows)"].as_u64() > Some(0));
+    for figures in [&mut from_raw, &mut r] {
+        figures.as_object_mut().unwrap().remove("not_used");
+    }
+    assert_eq!(from_raw, r, "the raw capture's report");
+}
+
+/// A duration in µs as the text writes it: in the unit that reads.
+fn readable(us: f64) -> String {
+    match us {
+        u if u >= 1e6 => format!("{:.1} s", u / 1e6),
+        u if u >= 1e3 => format!("{:.1} ms", u / 1e3),
+        u if u >= 1.0 => format!("{u:.1} µs"),
+        u => format!("{:.0} ns", u * 1e3),
+    }
 }
 
 #[test]
@@ -232,7 +258,7 @@ fn report_plots_parse_as_svg_with_their_elements() {
         "legend: {texts:?}"
     );
 
-    // A panel per synchronising API, titled with its count.
+    // A panel per synchronising API, titled with its count (singular for one).
     let (texts, _) = svg("wait-histograms.svg");
     for a in r["per_api"]
         .as_array()
@@ -240,23 +266,35 @@ fn report_plots_parse_as_svg_with_their_elements() {
         .iter()
         .filter(|a| !a["device"].is_null())
     {
-        let title = format!("{}: {} calls", a["api"].as_str().unwrap(), a["calls"]);
+        let n = a["calls"].as_u64().unwrap();
+        let calls = if n == 1 { "call" } else { "calls" };
+        let title = format!("{}: {n} {calls}", a["api"].as_str().unwrap());
         assert!(texts.contains(&title), "{title} in {texts:?}");
     }
 
-    // A labelled node per waiter and producer, a labelled edge per dependency.
+    // A labelled node per producer, a labelled row per dependency: its waiter, how many
+    // waits (singular for one), how long.
     let (texts, _) = svg("stream-dependencies.svg");
     let deps = r["dependencies"].as_array().unwrap();
     assert!(!deps.is_empty());
+    let stream = |s: &Value| match s["index"].as_i64() {
+        Some(i) => format!("stream {i} ({})", s["handle"].as_str().unwrap()),
+        None => format!("stream {}", s["handle"].as_str().unwrap()),
+    };
     for d in deps {
-        for end in ["waiter", "producer"] {
-            let node = format!("{} (pid {})", d[end].as_str().unwrap(), d["pid"]);
-            assert!(texts.contains(&node), "{node} in {texts:?}");
-        }
+        let producer = format!("{} (pid {})", stream(&d["producer"]), d["pid"]);
+        assert!(texts.contains(&producer), "{producer} in {texts:?}");
+        let w = &d["waiter"];
+        let waiter = match w["kind"].as_str().unwrap() {
+            "stream" => stream(w),
+            _ => format!("thread {}", w["tid"]),
+        };
+        let n = d["waits"].as_u64().unwrap();
         let edge = format!(
-            "{} waits, {:.1} µs",
-            d["waits"],
-            d["blocked_total_us"].as_f64().unwrap()
+            "{waiter} (pid {}): {n} {}, {}",
+            d["pid"],
+            if n == 1 { "wait" } else { "waits" },
+            readable(d["blocked_total_us"].as_f64().unwrap())
         );
         assert!(texts.contains(&edge), "{edge} in {texts:?}");
     }
@@ -274,9 +312,9 @@ fn report_on_a_missing_or_foreign_file_is_a_clear_error() {
         (dir.path("missing.json"), "cannot open"),
         (foreign, "it has no rocsync object"),
         (garbage, "is not a rocsync Kineto trace"),
-        // A directory is one job's traces: each must be one.
-        (dir.path(""), "garbage.json is not a rocsync Kineto trace"),
-        (empty.path(""), "holds no trace"),
+        // A directory is one job's traces: what is none is said, and none is an error.
+        (dir.path(""), "garbage.json: not a rocsync trace"),
+        (empty.path(""), "holds no rocsync trace"),
     ] {
         let out = rocsync().arg("report").arg(&input).output().unwrap();
         let err = stderr_of(&out);

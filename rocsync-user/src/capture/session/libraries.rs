@@ -113,12 +113,22 @@ impl Session {
             return Ok(false);
         };
         if report.probed.is_empty() {
-            self.say(&format!(
-                "rocsync: warning: {} carries its own {} but names none of its functions \
-                 (stripped): its calls are not traced",
-                report.path.display(),
-                runtime.library
-            ));
+            // Named none: carried but stripped (its calls then go unseen), or not carried.
+            if report.stripped {
+                self.say(&format!(
+                    "rocsync: warning: {} may carry its own {} but is stripped (no symbol \
+                     table names its functions): calls into it are not traced",
+                    report.path.display(),
+                    runtime.library
+                ));
+            } else if self.verbose {
+                self.say(&format!(
+                    "rocsync: {} carries no {} of its own (its symbol table names none of \
+                     its functions)",
+                    report.path.display(),
+                    runtime.library
+                ));
+            }
             return Ok(true);
         }
 
@@ -135,21 +145,11 @@ impl Session {
         self.note_bystanders(lib);
         if self.verbose {
             for (p, names) in &report.probed {
-                let skipped = if p.skipped.is_empty() {
-                    String::new()
-                } else {
-                    format!(" after {}", p.skipped.join(", "))
-                };
-                let cost = if p.emulated {
-                    "emulated"
-                } else {
-                    "single-stepped"
-                };
                 self.say(&format!(
-                    "rocsync:   {:#x} {}: probe on `{}`{skipped} ({cost})",
+                    "rocsync:   {:#x} {}: probe on {}",
                     p.offset,
                     names.join(" = "),
-                    p.probed
+                    p.shown()
                 ));
             }
         }
@@ -271,6 +271,7 @@ impl Session {
                 self.say(&format!("rocsync: warning: {e:#}"));
             }
         }
+        self.note_excluded(&mappings);
         for runtime in self.runtimes.clone() {
             // The driver, unless one of its functions was asked for.
             if !runtime.apis().any(|a| self.choice.probes(a)) {
@@ -289,6 +290,22 @@ impl Session {
             }
         }
         Ok(n)
+    }
+
+    /// Remembers the runtimes `--backend` left out that `mappings` hold: a capture of
+    /// nothing then says it mapped one, rather than none.
+    fn note_excluded(&mut self, mappings: &[maps::Mapping]) {
+        let chosen = |r: &Runtime| self.runtimes.iter().any(|c| c.backend == r.backend);
+        for r in crate::backend::RUNTIMES.iter() {
+            if r.probed_by_default()
+                && !chosen(r)
+                && maps::libraries(mappings, |n| r.matches_library(n))
+                    .next()
+                    .is_some()
+            {
+                self.excluded.insert(r.name);
+            }
+        }
     }
 
     /// While temporary `*GetDevice` probes are attached: removes them once every live

@@ -9,6 +9,7 @@ use crate::agents::ClaimId;
 use crate::daemon::{
     recording::writing::Done,
     serving::exposition,
+    serving::exposition::StallView,
     serving::http,
     serving::protocol::Reply,
     state::Daemon,
@@ -136,7 +137,9 @@ impl Daemon {
             Reply::Written(w) => {
                 self.traces_written += w.files.len() as u64;
                 if done.unasked {
-                    self.stalls.written(&w.files);
+                    for t in self.triggers.all() {
+                        t.on_written(&w.files);
+                    }
                 }
             }
             Reply::Refused { error } => crate::say!(
@@ -210,23 +213,7 @@ impl Daemon {
                         }),
                         files_refused: self.tracker.files.refused,
                         budget,
-                        stall_traces: exposition::StallView {
-                            traces: self.stalls.traces,
-                            skipped_interval: self.stalls.skipped_interval,
-                            skipped_node_limit: self.stalls.skipped_node_limit,
-                            skipped_not_started: self.stalls.skipped_not_started,
-                            skipped_hang: self.stalls.skipped_hang,
-                            hang_traces: self.hangs.traces,
-                            hangs_untraced: Untraced::ALL
-                                .iter()
-                                .map(|u| {
-                                    let n = self.hangs.untraced.get(u.name());
-                                    (u.name(), n.copied().unwrap_or(0))
-                                })
-                                .collect(),
-                            in_flight: self.hangs.oldest.clone().into_iter().collect(),
-                            untimed,
-                        },
+                        stall_traces: self.stall_view(untimed),
                         uploads: self.destinations.upload_view(),
                     }),
                 ),
@@ -266,4 +253,29 @@ pub fn switch(get_device: GetDeviceMode) -> Switch {
         s.set_get_device(api, get_device);
     }
     s
+}
+
+impl Daemon {
+    /// Stalls, hangs and what each trigger counts, as `/metrics` shows them.
+    fn stall_view(&self, untimed: (u64, u64)) -> StallView {
+        let (stalls, hangs) = (&self.triggers.stalls, &self.triggers.hangs);
+        let mut counters = Vec::new();
+        for t in self.triggers.each() {
+            t.counters(&mut counters);
+        }
+        StallView {
+            traces: stalls.traces,
+            skipped_interval: stalls.skipped_interval,
+            skipped_node_limit: stalls.skipped_node_limit,
+            skipped_not_started: stalls.skipped_not_started,
+            skipped_hang: stalls.skipped_hang,
+            hang_traces: hangs.traces,
+            hangs_untraced: (Untraced::ALL.iter())
+                .map(|u| (u.name(), hangs.untraced.get(u.name()).copied().unwrap_or(0)))
+                .collect(),
+            in_flight: hangs.oldest.clone().into_iter().collect(),
+            untimed,
+            counters,
+        }
+    }
 }

@@ -10,4 +10,4 @@ pub mod reload;
 pub mod requests;
 pub mod start;
 pub mod timed;
-pub mod unasked;
+pub mod triggered;

@@ -19,7 +19,7 @@ use crate::daemon::{
     serving::socket::{self, PendingReply},
     state::Daemon,
     tracking::apart::shed_log,
-    triggers::{Origin, Start, TraceSpec, asked, dyno},
+    triggers::{asked, dyno, origin::Origin, origin::Start, origin::TraceSpec},
     untrusted::{self, Peer},
 };
 

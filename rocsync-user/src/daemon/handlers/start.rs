@@ -8,7 +8,7 @@ use rocsync_common::Decoded;
 use crate::daemon::{
     recording::{flight, selection, traces::Active},
     state::Daemon,
-    triggers::Start,
+    triggers::origin::Start,
 };
 use crate::ingest::Call;
 
@@ -18,7 +18,7 @@ impl Daemon {
     pub fn begin(&mut self, mut start: Start) -> Result<&mut Active> {
         // A stall's or a hang's process is named as it is: it may have exited since, and
         // what the flight recorder holds of it is still its trace.
-        let unasked = start.origin.unasked();
+        let unasked = start.origin.unasked().is_some();
         let pids = match unasked {
             true => start.spec.pids.clone(),
             false => selection::matched(&self.tracker, &start.spec)?,

@@ -13,7 +13,8 @@ use crate::daemon::{
     recording::selection,
     state::Daemon,
     triggers::{
-        Start, dyno,
+        dyno,
+        origin::Start,
         scheduled::{self, Waiting},
     },
     untrusted::{self, Peer},

@@ -6,5 +6,6 @@ pub mod flight;
 pub mod queues;
 pub mod selection;
 pub mod sessions;
+mod stacks;
 pub mod traces;
 pub mod writing;

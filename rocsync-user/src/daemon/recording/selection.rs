@@ -3,7 +3,9 @@
 
 use anyhow::{Result, bail};
 
-use crate::daemon::{tracking::discovery::Tracker, triggers::TraceSpec, untrusted::pods_shown};
+use crate::daemon::{
+    tracking::discovery::Tracker, triggers::origin::TraceSpec, untrusted::pods_shown,
+};
 
 /// Tracked processes are forgotten some seconds after they end (the prune); a trace
 /// asks now. A zombie has ended too: its parent has not reaped it yet.

@@ -22,7 +22,7 @@ use crate::daemon::{
     recording::queues::LiveQueues,
     recording::traces::Active,
     tracking::discovery::Tracker,
-    triggers::Origin,
+    triggers::origin::Origin,
     untrusted,
 };
 

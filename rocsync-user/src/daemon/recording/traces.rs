@@ -18,7 +18,7 @@ use crate::daemon::{
     tracking::apart::shed_log::{self, ShedLog},
     tracking::discovery::Tracker,
     tracking::pods::Pods,
-    triggers::{Origin, Start},
+    triggers::{origin::Origin, origin::Start, origin::Unasked},
     untrusted::pids_shown,
 };
 use crate::{
@@ -51,7 +51,7 @@ pub struct Active {
     /// Each one's user when the trace began: whose its file is (retention's shares).
     pub owners: retention::Owners,
     pub agents: AgentSet,
-    pipeline: Pipeline<CaptureSink>,
+    pub(super) pipeline: Pipeline<CaptureSink>,
     outputs: Outputs,
     /// When recording ends (then, when stopping ends).
     pub until: Instant,
@@ -229,7 +229,7 @@ impl Active {
             "reason": reason, "max_bytes": self.max_bytes, "bytes_when_ended": largest,
             "at_unix_us": shed_log::now_us(),
         }));
-        if let Origin::Hang(hang) = &mut self.origin {
+        if let Some(hang) = self.origin.object_mut(Unasked::Hang) {
             hang["ended"] = "truncated".into();
         }
         self.pipeline.sink_mut().trace_mut().cut_short();
@@ -313,18 +313,21 @@ impl Active {
                 if let (Some(t), Some(n)) = (&mut truncated, sink.trace().left_out()) {
                     t["left_out"] = n.into();
                 }
-                let report = Report {
-                    parameters: json!({
+                let mut parameters = json!({
                         "mode": "daemon trace", "id": self.id, "pids": self.pids,
                         "call_probe_links": self.call_probe_links,
                         "not_recorded": self.shed.0.overlapping(self.shed.1),
-                        "stall": match &self.origin { Origin::Stall(s) => Some(s), _ => None },
-                        "hang": match &self.origin { Origin::Hang(h) => Some(h), _ => None },
-                        "behind": match &self.origin { Origin::Behind(b) => Some(b), _ => None },
                         "recorded_from_unix_us": self.recorded.0,
                         "recorded_until_unix_us": self.recorded.1,
                         "truncated": truncated,
-                    }),
+                });
+                // Each kind's object under its own key, the others null.
+                for kind in Unasked::ALL {
+                    let o = self.origin.unasked().filter(|(k, _)| *k == kind);
+                    parameters[kind.key()] = o.map_or(Value::Null, |(_, o)| o.clone());
+                }
+                let report = Report {
+                    parameters,
                     libraries: Vec::new(),
                     single_stepped: Vec::new(),
                     processes: self.processes,

@@ -72,7 +72,7 @@ impl Writing {
         let pods = pods_of(&trace.processes);
         let jobs = trace.jobs.clone();
         let owners = trace.owners.clone();
-        let unasked = trace.origin.unasked();
+        let unasked = trace.origin.unasked().is_some();
         let job = self.jobs.spawn_blocking(trimmed(move || {
             let (client, reply) = trace.finish();
             Done {

@@ -124,6 +124,10 @@ pub struct Hung {
     /// What it waits on, in a line (absent: unknown).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waits_on: Option<String>,
+    /// Where its thread is: the innermost frame of the program's own code (`step
+    /// (train.py:142)`), once its stacks are read.
+    #[serde(default, rename = "where", skip_serializing_if = "Option::is_none")]
+    pub location: Option<String>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]

@@ -294,8 +294,11 @@ impl Tracker {
                 };
                 self.files
                     .add((&lib, part), (owner, pid), (links, stepped), apart);
-                // Said once every probe of the file is on.
+                // Said once every probe of the file is on, with where they trap.
                 crate::say!("rocsync daemon: probing {}{hsa}", shown());
+                if let Probed::Runtime(r, _) = what {
+                    say_placements(r, &lib.path(), &shown());
+                }
             }
             // What is wrong with the file itself is remembered; a refusal of the kernel
             // (attaching) is tried again at the next process that maps it.
@@ -353,5 +356,18 @@ impl Tracker {
     /// The filters processes are tracked by from now on.
     pub fn set_filters(&mut self, filters: Filters) {
         self.filters = Admitting::new(filters);
+    }
+}
+
+/// Where a runtime file's probes trap while the daemon counts (its records', waits' and
+/// destroys' entries alone; their returns, while something records, where `[rsp]` is
+/// the return address), and whether the kernel emulates each: the log's line.
+fn say_placements(runtime: &crate::backend::Runtime, path: &std::path::Path, shown: &str) {
+    let counting = ApiChoice {
+        returns: ReturnProbes::Needed,
+        ..ApiChoice::default()
+    };
+    if let Ok(said) = crate::probes::points::said(runtime, &counting, path) {
+        crate::say!("rocsync daemon: {shown}: probes on {said}");
     }
 }

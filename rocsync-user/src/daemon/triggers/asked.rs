@@ -7,7 +7,7 @@ use anyhow::{Result, bail};
 
 use crate::daemon::{
     serving::protocol::{MAX_PIDS, TraceRequest},
-    triggers::{MAX_DURATION, TraceSpec},
+    triggers::{origin::MAX_DURATION, origin::TraceSpec},
     untrusted::stem,
 };
 

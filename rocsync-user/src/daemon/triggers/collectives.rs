@@ -2,33 +2,8 @@
 //! process (`CommState`: its id, the same on every rank, and its last collective's
 //! number), compared with the collective a blocked call waits on.
 
-use std::time::Duration;
-
 use rocsync_common::CommState;
 use serde_json::{Value, json};
-
-use super::{Origin, Start, TraceSpec};
-
-/// Ranks behind traced at once on the node: a hang of many local ranks names the same
-/// few laggards, each traced once.
-pub const MAX_BEHIND_TRACES: usize = 4;
-
-/// The trace of a rank behind (`b`, an element of [`behind`]) while `waited_by` (the
-/// hang object of a rank blocked in the collective) waits for it: what the laggard does
-/// meanwhile, for as long as the hang's trace at most (`bound`).
-pub fn trace_of_behind(b: &Value, waited_by: &Value, bound: Duration) -> Option<Start> {
-    let pid = u32::try_from(b["pid"].as_u64()?).ok()?;
-    let behind = json!({
-        "pid": pid, "rank": b["rank"], "seq": b["seq"], "comm": b["comm"],
-        "waited_by": {
-            "pid": waited_by["pid"], "api": waited_by["api"],
-            "collective": waited_by["collective"],
-        },
-        "ended": "bound",
-    });
-    let spec = TraceSpec::of(pid, bound, format!("behind-{pid}"));
-    Some(Start::new(spec, Origin::Behind(behind)))
-}
 
 /// The tracked processes (`tracked`: the caller admits only the waiter's own user's, as
 /// anyone can forge a communicator id) in the communicator of `collective` (a chain's

@@ -7,7 +7,7 @@
 
 use std::fmt;
 
-use crate::daemon::{triggers::Origin, untrusted::Peer};
+use crate::daemon::{triggers::origin::Origin, untrusted::Peer};
 
 /// dyno traces one peer may have recording at once.
 pub const PER_PEER: usize = 1;

@@ -1,157 +1,55 @@
 //! What starts a trace. Each trigger keeps only its own state and says what to record
 //! as a [`Start`]; one place (`handlers/start.rs`) turns a `Start` into a recording.
 //! Asked on the socket (`asked.rs`), dyno's requests with a synchronized start
-//! (`scheduled.rs`), sampled windows (`sampled.rs`), stalls at a slow call's return
-//! (`stalls.rs`), hangs while a call is still blocked (`hangs.rs`).
+//! (`scheduled.rs`), sampled windows (`sampled.rs`); and the daemon's own, unasked,
+//! each a [`Trigger`] registered in [`Triggers::all`]: hangs while a call is still
+//! blocked (`hangs/`), stalls at a slow call's return (`stalls.rs`), the ranks behind a
+//! hang (`behind.rs`), ranks whose collectives stopped (`stuck.rs`).
 
 pub mod asked;
+pub mod behind;
 pub mod chain;
 pub mod collectives;
 pub mod dyno;
 pub mod hangs;
+pub mod origin;
 pub mod sampled;
 pub mod scheduled;
 pub mod stalls;
+pub mod stuck;
+pub mod trigger;
+pub mod view;
 
-use std::{path::PathBuf, time::Duration};
+use trigger::Trigger;
 
-use serde_json::Value;
-
-use crate::{
-    agents::AgentSet,
-    daemon::{serving::socket::PendingReply, untrusted::Peer},
-    ingest::Call,
-    kubernetes::PodName,
-};
-
-/// Longest trace a request may ask for.
-pub const MAX_DURATION: Duration = Duration::from_secs(3600);
-
-/// A trace to record: which processes, which agents, for how long.
-#[derive(Debug)]
-pub struct TraceSpec {
-    /// Empty: every tracked process (in `cgroup`, when named).
-    pub pids: Vec<u32>,
-    /// Only tracked processes whose cgroup path contains this (a pod, a container).
-    pub cgroup: Option<String>,
-    /// Only tracked processes of this pod.
-    pub pod: Option<PodName>,
-    pub agents: AgentSet,
-    pub duration: Duration,
-    /// The traces' file name stem (letters, digits, `-`, `_`); the trace's file is
-    /// `<name>-<UTC time>-<id>.json`.
-    pub name: String,
+/// The daemon's own triggers, each once.
+#[derive(Default)]
+pub struct Triggers {
+    pub hangs: hangs::Hangs,
+    pub stalls: stalls::Stalls,
+    pub behind: behind::Behind,
+    pub stuck: stuck::Stuck,
 }
 
-impl TraceSpec {
-    /// A trace of one process, on every agent.
-    pub fn of(pid: u32, duration: Duration, name: String) -> Self {
-        Self {
-            pids: vec![pid],
-            cgroup: None,
-            pod: None,
-            agents: AgentSet::default(),
-            duration,
-            name,
-        }
-    }
-}
-
-/// Who started a trace, and what it says of why in its `rocsync` object.
-#[derive(Debug)]
-pub enum Origin {
-    /// `rocsync trace` on the socket.
-    Asked,
-    /// dyno's `gputrace` from `peer`: written to its log file (`<stem>_<pid>.json`,
-    /// never replacing a file), whose name no other request may take meanwhile.
-    Dyno { log_file: PathBuf, peer: Peer },
-    /// A sampled window.
-    Sampled,
-    /// A stall: the slow call, as its return said.
-    Stall(Value),
-    /// A hang: the blocked call, and how it ended.
-    Hang(Value),
-    /// A rank behind in a collective other ranks block in (`collectives.rs`): what it
-    /// does meanwhile.
-    Behind(Value),
-}
-
-impl Origin {
-    /// What a trace of this origin is, as refusals and `rocsync status` name it.
-    pub fn what(&self) -> &'static str {
-        match self {
-            Origin::Asked => "trace",
-            Origin::Dyno { .. } => "dyno trace",
-            Origin::Sampled => "sampled window",
-            Origin::Stall(_) => "stall trace",
-            Origin::Hang(_) => "hang trace",
-            Origin::Behind(_) => "trace of a rank behind",
-        }
+impl Triggers {
+    /// Every trigger, in the order each record reaches them: a hang trace takes a stall
+    /// of its call before the stalls see it.
+    pub fn all(&mut self) -> [&mut dyn Trigger; 4] {
+        [
+            &mut self.hangs,
+            &mut self.stalls,
+            &mut self.behind,
+            &mut self.stuck,
+        ]
     }
 
-    /// The daemon's own traces, unasked: they claim no agents, record beside any
-    /// session, begin with what the flight recorder holds, and name their process as
-    /// it is (it may have exited since).
-    pub fn unasked(&self) -> bool {
-        matches!(self, Origin::Stall(_) | Origin::Hang(_) | Origin::Behind(_))
+    /// The `i`th of [`Triggers::all`].
+    pub fn nth(&mut self, i: usize) -> &mut dyn Trigger {
+        self.all().into_iter().nth(i).expect("a trigger's index")
     }
 
-    /// Whether it claims its agents, refusing sessions that overlap them. dyno's port
-    /// has no authentication: its traces are guests, which never refuse anyone's
-    /// (`dyno.rs` bounds them instead), as the daemon's own stall and hang traces.
-    pub fn claims_agents(&self) -> bool {
-        matches!(self, Origin::Asked | Origin::Sampled)
-    }
-
-    /// Where its traces go instead of the state directory.
-    pub fn output(&self) -> Option<&std::path::Path> {
-        match self {
-            Origin::Dyno { log_file, .. } => Some(log_file),
-            _ => None,
-        }
-    }
-}
-
-/// The slow call a stall or hang trace is for, as the daemon knew it before the trace
-/// (a stall's return, a hang's in-flight entry): id 0, since the probes gave it none;
-/// `exit`: its return and code, if it returned.
-pub fn slow_call(
-    api: rocsync_common::Api,
-    (pid, tid): (u32, u32),
-    (enter_ns, exit): (u64, Option<(u64, i64)>),
-    arg0: u64,
-) -> Call {
-    Call {
-        api,
-        pid,
-        tid,
-        correlation: 0,
-        enter_ns,
-        exit_ns: exit.map(|(ns, _)| ns),
-        ret: exit.map(|(_, ret)| ret),
-        args: [arg0, 0, 0],
-        filtered: false,
-    }
-}
-
-/// What a trigger asks to record.
-pub struct Start {
-    pub spec: TraceSpec,
-    pub origin: Origin,
-    /// The client waiting for the files.
-    pub reply: Option<PendingReply>,
-    /// The slow call a stall or hang trace is for, entered before its recording: the
-    /// trace holds it, whether or not the flight recorder does.
-    pub slow_call: Option<Call>,
-}
-
-impl Start {
-    pub fn new(spec: TraceSpec, origin: Origin) -> Self {
-        Self {
-            spec,
-            origin,
-            reply: None,
-            slow_call: None,
-        }
+    /// Every trigger, to read.
+    pub fn each(&self) -> [&dyn Trigger; 4] {
+        [&self.hangs, &self.stalls, &self.behind, &self.stuck]
     }
 }

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::daemon::triggers::{Origin, Start, TraceSpec};
+use crate::daemon::triggers::{origin::Origin, origin::Start, origin::TraceSpec};
 
 /// When the next window starts (none: sampling is off).
 #[derive(Default)]

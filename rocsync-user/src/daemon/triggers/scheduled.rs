@@ -4,7 +4,7 @@
 use anyhow::{Result, bail};
 use tokio::time::Instant;
 
-use crate::daemon::{triggers::Start, untrusted::Peer};
+use crate::daemon::{triggers::origin::Start, untrusted::Peer};
 
 /// dyno requests waiting for their start, per peer and in all: each holds its pids and
 /// a timer for up to an hour, and any local user may send them.
@@ -41,7 +41,7 @@ pub fn admit(waiting: &[Waiting], peer: Peer) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::daemon::triggers::{Origin, TraceSpec};
+    use crate::daemon::triggers::{origin::Origin, origin::TraceSpec};
     use std::time::Duration;
 
     #[test]

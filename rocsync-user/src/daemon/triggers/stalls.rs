@@ -19,11 +19,17 @@ use std::{
 };
 
 use rocsync_common::{Api, StallRecord};
-use serde_json::json;
+use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use crate::clock;
-use crate::daemon::triggers::{Origin, Start, TraceSpec, slow_call};
+use crate::daemon::{
+    serving::protocol::Status,
+    triggers::{
+        origin::Origin, origin::Start, origin::TraceSpec, origin::Unasked, origin::slow_call,
+        trigger::Action, trigger::Began, trigger::Trigger, view::View,
+    },
+};
 
 /// Stall traces listed by `rocsync status`.
 const LISTED: usize = 16;
@@ -128,6 +134,70 @@ impl Stalls {
     }
 }
 
+impl Trigger for Stalls {
+    /// A tracked process's synchronisation took longer than the kernel's threshold: a
+    /// stall, unless stall capture is off or a hang trace holds it (`taken`).
+    fn on_stall(&mut self, r: &StallRecord, taken: bool, v: &View) -> Vec<Action> {
+        let Some(threshold) = v.config.capture_on_stall else {
+            return Vec::new();
+        };
+        if taken {
+            self.skip(Skipped::Hang);
+            return Vec::new();
+        }
+        let took = Duration::from_nanos(r.exit_ns.saturating_sub(r.entry_ns));
+        let uid = crate::procfs::uid(r.pid).unwrap_or(u32::MAX);
+        let admitted = self.admit(
+            (r.pid, uid),
+            (Instant::now(), took),
+            v.config.stall_interval,
+        );
+        if let Err(why) = admitted {
+            self.skip(why);
+            return Vec::new();
+        }
+        let chain = v.waits_on(r.pid, Api::from_u32(r.api), r.arg0, r.entry_ns);
+        let after = v.config.stall_window_after;
+        let mut start = trace_of(r, (took, Some(threshold)), after, chain.steps.clone());
+        chain.answer(&mut start);
+        if let Some(o) = start.origin.object_mut(Unasked::Stall) {
+            // For the log line once it begins.
+            o["waited_on"] = chain.said.into();
+        }
+        vec![Action::Start(Box::new(start))]
+    }
+
+    fn began(&mut self, _kind: Unasked, stall: &Value, began: Began) {
+        let pid = &stall["pid"];
+        match began {
+            Ok((_, stem)) => {
+                self.traces += 1;
+                let took =
+                    Duration::from_secs_f64(stall["duration_ms"].as_f64().unwrap_or(0.0) / 1e3);
+                let waits = stall["waited_on"]
+                    .as_str()
+                    .map_or(String::new(), |w| format!(" (waited on {w})"));
+                crate::say!(
+                    "rocsync daemon: stall: pid {pid}'s {} took {took:.0?}{waits}: tracing it as {stem}.json",
+                    stall["api"].as_str().unwrap_or("unknown")
+                );
+            }
+            Err(e) => {
+                self.skip(Skipped::NotStarted);
+                crate::say!("rocsync daemon: stall of pid {pid} not traced: {e:#}");
+            }
+        }
+    }
+
+    fn on_written(&mut self, files: &[String]) {
+        self.written(files);
+    }
+
+    fn status(&self, s: &mut Status, _now_ns: u64) {
+        s.stall_traces = self.recent.iter().cloned().collect();
+    }
+}
+
 /// The trace of a stall that took `took`, as its return said (`threshold`: the stall
 /// threshold in effect); `window`: how long it records after.
 /// `waits_on`: what the call waited on (`chain.rs`), in the wall clock.
@@ -149,7 +219,7 @@ pub fn trace_of(
         "waits_on": waits_on,
     });
     let spec = TraceSpec::of(r.pid, window, format!("stall-{api}-{}", r.pid));
-    let mut start = Start::new(spec, Origin::Stall(stall));
+    let mut start = Start::new(spec, Origin::Unasked(Unasked::Stall, stall));
     // Its row: it returned before its trace began.
     let returned = (r.entry_ns, Some((r.exit_ns, r.ret)));
     start.slow_call =

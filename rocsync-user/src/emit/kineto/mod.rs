@@ -104,6 +104,19 @@ impl<W: Write> KinetoWriter<W> {
             .saturating_sub(self.base)
     }
 
+    /// Trace time in µs (as rows' `ts`) of a CLOCK_MONOTONIC instant.
+    pub fn trace_us(&self, mono_ns: u64) -> f64 {
+        self.ts(mono_ns) as f64 / 1e3
+    }
+
+    /// Writes rows made elsewhere, whole (a blocked thread's stack: `stacks::rows`).
+    pub fn raw_rows(&mut self, rows: &[serde_json::Value]) {
+        for row in rows {
+            let text = row.to_string();
+            self.begin().s(&text);
+        }
+    }
+
     fn begin(&mut self) -> &mut JsonBuf<W> {
         if !self.first {
             self.j.s(",\n");

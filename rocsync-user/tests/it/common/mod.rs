@@ -2,11 +2,13 @@
 #![allow(dead_code, unused_imports)]
 
 pub mod apis;
+mod blocked;
 mod calls;
 mod capture;
 pub mod daemon;
 pub mod daemon_hsa;
 mod held;
+pub mod job_traces;
 pub mod kineto;
 mod launch;
 mod output;
@@ -17,6 +19,7 @@ mod raw;
 mod rows;
 mod window;
 
+pub use blocked::*;
 pub use calls::*;
 pub use capture::*;
 pub use held::*;

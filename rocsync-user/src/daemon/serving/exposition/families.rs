@@ -3,6 +3,7 @@
 
 use std::fmt::{Display, Write as _};
 
+#[derive(Debug)]
 pub struct Family {
     pub name: &'static str,
     pub kind: &'static str,
@@ -38,6 +39,10 @@ families! {
         "Hang traces started: a synchronisation still blocked after --hang-after.";
     HANGS_UNTRACED: "rocsync_hangs_untraced_total" counter
         "Hangs without a trace (yet), once per call and reason: interval (the process had a hang trace within --stall-interval), user_limit (4 of its user recording), node_limit (32 recording), not_started. All but not_started are looked at again while the call blocks.";
+    STUCK_TRACES: "rocsync_stuck_rank_traces_total" counter
+        "Traces of stuck ranks started, by reason: behind (its collectives stopped for --hang-after while another local rank of its communicator went further), stopped (for --hang-after and 50 times its usual interval between collectives).";
+    STUCK_UNTRACED: "rocsync_stuck_ranks_untraced_total" counter
+        "Stuck ranks without a trace of their own, once per collective they stopped at, by reason: traced (a hang or laggard trace records them already), user_limit (2 of its user's recording), node_limit (8 recording), not_started.";
     CALLS_IN_FLIGHT: "rocsync_calls_in_flight_seconds" gauge
         "The oldest synchronisation in flight of tracked processes, by API (read each second; with --capture-on-stall).";
     CALLS_UNTIMED: "rocsync_calls_untimed_total" counter
@@ -110,6 +115,11 @@ impl Text {
             "# HELP {} {}\n# TYPE {} {}",
             f.name, f.help, f.name, f.kind
         );
+        self.samples(f)
+    }
+
+    /// More samples of `f`, begun already.
+    pub fn samples(&mut self, f: &Family) -> Samples<'_> {
         Samples {
             out: &mut self.out,
             name: f.name,

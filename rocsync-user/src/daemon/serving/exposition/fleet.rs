@@ -20,6 +20,18 @@ pub struct StallView {
     pub in_flight: Vec<(&'static str, f64)>,
     /// Calls whose start the kernel could not keep: (their user's share, the map full).
     pub untimed: (u64, u64),
+    /// What the triggers count of their own (`Trigger::counters`), each family's
+    /// samples together.
+    pub counters: Vec<Counter>,
+}
+
+/// A count a trigger keeps, as `/metrics` shows it: its family (in `families.rs`, so the
+/// docs' table has it), a label, the value.
+#[derive(Clone, Debug)]
+pub struct Counter {
+    pub family: &'static Family,
+    pub label: Option<(&'static str, &'static str)>,
+    pub value: f64,
 }
 
 pub fn render_budget(t: &mut Text, b: &BudgetView) {
@@ -60,6 +72,17 @@ pub fn render_stalls(t: &mut Text, st: &StallView) {
     let mut f = t.family(&HANGS_UNTRACED);
     for (reason, n) in &st.hangs_untraced {
         f.labelled(&format!("reason=\"{reason}\""), n);
+    }
+    for (i, c) in st.counters.iter().enumerate() {
+        let first = i == 0 || st.counters[i - 1].family.name != c.family.name;
+        let mut f = match first {
+            true => t.family(c.family),
+            false => t.samples(c.family),
+        };
+        match c.label {
+            Some((k, v)) => f.labelled(&format!("{k}=\"{v}\""), c.value),
+            None => f.value(c.value),
+        }
     }
     let mut f = t.family(&CALLS_IN_FLIGHT);
     for (api, secs) in &st.in_flight {

@@ -12,7 +12,7 @@ use families::*;
 
 pub use crate::daemon::budget::period::View as BudgetView;
 pub use crate::daemon::outputs::upload::UploadView;
-pub use fleet::StallView;
+pub use fleet::{Counter, StallView};
 pub use labelled::{Series, read as read_series};
 
 use crate::daemon::tracking::files::Refused;

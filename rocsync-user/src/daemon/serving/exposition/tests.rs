@@ -61,6 +61,14 @@ fn everything() -> String {
             hangs_untraced: vec![("interval", 2), ("not_started", 0)],
             in_flight: vec![("hipStreamSynchronize", 2.5)],
             untimed: (3, 0),
+            // As the daemon's triggers count, each family with every reason.
+            counters: {
+                let mut c = Vec::new();
+                for t in crate::daemon::triggers::Triggers::default().each() {
+                    t.counters(&mut c);
+                }
+                c
+            },
             ..StallView::default()
         },
         uploads: Some(UploadView {

@@ -1,10 +1,12 @@
-//! What starts a trace: stalls, hangs, dyno requests, sampled windows.
+//! What starts a trace: stalls, hangs, stuck ranks, dyno requests, sampled windows.
 
 mod collectives;
 mod dyno_hostile;
 mod dynolog;
 mod hangs;
 mod hangs_hidden;
+mod ranks_where;
 mod slow_call;
 pub(crate) mod stalls;
+mod stuck;
 mod windows;

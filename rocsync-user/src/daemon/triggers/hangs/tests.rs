@@ -1,6 +1,7 @@
 use std::time::Duration;
 
 use super::*;
+use rocsync_common::PendingCall;
 
 fn call(api: Api, ns: u64) -> PendingCall {
     PendingCall {
@@ -65,6 +66,7 @@ fn a_hang_ends_when_its_call_is_gone_or_its_process_is() {
         entry_ns,
         uid: 0,
         waits_on: None,
+        location: None,
     };
     let open = HashMap::from([
         (1, hang(10, 5 * S)), // still blocked

@@ -14,144 +14,28 @@
 //! recording and the node [`PER_NODE`]. A hang held back by them is looked at again
 //! each second while it blocks, and counted once per reason.
 
+pub mod blocked;
+
 use std::{
     collections::{BTreeMap, HashMap},
     time::Duration,
 };
 
-use rocsync_common::{Api, Cookie, PendingCall};
-use serde_json::{Value, json};
+use rocsync_common::{Api, StallRecord};
+use serde_json::Value;
 use tokio::time::Instant;
 
-use crate::clock;
 use crate::daemon::{
-    serving::protocol::Hung,
-    triggers::{Origin, Start, TraceSpec, slow_call},
+    serving::protocol::{Hung, Status},
+    triggers::{
+        origin::Origin, origin::Unasked, trigger::Action, trigger::Began, trigger::Look,
+        trigger::Trigger, view::View,
+    },
 };
-
-/// A call in flight as the kernel keeps it: (pid, tid, its start).
-pub type InFlight = (u32, u32, PendingCall);
-/// A call blocked past the threshold: (pid, tid, API, its entry, its first argument).
-pub type Blocked = (u32, u32, Api, u64, u64);
-
-/// The oldest age of each synchronising API's calls in flight (seconds), and the calls
-/// blocked `threshold` or longer, among `tracked` processes'.
-/// Polls are not blocked calls: each returns at once, their loop is not one call.
-fn scan(
-    calls: &[InFlight],
-    tracked: impl Fn(u32) -> bool,
-    now_ns: u64,
-    threshold: std::time::Duration,
-) -> (BTreeMap<&'static str, f64>, Vec<Blocked>) {
-    let mut oldest = BTreeMap::<&'static str, f64>::new();
-    let mut blocked = Vec::new();
-    for &(pid, tid, c) in calls {
-        let Some(api) = Api::from_u32(c.api) else {
-            continue;
-        };
-        if !tracked(pid) || Cookie::of(api).kind() != Cookie::KIND_SYNC || api.is_polling() {
-            continue;
-        }
-        let age = now_ns.saturating_sub(c.ns);
-        let o = oldest.entry(api.symbol()).or_default();
-        *o = o.max(age as f64 / 1e9);
-        if age >= threshold.as_nanos() as u64 {
-            blocked.push((pid, tid, api, c.ns, c.arg0));
-        }
-    }
-    (oldest, blocked)
-}
-
-/// The open hangs that ended, and how: the process is gone (`exited`; its thread's
-/// entry stays in the kernel's map, never returned), or its call is no longer the one in
-/// flight on its thread (`returned`). A zombie still `exists`: it ends once reaped.
-fn ended(
-    open: &HashMap<u32, Hang>,
-    calls: &[InFlight],
-    exists: impl Fn(u32) -> bool,
-) -> Vec<(u32, &'static str)> {
-    open.iter()
-        .filter_map(|(&pid, h)| {
-            let blocked = calls
-                .iter()
-                .any(|&(p, t, c)| p == pid && t == h.tid && c.ns == h.entry_ns);
-            match (blocked, exists(pid)) {
-                (true, true) => None,
-                (_, true) => Some((pid, "returned")),
-                (_, false) => Some((pid, "exited")),
-            }
-        })
-        .collect()
-}
-
-/// Hang traces one user may have recording at once: others' hangs always find room.
-pub const PER_USER: usize = 4;
-/// Hang traces recording at once on the node.
-pub const PER_NODE: usize = 32;
-
-/// Why a hang has no trace (yet).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Untraced {
-    /// The process's last hang trace began within `--stall-interval`: looked at again.
-    Interval,
-    /// Its user has [`PER_USER`] hang traces recording: looked at again.
-    UserLimit,
-    /// The node has [`PER_NODE`] recording: looked at again.
-    NodeLimit,
-    /// Its trace could not start (its process exited): not again.
-    NotStarted,
-}
-
-impl Untraced {
-    pub const ALL: [Untraced; 4] = [
-        Untraced::Interval,
-        Untraced::UserLimit,
-        Untraced::NodeLimit,
-        Untraced::NotStarted,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Untraced::Interval => "interval",
-            Untraced::UserLimit => "user_limit",
-            Untraced::NodeLimit => "node_limit",
-            Untraced::NotStarted => "not_started",
-        }
-    }
-}
-
-/// The hangs' own rate limits: per process (an interval), per user and per node (hang
-/// traces recording at once).
-#[derive(Default)]
-pub struct Admission {
-    /// When each process's last hang trace began.
-    last: HashMap<u32, Instant>,
-}
-
-impl Admission {
-    /// Whether a hang of `pid` (of user `uid`) may begin its trace now; `recording`: the
-    /// users of the hang traces recording.
-    pub fn admit(
-        &mut self,
-        (pid, uid): (u32, u32),
-        now: Instant,
-        interval: Duration,
-        recording: &[u32],
-    ) -> Result<(), Untraced> {
-        self.last.retain(|_, t| now.duration_since(*t) < interval);
-        if self.last.contains_key(&pid) {
-            return Err(Untraced::Interval);
-        }
-        if recording.iter().filter(|&&u| u == uid).count() >= PER_USER {
-            return Err(Untraced::UserLimit);
-        }
-        if recording.len() >= PER_NODE {
-            return Err(Untraced::NodeLimit);
-        }
-        self.last.insert(pid, now);
-        Ok(())
-    }
-}
+use blocked::scan;
+pub use blocked::{Admission, Blocked, InFlight, Untraced, trace_of};
+#[cfg(test)]
+use blocked::{PER_NODE, PER_USER};
 
 /// A hang being traced.
 struct Hang {
@@ -163,6 +47,8 @@ struct Hang {
     uid: u32,
     /// What it waits on, in a line.
     waits_on: Option<String>,
+    /// Where its thread is, once its stacks are read.
+    location: Option<String>,
 }
 
 #[derive(Default)]
@@ -180,6 +66,9 @@ pub struct Hangs {
     /// The oldest call in flight of each synchronising API, in seconds (last look).
     pub oldest: BTreeMap<&'static str, f64>,
     pub traces: u64,
+    /// Hangs whose trace was asked for, not yet begun: (the call, its user, what it
+    /// waits on), by process.
+    asked: HashMap<u32, (Blocked, u32, Option<String>)>,
 }
 
 impl Hangs {
@@ -246,6 +135,7 @@ impl Hangs {
                 api: h.api.symbol().into(),
                 blocked_s: now_ns.saturating_sub(h.entry_ns) as f64 / 1e9,
                 waits_on: h.waits_on.clone(),
+                location: h.location.clone(),
             })
             .collect();
         hung.sort_by_key(|h| h.pid);
@@ -293,7 +183,7 @@ impl Hangs {
     }
 
     /// The hang `blocked` of user `uid`, waiting on `waits_on`, is traced by `trace`.
-    pub fn began(&mut self, blocked: Blocked, uid: u32, trace: u64, waits_on: Option<String>) {
+    pub fn opened(&mut self, blocked: Blocked, uid: u32, trace: u64, waits_on: Option<String>) {
         let (pid, tid, api, entry_ns, _) = blocked;
         self.held.remove(&pid);
         let hang = Hang {
@@ -303,6 +193,7 @@ impl Hangs {
             entry_ns,
             uid,
             waits_on,
+            location: None,
         };
         self.open.insert(pid, hang);
         self.traces += 1;
@@ -314,27 +205,135 @@ impl Hangs {
     }
 }
 
-/// The trace of the hang `blocked`, found `now_ns`: it records until `bound` at the
-/// latest (its `ended` says "bound" until the call is seen to return or its process to
-/// exit).
-/// `waits_on`: what the call waits on (`chain.rs`), in the wall clock.
-pub fn trace_of(blocked: Blocked, now_ns: u64, bound: Duration, waits_on: Vec<Value>) -> Start {
-    let (pid, tid, api, entry_ns, arg0) = blocked;
-    let offset = clock::realtime_offset_ns();
-    let hang = json!({
-        "api": api.symbol(), "pid": pid, "tid": tid,
-        "entry_unix_us": (entry_ns as i64 + offset) / 1000,
-        "blocked_ms_when_found": now_ns.saturating_sub(entry_ns) as f64 / 1e6,
-        "waits_on": waits_on,
-        "ended": "bound",
-    });
-    let spec = TraceSpec::of(pid, bound, format!("hang-{}-{pid}", api.symbol()));
-    let mut start = Start::new(spec, Origin::Hang(hang));
-    // Its row, still in flight: its exit, when it comes, completes it.
-    start.slow_call = Some(slow_call(api, (pid, tid), (entry_ns, None), arg0));
-    start
+impl Trigger for Hangs {
+    /// A stall's return: a hang trace of its process holds it while recording. Its own
+    /// call returning ends the hang. Once `--hang-bound` has passed, the hang's trace is
+    /// written and holds nothing more: the stall is then like any other.
+    fn on_stall(&mut self, r: &StallRecord, _taken: bool, v: &View) -> Vec<Action> {
+        let Some((trace, own)) = self.of_return(r.pid, r.tid, r.entry_ns) else {
+            return Vec::new();
+        };
+        let mut actions = Vec::new();
+        if own && self.end(r.pid).is_some() {
+            actions.push(hang_ended(r.pid, trace, "returned", v));
+        }
+        if v.recording(trace) {
+            actions.push(Action::Took);
+        }
+        actions
+    }
+
+    /// Looks at the calls in flight: hangs begin and end. On by default, stall capture
+    /// or not: a hang is one whatever the workload.
+    fn on_look(&mut self, look: &Look, v: &View) -> Vec<Action> {
+        self.oldest.clear();
+        let (Some(after), Some(calls)) = (v.config.hang_after, &look.calls) else {
+            return Vec::new();
+        };
+        // A process gone stays tracked until pruned; its last call is no longer in flight.
+        let tracked = |pid| v.tracked(pid) && crate::procfs::exists(pid);
+        let (gone, blocked) = self.look(calls, tracked, look.now_ns, after);
+        let mut actions: Vec<Action> = (gone.into_iter())
+            .map(|(pid, trace, how)| hang_ended(pid, trace, how, v))
+            .collect();
+        for b in blocked {
+            actions.extend(
+                self.decide(b, look.now_ns, v)
+                    .map(|s| Action::Start(Box::new(s))),
+            );
+        }
+        actions
+    }
+
+    fn began(&mut self, _kind: Unasked, hang: &Value, began: Began) {
+        let pid = hang["pid"].as_u64().unwrap_or_default() as u32;
+        let Some((blocked, uid, said)) = self.asked.remove(&pid) else {
+            return;
+        };
+        match began {
+            Ok((id, stem)) => {
+                let (_, tid, api, _, _) = blocked;
+                let waits = said
+                    .as_ref()
+                    .map_or(String::new(), |w| format!(", waits on {w}"));
+                crate::say!(
+                    "rocsync daemon: hang: pid {pid}'s {} (thread {tid}) still blocked{waits}: tracing it as {stem}.json",
+                    api.symbol()
+                );
+                self.opened(blocked, uid, id, said);
+            }
+            Err(e) => self.not_started(blocked, e),
+        }
+    }
+
+    fn on_stacks(&mut self, origin: &Origin, place: Option<&str>) {
+        let Some((Unasked::Hang, o)) = origin.unasked() else {
+            return;
+        };
+        let pid = o["pid"].as_u64().unwrap_or_default() as u32;
+        if let Some(h) = self.open.get_mut(&pid) {
+            h.location = place.map(String::from);
+        }
+    }
+
+    fn status(&self, s: &mut Status, now_ns: u64) {
+        s.hangs = self.shown(now_ns);
+    }
+}
+
+impl Hangs {
+    /// The trace of a call blocked past the threshold, unless its limits hold it back.
+    fn decide(
+        &mut self,
+        blocked: Blocked,
+        now_ns: u64,
+        v: &View,
+    ) -> Option<crate::daemon::triggers::origin::Start> {
+        let (pid, _, api, entry_ns, arg0) = blocked;
+        let uid = crate::procfs::uid(pid).unwrap_or(u32::MAX);
+        if !self.admit(blocked, uid, v.config.stall_interval, |id| v.recording(id)) {
+            return None;
+        }
+        let chain = v.waits_on(pid, Some(api), arg0, entry_ns);
+        let mut start = trace_of(blocked, now_ns, v.config.hang_bound, chain.steps.clone());
+        chain.answer(&mut start);
+        self.asked.insert(pid, (blocked, uid, chain.said));
+        Some(start)
+    }
+}
+
+/// The hang of `pid`, traced by `trace`, ended (`how`: returned, exited): its trace
+/// goes on for the window after a stall (after a return), then is written.
+fn hang_ended(pid: u32, trace: u64, how: &'static str, v: &View) -> Action {
+    crate::say!("rocsync daemon: hang of pid {pid}: the call {how}");
+    let after = match how {
+        "returned" => v.config.stall_window_after,
+        _ => Duration::ZERO,
+    };
+    Action::End { trace, how, after }
+}
+
+/// The open hangs that ended, and how: the process is gone (`exited`; its thread's
+/// entry stays in the kernel's map, never returned), or its call is no longer the one in
+/// flight on its thread (`returned`). A zombie still `exists`: it ends once reaped.
+fn ended(
+    open: &HashMap<u32, Hang>,
+    calls: &[InFlight],
+    exists: impl Fn(u32) -> bool,
+) -> Vec<(u32, &'static str)> {
+    open.iter()
+        .filter_map(|(&pid, h)| {
+            let blocked = calls
+                .iter()
+                .any(|&(p, t, c)| p == pid && t == h.tid && c.ns == h.entry_ns);
+            match (blocked, exists(pid)) {
+                (true, true) => None,
+                (_, true) => Some((pid, "returned")),
+                (_, false) => Some((pid, "exited")),
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]
-#[path = "hangs_tests.rs"]
 mod tests;

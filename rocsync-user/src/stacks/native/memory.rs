@@ -1,0 +1,87 @@
+//! The target's memory, read with `process_vm_readv`: no ptrace, no stop, no write; a page
+//! at a time, each page read once per read of the stacks.
+
+use std::collections::HashMap;
+
+const PAGE: u64 = 4096;
+/// Pages held (the stack words the unwinder and the frame-pointer scan look at).
+const PAGES: usize = 1024;
+
+pub struct Memory {
+    pid: u32,
+    pages: HashMap<u64, Option<Box<[u8; PAGE as usize]>>>,
+}
+
+impl Memory {
+    pub fn of(pid: u32) -> Self {
+        Self {
+            pid,
+            pages: HashMap::new(),
+        }
+    }
+
+    /// The 8 bytes at `addr` (little-endian), or `None` where nothing is mapped.
+    pub fn u64(&mut self, addr: u64) -> Option<u64> {
+        let mut bytes = [0u8; 8];
+        self.bytes(addr, &mut bytes)?;
+        Some(u64::from_le_bytes(bytes))
+    }
+
+    /// Fills `out` from `addr`, across pages.
+    pub fn bytes(&mut self, addr: u64, out: &mut [u8]) -> Option<()> {
+        let mut done = 0;
+        while done < out.len() {
+            let at = addr.checked_add(done as u64)?;
+            let (page, offset) = (at & !(PAGE - 1), (at % PAGE) as usize);
+            let data = self.page(page)?;
+            let n = (PAGE as usize - offset).min(out.len() - done);
+            out[done..done + n].copy_from_slice(&data[offset..offset + n]);
+            done += n;
+        }
+        Some(())
+    }
+
+    fn page(&mut self, page: u64) -> Option<&[u8; PAGE as usize]> {
+        if !self.pages.contains_key(&page) && self.pages.len() >= PAGES {
+            return None;
+        }
+        let pid = self.pid;
+        self.pages
+            .entry(page)
+            .or_insert_with(|| read_page(pid, page))
+            .as_deref()
+    }
+}
+
+fn read_page(pid: u32, addr: u64) -> Option<Box<[u8; PAGE as usize]>> {
+    let mut page = Box::new([0u8; PAGE as usize]);
+    let local = libc::iovec {
+        iov_base: page.as_mut_ptr().cast(),
+        iov_len: page.len(),
+    };
+    let remote = libc::iovec {
+        iov_base: addr as *mut libc::c_void,
+        iov_len: page.len(),
+    };
+    // SAFETY: one local buffer of the length given; the remote side is only read, by the
+    // kernel, which checks it.
+    let n = unsafe { libc::process_vm_readv(pid as libc::pid_t, &local, 1, &remote, 1, 0) };
+    (n == PAGE as isize).then_some(page)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_across_pages_and_refuses_the_unmapped() {
+        let data: Vec<u8> = (0..3 * PAGE as usize).map(|i| (i % 251) as u8).collect();
+        let mut memory = Memory::of(std::process::id());
+        let at = data.as_ptr() as u64 + PAGE - 3;
+        let mut out = [0u8; 8];
+        memory.bytes(at, &mut out).unwrap();
+        let start = (PAGE - 3) as usize;
+        assert_eq!(out, data[start..start + 8]);
+        assert_eq!(memory.u64(8), None, "page zero is never mapped");
+    }
+}

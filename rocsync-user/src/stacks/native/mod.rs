@@ -1,0 +1,91 @@
+//! The native stack of a thread blocked in a system call (the C/C++/HIP/CUDA frames under
+//! the Python ones, or a whole C program's): its stack and instruction pointers from
+//! `/proc/PID/task/TID/syscall`, its stack read with `process_vm_readv`, unwound with the
+//! mapped objects' CFI and named from their symbol tables. The thread is never stopped:
+//! blocked, its stack does not change; if it leaves the call meanwhile, the read says so.
+
+mod memory;
+mod objects;
+mod regions;
+mod scan;
+mod symbols;
+mod unwind;
+
+use super::{
+    model::{Cut, NativeFrame},
+    tasks,
+};
+use crate::{probes::maps, procfs};
+
+/// The frames (innermost first) and, beside them, why the walk stopped early; `Err` when
+/// none could be read.
+pub fn read(
+    pid: u32,
+    tid: u32,
+    cut: &mut Cut,
+) -> Result<(Vec<NativeFrame>, Option<String>), String> {
+    let at = tasks::syscall(pid, tid)?;
+    let text = procfs::maps(pid).map_err(|e| format!("cannot read /proc/{pid}/maps: {e}"))?;
+    let (mappings, regions) = (maps::parse(&text), regions::Regions::parse(&text));
+    let mut memory = memory::Memory::of(pid);
+    let mut objects = unwind::Objects::new(pid, &mappings);
+    let walk = unwind::walk(at, &mut objects, &mut memory, &regions);
+    if tasks::syscall(pid, tid) != Ok(at) {
+        return Err("the thread left its system call while its stack was read".into());
+    }
+    cut.frames += walk.cut;
+    // Return addresses are named by the call before them (a call may end a function).
+    let lookups: Vec<u64> = walk
+        .frames
+        .iter()
+        .enumerate()
+        .map(|(i, &(addr, _))| if i == 0 { addr } else { addr - 1 })
+        .collect();
+    let mut names = vec![None; lookups.len()];
+    let mut homes = vec![None; lookups.len()];
+    for (i, &lookup) in lookups.iter().enumerate() {
+        if homes[i].is_some() || objects.at(lookup).is_none() {
+            continue;
+        }
+        let object = objects
+            .opened
+            .iter()
+            .position(|o| o.range.contains(&lookup));
+        let Some(object) = object else { continue };
+        let o = &objects.opened[object];
+        let mine: Vec<usize> = (i..lookups.len())
+            .filter(|&j| o.range.contains(&lookups[j]))
+            .collect();
+        let svmas: Vec<u64> = mine.iter().map(|&j| o.svma(lookups[j])).collect();
+        for (&j, name) in mine.iter().zip(symbols::names(o, &svmas)) {
+            names[j] = name;
+            homes[j] = Some(object);
+        }
+    }
+    let frames = walk
+        .frames
+        .iter()
+        .zip(names.into_iter().zip(homes))
+        .map(|(&(addr, scanned), (symbol, home))| {
+            let home = home.map(|o| &objects.opened[o]);
+            NativeFrame {
+                address: NativeFrame::hex(addr),
+                symbolized: symbol.is_some(),
+                symbol: symbol.map(|s| cut.string(s)),
+                // A file that could not be opened is still named.
+                object: home
+                    .map(|o| o.path.clone())
+                    .or_else(|| mapped(&mappings, addr))
+                    .map(|p| cut.string(p)),
+                offset: home.map(|o| NativeFrame::hex(o.svma(addr))),
+                scanned,
+            }
+        })
+        .collect();
+    Ok((frames, walk.stopped.map(|s| cut.string(s))))
+}
+
+fn mapped(mappings: &[maps::Mapping], addr: u64) -> Option<String> {
+    let m = mappings.iter().find(|m| (m.start..m.end).contains(&addr))?;
+    Some(m.path.to_string_lossy().into_owned())
+}

@@ -1,0 +1,143 @@
+//! The files a process has mapped, opened safely as root to unwind and symbolize through:
+//! through the kernel's link to the mapped file (`/proc/PID/map_files/START-END`), never
+//! a path the target names; only a regular file (checked before opening: a mapped device
+//! is never opened), opened without blocking, whose inode is the mapping's. Sections are
+//! read from it on demand, each bounded, never mapped (a file truncated meanwhile cannot
+//! fault the reader).
+
+use std::{
+    fs::File,
+    ops::Range,
+    os::unix::fs::{FileExt as _, MetadataExt as _, OpenOptionsExt as _},
+};
+
+use object::{Object as _, ObjectSection as _, ObjectSegment as _, read::ReadCache};
+
+use crate::{probes::maps::Mapping, stacks::bounds};
+
+/// One mapped file: where it is in the process, and how its addresses translate.
+pub struct MappedObject {
+    /// The path as the process sees it.
+    pub path: String,
+    /// From its first mapping to the end of its last.
+    pub range: Range<u64>,
+    /// What its own addresses (the ELF's virtual addresses) are moved by in the process.
+    pub bias: u64,
+    pub file: File,
+}
+
+/// A section's addresses in the object, and its bytes.
+pub type Section = (Range<u64>, Vec<u8>);
+
+/// The sections the unwinder needs, with their addresses in the object.
+#[derive(Default)]
+pub struct UnwindSections {
+    pub eh_frame: Option<Section>,
+    pub eh_frame_hdr: Option<Section>,
+    pub text: Option<Range<u64>>,
+    pub got: Option<Range<u64>>,
+}
+
+/// The mapped file holding `addr`, opened; `Err` says why it could not be.
+pub fn open(pid: u32, maps: &[Mapping], addr: u64) -> Result<MappedObject, String> {
+    let m = maps
+        .iter()
+        .find(|m| (m.start..m.end).contains(&addr))
+        .ok_or_else(|| format!("{addr:#x} is in no mapped file"))?;
+    let path = m.path.to_string_lossy().into_owned();
+    let file = open_mapping(pid, m).map_err(|e| format!("{path}: {e}"))?;
+    let cache = ReadCache::new(&file);
+    let elf = object::File::parse(&cache).map_err(|e| format!("{path}: not ELF: {e}"))?;
+    let bias = elf
+        .segments()
+        .find_map(|s| {
+            let (offset, size) = s.file_range();
+            (offset..offset + size).contains(&m.offset).then(|| {
+                m.start
+                    .wrapping_sub(m.offset)
+                    .wrapping_add(offset)
+                    .wrapping_sub(s.address())
+            })
+        })
+        .ok_or_else(|| format!("{path}: no segment holds offset {:#x}", m.offset))?;
+    // The object's whole extent: every mapping of the same file.
+    let same = maps
+        .iter()
+        .filter(|o| o.inode == m.inode && o.dev == m.dev && o.path == m.path);
+    let start = same.clone().map(|o| o.start).min().unwrap_or(m.start);
+    let end = same.map(|o| o.end).max().unwrap_or(m.end);
+    drop(elf);
+    drop(cache);
+    Ok(MappedObject {
+        path,
+        range: start..end,
+        bias,
+        file,
+    })
+}
+
+fn open_mapping(pid: u32, m: &Mapping) -> Result<File, String> {
+    let link = crate::procfs::path(pid, &format!("map_files/{:x}-{:x}", m.start, m.end));
+    // stat follows the link to the mapped inode without opening it: a device file (GPU
+    // driver mappings) must not be opened, its driver would see an open.
+    let seen = std::fs::metadata(&link).map_err(|e| format!("cannot stat its mapping: {e}"))?;
+    if !seen.is_file() {
+        return Err("not a regular file".into());
+    }
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(&link)
+        .map_err(|e| format!("cannot open its mapping: {e}"))?;
+    let meta = file.metadata().map_err(|e| e.to_string())?;
+    if !meta.is_file() || meta.ino() != m.inode || meta.ino() != seen.ino() {
+        return Err("the mapping changed while it was opened".into());
+    }
+    Ok(file)
+}
+
+impl MappedObject {
+    /// The unwind tables and the ranges they refer to, each section at most
+    /// [`bounds::SECTION`] bytes.
+    pub fn unwind_sections(&self) -> Result<UnwindSections, String> {
+        let cache = ReadCache::new(&self.file);
+        let elf = object::File::parse(&cache).map_err(|e| format!("{}: {e}", self.path))?;
+        let range = |name: &str| {
+            let s = elf.section_by_name(name)?;
+            Some(s.address()..s.address() + s.size())
+        };
+        let data = |name: &str| -> Result<Option<Section>, String> {
+            let Some(s) = elf.section_by_name(name) else {
+                return Ok(None);
+            };
+            if s.size() > bounds::SECTION {
+                return Err(format!(
+                    "{}: its {name} is {} bytes, over the {} read",
+                    self.path,
+                    s.size(),
+                    bounds::SECTION
+                ));
+            }
+            // Read straight from the file (not through the cache: one copy).
+            let Some((offset, size)) = s.file_range() else {
+                return Ok(None);
+            };
+            let mut bytes = vec![0; size as usize];
+            self.file
+                .read_exact_at(&mut bytes, offset)
+                .map_err(|e| format!("{}: {name}: {e}", self.path))?;
+            Ok(Some((s.address()..s.address() + s.size(), bytes)))
+        };
+        Ok(UnwindSections {
+            eh_frame: data(".eh_frame")?,
+            eh_frame_hdr: data(".eh_frame_hdr")?,
+            text: range(".text"),
+            got: range(".got"),
+        })
+    }
+
+    /// `addr` (in the process) in the object's own addresses.
+    pub fn svma(&self, addr: u64) -> u64 {
+        addr.wrapping_sub(self.bias)
+    }
+}

@@ -1,0 +1,58 @@
+//! Every mapping of a process, anonymous ones too (a thread's stack is one): where a stack
+//! ends and whether an address is code.
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Region {
+    pub start: u64,
+    pub end: u64,
+    pub exec: bool,
+}
+
+pub struct Regions(Vec<Region>);
+
+impl Regions {
+    /// From the text of `/proc/PID/maps`.
+    pub fn parse(maps: &str) -> Self {
+        Self(
+            maps.lines()
+                .filter_map(|line| {
+                    let mut fields = line.split_whitespace();
+                    let (start, end) = fields.next()?.split_once('-')?;
+                    let perms = fields.next()?;
+                    Some(Region {
+                        start: u64::from_str_radix(start, 16).ok()?,
+                        end: u64::from_str_radix(end, 16).ok()?,
+                        exec: perms.as_bytes().get(2) == Some(&b'x'),
+                    })
+                })
+                .collect(),
+        )
+    }
+
+    pub fn at(&self, addr: u64) -> Option<Region> {
+        self.0
+            .iter()
+            .copied()
+            .find(|r| (r.start..r.end).contains(&addr))
+    }
+
+    pub fn is_code(&self, addr: u64) -> bool {
+        self.at(addr).is_some_and(|r| r.exec)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stacks_and_code() {
+        let maps = "5555-6666 r-xp 00000000 08:01 12 /bin/x\n\
+                    7ffd0000-7ffe0000 rw-p 00000000 00:00 0 [stack]\n";
+        let r = Regions::parse(maps);
+        assert!(r.is_code(0x5600));
+        assert!(!r.is_code(0x7ffd1000));
+        assert_eq!(r.at(0x7ffd1000).map(|s| s.end), Some(0x7ffe0000));
+        assert_eq!(r.at(0x10), None);
+    }
+}
