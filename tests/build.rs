@@ -2,6 +2,9 @@
 //! compiler. (The `cc` crate builds static archives for linking into Rust; these are shared
 //! libraries and executables, so gcc is called directly.)
 
+// Test fixtures may unwrap: a failure here is the test's, with its line (clippy.toml).
+#![allow(clippy::unwrap_used)]
+
 use std::{
     env,
     path::{Path, PathBuf},

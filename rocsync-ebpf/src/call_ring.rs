@@ -94,6 +94,7 @@ pub fn write<T: Copy>(rec: T, tid: u32) -> bool {
     let slots = u64::from(unsafe { core::ptr::read_volatile(&CALL_SLOTS) });
     // SAFETY: `c` is the cursor's map value; the reader writes only `tail`.
     let tail = unsafe { core::ptr::read_volatile(&raw const (*c).tail) };
+    // SAFETY: as above; `head` is ours.
     let mut head = unsafe { core::ptr::read_volatile(&raw const (*c).head) };
     let mut pos = None;
     for _ in 0..TRIES {
@@ -138,8 +139,10 @@ fn wake_once(c: *mut CallCursor) {
     // SAFETY: `c` is the cursor's map value; `woken` is an aligned u64 of it. Read before
     // the compare-and-swap, which takes the line even when it fails.
     let woken = unsafe { &raw mut (*c).woken };
+    // SAFETY: as above.
     if unsafe { core::ptr::read_volatile(woken) } == 0 && cmpxchg(woken, 0, 1) == 0 && !wake() {
         // Not sent: a later look tries again.
+        // SAFETY: as above.
         unsafe { core::ptr::write_volatile(woken, 0) };
     }
 }

@@ -59,6 +59,7 @@ fn args_of(ctx: &ProbeContext, cookie: Cookie, tgid: u32) -> [u64; 3] {
             // (placement), so [rsp] is the return address and [rsp+16] the 2nd stack
             // argument.
             let sp = unsafe { (*ctx.regs).rsp };
+            // SAFETY: the target's stack through the checked helper; a fault yields an error.
             let stream = unsafe { bpf_probe_read_user((sp + 16) as *const u64) }.unwrap_or(0);
             [first, stream, 0]
         }

@@ -41,6 +41,7 @@ pub(crate) fn device_of(args: &[u64; 3], cookie: Cookie, pid_tgid: u64) -> i32 {
     if handle <= 2 {
         return thread;
     }
+    // SAFETY: a plain map lookup, its value copied out at once.
     unsafe { map.get(HandleKey { tgid, handle }) }
         .copied()
         .unwrap_or(thread)
@@ -52,7 +53,9 @@ pub(crate) fn device_of(args: &[u64; 3], cookie: Cookie, pid_tgid: u64) -> i32 {
 pub(crate) fn read_out(cookie: Cookie, pointer: u64) -> Option<u64> {
     // SAFETY: target memory through the checked helper; a fault yields an error.
     match OutParam::of_api_id(cookie.api()) {
+        // SAFETY: as above.
         OutParam::Handle => unsafe { bpf_probe_read_user(pointer as *const u64) }.ok(),
+        // SAFETY: as above.
         OutParam::Int => unsafe { bpf_probe_read_user(pointer as *const i32) }
             .ok()
             .map(|v| v as i64 as u64),

@@ -45,6 +45,7 @@ fn discover(
     let at = key.handle + AMD_SIGNAL_QUEUE_PTR;
     // SAFETY: as above.
     let queue = unsafe { bpf_probe_read_user(at as *const u64) }.ok()?;
+    // SAFETY: as above.
     let q = unsafe { bpf_probe_read_user(queue as *const HsaQueue) }.ok()?;
     if q.doorbell_signal != key.handle {
         return None; // not the queue this doorbell rings

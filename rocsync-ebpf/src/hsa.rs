@@ -50,6 +50,7 @@ fn agent_ordinal(tgid: u64, agent: u64) -> u32 {
     if let Some(o) = unsafe { AGENT_ORDINALS.get(key) } {
         return *o;
     }
+    // SAFETY: as above.
     let next = unsafe { NEXT_ORDINAL.get(tgid) }.copied().unwrap_or(0);
     let _ = NEXT_ORDINAL.insert(tgid, next + 1, 0);
     let _ = AGENT_ORDINALS.insert(key, next, 0);
@@ -120,6 +121,7 @@ pub fn queue_create_enter(ctx: ProbeContext) -> u32 {
     // SAFETY: the context is the probe's pt_regs; the stack slot is read with the checked
     // helper.
     let sp = unsafe { (*ctx.regs).rsp };
+    // SAFETY: as above.
     let out = unsafe { bpf_probe_read_user((sp + 16) as *const u64) }.unwrap_or(0);
     let agent = ctx.arg::<u64>(0).unwrap_or(0);
     let _ = QUEUE_CREATES.insert(pid_tgid, QueueCreate { agent, out }, 0);
@@ -146,6 +148,7 @@ pub fn queue_create_exit(ctx: RetProbeContext) -> u32 {
         count_drops(drop_index::QUEUE, 1);
         return 0;
     };
+    // SAFETY: target memory through the checked helper; a fault yields an error.
     let Ok(q) = (unsafe { bpf_probe_read_user(queue as *const HsaQueue) }) else {
         warn!(&ctx, "hsa_queue_create: queue 0x{:x} unreadable", queue);
         count_drops(drop_index::QUEUE, 1);

@@ -44,6 +44,7 @@ fn objects_added(ctx: &ProbeContext, tgid: u32) -> bool {
     // SAFETY: the probe's registers; r_debug is read with the checked helper.
     let rip = unsafe { (*ctx.regs).rip };
     let at = rip.wrapping_add(delta).wrapping_add(R_STATE_OFFSET);
+    // SAFETY: as above.
     let Ok(state) = (unsafe { bpf_probe_read_user(at as *const u32) }) else {
         return true;
     };

@@ -91,6 +91,7 @@ fn regs(ctx: &ProbeContext) -> [u64; 6] {
 fn stack(ctx: &ProbeContext, off: u64) -> u64 {
     // SAFETY: the probe's pt_regs; the stack slot through the checked helper.
     let sp = unsafe { (*ctx.regs).rsp };
+    // SAFETY: as above.
     unsafe { bpf_probe_read_user((sp + off) as *const u64) }.unwrap_or(0)
 }
 
@@ -101,6 +102,7 @@ pub fn args(ctx: &ProbeContext, layout: u64, tgid: u32) -> [u64; 3] {
     let low = |r: u64| r & 0xffff_ffff;
     let r = regs(ctx);
     if layout == Layout::Init as u64 {
+        // SAFETY: the probe's pt_regs.
         let sp = unsafe { (*ctx.regs).rsp };
         // SAFETY: the id's copy on the target's stack, through the checked helper.
         let id = unsafe { bpf_probe_read_user((sp + 8) as *const [u64; UNIQUE_ID_BYTES / 8]) }
@@ -168,9 +170,10 @@ pub fn entered(ctx: &ProbeContext, cookie: Cookie, args: &[u64; 3], pid_tgid: u6
             let _ = SETUPS.insert(pid_tgid, setup, 0);
             0
         }
-        // SAFETY: helper without preconditions.
         Cookie::KIND_COLLECTIVE => {
-            collective(ctx, cookie, args, tgid, unsafe { bpf_ktime_get_ns() })
+            // SAFETY: helper without preconditions.
+            let now = unsafe { bpf_ktime_get_ns() };
+            collective(ctx, cookie, args, tgid, now)
         }
         _ => {
             if cookie.api() == Api::NcclCommDestroy as u32

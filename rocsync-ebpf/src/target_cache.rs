@@ -27,9 +27,8 @@ pub fn state(tgid: u32) -> TargetState {
         return lookup(tgid);
     };
     // SAFETY: as above; one 8-byte load, whole.
-    if let Some(state) =
-        CachedTarget(unsafe { core::ptr::read_volatile(entry) }).state(tgid, generation)
-    {
+    let cached = CachedTarget(unsafe { core::ptr::read_volatile(entry) });
+    if let Some(state) = cached.state(tgid, generation) {
         return state;
     }
     let state = lookup(tgid);

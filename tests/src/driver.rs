@@ -108,8 +108,8 @@ impl Runtime {
 
     pub fn set_device(&self, device: i32) -> Status {
         let f = self.symbol::<unsafe extern "C" fn(i32) -> Status>("SetDevice");
-        // SAFETY: (int device) -> error.
         self.logged("SetDevice", || {
+            // SAFETY: (int device) -> error.
             (unsafe { f(device) }, [device as u64, 0, 0])
         })
     }
@@ -117,8 +117,8 @@ impl Runtime {
     pub fn stream_create(&self) -> Handle {
         let f = self.symbol::<unsafe extern "C" fn(*mut Handle) -> Status>("StreamCreate");
         let mut s: Handle = 0;
-        // SAFETY: (stream_t *out) -> error; `s` outlives the call.
         let ret = self.logged("StreamCreate", || {
+            // SAFETY: (stream_t *out) -> error; `s` outlives the call.
             let ret = unsafe { f(&mut s) };
             (ret, [s as u64, 0, 0])
         });

@@ -57,7 +57,7 @@ fn main() {
 pub(crate) fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
-        .unwrap()
+        .expect("xtask lies in the workspace's folder")
         .to_path_buf()
 }
 
@@ -229,7 +229,8 @@ fn run_tests(cmd: &mut Command) -> Result<()> {
         .with_context(|| format!("starting {cmd:?}"))?;
     let (mut passed, mut failed, mut skipped) = (0u64, 0u64, 0u64);
     let mut ignored = Vec::new();
-    for line in BufReader::new(child.stdout.take().unwrap()).lines() {
+    let stdout = child.stdout.take().context("the tests' output")?;
+    for line in BufReader::new(stdout).lines() {
         let line = line?;
         println!("{line}");
         if let Some(name) = ignored_test(&line) {

@@ -71,6 +71,7 @@ pub fn spawn_held(exe: &Path, argv: &[String], user: Option<&Identity>) -> Resul
         bail!("fork: {}", std::io::Error::last_os_error());
     }
     if pid == 0 {
+        // SAFETY: the fork's child, as said above.
         unsafe {
             libc::close(gate_w);
             libc::close(err_r);

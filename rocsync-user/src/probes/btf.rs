@@ -48,8 +48,11 @@ pub fn member_offsets(btf: &[u8], name: &str, members: &[&str]) -> Result<Vec<u3
         &s[..s.iter().position(|&c| c == 0).unwrap_or(s.len())]
     };
     let mut at = 0;
-    while at + 12 <= types.len() {
-        let (name_off, info) = (u32_at(types, at).unwrap(), u32_at(types, at + 4).unwrap());
+    // Each type's 12-byte header: its name's offset, its info, and a size or a type.
+    while let Some(header) = types.get(at..at + 12) {
+        let word =
+            |i: usize| u32::from_le_bytes([header[i], header[i + 1], header[i + 2], header[i + 3]]);
+        let (name_off, info) = (word(0), word(4));
         let (kind, vlen) = ((info >> 24) & 0x1f, (info & 0xffff) as usize);
         let extra = extra_bytes(kind, vlen).with_context(|| format!("unknown BTF kind {kind}"))?;
         if kind == KIND_STRUCT && string(name_off) == name.as_bytes() {

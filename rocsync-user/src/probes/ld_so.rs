@@ -141,6 +141,7 @@ mod tests {
         let text = crate::procfs::maps(pid).unwrap();
         let Some(loader) = of_process(pid, &maps::parse(&text)) else {
             // map_files needs root.
+            // SAFETY: geteuid has no preconditions.
             assert_ne!(unsafe { libc::geteuid() }, 0, "the loader is mapped");
             rocsync_tests::skip("own_process_has_a_loader_mapped", "map_files needs root");
             return;

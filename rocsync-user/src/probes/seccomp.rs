@@ -105,6 +105,7 @@ fn try_return(probes: &mut Probes) -> Result<Returns> {
         bail!("fork: {}", std::io::Error::last_os_error());
     }
     if pid == 0 {
+        // SAFETY: the fork's child, as said above.
         unsafe {
             libc::close(gate[1]);
             let mut b = 0u8;
@@ -129,7 +130,8 @@ fn try_return(probes: &mut Probes) -> Result<Returns> {
         location: offset.into(),
         cookie: None,
     };
-    let scope = UProbeScope::OneProcess(std::num::NonZeroU32::new(pid as u32).unwrap());
+    let child = std::num::NonZeroU32::new(pid as u32).expect("the fork's child's pid, above 0");
+    let scope = UProbeScope::OneProcess(child);
     let attached =
         uprobe(&mut probes.ebpf, RETURN_CHECK).and_then(|p| Ok(p.attach(point, &path, scope)?));
     // SAFETY: closing our end lets the child go, attached or not.

@@ -270,6 +270,7 @@ fn a_ctrl_z_while_held_at_a_load_still_suspends_the_command() {
         wait_until_stopped(command, "the command");
         // The stop that holds it (the probe records it before it signals).
         let held = stops.get(&command, 0).expect("the command's stop recorded");
+        // SAFETY: kill has no memory preconditions.
         unsafe {
             libc::kill(command as i32, libc::SIGTSTP);
             libc::kill(rocsync, libc::SIGCONT);

@@ -28,7 +28,7 @@ fn a_runtime_the_backend_left_out_is_named() {
             .env("SCENARIO_LOG", dir.path("s.log"))
             .env("SCENARIO_HIP", sim_hip()),
     );
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = stderr_of(&out);
     assert!(
         stderr.contains("mapped libamdhip64 (--backend hip), which --backend cuda left out"),
         "{stderr}"
@@ -52,7 +52,7 @@ fn a_collective_library_with_a_symbol_table_is_not_called_stripped() {
             .arg(nccl_ranks_cuda())
             .args(["1", "2", "0", "99", "0"]),
     );
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = stderr_of(&out);
     assert!(stderr.contains("libnccl.so.2"), "{stderr}");
     assert!(!stderr.contains("stripped"), "{stderr}");
 }

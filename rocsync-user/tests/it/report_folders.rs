@@ -158,7 +158,7 @@ fn a_folder_of_nothing_but_what_is_no_trace_is_an_error_that_says_each() {
     make_fifo(&dir.path("a.json"));
     std::fs::write(dir.path("b.json"), "[]").unwrap();
     let out = rocsync().arg("report").arg(dir.path("")).output().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = stderr_of(&out);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(
         err.contains("holds no rocsync trace (*.json, *.json.gz)"),

@@ -8,6 +8,9 @@
 //! creates another (the allocator hands handles back). Before the loop the consumer waits
 //! on an event never recorded.
 
+// Test fixtures may unwrap: a failure here is the test's, with its line (clippy.toml).
+#![allow(clippy::unwrap_used)]
+
 use std::{path::Path, process::ExitCode, sync::Barrier};
 
 use rocsync_tests::driver::{Handle, Runtime};

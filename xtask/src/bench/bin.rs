@@ -31,7 +31,7 @@ static LOSSES: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new())
 
 /// The side-by-side runs' losses so far, as a section of a report ("" when none).
 pub fn losses_md() -> String {
-    let losses = LOSSES.lock().unwrap();
+    let losses = LOSSES.lock().unwrap_or_else(|e| e.into_inner());
     if losses.is_empty() {
         return String::new();
     }
@@ -104,7 +104,7 @@ impl Probes<'_> {
                 self.symbol, lost, v["calls"]
             );
             eprintln!("xtask: warning: {said}");
-            LOSSES.lock().unwrap().push(said);
+            LOSSES.lock().unwrap_or_else(|e| e.into_inner()).push(said);
         }
         let ratios = v["round_ratios"]
             .as_array()

@@ -90,17 +90,11 @@ pub fn convert_memory() -> Result<(String, Value)> {
     let dir = tempfile_dir()?;
     let raw = dir.join("big.jsonl");
     let calls = RAW_CALLS.to_string();
-    let made = bench_bin(&["raw", "--calls", &calls, "--out", raw.to_str().unwrap()])?;
-    let rocsync = root().join("target/release/rocsync");
-    let v = bench_bin(&[
-        "peak-rss",
-        "--",
-        rocsync.to_str().unwrap(),
-        "convert",
-        raw.to_str().unwrap(),
-        "-o",
-        dir.join("big.json").to_str().unwrap(),
-    ]);
+    let utf8 = |p: &std::path::Path| p.to_str().map(str::to_owned).context("a path not in UTF-8");
+    let (raw_path, out) = (utf8(&raw)?, utf8(&dir.join("big.json"))?);
+    let made = bench_bin(&["raw", "--calls", &calls, "--out", &raw_path])?;
+    let rocsync = utf8(&root().join("target/release/rocsync"))?;
+    let v = bench_bin(&["peak-rss", "--", &rocsync, "convert", &raw_path, "-o", &out]);
     let _ = std::fs::remove_dir_all(&dir);
     let v = v?;
     let gb = made["bytes"].as_f64().unwrap_or(0.0) / 1e9;

@@ -313,14 +313,14 @@ fn gzip(dir: &Path, names: &[PathBuf]) -> Result<()> {
 }
 
 fn copy(from: &Path, to: &Path, mode: u32) -> Result<()> {
-    fs::create_dir_all(to.parent().unwrap())?;
+    fs::create_dir_all(to.parent().context("a file's folder")?)?;
     fs::copy(from, to).with_context(|| format!("copying {}", from.display()))?;
     fs::set_permissions(to, fs::Permissions::from_mode(mode))?;
     Ok(())
 }
 
 fn write(to: &Path, text: &str, mode: u32) -> Result<()> {
-    fs::create_dir_all(to.parent().unwrap())?;
+    fs::create_dir_all(to.parent().context("a file's folder")?)?;
     fs::write(to, text).with_context(|| format!("writing {}", to.display()))?;
     fs::set_permissions(to, fs::Permissions::from_mode(mode))?;
     Ok(())

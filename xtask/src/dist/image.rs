@@ -166,7 +166,7 @@ fn check_static(binary: &Path) -> Result<()> {
 fn stage(root: &Path, binary: &Path) -> Result<()> {
     let file = |path: &str, mode: u32, data: &[u8]| -> Result<()> {
         let dest = root.join(path.trim_start_matches('/'));
-        fs::create_dir_all(dest.parent().unwrap())?;
+        fs::create_dir_all(dest.parent().context("a file's folder")?)?;
         fs::write(&dest, data)?;
         fs::set_permissions(&dest, fs::Permissions::from_mode(mode))?;
         Ok(())

@@ -265,6 +265,7 @@ impl std::io::Write for CountingSink {
 fn peak_rss() -> u64 {
     // SAFETY: getrusage fills the struct.
     let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `u` is a valid rusage for the call to fill.
     unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
     u.ru_maxrss as u64 * 1024
 }

@@ -46,6 +46,7 @@ pub fn peak_rss_of(command: &[String]) -> Result<()> {
     let mut status = 0;
     // SAFETY: wait4 on our own child with valid out-pointers.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
     let r = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
     if r < 0 || !libc::WIFEXITED(status) || libc::WEXITSTATUS(status) != 0 {
         bail!("{command:?} failed (status {status})");

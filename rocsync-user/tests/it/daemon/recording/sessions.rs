@@ -159,6 +159,7 @@ fn traces_on_disjoint_agents_record_together_and_overlaps_are_refused() {
     // Written by the client, as the client (root here): a regular file of its own.
     let meta = std::fs::symlink_metadata(&out).unwrap();
     assert!(meta.file_type().is_file());
+    // SAFETY: geteuid has no preconditions.
     assert_eq!(meta.uid(), unsafe { libc::geteuid() });
 }
 
