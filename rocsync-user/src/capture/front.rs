@@ -112,8 +112,11 @@ impl Capture {
     /// command's, for the trace's `rocsync` object.
     pub async fn finish(self, session: Session, stop: StopReason, parameters: Value) -> Result<()> {
         let captured = session.finish(self.ring, stop).await?;
-        if self.settings.waited && captured.libraries.is_empty() {
-            // Waited for a runtime that never came: no trace of nothing.
+        // Waited for a runtime that never came, to the target's end or the duration: an
+        // error, and no trace of nothing. (A user who stops the wait gets what the trace
+        // says, a suspension included, as of any capture.)
+        let gave_up = !matches!(stop, StopReason::Signal(_));
+        if self.settings.waited && gave_up && captured.libraries.is_empty() {
             captured.detaching.wait();
             let wanted: Vec<&str> = (self.settings.runtimes.iter().map(|r| r.library))
                 .chain(["libhsa-runtime64"])
