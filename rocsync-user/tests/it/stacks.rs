@@ -195,3 +195,53 @@ fn native_frames_without_frame_pointers() {
     }
     assert_blocked_in_sleep(&rocsync_tests::stacks_sleep_nofp());
 }
+
+#[test]
+fn a_return_probe_on_the_blocked_call_hides_only_its_caller() {
+    if !can_read_stacks("a_return_probe_on_the_blocked_call_hides_only_its_caller") {
+        return;
+    }
+    // As the daemon's probe on a synchronisation: sleep's return address is the kernel's
+    // trampoline while it blocks.
+    let mut cmd = Command::new(rocsync_tests::stacks_sleep_nofp());
+    let mut target = Reaped(spawn_ready(
+        cmd.arg("wait").stdin(std::process::Stdio::piped()),
+    ));
+    let pid = target.id();
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
+    let libc = maps.lines().find_map(|l| {
+        l.split_whitespace()
+            .nth(5)
+            .filter(|p| p.contains("libc.so"))
+    });
+    let _probe = return_probe(pid, Path::new(libc.unwrap()), "sleep");
+    use std::io::Write as _;
+    writeln!(target.stdin.as_mut().unwrap(), "go").unwrap();
+    wait_in_syscall(pid, pid);
+    let stacks = read_stacks(pid, pid);
+    let frames = stacks.blocked().unwrap().native_stack.clone().unwrap();
+    let trampoline = frames
+        .iter()
+        .position(|f| f.object.as_deref() == Some("[uprobes]"));
+    let (sleep, main) = (
+        frames
+            .iter()
+            .position(|f| f.symbol.as_deref() == Some("sleep")),
+        frames
+            .iter()
+            .position(|f| f.symbol.as_deref() == Some("main")),
+    );
+    // wait_in_sleep, hidden by the trampoline, is not named; main is, found above it.
+    assert!(
+        sleep.is_some() && trampoline == sleep.map(|s| s + 1),
+        "{frames:#?}"
+    );
+    assert!(
+        main > trampoline && frames[main.unwrap()].scanned,
+        "{frames:#?}"
+    );
+    assert!(
+        !frames[..trampoline.unwrap()].iter().any(|f| f.scanned),
+        "{frames:#?}"
+    );
+}

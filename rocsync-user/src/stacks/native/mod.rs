@@ -76,6 +76,7 @@ pub fn read(
                 object: home
                     .map(|o| o.path.clone())
                     .or_else(|| mapped(&mappings, addr))
+                    .or_else(|| regions.is_trampoline(addr).then(|| "[uprobes]".into()))
                     .map(|p| cut.string(p)),
                 offset: home.map(|o| NativeFrame::hex(o.svma(addr))),
                 scanned,

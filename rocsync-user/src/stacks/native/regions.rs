@@ -6,6 +6,9 @@ pub struct Region {
     pub start: u64,
     pub end: u64,
     pub exec: bool,
+    /// The kernel's page of uprobe trampolines: a return probe puts its address where
+    /// the probed call's return address was.
+    pub uprobes: bool,
 }
 
 pub struct Regions(Vec<Region>);
@@ -23,6 +26,7 @@ impl Regions {
                         start: u64::from_str_radix(start, 16).ok()?,
                         end: u64::from_str_radix(end, 16).ok()?,
                         exec: perms.as_bytes().get(2) == Some(&b'x'),
+                        uprobes: fields.nth(3) == Some("[uprobes]"),
                     })
                 })
                 .collect(),
@@ -39,6 +43,11 @@ impl Regions {
     pub fn is_code(&self, addr: u64) -> bool {
         self.at(addr).is_some_and(|r| r.exec)
     }
+
+    /// Whether `addr` is a return probe's trampoline (`[uprobes]`).
+    pub fn is_trampoline(&self, addr: u64) -> bool {
+        self.at(addr).is_some_and(|r| r.uprobes)
+    }
 }
 
 #[cfg(test)]
@@ -48,11 +57,14 @@ mod tests {
     #[test]
     fn stacks_and_code() {
         let maps = "5555-6666 r-xp 00000000 08:01 12 /bin/x\n\
-                    7ffd0000-7ffe0000 rw-p 00000000 00:00 0 [stack]\n";
+                    7ffd0000-7ffe0000 rw-p 00000000 00:00 0 [stack]\n\
+                    7fff0000-7fff1000 r-xp 00000000 00:00 0 [uprobes]\n";
         let r = Regions::parse(maps);
         assert!(r.is_code(0x5600));
         assert!(!r.is_code(0x7ffd1000));
         assert_eq!(r.at(0x7ffd1000).map(|s| s.end), Some(0x7ffe0000));
         assert_eq!(r.at(0x10), None);
+        assert!(r.is_trampoline(0x7fff0010) && r.is_code(0x7fff0010));
+        assert!(!r.is_trampoline(0x5600));
     }
 }

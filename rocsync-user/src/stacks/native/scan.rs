@@ -4,8 +4,10 @@
 //! unless a function below it saved `rbp` where the CFI says. Otherwise the value is
 //! found on the stack: a word pair `[saved rbp][return address]` above the frame's stack
 //! pointer whose return address follows a call instruction and whose saved `rbp` points
-//! further up the stack (or is 0, the outermost frame). Frames unwound from such a guess
-//! are marked `scanned`.
+//! further up the stack (or is 0, the outermost frame). Likewise a return probe's
+//! trampoline (`[uprobes]`), which the kernel put in place of a probed call's return
+//! address, hides that call's caller: the walk goes on from the next return address found
+//! above it. Frames unwound from such a guess are marked `scanned`.
 
 use super::{memory::Memory, regions::Regions};
 
@@ -33,6 +35,18 @@ pub fn frame_pointers(memory: &mut Memory, regions: &Regions, sp: u64) -> Vec<u6
         x += 8;
     }
     found
+}
+
+/// The first word at or above `sp` that is a return address (code after a call, not a
+/// trampoline): where a frame hidden by a return probe returns to.
+pub fn return_address(memory: &mut Memory, regions: &Regions, sp: u64) -> Option<u64> {
+    let stack = regions.at(sp)?;
+    let top = stack.end.min(sp.saturating_add(REACH));
+    (sp & !7..top.saturating_sub(8)).step_by(8).find(|&x| {
+        memory.u64(x).is_some_and(|ret| {
+            regions.is_code(ret) && !regions.is_trampoline(ret) && after_call(memory, ret)
+        })
+    })
 }
 
 /// Whether the bytes before `ret` end with a call: `e8 rel32`, or `ff /2` (call through a

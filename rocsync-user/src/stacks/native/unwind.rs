@@ -1,7 +1,8 @@
 //! Walking a blocked thread's stack with the mapped objects' `.eh_frame` CFI (framehop),
 //! from the stack and instruction pointers its system call left: no frame pointers
 //! needed, no registers beyond those two ([`scan`](super::scan) finds `rbp` where a
-//! frame's CFI needs it and nothing restored it).
+//! frame's CFI needs it and nothing restored it, and the caller's return past a return
+//! probe's trampoline).
 
 use framehop::{
     ExplicitModuleSectionInfo, FrameAddress, Module, Unwinder as _,
@@ -154,6 +155,25 @@ pub fn walk(at: InSyscall, objects: &mut Objects, memory: &mut Memory, regions: 
         }
         let scanned = scanned || walk.frames.last().is_some_and(|f| f.1);
         walk.frames.push((ret, scanned));
+        let ret = if regions.is_trampoline(ret) {
+            // A return probe (the daemon's, on the blocked call) holds the caller's
+            // return address in the kernel: the caller is unknown, its own return found
+            // on the stack above.
+            let Some(slot) = scan::return_address(memory, regions, regs.sp()) else {
+                walk.stopped = Some(format!(
+                    "unwinding stopped after {} frames: a return probe's trampoline hides \
+                     the caller, and no return address was found above it",
+                    walk.frames.len()
+                ));
+                return walk.bounded();
+            };
+            let ret = memory.u64(slot).unwrap_or_default();
+            regs.set_sp(slot + 8);
+            walk.frames.push((ret, true));
+            ret
+        } else {
+            ret
+        };
         let Some(next) = FrameAddress::from_return_address(ret) else {
             return walk.bounded();
         };

@@ -65,3 +65,50 @@ pub fn can_read_stacks(test: &str) -> bool {
     let root = unsafe { libc::geteuid() } == 0;
     root || !rocsync_tests::skip(test, "needs root (map_files)")
 }
+
+/// A return probe on `symbol` of the ELF file `path` for process `pid` alone, as the
+/// daemon puts on a synchronisation: a counting perf event of the kernel's uprobe PMU (no
+/// program), in place while the descriptor is open.
+pub fn return_probe(pid: u32, path: &std::path::Path, symbol: &str) -> std::os::fd::OwnedFd {
+    use object::{Object as _, ObjectSegment as _, ObjectSymbol as _};
+    use std::os::fd::FromRawFd as _;
+    let data = std::fs::read(path).unwrap();
+    let elf = object::File::parse(&*data).unwrap();
+    let sym = elf
+        .dynamic_symbols()
+        .find(|s| s.name() == Ok(symbol))
+        .unwrap();
+    let seg = elf
+        .segments()
+        .find(|s| (s.address()..s.address() + s.size()).contains(&sym.address()))
+        .unwrap();
+    let offset = sym.address() - seg.address() + seg.file_range().0;
+    let pmu = std::fs::read_to_string("/sys/bus/event_source/devices/uprobe/type").unwrap();
+    let c_path = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+    // perf_event_attr, version 1 (72 bytes): type, size, config (bit 0: a return probe),
+    // ..., config1 (the path), config2 (the offset); enabled, counting.
+    let mut attr = [0u64; 9];
+    attr[0] = u64::from(pmu.trim().parse::<u32>().unwrap()) | (72 << 32);
+    attr[1] = 1;
+    attr[7] = c_path.as_ptr() as u64;
+    attr[8] = offset;
+    // SAFETY: a perf_event_attr of the size given, its path alive across the call.
+    let fd = unsafe {
+        // PERF_FLAG_FD_CLOEXEC: 8.
+        libc::syscall(
+            libc::SYS_perf_event_open,
+            attr.as_ptr(),
+            pid as i32,
+            -1,
+            -1,
+            8,
+        )
+    };
+    assert!(
+        fd >= 0,
+        "perf_event_open: {}",
+        std::io::Error::last_os_error()
+    );
+    // SAFETY: a descriptor the kernel just gave this process.
+    unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as i32) }
+}
