@@ -75,21 +75,30 @@ fn stub_to_call(insns: &[(String, String)]) -> bool {
     insns[0].0 == "endbr64" && insns.get(2 + n).is_some_and(|(m, _)| m == "call")
 }
 
-/// The daemon's line of where `lib`'s probes trap, as function → placement.
+/// The daemon's lines of where `lib`'s probes trap (one per placement, "(i of n)"), as
+/// function → placement.
 fn said_placements(lines: &mut Lines, lib: &Path) -> BTreeMap<String, String> {
     let name = lib.file_name().unwrap().to_str().unwrap();
     let said = format!("{name}: probes on ");
     lines.wait_for_all(&[&said]);
-    let line = (lines.1.iter())
+    let first = (lines.1.iter())
         .find(|l| l.contains(&said))
         .unwrap()
         .clone();
-    let groups = line.split_once(": probes on ").unwrap().1;
+    let n = first
+        .rsplit_once(" of ")
+        .unwrap()
+        .1
+        .trim_end_matches(')')
+        .to_string();
+    lines.wait_for_all(&[&format!("({n} of {n})")]);
     let mut placed = BTreeMap::new();
-    for group in groups.split("; ") {
+    for line in (lines.1.iter()).filter(|l| l.contains(&said)) {
+        let group = line.split_once(": probes on ").unwrap().1;
+        let group = group.rsplit_once(" (").unwrap().0;
         let (names, how) = group.split_once(": ").unwrap();
-        for n in names.split(", ") {
-            placed.insert(n.to_string(), how.to_string());
+        for f in names.split(", ") {
+            placed.insert(f.to_string(), how.to_string());
         }
     }
     placed

@@ -367,7 +367,15 @@ fn say_placements(runtime: &crate::backend::Runtime, path: &std::path::Path, sho
         returns: ReturnProbes::Needed,
         ..ApiChoice::default()
     };
+    // One line per placement: a runtime's whole list is longer than a log line may be.
     if let Ok(said) = crate::probes::points::said(runtime, &counting, path) {
-        crate::say!("rocsync daemon: {shown}: probes on {said}");
+        let groups: Vec<&str> = said.split("; ").collect();
+        for (i, group) in groups.iter().enumerate() {
+            let n = groups.len();
+            crate::say!(
+                "rocsync daemon: {shown}: probes on {group} ({} of {n})",
+                i + 1
+            );
+        }
     }
 }
