@@ -315,11 +315,12 @@ impl Api {
         Api::CudaMemcpyAsync,
     ];
 
-    /// Whether counting needs nothing of its return: a record's, a stream wait's or a
-    /// destroy's count is its entry, and nothing waits in it (no stall, no hang). The
-    /// daemon probes their returns only while something records (a trace, the flight
-    /// recorder): a counted process pays one trap per such call, not two. Their errors
-    /// are counted only while their returns are probed.
+    /// Whether counting needs nothing of its return: a record's, a stream wait's, a
+    /// destroy's or a poll's count is its entry, and nothing waits in it (no stall, no
+    /// hang: a poll never is one). The daemon probes their returns only while something
+    /// records (a trace, the flight recorder): a counted process pays one trap per such
+    /// call, not two. Their errors, and polls' durations, are counted only while their
+    /// returns are probed.
     pub const fn return_optional(self) -> bool {
         matches!(
             self.op(),
@@ -328,6 +329,7 @@ impl Api {
                 | Op::StreamWaitEvent
                 | Op::EventDestroy
                 | Op::StreamDestroy
+                | Op::EventQuery
         ) && !self.entry_only()
     }
 

@@ -17,15 +17,17 @@ mod target_cache;
 pub use api::{Api, Backend, Op, OutParam};
 pub use call_ring::{CallCursor, CallSlot, MMAPABLE, call_slots};
 pub use collective::{
-    COMM_STATE_PER_PROCESS, CommQuota, CommSetup, CommState, LastCollective, Layout, MAX_RANKS,
-    Numbered, UNIQUE_ID_BYTES, comm_id, fnv_words, split_id,
+    COMM_STATE_ENTRIES, COMM_STATE_PER_PROCESS, COMM_STATE_PER_USER, CommQuota, CommSetup,
+    CommState, LastCollective, Layout, MAX_RANKS, Numbered, UNIQUE_ID_BYTES, blake2b_64_in,
+    comm_id, comm_id_in, split_id, split_id_in,
 };
 pub use cookie::Cookie;
 pub use metrics::{
-    AQL_SLOTS, AQL_TYPES, AqlAgent, Dependency, EarlyKey, GroupSlot, IN_FLIGHT_FULL,
-    IN_FLIGHT_PER_USER, IN_FLIGHT_THREADS, IN_FLIGHT_USER_SHARE, IN_FLIGHT_USERS, METRIC_APIS,
-    METRIC_DEVICES, METRIC_SLOTS, MetricKey, MetricValue, OTHER_DEVICE, PendingCall,
-    UNLABELLED_CAP, UNLABELLED_FULL, WAIT_BUCKETS, aql_series, aql_slot,
+    AQL_SLOTS, AQL_TYPES, AqlAgent, DEPENDENCY_LANE_ENTRIES, DEPENDENCY_LANES,
+    DEPENDENCY_MADE_SLOTS, Dependency, EarlyKey, GroupSlot, IN_FLIGHT_FULL, IN_FLIGHT_PER_USER,
+    IN_FLIGHT_THREADS, IN_FLIGHT_USER_SHARE, IN_FLIGHT_USERS, METRIC_APIS, METRIC_DEVICES,
+    METRIC_SLOTS, MetricKey, MetricValue, OTHER_DEVICE, PendingCall, UNLABELLED_CAP,
+    UNLABELLED_FULL, WAIT_BUCKETS, aql_series, aql_slot,
 };
 pub use record::{
     AgentQuery, ENTRY_FILTERED, EXIT_ENTRY_ONLY, EXIT_OUT_READ, EntryRecord, ExitRecord, HandleKey,

@@ -131,6 +131,18 @@ pub struct Dependency {
     pub ns: u64,
 }
 
+/// The dependency state is kept per user, in lanes: root's is lane 0, each other user
+/// gets the next free one at its first record or wait, and users past the last share it.
+/// A lane is an LRU of its own, so one user's flood of distinct events pushes out only
+/// its own oldest (200 000 of `nobody`'s records once pushed out the record a root
+/// process's blocked call waited on).
+pub const DEPENDENCY_LANES: u32 = 8;
+/// Handles each lane keeps, of events (their records) and of streams (their waits).
+pub const DEPENDENCY_LANE_ENTRIES: u32 = 8192;
+/// Handles made in each lane (the `DEPENDENCY_MADE` index): events at `lane`, streams at
+/// `DEPENDENCY_LANES + lane`; past [`DEPENDENCY_LANE_ENTRIES`], each pushed one out.
+pub const DEPENDENCY_MADE_SLOTS: u32 = 2 * DEPENDENCY_LANES;
+
 /// AQL packets counted (daemon mode), per agent and packet type: an index per packet, as
 /// for calls. Agents 0..[`METRIC_DEVICES`] have their own series; beyond them they share
 /// "other", and a queue found at its first doorbell (its agent unread) is "unknown".

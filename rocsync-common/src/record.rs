@@ -34,8 +34,9 @@ pub mod drop_index {
     /// Not a loss: `*GetDevice` calls the temporary probes trapped but did not record
     /// ([`crate::GetDeviceMode`]).
     pub const GET_DEVICE_UNRECORDED: u32 = 8;
-    /// Communicator or stream state a process was refused past its quota
-    /// (`rocsync_common::COMM_STATE_PER_PROCESS`): those collectives are numbered 0 and
+    /// Communicator or stream state a process was refused past its quota or its user's
+    /// (`rocsync_common::COMM_STATE_PER_PROCESS`, `COMM_STATE_PER_USER`), or with the
+    /// maps full (`COMM_STATE_ENTRIES`): those collectives are numbered 0 and
     /// name no communicator.
     pub const COMM_STATE: u32 = 9;
     pub const COUNT: u32 = 10;

@@ -30,6 +30,10 @@ pub struct Config {
     /// Of [`Config::calls`], the polling ones ([`crate::Api::is_polling`]): what the
     /// budget can shed.
     pub polls: u32,
+    /// Of [`Config::calls`], those whose return is not probed (no return probe, or the
+    /// daemon's records, stream waits and destroys while nothing records): one trap
+    /// each, which the budget prices apart from a pair's two.
+    pub alone: u32,
     /// The daemon's label group of the process (`--metric-labels`): non-zero, its calls
     /// are counted in `GROUP_METRICS` under this group rather than in `METRICS`.
     pub metric_group: u32,
@@ -56,6 +60,7 @@ impl Config {
         metrics: 0,
         calls: 0,
         polls: 0,
+        alone: 0,
         metric_group: 0,
     };
 

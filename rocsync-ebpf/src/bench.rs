@@ -15,12 +15,12 @@ use rocsync_common::{
 use crate::{BPF_RB_NO_WAKEUP, EVENTS, dependency, fetch_add, nccl, target_cache};
 
 #[uprobe]
-pub fn empty_enter(_ctx: ProbeContext) -> u32 {
+pub(crate) fn empty_enter(_ctx: ProbeContext) -> u32 {
     0
 }
 
 #[uretprobe]
-pub fn empty_exit(_ctx: RetProbeContext) -> u32 {
+pub(crate) fn empty_exit(_ctx: RetProbeContext) -> u32 {
     0
 }
 
@@ -33,19 +33,19 @@ fn lookup() -> u32 {
 }
 
 #[uprobe]
-pub fn lookup_enter(_ctx: ProbeContext) -> u32 {
+pub(crate) fn lookup_enter(_ctx: ProbeContext) -> u32 {
     lookup()
 }
 
 #[uretprobe]
-pub fn lookup_exit(_ctx: RetProbeContext) -> u32 {
+pub(crate) fn lookup_exit(_ctx: RetProbeContext) -> u32 {
     lookup()
 }
 
 /// One ring record written at entry and one at exit, nothing else (the bench drains the
 /// ring as a capture does).
 #[uprobe]
-pub fn ring_enter(_ctx: ProbeContext) -> u32 {
+pub(crate) fn ring_enter(_ctx: ProbeContext) -> u32 {
     if let Some(mut r) = EVENTS.reserve::<EntryRecord>(0) {
         r.write(EntryRecord {
             kind: RECORD_ENTRY,
@@ -57,7 +57,7 @@ pub fn ring_enter(_ctx: ProbeContext) -> u32 {
 }
 
 #[uretprobe]
-pub fn ring_exit(_ctx: RetProbeContext) -> u32 {
+pub(crate) fn ring_exit(_ctx: RetProbeContext) -> u32 {
     if let Some(mut r) = EVENTS.reserve::<ExitRecord>(0) {
         r.write(ExitRecord {
             kind: RECORD_EXIT,
@@ -71,7 +71,7 @@ pub fn ring_exit(_ctx: RetProbeContext) -> u32 {
 /// The least any two-record capture writes: who and when at entry, who, when and the
 /// return value at exit; no identity of the call, no correlation, no filtering.
 #[uprobe]
-pub fn records_enter(_ctx: ProbeContext) -> u32 {
+pub(crate) fn records_enter(_ctx: ProbeContext) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
     if let Some(mut r) = EVENTS.reserve::<EntryRecord>(0) {
         r.write(EntryRecord {
@@ -88,7 +88,7 @@ pub fn records_enter(_ctx: ProbeContext) -> u32 {
 }
 
 #[uretprobe]
-pub fn records_exit(ctx: RetProbeContext) -> u32 {
+pub(crate) fn records_exit(ctx: RetProbeContext) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
     if let Some(mut r) = EVENTS.reserve::<ExitRecord>(0) {
         r.write(ExitRecord {
@@ -172,7 +172,7 @@ fn slot_write(rec: [u64; 8]) {
 }
 
 #[uprobe]
-pub fn slots_enter(_ctx: ProbeContext) -> u32 {
+pub(crate) fn slots_enter(_ctx: ProbeContext) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
     // SAFETY: helper without preconditions.
     let now = unsafe { bpf_ktime_get_ns() };
@@ -181,7 +181,7 @@ pub fn slots_enter(_ctx: ProbeContext) -> u32 {
 }
 
 #[uretprobe]
-pub fn slots_exit(ctx: RetProbeContext) -> u32 {
+pub(crate) fn slots_exit(ctx: RetProbeContext) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
     // SAFETY: helper without preconditions.
     let now = unsafe { bpf_ktime_get_ns() };
@@ -193,25 +193,25 @@ pub fn slots_exit(ctx: RetProbeContext) -> u32 {
 /// One timestamp at entry and one at exit, alone (the result is compared so that the
 /// program returns 0: a non-zero return sends the kernel down its perf-sample path).
 #[uprobe]
-pub fn clock_enter(_ctx: ProbeContext) -> u32 {
+pub(crate) fn clock_enter(_ctx: ProbeContext) -> u32 {
     // SAFETY: helper without preconditions.
     u32::from(unsafe { bpf_ktime_get_ns() } == 0)
 }
 
 #[uretprobe]
-pub fn clock_exit(_ctx: RetProbeContext) -> u32 {
+pub(crate) fn clock_exit(_ctx: RetProbeContext) -> u32 {
     // SAFETY: helper without preconditions.
     u32::from(unsafe { bpf_ktime_get_ns() } == 0)
 }
 
 /// The calling thread's id at entry and at exit, alone: one trivial helper call each.
 #[uprobe]
-pub fn who_enter(_ctx: ProbeContext) -> u32 {
+pub(crate) fn who_enter(_ctx: ProbeContext) -> u32 {
     u32::from(bpf_get_current_pid_tgid() == 0)
 }
 
 #[uretprobe]
-pub fn who_exit(_ctx: RetProbeContext) -> u32 {
+pub(crate) fn who_exit(_ctx: RetProbeContext) -> u32 {
     u32::from(bpf_get_current_pid_tgid() == 0)
 }
 
@@ -220,7 +220,7 @@ pub fn who_exit(_ctx: RetProbeContext) -> u32 {
 /// The daemon's dependency state as a stream wait updates it at entry (the stream's last
 /// wait rewritten in place, its event's last record looked up), alone; the exit empty.
 #[uprobe]
-pub fn dep_enter(ctx: ProbeContext) -> u32 {
+pub(crate) fn dep_enter(ctx: ProbeContext) -> u32 {
     let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
     let arg = |i| ctx.arg::<u64>(i).unwrap_or(0);
     // SAFETY: helper without preconditions.
@@ -231,7 +231,7 @@ pub fn dep_enter(ctx: ProbeContext) -> u32 {
 /// A collective's bookkeeping at its entry (its communicator's number, its stream's last
 /// collective), as `ncclAllReduce`'s probe does it, alone; the exit empty.
 #[uprobe]
-pub fn coll_enter(ctx: ProbeContext) -> u32 {
+pub(crate) fn coll_enter(ctx: ProbeContext) -> u32 {
     let tgid = bpf_get_current_pid_tgid() >> 32;
     let arg = |i| ctx.arg::<u64>(i).unwrap_or(0);
     // SAFETY: helper without preconditions.

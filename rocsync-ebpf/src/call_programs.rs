@@ -36,13 +36,13 @@ macro_rules! programs {
             // program, room for its whole section's line info.
             #[unsafe(no_mangle)]
             #[unsafe(link_section = concat!("uprobe/", stringify!($enter)))]
-            pub fn $enter(ctx: *mut c_void) -> u32 {
+            pub(crate) fn $enter(ctx: *mut c_void) -> u32 {
                 calls::enter(&ProbeContext::new(ctx), const { Cookie::of(Api::$api) })
             }
 
             #[unsafe(no_mangle)]
             #[unsafe(link_section = concat!("uretprobe/", stringify!($exit)))]
-            pub fn $exit(ctx: *mut c_void) -> u32 {
+            pub(crate) fn $exit(ctx: *mut c_void) -> u32 {
                 calls::exit(&RetProbeContext::new(ctx), const { Cookie::of(Api::$api) })
             }
         )*

@@ -22,7 +22,7 @@ static CALL_LOSSES: Array<u64> = Array::with_max_entries(LOSS_SLOTS, 0);
 
 /// The losses so far of thread `tid` (and those sharing its slot).
 #[inline(always)]
-pub fn losses(tid: u32) -> u64 {
+pub(crate) fn losses(tid: u32) -> u64 {
     match CALL_LOSSES.get_ptr(tid & (LOSS_SLOTS - 1)) {
         // SAFETY: an aligned u64 of the map's value; added to atomically.
         Some(n) => unsafe { core::ptr::read_volatile(n) },
@@ -85,7 +85,7 @@ fn cmpxchg(p: *mut u64, old: u64, new: u64) -> u64 {
 /// `false` when the ring is full (the caller counts the drop by kind; [`losses`] counts it
 /// for the thread).
 #[inline(always)]
-pub fn write<T: Copy>(rec: T, tid: u32) -> bool {
+pub(crate) fn write<T: Copy>(rec: T, tid: u32) -> bool {
     const { assert!(size_of::<T>() <= size_of::<[u64; 7]>()) };
     let Some(c) = CALL_CURSOR.get_ptr_mut(0) else {
         return lost(tid);

@@ -114,7 +114,7 @@ fn switched_on(tgid: u32) -> Option<Switch> {
 
 /// A call of `cookie`'s API entered.
 #[inline(always)]
-pub fn enter(ctx: &ProbeContext, cookie: Cookie) -> u32 {
+pub(crate) fn enter(ctx: &ProbeContext, cookie: Cookie) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
     let tgid = (pid_tgid >> 32) as u32;
     // A process not traced returns here, having read nothing of the call.
@@ -237,7 +237,7 @@ fn learned(cookie: Cookie, pid_tgid: u64) {
 
 /// A call of `cookie`'s API returned.
 #[inline(always)]
-pub fn exit(ctx: &RetProbeContext, cookie: Cookie) -> u32 {
+pub(crate) fn exit(ctx: &RetProbeContext, cookie: Cookie) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
     // A communicator's handle, read from its own slot: the set-up makes runtime calls
     // with out-parameters of their own (stream creations) that take the thread's

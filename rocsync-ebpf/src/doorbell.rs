@@ -91,7 +91,7 @@ const PACKET_TYPE_INVALID: u8 = 1;
 /// records them (the daemon counting, an agent filtered out), their types are counted
 /// when the process is counted, and nothing else is read.
 #[uprobe]
-pub fn doorbell(ctx: ProbeContext) -> u32 {
+pub(crate) fn doorbell(ctx: ProbeContext) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
     let signal = ctx.arg::<u64>(0).unwrap_or(0);
     let key = HandleKey {

@@ -58,7 +58,7 @@ fn agent_ordinal(tgid: u64, agent: u64) -> u32 {
 }
 
 #[uprobe]
-pub fn iterate_agents_enter(_ctx: ProbeContext) -> u32 {
+pub(crate) fn iterate_agents_enter(_ctx: ProbeContext) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
     if observed((pid_tgid >> 32) as u32).is_some() {
         let _ = ITERATING.insert(pid_tgid, 1, 0);
@@ -67,13 +67,13 @@ pub fn iterate_agents_enter(_ctx: ProbeContext) -> u32 {
 }
 
 #[uretprobe]
-pub fn iterate_agents_exit(_ctx: RetProbeContext) -> u32 {
+pub(crate) fn iterate_agents_exit(_ctx: RetProbeContext) -> u32 {
     let _ = ITERATING.remove(bpf_get_current_pid_tgid());
     0
 }
 
 #[uprobe]
-pub fn agent_info_enter(ctx: ProbeContext) -> u32 {
+pub(crate) fn agent_info_enter(ctx: ProbeContext) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
     let attribute = ctx.arg::<u64>(1).unwrap_or(0) & 0xffff_ffff;
     // SAFETY: a plain map lookup.
@@ -91,7 +91,7 @@ pub fn agent_info_enter(ctx: ProbeContext) -> u32 {
 }
 
 #[uretprobe]
-pub fn agent_info_exit(ctx: RetProbeContext) -> u32 {
+pub(crate) fn agent_info_exit(ctx: RetProbeContext) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
     // SAFETY: copied out before removal.
     let Some(q) = (unsafe { AGENT_QUERIES.get(pid_tgid) }).copied() else {
@@ -113,7 +113,7 @@ pub(crate) static DOORBELLS: HashMap<HandleKey, QueueInfo> = HashMap::with_max_e
 /// `hsa_queue_create(agent, size, type, callback, data, private, group, hsa_queue_t** out)`:
 /// the out-parameter is the 8th argument, on the stack at `[rsp+16]`.
 #[uprobe]
-pub fn queue_create_enter(ctx: ProbeContext) -> u32 {
+pub(crate) fn queue_create_enter(ctx: ProbeContext) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
     if observed((pid_tgid >> 32) as u32).is_none() {
         return 0;
@@ -129,7 +129,7 @@ pub fn queue_create_enter(ctx: ProbeContext) -> u32 {
 }
 
 #[uretprobe]
-pub fn queue_create_exit(ctx: RetProbeContext) -> u32 {
+pub(crate) fn queue_create_exit(ctx: RetProbeContext) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
     // SAFETY: copied out before removal.
     let Some(c) = (unsafe { QUEUE_CREATES.get(pid_tgid) }).copied() else {
@@ -187,7 +187,7 @@ pub fn queue_create_exit(ctx: RetProbeContext) -> u32 {
 
 /// `hsa_queue_destroy(queue)`: forget its doorbell.
 #[uprobe]
-pub fn queue_destroy(ctx: ProbeContext) -> u32 {
+pub(crate) fn queue_destroy(ctx: ProbeContext) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
     let queue = ctx.arg::<u64>(0).unwrap_or(0);
     // SAFETY: target memory through the checked helper.

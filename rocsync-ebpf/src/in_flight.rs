@@ -32,14 +32,14 @@ static IN_FLIGHT_REFUSED: PerCpuArray<u64> = PerCpuArray::with_max_entries(2, 0)
 
 /// The thread's entry, if it has one.
 #[inline(always)]
-pub fn entry(pid_tgid: u64) -> Option<*mut PendingCall> {
+pub(crate) fn entry(pid_tgid: u64) -> Option<*mut PendingCall> {
     PENDING.get_ptr_mut(pid_tgid)
 }
 
 /// The thread `pid_tgid` entered `call`: rewritten in place, or its first entry, within
 /// its user's share.
 #[inline(always)]
-pub fn begin(pid_tgid: u64, call: PendingCall) {
+pub(crate) fn begin(pid_tgid: u64, call: PendingCall) {
     if let Some(p) = PENDING.get_ptr_mut(pid_tgid) {
         // SAFETY: the thread's own entry, valid for the program's run. The user it is
         // counted against stays the one of its first call.
@@ -92,7 +92,7 @@ fn refused(why: u32) {
 /// `sched_process_exit(task)`, in every exiting thread: its entry goes, and its user's
 /// share with it (a thread that made no counted call costs one lookup).
 #[raw_tracepoint(tracepoint = "sched_process_exit")]
-pub fn thread_exit(_ctx: RawTracePointContext) -> i32 {
+pub(crate) fn thread_exit(_ctx: RawTracePointContext) -> i32 {
     let pid_tgid = bpf_get_current_pid_tgid();
     // SAFETY: plain map lookup, copied out.
     let Some(uid) = (unsafe { PENDING.get(pid_tgid) }).map(|p| p.uid) else {

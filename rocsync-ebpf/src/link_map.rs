@@ -58,7 +58,7 @@ fn objects_added(ctx: &ProbeContext, tgid: u32) -> bool {
 /// just have been mapped. Stop the target and tell userspace, which attaches to new
 /// libraries and continues the process before it can call into them.
 #[uprobe]
-pub fn link_map_changed(ctx: ProbeContext) -> u32 {
+pub(crate) fn link_map_changed(ctx: ProbeContext) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
     let tgid = (pid_tgid >> 32) as u32;
     // SAFETY: plain map lookup.

@@ -102,7 +102,7 @@ static RETURN_CHECKS: Array<u64> = Array::with_max_entries(1, 0);
 /// filter, it tells whether this kernel lets a probed return through seccomp, and that
 /// the return was probed at all (userspace `probes::seccomp`).
 #[aya_ebpf::macros::uretprobe]
-pub fn return_check(_ctx: aya_ebpf::programs::RetProbeContext) -> u32 {
+pub(crate) fn return_check(_ctx: aya_ebpf::programs::RetProbeContext) -> u32 {
     if let Some(n) = RETURN_CHECKS.get_ptr_mut(0) {
         fetch_add(n);
     }

@@ -62,7 +62,7 @@ static AQL_PACKETS: PerCpuArray<u64> = PerCpuArray::with_max_entries(AQL_SLOTS, 
 
 /// One packet of type `header` (its low byte) on the queue's agent `ordinal`.
 #[inline(always)]
-pub fn count_packet(ordinal: u64, header: u8) {
+pub(crate) fn count_packet(ordinal: u64, header: u8) {
     if let Some(c) = AQL_PACKETS.get_ptr_mut(aql_slot(ordinal, header)) {
         // SAFETY: per-CPU slot, no concurrent writer on this CPU while the program runs.
         unsafe { *c += 1 };
@@ -165,7 +165,11 @@ fn early(cookie: Cookie, args: &[u64; 3], pid_tgid: u64, tgid: u32) -> bool {
 /// returns; `nccl` keeps an NCCL call's communicator state. Returns the settings to
 /// record it with when a trace records the process.
 #[inline(always)]
-pub fn entered(cookie: Cookie, args: &[u64; 3], nccl: impl FnOnce(&[u64; 3])) -> Option<Switch> {
+pub(crate) fn entered(
+    cookie: Cookie,
+    args: &[u64; 3],
+    nccl: impl FnOnce(&[u64; 3]),
+) -> Option<Switch> {
     let pid_tgid = bpf_get_current_pid_tgid();
     let tgid = (pid_tgid >> 32) as u32;
     let Some(ptr) = TARGETS.get_ptr_mut(tgid) else {
@@ -183,6 +187,8 @@ pub fn entered(cookie: Cookie, args: &[u64; 3], nccl: impl FnOnce(&[u64; 3])) ->
         return None;
     }
     nccl(args);
+    // No return probe ends it (its return not probed now, or none at all).
+    let alone = cookie.entry_only() || returnless(cookie.api());
     if cookie.kind() != Cookie::KIND_GET_DEVICE {
         // SAFETY: the value's aligned fields; one atomic add each (the process's threads
         // share them).
@@ -191,9 +197,12 @@ pub fn entered(cookie: Cookie, args: &[u64; 3], nccl: impl FnOnce(&[u64; 3])) ->
             if Api::id_is_polling(cookie.api()) {
                 add_u32(&raw mut (*ptr).polls);
             }
+            if alone {
+                add_u32(&raw mut (*ptr).alone);
+            }
         }
     }
-    count(cookie, args, pid_tgid, tgid, cfg.metric_group);
+    count(cookie, args, (pid_tgid, tgid), cfg.metric_group, alone);
     (cfg.capture == TRACE_RECORDING).then_some(Switch {
         capture: 1,
         by_process: 1,
@@ -218,7 +227,7 @@ unsafe fn add_u32(counter: *mut u32) {
 }
 
 #[inline(always)]
-fn count(cookie: Cookie, args: &[u64; 3], pid_tgid: u64, tgid: u32, group: u32) {
+fn count(cookie: Cookie, args: &[u64; 3], (pid_tgid, tgid): (u64, u32), group: u32, alone: bool) {
     // `*GetDevice` is probed only briefly, to learn the devices of threads that chose
     // theirs before the daemon saw them: remembered for its return, never counted.
     let learning = cookie.kind() == Cookie::KIND_GET_DEVICE;
@@ -238,7 +247,7 @@ fn count(cookie: Cookie, args: &[u64; 3], pid_tgid: u64, tgid: u32, group: u32) 
         count_stream_use(cookie, args, (tgid, ns), v);
     }
     // No return comes to end it: it would look in flight for ever (a hang).
-    if cookie.entry_only() || returnless(cookie.api()) {
+    if alone {
         return;
     }
     in_flight::begin(
@@ -283,7 +292,7 @@ fn count_stream_use(cookie: Cookie, args: &[u64; 3], (tgid, ns): (u32, u64), v: 
 /// whether a trace records the process's returns, and whether the thread's entry of
 /// this call was counted (its return pairs with it).
 #[inline(always)]
-pub fn returned(cookie: Cookie, ret: i64) -> (bool, bool) {
+pub(crate) fn returned(cookie: Cookie, ret: i64) -> (bool, bool) {
     let pid_tgid = bpf_get_current_pid_tgid();
     // SAFETY: plain map lookup.
     let target = unsafe { TARGETS.get((pid_tgid >> 32) as u32) };

@@ -5,70 +5,142 @@
 //! writes the exit record too, with their number in it.
 
 use aya_ebpf::{
-    helpers::{bpf_ktime_get_ns, bpf_probe_read_user},
+    bindings::{BPF_EXIST, BPF_NOEXIST},
+    helpers::{
+        bpf_get_current_uid_gid, bpf_ktime_get_ns, bpf_probe_read_user, bpf_probe_read_user_buf,
+    },
     macros::map,
-    maps::LruHashMap,
+    maps::{HashMap, LruHashMap, PerCpuArray},
     programs::{ProbeContext, RetProbeContext},
 };
 use rocsync_common::{
-    Api, COMM_STATE_PER_PROCESS, CommQuota, CommSetup, CommState, Cookie, HandleKey,
-    LastCollective, Layout, MAX_RANKS, Numbered, UNIQUE_ID_BYTES, comm_id, drop_index, split_id,
+    Api, COMM_STATE_ENTRIES, COMM_STATE_PER_PROCESS, COMM_STATE_PER_USER, CommQuota, CommSetup,
+    CommState, Cookie, HandleKey, IN_FLIGHT_USERS, LastCollective, Layout, MAX_RANKS, Numbered,
+    UNIQUE_ID_BYTES, comm_id_in, drop_index, split_id_in,
 };
 
-use crate::count_drops;
+use crate::{count_drops, fetch_add_by};
 
-/// Communicators of tracked processes, by (tgid, handle). LRU: a process that makes
-/// communicators without end cannot fill it for the others (its oldest go first).
+/// Communicators of tracked processes, by (tgid, handle). Not LRU: a user making
+/// communicators without end would push the others' out (a hung job's, untouched while
+/// it hangs, first); each process and each user has its share instead ([`admit`]), and
+/// the daemon removes a process's entries once it has gone.
 #[map]
-static COMMS: LruHashMap<HandleKey, CommState> = LruHashMap::with_max_entries(8192, 0);
+static COMMS: HashMap<HandleKey, CommState> = HashMap::with_max_entries(COMM_STATE_ENTRIES, 0);
 /// The last collective enqueued on each stream, by (tgid, stream).
 #[map]
-static STREAM_COLLECTIVE: LruHashMap<HandleKey, LastCollective> =
-    LruHashMap::with_max_entries(16384, 0);
-/// Each process's share of `COMMS` and `STREAM_COLLECTIVE`, by tgid. LRU: a process
-/// gone leaves its count behind until pushed out.
+static STREAM_COLLECTIVE: HashMap<HandleKey, LastCollective> =
+    HashMap::with_max_entries(COMM_STATE_ENTRIES, 0);
+/// Each process's share of `COMMS` and `STREAM_COLLECTIVE`, by tgid; removed with its
+/// entries by the daemon.
 #[map]
-static QUOTAS: LruHashMap<u64, CommQuota> = LruHashMap::with_max_entries(8192, 0);
+static QUOTAS: HashMap<u64, CommQuota> = HashMap::with_max_entries(COMM_STATE_ENTRIES, 0);
+/// Entries each user's processes were given (less those ended by a destroy), by uid.
+#[map]
+static USER_TAKEN: HashMap<u32, u64> = HashMap::with_max_entries(IN_FLIGHT_USERS, 0);
+/// Entries of each user's processes the daemon removed when they had gone, by uid: only
+/// the daemon writes it, so the two counts need no lock between them.
+#[map]
+static USER_FREED: HashMap<u32, u64> = HashMap::with_max_entries(IN_FLIGHT_USERS, 0);
 
-/// Whether `tgid` may have one more communicator (`stream` false) or stream entry; a
-/// refusal is counted.
+/// Whether `tgid` may have one more communicator (`stream` false) or stream entry,
+/// within its own share and its user's; a refusal is counted.
 #[inline(always)]
 fn admit(tgid: u64, stream: bool) -> bool {
+    let uid = bpf_get_current_uid_gid() as u32;
     let q = match QUOTAS.get_ptr_mut(tgid) {
         Some(q) => q,
         None => {
-            let _ = QUOTAS.insert(tgid, CommQuota::default(), 0);
+            let first = CommQuota {
+                uid,
+                ..CommQuota::default()
+            };
+            let _ = QUOTAS.insert(tgid, first, BPF_NOEXIST as u64);
             match QUOTAS.get_ptr_mut(tgid) {
                 Some(q) => q,
-                None => return false,
+                None => {
+                    count_drops(drop_index::COMM_STATE, 1);
+                    return false;
+                }
             }
         }
     };
     // SAFETY: the process's own entry, valid for the program's run (one thread of it
     // sets communicators up at a time; a race lets one more in, still bounded).
-    unsafe {
+    let (n, uid) = unsafe {
         let n = if stream {
             &mut (*q).streams
         } else {
             &mut (*q).comms
         };
-        if *n >= COMM_STATE_PER_PROCESS {
-            count_drops(drop_index::COMM_STATE, 1);
-            return false;
+        (n, (*q).uid)
+    };
+    if *n >= COMM_STATE_PER_PROCESS || !user_admits(uid) {
+        count_drops(drop_index::COMM_STATE, 1);
+        return false;
+    }
+    *n += 1;
+    true
+}
+
+/// Whether `uid`'s processes may have one more entry: taken if so.
+#[inline(always)]
+fn user_admits(uid: u32) -> bool {
+    let taken = match USER_TAKEN.get_ptr_mut(uid) {
+        Some(t) => t,
+        None => {
+            let _ = USER_TAKEN.insert(uid, 0, BPF_NOEXIST as u64);
+            match USER_TAKEN.get_ptr_mut(uid) {
+                Some(t) => t,
+                None => return false,
+            }
         }
-        *n += 1;
+    };
+    // SAFETY: plain lookup, copied out.
+    let freed = unsafe { USER_FREED.get(uid) }.copied().unwrap_or(0);
+    // Taken before it is checked: CPUs racing for a user's last entry cannot pass it
+    // together.
+    if fetch_add_by(taken, 1).wrapping_sub(freed) >= COMM_STATE_PER_USER as u64 {
+        fetch_add_by(taken, u64::MAX);
+        return false;
     }
     true
 }
 
-/// A communicator of `tgid` ended: its share back.
+/// A communicator of `tgid` ended, or an entry admitted was not stored: its share back
+/// (the process's, and its user's).
 #[inline(always)]
-fn release(tgid: u64) {
+fn release(tgid: u64, stream: bool) {
     if let Some(q) = QUOTAS.get_ptr_mut(tgid) {
         // SAFETY: as in `admit`.
-        unsafe { (*q).comms = (*q).comms.saturating_sub(1) };
+        unsafe {
+            let n = if stream {
+                &mut (*q).streams
+            } else {
+                &mut (*q).comms
+            };
+            *n = n.saturating_sub(1);
+            if let Some(t) = USER_TAKEN.get_ptr_mut((*q).uid) {
+                fetch_add_by(t, u64::MAX);
+            }
+        }
     }
 }
+
+/// An entry admitted: stored, or (the map full, or a racing CPU's) its share given back
+/// and the refusal counted.
+#[inline(always)]
+fn stored(ok: bool, tgid: u64, stream: bool) {
+    if !ok {
+        release(tgid, stream);
+        count_drops(drop_index::COMM_STATE, 1);
+    }
+}
+
+/// Each CPU's working space for a communicator id's hash (the id, then BLAKE2b's state):
+/// too large for the stack beside the rest of the entry program.
+#[map]
+static HASHING: PerCpuArray<[u64; 32]> = PerCpuArray::with_max_entries(1, 0);
 
 /// Set-up calls between entry and return, by `pid_tgid`.
 #[map]
@@ -98,15 +170,24 @@ fn stack(ctx: &ProbeContext, off: u64) -> u64 {
 /// The entry's three argument words of an NCCL call of `layout`
 /// ([`rocsync_common::Op::arg_names`]).
 #[inline(always)]
-pub fn args(ctx: &ProbeContext, layout: u64, tgid: u32) -> [u64; 3] {
+pub(crate) fn args(ctx: &ProbeContext, layout: u64, tgid: u32) -> [u64; 3] {
     let low = |r: u64| r & 0xffff_ffff;
     let r = regs(ctx);
     if layout == Layout::Init as u64 {
         // SAFETY: the probe's pt_regs.
         let sp = unsafe { (*ctx.regs).rsp };
-        // SAFETY: the id's copy on the target's stack, through the checked helper.
-        let id = unsafe { bpf_probe_read_user((sp + 8) as *const [u64; UNIQUE_ID_BYTES / 8]) }
-            .map_or(0, |w| comm_id(&w));
+        let id = match HASHING.get_ptr_mut(0) {
+            // SAFETY: this CPU's scratch, valid for the program's run; the id's copy on
+            // the target's stack read into its first 128 bytes through the checked helper.
+            Some(s) => unsafe {
+                let block = &mut *(s as *mut [u8; UNIQUE_ID_BYTES]);
+                match bpf_probe_read_user_buf((sp + 8) as *const u8, block) {
+                    Ok(()) => comm_id_in(&mut *s),
+                    Err(_) => 0,
+                }
+            },
+            None => 0,
+        };
         [r[0], id, low(r[1]) | low(r[2]) << 32]
     } else if layout == Layout::Split as u64 {
         let (parent, color) = (r[0], low(r[1]));
@@ -120,7 +201,10 @@ pub fn args(ctx: &ProbeContext, layout: u64, tgid: u32) -> [u64; 3] {
             Some(p) if unsafe { (*p).id } != 0 => unsafe {
                 let nth = (*p).splits as u64;
                 (*p).splits += 1;
-                split_id((*p).id, nth, color)
+                match HASHING.get_ptr_mut(0) {
+                    Some(s) => split_id_in(&mut *s, (*p).id, nth, color),
+                    None => 0,
+                }
             },
             _ => 0,
         };
@@ -141,7 +225,7 @@ pub fn args(ctx: &ProbeContext, layout: u64, tgid: u32) -> [u64; 3] {
 /// A tracked process entered an NCCL call: its communicator's state kept; for a
 /// collective, its number and the arguments the entry's three words leave out.
 #[inline(always)]
-pub fn entered(ctx: &ProbeContext, cookie: Cookie, args: &[u64; 3], pid_tgid: u64) -> i64 {
+pub(crate) fn entered(ctx: &ProbeContext, cookie: Cookie, args: &[u64; 3], pid_tgid: u64) -> i64 {
     let tgid = pid_tgid >> 32;
     match cookie.kind() {
         Cookie::KIND_COMM_SETUP => {
@@ -184,7 +268,7 @@ pub fn entered(ctx: &ProbeContext, cookie: Cookie, args: &[u64; 3], pid_tgid: u6
                     handle: args[0],
                 };
                 if COMMS.remove(key).is_ok() {
-                    release(tgid);
+                    release(tgid, false);
                 }
             }
             0
@@ -235,7 +319,11 @@ pub(crate) fn collective(
                 nranks: UNKNOWN,
                 ..CommState::default()
             };
-            let _ = COMMS.insert(key, state, 0);
+            stored(
+                COMMS.insert(key, state, BPF_NOEXIST as u64).is_ok(),
+                tgid,
+                false,
+            );
             1
         }
     };
@@ -254,7 +342,10 @@ pub(crate) fn collective(
         // SAFETY: the stream's own entry, valid for the program's run.
         Some(l) => unsafe { *l = last },
         None if admit(tgid, true) => {
-            let _ = STREAM_COLLECTIVE.insert(stream, last, 0);
+            let ok = STREAM_COLLECTIVE
+                .insert(stream, last, BPF_NOEXIST as u64)
+                .is_ok();
+            stored(ok, tgid, true);
         }
         None => {}
     }
@@ -269,7 +360,7 @@ pub(crate) fn collective(
 /// A set-up call returned: its communicator's handle read, its state begun. Returns the
 /// handle, when the call entered tracked and the handle could be read.
 #[inline(always)]
-pub fn set_up(ctx: &RetProbeContext, pid_tgid: u64) -> Option<u64> {
+pub(crate) fn set_up(ctx: &RetProbeContext, pid_tgid: u64) -> Option<u64> {
     // SAFETY: copied out before removal.
     let s = (unsafe { SETUPS.get(pid_tgid) }).copied()?;
     let _ = SETUPS.remove(pid_tgid);
@@ -289,7 +380,13 @@ pub fn set_up(ctx: &RetProbeContext, pid_tgid: u64) -> Option<u64> {
         handle,
     };
     if admit(pid_tgid >> 32, false) {
-        let _ = COMMS.insert(key, state, 0);
+        // Set up again on a handle it has (a handle reused): rewritten, counted once.
+        let new = COMMS.insert(key, state, BPF_NOEXIST as u64).is_ok();
+        if !new && COMMS.insert(key, state, BPF_EXIST as u64).is_ok() {
+            release(pid_tgid >> 32, false);
+        } else {
+            stored(new, pid_tgid >> 32, false);
+        }
     }
     Some(handle)
 }

@@ -42,7 +42,7 @@ static RELEASE: Array<u64> = Array::with_max_entries(RELEASE_SLOTS, 0);
 /// after listing and sending its stop, the exit program marks it before reading the list,
 /// so one of the two always sees the other's stop.
 #[inline(always)]
-pub fn holder_gone() -> bool {
+pub(crate) fn holder_gone() -> bool {
     match RELEASE.get_ptr_mut(RELEASE_GONE) {
         Some(gone) => fetch_add_by(gone, 0) != 0,
         None => false,
@@ -52,7 +52,7 @@ pub fn holder_gone() -> bool {
 /// `sched_process_exit`, in the exiting task (before its files are closed): the holder's
 /// main thread leaving ends the holder (rocsync never ends its main thread alone).
 #[btf_tracepoint(function = "sched_process_exit")]
-pub fn holder_exit(_ctx: BtfTracePointContext) -> i32 {
+pub(crate) fn holder_exit(_ctx: BtfTracePointContext) -> i32 {
     let pid_tgid = bpf_get_current_pid_tgid();
     let tgid = pid_tgid >> 32;
     if pid_tgid as u32 as u64 != tgid {

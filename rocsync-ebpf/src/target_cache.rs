@@ -15,7 +15,7 @@ static TARGETS_GENERATION: Array<u64> = Array::with_max_entries(1, MMAPABLE);
 
 /// What `TARGETS` says of `tgid` now.
 #[inline(always)]
-pub fn state(tgid: u32) -> TargetState {
+pub(crate) fn state(tgid: u32) -> TargetState {
     let Some(generation) = TARGETS_GENERATION.get_ptr(0) else {
         return lookup(tgid);
     };
@@ -41,7 +41,7 @@ pub fn state(tgid: u32) -> TargetState {
 
 /// After a change to `TARGETS` made here (a fork).
 #[inline(always)]
-pub fn changed() {
+pub(crate) fn changed() {
     if let Some(generation) = TARGETS_GENERATION.get_ptr_mut(0) {
         fetch_add(generation);
     }

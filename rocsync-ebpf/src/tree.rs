@@ -23,7 +23,7 @@ static TASK_LAYOUT: Array<TaskLayout> = Array::with_max_entries(1, 0);
 /// `sched_process_fork(parent, child)`: a followed parent's child process (not a thread)
 /// is traced with the parent's settings.
 #[raw_tracepoint(tracepoint = "sched_process_fork")]
-pub fn process_fork(ctx: RawTracePointContext) -> i32 {
+pub(crate) fn process_fork(ctx: RawTracePointContext) -> i32 {
     let parent = (bpf_get_current_pid_tgid() >> 32) as u32;
     // SAFETY: plain map lookup, copied out.
     let Some(cfg) = (unsafe { TARGETS.get(parent) }).copied() else {
@@ -60,7 +60,7 @@ pub fn process_fork(ctx: RawTracePointContext) -> i32 {
 
 /// `sched_process_exit(task)`, in the exiting task: a traced process's main thread left.
 #[raw_tracepoint(tracepoint = "sched_process_exit")]
-pub fn process_exit(_ctx: RawTracePointContext) -> i32 {
+pub(crate) fn process_exit(_ctx: RawTracePointContext) -> i32 {
     let pid_tgid = bpf_get_current_pid_tgid();
     let tgid = (pid_tgid >> 32) as u32;
     if pid_tgid as u32 != tgid {
@@ -76,7 +76,7 @@ pub fn process_exit(_ctx: RawTracePointContext) -> i32 {
 /// `sched_process_exec`, in the process: the daemon looks at every new image (it may
 /// link a GPU runtime) instead of polling every process.
 #[raw_tracepoint(tracepoint = "sched_process_exec")]
-pub fn process_exec(_ctx: RawTracePointContext) -> i32 {
+pub(crate) fn process_exec(_ctx: RawTracePointContext) -> i32 {
     if SWITCH.get(0).is_some_and(|s| s.metrics != 0) {
         notify(PROCESS_EXEC, (bpf_get_current_pid_tgid() >> 32) as u32, 0);
     }

@@ -1,5 +1,5 @@
 //! Where an entry probe goes when no return probe shares its point: the daemon's records,
-//! stream waits and destroys while nothing records (their returns are not probed), and
+//! stream waits, destroys and polls while nothing records (their returns are not probed), and
 //! the calls that have no return probe at all (collectives).
 //!
 //! A return probe must sit where `[rsp]` is the return address (the kernel swaps it for

@@ -28,7 +28,7 @@ fn u32_at(b: &[u8], at: usize) -> Option<u32> {
 }
 
 /// Byte offsets of `members` in struct `name`, in the order asked.
-pub fn member_offsets(btf: &[u8], name: &str, members: &[&str]) -> Result<Vec<u32>> {
+pub(super) fn member_offsets(btf: &[u8], name: &str, members: &[&str]) -> Result<Vec<u32>> {
     let magic = btf.get(..2).map(|m| u16::from_le_bytes([m[0], m[1]]));
     if magic != Some(MAGIC) {
         bail!("not little-endian BTF");
@@ -75,7 +75,7 @@ pub fn member_offsets(btf: &[u8], name: &str, members: &[&str]) -> Result<Vec<u3
 }
 
 /// `task_struct`'s `pid` and `tgid` offsets on the running kernel.
-pub fn task_layout() -> Result<rocsync_common::TaskLayout> {
+pub(super) fn task_layout() -> Result<rocsync_common::TaskLayout> {
     let path = "/sys/kernel/btf/vmlinux";
     let btf = std::fs::read(path).with_context(|| format!("reading {path} (kernel BTF)"))?;
     let o = member_offsets(&btf, "task_struct", &["pid", "tgid"])

@@ -26,11 +26,6 @@ pub enum ReturnProbes {
     Needed,
     /// Only the returns counting does not need.
     Optional,
-    /// Only return probes: attached before the entries (a call whose entry is recorded
-    /// then always has its return probed).
-    ReturnsOnly,
-    /// Only entry probes.
-    EntriesOnly,
 }
 
 impl ReturnProbes {
@@ -41,8 +36,6 @@ impl ReturnProbes {
             ReturnProbes::All => true,
             ReturnProbes::Needed => !optional,
             ReturnProbes::Optional => optional,
-            ReturnProbes::ReturnsOnly => ret,
-            ReturnProbes::EntriesOnly => !ret,
         }
     }
 }
@@ -57,7 +50,6 @@ impl ApiChoice {
     /// ([`alone`](super::alone)): it has no return probe, or (the daemon counting) its
     /// return is attached apart, only while something records — but not where its probes
     /// read arguments from the stack (launches, NCCL's), whose pointer the frame moves.
-    /// Polls' entries attach apart from their returns, but always with them: not alone.
     pub(super) fn entry_alone(&self, api: Api) -> bool {
         let alone = api.entry_only()
             || (self.returns == ReturnProbes::Needed && !self.returns.wants(api, true));

@@ -86,12 +86,35 @@ impl Probes {
 
     /// Where `pid`'s `event` was last recorded: (stream, ns), if the probes saw it.
     pub fn last_record(&self, pid: u32, event: u64) -> Option<rocsync_common::Dependency> {
-        self.of_handle("EVENT_STREAM", pid, event)
+        self.in_lanes("EVENT_STREAM", pid, event)
     }
 
     /// The event `pid`'s `stream` last waited on: (event, ns), if the probes saw it.
     pub fn last_wait(&self, pid: u32, stream: u64) -> Option<rocsync_common::Dependency> {
-        self.of_handle("STREAM_WAIT", pid, stream)
+        self.in_lanes("STREAM_WAIT", pid, stream)
+    }
+
+    /// `pid`'s `handle` in the dependency state's lanes (`map_<lane>`, one per user): the
+    /// newest (a process that changed its user may be in two).
+    fn in_lanes(&self, map: &str, pid: u32, handle: u64) -> Option<rocsync_common::Dependency> {
+        (0..rocsync_common::DEPENDENCY_LANES)
+            .filter_map(|lane| self.of_handle(&format!("{map}_{lane}"), pid, handle))
+            .max_by_key(|d: &rocsync_common::Dependency| d.ns)
+    }
+
+    /// Handles the dependency state pushed out for room, each by a newer one of the same
+    /// user (its lane full): (events' records, streams' waits).
+    pub fn dependency_evicted(&self) -> Result<(u64, u64)> {
+        use rocsync_common::{DEPENDENCY_LANE_ENTRIES, DEPENDENCY_LANES, DEPENDENCY_MADE_SLOTS};
+        let slots: [u32; DEPENDENCY_MADE_SLOTS as usize] = std::array::from_fn(|i| i as u32);
+        let made = self.counted("DEPENDENCY_MADE", slots)?;
+        let over = |m: &[u64]| {
+            m.iter()
+                .map(|n| n.saturating_sub(u64::from(DEPENDENCY_LANE_ENTRIES)))
+                .sum()
+        };
+        let (events, streams) = made.split_at(DEPENDENCY_LANES as usize);
+        Ok((over(events), over(streams)))
     }
 
     /// The last collective enqueued on `pid`'s `stream`, if the probes saw one.
@@ -117,6 +140,35 @@ impl Probes {
             .filter_map(Result::ok)
             .map(|(k, c)| (k.tgid as u32, k.handle, c))
             .collect()
+    }
+
+    /// The communicator state of processes gone: their entries removed, and their share
+    /// given back to their users (`USER_FREED`, which only this side writes).
+    pub fn forget_comms(&mut self, gone: &[u32]) -> Result<()> {
+        if gone.is_empty() {
+            return Ok(());
+        }
+        remove_of::<rocsync_common::CommState>(self.ebpf.map_mut("COMMS"), gone)?;
+        remove_of::<rocsync_common::LastCollective>(self.ebpf.map_mut("STREAM_COLLECTIVE"), gone)?;
+        let mut quotas: aya::maps::HashMap<_, u64, rocsync_common::CommQuota> =
+            aya::maps::HashMap::try_from(
+                self.ebpf.map_mut("QUOTAS").context("QUOTAS map missing")?,
+            )?;
+        let mut freed: Vec<(u32, u64)> = Vec::new();
+        for &pid in gone {
+            if let Ok(q) = quotas.get(&u64::from(pid), 0) {
+                let _ = quotas.remove(&u64::from(pid));
+                freed.push((q.uid, u64::from(q.comms) + u64::from(q.streams)));
+            }
+        }
+        let mut users: aya::maps::HashMap<_, u32, u64> = aya::maps::HashMap::try_from(
+            (self.ebpf.map_mut("USER_FREED")).context("USER_FREED map missing")?,
+        )?;
+        for (uid, n) in freed.into_iter().filter(|(_, n)| *n > 0) {
+            let before = users.get(&uid, 0).unwrap_or(0);
+            users.insert(uid, before + n, 0)?;
+        }
+        Ok(())
     }
 
     /// `pid`'s entry for `handle` in the per-process handle map `map`.
@@ -295,4 +347,17 @@ fn summed<'a>(per_cpu: impl Iterator<Item = &'a MetricValue>) -> MetricValue {
         }
     }
     sum
+}
+
+/// Removes the entries of processes `gone` from a map by (tgid, handle).
+fn remove_of<V: aya::Pod>(map: Option<&mut aya::maps::Map>, gone: &[u32]) -> Result<()> {
+    let map = map.context("communicator map missing")?;
+    let mut map: aya::maps::HashMap<_, HandleKey, V> = aya::maps::HashMap::try_from(map)?;
+    let keys: Vec<HandleKey> = (map.keys().filter_map(Result::ok))
+        .filter(|k| gone.contains(&(k.tgid as u32)))
+        .collect();
+    for k in keys {
+        let _ = map.remove(&k);
+    }
+    Ok(())
 }

@@ -19,7 +19,7 @@ const MAX_HEADERS: u64 = 1 << 20;
 /// Most bytes of symbol tables and their strings read. A runtime's dynamic symbols
 /// take well under 1 MiB; an unstripped library's static table may not fit, and is then
 /// left out (its dynamic symbols are still resolved).
-pub const MAX_TABLES: u64 = 48 << 20;
+pub(super) const MAX_TABLES: u64 = 48 << 20;
 
 /// The pieces of one file that were read, each at its offset; `object` parses these as
 /// if they were the file, and any read outside them fails.

@@ -23,7 +23,7 @@ const KERNEL_NOPS: [&[u8]; 8] = [
 ];
 
 /// Whether the kernel emulates `insn`, whose bytes are `bytes`.
-pub fn is_emulated(insn: &Instruction, bytes: &[u8]) -> bool {
+pub(super) fn is_emulated(insn: &Instruction, bytes: &[u8]) -> bool {
     if KERNEL_NOPS.get(bytes.len().wrapping_sub(1)) == Some(&bytes) {
         return true;
     }

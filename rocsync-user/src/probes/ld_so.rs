@@ -14,7 +14,7 @@ use crate::probes::{
 };
 
 /// The loader mapped by a running process, opened through the kernel's link to it.
-pub fn of_process(pid: u32, mappings: &[Mapping]) -> Option<OpenedLibrary> {
+pub(crate) fn of_process(pid: u32, mappings: &[Mapping]) -> Option<OpenedLibrary> {
     let m = maps::libraries(mappings, maps::is_dynamic_loader).next()?;
     OpenedLibrary::of_mapping(pid, m).ok()
 }
@@ -24,7 +24,7 @@ pub fn of_process(pid: u32, mappings: &[Mapping]) -> Option<OpenedLibrary> {
 /// (`ld-linux-x86-64.so.2 --library-path DIR PROG`, how one runs a program against another
 /// libc): it has no `PT_INTERP` and defines `_dl_debug_state`, and the program it loads
 /// announces its libraries through it.
-pub fn of_executable(exe: &Path) -> Result<Option<PathBuf>> {
+pub(crate) fn of_executable(exe: &Path) -> Result<Option<PathBuf>> {
     let mut exe = exe.to_path_buf();
     for _ in 0..4 {
         let data = std::fs::read(&exe).with_context(|| format!("cannot read {}", exe.display()))?;
@@ -79,7 +79,7 @@ fn elf_interp(
 }
 
 /// Resolves a command name the way `execvp` does.
-pub fn find_in_path(cmd: &str) -> Option<PathBuf> {
+pub(crate) fn find_in_path(cmd: &str) -> Option<PathBuf> {
     if cmd.contains('/') {
         return Some(PathBuf::from(cmd));
     }

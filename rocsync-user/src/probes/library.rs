@@ -111,7 +111,7 @@ impl OpenedLibrary {
 /// (the whole file reserved first, its segments mapped over it), so a process looked at
 /// while it loads one is looked at again when its loader says the load is done.
 #[derive(Debug)]
-pub struct Moved(PathBuf, u32);
+pub(crate) struct Moved(PathBuf, u32);
 
 impl std::fmt::Display for Moved {
     fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {

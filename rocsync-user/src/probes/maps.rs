@@ -18,7 +18,7 @@ pub struct Mapping {
 }
 
 /// Parses the text of a maps file; anonymous and pseudo mappings (`[heap]`, …) are skipped.
-pub fn parse(text: &str) -> Vec<Mapping> {
+pub(crate) fn parse(text: &str) -> Vec<Mapping> {
     text.lines().filter_map(parse_line).collect()
 }
 
@@ -63,7 +63,7 @@ fn parse_line(line: &str) -> Option<Mapping> {
 }
 
 /// Distinct mapped files (by inode) whose file name matches `wanted`.
-pub fn libraries<'a>(
+pub(crate) fn libraries<'a>(
     maps: &'a [Mapping],
     wanted: impl Fn(&str) -> bool + 'a,
 ) -> impl Iterator<Item = &'a Mapping> + 'a {
@@ -80,7 +80,7 @@ pub fn libraries<'a>(
 
 /// Processes other than `except` that map the file (device, inode) — those a file-wide
 /// probe on it traps in. Reads every process's maps: done once per file probed.
-pub fn processes_mapping(dev: (u32, u32), inode: u64, except: &[u32]) -> Vec<u32> {
+pub(crate) fn processes_mapping(dev: (u32, u32), inode: u64, except: &[u32]) -> Vec<u32> {
     let needle = format!(" {:02x}:{:02x} {inode} ", dev.0, dev.1);
     crate::procfs::pids()
         .into_iter()
@@ -90,12 +90,12 @@ pub fn processes_mapping(dev: (u32, u32), inode: u64, except: &[u32]) -> Vec<u32
 }
 
 /// `libhsa-runtime64.so`, `libhsa-runtime64.so.1`, `libhsa-runtime64.so.1.5.0`, …
-pub fn is_hsa_runtime(file_name: &str) -> bool {
+pub(crate) fn is_hsa_runtime(file_name: &str) -> bool {
     crate::backend::is_version_of(file_name, "libhsa-runtime64.so")
 }
 
 /// The glibc dynamic loader (`ld-linux-x86-64.so.2`, `ld-2.36.so`, …).
-pub fn is_dynamic_loader(file_name: &str) -> bool {
+pub(crate) fn is_dynamic_loader(file_name: &str) -> bool {
     file_name.starts_with("ld-linux") || (file_name.starts_with("ld-") && file_name.contains(".so"))
 }
 

@@ -6,7 +6,7 @@
 mod alone;
 mod btf;
 mod calibrate;
-pub use calibrate::CallPrices;
+pub use calibrate::{CallPrices, Stepped};
 mod call_ring;
 mod choice;
 mod daemon;
@@ -28,6 +28,7 @@ mod release;
 pub mod seccomp;
 mod stops;
 mod targets;
+pub use targets::CallCounts;
 mod tree;
 
 use std::path::{Path, PathBuf};
@@ -104,8 +105,10 @@ pub const LEARN_DEVICES: &str = "100ms";
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ProbeOptions {
     /// Ring buffer size in bytes (a power of two, a multiple of the page size); the call
-    /// ring gets as many.
+    /// ring gets as many, unless `call_ring_bytes` says otherwise.
     pub ring_bytes: Option<u32>,
+    /// The call ring's own size in bytes (rounded to a power of two of 64-byte slots).
+    pub call_ring_bytes: Option<u32>,
     /// Probe the first instruction even where placement would skip `endbr64`/`nop`.
     pub at_entry: bool,
     /// Show the probes' own diagnostics (`-v`).
@@ -149,7 +152,10 @@ impl Probes {
             loader.map_max_entries("EVENTS", bytes);
         }
         // The call ring gets as many bytes as the ring (its slots a power of two).
-        let slots = rocsync_common::call_slots(options.ring_bytes.unwrap_or(DEFAULT_RING));
+        let call_bytes = (options.call_ring_bytes)
+            .or(options.ring_bytes)
+            .unwrap_or(DEFAULT_RING);
+        let slots = rocsync_common::call_slots(call_bytes);
         loader.map_max_entries("CALL_RING", slots);
         // Preallocated per CPU: one entry unless series are labelled.
         // The loader borrows a global's value until it loads.
@@ -250,6 +256,11 @@ impl Probes {
     /// Where the call ring's writers are now: see [`Self::drain_calls`].
     pub fn calls_reserved(&self) -> u64 {
         self.calls.reserved()
+    }
+
+    /// Where the call ring has been read up to (its next record).
+    pub fn calls_read(&self) -> u64 {
+        self.calls.read_up_to()
     }
 
     /// How many times the call ring has been drained.

@@ -81,7 +81,7 @@ fn bpf<T>(cmd: libc::c_long, attr: &mut T) -> io::Result<OwnedFd> {
 }
 
 /// Whether this kernel has multi-uprobe links.
-pub fn supported() -> bool {
+pub(super) fn supported() -> bool {
     KernelVersion::current().is_ok_and(|v| v >= KernelVersion::new(6, 6, 0))
 }
 

@@ -95,12 +95,12 @@ pub(super) struct Decoded<'c> {
 }
 
 impl Decoded<'_> {
-    pub fn bytes(&self, i: usize) -> &[u8] {
+    pub(super) fn bytes(&self, i: usize) -> &[u8] {
         let insn = &self.insns[i];
         &self.code[insn.ip() as usize..][..insn.len()]
     }
 
-    pub fn emulated(&self, i: usize) -> bool {
+    pub(super) fn emulated(&self, i: usize) -> bool {
         emulated::is_emulated(&self.insns[i], self.bytes(i))
     }
 
@@ -109,7 +109,7 @@ impl Decoded<'_> {
     /// land anywhere, unless the function is a CET build (it begins with `endbr64`): then
     /// an indirect branch without `notrack` lands on an `endbr64` (the compiler's
     /// promise; jump tables carry `notrack`), which none of those is.
-    pub fn nothing_lands(&self, from: usize, to: usize) -> bool {
+    pub(super) fn nothing_lands(&self, from: usize, to: usize) -> bool {
         let (lo, hi) = (self.insns[from].ip(), self.insns[to].ip());
         let cet = self.insns[0].mnemonic() == Mnemonic::Endbr64
             && !self.insns[from..=to]
@@ -140,7 +140,7 @@ impl Decoded<'_> {
 /// Decides the probe points of a function whose code is `code` (the whole function when
 /// its size is known: `whole`), at file `offset`: where its probes go together, and
 /// where an entry probe alone may go instead (`None`: the same point).
-pub fn place(code: &[u8], offset: u64, whole: bool) -> (Placement, Option<Placement>) {
+pub(crate) fn place(code: &[u8], offset: u64, whole: bool) -> (Placement, Option<Placement>) {
     let insns: Vec<Instruction> = Decoder::with_ip(64, code, 0, DecoderOptions::NONE)
         .into_iter()
         .take_while(|i| !i.is_invalid())

@@ -84,14 +84,23 @@ pub fn resolve(
     Ok((points, missing, symbols))
 }
 
-/// What `path`'s chosen functions' probes are placed on, grouped by placement, as the
-/// daemon's log and `doctor` say it: "hipEventRecord, hipStreamWaitEvent: `call`
-/// (emulated; entry alone, past its frame's setup); hipStreamSynchronize: `sub` after
-/// endbr64 (single-stepped)".
-pub fn said(runtime: &Runtime, choice: &ApiChoice, path: &Path) -> Result<String> {
-    let (points, _, _) = resolve(runtime, choice, path, false, true)?;
+/// Where the daemon's probes of `path` trap while it counts: records', stream waits',
+/// destroys' and polls' entries alone (their returns attach apart, only while something
+/// records), every other function's pair.
+pub fn counting(runtime: &Runtime, path: &Path) -> Result<Vec<Points>> {
+    let counting = ApiChoice {
+        returns: super::ReturnProbes::Needed,
+        ..ApiChoice::default()
+    };
+    Ok(resolve(runtime, &counting, path, false, true)?.0)
+}
+
+/// What functions' probes are placed on, grouped by placement, as the daemon's log and
+/// `doctor` say it: "hipEventRecord, hipStreamWaitEvent: `call` past the frame's setup
+/// (emulated, entry alone); hipStreamSynchronize: `sub` after endbr64 (single-stepped)".
+pub fn said(points: &[Points]) -> String {
     let mut groups: Vec<(String, Vec<&str>)> = Vec::new();
-    for p in &points {
+    for p in points {
         let how = p.said.kind();
         match groups.iter_mut().find(|(h, _)| *h == how) {
             Some((_, names)) => names.push(p.names[0]),
@@ -102,5 +111,14 @@ pub fn said(runtime: &Runtime, choice: &ApiChoice, path: &Path) -> Result<String
         .into_iter()
         .map(|(how, names)| format!("{}: {how}", names.join(", ")))
         .collect();
-    Ok(groups.join("; "))
+    groups.join("; ")
+}
+
+/// Whether most of the entries probed alone among `points` are single-stepped (none
+/// moved past a frame setup onto an instruction the kernel emulates).
+pub fn alone_stepped(points: &[Points]) -> bool {
+    let alone: Vec<&Points> = (points.iter())
+        .filter(|p| p.api.return_optional() || p.api.entry_only())
+        .collect();
+    2 * alone.iter().filter(|p| !p.said.emulated).count() > alone.len()
 }

@@ -17,13 +17,13 @@ const CALL: u8 = 0x85;
 const PSEUDO_KFUNC_CALL: u8 = 2;
 
 /// The probes' object, 8-byte aligned as its parsers want it.
-pub struct Linked {
+pub(super) struct Linked {
     words: Vec<u64>,
     len: usize,
 }
 
 impl Linked {
-    pub fn bytes(&self) -> &[u8] {
+    pub(super) fn bytes(&self) -> &[u8] {
         // SAFETY: `len` bytes of the words' own allocation, initialised.
         unsafe { std::slice::from_raw_parts(self.words.as_ptr().cast(), self.len) }
     }
@@ -37,7 +37,7 @@ impl Linked {
 /// The probes' object with each call of a kfunc placeholder (`rocsync_common::KFUNCS`)
 /// rewritten into a call of that kernel function, by its id in the kernel's BTF. An error
 /// where the kernel lacks one of them.
-pub fn link_kfuncs(object: &[u8], btf: &Btf) -> Result<Linked> {
+pub(super) fn link_kfuncs(object: &[u8], btf: &Btf) -> Result<Linked> {
     let mut ids = Vec::with_capacity(KFUNCS.len());
     for (placeholder, name) in KFUNCS {
         let id = btf
@@ -83,7 +83,7 @@ pub fn link_kfuncs(object: &[u8], btf: &Btf) -> Result<Linked> {
 
 /// Loads and attaches the exit program for this process; the link lives as long as the
 /// probes, so it runs when this process exits without having dropped them.
-pub fn attach(ebpf: &mut Ebpf, btf: &Btf) -> Result<()> {
+pub(super) fn attach(ebpf: &mut Ebpf, btf: &Btf) -> Result<()> {
     let mut release: Array<_, u64> =
         Array::try_from(ebpf.map_mut("RELEASE").context("RELEASE map missing")?)?;
     release

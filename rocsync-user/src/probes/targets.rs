@@ -11,10 +11,10 @@ use rocsync_common::Config;
 use super::{Probes, mapped::Mapping};
 
 /// `TARGETS_GENERATION`, mapped.
-pub struct Generation(Mapping);
+pub(super) struct Generation(Mapping);
 
 impl Generation {
-    pub fn new(map: OwnedFd) -> Result<Self> {
+    pub(super) fn new(map: OwnedFd) -> Result<Self> {
         Ok(Self(Mapping::of(map, size_of::<u64>())?))
     }
 
@@ -40,18 +40,21 @@ impl Probes {
         // The count of calls goes on (the probes add to it; what they add between this
         // read and the insert is missed, which a rate over a second does not feel).
         if let Ok(old) = targets.get(&pid, 0) {
-            (config.calls, config.polls) = (old.calls, old.polls);
+            (config.calls, config.polls, config.alone) = (old.calls, old.polls, old.alone);
         }
         targets.insert(pid, config, 0).context("updating TARGETS")?;
         self.generation.step();
         Ok(())
     }
 
-    /// The calls the probes counted of a tracked process, and of them the polls
-    /// (wrapping), if it is one.
-    pub fn target_calls(&mut self, pid: u32) -> Option<(u32, u32)> {
+    /// The calls the probes counted of a tracked process (wrapping), if it is one.
+    pub fn target_calls(&mut self, pid: u32) -> Option<CallCounts> {
         let c = self.targets().ok()?.get(&pid, 0).ok()?;
-        Some((c.calls, c.polls))
+        Some(CallCounts {
+            calls: c.calls,
+            polls: c.polls,
+            alone: c.alone,
+        })
     }
 
     /// Removes a process from the traced set (it is gone).
@@ -70,5 +73,25 @@ impl Probes {
             }
         }
         self.generation.step();
+    }
+}
+
+/// A tracked process's calls the probes counted (each wrapping): all of them, and of them
+/// the polls and those whose return was not probed (one trap each).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CallCounts {
+    pub calls: u32,
+    pub polls: u32,
+    pub alone: u32,
+}
+
+impl CallCounts {
+    /// The calls counted from `before` to these.
+    pub fn since(self, before: CallCounts) -> CallCounts {
+        CallCounts {
+            calls: self.calls.wrapping_sub(before.calls),
+            polls: self.polls.wrapping_sub(before.polls),
+            alone: self.alone.wrapping_sub(before.alone),
+        }
     }
 }
