@@ -21,11 +21,11 @@ mod tracking;
 mod triggers;
 pub(crate) mod untrusted;
 
-pub use serving::{protocol, remote};
-pub use settings::config;
+pub(crate) use serving::{protocol, remote};
+pub(crate) use settings::config;
 
 /// Longest trace a request may ask for (`rocsync trace --duration` checks it first).
-pub use triggers::origin::MAX_DURATION as MAX_TRACE_DURATION;
+pub(crate) use triggers::origin::MAX_DURATION as MAX_TRACE_DURATION;
 
 use std::time::Duration;
 
@@ -48,6 +48,7 @@ use crate::{
 use handlers::events::{self, Flow};
 use outputs::statedir;
 use serving::{
+    pauses::{DYNO, METRICS, Pauses, REQUESTS},
     readers::{Incoming, Readers},
     socket,
 };
@@ -63,7 +64,7 @@ const PRUNE_EVERY: Duration = Duration::from_secs(5);
 
 /// Runs the daemon with `flags` over its configuration file; `check`: print the settings
 /// in effect and exit.
-pub async fn run(flags: ConfigFlags, check: bool, signals: Signals) -> Result<i32> {
+pub(crate) async fn run(flags: ConfigFlags, check: bool, signals: Signals) -> Result<i32> {
     let config = DaemonConfig::load(&flags)?;
     if check {
         // What the start would refuse of the state directory, said now.
@@ -101,62 +102,8 @@ struct Io {
     budget: Interval,
     tick: Interval,
     poll: Interval,
-    /// Listeners paused after a failed accept, until when.
-    paused: [Option<Instant>; 3],
-    /// Accepts failed in a row, per listener: said at the first and when it recovers,
-    /// not ten times a second.
-    failed: [u64; 3],
-}
-
-/// The listeners, as `Io::paused` indexes them.
-const METRICS: usize = 0;
-const REQUESTS: usize = 1;
-const DYNO: usize = 2;
-/// How long a listener rests after a failed accept: out of descriptors, the connection
-/// stays queued and accept fails again at once, so retrying in the loop would spin.
-const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
-
-impl Io {
-    fn accepting(&self, listener: usize) -> bool {
-        self.paused[listener].is_none()
-    }
-
-    /// The connection, or the listener paused.
-    fn accepted<C>(&mut self, listener: usize, conn: std::io::Result<C>) -> Option<C> {
-        let failed = std::mem::take(&mut self.failed[listener]);
-        match conn {
-            Ok(c) => {
-                if failed > 0 {
-                    crate::say!(
-                        "rocsync daemon: accepting connections again ({failed} accepts failed)"
-                    );
-                }
-                Some(c)
-            }
-            Err(e) => {
-                if failed == 0 {
-                    crate::say!(
-                        "rocsync daemon: warning: cannot accept connections ({e}); retrying every {ACCEPT_PAUSE:?}"
-                    );
-                }
-                self.failed[listener] = failed + 1;
-                self.paused[listener] = Some(Instant::now() + ACCEPT_PAUSE);
-                None
-            }
-        }
-    }
-
-    /// When the first paused listener resumes.
-    fn resumes_at(&self) -> Option<Instant> {
-        self.paused.iter().flatten().min().copied()
-    }
-
-    fn resume(&mut self) {
-        let now = Instant::now();
-        for p in &mut self.paused {
-            *p = p.filter(|&at| at > now);
-        }
-    }
+    /// Listeners resting after a failed accept.
+    pauses: Pauses,
 }
 
 /// Loads the probes, listens, and scans the running processes.
@@ -292,8 +239,7 @@ async fn start(config: DaemonConfig, flags: ConfigFlags, signals: Signals) -> Re
         budget: tokio::time::interval(budget::EVERY),
         tick: tokio::time::interval(TICK_EVERY),
         poll: tokio::time::interval(DRAIN_EVERY),
-        paused: [None; 3],
-        failed: [0; 3],
+        pauses: Pauses::default(),
     };
     Ok((d, io))
 }
@@ -303,8 +249,8 @@ async fn serve(mut d: Daemon, mut io: Io) -> Result<()> {
     loop {
         let deadline = d.sessions.next_deadline();
         let next_due = d.next_due();
-        let resumes_at = io.resumes_at();
-        let accepting = [METRICS, REQUESTS, DYNO].map(|l| io.accepting(l));
+        let resumes_at = io.pauses.resumes_at();
+        let accepting = [METRICS, REQUESTS, DYNO].map(|l| io.pauses.accepting(l));
         let flow = tokio::select! {
             guard = io.ring.readable_mut() => {
                 let mut guard = guard?;
@@ -319,25 +265,25 @@ async fn serve(mut d: Daemon, mut io: Io) -> Result<()> {
             }
             // Connections are read elsewhere (`readers`); what they asked comes here whole.
             conn = io.metrics.accept(), if accepting[METRICS] => {
-                if let Some((conn, _)) = io.accepted(METRICS, conn) {
+                if let Some((conn, _)) = io.pauses.accepted(METRICS, conn) {
                     io.readers.http(conn);
                 }
                 Flow::Go
             }
             conn = io.requests.accept(), if !d.stopping && accepting[REQUESTS] => {
-                if let Some((conn, _)) = io.accepted(REQUESTS, conn) {
+                if let Some((conn, _)) = io.pauses.accepted(REQUESTS, conn) {
                     io.readers.request(conn, d.config.group);
                 }
                 Flow::Go
             }
             conn = accept(&io.dyno), if !d.stopping && accepting[DYNO] => {
-                if let Some(conn) = io.accepted(DYNO, conn) {
+                if let Some(conn) = io.pauses.accepted(DYNO, conn) {
                     io.readers.dynolog(conn);
                 }
                 Flow::Go
             }
             _ = sleep_until(resumes_at), if resumes_at.is_some() => {
-                io.resume();
+                io.pauses.resume();
                 Flow::Go
             }
             Some(asked) = io.incoming.recv() => d.on_incoming(asked, io.ring.get_mut()).await,

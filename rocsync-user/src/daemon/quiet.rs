@@ -8,8 +8,8 @@ use std::{collections::HashMap, time::Duration};
 
 use tokio::time::Instant;
 
-pub const BURST: u32 = 20;
-pub const WINDOW: Duration = Duration::from_secs(10);
+pub(super) const BURST: u32 = 20;
+pub(super) const WINDOW: Duration = Duration::from_secs(10);
 
 struct Window {
     began: Instant,
@@ -18,13 +18,13 @@ struct Window {
 }
 
 /// Lines of one kind (`what`, e.g. "dyno refusals"), by peer.
-pub struct Quiet {
+pub(super) struct Quiet {
     what: &'static str,
     peers: HashMap<String, Window>,
 }
 
 impl Quiet {
-    pub fn new(what: &'static str) -> Self {
+    pub(super) fn new(what: &'static str) -> Self {
         Self {
             what,
             peers: HashMap::new(),
@@ -32,7 +32,7 @@ impl Quiet {
     }
 
     /// Whether a line of `peer`'s may be said now (else it is counted).
-    pub fn allow(&mut self, peer: &str, now: Instant) -> bool {
+    pub(super) fn allow(&mut self, peer: &str, now: Instant) -> bool {
         self.flush(now);
         let w = self.peers.entry(peer.to_string()).or_insert(Window {
             began: now,
@@ -49,7 +49,7 @@ impl Quiet {
     }
 
     /// Says what each peer whose window has passed had held back, and forgets it.
-    pub fn flush(&mut self, now: Instant) {
+    pub(super) fn flush(&mut self, now: Instant) {
         let what = self.what;
         self.peers.retain(|peer, w| {
             if now.duration_since(w.began) < WINDOW {

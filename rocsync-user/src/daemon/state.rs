@@ -17,11 +17,12 @@ use crate::daemon::{
     settings::config::{ConfigFlags, DaemonConfig},
     tracking::discovery::Tracker,
     triggers::Triggers,
+    triggers::collectives::LeftOut,
     triggers::sampled::Sampling,
     triggers::scheduled::Waiting,
 };
 
-pub struct Daemon {
+pub(super) struct Daemon {
     pub config: DaemonConfig,
     /// The command line's settings, read again with the file on SIGHUP.
     pub flags: ConfigFlags,
@@ -31,6 +32,8 @@ pub struct Daemon {
     /// Traces and flight recorder dumps being written.
     pub writing: Writing,
     pub traces_written: u64,
+    /// `rocsync_collective_seq`'s series left out for their user's share.
+    pub collectives_left_out: LeftOut,
     pub not_started: NotStarted,
     /// SIGTERM came: traces in progress finish, then the daemon exits.
     pub stopping: bool,
@@ -56,7 +59,7 @@ pub struct Daemon {
 }
 
 impl Daemon {
-    pub fn new(
+    pub(super) fn new(
         config: DaemonConfig,
         flags: ConfigFlags,
         tracker: Tracker,
@@ -75,6 +78,7 @@ impl Daemon {
             flight,
             writing: Writing::default(),
             traces_written: 0,
+            collectives_left_out: LeftOut::default(),
             not_started: NotStarted::default(),
             stopping: false,
             scheduled: Vec::new(),
@@ -90,13 +94,13 @@ impl Daemon {
         }
     }
 
-    pub fn take_id(&mut self) -> u64 {
+    pub(super) fn take_id(&mut self) -> u64 {
         self.next_id += 1;
         self.next_id - 1
     }
 
     /// What `rocsync status` shows.
-    pub fn status(&self) -> Status {
+    pub(super) fn status(&self) -> Status {
         let now = Instant::now();
         let comms = self.tracker.probes.comms();
         let mut status = Status {
@@ -131,7 +135,7 @@ impl Daemon {
                     communicators: communicators(&comms, pid),
                     probes: self.budget.share(pid).map(|share| ProbeCost {
                         cpu_share: share,
-                        priced: match self.tracker.files.single_stepped(pid) {
+                        priced: match self.tracker.files.single_stepped(pid).pairs {
                             true => "single_stepped",
                             false => "emulated",
                         }

@@ -30,7 +30,7 @@ fn hidden(c: char) -> bool {
 
 /// `text` for a log line: control and invisible characters escaped (`\u{1b}`, `\r`,
 /// `\u{202e}`), at most [`SHOWN_CHARS`] characters, the rest counted.
-pub fn shown(text: &str) -> String {
+pub(crate) fn shown(text: &str) -> String {
     let mut out = String::new();
     let mut chars = text.chars();
     for c in chars.by_ref().take(SHOWN_CHARS) {
@@ -49,7 +49,7 @@ pub fn shown(text: &str) -> String {
 
 /// `text` with its control and invisible characters escaped, whole: what a client prints
 /// of the daemon's answer (an executable's name is its owner's to choose).
-pub fn escaped(text: &str) -> String {
+pub(crate) fn escaped(text: &str) -> String {
     text.chars()
         .flat_map(|c| {
             let esc = hidden(c).then(|| c.escape_default());
@@ -61,7 +61,7 @@ pub fn escaped(text: &str) -> String {
 
 /// A pid list for a log line or a session's name: `[1, 2]`, or its first
 /// [`SHOWN_PIDS`] and a count.
-pub fn pids_shown(pids: &[u32]) -> String {
+pub(crate) fn pids_shown(pids: &[u32]) -> String {
     if pids.len() <= SHOWN_PIDS {
         return format!("{pids:?}");
     }
@@ -72,7 +72,7 @@ pub fn pids_shown(pids: &[u32]) -> String {
 /// Who sent a dynolog request, for its limits: a local peer by the uid owning its socket
 /// (everyone on the node connects from 127.0.0.1), another by its address.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Peer {
+pub(crate) enum Peer {
     Uid(u32),
     Addr(IpAddr),
 }
@@ -88,7 +88,7 @@ impl fmt::Display for Peer {
 
 impl Peer {
     /// The peer of a connection from `peer` to `local`.
-    pub fn of(peer: SocketAddr, local: SocketAddr) -> Self {
+    pub(crate) fn of(peer: SocketAddr, local: SocketAddr) -> Self {
         // A listener on `[::]` sees IPv4 peers as `::ffff:a.b.c.d`; their sockets are
         // IPv4 ones.
         let (peer, local) = (canonical(peer), canonical(local));
@@ -149,7 +149,7 @@ fn hex_v6(a: std::net::SocketAddrV6) -> String {
 }
 
 /// Pods for an error message: at most [`SHOWN_PODS`], the rest counted.
-pub fn pods_shown(known: &[String]) -> String {
+pub(crate) fn pods_shown(known: &[String]) -> String {
     const SHOWN_PODS: usize = 20;
     if known.is_empty() {
         return "none".into();
@@ -162,7 +162,7 @@ pub fn pods_shown(known: &[String]) -> String {
 }
 
 /// A file name stem from a client: letters, digits, `-` and `_` only.
-pub fn stem(name: Option<&str>) -> Result<String> {
+pub(crate) fn stem(name: Option<&str>) -> Result<String> {
     let name = name.unwrap_or("trace");
     if name.is_empty()
         || name.len() > 64

@@ -12,14 +12,14 @@ use std::collections::{BTreeSet, VecDeque};
 use crate::{daemon::tracking::apart::cycled::Cycled, probes::Probes};
 
 /// The longest cycle: probed one period in this many.
-pub const MAX_EVERY: u32 = 30;
+pub(crate) const MAX_EVERY: u32 = 30;
 /// Spans without the probes kept for the hang chains (`blind_between`).
 const SPANS_KEPT: usize = 64;
 
 /// The node's cycle: every cycled file on and off together, so that one estimate covers
 /// them (counts are kept by API and device, not by file).
 #[derive(Default)]
-pub struct DutyCycle {
+pub(crate) struct DutyCycle {
     /// On one period in this many; `None`: not cycling.
     every: Option<u32>,
     /// Periods since the last one on (0: on now).
@@ -41,7 +41,7 @@ pub struct DutyCycle {
 
 /// What a period's turn of the cycle did.
 #[derive(Debug, PartialEq)]
-pub enum Turn {
+pub(crate) enum Turn {
     /// The probes went on (the period after is measured whole).
     On,
     /// They went off: the period before was on.
@@ -54,41 +54,41 @@ pub enum Turn {
 
 impl DutyCycle {
     /// The share of the time the cycled files are probed (1: not cycling).
-    pub fn duty(&self) -> f64 {
+    pub(crate) fn duty(&self) -> f64 {
         self.every.map_or(1.0, |n| 1.0 / f64::from(n))
     }
 
-    pub fn cycling(&self) -> bool {
+    pub(crate) fn cycling(&self) -> bool {
         self.every.is_some()
     }
 
     /// Cycling, and the cycled files' probes on for this period.
-    pub fn on_now(&self) -> bool {
+    pub(crate) fn on_now(&self) -> bool {
         self.every.is_some() && self.tick == 0
     }
 
     /// Whether the period on now began on (not turned on midway by a recording): read
     /// once, a partial period is followed by a whole one.
-    pub fn take_partial(&mut self) -> bool {
+    pub(crate) fn take_partial(&mut self) -> bool {
         std::mem::take(&mut self.partial)
     }
 
-    pub fn every(&self) -> Option<u32> {
+    pub(crate) fn every(&self) -> Option<u32> {
         self.every
     }
 
     /// The share what stays probed cost over the last period off.
-    pub fn note_off(&mut self, share: f64) {
+    pub(crate) fn note_off(&mut self, share: f64) {
         self.off_share = share;
     }
 
-    pub fn off_share(&self) -> f64 {
+    pub(crate) fn off_share(&self) -> f64 {
         self.off_share
     }
 
     /// Starts the cycle over `pids` (counted in `groups`); its first period is on and
     /// measures what the estimate starts from.
-    pub fn start(&mut self, pids: BTreeSet<u32>, groups: BTreeSet<u32>) {
+    pub(crate) fn start(&mut self, pids: BTreeSet<u32>, groups: BTreeSet<u32>) {
         self.were.extend(&pids);
         (self.pids, self.groups) = (pids, groups);
         (self.tick, self.off_share) = (0, 0.0);
@@ -99,7 +99,7 @@ impl DutyCycle {
     /// the cycled probes are off) under a budget of `limit`: on one period in N, N the
     /// least with `off + (on − off) / N ≤ limit` (2 to [`MAX_EVERY`]); `None` when even
     /// [`MAX_EVERY`] cannot hold it (`off` is over the budget on its own).
-    pub fn size(&mut self, on: f64, off: f64, limit: f64) -> Option<u32> {
+    pub(crate) fn size(&mut self, on: f64, off: f64, limit: f64) -> Option<u32> {
         let room = limit - off;
         let n = match room > 0.0 {
             true => ((on - off) / room).ceil(),
@@ -110,7 +110,11 @@ impl DutyCycle {
     }
 
     /// Ends the cycle: every cycled file's probes on again.
-    pub fn end<'a>(&mut self, probes: &mut Probes, files: impl Iterator<Item = &'a mut Cycled>) {
+    pub(crate) fn end<'a>(
+        &mut self,
+        probes: &mut Probes,
+        files: impl Iterator<Item = &'a mut Cycled>,
+    ) {
         self.every = None;
         self.hold(probes, files);
         (self.tick, self.partial) = (0, false);
@@ -120,7 +124,11 @@ impl DutyCycle {
 
     /// Something records: every cycled file's probes on now, the cycle held at a period
     /// on (it goes on from there once nothing records).
-    pub fn hold<'a>(&mut self, probes: &mut Probes, files: impl Iterator<Item = &'a mut Cycled>) {
+    pub(crate) fn hold<'a>(
+        &mut self,
+        probes: &mut Probes,
+        files: impl Iterator<Item = &'a mut Cycled>,
+    ) {
         let mut any = false;
         for f in files.filter(|f| !f.is_on()) {
             if let Err(e) = f.on(probes, None) {
@@ -139,7 +147,7 @@ impl DutyCycle {
     }
 
     /// The next period: the cycled files' probes go on or off as their turn says.
-    pub fn turn<'a>(
+    pub(crate) fn turn<'a>(
         &mut self,
         probes: &mut Probes,
         files: impl Iterator<Item = &'a mut Cycled>,
@@ -179,18 +187,18 @@ impl DutyCycle {
     }
 
     /// Whether `pid` was cycled at some moment (its chains check the spans).
-    pub fn was_cycled(&self, pid: u32) -> bool {
+    pub(crate) fn was_cycled(&self, pid: u32) -> bool {
         self.were.contains(&pid)
     }
 
     /// Forgets the processes gone.
-    pub fn retain(&mut self, alive: impl Fn(u32) -> bool) {
+    pub(crate) fn retain(&mut self, alive: impl Fn(u32) -> bool) {
         self.were.retain(|&p| alive(p));
     }
 
     /// Whether the cycled files' records and waits were unprobed at some moment in
     /// `(from_ns, to_ns]` (the probes' clock): one made then may be missing.
-    pub fn blind_between(&self, from_ns: u64, to_ns: u64) -> bool {
+    pub(crate) fn blind_between(&self, from_ns: u64, to_ns: u64) -> bool {
         let kept_from = self.blind.front().map_or(u64::MAX, |(f, _)| *f);
         // Spans forgotten: older than the oldest kept, assume the worst.
         (self.blind.len() >= SPANS_KEPT && from_ns < kept_from)

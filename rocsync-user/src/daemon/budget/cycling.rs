@@ -57,10 +57,11 @@ fn counts(t: &mut Tracker, cycle: &DutyCycle, prices: Option<CallPrices>) -> Opt
     }
     let (mut pids, mut cpu) = (BTreeMap::new(), BTreeMap::new());
     for pid in t.tracked.clone() {
-        if let Some((calls, _)) = t.probes.target_calls(pid) {
+        if let Some(counts) = t.probes.target_calls(pid) {
             let cycled = cycle.pids.contains(&pid);
-            pids.insert(pid, (calls, t.pods.group_of(pid), cycled));
-            let price = prices.map(|p| p.of(t.files.single_stepped(pid)));
+            pids.insert(pid, (counts.calls, t.pods.group_of(pid), cycled));
+            // Its own work is its CPU time less its probed calls', priced as a pair's.
+            let price = prices.map(|p| p.of(t.files.single_stepped(pid).pairs));
             if let Some((ns, price)) = shares::cpu_ns(pid).zip(price).filter(|_| cycled) {
                 cpu.insert(pid, (ns, price.as_nanos() as f64));
             }

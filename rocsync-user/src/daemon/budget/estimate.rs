@@ -18,7 +18,7 @@ use tokio::time::Instant;
 type Series = (u32, u32);
 
 /// What the kernel had counted at one moment.
-pub struct Counts {
+pub(crate) struct Counts {
     pub at: Instant,
     /// The cycled APIs' series.
     pub series: BTreeMap<Series, u64>,
@@ -33,12 +33,12 @@ pub struct Counts {
 const MOST_SCALED: f64 = 2.0;
 
 /// Whether `key`'s calls are cycled.
-pub fn is_cycled(key: &MetricKey) -> bool {
+pub(crate) fn is_cycled(key: &MetricKey) -> bool {
     Api::from_u32(key.api).is_some_and(|a| a.return_optional() && !a.is_polling())
 }
 
 #[derive(Default)]
-pub struct Estimates {
+pub(crate) struct Estimates {
     /// Calls estimated so far, by series: added to the kernel's counts.
     pub added: BTreeMap<Series, u64>,
     /// The counts as the period on began.
@@ -62,14 +62,14 @@ const LEAST_WORK: f64 = 0.2e9;
 impl Estimates {
     /// The cycled files' probes went on: what they missed up to now estimated, and the
     /// period on measured from `now`.
-    pub fn probed(&mut self, now: Counts) {
+    pub(crate) fn probed(&mut self, now: Counts) {
         self.extend(&now);
         self.end_span();
         self.start = Some(now);
     }
 
     /// They went off: the rates of the period on that ends now.
-    pub fn unprobed(&mut self, now: Counts) {
+    pub(crate) fn unprobed(&mut self, now: Counts) {
         self.rates.clear();
         self.work_on = None;
         if let Some(start) = self.start.take() {
@@ -81,7 +81,7 @@ impl Estimates {
     }
 
     /// Estimates what they miss up to `now` (still off, or going on).
-    pub fn extend(&mut self, now: &Counts) {
+    pub(crate) fn extend(&mut self, now: &Counts) {
         let Some(from) = &self.off_from else { return };
         let secs = now.at.saturating_duration_since(from.at).as_secs_f64();
         let scale = match (self.work_on, work_per_second(from, now)) {
@@ -111,20 +111,20 @@ impl Estimates {
     }
 
     /// The probes are on again for good (the cycle ended): estimated up to `now`.
-    pub fn stop(&mut self, now: Counts) {
+    pub(crate) fn stop(&mut self, now: Counts) {
         self.extend(&now);
         self.halt();
     }
 
     /// The probes are on again for good, its processes gone since the last estimate:
     /// nothing more estimated.
-    pub fn halt(&mut self) {
+    pub(crate) fn halt(&mut self) {
         self.end_span();
         self.start = None;
     }
 
     /// Forgets the series of ended label groups (their counts went with them).
-    pub fn forget_group(&mut self, group: u32) {
+    pub(crate) fn forget_group(&mut self, group: u32) {
         self.added.retain(|(g, _), _| *g != group);
         self.span.retain(|(g, _), _| *g != group);
         self.rates.retain(|(g, _), _| *g != group);

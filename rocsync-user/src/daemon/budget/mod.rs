@@ -6,12 +6,12 @@
 //! budget is said once, with why (`over.rs`). It acts on what the tracker probes; the
 //! tracker never calls it back.
 
-pub mod cycle;
+pub(super) mod cycle;
 mod cycling;
-pub mod estimate;
-pub mod over;
-pub mod period;
-pub mod shares;
+pub(super) mod estimate;
+pub(super) mod over;
+pub(super) mod period;
+pub(super) mod shares;
 
 use std::collections::BTreeMap;
 
@@ -25,9 +25,9 @@ use cycle::DutyCycle;
 use estimate::Estimates;
 use over::Over;
 
-pub use shares::{EVERY, calibrated, cpu_ns};
+pub(super) use shares::{EVERY, calibrated, cpu_ns};
 
-pub struct Budget {
+pub(super) struct Budget {
     /// Each tracked process's last counts and share, at the prices calibrated at start.
     measures: Measures,
     /// Processes over the budget with nothing left to shed, and why (said once each).
@@ -36,24 +36,28 @@ pub struct Budget {
     pub cycle: DutyCycle,
     /// What the cycle estimates of the calls it did not see: `/metrics` adds them.
     pub estimates: Estimates,
+    /// What records now (the flight recorder, traces and who asked for them): named
+    /// when the budget leaves a process over it because something records it.
+    pub recorders: Vec<String>,
 }
 
 impl Budget {
     /// `prices`: what a probed call costs here (`None`: calibrating failed, and no budget
     /// is held).
-    pub fn new(prices: Option<CallPrices>) -> Self {
+    pub(super) fn new(prices: Option<CallPrices>) -> Self {
         Self {
             measures: Measures::new(prices),
             over: BTreeMap::new(),
             cycle: DutyCycle::default(),
             estimates: Estimates::default(),
+            recorders: Vec::new(),
         }
     }
 
     /// A process just tracked: sampled now, so that the next period measures its share
     /// rather than only sampling it (one that polls from its start is shed within a
     /// period, not two).
-    pub fn tracked(&mut self, t: &mut Tracker, pid: u32) {
+    pub(super) fn tracked(&mut self, t: &mut Tracker, pid: u32) {
         let calls = t.probes.target_calls(pid);
         if let Some((c, cpu)) = calls.zip(cpu_ns(pid)) {
             self.measures.first_sample(pid, c, cpu);
@@ -63,7 +67,7 @@ impl Budget {
     /// Every probe a recording needs on, before it is switched on: the duty cycle held
     /// (records and waits probed, the estimate ended there) and the returns counting
     /// does not need attached.
-    pub fn recording(&mut self, t: &mut Tracker) -> Result<()> {
+    pub(super) fn recording(&mut self, t: &mut Tracker) -> Result<()> {
         if self.cycle.cycling() {
             self.cycle
                 .hold(&mut t.probes, t.files.cycled().map(|(_, c)| c));
@@ -76,14 +80,14 @@ impl Budget {
     }
 
     /// The label groups gone (`Tracker::prune`): their estimates forgotten.
-    pub fn groups_gone(&mut self, groups: &[u32]) {
+    pub(super) fn groups_gone(&mut self, groups: &[u32]) {
         for &g in groups {
             self.estimates.forget_group(g);
         }
     }
 
     /// `pid`'s probes' share of its CPU time over the last period.
-    pub fn share(&self, pid: u32) -> Option<f64> {
+    pub(super) fn share(&self, pid: u32) -> Option<f64> {
         self.measures.shares.get(&pid).copied()
     }
 }

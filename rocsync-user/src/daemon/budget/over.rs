@@ -3,7 +3,7 @@
 //! alert can tell an operator's choice (shed-only) from a limit of the duty cycle.
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Over {
+pub(crate) enum Over {
     /// `--budget-mode shed-only`: records and waits are never shed.
     ShedOnly,
     /// Counted in series of another user's processes: cycling it would turn their counts
@@ -18,7 +18,7 @@ pub enum Over {
 }
 
 impl Over {
-    pub const ALL: [Over; 5] = [
+    pub(crate) const ALL: [Over; 5] = [
         Over::ShedOnly,
         Over::SharedSeries,
         Over::Recording,
@@ -27,7 +27,7 @@ impl Over {
     ];
 
     /// The `reason` label.
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             Over::ShedOnly => "shed_only",
             Over::SharedSeries => "shared_series",
@@ -38,19 +38,51 @@ impl Over {
     }
 
     /// Why, as the log says it.
-    pub fn why(self) -> &'static str {
+    pub(crate) fn why(self) -> &'static str {
         match self {
             Over::ShedOnly => "--budget-mode shed-only: records and waits are never shed",
             Over::SharedSeries => {
                 "its records and waits are counted in series of another user's processes \
                  too: they are not duty-cycled"
             }
-            Over::Recording => "something records it: every probe stays on",
+            Over::Recording => "a recording holds every probe on",
             Over::OtherCycle => "the node's duty cycle holds other processes' series",
             Over::Synchronizes => {
                 "what stays probed (synchronizes) costs more on its own: its records and \
                  waits are duty-cycled as far as they go"
             }
         }
+    }
+
+    /// Why, as the log says it, naming what records (`recorders`) where that is why.
+    pub(crate) fn said(self, recorders: &[String]) -> String {
+        match (self, recorders) {
+            (Over::Recording, []) => "a recording that just ended held every probe on".into(),
+            (Over::Recording, r) => format!("{} records it: every probe stays on", r.join(", ")),
+            _ => self.why().into(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_recording_that_holds_the_probes_is_named_with_who_asked() {
+        let recorders = [
+            "the flight recorder".to_string(),
+            "trace 2 (step-9) of pid(s) [7] (asked by uid 1000)".to_string(),
+        ];
+        assert_eq!(
+            Over::Recording.said(&recorders),
+            "the flight recorder, trace 2 (step-9) of pid(s) [7] (asked by uid 1000) \
+             records it: every probe stays on"
+        );
+        assert_eq!(
+            Over::Recording.said(&[]),
+            "a recording that just ended held every probe on"
+        );
+        assert_eq!(Over::ShedOnly.said(&recorders), Over::ShedOnly.why());
     }
 }

@@ -10,12 +10,12 @@ use crate::units::Share;
 
 /// The budget as `/metrics` shows it (no pid label: a node's processes come and go).
 #[derive(Clone, Debug, Default)]
-pub struct View {
+pub(crate) struct View {
     /// The limit (`None`: off).
     pub limit: Option<f64>,
-    /// A probed call's calibrated price, in seconds: on an emulated probed instruction,
-    /// and on a single-stepped one.
-    pub call_seconds: Option<(f64, f64)>,
+    /// A probed call's calibrated price, in seconds: a pair on an emulated probed
+    /// instruction, a pair on a single-stepped one, an entry alone on an emulated one.
+    pub call_seconds: Option<(f64, f64, f64)>,
     /// The highest share of a tracked process's CPU its probes cost, last measured.
     pub highest: f64,
     /// Processes over the budget with nothing left to shed.
@@ -30,7 +30,7 @@ pub struct View {
 impl Budget {
     /// One period: each tracked process's probes' share of its CPU, measured; the budget
     /// (`limit`; `None`: off) held by shedding, then (`cycles`) by the duty cycle.
-    pub fn period(&mut self, t: &mut Tracker, limit: Option<Share>, cycles: bool) {
+    pub(crate) fn period(&mut self, t: &mut Tracker, limit: Option<Share>, cycles: bool) {
         let now = tokio::time::Instant::now();
         let Some(limit) = limit else {
             // Measured all the same (`/metrics`); turned off at a reload, what was shed
@@ -38,8 +38,9 @@ impl Budget {
             for pid in t.tracked.clone() {
                 let calls = t.probes.target_calls(pid);
                 let stepped = t.files.single_stepped(pid);
+                let off = self.cycle.pids.contains(&pid) && !self.cycle.on_now();
                 if let Some((c, cpu)) = calls.zip(shares::cpu_ns(pid)) {
-                    self.measures.measure(pid, c, cpu, stepped);
+                    self.measures.measure(pid, c, cpu, (stepped, off));
                 }
             }
             self.retain(crate::procfs::exists);
@@ -56,16 +57,17 @@ impl Budget {
             let calls = t.probes.target_calls(pid);
             let cpu = shares::cpu_ns(pid);
             let stepped = t.files.single_stepped(pid);
+            // A cycled process's verdict is the cycle's, from its periods probed whole
+            // (`turn_cycle`), not one second's reading off.
+            let cycled = self.cycle.pids.contains(&pid);
+            let off = cycled && !self.cycle.on_now();
             let Some(shares) = calls
                 .zip(cpu)
-                .and_then(|(c, cpu)| self.measures.measure(pid, c, cpu, stepped))
+                .and_then(|(c, cpu)| self.measures.measure(pid, c, cpu, (stepped, off)))
             else {
                 continue;
             };
             kept.insert(pid, shares.kept());
-            // A cycled process's verdict is the cycle's, from its periods probed whole
-            // (`turn_cycle`), not one second's reading off.
-            let cycled = self.cycle.pids.contains(&pid);
             if shares.all <= limit.0 {
                 if !cycled {
                     self.over.remove(&pid);
@@ -125,7 +127,7 @@ impl Budget {
                      cost {}, which the budget cannot take ({why}); raise --budget, turn it \
                      off, or trace it in sampled windows",
                     shares::shown(share, limit),
-                    why = why.why()
+                    why = why.said(&self.recorders)
                 );
             }
         }
@@ -140,11 +142,13 @@ impl Budget {
     }
 
     /// What `/metrics` shows of it; `limit` as configured.
-    pub fn view(&self, t: &mut Tracker, limit: Option<Share>) -> View {
+    pub(crate) fn view(&self, t: &mut Tracker, limit: Option<Share>) -> View {
         View {
             limit: limit.map(|b| b.0),
-            call_seconds: (self.measures.prices)
-                .map(|p| (p.emulated.as_secs_f64(), p.stepped.as_secs_f64())),
+            call_seconds: (self.measures.prices).map(|p| {
+                let s = |d: std::time::Duration| d.as_secs_f64();
+                (s(p.emulated), s(p.stepped), s(p.alone))
+            }),
             highest: self.measures.highest(),
             over: (Over::ALL.iter())
                 .map(|&o| (o.label(), self.over.values().filter(|&&v| v == o).count()))

@@ -9,7 +9,7 @@ use crate::agents::ClaimId;
 use crate::daemon::{
     recording::writing::Done,
     serving::exposition,
-    serving::exposition::StallView,
+    serving::exposition::{Counter, StallView, families::DEPENDENCY_EVICTED},
     serving::http,
     serving::protocol::Reply,
     state::Daemon,
@@ -19,27 +19,27 @@ use crate::daemon::{
 
 /// Whether the loop goes on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Flow {
+pub(crate) enum Flow {
     Go,
     Stop,
 }
 
 impl Daemon {
     /// Whether call records are wanted now (a trace records, or the flight recorder).
-    pub fn wants_calls(&self) -> bool {
+    pub(crate) fn wants_calls(&self) -> bool {
         self.sessions.recording() || self.flight.is_some()
     }
 
     /// Reads what the probes wrote: announcements feed discovery, call records the
     /// flight recorder and the traces in progress.
-    pub fn drain(&mut self, ring: &mut RingBuf<MapData>) {
+    pub(crate) fn drain(&mut self, ring: &mut RingBuf<MapData>) {
         let until = self.tracker.probes.calls_reserved();
         self.drain_until(ring, until);
     }
 
     /// Reads everything the probes wrote before now, however much (a drain reads at most
     /// a ring's worth): what a flight recorder dump asked now must hold.
-    pub fn catch_up(&mut self, ring: &mut RingBuf<MapData>) {
+    pub(crate) fn catch_up(&mut self, ring: &mut RingBuf<MapData>) {
         let until = self.tracker.probes.calls_reserved();
         while self.drain_until(ring, until) > 0 {}
     }
@@ -90,13 +90,13 @@ impl Daemon {
     }
 
     /// A standalone capture ended (its claim's connection closed).
-    pub fn on_released(&mut self, claim: ClaimId) -> Flow {
+    pub(crate) fn on_released(&mut self, claim: ClaimId) -> Flow {
         self.sessions.release(claim);
         Flow::Go
     }
 
     /// The scan's temporary `*GetDevice` probes have learnt long enough.
-    pub fn on_learned(&mut self) -> Flow {
+    pub(crate) fn on_learned(&mut self) -> Flow {
         self.learn_until = None;
         if let Err(e) = self.tracker.probes.set_switch(switch(GetDeviceMode::Off)) {
             crate::say!("rocsync daemon: warning: {e:#}");
@@ -111,7 +111,7 @@ impl Daemon {
         Flow::Go
     }
 
-    pub fn on_tick(&mut self) -> Flow {
+    pub(crate) fn on_tick(&mut self) -> Flow {
         self.sessions.tick();
         // Those found mid-load whose loader has not announced the load's end yet.
         for pid in self.tracker.loading.pids() {
@@ -121,7 +121,7 @@ impl Daemon {
     }
 
     /// Tracked processes that exited are forgotten.
-    pub fn on_prune(&mut self) -> anyhow::Result<Flow> {
+    pub(crate) fn on_prune(&mut self) -> anyhow::Result<Flow> {
         self.quiet_dyno.flush(tokio::time::Instant::now());
         let gone = self.tracker.prune()?;
         self.budget.groups_gone(&gone);
@@ -132,7 +132,8 @@ impl Daemon {
     /// A trace or a flight recorder dump was written (or failed: said here, whether or
     /// not a client waits): counted, handed to its destinations, and its client answered.
     /// Stopping ends once the last is written.
-    pub async fn written(&mut self, done: Done) -> Flow {
+    pub(crate) async fn written(&mut self, done: Done) -> Flow {
+        self.sessions.truncated += u64::from(done.truncated);
         match &done.reply {
             Reply::Written(w) => {
                 self.traces_written += w.files.len() as u64;
@@ -163,7 +164,7 @@ impl Daemon {
 
     /// SIGHUP reloads the configuration; the others stop the daemon once the traces in
     /// progress are written.
-    pub fn on_signal(&mut self, signal: &'static str) -> Flow {
+    pub(crate) fn on_signal(&mut self, signal: &'static str) -> Flow {
         if signal == "SIGHUP" {
             self.reload();
             return Flow::Go;
@@ -181,10 +182,21 @@ impl Daemon {
     }
 
     /// `/metrics` and `/healthz`.
-    pub fn http_page(&mut self, path: &str) -> http::Response {
+    pub(crate) fn http_page(&mut self, path: &str) -> http::Response {
         let budget = self.budget.view(&mut self.tracker, self.config.budget);
         let probes = &self.tracker.probes;
         let tracker = &self.tracker;
+        // Read only when scraped: a walk of the communicator map.
+        let collectives = match path {
+            "/metrics" => {
+                let uid =
+                    |pid| (tracker.tracked.contains(&pid)).then(|| crate::procfs::uid(pid))?;
+                let (shown, left_out) = collectives::sequences(&probes.comms(), uid);
+                self.collectives_left_out.saw(left_out);
+                shown
+            }
+            _ => Vec::new(),
+        };
         match path {
             "/metrics" => match (
                 exposition::read_series(&self.tracker, &self.budget.estimates.added),
@@ -207,10 +219,8 @@ impl Daemon {
                         traces_truncated: self.sessions.truncated,
                         not_started: self.not_started,
                         files_probed: self.tracker.files.count(),
-                        // Read only when scraped: a walk of the communicator map.
-                        collectives: &collectives::sequences(&probes.comms(), |pid| {
-                            tracker.tracked.contains(&pid)
-                        }),
+                        collectives: &collectives,
+                        collectives_left_out: self.collectives_left_out.total,
                         files_refused: self.tracker.files.refused,
                         budget,
                         stall_traces: self.stall_view(untimed),
@@ -243,7 +253,7 @@ impl Daemon {
 /// The daemon's switch: calls counted, by process. Its only `*GetDevice` probes are the
 /// scan's temporary ones: while they learn, a trace (the flight recorder's, from the
 /// start) records a thread's calls until one succeeds, and none while they go.
-pub fn switch(get_device: GetDeviceMode) -> Switch {
+pub(crate) fn switch(get_device: GetDeviceMode) -> Switch {
     let mut s = Switch {
         by_process: 1,
         metrics: 1,
@@ -262,6 +272,16 @@ impl Daemon {
         let mut counters = Vec::new();
         for t in self.triggers.each() {
             t.counters(&mut counters);
+        }
+        // Read when scraped; unreadable, left out rather than shown as none.
+        if let Ok(evicted) = self.tracker.probes.dependency_evicted() {
+            for (state, n) in [("event_record", evicted.0), ("stream_wait", evicted.1)] {
+                counters.push(Counter {
+                    family: &DEPENDENCY_EVICTED,
+                    label: Some(("state", state)),
+                    value: n as f64,
+                });
+            }
         }
         StallView {
             traces: stalls.traces,

@@ -4,10 +4,10 @@
 //! (`reload.rs`), timed starts (`timed.rs`); what a trigger asked begins (`start.rs`),
 //! unasked triggers (`unasked.rs`).
 
-pub mod budget;
-pub mod events;
-pub mod reload;
-pub mod requests;
-pub mod start;
-pub mod timed;
-pub mod triggered;
+pub(super) mod budget;
+pub(super) mod events;
+pub(super) mod reload;
+pub(super) mod requests;
+pub(super) mod start;
+pub(super) mod timed;
+pub(super) mod triggered;

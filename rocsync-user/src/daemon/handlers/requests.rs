@@ -12,7 +12,7 @@ use tokio::{
 use crate::daemon::{
     handlers::events::Flow,
     recording::flight,
-    recording::{selection, traces},
+    recording::{files, selection},
     serving::dynolog,
     serving::protocol::{ClaimRequest, Reply, Request},
     serving::readers::Incoming,
@@ -34,7 +34,11 @@ enum Asked {
 impl Daemon {
     /// A request its reader read whole; `ring`: the probes' ring, read up to now before a
     /// flight recorder dump.
-    pub async fn on_incoming(&mut self, asked: Incoming, ring: &mut RingBuf<MapData>) -> Flow {
+    pub(crate) async fn on_incoming(
+        &mut self,
+        asked: Incoming,
+        ring: &mut RingBuf<MapData>,
+    ) -> Flow {
         match asked {
             Incoming::Http(path, answer) => {
                 let _ = answer.send(self.http_page(&path));
@@ -91,7 +95,7 @@ impl Daemon {
                 Err(e) => refuse(conn, &e.into()).await,
             },
             Asked::Trace(None, send_files) => {
-                let client = PendingReply { conn, send_files };
+                let client = PendingReply::new(conn, send_files);
                 self.dump_flight(client, ring).await
             }
             Asked::Trace(Some(spec), send_files) => {
@@ -102,13 +106,22 @@ impl Daemon {
                 if uid == Some(0) {
                     self.sessions.preempt_for(&spec.agents);
                 }
-                match self.begin(Start::new(spec, Origin::Asked)) {
-                    Ok(trace) => {
-                        trace.reply = Some(PendingReply { conn, send_files });
-                        trace.asked_by = uid;
-                    }
-                    Err(e) => refuse(conn, &e).await,
+                if let Err(e) = self.begin(Start::new(spec, Origin::Asked)) {
+                    return refuse(conn, &e).await;
                 }
+                // Its client going away ends it (through its claim, as a capture's does).
+                let reply = match self.sessions.last_claim() {
+                    Some(claim) => {
+                        let released = self.released.clone();
+                        PendingReply::watched(conn, send_files, move || {
+                            let _ = released.send(claim);
+                        })
+                    }
+                    None => PendingReply::new(conn, send_files),
+                };
+                let trace = &mut self.sessions.traces.last_mut().expect("just begun").1;
+                trace.reply = Some(reply);
+                trace.asked_by = uid;
             }
         }
     }
@@ -118,6 +131,7 @@ impl Daemon {
     async fn dump_flight(&mut self, client: PendingReply, ring: &mut RingBuf<MapData>) {
         let conn = client.conn;
         let id = self.take_id();
+        let roots = rustix::net::sockopt::socket_peercred(&conn).is_ok_and(|c| c.uid.is_root());
         match &self.flight {
             None => {
                 let e = anyhow!(
@@ -125,8 +139,11 @@ impl Daemon {
                 );
                 refuse(conn, &e).await;
             }
-            // One at a time: a dump holds its chunks (up to the recorder's cap).
-            Some(_) if self.writing.flight_pending() => {
+            // One at a time: a dump holds its chunks (up to the recorder's cap). Root's
+            // ends another user's (written as far as it went), which then soon lets go.
+            Some(_)
+                if self.writing.flight_pending() && !(roots && self.writing.preempt_flights()) =>
+            {
                 let e = anyhow!(
                     "the flight recorder is being written for an earlier request: ask again when it is done"
                 );
@@ -141,8 +158,9 @@ impl Daemon {
                 // made up to the request, not what happened to be read.
                 self.catch_up(ring);
                 let processes =
-                    traces::identities(self.tracker.tracked.iter().copied(), &self.tracker.pods);
+                    files::identities(self.tracker.tracked.iter().copied(), &self.tracker.pods);
                 let dir = self.config.state_dir.clone();
+                let max_bytes = self.config.trace_max_bytes;
                 let links = self.tracker.probes.link_kind().name();
                 let Some(f) = &mut self.flight else { return };
                 // What the budget shed within the recorder's span.
@@ -158,13 +176,11 @@ impl Daemon {
                     assigned,
                     known_from: f.known_from(),
                     queues,
+                    max_bytes,
                 };
-                let client = PendingReply {
-                    conn,
-                    send_files: client.send_files,
-                };
+                let client = PendingReply::new(conn, client.send_files);
                 self.writing
-                    .flight(held, dir, id, processes, client, (links, shed));
+                    .flight((held, roots), dir, id, processes, client, (links, shed));
             }
         }
     }

@@ -8,14 +8,14 @@ use rocsync_common::Decoded;
 use crate::daemon::{
     recording::{flight, selection, traces::Active},
     state::Daemon,
-    triggers::origin::Start,
+    triggers::{collectives, origin::Start},
 };
 use crate::ingest::Call;
 
 impl Daemon {
     /// Starts what a trigger asked, unless its processes are gone or (asked) its agents
     /// are another session's: then nothing of it stays. Returns the trace.
-    pub fn begin(&mut self, mut start: Start) -> Result<&mut Active> {
+    pub(crate) fn begin(&mut self, mut start: Start) -> Result<&mut Active> {
         // A stall's or a hang's process is named as it is: it may have exited since, and
         // what the flight recorder holds of it is still its trace.
         let unasked = start.origin.unasked().is_some();
@@ -45,7 +45,20 @@ impl Daemon {
         if let Some(call) = slow_call {
             trace.hold_slow_call(call);
         }
-        trace.know_communicators(&self.tracker.probes.comms());
+        let comms = self.tracker.probes.comms();
+        let tracked = &self.tracker.tracked;
+        let owner = |pid| {
+            tracked
+                .contains(&pid)
+                .then(|| collectives::owner(pid))
+                .flatten()
+        };
+        for id in trace.know_communicators(&comms, owner) {
+            crate::say!(
+                "rocsync daemon: comm {id} is claimed on this node by processes of another user or cgroup too: trace {} is not uploaded under job-{id}/",
+                trace.id
+            );
+        }
         Ok(trace)
     }
 }

@@ -23,7 +23,12 @@ use crate::daemon::{
 impl Daemon {
     /// A request for later, from `peer`: answered with the processes it names now,
     /// started when due.
-    pub fn schedule(&mut self, start: Start, ahead: Duration, peer: Peer) -> Result<Vec<u32>> {
+    pub(crate) fn schedule(
+        &mut self,
+        start: Start,
+        ahead: Duration,
+        peer: Peer,
+    ) -> Result<Vec<u32>> {
         scheduled::admit(&self.scheduled, peer)?;
         let pids = selection::matched(&self.tracker, &start.spec)?;
         crate::say!(
@@ -39,7 +44,7 @@ impl Daemon {
     }
 
     /// When the next timed trace starts: a scheduled one or a sampled window.
-    pub fn next_due(&self) -> Option<Instant> {
+    pub(crate) fn next_due(&self) -> Option<Instant> {
         let scheduled = self.scheduled.first().map(|w| w.at);
         scheduled.into_iter().chain(self.sampling.next).min()
     }
@@ -48,7 +53,7 @@ impl Daemon {
     /// processes gone, its agents recorded by another session) is said, not retried; a
     /// sampled window is skipped while another session holds agents, and while nothing
     /// runs (the ended are forgotten a little later).
-    pub fn on_due(&mut self) -> Flow {
+    pub(crate) fn on_due(&mut self) -> Flow {
         let due = self.scheduled.partition_point(|w| w.at <= Instant::now());
         for w in self.scheduled.drain(..due).collect::<Vec<_>>() {
             let name = w.start.spec.name.clone();
@@ -73,7 +78,7 @@ impl Daemon {
     }
 
     /// Stopping: scheduled traces will not start.
-    pub fn drop_scheduled(&mut self) {
+    pub(crate) fn drop_scheduled(&mut self) {
         for w in self.scheduled.drain(..) {
             self.not_started.scheduled += 1;
             crate::say!(
@@ -85,7 +90,7 @@ impl Daemon {
 
     /// Finishes the traces whose time came: their recording switched off, then what the
     /// probes wrote before read (theirs), then they are written off the loop.
-    pub fn finish_due(&mut self, ring: &mut RingBuf<MapData>) -> Result<()> {
+    pub(crate) fn finish_due(&mut self, ring: &mut RingBuf<MapData>) -> Result<()> {
         self.sessions.due(&mut self.tracker)?;
         if self.sessions.has_closing() {
             self.catch_up(ring);

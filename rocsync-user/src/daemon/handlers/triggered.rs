@@ -22,7 +22,7 @@ type Decided = VecDeque<(usize, Action)>;
 
 impl Daemon {
     /// A tracked process's synchronisation took longer than the kernel's threshold.
-    pub fn on_stall(&mut self, r: StallRecord) {
+    pub(crate) fn on_stall(&mut self, r: StallRecord) {
         if !self.tracker.tracked.contains(&r.pid) {
             return;
         }
@@ -35,7 +35,7 @@ impl Daemon {
     }
 
     /// Each second: the calls in flight and the collectives, to every trigger.
-    pub fn on_look(&mut self) {
+    pub(crate) fn on_look(&mut self) {
         let look = Look {
             now_ns: clock::monotonic_ns() as u64,
             calls: self.tracker.probes.calls_in_flight().ok(),
@@ -139,7 +139,7 @@ impl Daemon {
 
     /// The stacks read for trace `id`: into the trace, told to the triggers (a hang's
     /// status says where it is), and said in the log.
-    pub fn on_stacks(&mut self, id: u64, stacks: &crate::stacks::Stacks) -> Flow {
+    pub(crate) fn on_stacks(&mut self, id: u64, stacks: &crate::stacks::Stacks) -> Flow {
         let Some((_, t)) = (self.sessions.traces.iter_mut()).find(|(_, t)| t.id == id) else {
             crate::say!(
                 "rocsync daemon: stacks of pid {} read after its trace {id} ended: not in it",

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use crate::daemon::outputs::retention::Owners;
 
 /// A trace the daemon finished: its files and whose each is, or none (it failed).
-pub struct Trace<'a> {
+pub(crate) struct Trace<'a> {
     pub files: &'a [String],
     /// The process each file holds; `None`: several.
     pub pids: &'a [Option<u32>],
@@ -24,7 +24,7 @@ pub struct Trace<'a> {
 }
 
 /// Where a written trace goes.
-pub trait Destination {
+pub(crate) trait Destination {
     /// Takes `trace`; returns how many traces waiting for another destination (an
     /// upload) it removed, lost to it.
     fn take(&mut self, trace: &Trace<'_>) -> u64;

@@ -18,7 +18,7 @@ use crate::daemon::{
 /// The settings the destinations follow (the configuration's `upload*`, `node_name`,
 /// `state_dir` and `retention*`).
 #[derive(Clone, Copy)]
-pub struct Settings<'a> {
+pub(crate) struct Settings<'a> {
     pub upload: Option<&'a StoreSettings>,
     pub node_name: Option<&'a str>,
     pub state_dir: &'a Path,
@@ -26,7 +26,7 @@ pub struct Settings<'a> {
 }
 
 /// The destinations in effect: the settings' upload, if any, and the state directory.
-pub struct Destinations {
+pub(crate) struct Destinations {
     uploads: Option<Uploads>,
     kept: StateDir,
     /// The uploads' totals since the daemon started (kept across reloads), and the
@@ -36,7 +36,7 @@ pub struct Destinations {
 
 impl Destinations {
     /// The destinations `c` asks for; an upload that cannot start is an error.
-    pub fn start(c: Settings<'_>) -> Result<Self> {
+    pub(crate) fn start(c: Settings<'_>) -> Result<Self> {
         let totals = Arc::default();
         Ok(Self {
             uploads: uploads_of(c, &totals)?,
@@ -54,7 +54,7 @@ impl Destinations {
 
     /// Hands `trace` to every destination; what one removed that waited for another is
     /// counted lost once, and each told.
-    pub fn written(&mut self, trace: &Trace<'_>) {
+    pub(crate) fn written(&mut self, trace: &Trace<'_>) {
         let lost: u64 = self
             .all()
             .into_iter()
@@ -71,7 +71,7 @@ impl Destinations {
     /// now): a new uploader where its settings changed (the old one stops; what waits on
     /// disk is the new one's). Returns false where it cannot start: said, and the old
     /// upload settings kept.
-    pub fn reload(&mut self, new: Settings<'_>, old: Settings<'_>) -> bool {
+    pub(crate) fn reload(&mut self, new: Settings<'_>, old: Settings<'_>) -> bool {
         self.kept = StateDir::of(new.state_dir, new.retention);
         if (new.upload, new.node_name, new.state_dir) == (old.upload, old.node_name, old.state_dir)
         {
@@ -98,7 +98,7 @@ impl Destinations {
     }
 
     /// Uploads as `/metrics` shows them (absent with uploads off).
-    pub fn upload_view(&self) -> Option<UploadView> {
+    pub(crate) fn upload_view(&self) -> Option<UploadView> {
         use std::sync::atomic::Ordering::Relaxed;
         let t = &self.totals;
         self.uploads.as_ref().map(|u| UploadView {

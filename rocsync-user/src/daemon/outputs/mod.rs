@@ -1,11 +1,11 @@
 //! Where written traces go: each place a [`Destination`] behind one door
 //! ([`Destinations`]): the state directory, its retention, and uploads.
 
-pub mod destination;
-pub mod destinations;
-pub mod retention;
-pub mod statedir;
-pub mod upload;
+pub(super) mod destination;
+pub(super) mod destinations;
+pub(super) mod retention;
+pub(super) mod statedir;
+pub(super) mod upload;
 
-pub use destination::Trace;
-pub use destinations::Destinations;
+pub(super) use destination::Trace;
+pub(super) use destinations::Destinations;

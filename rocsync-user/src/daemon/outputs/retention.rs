@@ -7,7 +7,7 @@
 mod owners;
 mod policy;
 
-pub use owners::{Owners, of as owners_of, record as record_owners};
+pub(crate) use owners::{Owners, of as owners_of, record as record_owners};
 use policy::{Entry, Removal, Why};
 
 use std::{
@@ -30,7 +30,7 @@ const DEFAULT_MAX_BYTES_CAP: u64 = 4 << 30;
 /// The default size limit of traces kept in `state_dir`: a tenth of its file system
 /// (the nearest folder that exists: the state directory is made at start), at most
 /// 4 GiB; 4 GiB when none can be asked.
-pub fn default_max_bytes(state_dir: &Path) -> u64 {
+pub(crate) fn default_max_bytes(state_dir: &Path) -> u64 {
     let fs = state_dir
         .ancestors()
         .find_map(|d| rustix::fs::statvfs(d).ok());
@@ -61,7 +61,7 @@ fn own_folder(fd: &OwnedFd) -> bool {
 
 /// The limits; `None` is no limit.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Retention {
+pub(crate) struct Retention {
     pub max_bytes: Option<u64>,
     pub max_age: Option<Duration>,
 }
@@ -74,7 +74,7 @@ impl Retention {
     /// link to root's files, even mid-pass, is never looked in. The files kept are known
     /// by (device, inode), whatever path named them; a file counts what it takes on disk
     /// (a sparse one, not its length).
-    pub fn apply(&self, dirs: &[PathBuf], keep: &[&Path]) -> u64 {
+    pub(crate) fn apply(&self, dirs: &[PathBuf], keep: &[&Path]) -> u64 {
         use std::os::unix::fs::MetadataExt as _;
         let kept: Vec<(u64, u64)> = (keep.iter())
             .filter_map(|p| std::fs::metadata(p).ok())

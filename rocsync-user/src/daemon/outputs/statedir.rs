@@ -13,18 +13,18 @@ use crate::daemon::outputs::{
 };
 
 /// Where traces asked for on the socket, sampled windows and dumps go.
-pub fn traces(state_dir: &Path) -> PathBuf {
+pub(crate) fn traces(state_dir: &Path) -> PathBuf {
     state_dir.join("traces")
 }
 
 /// Where dyno's traces go.
-pub fn dyno(state_dir: &Path) -> PathBuf {
+pub(crate) fn dyno(state_dir: &Path) -> PathBuf {
     state_dir.join("dyno")
 }
 
 /// Makes the state directory and its two (0700 each, where missing); refuses a link or
 /// a non-directory at any of them.
-pub fn make(state_dir: &Path) -> Result<()> {
+pub(crate) fn make(state_dir: &Path) -> Result<()> {
     check_ancestors(state_dir)?;
     for dir in [state_dir.to_path_buf(), traces(state_dir), dyno(state_dir)] {
         make_private_dir(&dir)?;
@@ -34,7 +34,7 @@ pub fn make(state_dir: &Path) -> Result<()> {
 
 /// What [`make`] would refuse, making nothing (`daemon --check`): the folders above,
 /// and the state directory and its two where they exist.
-pub fn check(state_dir: &Path) -> Result<()> {
+pub(crate) fn check(state_dir: &Path) -> Result<()> {
     check_ancestors(state_dir)?;
     for dir in [state_dir.to_path_buf(), traces(state_dir), dyno(state_dir)] {
         existing_private_dir(&dir)?;
@@ -44,7 +44,7 @@ pub fn check(state_dir: &Path) -> Result<()> {
 
 /// Removes the temporaries a killed daemon left in the trace folders (a trace cut by
 /// the OOM killer could hold gigabytes no later trace would sweep soon).
-pub fn sweep(state_dir: &Path) {
+pub(crate) fn sweep(state_dir: &Path) {
     for dir in trace_dirs(state_dir) {
         if let Ok(fd) = crate::emit::dirs::open(&dir) {
             crate::emit::stale::sweep(&fd);
@@ -53,19 +53,19 @@ pub fn sweep(state_dir: &Path) {
 }
 
 /// Where the daemon writes traces.
-pub fn trace_dirs(state_dir: &Path) -> [PathBuf; 2] {
+pub(crate) fn trace_dirs(state_dir: &Path) -> [PathBuf; 2] {
     [traces(state_dir), dyno(state_dir)]
 }
 
 /// The state directory as a destination: whose each trace is recorded beside it, and
 /// retention applied to everything the daemon wrote there, as one budget.
-pub struct StateDir {
+pub(crate) struct StateDir {
     retention: Retention,
     dir: PathBuf,
 }
 
 impl StateDir {
-    pub fn of(dir: &Path, retention: Retention) -> Self {
+    pub(crate) fn of(dir: &Path, retention: Retention) -> Self {
         Self {
             retention,
             dir: dir.to_path_buf(),

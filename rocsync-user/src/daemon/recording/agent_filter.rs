@@ -7,7 +7,7 @@ use rocsync_common::{Api, Cookie, ENTRY_FILTERED, EntryRecord, PacketRecord};
 use crate::agents::AgentSet;
 
 /// Whether the entry is a synchronisation or a record of a device outside `agents`.
-pub fn other_agents(e: &EntryRecord, agents: &AgentSet) -> bool {
+pub(crate) fn other_agents(e: &EntryRecord, agents: &AgentSet) -> bool {
     let filterable = Api::from_u32(u32::from(e.api)).is_some_and(|a| {
         let kind = Cookie::of(a).kind();
         kind == Cookie::KIND_SYNC || kind == Cookie::KIND_RECORD
@@ -21,12 +21,12 @@ pub fn other_agents(e: &EntryRecord, agents: &AgentSet) -> bool {
 
 /// Whether a packet the kernel let through is of a queue outside `agents` (one of
 /// unknown agent, found at a doorbell, is outside any set, as the kernel has it).
-pub fn other_agents_packet(p: &PacketRecord, agents: &AgentSet) -> bool {
+pub(crate) fn other_agents_packet(p: &PacketRecord, agents: &AgentSet) -> bool {
     !agents.contains(p.ordinal)
 }
 
 /// The entry's bytes, marked filtered.
-pub fn filtered(bytes: &[u8]) -> Vec<u8> {
+pub(crate) fn filtered(bytes: &[u8]) -> Vec<u8> {
     let mut b = bytes.to_vec();
     let at = std::mem::offset_of!(EntryRecord, flags);
     if let Some(f) = b.get_mut(at) {

@@ -10,7 +10,7 @@
 use std::{
     collections::{BTreeMap, VecDeque},
     path::Path,
-    sync::Arc,
+    sync::{Arc, atomic::AtomicBool, atomic::Ordering},
     time::Duration,
 };
 
@@ -19,14 +19,14 @@ use rocsync_common::{Decoded, decode};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use crate::daemon::recording::traces;
+use crate::daemon::recording::files;
 use crate::emit::{
     outputs::Report,
     processes::{ProcessInfo, Written},
 };
 
 /// Memory the recorder may hold; beyond it the oldest records go first, counted.
-pub const MAX_BYTES: usize = 256 << 20;
+pub(crate) const MAX_BYTES: usize = 256 << 20;
 /// A chunk holds what was read within this span (so what is kept is the last N seconds
 /// to within it), and at most `CHUNK_BYTES`.
 const CHUNK_SPAN: Duration = Duration::from_millis(50);
@@ -34,7 +34,7 @@ const CHUNK_BYTES: usize = 1 << 20;
 
 /// Records read within one short span, each after its length (u32, native-endian).
 #[derive(Default)]
-pub struct Chunk {
+pub(crate) struct Chunk {
     bytes: Vec<u8>,
     records: u64,
     /// When its first and its last record were read.
@@ -51,7 +51,7 @@ impl Chunk {
     }
 
     /// Its records, in the order they were read.
-    pub fn records(&self) -> impl Iterator<Item = &[u8]> + Clone {
+    pub(crate) fn records(&self) -> impl Iterator<Item = &[u8]> + Clone {
         let mut rest = self.bytes.as_slice();
         std::iter::from_fn(move || {
             let (len, tail) = rest.split_first_chunk::<4>()?;
@@ -62,7 +62,7 @@ impl Chunk {
     }
 }
 
-pub struct FlightRecorder {
+pub(crate) struct FlightRecorder {
     span: Duration,
     sealed: VecDeque<Arc<Chunk>>,
     open: Chunk,
@@ -78,7 +78,7 @@ pub struct FlightRecorder {
 
 impl FlightRecorder {
     /// `from`: the last correlation id the probes had given when it begins.
-    pub fn new(span: Duration, from: Option<u64>) -> Self {
+    pub(crate) fn new(span: Duration, from: Option<u64>) -> Self {
         Self {
             span,
             sealed: VecDeque::new(),
@@ -90,17 +90,17 @@ impl FlightRecorder {
     }
 
     /// See the field; a dump counts the ids after it that it lacks as lost.
-    pub fn known_from(&self) -> Option<u64> {
+    pub(crate) fn known_from(&self) -> Option<u64> {
         self.known_from
     }
 
     /// How far back it keeps.
-    pub fn span(&self) -> Duration {
+    pub(crate) fn span(&self) -> Duration {
         self.span
     }
 
     /// Keeps a ring record; forgets what is older than the span, or over the memory cap.
-    pub fn keep(&mut self, record: &[u8]) {
+    pub(crate) fn keep(&mut self, record: &[u8]) {
         let now = Instant::now();
         let full = self.open.bytes.len() + 4 + record.len() > CHUNK_BYTES;
         if full
@@ -117,7 +117,7 @@ impl FlightRecorder {
     }
 
     /// What it holds now, oldest first, for a dump; it goes on recording meanwhile.
-    pub fn chunks(&mut self) -> Vec<Arc<Chunk>> {
+    pub(crate) fn chunks(&mut self) -> Vec<Arc<Chunk>> {
         self.forget(Instant::now());
         self.seal();
         self.sealed.iter().cloned().collect()
@@ -157,17 +157,22 @@ impl FlightRecorder {
 
 /// What a dump writes: the recorder's chunks, and the last correlation id the probes had
 /// given when it was asked (ids after the last record read are lost, not unmade).
-pub struct Held {
+pub(crate) struct Held {
     pub chunks: Vec<Arc<Chunk>>,
     pub assigned: Option<u64>,
     /// [`FlightRecorder::known_from`] when it was asked.
     pub known_from: Option<u64>,
     /// The records of live HSA queues made before the window (their packets need them).
     pub queues: Vec<Vec<u8>>,
+    /// The largest a file of it may grow (`--trace-max-bytes`, as for any trace).
+    pub max_bytes: u64,
 }
 
+/// A dump written: its files, and whether it was cut at its bound.
+pub(crate) type Dumped = (Vec<Written>, bool);
+
 /// The records of `chunks`, oldest first.
-pub fn records(chunks: &[Arc<Chunk>]) -> impl Iterator<Item = &[u8]> + Clone {
+pub(crate) fn records(chunks: &[Arc<Chunk>]) -> impl Iterator<Item = &[u8]> + Clone {
     chunks.iter().flat_map(|c| c.records())
 }
 
@@ -176,7 +181,11 @@ pub fn records(chunks: &[Arc<Chunk>]) -> impl Iterator<Item = &[u8]> + Clone {
 /// the calls between that and its first held one are lost, counted, not silently
 /// missing from its start. Where that is unknown, or its first held call is older (the
 /// records of one span are read in any order across CPUs), its first held call.
-pub fn first_expected(first: Option<u64>, known_from: Option<u64>, assigned: Option<u64>) -> u64 {
+pub(crate) fn first_expected(
+    first: Option<u64>,
+    known_from: Option<u64>,
+    assigned: Option<u64>,
+) -> u64 {
     match (first, known_from) {
         (Some(first), Some(known)) if first > known => known + 1,
         (Some(first), _) => first,
@@ -187,17 +196,20 @@ pub fn first_expected(first: Option<u64>, known_from: Option<u64>, assigned: Opt
 
 /// Writes what the flight recorder holds (every process's last seconds) as traces;
 /// `processes`: what the processes it may hold said of themselves; `call_probe_links`:
-/// how the call probes are attached; `assigned`: the last id the probes had given.
-pub fn dump<'a>(
+/// how the call probes are attached; `assigned`: the last id the probes had given. Each
+/// file at most `max_bytes`, as any trace (a recorder of 256 MiB wrote 1.64 GB files):
+/// past it, the rows are counted as left out and the dump says it was truncated.
+pub(crate) fn dump<'a>(
     records: impl Iterator<Item = &'a [u8]> + Clone,
     (assigned, known_from): (Option<u64>, Option<u64>),
-    state_dir: &Path,
-    id: u64,
+    (state_dir, max_bytes): (&Path, u64),
+    (id, preempted): (u64, &AtomicBool),
     processes: BTreeMap<u32, ProcessInfo>,
     (call_probe_links, not_recorded): (&'static str, Value),
-) -> Result<Vec<Written>> {
+) -> Result<Dumped> {
     let (mut pipeline, outputs) =
-        traces::open(state_dir, &traces::numbered_stem("flight", id), id, None)?;
+        files::open(state_dir, &files::numbered_stem("flight", id), id, None)?;
+    pipeline.sink_mut().trace_mut().bound(max_bytes);
     let first = records
         .clone()
         .filter_map(|r| match decode(r) {
@@ -207,26 +219,69 @@ pub fn dump<'a>(
         .min();
     let start = first_expected(first, known_from, assigned);
     pipeline.start_at(start);
-    // Ids after the last record read were given, so lost (the ring was full, or the
-    // records never came): counted, never silently missing from the end.
-    if let Some(last) = assigned {
-        pipeline.assigned_up_to(last.max(start - 1));
-    }
-    for r in records {
+    // Root's request ends it early: the records not written are counted.
+    let mut records = records.enumerate();
+    let mut not_written = None;
+    while let Some((i, r)) = records.next() {
+        if i % PREEMPT_EVERY == 0 && preempted.load(Ordering::Relaxed) {
+            not_written = Some(1 + records.by_ref().count() as u64);
+            pipeline.sink_mut().trace_mut().cut_short();
+            break;
+        }
         let _ = pipeline.record(r);
+    }
+    // Ids after the last record read were given, so lost (the ring was full, or the
+    // records never came): counted, never silently missing from the end. Not those of a
+    // dump ended early: its records not written are counted as such.
+    if let Some(last) = assigned.filter(|_| not_written.is_none()) {
+        pipeline.assigned_up_to(last.max(start - 1));
     }
     pipeline.stopping();
     let (sink, stats) = pipeline.finish()?;
+    let truncated = truncated(id, max_bytes, sink.trace(), not_written);
+    let cut = truncated.is_some();
     let report = Report {
         parameters: json!({
             "mode": "daemon flight recorder", "id": id, "call_probe_links": call_probe_links,
-            "not_recorded": not_recorded,
+            "not_recorded": not_recorded, "truncated": truncated,
         }),
         libraries: Vec::new(),
         single_stepped: Vec::new(),
         processes,
     };
-    outputs.finish(sink, &stats, report)
+    Ok((outputs.finish(sink, &stats, report)?, cut))
+}
+
+/// Records written between two looks at whether root's request ended the dump.
+const PREEMPT_EVERY: usize = 4096;
+
+/// Why a dump ended early, said in the log: `not_written`, the records left when root's
+/// request ended it; else its file reached `max_bytes`. `None`: it is whole.
+fn truncated(
+    id: u64,
+    max_bytes: u64,
+    files: &crate::emit::processes::ProcessTraces,
+    not_written: Option<u64>,
+) -> Option<Value> {
+    let left_out = files.left_out()?;
+    let largest = files.largest_file();
+    let Some(records) = not_written else {
+        crate::say!(
+            "rocsync daemon: flight recorder dump {id} cut at --trace-max-bytes ({max_bytes} bytes): {left_out} rows left out"
+        );
+        return Some(json!({
+            "reason": "size", "max_bytes": max_bytes, "bytes_when_ended": largest,
+            "left_out": left_out,
+        }));
+    };
+    crate::say!(
+        "rocsync daemon: flight recorder dump {id} ends early: root asked for a dump; {records} records not written"
+    );
+    Some(json!({
+        "reason": "preempted", "by": "a flight recorder dump of root's",
+        "records_not_written": records, "left_out": left_out, "bytes_when_ended": largest,
+        "at_unix_us": crate::daemon::tracking::apart::shed_log::now_us(),
+    }))
 }
 
 #[cfg(test)]

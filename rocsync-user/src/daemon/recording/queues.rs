@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use rocsync_common::{Decoded, QUEUE_DESTROYED, QueueRecord, decode};
 
 #[derive(Default)]
-pub struct LiveQueues {
+pub(crate) struct LiveQueues {
     /// By (pid, doorbell signal): the record's bytes.
     by_doorbell: BTreeMap<(u32, u64), Vec<u8>>,
 }
@@ -19,7 +19,7 @@ const MAX_QUEUES: usize = 65_536;
 
 impl LiveQueues {
     /// A queue record read from the ring.
-    pub fn note(&mut self, bytes: &[u8], q: &QueueRecord) {
+    pub(crate) fn note(&mut self, bytes: &[u8], q: &QueueRecord) {
         let key = (q.pid, q.doorbell);
         if q.created == QUEUE_DESTROYED {
             self.by_doorbell.remove(&key);
@@ -29,7 +29,7 @@ impl LiveQueues {
     }
 
     /// The records of `pids`' live queues.
-    pub fn of<'a>(&'a self, pids: &'a [u32]) -> impl Iterator<Item = &'a [u8]> {
+    pub(crate) fn of<'a>(&'a self, pids: &'a [u32]) -> impl Iterator<Item = &'a [u8]> {
         self.by_doorbell
             .iter()
             .filter(|((pid, _), _)| pids.contains(pid))
@@ -37,7 +37,7 @@ impl LiveQueues {
     }
 
     /// Every live queue's record but those `records` hold a record of (a dump's own).
-    pub fn missing_from<'a>(&self, records: impl Iterator<Item = &'a [u8]>) -> Vec<Vec<u8>> {
+    pub(crate) fn missing_from<'a>(&self, records: impl Iterator<Item = &'a [u8]>) -> Vec<Vec<u8>> {
         let present: BTreeSet<(u32, u64)> = records
             .filter_map(|r| match decode(r) {
                 Ok(Decoded::Queue(q)) => Some((q.pid, q.doorbell)),
@@ -52,7 +52,7 @@ impl LiveQueues {
     }
 
     /// Forgets the queues of processes that are gone.
-    pub fn retain_processes(&mut self, alive: impl Fn(u32) -> bool) {
+    pub(crate) fn retain_processes(&mut self, alive: impl Fn(u32) -> bool) {
         self.by_doorbell.retain(|(pid, _), _| alive(*pid));
     }
 }

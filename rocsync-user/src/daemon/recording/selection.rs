@@ -9,14 +9,14 @@ use crate::daemon::{
 
 /// Tracked processes are forgotten some seconds after they end (the prune); a trace
 /// asks now. A zombie has ended too: its parent has not reaped it yet.
-pub fn alive(pid: u32) -> bool {
+pub(crate) fn alive(pid: u32) -> bool {
     !crate::procfs::exited(pid)
 }
 
 /// The live tracked processes a request names: its pids (each must be tracked and
 /// alive), else every live tracked one (in its cgroup or its pod, when it names one);
 /// never none.
-pub fn matched(tracker: &Tracker, req: &TraceSpec) -> Result<Vec<u32>> {
+pub(crate) fn matched(tracker: &Tracker, req: &TraceSpec) -> Result<Vec<u32>> {
     let pids: Vec<u32> = if req.pids.is_empty() {
         let cgroup = |p: u32| crate::procfs::cgroup(p).unwrap_or_default();
         let live = tracker.tracked.iter().copied().filter(|&p| {

@@ -27,7 +27,7 @@ use crate::daemon::{
 };
 
 #[derive(Default)]
-pub struct Sessions {
+pub(crate) struct Sessions {
     claims: AgentClaims,
     /// Traces in progress, each with its claim (none: a stall, hang or dyno trace, which
     /// records beside any session and keeps none from starting).
@@ -48,14 +48,14 @@ pub struct Sessions {
 impl Sessions {
     /// Starts a trace opened by `Active::open`, unless it would share an agent with a
     /// running session: then nothing of it stays.
-    pub fn start(&mut self, tracker: &mut Tracker, trace: Active) -> Result<()> {
+    pub(crate) fn start(&mut self, tracker: &mut Tracker, trace: Active) -> Result<()> {
         self.start_from(tracker, trace, std::iter::empty())
     }
 
     /// As [`Sessions::start`], the trace beginning with `history` (what the flight
     /// recorder holds, every process's records as they were read): its processes' calls
     /// from the first id there, the others' ids passed over.
-    pub fn start_from<'a>(
+    pub(crate) fn start_from<'a>(
         &mut self,
         tracker: &mut Tracker,
         mut trace: Active,
@@ -124,7 +124,7 @@ impl Sessions {
 
     /// Ends now, and releases the agents of, every trace another user than root asked for
     /// on agents overlapping `agents`: root's request comes first. Returns how many.
-    pub fn preempt_for(&mut self, agents: &AgentSet) -> usize {
+    pub(crate) fn preempt_for(&mut self, agents: &AgentSet) -> usize {
         let mut n = 0;
         for (claim, t) in &mut self.traces {
             let users = t.asked_by.is_some_and(|uid| uid != 0);
@@ -133,7 +133,7 @@ impl Sessions {
                     let _ = self.claims.stop(c);
                 }
                 // Counted truncated when it is done (`due`).
-                t.preempt();
+                t.end_early(true);
                 n += 1;
             }
         }
@@ -141,7 +141,7 @@ impl Sessions {
     }
 
     /// A standalone capture's claim.
-    pub fn hold(&mut self, name: String, agents: AgentSet) -> Result<ClaimId, ClaimError> {
+    pub(crate) fn hold(&mut self, name: String, agents: AgentSet) -> Result<ClaimId, ClaimError> {
         let id = self.claims.start(&name, agents)?;
         crate::say!(
             "rocsync daemon: {} holds its agents",
@@ -151,35 +151,46 @@ impl Sessions {
         Ok(id)
     }
 
-    /// A standalone capture ended (its connection closed).
-    pub fn release(&mut self, id: ClaimId) {
+    /// A standalone capture ended, or a trace's client went away (their connection
+    /// closed): the claim goes, and such a trace ends now, written as far as it went.
+    pub(crate) fn release(&mut self, id: ClaimId) {
         let _ = self.claims.stop(id);
         self.held.retain(|(h, _)| *h != id);
+        for (claim, t) in &mut self.traces {
+            if claim.take_if(|c| *c == id).is_some() {
+                t.end_early(false);
+            }
+        }
+    }
+
+    /// The claim of the trace just started, if it has one (asked traces do).
+    pub(crate) fn last_claim(&self) -> Option<ClaimId> {
+        self.traces.last().and_then(|(c, _)| *c)
     }
 
     /// Who started each trace recording.
-    pub fn origins(&self) -> impl Iterator<Item = &Origin> {
+    pub(crate) fn origins(&self) -> impl Iterator<Item = &Origin> {
         self.traces.iter().map(|(_, t)| &t.origin)
     }
 
-    pub fn recording(&self) -> bool {
+    pub(crate) fn recording(&self) -> bool {
         !self.traces.is_empty()
     }
 
     /// The earliest moment a trace stops or finishes.
-    pub fn next_deadline(&self) -> Option<Instant> {
+    pub(crate) fn next_deadline(&self) -> Option<Instant> {
         self.traces.iter().map(|(_, t)| t.until).min()
     }
 
     /// Ends every trace now (the daemon stops: each still finishes and is written).
-    pub fn end_all_now(&mut self) {
+    pub(crate) fn end_all_now(&mut self) {
         let now = Instant::now();
         for (_, t) in &mut self.traces {
             t.until = t.until.min(now);
         }
     }
 
-    pub fn tick(&mut self) {
+    pub(crate) fn tick(&mut self) {
         for (_, t) in &mut self.traces {
             t.tick();
         }
@@ -188,7 +199,7 @@ impl Sessions {
     /// Traces whose time came: recording ones start stopping; stopped ones are done:
     /// closing, their processes' recording switched off (what the probes wrote before is
     /// still theirs: read the ring, then `take_closing`).
-    pub fn due(&mut self, tracker: &mut Tracker) -> Result<()> {
+    pub(crate) fn due(&mut self, tracker: &mut Tracker) -> Result<()> {
         let now = Instant::now();
         let mut changed = BTreeSet::new();
         let mut i = 0;
@@ -216,16 +227,16 @@ impl Sessions {
     /// The traces done, to be written: the ring was read since their recording was
     /// switched off (a record written before the switch, read later, would otherwise go
     /// to the process's next trace, or nowhere).
-    pub fn take_closing(&mut self) -> Vec<Active> {
+    pub(crate) fn take_closing(&mut self) -> Vec<Active> {
         std::mem::take(&mut self.closing)
     }
 
-    pub fn has_closing(&self) -> bool {
+    pub(crate) fn has_closing(&self) -> bool {
         !self.closing.is_empty()
     }
 
     /// Gives a record to the traces of its process.
-    pub fn route(&mut self, bytes: &[u8], decoded: &Decoded) {
+    pub(crate) fn route(&mut self, bytes: &[u8], decoded: &Decoded) {
         let Some(pid) = pid_of(decoded) else { return };
         if let Decoded::Queue(r) = decoded {
             self.queues.note(bytes, r);

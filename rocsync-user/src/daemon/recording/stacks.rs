@@ -17,7 +17,7 @@ const SNAPSHOT_NS: u64 = 1_000_000;
 impl Active {
     /// Which process and thread to read the stacks of: its object's, the thread the
     /// trace is for (a rank's main thread when none is named).
-    pub fn stacks_wanted(&mut self) -> Option<(u32, u32)> {
+    pub(crate) fn stacks_wanted(&mut self) -> Option<(u32, u32)> {
         let (kind, o) = self.origin.unasked()?;
         let pid = u32::try_from(o["pid"].as_u64()?).ok()?;
         let tid = o["tid"].as_u64().and_then(|t| u32::try_from(t).ok());
@@ -29,7 +29,7 @@ impl Active {
 
     /// The stacks read: in its object, and as rows — from the blocked call's entry (a
     /// hang's) or the read's moment, to the read.
-    pub fn add_stacks(&mut self, s: &Stacks) {
+    pub(crate) fn add_stacks(&mut self, s: &Stacks) {
         let Some((kind, o)) = self.origin.unasked() else {
             return;
         };

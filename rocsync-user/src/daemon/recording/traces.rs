@@ -12,24 +12,21 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use crate::daemon::{
-    outputs::{retention, statedir},
-    serving::protocol::{self, Reply},
+    outputs::retention,
+    recording::files,
+    serving::protocol::Reply,
     serving::socket::PendingReply,
     tracking::apart::shed_log::{self, ShedLog},
     tracking::discovery::Tracker,
-    tracking::pods::Pods,
-    triggers::{origin::Origin, origin::Start, origin::Unasked},
+    triggers::{collectives::Owner, origin::Origin, origin::Start, origin::Unasked},
     untrusted::pids_shown,
 };
 use crate::{
     agents::AgentSet,
-    clock,
     emit::{
         outputs::{CaptureSink, Outputs, Report},
         processes::{ProcessInfo, Written},
-        raw::Header,
     },
-    environ,
     ingest::Call,
     pipeline::{Pipeline, cadence::IN_FLIGHT_GRACE},
 };
@@ -37,7 +34,7 @@ use crate::{
 /// Records between two looks at whether the trace was cut short (its sink cuts it at
 /// its bound exactly; this only ends its recording).
 const SIZE_EVERY: u32 = 1024;
-pub struct Active {
+pub(crate) struct Active {
     pub id: u64,
     /// Its file's name, `<stem>.json` (in the state directory's `traces/`).
     pub stem: String,
@@ -82,7 +79,7 @@ impl Active {
     /// Opens a trace of `pids` as `start` asks, file `<name>-<UTC time>-<id>.json` (or
     /// in dyno's log file), each file at most `max_bytes`; `Sessions` then switches
     /// their recording on.
-    pub fn open(
+    pub(crate) fn open(
         tracker: &Tracker,
         start: Start,
         pids: Vec<u32>,
@@ -96,13 +93,13 @@ impl Active {
             reply,
             slow_call: _,
         } = start;
-        let stem = numbered_stem(&spec.name, id);
-        let (pipeline, outputs) = open(state_dir, &stem, id, origin.output())?;
+        let stem = files::numbered_stem(&spec.name, id);
+        let (pipeline, outputs) = files::open(state_dir, &stem, id, origin.output())?;
         let mut trace = Self {
             id,
             stem,
             label: spec.name.clone(),
-            processes: identities(pids.iter().copied(), &tracker.pods),
+            processes: files::identities(pids.iter().copied(), &tracker.pods),
             owners: retention::owners_of(pids.iter().copied()),
             pids,
             jobs: BTreeMap::new(),
@@ -128,7 +125,7 @@ impl Active {
     /// The name refusals and `status` show it by: what it is, its number, the `--name`
     /// it was asked by and its processes (`trace 2 (step-9) of pid(s) [7]`, `stall trace
     /// 3 of pid(s) [9]`). Names are letters, digits, '-' and '_': nothing to quote.
-    pub fn name(&self) -> String {
+    pub(crate) fn name(&self) -> String {
         let what = self.origin.what();
         let named = match (&self.origin, self.label.as_str()) {
             (Origin::Asked, label) if label != "trace" => format!(" ({label})"),
@@ -140,21 +137,27 @@ impl Active {
 
     /// Numbers its calls after `last_read`, the highest id the daemon has read: the
     /// probes number every recorded process's calls, and those before are not its own.
-    pub fn begin_after(&mut self, last_read: u64) {
+    pub(crate) fn begin_after(&mut self, last_read: u64) {
         self.pipeline.start_at(last_read + 1);
     }
 
     /// The slow call it was started for, entered before its recording (see
     /// [`Pipeline::entered_before`]).
-    pub fn hold_slow_call(&mut self, call: Call) {
+    pub(crate) fn hold_slow_call(&mut self, call: Call) {
         self.pipeline.entered_before(call);
     }
 
     /// The communicators of its processes set up before it began, as the probes keep
     /// them: its collectives' rows name them.
     /// Each process's job is its largest communicator with an id (its world), for the
-    /// upload key.
-    pub fn know_communicators(&mut self, comms: &[(u32, u64, rocsync_common::CommState)]) {
+    /// upload key — unless processes of another owner (`owner`: user and cgroup) claim
+    /// that id on this node: a job's key never takes a trace from outside it. Returns the
+    /// ids withheld so.
+    pub(crate) fn know_communicators(
+        &mut self,
+        comms: &[(u32, u64, rocsync_common::CommState)],
+        owner: impl Fn(u32) -> Option<Owner>,
+    ) -> Vec<String> {
         let known = |v: u32| (v != u32::MAX).then_some(v);
         let mut world: BTreeMap<u32, (u32, u64)> = BTreeMap::new();
         for (pid, handle, c) in comms.iter().filter(|(pid, ..)| self.pids.contains(pid)) {
@@ -172,21 +175,35 @@ impl Active {
                 *w = (size, c.id);
             }
         }
+        let mut withheld = Vec::new();
+        let mut claimed = |pid: u32, id: u64| {
+            let own = owner(pid);
+            // A process gone (no owner) claims nothing.
+            let other = (comms.iter())
+                .filter(|(p, _, c)| c.id == id && *p != pid)
+                .any(|(p, ..)| owner(*p).is_some_and(|o| Some(&o) != own.as_ref()));
+            if other || own.is_none() {
+                withheld.push(format!("{id:#x}"));
+            }
+            !other && own.is_some()
+        };
         self.jobs = (world.into_iter())
-            .filter(|(_, (_, id))| *id != 0)
+            .filter(|(pid, (_, id))| *id != 0 && claimed(*pid, *id))
             .map(|(pid, (_, id))| (pid, format!("{id:#x}")))
             .collect();
+        withheld.dedup();
+        withheld
     }
 
     /// Its processes' recording is on: every call begun from now is its own (those
     /// before may be too, when something else had them recorded already).
-    pub fn switched_on(&mut self) {
+    pub(crate) fn switched_on(&mut self) {
         self.recorded.0 = Some(shed_log::now_us());
     }
 
     /// A ring record of a recorded process. Once stopping, only returns: entries that
     /// keep coming (the flight recorder's, another trace's) are passed over, not lost.
-    pub fn record(&mut self, bytes: &[u8]) {
+    pub(crate) fn record(&mut self, bytes: &[u8]) {
         if self.stopping
             && let Ok(Decoded::Entry(e)) = decode(bytes)
         {
@@ -199,13 +216,10 @@ impl Active {
         }
     }
 
-    /// The largest a file of it may grow: short of it, by room for its end (metadata and
-    /// summary: kilobytes), its sink writes nothing more but that end and counts what it
-    /// leaves out, so the file ends within the bound.
-    pub fn limit_size(&mut self, max_bytes: u64) {
+    /// The largest a file of it may grow (`ProcessTraces::bound`).
+    pub(crate) fn limit_size(&mut self, max_bytes: u64) {
         self.max_bytes = max_bytes;
-        let rows = max_bytes - (max_bytes / 16).min(1 << 20);
-        self.pipeline.sink_mut().trace_mut().max_bytes = Some(rows);
+        self.pipeline.sink_mut().trace_mut().bound(max_bytes);
     }
 
     /// Ends it now, marked truncated, once a file of it reached `max_bytes` (its sink cut
@@ -248,49 +262,60 @@ impl Active {
         self.deadline();
     }
 
-    /// Ends it now for root's request of the same agents: a user's trace (up to an hour)
-    /// may not keep root from tracing. Written as far as it went, marked truncated.
-    pub fn preempt(&mut self) {
+    /// Ends it now, written as far as it went and marked truncated: `preempted` by root's
+    /// request of the same agents (a user's trace, up to an hour, may not keep root from
+    /// tracing), else because its client went away (`rocsync trace` interrupted, or its
+    /// connection closed): what it recorded is not left to the rest of its duration.
+    pub(crate) fn end_early(&mut self, preempted: bool) {
         if self.stopping {
             return;
         }
-        self.truncated = Some(json!({
-            "reason": "preempted", "by": "a request of root's for the same agents",
-            "at_unix_us": shed_log::now_us(),
-        }));
+        let (reason, by, why) = match preempted {
+            true => (
+                "preempted",
+                "a request of root's for the same agents",
+                "root asked for its agents",
+            ),
+            false => (
+                "client_gone",
+                "its client went away (Ctrl-C, or its connection closed)",
+                "its client went away; written as far as it went",
+            ),
+        };
+        let at_unix_us = shed_log::now_us();
+        self.truncated = Some(json!({ "reason": reason, "by": by, "at_unix_us": at_unix_us }));
+        let uid = self.asked_by.map_or("?".into(), |u| u.to_string());
         crate::say!(
-            "rocsync daemon: trace {} of pid(s) {} (asked by uid {}) ends early: root asked \
-             for its agents",
+            "rocsync daemon: trace {} of pid(s) {} (asked by uid {uid}) ends early: {why}",
             self.id,
-            pids_shown(&self.pids),
-            self.asked_by.map_or("?".into(), |u| u.to_string()),
+            pids_shown(&self.pids)
         );
         self.deadline();
     }
 
     /// Whether it ended early ([`Active::check_size`]).
-    pub fn truncated(&self) -> bool {
+    pub(crate) fn truncated(&self) -> bool {
         self.truncated.is_some()
     }
 
     /// The id of a call this trace does not record.
-    pub fn skip(&mut self, correlation: u64) {
+    pub(crate) fn skip(&mut self, correlation: u64) {
         self.pipeline.skip(correlation);
     }
 
-    pub fn tick(&mut self) {
+    pub(crate) fn tick(&mut self) {
         self.pipeline.tick();
         self.check_size();
     }
 
     /// Whether it still records entries (not yet stopping).
-    pub fn recording(&self) -> bool {
+    pub(crate) fn recording(&self) -> bool {
         !self.stopping
     }
 
     /// At `until`: first stop recording entries; after the grace period, finish. Returns
     /// whether the trace is done.
-    pub fn deadline(&mut self) -> bool {
+    pub(crate) fn deadline(&mut self) -> bool {
         if self.stopping {
             return true;
         }
@@ -303,7 +328,7 @@ impl Active {
     }
 
     /// Writes the traces; returns the client's stream and what to send on it.
-    pub fn finish(self) -> (Option<PendingReply>, Reply) {
+    pub(crate) fn finish(self) -> (Option<PendingReply>, Reply) {
         let written: Result<Vec<Written>> = self
             .pipeline
             .finish()
@@ -334,69 +359,6 @@ impl Active {
                 };
                 self.outputs.finish(sink, &stats, report)
             });
-        (self.reply, answer(written))
+        (self.reply, files::answer(written))
     }
-}
-
-/// Opens a trace's outputs in the state directory and the pipeline into them.
-pub(crate) fn open(
-    state_dir: &Path,
-    stem: &str,
-    id: u64,
-    output: Option<&Path>,
-) -> Result<(Pipeline<CaptureSink>, Outputs)> {
-    // Made again should anyone have removed them, by the rules of the start.
-    statedir::make(state_dir)?;
-    let mut outputs = match output {
-        Some(dyno) => Outputs::never_replacing(dyno.to_path_buf())?,
-        None => {
-            let path = statedir::traces(state_dir).join(format!("{stem}.json"));
-            Outputs::at(path, false, None)?
-        }
-    };
-    outputs.said_as(format!("rocsync daemon: trace {id}"));
-    let header = Header {
-        clock_offset_ns: clock::realtime_offset_ns(),
-        start_ns: clock::monotonic_ns() as u64,
-        command: vec![format!("rocsync daemon: trace {id}")],
-        from_start: false,
-    };
-    let mut sink = outputs.open(header)?;
-    sink.trace_mut().always_per_process = output.is_some();
-    let mut pipeline = Pipeline::new(sink, false);
-    pipeline.begins_mid_call();
-    Ok((pipeline, outputs))
-}
-
-/// The answer to a trace's client: the files written and the process each holds.
-pub fn answer(written: Result<Vec<Written>>) -> Reply {
-    match written {
-        Ok(w) => Reply::Written(protocol::Written {
-            files: w.iter().map(|w| w.path.display().to_string()).collect(),
-            pids: w.iter().map(|w| w.pid).collect(),
-        }),
-        Err(e) => Reply::refused(&e.context("writing the traces")),
-    }
-}
-
-/// What each of `pids` says of itself now (name, rank in a distributed job), for its
-/// trace's `distributedInfo` (without it, HTA takes every rank's trace for rank 0), and
-/// its pod, as read when it was first tracked.
-pub fn identities(pids: impl IntoIterator<Item = u32>, pods: &Pods) -> BTreeMap<u32, ProcessInfo> {
-    pids.into_iter()
-        .filter_map(|p| {
-            let mut info = environ::read(p)?.info;
-            info.pod = pods.pod(p).and_then(|pod| serde_json::to_value(pod).ok());
-            Some((p, info))
-        })
-        .collect()
-}
-
-/// `<name>-<UTC time>-<id>`: ids start again at a restart; the time keeps names, and
-/// upload keys, unique.
-pub(crate) fn numbered_stem(name: &str, id: u64) -> String {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    format!("{name}-{}-{id}", crate::clock::utc_stamp(now.as_secs()))
 }

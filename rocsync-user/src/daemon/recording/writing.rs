@@ -8,6 +8,7 @@
 use std::{
     collections::{BTreeMap, HashMap},
     path::PathBuf,
+    sync::{Arc, atomic::AtomicBool, atomic::Ordering},
 };
 
 use tokio::task::{Id, JoinSet};
@@ -15,14 +16,14 @@ use tokio::task::{Id, JoinSet};
 use crate::daemon::{
     outputs::{self, retention},
     recording::flight::{self, Held},
-    recording::traces::{self, Active},
+    recording::{files, traces::Active},
     serving::protocol::Reply,
     serving::socket::PendingReply,
 };
 use crate::emit::processes::ProcessInfo;
 
 /// A trace written: what it is, its client, if one waits, and its answer.
-pub struct Done {
+pub(crate) struct Done {
     pub name: String,
     pub client: Option<PendingReply>,
     pub reply: Reply,
@@ -34,12 +35,14 @@ pub struct Done {
     pub owners: retention::Owners,
     /// A stall or hang trace (`rocsync status` lists the newest).
     pub unasked: bool,
+    /// A flight recorder dump cut at its bound (a trace's cut is counted as it ends).
+    pub truncated: bool,
 }
 
 impl Done {
     /// What its destinations take: the files written, or a failure; `None` for an
     /// answer that writes nothing.
-    pub fn trace(&self) -> Option<outputs::Trace<'_>> {
+    pub(crate) fn trace(&self) -> Option<outputs::Trace<'_>> {
         let (files, pids, failed): (&[String], &[Option<u32>], bool) = match &self.reply {
             Reply::Written(w) => (&w.files, &w.pids, false),
             Reply::Refused { .. } => (&[], &[], true),
@@ -57,16 +60,23 @@ impl Done {
 }
 
 #[derive(Default)]
-pub struct Writing {
+pub(crate) struct Writing {
     jobs: JoinSet<Done>,
-    /// What each job writes (its name in `rocsync status`), and whether it is a flight
-    /// recorder dump.
-    names: HashMap<Id, (String, bool)>,
+    /// What each job writes (its name in `rocsync status`), and if it is a flight
+    /// recorder dump, whose.
+    names: HashMap<Id, (String, Option<Dump>)>,
+}
+
+/// A flight recorder dump being written: whether root asked for it, and its flag to end
+/// early (root's request preempts another user's, as for traces).
+struct Dump {
+    roots: bool,
+    preempted: Arc<AtomicBool>,
 }
 
 impl Writing {
     /// Finishes `trace` and writes its files.
-    pub fn trace(&mut self, trace: Active) {
+    pub(crate) fn trace(&mut self, trace: Active) {
         let name = trace.name();
         let done_name = name.clone();
         let pods = pods_of(&trace.processes);
@@ -83,21 +93,24 @@ impl Writing {
                 jobs,
                 owners,
                 unasked,
+                truncated: false,
             }
         }));
-        self.names.insert(job.id(), (name, false));
+        self.names.insert(job.id(), (name, None));
     }
 
-    /// Writes what the flight recorder held when asked.
-    pub fn flight(
+    /// Writes what the flight recorder held when asked (`roots`: root asked).
+    pub(crate) fn flight(
         &mut self,
-        held: Held,
+        (held, roots): (Held, bool),
         state_dir: PathBuf,
         id: u64,
         processes: BTreeMap<u32, ProcessInfo>,
         client: PendingReply,
         links: (&'static str, serde_json::Value),
     ) {
+        let preempted = Arc::new(AtomicBool::new(false));
+        let ends = preempted.clone();
         let name = format!("flight recorder dump {id}");
         let done_name = name.clone();
         let pods = pods_of(&processes);
@@ -106,45 +119,62 @@ impl Writing {
         let job = self.jobs.spawn_blocking(trimmed(move || {
             let records = flight::records(&held.chunks);
             let queues = held.queues.iter().map(Vec::as_slice);
-            let written = flight::dump(
+            let dumped = flight::dump(
                 queues.chain(records),
                 (held.assigned, held.known_from),
-                &state_dir,
-                id,
+                (&state_dir, held.max_bytes),
+                (id, &ends),
                 processes,
                 links,
             );
+            let truncated = dumped.as_ref().is_ok_and(|d| d.1);
             Done {
                 name: done_name,
                 client: Some(client),
-                reply: traces::answer(written),
+                reply: files::answer(dumped.map(|d| d.0)),
                 pods,
                 jobs: BTreeMap::new(),
                 owners,
                 unasked: false,
+                truncated,
             }
         }));
-        self.names.insert(job.id(), (name, true));
+        self.names
+            .insert(job.id(), (name, Some(Dump { roots, preempted })));
     }
 
     /// A flight recorder dump is being written.
-    pub fn flight_pending(&self) -> bool {
-        self.names.values().any(|(_, flight)| *flight)
+    pub(crate) fn flight_pending(&self) -> bool {
+        self.names.values().any(|(_, flight)| flight.is_some())
+    }
+
+    /// For root's request: the dumps other users asked for end now, written as far as
+    /// they went (a group member looping `trace --flight` kept root's refused). False
+    /// while one of root's is written: that one goes on, and root waits.
+    pub(crate) fn preempt_flights(&mut self) -> bool {
+        let dumps = || self.names.values().filter_map(|(_, d)| d.as_ref());
+        if dumps().any(|d| d.roots) {
+            return false;
+        }
+        for d in dumps() {
+            d.preempted.store(true, Ordering::Relaxed);
+        }
+        true
     }
 
     /// What is being written, by name.
-    pub fn names(&self) -> Vec<&str> {
+    pub(crate) fn names(&self) -> Vec<&str> {
         let mut names: Vec<&str> = self.names.values().map(|(n, _)| n.as_str()).collect();
         names.sort_unstable();
         names
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.jobs.is_empty()
     }
 
     /// The next trace written; pending while none is being written.
-    pub async fn next(&mut self) -> Done {
+    pub(crate) async fn next(&mut self) -> Done {
         loop {
             match self.jobs.join_next_with_id().await {
                 Some(Ok((id, done))) => {

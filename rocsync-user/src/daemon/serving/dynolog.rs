@@ -27,7 +27,7 @@ const MAX_MESSAGE: usize = 64 << 10;
 const TIMEOUT: Duration = Duration::from_secs(5);
 /// The longest trace a dyno request may ask for: its port has no authentication, and a
 /// trace holds every agent it records (Kineto's on-demand traces last seconds).
-pub const MAX_DYNO_DURATION: Duration = Duration::from_secs(60);
+pub(crate) const MAX_DYNO_DURATION: Duration = Duration::from_secs(60);
 /// Kineto's default when a request names no duration.
 const DEFAULT_DURATION: Duration = Duration::from_millis(500);
 /// How far ahead a synchronized start may lie (a request waits in the daemon until then).
@@ -37,7 +37,7 @@ const MAX_NAME: usize = 128;
 
 /// A trace dyno asked for.
 #[derive(Debug, PartialEq, Eq)]
-pub struct OnDemand {
+pub(crate) struct OnDemand {
     /// Empty: every tracked process (dyno's default `--pids 0`).
     pub pids: Vec<u32>,
     pub duration: Duration,
@@ -50,7 +50,7 @@ pub struct OnDemand {
 }
 
 /// Reads one framed message.
-pub async fn read(conn: &mut TcpStream) -> Result<Value> {
+pub(crate) async fn read(conn: &mut TcpStream) -> Result<Value> {
     tokio::time::timeout(TIMEOUT, async {
         let mut len = [0u8; 4];
         conn.read_exact(&mut len).await?;
@@ -67,7 +67,7 @@ pub async fn read(conn: &mut TcpStream) -> Result<Value> {
 }
 
 /// Sends one framed message.
-pub async fn write(conn: &mut TcpStream, v: &Value) {
+pub(crate) async fn write(conn: &mut TcpStream, v: &Value) {
     let body = v.to_string();
     let len = (body.len() as i32).to_ne_bytes();
     let _ = tokio::time::timeout(TIMEOUT, async {
@@ -78,7 +78,7 @@ pub async fn write(conn: &mut TcpStream, v: &Value) {
 }
 
 /// The answer dyno reads: the processes matched and triggered, or none (busy, refused).
-pub fn answer(matched: &[u32], busy: bool, error: Option<String>) -> Value {
+pub(crate) fn answer(matched: &[u32], busy: bool, error: Option<String>) -> Value {
     let mut v = json!({
         "processesMatched": matched,
         "activityProfilersTriggered": matched,
@@ -92,7 +92,7 @@ pub fn answer(matched: &[u32], busy: bool, error: Option<String>) -> Value {
     v
 }
 
-pub fn parse(v: &Value, state_dir: &Path) -> Result<OnDemand> {
+pub(crate) fn parse(v: &Value, state_dir: &Path) -> Result<OnDemand> {
     if v["fn"] != "setKinetOnDemandRequest" {
         bail!(
             "unsupported request {}: only setKinetOnDemandRequest",
@@ -165,7 +165,7 @@ pub fn parse(v: &Value, state_dir: &Path) -> Result<OnDemand> {
 
 /// Nothing at the traces' names for `pids` (`<stem>_<pid>.json` beside `log`): a trace
 /// never replaces a file, and one at a link or FIFO would not be written at all.
-pub fn names_free(log: &Path, pids: &[u32]) -> Result<()> {
+pub(crate) fn names_free(log: &Path, pids: &[u32]) -> Result<()> {
     for &pid in pids {
         let path = log.with_file_name(per_process_name(log, pid));
         let Ok(m) = std::fs::symlink_metadata(&path) else {

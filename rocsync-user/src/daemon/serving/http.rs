@@ -12,11 +12,11 @@ const MAX_REQUEST: usize = 8 << 10;
 const TIMEOUT: Duration = Duration::from_secs(2);
 
 /// What a path answers: (status line, content type, body).
-pub type Response = (&'static str, &'static str, String);
+pub(crate) type Response = (&'static str, &'static str, String);
 
 /// Reads one request: the path a GET asks for, or the answer to anything else. `None`
 /// when no whole request came in time (the client stalled or left).
-pub async fn read(conn: &mut TcpStream) -> Option<Result<String, Response>> {
+pub(crate) async fn read(conn: &mut TcpStream) -> Option<Result<String, Response>> {
     let mut buf = Vec::with_capacity(1024);
     let read = tokio::time::timeout(TIMEOUT, async {
         let mut chunk = [0u8; 1024];
@@ -33,7 +33,7 @@ pub async fn read(conn: &mut TcpStream) -> Option<Result<String, Response>> {
 }
 
 /// Sends `response` and closes the connection.
-pub async fn answer(mut conn: TcpStream, (status, kind, body): Response) {
+pub(crate) async fn answer(mut conn: TcpStream, (status, kind, body): Response) {
     let head = format!(
         "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()

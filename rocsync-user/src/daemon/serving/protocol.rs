@@ -21,14 +21,14 @@ use crate::{
 };
 
 /// Pids one request may name (a node's ranks are far fewer).
-pub const MAX_PIDS: usize = 1024;
+pub(crate) const MAX_PIDS: usize = 1024;
 
 /// Where `rocsync daemon` listens unless told otherwise.
-pub const DEFAULT_SOCKET: &str = "/run/rocsync/rocsync.sock";
+pub(crate) const DEFAULT_SOCKET: &str = "/run/rocsync/rocsync.sock";
 
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Request {
+pub(crate) enum Request {
     Trace(TraceRequest),
     Claim(ClaimRequest),
     Status {},
@@ -36,7 +36,7 @@ pub enum Request {
 
 /// A trace asked for; checked into the daemon's own request by `socket::checked`.
 #[derive(Debug, Default, Serialize, Deserialize)]
-pub struct TraceRequest {
+pub(crate) struct TraceRequest {
     /// Processes to record (each must be tracked).
     #[serde(default)]
     pub pids: Vec<u32>,
@@ -67,7 +67,7 @@ pub struct TraceRequest {
 
 /// A standalone capture's hold on its agents.
 #[derive(Debug, Serialize, Deserialize)]
-pub struct ClaimRequest {
+pub(crate) struct ClaimRequest {
     pub name: String,
     #[serde(default)]
     pub agents: AgentSet,
@@ -77,7 +77,7 @@ pub struct ClaimRequest {
 /// `rocsync status --json` prints, as they were when the daemon wrote JSON maps.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(untagged)]
-pub enum Reply {
+pub(crate) enum Reply {
     Refused { error: String },
     Claimed { claimed: String },
     Written(Written),
@@ -86,13 +86,13 @@ pub enum Reply {
 
 /// The traces written: each file, and the process it holds.
 #[derive(Debug, Default, Serialize, Deserialize)]
-pub struct Written {
+pub(crate) struct Written {
     pub files: Vec<String>,
     pub pids: Vec<Option<u32>>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
-pub struct Status {
+pub(crate) struct Status {
     /// Standalone captures holding agents.
     pub claims: Vec<String>,
     /// dyno traces waiting for their synchronized start.
@@ -116,7 +116,7 @@ pub struct Status {
 
 /// A synchronisation blocked past `--hang-after`, its trace recording.
 #[derive(Debug, Serialize, Deserialize)]
-pub struct Hung {
+pub(crate) struct Hung {
     pub pid: u32,
     pub tid: u32,
     pub api: String,
@@ -131,7 +131,7 @@ pub struct Hung {
 }
 
 #[derive(Debug, Serialize, Deserialize)]
-pub struct Tracked {
+pub(crate) struct Tracked {
     pub exe: String,
     pub pid: u32,
     /// Its Kubernetes pod (absent outside Kubernetes; a part unknown is `null`).
@@ -149,7 +149,7 @@ pub struct Tracked {
 /// the price its calls were counted at: `emulated` or `single_stepped` (its runtime's
 /// probed instructions; the daemon's log says both prices).
 #[derive(Debug, Serialize, Deserialize)]
-pub struct ProbeCost {
+pub(crate) struct ProbeCost {
     pub cpu_share: f64,
     pub priced: String,
 }
@@ -158,7 +158,7 @@ pub struct ProbeCost {
 /// set up before the daemon tracked it), this process's rank in it, its size, and the
 /// number of its last collective.
 #[derive(Debug, Serialize, Deserialize)]
-pub struct Communicator {
+pub(crate) struct Communicator {
     pub comm: Option<String>,
     pub rank: Option<u32>,
     pub nranks: Option<u32>,
@@ -166,27 +166,27 @@ pub struct Communicator {
 }
 
 #[derive(Debug, Serialize, Deserialize)]
-pub struct Recording {
+pub(crate) struct Recording {
     pub id: u64,
     pub pids: Vec<u32>,
     pub session: String,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
-pub struct Scheduled {
+pub(crate) struct Scheduled {
     pub session: String,
     pub starts_in_ms: u64,
 }
 
 impl Reply {
-    pub fn refused(e: &anyhow::Error) -> Self {
+    pub(crate) fn refused(e: &anyhow::Error) -> Self {
         Reply::Refused {
             error: format!("{e:#}"),
         }
     }
 
     /// As one line on the socket.
-    pub fn line(&self) -> String {
+    pub(crate) fn line(&self) -> String {
         let mut line = serde_json::to_string(self).expect("a reply serializes");
         line.push('\n');
         line

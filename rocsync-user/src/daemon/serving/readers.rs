@@ -116,7 +116,7 @@ impl TcpGate {
 }
 
 /// A request read whole, for the loop to answer.
-pub enum Incoming {
+pub(crate) enum Incoming {
     /// A GET of `/metrics` or `/healthz`: the loop renders, the task sends.
     Http(String, oneshot::Sender<http::Response>),
     /// A request on the unix socket, from a peer allowed to ask.
@@ -125,7 +125,7 @@ pub enum Incoming {
     Dynolog(TcpStream, Result<Value>, Peer),
 }
 
-pub struct Readers {
+pub(crate) struct Readers {
     to_loop: UnboundedSender<Incoming>,
     /// Reading slots of the metrics, unix-socket and dynolog listeners.
     reading: [Arc<Semaphore>; 3],
@@ -140,7 +140,7 @@ const DYNOLOG: usize = 2;
 
 impl Readers {
     /// The readers, and where the loop receives what they read.
-    pub fn new() -> (Self, UnboundedReceiver<Incoming>) {
+    pub(crate) fn new() -> (Self, UnboundedReceiver<Incoming>) {
         let (to_loop, incoming) = unbounded_channel();
         let reading = std::array::from_fn(|_| Arc::new(Semaphore::new(MAX_READING)));
         let peers = std::array::from_fn(|_| Arc::default());
@@ -157,7 +157,7 @@ impl Readers {
 
     /// A scraper's connection. Its peer's share is checked before a reading slot is
     /// taken: connections past one peer's share never hold anyone else's slot.
-    pub fn http(&self, mut conn: TcpStream) {
+    pub(crate) fn http(&self, mut conn: TcpStream) {
         let (to_loop, gate) = (self.to_loop.clone(), self.gate(HTTP));
         tokio::spawn(async move {
             let Some(admitted) = gate.admit(&conn).await else {
@@ -184,7 +184,7 @@ impl Readers {
     }
 
     /// A connection on the unix socket; peers outside root and `group` are refused here.
-    pub fn request(&self, mut conn: UnixStream, group: Option<u32>) {
+    pub(crate) fn request(&self, mut conn: UnixStream, group: Option<u32>) {
         // The peer's credentials come with the connection: its share is checked first.
         let uid = rustix::net::sockopt::socket_peercred(&conn).map(|c| c.uid.as_raw());
         let Some(slot) = uid
@@ -212,7 +212,7 @@ impl Readers {
     }
 
     /// A connection from dyno.
-    pub fn dynolog(&self, mut conn: TcpStream) {
+    pub(crate) fn dynolog(&self, mut conn: TcpStream) {
         let (to_loop, gate) = (self.to_loop.clone(), self.gate(DYNOLOG));
         tokio::spawn(async move {
             let Some(Admitted {

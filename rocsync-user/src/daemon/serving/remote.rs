@@ -18,7 +18,7 @@ use crate::daemon::serving::protocol::{ClaimRequest, Reply, Request};
 const MAX_FDS: usize = 253;
 
 /// Connects to the daemon.
-pub fn connect(socket: &Path) -> Result<UnixStream> {
+pub(crate) fn connect(socket: &Path) -> Result<UnixStream> {
     UnixStream::connect(socket).with_context(|| {
         format!(
             "cannot reach the daemon at {} (is `rocsync daemon` running, and may you use it?)",
@@ -29,22 +29,39 @@ pub fn connect(socket: &Path) -> Result<UnixStream> {
 
 /// Sends one request and reads its answer line, with any descriptors that came along.
 /// A refusal is an error.
-pub fn ask(
+pub(crate) fn ask(
     conn: &mut UnixStream,
     request: &Request,
     wait: Duration,
 ) -> Result<(Reply, Vec<OwnedFd>)> {
     writeln!(conn, "{}", serde_json::to_string(request)?)?;
+    answer(conn, wait, || false)
+}
+
+/// Reads a request's answer line, with any descriptors that came along, within `wait`;
+/// a signal that interrupts the wait calls `interrupted`, which says whether to go on
+/// waiting. A refusal is an error.
+pub(crate) fn answer(
+    conn: &mut UnixStream,
+    wait: Duration,
+    mut interrupted: impl FnMut() -> bool,
+) -> Result<(Reply, Vec<OwnedFd>)> {
     conn.set_read_timeout(Some(wait))?;
     let mut first = vec![0u8; 64 << 10];
     let mut space = vec![MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(MAX_FDS))];
     let mut control = RecvAncillaryBuffer::new(&mut space);
-    let got = recvmsg(
-        &*conn,
-        &mut [IoSliceMut::new(&mut first)],
-        &mut control,
-        RecvFlags::CMSG_CLOEXEC,
-    )
+    let got = loop {
+        let got = recvmsg(
+            &*conn,
+            &mut [IoSliceMut::new(&mut first)],
+            &mut control,
+            RecvFlags::CMSG_CLOEXEC,
+        );
+        match got {
+            Err(rustix::io::Errno::INTR) if interrupted() => continue,
+            got => break got,
+        }
+    }
     .context("no answer from the daemon")?;
     let mut fds = Vec::new();
     for m in control.drain() {
@@ -69,14 +86,14 @@ pub fn ask(
 
 /// A standalone capture's hold on its agents while a daemon runs: released when dropped
 /// (or when this process ends, however it ends).
-pub struct Claim {
+pub(crate) struct Claim {
     _conn: UnixStream,
 }
 
 impl Claim {
     /// Claims `agents` for `name` through the daemon at `socket`. No daemon there: no
     /// claim needed. A daemon session on the same agents: refused, naming it.
-    pub fn take(socket: &Path, name: &str, agents: &AgentSet) -> Result<Option<Claim>> {
+    pub(crate) fn take(socket: &Path, name: &str, agents: &AgentSet) -> Result<Option<Claim>> {
         let Ok(mut conn) = UnixStream::connect(socket) else {
             return Ok(None);
         };
@@ -93,7 +110,7 @@ impl Claim {
 
 /// The claim of a standalone capture (`run`, `attach`) on its `--agents`, through the
 /// daemon at `socket` if one runs there.
-pub fn claim_for(
+pub(crate) fn claim_for(
     socket: &Path,
     agents: &AgentSet,
     what: &str,

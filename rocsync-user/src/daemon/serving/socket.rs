@@ -22,13 +22,13 @@ const READ_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The socket file the daemon made: removed at its end only while it is still that file
 /// (another daemon's, made after a stale lock was taken over, is left alone).
-pub struct SocketFile {
+pub(crate) struct SocketFile {
     path: std::path::PathBuf,
     id: (u64, u64),
 }
 
 impl SocketFile {
-    pub fn remove(&self) {
+    pub(crate) fn remove(&self) {
         use std::os::unix::fs::MetadataExt as _;
         let ours =
             std::fs::symlink_metadata(&self.path).is_ok_and(|m| (m.dev(), m.ino()) == self.id);
@@ -41,7 +41,7 @@ impl SocketFile {
 /// Listens at `path` (its directory made if missing; a stale socket replaced, anything
 /// else refused), readable and writable by root and `group`. Called with the node's
 /// daemon lock held: no live daemon listens there.
-pub fn listen(path: &Path, group: Option<u32>) -> Result<(UnixListener, SocketFile)> {
+pub(crate) fn listen(path: &Path, group: Option<u32>) -> Result<(UnixListener, SocketFile)> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     }
@@ -69,7 +69,7 @@ pub fn listen(path: &Path, group: Option<u32>) -> Result<(UnixListener, SocketFi
 }
 
 /// Whether the peer is root or in `group` (primary or supplementary).
-pub fn allowed(conn: &UnixStream, group: Option<u32>) -> bool {
+pub(crate) fn allowed(conn: &UnixStream, group: Option<u32>) -> bool {
     let Ok(cred) = rustix::net::sockopt::socket_peercred(conn) else {
         return false;
     };
@@ -88,7 +88,7 @@ pub fn allowed(conn: &UnixStream, group: Option<u32>) -> bool {
 }
 
 /// Reads one request line, bounded in size and time.
-pub async fn read_request(conn: &mut UnixStream) -> Result<Request> {
+pub(crate) async fn read_request(conn: &mut UnixStream) -> Result<Request> {
     let mut line = String::new();
     let mut reader = BufReader::new(tokio::io::AsyncReadExt::take(&mut *conn, MAX_REQUEST));
     tokio::time::timeout(READ_TIMEOUT, reader.read_line(&mut line))
@@ -97,7 +97,7 @@ pub async fn read_request(conn: &mut UnixStream) -> Result<Request> {
     parse(&line)
 }
 
-pub fn parse(line: &str) -> Result<Request> {
+pub(crate) fn parse(line: &str) -> Result<Request> {
     let request = serde_json::from_str(line).map_err(|e| {
         if e.is_syntax() || e.is_eof() {
             anyhow::anyhow!("the request is not JSON")
@@ -117,14 +117,57 @@ pub fn parse(line: &str) -> Result<Request> {
 }
 
 /// A trace request as the daemon runs it, checked.
-pub struct PendingReply {
+pub(crate) struct PendingReply {
     pub conn: UnixStream,
     /// Send the files' descriptors with the answer (`rocsync trace -o`).
     pub send_files: bool,
+    /// Ends the watch on the client's side ([`PendingReply::watched`]) once dropped.
+    _watch: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
 impl PendingReply {
-    pub async fn send(self, reply: &Reply) {
+    pub(crate) fn new(conn: UnixStream, send_files: bool) -> Self {
+        Self {
+            conn,
+            send_files,
+            _watch: None,
+        }
+    }
+
+    /// As [`PendingReply::new`], calling `gone` if the client closes its side before the
+    /// answer (it went away, or `rocsync trace` was interrupted and says it is done
+    /// waiting): what is read of it meanwhile is dropped.
+    pub(crate) fn watched(
+        conn: UnixStream,
+        send_files: bool,
+        gone: impl FnOnce() + Send + 'static,
+    ) -> Self {
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let read = std::os::fd::AsFd::as_fd(&conn)
+            .try_clone_to_owned()
+            .map(std::os::unix::net::UnixStream::from)
+            .and_then(|s| s.set_nonblocking(true).map(|()| s))
+            .and_then(UnixStream::from_std);
+        if let Ok(mut read) = read {
+            tokio::spawn(async move {
+                let mut scratch = [0u8; 4096];
+                let closed = async {
+                    use tokio::io::AsyncReadExt as _;
+                    while matches!(read.read(&mut scratch).await, Ok(n) if n > 0) {}
+                };
+                tokio::select! {
+                    () = closed => gone(),
+                    _ = stopped => {}
+                }
+            });
+        }
+        Self {
+            _watch: Some(stop),
+            ..Self::new(conn, send_files)
+        }
+    }
+
+    pub(crate) async fn send(self, reply: &Reply) {
         match (self.send_files, reply) {
             (true, Reply::Written(w)) => answer_with_files(self.conn, reply, &w.files).await,
             _ => answer(self.conn, reply).await,
@@ -133,13 +176,13 @@ impl PendingReply {
 }
 
 /// Sends the answer and closes.
-pub async fn answer(mut conn: UnixStream, reply: &Reply) {
+pub(crate) async fn answer(mut conn: UnixStream, reply: &Reply) {
     answer_keeping(&mut conn, reply).await;
 }
 
 /// Sends the answer and closes the sending side only: the client keeps the connection
 /// (a claim lasts until it closes its end).
-pub async fn answer_keeping(conn: &mut UnixStream, reply: &Reply) {
+pub(crate) async fn answer_keeping(conn: &mut UnixStream, reply: &Reply) {
     let _ = tokio::time::timeout(READ_TIMEOUT, async {
         conn.write_all(reply.line().as_bytes()).await?;
         conn.shutdown().await

@@ -5,7 +5,7 @@ use crate::daemon::settings::{effect::DaemonConfig, keys::SETTINGS};
 
 impl DaemonConfig {
     /// The settings in effect, `key  value` per line.
-    pub fn summary(&self) -> String {
+    pub(crate) fn summary(&self) -> String {
         let width = SETTINGS.iter().map(|s| s.key.len()).max().unwrap_or(0);
         SETTINGS
             .iter()

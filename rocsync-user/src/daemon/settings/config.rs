@@ -7,24 +7,24 @@ use anyhow::{Context as _, Result, bail};
 
 use crate::daemon::outputs::retention::{self, Retention};
 use crate::daemon::outputs::upload::StoreSettings;
-pub use crate::daemon::tracking::filters::Filters;
+pub(crate) use crate::daemon::tracking::filters::Filters;
 use crate::daemon::tracking::pods::{LABELLED_SERIES, MetricLabels};
 use crate::kubernetes::HostState;
 use crate::users;
 
 /// One daemon per node: two would count every call twice and record the same processes
 /// without seeing each other's sessions.
-pub const DEFAULT_LOCK: &str = "/run/rocsync/daemon.lock";
+pub(crate) const DEFAULT_LOCK: &str = "/run/rocsync/daemon.lock";
 
-pub use super::keys::ConfigFlags;
+pub(crate) use super::keys::ConfigFlags;
 
-pub use super::effect::DaemonConfig;
+pub(crate) use super::effect::DaemonConfig;
 use super::value::{BudgetMode, ReturnProbes};
 
 impl DaemonConfig {
     /// The file's settings under the flags': each setting's typed value (`keys.rs`),
     /// and what they say together.
-    pub fn load(flags: &ConfigFlags) -> Result<Self> {
+    pub(crate) fn load(flags: &ConfigFlags) -> Result<Self> {
         let args = &match &flags.config {
             Some(path) => flags.over(parse_file(path)?),
             None => flags.clone(),
@@ -122,7 +122,7 @@ impl DaemonConfig {
     /// These settings, but those set up at start as they were in `old` (the listeners,
     /// the flight recorder, the socket's group, the learning done, the pods' state and
     /// labels): a reload says they wait for a restart (each setting `restart`).
-    pub fn keeping_start(self, old: &Self) -> Self {
+    pub(crate) fn keeping_start(self, old: &Self) -> Self {
         Self {
             socket: old.socket.clone(),
             metrics_addr: old.metrics_addr,

@@ -172,7 +172,7 @@ macro_rules! settings {
         }
 
         /// Every setting, in the order `--check` prints them.
-        pub const SETTINGS: &[$crate::daemon::settings::defined::Setting] = &[$(
+        pub(crate) const SETTINGS: &[$crate::daemon::settings::defined::Setting] = &[$(
             $crate::daemon::settings::defined::Setting {
                 key: stringify!($key),
                 value: $value,
@@ -188,7 +188,7 @@ macro_rules! settings {
 pub(crate) use {default_shown, flags_struct, from_toml, settings, typed};
 
 /// One setting, as its definition says.
-pub struct Setting {
+pub(crate) struct Setting {
     /// The TOML key; the flag is `--` and the key with `-` for `_`.
     pub key: &'static str,
     /// What its value is (`DURATION`, `SIZE`, …), and its help: clap has them from the
@@ -208,19 +208,19 @@ pub struct Setting {
 
 impl Setting {
     #[cfg_attr(not(test), allow(dead_code))]
-    pub fn flag(&self) -> String {
+    pub(crate) fn flag(&self) -> String {
         format!("--{}", self.key.replace('_', "-"))
     }
 
     /// Its help, as `--help` and the docs' table say it.
     #[cfg_attr(not(test), allow(dead_code))]
-    pub fn help(&self) -> String {
+    pub(crate) fn help(&self) -> String {
         help(self.doc, self.default)
     }
 }
 
 /// A setting's help: its doc comment's lines as one, and its default.
-pub fn help(doc: &str, default: Option<fn() -> String>) -> String {
+pub(crate) fn help(doc: &str, default: Option<fn() -> String>) -> String {
     let doc = doc.split_whitespace().collect::<Vec<_>>().join(" ");
     match default {
         Some(d) => format!("{doc} [default: {}]", d()),
@@ -229,7 +229,7 @@ pub fn help(doc: &str, default: Option<fn() -> String>) -> String {
 }
 
 /// A flag's value where given, else the file's.
-pub trait Over {
+pub(crate) trait Over {
     fn over(self, file: Self) -> Self;
 }
 
@@ -252,21 +252,21 @@ fn wrong(key: &str, expected: &str, v: &toml::Value) -> anyhow::Error {
     )
 }
 
-pub fn text(key: &str, v: toml::Value) -> anyhow::Result<String> {
+pub(crate) fn text(key: &str, v: toml::Value) -> anyhow::Result<String> {
     match v {
         toml::Value::String(s) => Ok(s),
         v => Err(wrong(key, "a string", &v)),
     }
 }
 
-pub fn strings(key: &str, v: toml::Value) -> anyhow::Result<Vec<String>> {
+pub(crate) fn strings(key: &str, v: toml::Value) -> anyhow::Result<Vec<String>> {
     let toml::Value::Array(items) = v else {
         return Err(wrong(key, "a list of strings", &v));
     };
     items.into_iter().map(|i| text(key, i)).collect()
 }
 
-pub fn count(key: &str, v: toml::Value) -> anyhow::Result<usize> {
+pub(crate) fn count(key: &str, v: toml::Value) -> anyhow::Result<usize> {
     match v {
         toml::Value::Integer(n) if n >= 0 => Ok(n as usize),
         v => Err(wrong(key, "a whole number", &v)),
@@ -274,7 +274,7 @@ pub fn count(key: &str, v: toml::Value) -> anyhow::Result<usize> {
 }
 
 /// A duration: a string such as "500ms", or seconds as a number.
-pub fn seconds(key: &str, v: toml::Value) -> anyhow::Result<String> {
+pub(crate) fn seconds(key: &str, v: toml::Value) -> anyhow::Result<String> {
     match v {
         toml::Value::String(s) => Ok(s),
         toml::Value::Integer(n) => Ok(n.to_string()),

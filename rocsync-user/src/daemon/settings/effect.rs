@@ -10,7 +10,7 @@ use crate::{kubernetes::HostState, units::Share};
 
 /// The settings in effect.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct DaemonConfig {
+pub(crate) struct DaemonConfig {
     /// Answer dynolog's `dyno gputrace` here.
     pub dynolog_addr: Option<SocketAddr>,
     /// Keep every tracked process's calls of this last span in memory.
@@ -63,12 +63,12 @@ impl DaemonConfig {
     /// The duration past which the kernel announces a synchronisation's return: the stall
     /// threshold, else the hang threshold, so that a hang's call returning ends its trace
     /// at once, stall capture or not (`rocsync_stalls_total` counts past it).
-    pub fn kernel_threshold(&self) -> Option<Duration> {
+    pub(crate) fn kernel_threshold(&self) -> Option<Duration> {
         self.capture_on_stall.or(self.hang_after)
     }
 
     /// What the destinations of written traces follow.
-    pub fn destinations(&self) -> destinations::Settings<'_> {
+    pub(crate) fn destinations(&self) -> destinations::Settings<'_> {
         destinations::Settings {
             upload: self.upload.as_ref(),
             node_name: self.node_name.as_deref(),

@@ -62,8 +62,8 @@ settings! {
     /// (polls shed; records and waits always probed, exact, even over budget)
     budget_mode: text "MODE" as BudgetMode = "cycle" => |c| if c.budget_cycles { "cycle" } else { "shed-only" }.into();
     /// Which return probes stay attached while only counting: those of calls that may
-    /// block (one trap for records, stream waits and destroys, whose errors are then not
-    /// counted), or all (exact error counts, two traps each)
+    /// block (one trap for records, stream waits, destroys and polls, whose errors are
+    /// then not counted), or all (exact error counts, two traps each)
     return_probes: text "MODE" as ReturnProbes = "needed", restart => |c| if c.all_returns { "all" } else { "needed" }.into();
     /// Trace a process on its own when one of its synchronisations takes longer than
     /// DURATION (e.g. 50ms): the flight recorder's span before (when on) and

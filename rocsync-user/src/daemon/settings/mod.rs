@@ -2,10 +2,10 @@
 //! (`value.rs`) and default, given as flags or in the configuration file, combined into
 //! the settings in effect (`config.rs`, `effect.rs`), and `--check`.
 
-pub mod check;
-pub mod config;
-pub mod defined;
-pub mod effect;
-pub mod keys;
-pub mod shown;
-pub mod value;
+pub(super) mod check;
+pub(crate) mod config;
+pub(super) mod defined;
+pub(super) mod effect;
+pub(super) mod keys;
+pub(super) mod shown;
+pub(super) mod value;

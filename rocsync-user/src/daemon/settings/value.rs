@@ -11,12 +11,12 @@ use crate::{
 
 /// A value a setting's text parses into; the error says what was expected (the caller
 /// names the key).
-pub trait Value: Sized {
+pub(crate) trait Value: Sized {
     fn parse(given: &str) -> Result<Self, String>;
 }
 
 /// `given` as `key`'s value; the error names the key.
-pub fn parsed<T: Value>(key: &str, given: &str) -> anyhow::Result<T> {
+pub(crate) fn parsed<T: Value>(key: &str, given: &str) -> anyhow::Result<T> {
     T::parse(given).map_err(|e| anyhow::anyhow!("{key}: {e}"))
 }
 

@@ -23,7 +23,7 @@ use crate::daemon::{
     untrusted,
 };
 use crate::{
-    probes::{ApiChoice, Probes, ReturnProbes, ld_so, library::OpenedLibrary},
+    probes::{ApiChoice, Probes, ReturnProbes, Stepped, ld_so, library::OpenedLibrary, points},
     procfs,
 };
 
@@ -32,7 +32,7 @@ const COUNTED: Config = Config {
     ..Config::INACTIVE
 };
 
-pub struct Tracker {
+pub(crate) struct Tracker {
     pub probes: Probes,
     /// What the ring gets of a tracked process outside traces: nothing, or (flight
     /// recorder) every call.
@@ -65,7 +65,7 @@ pub struct Tracker {
 }
 
 impl Tracker {
-    pub fn new(probes: Probes, filters: Filters, baseline: u32, pods: Pods) -> Self {
+    pub(crate) fn new(probes: Probes, filters: Filters, baseline: u32, pods: Pods) -> Self {
         Self {
             probes,
             baseline,
@@ -86,19 +86,19 @@ impl Tracker {
 
     /// The returns counting does not need attached (a recording needs them: before it is
     /// switched on; the budget's duty cycle is held apart, `Budget::recording`).
-    pub fn returns_on(&mut self) -> Result<()> {
+    pub(crate) fn returns_on(&mut self) -> Result<()> {
         self.returns
             .switch_on(&mut self.probes, self.files.returns())
     }
 
     /// Those returns detached a grace from now: once nothing records.
-    pub fn returns_off(&mut self) -> Result<()> {
+    pub(crate) fn returns_off(&mut self) -> Result<()> {
         self.returns
             .switch_off(&mut self.probes, self.files.returns())
     }
 
     /// Detaches the returns whose grace is over.
-    pub fn retire_returns(&mut self) {
+    pub(crate) fn retire_returns(&mut self) {
         let now = tokio::time::Instant::now();
         (self.returns).retire(now, &mut self.probes, self.files.returns());
     }
@@ -106,7 +106,7 @@ impl Tracker {
     /// Looks at every process now. Processes running already may have threads on a
     /// device they chose before: `*GetDevice` is probed too (temporarily), so their
     /// device is learnt at their next call of it (unless `learn` is false).
-    pub fn scan_all(&mut self, learn: bool) {
+    pub(crate) fn scan_all(&mut self, learn: bool) {
         self.learning = learn;
         for pid in crate::procfs::pids() {
             self.look(pid);
@@ -116,7 +116,7 @@ impl Tracker {
 
     /// Looks at one process: hooks its loader (so its later library loads are announced),
     /// probes the runtimes it maps, and tracks it if it maps one and passes the filters.
-    pub fn look(&mut self, pid: u32) {
+    pub(crate) fn look(&mut self, pid: u32) {
         let looks = self.loading.take(pid);
         if pid == std::process::id() {
             return;
@@ -271,12 +271,23 @@ impl Tracker {
             Ok(report) => {
                 let links = self.probes.take_links(mark);
                 // Priced as its calls' probes mostly are: a process's calls are counted
-                // together, whatever function they hit (ROCm 6.4/7.2's stubs are all
-                // single-stepped, 5.2's entries all emulated). API calls only: the HSA
+                // together, whatever function they hit (ROCm 6.4/7.2's pairs are all
+                // single-stepped, 5.2's all emulated), its entries alone apart (6.4/7.2's
+                // emulated past the stubs' frame setup). API calls only: the HSA
                 // runtime's doorbells are not counted.
-                let stepped = matches!(what, Probed::Runtime(..))
-                    && 2 * report.probed.iter().filter(|(p, _)| !p.emulated).count()
-                        > report.probed.len();
+                // Where its probes trap while the daemon counts (records', waits',
+                // destroys' and polls' entries alone; their returns, while something records, where
+                // `[rsp]` is the return address): said, and its entries alone priced so.
+                let counting = match what {
+                    Probed::Runtime(r, _) => points::counting(r, &lib.path()).ok(),
+                    Probed::Hsa => None,
+                };
+                let stepped = Stepped {
+                    pairs: matches!(what, Probed::Runtime(..))
+                        && 2 * report.probed.iter().filter(|(p, _)| !p.emulated).count()
+                            > report.probed.len(),
+                    alone: counting.as_deref().is_some_and(points::alone_stepped),
+                };
                 let hsa = if matches!(what, Probed::Hsa) {
                     " (HSA queues and doorbells)"
                 } else {
@@ -294,10 +305,10 @@ impl Tracker {
                 };
                 self.files
                     .add((&lib, part), (owner, pid), (links, stepped), apart);
-                // Said once every probe of the file is on, with where they trap.
+                // Said once every probe of the file is on.
                 crate::say!("rocsync daemon: probing {}{hsa}", shown());
-                if let Probed::Runtime(r, _) = what {
-                    say_placements(r, &lib.path(), &shown());
+                if let Some(p) = counting {
+                    say_placements(&p, &shown());
                 }
             }
             // What is wrong with the file itself is remembered; a refusal of the kernel
@@ -312,7 +323,7 @@ impl Tracker {
 
     /// Sets what the ring gets of a tracked process: nothing (0), or its calls (of
     /// `agents`, a mask; 0 is every agent) while a trace records it.
-    pub fn set_capture(&mut self, pid: u32, capture: u32, agents: u64) -> Result<()> {
+    pub(crate) fn set_capture(&mut self, pid: u32, capture: u32, agents: u64) -> Result<()> {
         let mut t = Config {
             capture,
             agents,
@@ -326,7 +337,7 @@ impl Tracker {
     }
 
     /// Forgets processes that are gone; returns the label groups gone with them.
-    pub fn prune(&mut self) -> Result<Vec<u32>> {
+    pub(crate) fn prune(&mut self) -> Result<Vec<u32>> {
         self.quiet.flush(tokio::time::Instant::now());
         let gone: Vec<u32> = self
             .tracked
@@ -334,12 +345,14 @@ impl Tracker {
             .copied()
             .filter(|&p| !procfs::exists(p))
             .collect();
-        for pid in gone {
+        for &pid in &gone {
             self.tracked.remove(&pid);
             self.visible.remove(&pid);
             self.pods.forget(pid);
             self.probes.forget_target(pid)?;
         }
+        // Their communicators' entries, and their users' share of them, freed.
+        self.probes.forget_comms(&gone)?;
         let groups = self.pods.retire(std::time::Instant::now());
         for &group in &groups {
             self.probes.forget_group(group)?;
@@ -354,28 +367,22 @@ impl Tracker {
     }
 
     /// The filters processes are tracked by from now on.
-    pub fn set_filters(&mut self, filters: Filters) {
+    pub(crate) fn set_filters(&mut self, filters: Filters) {
         self.filters = Admitting::new(filters);
     }
 }
 
-/// Where a runtime file's probes trap while the daemon counts (its records', waits' and
-/// destroys' entries alone; their returns, while something records, where `[rsp]` is
-/// the return address), and whether the kernel emulates each: the log's line.
-fn say_placements(runtime: &crate::backend::Runtime, path: &std::path::Path, shown: &str) {
-    let counting = ApiChoice {
-        returns: ReturnProbes::Needed,
-        ..ApiChoice::default()
-    };
-    // One line per placement: a runtime's whole list is longer than a log line may be.
-    if let Ok(said) = crate::probes::points::said(runtime, &counting, path) {
-        let groups: Vec<&str> = said.split("; ").collect();
-        for (i, group) in groups.iter().enumerate() {
-            let n = groups.len();
-            crate::say!(
-                "rocsync daemon: {shown}: probes on {group} ({} of {n})",
-                i + 1
-            );
-        }
+/// Where a runtime file's probes trap while the daemon counts, and whether the kernel
+/// emulates each: one line per placement, as a runtime's whole list is longer than a log
+/// line may be.
+fn say_placements(counting: &[points::Points], shown: &str) {
+    let said = points::said(counting);
+    let groups: Vec<&str> = said.split("; ").collect();
+    let n = groups.len();
+    for (i, group) in groups.iter().enumerate() {
+        crate::say!(
+            "rocsync daemon: {shown}: probes on {group} ({} of {n})",
+            i + 1
+        );
     }
 }

@@ -25,7 +25,7 @@ use crate::daemon::{
     },
     untrusted,
 };
-use crate::probes::{LinkGroup, library::OpenedLibrary, maps};
+use crate::probes::{LinkGroup, Stepped, library::OpenedLibrary, maps};
 
 /// Files remembered as refused; past this the memory starts again (a user creating new
 /// bad files costs one bounded read each in any case).
@@ -34,14 +34,14 @@ const MAX_REMEMBERED: usize = 4096;
 /// What of a file is probed: one file may hold two runtimes (libnccl: its own exports
 /// and the CUDA runtime it carries), each probed, counted and released apart.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Part {
+pub(crate) enum Part {
     Runtime(rocsync_common::Backend),
     Hsa,
 }
 
 /// A file as it is now, and the part of it probed: a file rewritten in place is another.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct FileId {
+pub(crate) struct FileId {
     dev: u64,
     ino: u64,
     size: u64,
@@ -50,7 +50,7 @@ pub struct FileId {
 }
 
 impl FileId {
-    pub fn of(lib: &OpenedLibrary, part: Part) -> Self {
+    pub(crate) fn of(lib: &OpenedLibrary, part: Part) -> Self {
         Self {
             dev: lib.dev,
             ino: lib.ino,
@@ -63,7 +63,7 @@ impl FileId {
 
 /// Files refused, by reason, for `/metrics`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Refused {
+pub(crate) struct Refused {
     /// Not a usable runtime (not ELF, bounds exceeded, no hooked function).
     pub unusable: u64,
     /// Their user had as many files probed as allowed.
@@ -85,9 +85,9 @@ struct Probed {
     returns: Option<FileReturns>,
     /// Its records', waits' and destroys' probes, apart (a runtime's): the duty cycle's.
     cycled: Option<Cycled>,
-    /// Most of its probes sit on instructions the kernel single-steps: its calls cost
-    /// the dearer price (`CallPrices`).
-    stepped: bool,
+    /// Which of its probes sit on instructions the kernel single-steps (most of its
+    /// pairs; its entries alone): those calls cost the dearer price (`CallPrices`).
+    stepped: Stepped,
 }
 
 /// Files released together, their links detached in the background.
@@ -100,7 +100,7 @@ struct Releasing {
 }
 
 #[derive(Default)]
-pub struct Files {
+pub(crate) struct Files {
     /// By (device, inode, part).
     probed: HashMap<(u64, u64, Part), Probed>,
     per_uid: HashMap<u32, usize>,
@@ -120,7 +120,7 @@ pub struct Files {
 
 impl Files {
     /// Whether `lib` is probed already; if so `pid` is one more process it serves.
-    pub fn serves(&mut self, lib: &OpenedLibrary, part: Part, pid: u32) -> bool {
+    pub(crate) fn serves(&mut self, lib: &OpenedLibrary, part: Part, pid: u32) -> bool {
         match self.probed.get_mut(&(lib.dev, lib.ino, part)) {
             Some(p) => {
                 p.pids.insert(pid);
@@ -131,7 +131,7 @@ impl Files {
     }
 
     /// A runtime on a user's FUSE mount, refused: whether it is the first time (counted).
-    pub fn refuse_fuse(&mut self, m: &crate::probes::maps::Mapping) -> bool {
+    pub(crate) fn refuse_fuse(&mut self, m: &crate::probes::maps::Mapping) -> bool {
         let first = remember(&mut self.on_fuse, (m.dev, m.inode));
         self.refused.user_fuse += u64::from(first);
         first
@@ -139,7 +139,12 @@ impl Files {
 
     /// `pid`'s runtime mapping `m` could not be opened (`e`): refused as unusable,
     /// counted and said once (never a runtime left unprobed without a word).
-    pub fn unopened(&mut self, m: &crate::probes::maps::Mapping, pid: u32, e: &anyhow::Error) {
+    pub(crate) fn unopened(
+        &mut self,
+        m: &crate::probes::maps::Mapping,
+        pid: u32,
+        e: &anyhow::Error,
+    ) {
         if remember(&mut self.unopened, (m.dev, m.inode)) {
             self.refused.unusable += 1;
             let e = crate::daemon::untrusted::shown(&format!("{e:#}"));
@@ -150,7 +155,7 @@ impl Files {
     /// `p`'s mappings but the runtimes and loader on a user's FUSE mount, which are
     /// never read (`fuse.rs`): refused, counted and said once each. Borrowed unless one
     /// is (the common case copies nothing).
-    pub fn readable<'a>(&mut self, p: &'a Snapshot) -> Cow<'a, [maps::Mapping]> {
+    pub(crate) fn readable<'a>(&mut self, p: &'a Snapshot) -> Cow<'a, [maps::Mapping]> {
         let name = |m: &maps::Mapping| -> String {
             m.path
                 .file_name()
@@ -197,13 +202,13 @@ impl Files {
     }
 
     /// Whether `id` was found unusable before.
-    pub fn is_unusable(&self, id: &FileId) -> bool {
+    pub(crate) fn is_unusable(&self, id: &FileId) -> bool {
         self.unusable.contains(id)
     }
 
     /// Whether `uid` may have one more file probed; when not, the refusal is counted
     /// once per file and true is returned the first time in the second field.
-    pub fn admit(&mut self, uid: u32, id: FileId, cap: usize) -> (bool, bool) {
+    pub(crate) fn admit(&mut self, uid: u32, id: FileId, cap: usize) -> (bool, bool) {
         self.reap();
         if self.per_uid.get(&uid).copied().unwrap_or(0) < cap {
             return (true, false);
@@ -216,17 +221,17 @@ impl Files {
     }
 
     /// A file that cannot be used: counted, and never read again while it is the same.
-    pub fn unusable(&mut self, id: FileId) {
+    pub(crate) fn unusable(&mut self, id: FileId) {
         if remember(&mut self.unusable, id) {
             self.refused.unusable += 1;
         }
     }
 
-    pub fn add(
+    pub(crate) fn add(
         &mut self,
         (lib, part): (&OpenedLibrary, Part),
         (uid, pid): (u32, u32),
-        (links, stepped): (LinkGroup, bool),
+        (links, stepped): (LinkGroup, Stepped),
         apart: Apart,
     ) {
         *self.per_uid.entry(uid).or_default() += 1;
@@ -247,30 +252,34 @@ impl Files {
 
     /// Each file's processes and its polling probes.
     /// Whether every file `pid` maps has its polling probes shed (or none to shed).
-    pub fn nothing_to_shed(&mut self, pid: u32) -> bool {
+    pub(crate) fn nothing_to_shed(&mut self, pid: u32) -> bool {
         !self
             .polling()
             .any(|(pids, p)| pids.contains(&pid) && !p.is_shed())
     }
 
-    /// Whether a file `pid` is probed for has probes the kernel single-steps.
-    pub fn single_stepped(&self, pid: u32) -> bool {
-        (self.probed.values()).any(|p| p.stepped && p.pids.contains(&pid))
+    /// Which probes the kernel single-steps in the files `pid` is probed for.
+    pub(crate) fn single_stepped(&self, pid: u32) -> Stepped {
+        let files = self.probed.values().filter(|p| p.pids.contains(&pid));
+        files.fold(Stepped::default(), |s, p| Stepped {
+            pairs: s.pairs || p.stepped.pairs,
+            alone: s.alone || p.stepped.alone,
+        })
     }
 
     /// Each runtime file's returns that counting does not need.
-    pub fn returns(&mut self) -> impl Iterator<Item = &mut FileReturns> {
+    pub(crate) fn returns(&mut self) -> impl Iterator<Item = &mut FileReturns> {
         self.probed.values_mut().filter_map(|p| p.returns.as_mut())
     }
 
     /// Each runtime file's cycled probes, with the processes it serves.
-    pub fn cycled(&mut self) -> impl Iterator<Item = (&BTreeSet<u32>, &mut Cycled)> {
+    pub(crate) fn cycled(&mut self) -> impl Iterator<Item = (&BTreeSet<u32>, &mut Cycled)> {
         self.probed
             .values_mut()
             .filter_map(|p| Some((&p.pids, p.cycled.as_mut()?)))
     }
 
-    pub fn polling(&mut self) -> impl Iterator<Item = (&BTreeSet<u32>, &mut Polling)> {
+    pub(crate) fn polling(&mut self) -> impl Iterator<Item = (&BTreeSet<u32>, &mut Polling)> {
         self.probed
             .values_mut()
             .filter_map(|p| Some((&p.pids, p.polling.as_mut()?)))
@@ -279,7 +288,7 @@ impl Files {
     /// Forgets the processes `alive` says are gone; the links of the files none of whose
     /// processes lives are handed to `release`, and their users keep them counted until
     /// the detach it returns has finished.
-    pub fn unmapped(
+    pub(crate) fn unmapped(
         &mut self,
         alive: impl Fn(u32) -> bool,
         release: impl FnOnce(Vec<LinkGroup>) -> JoinHandle<()>,
@@ -330,7 +339,7 @@ impl Files {
     /// Waits until the links `lib` had before its release are detached, if they are not
     /// yet (a process maps it again meanwhile): attached again while they are, each call
     /// would be recorded twice. A detach takes a few kernel grace periods (~0.1 s).
-    pub fn await_release(&mut self, lib: &OpenedLibrary, part: Part) {
+    pub(crate) fn await_release(&mut self, lib: &OpenedLibrary, part: Part) {
         let key = (lib.dev, lib.ino, part);
         let (waited, pending) = std::mem::take(&mut self.releasing)
             .into_iter()
@@ -366,7 +375,7 @@ impl Files {
     }
 
     /// Files probed now.
-    pub fn count(&self) -> usize {
+    pub(crate) fn count(&self) -> usize {
         self.probed.len()
     }
 }

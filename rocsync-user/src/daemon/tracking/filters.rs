@@ -4,7 +4,7 @@ use crate::daemon::tracking::snapshot::Snapshot;
 
 /// Which processes are tracked: an empty include list includes every process.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Filters {
+pub(crate) struct Filters {
     /// Executables, by file name or full path.
     pub include_exe: Vec<String>,
     pub exclude_exe: Vec<String>,
@@ -20,25 +20,25 @@ pub struct Filters {
 /// The filters in effect, their users resolved to uids when set: a lookup per process
 /// found would run the host's `getent` each time (the static build).
 #[derive(Default)]
-pub struct Admitting {
+pub(crate) struct Admitting {
     filters: Filters,
     user_ids: Vec<u32>,
 }
 
 impl Admitting {
-    pub fn new(filters: Filters) -> Self {
+    pub(crate) fn new(filters: Filters) -> Self {
         Self {
             user_ids: user_ids(&filters.users),
             filters,
         }
     }
 
-    pub fn filters(&self) -> &Filters {
+    pub(crate) fn filters(&self) -> &Filters {
         &self.filters
     }
 
     /// Whether the filters admit the process `p`.
-    pub fn admits(&self, p: &Snapshot) -> bool {
+    pub(crate) fn admits(&self, p: &Snapshot) -> bool {
         let f = &self.filters;
         let exe = p.exe();
         let name = exe.rsplit('/').next().unwrap_or_default();

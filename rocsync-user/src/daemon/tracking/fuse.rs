@@ -10,11 +10,11 @@
 
 /// The most of a process's mount table read: a namespace of its own can hold many
 /// mounts, and a table cut short is said (see [`user_mount`]).
-pub const MAX_MOUNTINFO: u64 = 1 << 20;
+pub(crate) const MAX_MOUNTINFO: u64 = 1 << 20;
 
 /// `pid`'s mount table (`/proc/PID/mountinfo`), at most [`MAX_MOUNTINFO`] of it; one cut
 /// short ends in a line that says so.
-pub fn mount_table(pid: u32) -> String {
+pub(crate) fn mount_table(pid: u32) -> String {
     use std::io::Read as _;
     let mut table = String::new();
     let read = std::fs::File::open(crate::procfs::path(pid, "mountinfo"))
@@ -29,14 +29,14 @@ pub fn mount_table(pid: u32) -> String {
 const CUT_SHORT: &str = "\n(cut short)";
 
 /// The owner of a FUSE mount that says none, or of a mount no table lists.
-pub const UNKNOWN_OWNER: u32 = u32::MAX;
+pub(crate) const UNKNOWN_OWNER: u32 = u32::MAX;
 
 /// Who owns the mount of anonymous device `dev`, by the target's own table, else the
 /// host's (init's: a container's file can sit on a host mount its table lacks, as
 /// overlay's layers on btrfs); `None`: not a user's FUSE mount. A device neither lists
 /// is not trusted: a mount detached lazily (`fusermount -u -z`) still backs the
 /// mappings made from it, and its server may be a user's that never answers.
-pub fn owner(target: &str, host: impl FnOnce() -> String, dev: (u32, u32)) -> Option<u32> {
+pub(crate) fn owner(target: &str, host: impl FnOnce() -> String, dev: (u32, u32)) -> Option<u32> {
     match lookup(target, dev) {
         Lookup::Listed(user) => user,
         Lookup::CutShort => Some(UNKNOWN_OWNER),

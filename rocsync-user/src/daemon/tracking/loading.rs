@@ -12,20 +12,20 @@ use crate::probes::maps::{self, Mapping};
 const MOST_LOOKS: u8 = 20;
 
 #[derive(Default)]
-pub struct Loading {
+pub(crate) struct Loading {
     /// Each process mid-load, and how many looks found it so.
     looks: BTreeMap<u32, u8>,
 }
 
 impl Loading {
     /// A look at `pid` begins: how many before it found it mid-load.
-    pub fn take(&mut self, pid: u32) -> u8 {
+    pub(crate) fn take(&mut self, pid: u32) -> u8 {
         self.looks.remove(&pid).unwrap_or(0)
     }
 
     /// `pid` was found mid-load again after `looks` looks: whether to leave it untracked
     /// for now (looked at again at the next tick).
-    pub fn wait(&mut self, pid: u32, looks: u8) -> bool {
+    pub(crate) fn wait(&mut self, pid: u32, looks: u8) -> bool {
         if looks >= MOST_LOOKS {
             return false;
         }
@@ -34,7 +34,7 @@ impl Loading {
     }
 
     /// The processes to look at again.
-    pub fn pids(&self) -> Vec<u32> {
+    pub(crate) fn pids(&self) -> Vec<u32> {
         self.looks.keys().copied().collect()
     }
 }
@@ -42,7 +42,7 @@ impl Loading {
 /// Whether `m`, which could not be opened as read, has really moved: its range no longer
 /// maps that file. One still mapped as read is another failure (a device number the
 /// file system reports otherwise, say), which waiting would not cure.
-pub fn has_moved(pid: u32, m: &Mapping) -> bool {
+pub(crate) fn has_moved(pid: u32, m: &Mapping) -> bool {
     let Ok(text) = crate::procfs::maps(pid) else {
         return true; // gone: nothing to track either way
     };

@@ -3,12 +3,12 @@
 //! and the recordings to take off and put back), and pod identity. What probing costs,
 //! and what is taken off to hold the budget, is the budget's (`daemon/budget/`).
 
-pub mod apart;
-pub mod discovery;
-pub mod files;
-pub mod filters;
-pub mod fuse;
-pub mod loading;
-pub mod pods;
-pub mod runtimes;
-pub mod snapshot;
+pub(super) mod apart;
+pub(super) mod discovery;
+pub(super) mod files;
+pub(super) mod filters;
+pub(super) mod fuse;
+pub(super) mod loading;
+pub(super) mod pods;
+pub(super) mod runtimes;
+pub(super) mod snapshot;

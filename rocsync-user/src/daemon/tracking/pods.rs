@@ -18,22 +18,22 @@ use anyhow::{Result, bail};
 use crate::kubernetes::{self, HostState, Pod, PodName};
 
 /// How long an ended group's series stay on `/metrics`.
-pub const RETIRE_AFTER: Duration = Duration::from_secs(300);
+pub(crate) const RETIRE_AFTER: Duration = Duration::from_secs(300);
 /// Labelled series the kernel holds (per CPU, preallocated): a pod counts a series per
 /// API and device it calls, some tens.
-pub const LABELLED_SERIES: u32 = 1024;
+pub(crate) const LABELLED_SERIES: u32 = 1024;
 
 /// The labels `--metric-labels` adds to the per-API series of processes in Kubernetes
 /// (empty values for the others): the number of series grows with the pods.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct MetricLabels {
+pub(crate) struct MetricLabels {
     pub namespace: bool,
     pub pod: bool,
 }
 
 impl MetricLabels {
     /// The labels on, as the settings name them.
-    pub fn names(&self) -> Vec<String> {
+    pub(crate) fn names(&self) -> Vec<String> {
         let on = [("namespace", self.namespace), ("pod", self.pod)];
         (on.into_iter().filter(|(_, on)| *on))
             .map(|(n, _)| n.to_string())
@@ -41,7 +41,7 @@ impl MetricLabels {
     }
 
     /// From `namespace`, `pod` (each once at most; a flag's value may be `a,b`).
-    pub fn parse(list: &[String]) -> Result<Self> {
+    pub(crate) fn parse(list: &[String]) -> Result<Self> {
         let mut labels = Self::default();
         for name in list.iter().flat_map(|l| l.split(',')).map(str::trim) {
             let on = match name {
@@ -57,14 +57,14 @@ impl MetricLabels {
     }
 
     /// Whether any label is on.
-    pub fn any(&self) -> bool {
+    pub(crate) fn any(&self) -> bool {
         self.namespace || self.pod
     }
 }
 
 /// The values of the configured labels (`""` for a label off, or unknown).
 #[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
-pub struct LabelValues {
+pub(crate) struct LabelValues {
     pub namespace: String,
     pub pod: String,
 }
@@ -75,7 +75,7 @@ struct Group {
     idle_since: Option<Instant>,
 }
 
-pub struct Pods {
+pub(crate) struct Pods {
     labels: MetricLabels,
     /// Where the node's state names pods.
     host: HostState,
@@ -86,7 +86,7 @@ pub struct Pods {
 }
 
 impl Pods {
-    pub fn new(labels: MetricLabels, host: HostState) -> Self {
+    pub(crate) fn new(labels: MetricLabels, host: HostState) -> Self {
         Self {
             labels,
             host,
@@ -98,7 +98,7 @@ impl Pods {
 
     /// The pod of a process newly tracked (its cgroup, as read); returns its label
     /// group.
-    pub fn track(&mut self, pid: u32, cgroup: Option<&str>) -> u32 {
+    pub(crate) fn track(&mut self, pid: u32, cgroup: Option<&str>) -> u32 {
         let pod = cgroup.and_then(|c| kubernetes::pod_of_cgroup(c, &self.host));
         self.track_as(pid, pod)
     }
@@ -136,22 +136,22 @@ impl Pods {
     }
 
     /// The label group `pid`'s calls are counted in (0: the node's series).
-    pub fn group_of(&self, pid: u32) -> u32 {
+    pub(crate) fn group_of(&self, pid: u32) -> u32 {
         self.of_pid.get(&pid).map_or(0, |(_, g)| *g)
     }
 
-    pub fn pod(&self, pid: u32) -> Option<&Pod> {
+    pub(crate) fn pod(&self, pid: u32) -> Option<&Pod> {
         self.of_pid.get(&pid)?.0.as_ref()
     }
 
     /// A process gone.
-    pub fn forget(&mut self, pid: u32) {
+    pub(crate) fn forget(&mut self, pid: u32) {
         self.of_pid.remove(&pid);
     }
 
     /// Groups none of whose processes is tracked since [`RETIRE_AFTER`]: forgotten here,
     /// their numbers returned so that their series are removed from the kernel.
-    pub fn retire(&mut self, now: Instant) -> Vec<u32> {
+    pub(crate) fn retire(&mut self, now: Instant) -> Vec<u32> {
         let live: BTreeSet<u32> = self.of_pid.values().map(|(_, g)| *g).collect();
         let mut retired = Vec::new();
         self.groups.retain(|_, g| {
@@ -170,26 +170,26 @@ impl Pods {
     }
 
     /// The label values of every group, by number (group 0's are empty).
-    pub fn label_values(&self) -> BTreeMap<u32, LabelValues> {
+    pub(crate) fn label_values(&self) -> BTreeMap<u32, LabelValues> {
         let mut out: BTreeMap<u32, LabelValues> =
             self.groups.iter().map(|(v, g)| (g.id, v.clone())).collect();
         out.insert(0, LabelValues::default());
         out
     }
 
-    pub fn labels(&self) -> MetricLabels {
+    pub(crate) fn labels(&self) -> MetricLabels {
         self.labels
     }
 
     /// The tracked processes of pod `namespace`/`name`, of those `pids`.
-    pub fn of_pod(&self, pids: impl IntoIterator<Item = u32>, named: &PodName) -> Vec<u32> {
+    pub(crate) fn of_pod(&self, pids: impl IntoIterator<Item = u32>, named: &PodName) -> Vec<u32> {
         pids.into_iter()
             .filter(|&p| self.pod(p).is_some_and(|pod| pod.is(named)))
             .collect()
     }
 
     /// The pods known, as `NAMESPACE/NAME` (`?` for a part unknown), each once.
-    pub fn known(&self) -> Vec<String> {
+    pub(crate) fn known(&self) -> Vec<String> {
         let shown: BTreeSet<String> = self
             .of_pid
             .values()

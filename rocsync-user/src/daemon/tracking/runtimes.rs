@@ -8,7 +8,7 @@ use crate::{
 
 /// What a probed file is to the daemon.
 #[derive(Clone, Copy)]
-pub enum Probed {
+pub(crate) enum Probed {
     /// A GPU runtime, and whether it is a copy carried inside another library.
     Runtime(&'static Runtime, bool),
     /// `libhsa-runtime64`: its queue write path.
@@ -17,7 +17,7 @@ pub enum Probed {
 
 /// Whether `mappings` hold a runtime the daemon counts: HIP or CUDA, or HSA alone (OpenCL
 /// on ROCm, direct HSA users: their queues and packets are what there is to count).
-pub fn maps_runtime(mappings: &[Mapping]) -> bool {
+pub(crate) fn maps_runtime(mappings: &[Mapping]) -> bool {
     RUNTIMES.iter().filter(|r| r.probed_by_default()).any(|r| {
         maps::libraries(mappings, |n| r.matches_library(n))
             .next()
@@ -29,7 +29,7 @@ pub fn maps_runtime(mappings: &[Mapping]) -> bool {
 
 /// Each runtime file mapped, once, and what it is. The driver's records are probed only
 /// when asked (`Api::probed_by_default`).
-pub fn mapped(mappings: &[Mapping]) -> impl Iterator<Item = (&Mapping, Probed)> {
+pub(crate) fn mapped(mappings: &[Mapping]) -> impl Iterator<Item = (&Mapping, Probed)> {
     let runtimes = RUNTIMES.iter().filter(|r| r.probed_by_default());
     let copies = runtimes.flat_map(|r| {
         let linked = maps::libraries(mappings, |n| r.matches_library(n));

@@ -7,7 +7,7 @@ use std::cell::OnceCell;
 
 use crate::{environ, probes::maps, procfs};
 
-pub struct Snapshot {
+pub(crate) struct Snapshot {
     pub pid: u32,
     /// `/proc/PID/maps`, parsed.
     pub mappings: Vec<maps::Mapping>,
@@ -21,7 +21,7 @@ pub struct Snapshot {
 
 impl Snapshot {
     /// `None`: gone, or a kernel thread (no maps).
-    pub fn of(pid: u32) -> Option<Self> {
+    pub(crate) fn of(pid: u32) -> Option<Self> {
         let maps = procfs::maps(pid).ok()?;
         Some(Self {
             pid,
@@ -37,19 +37,19 @@ impl Snapshot {
 
     /// The executable's path as the process sees it (inside its container); empty when
     /// unreadable.
-    pub fn exe(&self) -> &str {
+    pub(crate) fn exe(&self) -> &str {
         self.exe.get_or_init(|| {
             procfs::exe(self.pid).map_or_else(String::new, |p| p.display().to_string())
         })
     }
 
     /// Its real uid (`None`: it has just gone).
-    pub fn uid(&self) -> Option<u32> {
+    pub(crate) fn uid(&self) -> Option<u32> {
         *self.uid.get_or_init(|| procfs::uid(self.pid))
     }
 
     /// `/proc/PID/cgroup` (`None`: gone).
-    pub fn cgroup(&self) -> Option<&str> {
+    pub(crate) fn cgroup(&self) -> Option<&str> {
         (self.cgroup)
             .get_or_init(|| procfs::cgroup(self.pid))
             .as_deref()
@@ -60,14 +60,14 @@ impl Snapshot {
     /// device (major 0: FUSE, and overlay, tmpfs…), once, and at most
     /// [`super::fuse::MAX_MOUNTINFO`] of it; the host's (init's) only when it lacks the
     /// device.
-    pub fn on_user_fuse(&self, m: &maps::Mapping) -> Option<u32> {
+    pub(crate) fn on_user_fuse(&self, m: &maps::Mapping) -> Option<u32> {
         let dev = m.dev.filter(|&(major, _)| major == 0)?;
         let table = (self.mountinfo).get_or_init(|| super::fuse::mount_table(self.pid));
         super::fuse::owner(table, || super::fuse::mount_table(1), dev)
     }
 
     /// What it says of itself in its environment (name, rank, visible devices).
-    pub fn identity(&self) -> Option<&environ::Identity> {
+    pub(crate) fn identity(&self) -> Option<&environ::Identity> {
         (self.identity)
             .get_or_init(|| environ::read_with_maps(self.pid, &self.maps))
             .as_ref()

@@ -12,7 +12,7 @@ use crate::daemon::{
 };
 
 /// The request's trace, or `None`: what the flight recorder holds, at once.
-pub fn checked(t: TraceRequest) -> Result<Option<TraceSpec>> {
+pub(crate) fn checked(t: TraceRequest) -> Result<Option<TraceSpec>> {
     let TraceRequest {
         pids,
         all,

@@ -14,7 +14,7 @@ const MAX_STEPS: usize = 8;
 
 /// The probes' dependency state of one process: (stream → its last wait, event → its
 /// last record).
-pub trait State {
+pub(crate) trait State {
     fn last_wait(&self, stream: u64) -> Option<Dependency>;
     fn last_record(&self, event: u64) -> Option<Dependency>;
     fn last_collective(&self, stream: u64) -> Option<LastCollective>;
@@ -31,7 +31,7 @@ const CYCLED: &str = "records and waits were not all probed since (the budget's 
 
 /// What the call `api(arg0)` entered at `entry_ns` waits on, step by step; the log's
 /// short form of it; `offset_ns` turns the probes' clock into the wall clock.
-pub fn waits_on(api: Api, arg0: u64, entry_ns: u64, state: &impl State) -> Vec<Value> {
+pub(crate) fn waits_on(api: Api, arg0: u64, entry_ns: u64, state: &impl State) -> Vec<Value> {
     let cookie = Cookie::of(api);
     let mut steps = Vec::new();
     // Stream to follow, and the moment its work was enqueued up to.
@@ -110,7 +110,7 @@ fn collective_step(stream: u64, c: &LastCollective, comm: Option<CommState>) -> 
 }
 
 /// The collective the chain ends at, if it does.
-pub fn collective(steps: &[Value]) -> Option<&Value> {
+pub(crate) fn collective(steps: &[Value]) -> Option<&Value> {
     steps.last()?.get("collective")
 }
 
@@ -148,7 +148,7 @@ fn recorded(
 }
 
 /// The chain in a line: `event 0x… recorded on stream 0x… 1.2 s before`.
-pub fn said(steps: &[Value], entry_ns: u64) -> Option<String> {
+pub(crate) fn said(steps: &[Value], entry_ns: u64) -> Option<String> {
     if let Some(c) = collective(steps) {
         let comm = c["comm"]
             .as_str()
@@ -172,7 +172,7 @@ pub fn said(steps: &[Value], entry_ns: u64) -> Option<String> {
 }
 
 /// `at_ns` (the probes' clock) as `at_unix_us`.
-pub fn on_wall_clock(mut steps: Vec<Value>, offset_ns: i64) -> Vec<Value> {
+pub(crate) fn on_wall_clock(mut steps: Vec<Value>, offset_ns: i64) -> Vec<Value> {
     for s in &mut steps {
         if let Some(ns) = s.get("at_ns").and_then(Value::as_u64)
             && let Some(o) = s.as_object_mut()

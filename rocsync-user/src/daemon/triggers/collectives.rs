@@ -2,15 +2,35 @@
 //! process (`CommState`: its id, the same on every rank, and its last collective's
 //! number), compared with the collective a blocked call waits on.
 
+use std::collections::{HashMap, HashSet};
+
 use rocsync_common::CommState;
 use serde_json::{Value, json};
 
-/// The tracked processes (`tracked`: the caller admits only the waiter's own user's, as
-/// anyone can forge a communicator id) in the communicator of `collective` (a chain's
+/// Whose a process is, as communicators are joined by: its user and its cgroup (a pod's
+/// containers, a systemd unit, a batch job's step). A communicator's id is public (in
+/// `/metrics`) and its unique id is bytes any process may pass, so another user's, or
+/// another pod's, process claiming a job's id counts in it for nothing.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Owner {
+    pub uid: u32,
+    pub cgroup: String,
+}
+
+/// `pid`'s [`Owner`]; `None` when it has gone.
+pub(crate) fn owner(pid: u32) -> Option<Owner> {
+    Some(Owner {
+        uid: crate::procfs::uid(pid)?,
+        cgroup: crate::procfs::cgroup(pid)?,
+    })
+}
+
+/// The tracked processes (`tracked`: the caller admits only the waiter's own [`Owner`]'s,
+/// as anyone can claim a communicator id) in the communicator of `collective` (a chain's
 /// [`super::chain::collective`]) whose last collective is older than it but not none:
 /// `[{pid, rank, seq, comm}]`, the furthest behind first, at most the communicator's other
 /// ranks. None when the communicator's id is unknown.
-pub fn behind(
+pub(crate) fn behind(
     collective: &Value,
     comms: &[(u32, u64, CommState)],
     tracked: impl Fn(u32) -> bool,
@@ -39,7 +59,7 @@ pub fn behind(
 }
 
 /// `; rank 1 (pid Q) is at #20` for the log, the furthest behind first.
-pub fn said_behind(behind: &[Value]) -> Option<String> {
+pub(crate) fn said_behind(behind: &[Value]) -> Option<String> {
     let parts: Vec<String> = behind
         .iter()
         .map(|b| {
@@ -52,26 +72,62 @@ pub fn said_behind(behind: &[Value]) -> Option<String> {
     (!parts.is_empty()).then(|| format!("; {}", parts.join(", ")))
 }
 
+/// Series of `rocsync_collective_seq` one user's processes may have: a job of 8 ranks
+/// with a few tens of communicators each is far below it, and a user making
+/// communicators without end (8 071 series from one, in 608 KB of `/metrics`) is held
+/// to it.
+pub(crate) const SERIES_PER_USER: usize = 256;
+
 /// The last collective each local rank entered, for `/metrics`: (comm id, rank, pid,
-/// seq) of the communicators whose id is known, of tracked processes.
-pub fn sequences(
+/// seq) of the communicators whose id is known, of tracked processes (`uid`: the user
+/// of a tracked process, `None` for the others), at most [`SERIES_PER_USER`] of each
+/// user's (the lowest pids' first: a user's new processes do not push its older ones
+/// out); and those left out, by (pid, handle).
+pub(crate) fn sequences(
     comms: &[(u32, u64, CommState)],
-    tracked: impl Fn(u32) -> bool,
-) -> Vec<(String, String, u32, u64)> {
-    let mut out: Vec<_> = comms
-        .iter()
-        .filter(|(pid, _, c)| c.id != 0 && tracked(*pid))
-        .map(|(pid, _, c)| {
-            let rank = if c.rank == u32::MAX {
-                "unknown".to_string()
-            } else {
-                c.rank.to_string()
-            };
-            (format!("{:#x}", c.id), rank, *pid, c.seq)
-        })
-        .collect();
+    uid: impl Fn(u32) -> Option<u32>,
+) -> (Vec<(String, String, u32, u64)>, Vec<(u32, u64)>) {
+    let mut known: Vec<_> = comms.iter().filter(|(_, _, c)| c.id != 0).collect();
+    known.sort_by_key(|(pid, handle, _)| (*pid, *handle));
+    let mut uids: HashMap<u32, Option<u32>> = HashMap::new();
+    let mut shown: HashMap<u32, usize> = HashMap::new();
+    let (mut out, mut left_out) = (Vec::new(), Vec::new());
+    for (pid, handle, c) in known {
+        let Some(user) = *uids.entry(*pid).or_insert_with(|| uid(*pid)) else {
+            continue;
+        };
+        let n = shown.entry(user).or_default();
+        if *n >= SERIES_PER_USER {
+            left_out.push((*pid, *handle));
+            continue;
+        }
+        *n += 1;
+        let rank = if c.rank == u32::MAX {
+            "unknown".to_string()
+        } else {
+            c.rank.to_string()
+        };
+        out.push((format!("{:#x}", c.id), rank, *pid, c.seq));
+    }
     out.sort();
-    out
+    (out, left_out)
+}
+
+/// Series of `rocsync_collective_seq` left out for their user's share
+/// ([`SERIES_PER_USER`]), each counted once while it stays out.
+#[derive(Debug, Default)]
+pub(crate) struct LeftOut {
+    out: HashSet<(u32, u64)>,
+    pub total: u64,
+}
+
+impl LeftOut {
+    /// A scrape left these (pid, handle) out.
+    pub(crate) fn saw(&mut self, now: Vec<(u32, u64)>) {
+        let now: HashSet<(u32, u64)> = now.into_iter().collect();
+        self.total += now.difference(&self.out).count() as u64;
+        self.out = now;
+    }
 }
 
 fn parse_hex(s: &str) -> Option<u64> {
@@ -120,8 +176,36 @@ mod tests {
         );
         // Unknown id: nobody is named.
         assert!(behind(&json!({"seq": 21, "comm": null}), &comms, |_| true).is_empty());
-        let seqs = sequences(&comms, |pid| pid != 14);
+        let (seqs, left_out) = sequences(&comms, |pid| (pid != 14).then_some(0));
         assert_eq!(seqs[0], ("0xabc".into(), "0".into(), 10, 21));
         assert_eq!(seqs.len(), 4);
+        assert!(left_out.is_empty());
+    }
+
+    /// One user's communicators without end fill its share of the series, not another
+    /// user's: the rest are left out, and named.
+    #[test]
+    fn a_user_gets_its_share_of_the_series_and_the_rest_is_left_out() {
+        let mut comms: Vec<(u32, u64, CommState)> = (0..1000u64)
+            .map(|i| (1000 + (i / 64) as u32, i, comm(0x100 + i, 0, 1)))
+            .collect();
+        comms.push((5000, 7, comm(0xabc, 0, 3)));
+        // Pids 1000… are uid 65534's, pid 5000 root's.
+        let uid = |pid: u32| Some(if pid == 5000 { 0 } else { 65534 });
+        let (seqs, left_out) = sequences(&comms, uid);
+        assert_eq!(seqs.len(), SERIES_PER_USER + 1);
+        assert!(seqs.contains(&("0xabc".into(), "0".into(), 5000, 3)));
+        assert_eq!(left_out.len(), 1000 - SERIES_PER_USER);
+        // The lowest pids' are shown.
+        assert!(left_out.iter().all(|(pid, _)| *pid >= 1000 + 3));
+        // Counted once while they stay out; one more left out next time, one more.
+        let mut counted = LeftOut::default();
+        counted.saw(left_out.clone());
+        counted.saw(left_out.clone());
+        assert_eq!(counted.total, (1000 - SERIES_PER_USER) as u64);
+        let mut more = left_out;
+        more.push((1, 1));
+        counted.saw(more);
+        assert_eq!(counted.total, (1000 - SERIES_PER_USER + 1) as u64);
     }
 }

@@ -10,13 +10,13 @@ use std::fmt;
 use crate::daemon::{triggers::origin::Origin, untrusted::Peer};
 
 /// dyno traces one peer may have recording at once.
-pub const PER_PEER: usize = 1;
+pub(crate) const PER_PEER: usize = 1;
 /// dyno traces recording at once on the node.
-pub const PER_NODE: usize = 4;
+pub(crate) const PER_NODE: usize = 4;
 
 /// A dyno request past its bounds: dyno's own answer is "busy".
 #[derive(Debug)]
-pub struct Busy(String);
+pub(crate) struct Busy(String);
 
 impl fmt::Display for Busy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -27,7 +27,10 @@ impl fmt::Display for Busy {
 impl std::error::Error for Busy {}
 
 /// Whether `peer` may start a dyno trace now, beside the traces `recording`.
-pub fn admit<'a>(peer: Peer, recording: impl Iterator<Item = &'a Origin>) -> Result<(), Busy> {
+pub(crate) fn admit<'a>(
+    peer: Peer,
+    recording: impl Iterator<Item = &'a Origin>,
+) -> Result<(), Busy> {
     let peers: Vec<Peer> = recording
         .filter_map(|o| match o {
             Origin::Dyno { peer, .. } => Some(*peer),

@@ -6,25 +6,25 @@
 //! blocked (`hangs/`), stalls at a slow call's return (`stalls.rs`), the ranks behind a
 //! hang (`behind.rs`), ranks whose collectives stopped (`stuck.rs`).
 
-pub mod asked;
-pub mod behind;
-pub mod chain;
-pub mod collectives;
-pub mod dyno;
-pub mod hangs;
-pub mod origin;
-pub mod sampled;
-pub mod scheduled;
-pub mod stalls;
-pub mod stuck;
-pub mod trigger;
-pub mod view;
+pub(super) mod asked;
+pub(super) mod behind;
+pub(super) mod chain;
+pub(super) mod collectives;
+pub(super) mod dyno;
+pub(super) mod hangs;
+pub(super) mod origin;
+pub(super) mod sampled;
+pub(super) mod scheduled;
+pub(super) mod stalls;
+pub(super) mod stuck;
+pub(super) mod trigger;
+pub(super) mod view;
 
 use trigger::Trigger;
 
 /// The daemon's own triggers, each once.
 #[derive(Default)]
-pub struct Triggers {
+pub(super) struct Triggers {
     pub hangs: hangs::Hangs,
     pub stalls: stalls::Stalls,
     pub behind: behind::Behind,
@@ -34,7 +34,7 @@ pub struct Triggers {
 impl Triggers {
     /// Every trigger, in the order each record reaches them: a hang trace takes a stall
     /// of its call before the stalls see it.
-    pub fn all(&mut self) -> [&mut dyn Trigger; 4] {
+    pub(super) fn all(&mut self) -> [&mut dyn Trigger; 4] {
         [
             &mut self.hangs,
             &mut self.stalls,
@@ -44,12 +44,12 @@ impl Triggers {
     }
 
     /// The `i`th of [`Triggers::all`].
-    pub fn nth(&mut self, i: usize) -> &mut dyn Trigger {
+    pub(super) fn nth(&mut self, i: usize) -> &mut dyn Trigger {
         self.all().into_iter().nth(i).expect("a trigger's index")
     }
 
     /// Every trigger, to read.
-    pub fn each(&self) -> [&dyn Trigger; 4] {
+    pub(super) fn each(&self) -> [&dyn Trigger; 4] {
         [&self.hangs, &self.stalls, &self.behind, &self.stuck]
     }
 }

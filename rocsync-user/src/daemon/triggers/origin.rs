@@ -13,11 +13,11 @@ use crate::{
 };
 
 /// Longest trace a request may ask for.
-pub const MAX_DURATION: Duration = Duration::from_secs(3600);
+pub(crate) const MAX_DURATION: Duration = Duration::from_secs(3600);
 
 /// A trace to record: which processes, which agents, for how long.
 #[derive(Debug)]
-pub struct TraceSpec {
+pub(crate) struct TraceSpec {
     /// Empty: every tracked process (in `cgroup`, when named).
     pub pids: Vec<u32>,
     /// Only tracked processes whose cgroup path contains this (a pod, a container).
@@ -33,7 +33,7 @@ pub struct TraceSpec {
 
 impl TraceSpec {
     /// A trace of one process, on every agent.
-    pub fn of(pid: u32, duration: Duration, name: String) -> Self {
+    pub(crate) fn of(pid: u32, duration: Duration, name: String) -> Self {
         Self {
             pids: vec![pid],
             cgroup: None,
@@ -47,7 +47,7 @@ impl TraceSpec {
 
 /// Who started a trace, and what it says of why in its `rocsync` object.
 #[derive(Debug)]
-pub enum Origin {
+pub(crate) enum Origin {
     /// `rocsync trace` on the socket.
     Asked,
     /// dyno's `gputrace` from `peer`: written to its log file (`<stem>_<pid>.json`,
@@ -63,7 +63,7 @@ pub enum Origin {
 /// The daemon's own traces, by the trigger that decided them. A new trigger adds its
 /// kind here: every `match` below is exhaustive, so nothing that names kinds is missed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Unasked {
+pub(crate) enum Unasked {
     /// A slow call, at its return (`stalls.rs`).
     Stall,
     /// A call still blocked (`hangs.rs`).
@@ -76,7 +76,7 @@ pub enum Unasked {
 
 impl Unasked {
     /// Its object's key in the trace's `rocsync.parameters`.
-    pub fn key(self) -> &'static str {
+    pub(crate) fn key(self) -> &'static str {
         match self {
             Unasked::Stall => "stall",
             Unasked::Hang => "hang",
@@ -85,7 +85,7 @@ impl Unasked {
         }
     }
 
-    pub const ALL: [Unasked; 4] = [
+    pub(crate) const ALL: [Unasked; 4] = [
         Unasked::Stall,
         Unasked::Hang,
         Unasked::Behind,
@@ -95,7 +95,7 @@ impl Unasked {
 
 impl Origin {
     /// What a trace of this origin is, as refusals and `rocsync status` name it.
-    pub fn what(&self) -> &'static str {
+    pub(crate) fn what(&self) -> &'static str {
         match self {
             Origin::Asked => "trace",
             Origin::Dyno { .. } => "dyno trace",
@@ -112,7 +112,7 @@ impl Origin {
     /// The daemon's own traces, unasked: they claim no agents, record beside any
     /// session, begin with what the flight recorder holds, and name their process as
     /// it is (it may have exited since).
-    pub fn unasked(&self) -> Option<(Unasked, &Value)> {
+    pub(crate) fn unasked(&self) -> Option<(Unasked, &Value)> {
         match self {
             Origin::Unasked(kind, o) => Some((*kind, o)),
             Origin::Asked | Origin::Dyno { .. } | Origin::Sampled => None,
@@ -120,7 +120,7 @@ impl Origin {
     }
 
     /// The object of an unasked trace of `kind`, to complete (its end, its stacks).
-    pub fn object_mut(&mut self, kind: Unasked) -> Option<&mut Value> {
+    pub(crate) fn object_mut(&mut self, kind: Unasked) -> Option<&mut Value> {
         match self {
             Origin::Unasked(k, o) if *k == kind => Some(o),
             _ => None,
@@ -130,7 +130,7 @@ impl Origin {
     /// Whether it claims its agents, refusing sessions that overlap them. dyno's port
     /// has no authentication: its traces are guests, which never refuse anyone's
     /// (`dyno.rs` bounds them instead), as the daemon's own traces.
-    pub fn claims_agents(&self) -> bool {
+    pub(crate) fn claims_agents(&self) -> bool {
         match self {
             Origin::Asked | Origin::Sampled => true,
             Origin::Dyno { .. } | Origin::Unasked(..) => false,
@@ -138,7 +138,7 @@ impl Origin {
     }
 
     /// Where its traces go instead of the state directory.
-    pub fn output(&self) -> Option<&std::path::Path> {
+    pub(crate) fn output(&self) -> Option<&std::path::Path> {
         match self {
             Origin::Dyno { log_file, .. } => Some(log_file),
             Origin::Asked | Origin::Sampled | Origin::Unasked(..) => None,
@@ -149,7 +149,7 @@ impl Origin {
 /// The slow call a stall or hang trace is for, as the daemon knew it before the trace
 /// (a stall's return, a hang's in-flight entry): id 0, since the probes gave it none;
 /// `exit`: its return and code, if it returned.
-pub fn slow_call(
+pub(crate) fn slow_call(
     api: rocsync_common::Api,
     (pid, tid): (u32, u32),
     (enter_ns, exit): (u64, Option<(u64, i64)>),
@@ -169,7 +169,7 @@ pub fn slow_call(
 }
 
 /// What a trigger asks to record.
-pub struct Start {
+pub(crate) struct Start {
     pub spec: TraceSpec,
     pub origin: Origin,
     /// The client waiting for the files.
@@ -180,7 +180,7 @@ pub struct Start {
 }
 
 impl Start {
-    pub fn new(spec: TraceSpec, origin: Origin) -> Self {
+    pub(crate) fn new(spec: TraceSpec, origin: Origin) -> Self {
         Self {
             spec,
             origin,

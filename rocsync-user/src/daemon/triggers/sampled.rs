@@ -9,13 +9,13 @@ use crate::daemon::triggers::{origin::Origin, origin::Start, origin::TraceSpec};
 
 /// When the next window starts (none: sampling is off).
 #[derive(Default)]
-pub struct Sampling {
+pub(crate) struct Sampling {
     pub next: Option<Instant>,
 }
 
 impl Sampling {
     /// The schedule of `sampling` (window, period), from now.
-    pub fn new(sampling: Option<(Duration, Duration)>) -> Self {
+    pub(crate) fn new(sampling: Option<(Duration, Duration)>) -> Self {
         Self {
             next: sampling.map(|(_, every)| first_sample(every)),
         }
@@ -23,7 +23,7 @@ impl Sampling {
 
     /// The window due now, if any, and the next one scheduled (`sampling`: as
     /// configured now: a reload may have turned it off).
-    pub fn due(&mut self, sampling: Option<(Duration, Duration)>) -> Option<Start> {
+    pub(crate) fn due(&mut self, sampling: Option<(Duration, Duration)>) -> Option<Start> {
         let next = self.next.filter(|&t| t <= Instant::now())?;
         let Some((window, every)) = sampling else {
             self.next = None;

@@ -8,11 +8,11 @@ use crate::daemon::{triggers::origin::Start, untrusted::Peer};
 
 /// dyno requests waiting for their start, per peer and in all: each holds its pids and
 /// a timer for up to an hour, and any local user may send them.
-pub const MAX_WAITING_PER_PEER: usize = 8;
-pub const MAX_WAITING: usize = 64;
+pub(crate) const MAX_WAITING_PER_PEER: usize = 8;
+pub(crate) const MAX_WAITING: usize = 64;
 
 /// A dyno request waiting for its synchronized start.
-pub struct Waiting {
+pub(crate) struct Waiting {
     pub at: Instant,
     pub start: Start,
     /// Who asked, for the limits.
@@ -20,7 +20,7 @@ pub struct Waiting {
 }
 
 /// Whether `peer` may add a request to those `waiting`.
-pub fn admit(waiting: &[Waiting], peer: Peer) -> Result<()> {
+pub(crate) fn admit(waiting: &[Waiting], peer: Peer) -> Result<()> {
     let of_peer = waiting.iter().filter(|w| w.peer == peer).count();
     if of_peer >= MAX_WAITING_PER_PEER {
         bail!(

@@ -35,14 +35,14 @@ use crate::daemon::{
 const LISTED: usize = 16;
 
 /// Stall traces on the node per interval at most, whoever stalls.
-pub const NODE_MAX: usize = 8;
+pub(crate) const NODE_MAX: usize = 8;
 /// A stall this many times longer than the longest traced within the interval (of its
 /// process, of its user) is traced all the same.
-pub const MUCH_LONGER: u32 = 4;
+pub(crate) const MUCH_LONGER: u32 = 4;
 
 /// Why a stall got no trace of its own.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Skipped {
+pub(crate) enum Skipped {
     /// Another stall of the process, or of its user, was traced within the interval
     /// (and this one is not [`MUCH_LONGER`]).
     Interval,
@@ -62,7 +62,7 @@ struct Traced {
 }
 
 #[derive(Default)]
-pub struct Stalls {
+pub(crate) struct Stalls {
     /// Each process's and each user's last traced stall, within the interval.
     by_pid: HashMap<u32, Traced>,
     by_uid: HashMap<u32, Traced>,
@@ -80,7 +80,7 @@ pub struct Stalls {
 impl Stalls {
     /// Whether a stall of `pid` (of user `uid`) that took `took` may have a trace of its
     /// own now.
-    pub fn admit(
+    pub(crate) fn admit(
         &mut self,
         (pid, uid): (u32, u32),
         (now, took): (Instant, Duration),
@@ -114,7 +114,7 @@ impl Stalls {
         Ok(())
     }
 
-    pub fn skip(&mut self, why: Skipped) {
+    pub(crate) fn skip(&mut self, why: Skipped) {
         match why {
             Skipped::Interval => self.skipped_interval += 1,
             Skipped::NodeLimit => self.skipped_node_limit += 1,
@@ -124,7 +124,7 @@ impl Stalls {
     }
 
     /// A stall trace's files were written.
-    pub fn written(&mut self, files: &[String]) {
+    pub(crate) fn written(&mut self, files: &[String]) {
         for f in files {
             if self.recent.len() == LISTED {
                 self.recent.pop_front();
@@ -201,7 +201,7 @@ impl Trigger for Stalls {
 /// The trace of a stall that took `took`, as its return said (`threshold`: the stall
 /// threshold in effect); `window`: how long it records after.
 /// `waits_on`: what the call waited on (`chain.rs`), in the wall clock.
-pub fn trace_of(
+pub(crate) fn trace_of(
     r: &StallRecord,
     (took, threshold): (Duration, Option<Duration>),
     window: Duration,

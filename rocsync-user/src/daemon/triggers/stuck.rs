@@ -1,7 +1,7 @@
 //! Stuck ranks, found on their own node: each second the collective numbers the probes
 //! keep of every tracked rank are compared. A rank is traced (with its stacks) when its
 //! collectives stopped advancing for `--hang-after` while another local rank of its
-//! communicator (same user) entered a later one — `behind`, whether or not any rank
+//! communicator (same user and cgroup: `collectives::Owner`) entered a later one — `behind`, whether or not any rank
 //! blocks in a call — or for [`USUAL_TIMES`] its own usual interval between collectives
 //! (and `--hang-after` at least) — `stopped`. So every node of a hung job writes what it
 //! knows without talking to the others. A rank is traced once per collective it stops
@@ -17,18 +17,27 @@ use serde_json::{Value, json};
 use crate::daemon::{
     serving::exposition::families::{STUCK_TRACES, STUCK_UNTRACED},
     triggers::{
-        origin::Origin, origin::Start, origin::TraceSpec, origin::Unasked, trigger::Action,
-        trigger::Began, trigger::Counter, trigger::Look, trigger::Trigger, view::View,
+        collectives::{Owner, owner},
+        origin::Origin,
+        origin::Start,
+        origin::TraceSpec,
+        origin::Unasked,
+        trigger::Action,
+        trigger::Began,
+        trigger::Counter,
+        trigger::Look,
+        trigger::Trigger,
+        view::View,
     },
 };
 
 /// A rank stopped for this many times its usual interval between collectives is stuck.
-pub const USUAL_TIMES: u64 = 50;
+pub(crate) const USUAL_TIMES: u64 = 50;
 /// Collectives seen before a rank's usual interval is known.
 const KNOWN_AFTER: u64 = 8;
 /// Traces of stuck ranks recording at once, per user and on the node.
-pub const PER_USER: usize = 2;
-pub const PER_NODE: usize = 8;
+pub(crate) const PER_USER: usize = 2;
+pub(crate) const PER_NODE: usize = 8;
 
 /// What was first seen of a communicator of a rank: its number and when it was entered.
 #[derive(Clone, Copy)]
@@ -44,7 +53,7 @@ struct Open {
 }
 
 #[derive(Default)]
-pub struct Stuck {
+pub(crate) struct Stuck {
     first: HashMap<(u32, u64), First>,
     open: HashMap<u32, Open>,
     /// The collective each rank was last traced (or held back) at: once per collective.
@@ -72,14 +81,15 @@ impl Trigger for Stuck {
             return Vec::new();
         };
         let live = |pid: u32| v.tracked(pid) && crate::procfs::exists(pid);
-        let ranks: Vec<(u32, u64, CommState, u32)> = (look.comms.iter())
+        let ranks: Vec<(u32, u64, CommState, Owner)> = (look.comms.iter())
             .filter(|(pid, _, c)| c.id != 0 && c.seq > 0 && live(*pid))
-            .filter_map(|&(pid, h, c)| Some((pid, h, c, crate::procfs::uid(pid)?)))
+            .filter_map(|&(pid, h, c)| Some((pid, h, c, owner(pid)?)))
             .collect();
         self.first.retain(|(pid, _), _| live(*pid));
         self.done.retain(|pid, _| live(*pid));
         let mut actions = self.ended(&ranks, v);
-        for &(pid, handle, c, uid) in &ranks {
+        for (pid, handle, c, own) in &ranks {
+            let (pid, handle, c, uid) = (*pid, *handle, *c, own.uid);
             let first = *self.first.entry((pid, handle)).or_insert(First {
                 seq: c.seq,
                 ns: c.last_ns,
@@ -87,9 +97,9 @@ impl Trigger for Stuck {
             let stopped_ns = look.now_ns.saturating_sub(c.last_ns);
             let usual_ns = (c.seq - first.seq >= KNOWN_AFTER)
                 .then(|| c.last_ns.saturating_sub(first.ns) / (c.seq - first.seq));
-            // Another local rank of the same communicator and user, further on.
+            // Another local rank of the same communicator, user and cgroup, further on.
             let others_at = (ranks.iter())
-                .filter(|r| r.2.id == c.id && r.3 == uid && r.0 != pid)
+                .filter(|r| r.2.id == c.id && r.3 == *own && r.0 != pid)
                 .map(|r| r.2.seq)
                 .max()
                 .unwrap_or(0);
@@ -214,7 +224,7 @@ impl Stuck {
 
     /// The traced ranks that moved on (or exited): their traces end a stall's window
     /// later.
-    fn ended(&mut self, ranks: &[(u32, u64, CommState, u32)], v: &View) -> Vec<Action> {
+    fn ended(&mut self, ranks: &[(u32, u64, CommState, Owner)], v: &View) -> Vec<Action> {
         let mut actions = Vec::new();
         self.open.retain(|&pid, o| {
             let now = ranks.iter().filter(|r| r.0 == pid).map(|r| r.2.seq).max();

@@ -20,7 +20,7 @@ use crate::daemon::{
 };
 
 /// What a trigger decided.
-pub enum Action {
+pub(crate) enum Action {
     /// Record this (boxed: a start is large, the others small).
     Start(Box<Start>),
     /// End the trace `trace` within `after`, its object's `ended` saying `how`.
@@ -35,7 +35,7 @@ pub enum Action {
 }
 
 /// What the daemon reads each second for the triggers, once for all of them.
-pub struct Look {
+pub(crate) struct Look {
     /// The probes' clock now.
     pub now_ns: u64,
     /// Each counted thread's call in flight (none: the map could not be read).
@@ -45,11 +45,11 @@ pub struct Look {
 }
 
 /// How a trace a trigger asked for went: its id and file stem, or why it did not start.
-pub type Began<'a> = Result<(u64, &'a str), &'a anyhow::Error>;
+pub(crate) type Began<'a> = Result<(u64, &'a str), &'a anyhow::Error>;
 
-pub use crate::daemon::serving::exposition::Counter;
+pub(crate) use crate::daemon::serving::exposition::Counter;
 
-pub trait Trigger {
+pub(crate) trait Trigger {
     /// A slow call's return (the kernel's stall record); `taken`: a trigger before this
     /// one took it.
     fn on_stall(&mut self, _r: &StallRecord, _taken: bool, _v: &View) -> Vec<Action> {

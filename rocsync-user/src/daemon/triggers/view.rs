@@ -17,7 +17,7 @@ use crate::{
     probes::Probes,
 };
 
-pub struct View<'a> {
+pub(crate) struct View<'a> {
     pub config: &'a DaemonConfig,
     tracker: &'a Tracker,
     sessions: &'a Sessions,
@@ -26,7 +26,7 @@ pub struct View<'a> {
 }
 
 impl<'a> View<'a> {
-    pub fn new(
+    pub(crate) fn new(
         config: &'a DaemonConfig,
         tracker: &'a Tracker,
         sessions: &'a Sessions,
@@ -41,29 +41,29 @@ impl<'a> View<'a> {
     }
 
     /// Whether the daemon tracks `pid` (a process gone stays tracked until pruned).
-    pub fn tracked(&self, pid: u32) -> bool {
+    pub(crate) fn tracked(&self, pid: u32) -> bool {
         self.tracker.tracked.contains(&pid)
     }
 
     /// The traces recording: (id, origin, pids).
-    pub fn traces(&self) -> impl Iterator<Item = (u64, &Origin, &[u32])> {
+    pub(crate) fn traces(&self) -> impl Iterator<Item = (u64, &Origin, &[u32])> {
         (self.sessions.traces.iter()).map(|(_, t)| (t.id, &t.origin, t.pids.as_slice()))
     }
 
     /// Whether trace `id` still records.
-    pub fn recording(&self, id: u64) -> bool {
+    pub(crate) fn recording(&self, id: u64) -> bool {
         self.traces().any(|(t, _, _)| t == id)
     }
 
     /// Whether an unasked trace records `pid` now (of any trigger's).
-    pub fn unasked_recording(&self, pid: u32) -> bool {
+    pub(crate) fn unasked_recording(&self, pid: u32) -> bool {
         (self.traces()).any(|(_, o, pids)| o.unasked().is_some() && pids.contains(&pid))
     }
 
     /// What `pid`'s call `api(arg0)`, entered at `entry_ns`, waits on, from the probes'
     /// dependency state: its steps (in the wall clock), the line that says it, and the
     /// collective it ends at with the local ranks behind it (`collective`, `behind`).
-    pub fn waits_on(&self, pid: u32, api: Option<Api>, arg0: u64, entry_ns: u64) -> Chain {
+    pub(crate) fn waits_on(&self, pid: u32, api: Option<Api>, arg0: u64, entry_ns: u64) -> Chain {
         let probes = &self.tracker.probes;
         // Its records and waits cycled at some moment: the spans they were off.
         let cycle = (self.cycle.was_cycled(pid)).then_some(self.cycle);
@@ -71,11 +71,12 @@ impl<'a> View<'a> {
         let steps = api.map_or_else(Vec::new, |api| chain::waits_on(api, arg0, entry_ns, &state));
         let mut said = chain::said(&steps, entry_ns);
         let collective = chain::collective(&steps).cloned().unwrap_or(Value::Null);
-        // Only the waiter's own user's processes: a communicator id is a hash anyone can
-        // forge, and naming (and tracing) another user's process on its say-so is not on.
-        let uid = crate::procfs::uid(pid);
+        // Only processes of the waiter's own user and cgroup: a communicator id is public
+        // and its unique id any process's to pass, and naming (and tracing) another user's
+        // or pod's process on its say-so is not on.
+        let own = collectives::owner(pid);
         let tracked =
-            |p: u32| uid.is_some() && p != pid && self.tracked(p) && crate::procfs::uid(p) == uid;
+            |p: u32| own.is_some() && p != pid && self.tracked(p) && collectives::owner(p) == own;
         let behind = collectives::behind(&collective, &probes.comms(), tracked);
         if let (Some(s), Some(b)) = (&mut said, collectives::said_behind(&behind)) {
             s.push_str(&b);
@@ -91,7 +92,7 @@ impl<'a> View<'a> {
 }
 
 /// What a slow call waits on ([`View::waits_on`]).
-pub struct Chain {
+pub(crate) struct Chain {
     pub steps: Vec<Value>,
     pub said: Option<String>,
     pub collective: Value,
@@ -100,7 +101,7 @@ pub struct Chain {
 
 impl Chain {
     /// Its collective and the ranks behind, in the stall or hang object.
-    pub fn answer(&self, start: &mut Start) {
+    pub(crate) fn answer(&self, start: &mut Start) {
         for kind in [Unasked::Hang, Unasked::Stall] {
             if let Some(o) = start.origin.object_mut(kind) {
                 o["collective"] = self.collective.clone();

@@ -16,13 +16,13 @@ use std::{
 use rustix::fs::{Mode, OFlags};
 
 /// Appended to a trace's file name.
-pub const SUFFIX: &str = ".owner";
+pub(super) const SUFFIX: &str = ".owner";
 
 /// Each traced pid's uid.
-pub type Owners = BTreeMap<u32, u32>;
+pub(crate) type Owners = BTreeMap<u32, u32>;
 
 /// The uids of `pids` now (those gone are left out: their traces are no known user's).
-pub fn of(pids: impl IntoIterator<Item = u32>) -> Owners {
+pub(crate) fn of(pids: impl IntoIterator<Item = u32>) -> Owners {
     (pids.into_iter())
         .filter_map(|p| Some((p, crate::procfs::uid(p)?)))
         .collect()
@@ -30,7 +30,7 @@ pub fn of(pids: impl IntoIterator<Item = u32>) -> Owners {
 
 /// Records whose each of `files` is: its process's user. A file of no single process
 /// is its processes' user where they have one; no one's otherwise.
-pub fn record(files: &[String], pids: &[Option<u32>], owners: &Owners) {
+pub(crate) fn record(files: &[String], pids: &[Option<u32>], owners: &Owners) {
     let mut uids = owners.values();
     let common = uids.next().filter(|&u| uids.all(|v| v == u));
     for (file, pid) in files.iter().zip(pids) {
@@ -63,14 +63,14 @@ fn write(trace: &Path, uid: u32) -> io::Result<()> {
 
 /// The trace whose owner file `name` is, if it is one (`NAME.json.owner`: no trace the
 /// daemon writes is so named, its per-process names end `_<pid><ext>`).
-pub fn trace_of(name: &OsStr) -> Option<&OsStr> {
+pub(super) fn trace_of(name: &OsStr) -> Option<&OsStr> {
     let trace = name.as_bytes().strip_suffix(SUFFIX.as_bytes())?;
     trace.ends_with(b".json").then(|| OsStr::from_bytes(trace))
 }
 
 /// The uid owner file `name` of folder `dir` holds: read without following a link, a
 /// few bytes at most.
-pub fn read(dir: &OwnedFd, name: &OsStr) -> Option<u32> {
+pub(super) fn read(dir: &OwnedFd, name: &OsStr) -> Option<u32> {
     let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
     let file = rustix::fs::openat(dir, name, flags, Mode::empty()).ok()?;
     let mut buf = [0u8; 16];

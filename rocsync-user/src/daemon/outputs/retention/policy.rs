@@ -15,7 +15,7 @@ use std::{
 
 /// A trace file in the state directory.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Entry {
+pub(super) struct Entry {
     pub path: PathBuf,
     /// What it takes on disk.
     pub size: u64,
@@ -29,14 +29,14 @@ pub struct Entry {
 
 /// A trace to remove, whether it was still waiting for its upload, and why.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Removal {
+pub(super) struct Removal {
     pub path: PathBuf,
     pub waiting: bool,
     pub why: Why,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Why {
+pub(super) enum Why {
     /// Older than `max_age`.
     Age,
     /// Its user held `bytes` (this one included) over `share`, the bound split between
@@ -77,7 +77,7 @@ impl User {
 /// (the trace just written, every file of it: it still counts towards its user's bytes).
 /// Where the user most over their share has only the trace just written left, the total
 /// stays over the bound until the next pass: no other user loses a trace for it.
-pub fn expired(
+pub(super) fn expired(
     (max_bytes, max_age): (Option<u64>, Option<Duration>),
     mut files: Vec<Entry>,
     now: SystemTime,

@@ -8,7 +8,7 @@ use anyhow::{Context as _, Result, bail};
 
 /// One profile's keys.
 #[derive(Debug, PartialEq, Eq)]
-pub struct Keys {
+pub(super) struct Keys {
     pub access_key_id: String,
     pub secret_access_key: String,
     pub session_token: Option<String>,
@@ -17,7 +17,7 @@ pub struct Keys {
 /// The keys of the profile in effect; `None` where there is no file (then the other
 /// providers are tried). A file that exists but lacks the profile is an error: the
 /// operator meant it to be used.
-pub fn from_shared_file() -> Result<Option<Keys>> {
+pub(super) fn from_shared_file() -> Result<Option<Keys>> {
     let path = match std::env::var_os("AWS_SHARED_CREDENTIALS_FILE") {
         Some(p) => PathBuf::from(p),
         None => match std::env::var_os("HOME") {

@@ -25,7 +25,7 @@ pub(super) fn key(
 
 /// The node's name in object keys: `node_name` where set, else `NODE_NAME` (a
 /// DaemonSet's downward API), else the host name.
-pub fn node_name(configured: Option<&str>) -> String {
+pub(crate) fn node_name(configured: Option<&str>) -> String {
     let name = configured
         .map(str::to_string)
         .or_else(|| std::env::var("NODE_NAME").ok())

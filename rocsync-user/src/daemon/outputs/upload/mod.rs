@@ -15,7 +15,7 @@ mod store;
 use keys::key;
 
 use crate::daemon::outputs::destination::{Destination, Trace};
-pub use keys::node_name;
+pub(crate) use keys::node_name;
 
 use std::{
     collections::VecDeque,
@@ -35,8 +35,8 @@ use tokio::{
     sync::mpsc,
 };
 
-pub use pending::{forget, waiting};
-pub use store::{S3Url, StoreSettings, check_endpoint, redacted};
+pub(crate) use pending::{forget, waiting};
+pub(crate) use store::{S3Url, StoreSettings, check_endpoint, redacted};
 
 /// The pause after a first failure, doubled after each up to the last.
 const FIRST_PAUSE: Duration = Duration::from_secs(1);
@@ -44,7 +44,7 @@ const LAST_PAUSE: Duration = Duration::from_secs(60);
 
 /// The uploads' totals since the daemon started (kept across reloads).
 #[derive(Debug, Default)]
-pub struct Totals {
+pub(crate) struct Totals {
     pub uploaded: AtomicU64,
     pub bytes: AtomicU64,
     pub failures: AtomicU64,
@@ -56,7 +56,7 @@ pub struct Totals {
 
 /// Uploads as `/metrics` shows them (absent with uploads off).
 #[derive(Clone, Debug, Default)]
-pub struct UploadView {
+pub(crate) struct UploadView {
     pub uploaded: u64,
     pub bytes: u64,
     pub failures: u64,
@@ -112,7 +112,7 @@ fn refused_for_good(e: &anyhow::Error) -> bool {
 
 /// The uploader of the settings in effect; a reload with other settings replaces it
 /// (the old thread stops at its next pause; the new one resumes what waits on disk).
-pub struct Uploads {
+pub(crate) struct Uploads {
     jobs: mpsc::UnboundedSender<Job>,
     destination: S3Url,
     node: String,
@@ -156,7 +156,7 @@ impl Drop for Uploads {
 impl Uploads {
     /// Opens the store and starts the thread, which first takes what already waits in
     /// `dirs` (from before a restart or a reload).
-    pub fn start(
+    pub(crate) fn start(
         settings: StoreSettings,
         node: String,
         dirs: &[PathBuf],
@@ -215,7 +215,7 @@ impl Uploads {
     }
 
     /// Traces queued and not yet in the store.
-    pub fn waiting(&self) -> u64 {
+    pub(crate) fn waiting(&self) -> u64 {
         self.waiting.count.load(Relaxed)
     }
 }

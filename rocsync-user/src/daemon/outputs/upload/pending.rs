@@ -21,22 +21,22 @@ fn beside(trace: &Path, what: &str) -> PathBuf {
 }
 
 /// Records that `trace` waits to be uploaded as `key`.
-pub fn wait(trace: &Path, key: &str) -> io::Result<()> {
+pub(super) fn wait(trace: &Path, key: &str) -> io::Result<()> {
     std::fs::write(beside(trace, WAITING), key)
 }
 
 /// Records that `trace` is in the store.
-pub fn done(trace: &Path) -> io::Result<()> {
+pub(super) fn done(trace: &Path) -> io::Result<()> {
     std::fs::rename(beside(trace, WAITING), beside(trace, DONE))
 }
 
 /// Whether `trace` waits to be uploaded.
-pub fn waiting(trace: &Path) -> bool {
+pub(crate) fn waiting(trace: &Path) -> bool {
     beside(trace, WAITING).exists()
 }
 
 /// Removes `trace`'s upload state (with the trace).
-pub fn forget(trace: &Path) {
+pub(crate) fn forget(trace: &Path) {
     for what in [WAITING, DONE] {
         let _ = std::fs::remove_file(beside(trace, what));
     }
@@ -44,7 +44,7 @@ pub fn forget(trace: &Path) {
 
 /// The traces in `dirs` waiting to be uploaded, oldest first, with their keys. A state
 /// file whose trace is gone (removed by hand) is dropped.
-pub fn all_waiting(dirs: &[PathBuf]) -> Vec<(PathBuf, String)> {
+pub(super) fn all_waiting(dirs: &[PathBuf]) -> Vec<(PathBuf, String)> {
     let mut found: Vec<(SystemTime, PathBuf, String)> = Vec::new();
     for entry in dirs.iter().flat_map(std::fs::read_dir).flatten().flatten() {
         let path = entry.path();

@@ -27,7 +27,7 @@ pub struct S3Url {
 /// however mangled: `http:/u:pw@h`, `http://u:p#w@h`) and any query (a presigned
 /// signature) replaced, control characters escaped; they are pasted into tickets and CI
 /// logs.
-pub fn redacted(url: &str) -> String {
+pub(crate) fn redacted(url: &str) -> String {
     let (scheme, rest) = match url.split_once("://") {
         Some((s, r)) => (format!("{s}://"), r),
         None => (String::new(), url),
@@ -87,7 +87,7 @@ impl fmt::Display for S3Url {
 
 /// The upload settings (`upload`, `upload_endpoint`, `upload_region`).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct StoreSettings {
+pub(crate) struct StoreSettings {
     pub destination: S3Url,
     /// An S3-compatible server's URL (path-style requests); `None`: AWS, or
     /// `AWS_ENDPOINT_URL` when set.
@@ -103,7 +103,7 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// An endpoint is an HTTP(S) URL with a host, by the URL standard (no blank or control
 /// character, which its parser would drop silently): checked with the settings
 /// (`--check` says so), and again when the store opens (AWS_ENDPOINT_URL is read then).
-pub fn check_endpoint(e: &str) -> Result<()> {
+pub(crate) fn check_endpoint(e: &str) -> Result<()> {
     let plain = !e.chars().any(|c| c.is_whitespace() || c.is_control());
     let url = url::Url::parse(e).ok().filter(|_| plain);
     match url {
@@ -121,7 +121,7 @@ pub fn check_endpoint(e: &str) -> Result<()> {
 }
 
 /// The store for `s`, its credentials found now.
-pub fn open(s: &StoreSettings) -> Result<Arc<dyn ObjectStore>> {
+pub(super) fn open(s: &StoreSettings) -> Result<Arc<dyn ObjectStore>> {
     // reqwest's rustls has no provider of its own (see Cargo.toml); an error only says
     // one is installed already.
     let _ = rustls::crypto::ring::default_provider().install_default();

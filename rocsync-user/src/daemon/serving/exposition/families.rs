@@ -4,7 +4,7 @@
 use std::fmt::{Display, Write as _};
 
 #[derive(Debug)]
-pub struct Family {
+pub(crate) struct Family {
     pub name: &'static str,
     pub kind: &'static str,
     pub help: &'static str,
@@ -12,11 +12,11 @@ pub struct Family {
 
 macro_rules! families {
     ($($id:ident: $name:literal $kind:ident $help:literal;)+) => {
-        $(pub const $id: Family = Family { name: $name, kind: stringify!($kind), help: $help };)+
+        $(pub(crate) const $id: Family = Family { name: $name, kind: stringify!($kind), help: $help };)+
         /// All of them, in the order a scrape shows them (the docs' table is checked
         /// against it).
         #[cfg(test)]
-        pub const ALL: &[&Family] = &[$(&$id),+];
+        pub(crate) const ALL: &[&Family] = &[$(&$id),+];
     };
 }
 
@@ -39,10 +39,14 @@ families! {
         "Hang traces started: a synchronisation still blocked after --hang-after.";
     HANGS_UNTRACED: "rocsync_hangs_untraced_total" counter
         "Hangs without a trace (yet), once per call and reason: interval (the process had a hang trace within --stall-interval), user_limit (4 of its user recording), node_limit (32 recording), not_started. All but not_started are looked at again while the call blocks.";
+    BEHIND_UNTRACED: "rocsync_behind_untraced_total" counter
+        "Ranks behind a hang without a trace of their own, once per collective they are at, by reason: user_limit (2 of its user's laggards traced), node_limit (8 traced), not_started.";
     STUCK_TRACES: "rocsync_stuck_rank_traces_total" counter
         "Traces of stuck ranks started, by reason: behind (its collectives stopped for --hang-after while another local rank of its communicator went further), stopped (for --hang-after and 50 times its usual interval between collectives).";
     STUCK_UNTRACED: "rocsync_stuck_ranks_untraced_total" counter
         "Stuck ranks without a trace of their own, once per collective they stopped at, by reason: traced (a hang or laggard trace records them already), user_limit (2 of its user's recording), node_limit (8 recording), not_started.";
+    DEPENDENCY_EVICTED: "rocsync_dependency_evicted_total" counter
+        "Handles the hang chain's dependency state pushed out for room, each by a newer one of the same user (8192 a user, apart from other users'), by state: event_record, stream_wait.";
     CALLS_IN_FLIGHT: "rocsync_calls_in_flight_seconds" gauge
         "The oldest synchronisation in flight of tracked processes, by API (read each second; with --capture-on-stall).";
     CALLS_UNTIMED: "rocsync_calls_untimed_total" counter
@@ -69,6 +73,8 @@ families! {
         "Calls of processes with label values counted under empty ones (--metric-labels), by reason: series_full (the kernel held as many labelled series as it can), pod_cap (their pod had --max-series-per-pod).";
     COLLECTIVE_SEQ: "rocsync_collective_seq" gauge
         "The last collective (or send/receive) each local rank entered, by communicator id (the same on every rank), rank and pid: a rank whose number stays below its communicator's others is behind.";
+    COLLECTIVE_SEQ_LEFT_OUT: "rocsync_collective_seq_left_out_total" counter
+        "Series of rocsync_collective_seq not shown, each counted once while it stays out, by reason: user_limit (its user's processes had 256 shown).";
     TRACKED: "rocsync_tracked_processes" gauge
         "Processes mapping a GPU runtime that the daemon counts.";
     PROBED_FILES: "rocsync_probed_files" gauge
@@ -88,7 +94,7 @@ families! {
     BUDGET: "rocsync_budget_ratio" gauge
         "The budget: the most share of a process's CPU its probes may cost (absent: off).";
     PROBE_CALL: "rocsync_probe_call_seconds" gauge
-        "What one probed call costs on this node (calibrated at start), by what the kernel does with its probed instruction (site: emulated, single_stepped).";
+        "What one probed call costs on this node (calibrated at start), by where its probes sit (site: emulated, single_stepped: an entry and return pair on an instruction the kernel emulates or single-steps; entry_alone: an entry without its return, on an emulated one).";
     OVER_BUDGET: "rocsync_over_budget_processes" gauge
         "Tracked processes whose records and waits alone cost more than the budget, left so, by reason (shed_only, shared_series: another user's processes in their series, recording, other_cycle: the node's cycle holds other series, synchronizes: what stays probed is over the budget alone).";
     PROBES_DUTY: "rocsync_probes_duty_cycle" gauge
@@ -103,13 +109,13 @@ families! {
 
 /// The scrape's text, family by family.
 #[derive(Default)]
-pub struct Text {
+pub(crate) struct Text {
     pub out: String,
 }
 
 impl Text {
     /// Begins `f` (its `# HELP` and `# TYPE`); its samples follow, all together.
-    pub fn family(&mut self, f: &Family) -> Samples<'_> {
+    pub(crate) fn family(&mut self, f: &Family) -> Samples<'_> {
         let _ = writeln!(
             self.out,
             "# HELP {} {}\n# TYPE {} {}",
@@ -119,7 +125,7 @@ impl Text {
     }
 
     /// More samples of `f`, begun already.
-    pub fn samples(&mut self, f: &Family) -> Samples<'_> {
+    pub(crate) fn samples(&mut self, f: &Family) -> Samples<'_> {
         Samples {
             out: &mut self.out,
             name: f.name,
@@ -128,23 +134,23 @@ impl Text {
 }
 
 /// The samples of one family.
-pub struct Samples<'a> {
+pub(crate) struct Samples<'a> {
     out: &'a mut String,
     name: &'static str,
 }
 
 impl Samples<'_> {
-    pub fn value(&mut self, v: impl Display) {
+    pub(crate) fn value(&mut self, v: impl Display) {
         let _ = writeln!(self.out, "{} {v}", self.name);
     }
 
     /// `labels`: `k="v",…`, escaped already.
-    pub fn labelled(&mut self, labels: &str, v: impl Display) {
+    pub(crate) fn labelled(&mut self, labels: &str, v: impl Display) {
         let _ = writeln!(self.out, "{}{{{labels}}} {v}", self.name);
     }
 
     /// A histogram's `_bucket`, `_sum` or `_count` sample.
-    pub fn part(&mut self, suffix: &str, labels: &str, v: impl Display) {
+    pub(crate) fn part(&mut self, suffix: &str, labels: &str, v: impl Display) {
         let _ = writeln!(self.out, "{}{suffix}{{{labels}}} {v}", self.name);
     }
 }

@@ -7,7 +7,7 @@ use crate::daemon::{
 
 /// Stalls and hangs as `/metrics` shows them.
 #[derive(Clone, Debug, Default)]
-pub struct StallView {
+pub(crate) struct StallView {
     pub traces: u64,
     pub skipped_interval: u64,
     pub skipped_node_limit: u64,
@@ -28,13 +28,13 @@ pub struct StallView {
 /// A count a trigger keeps, as `/metrics` shows it: its family (in `families.rs`, so the
 /// docs' table has it), a label, the value.
 #[derive(Clone, Debug)]
-pub struct Counter {
+pub(crate) struct Counter {
     pub family: &'static Family,
     pub label: Option<(&'static str, &'static str)>,
     pub value: f64,
 }
 
-pub fn render_budget(t: &mut Text, b: &BudgetView) {
+pub(super) fn render_budget(t: &mut Text, b: &BudgetView) {
     let mut f = t.family(&PROBES_SHED);
     for (api, files) in &b.shed {
         f.labelled(&format!("api=\"{api}\""), files);
@@ -45,9 +45,10 @@ pub fn render_budget(t: &mut Text, b: &BudgetView) {
         f.value(limit);
     }
     let mut f = t.family(&PROBE_CALL);
-    if let Some((emulated, stepped)) = b.call_seconds {
+    if let Some((emulated, stepped, alone)) = b.call_seconds {
         f.labelled("site=\"emulated\"", emulated);
         f.labelled("site=\"single_stepped\"", stepped);
+        f.labelled("site=\"entry_alone\"", alone);
     }
     let mut f = t.family(&OVER_BUDGET);
     for (reason, n) in &b.over {
@@ -57,7 +58,7 @@ pub fn render_budget(t: &mut Text, b: &BudgetView) {
     t.family(&PROBES_CYCLED).value(b.duty.1);
 }
 
-pub fn render_stalls(t: &mut Text, st: &StallView) {
+pub(super) fn render_stalls(t: &mut Text, st: &StallView) {
     t.family(&STALL_TRACES).value(st.traces);
     let mut f = t.family(&STALL_TRACES_SKIPPED);
     for (reason, n) in [
@@ -93,7 +94,7 @@ pub fn render_stalls(t: &mut Text, st: &StallView) {
     f.labelled("reason=\"full\"", st.untimed.1);
 }
 
-pub fn render_uploads(t: &mut Text, u: &UploadView) {
+pub(super) fn render_uploads(t: &mut Text, u: &UploadView) {
     for (family, value) in [
         (&UPLOADS, u.uploaded),
         (&UPLOAD_BYTES, u.bytes),

@@ -16,7 +16,7 @@ use crate::daemon::{
 
 /// One series: an API on a device, of the processes with some label values.
 #[derive(Clone, Debug)]
-pub struct Series {
+pub(crate) struct Series {
     pub key: MetricKey,
     pub value: MetricValue,
     /// `,namespace="…",pod="…"` as configured; empty without labels.
@@ -28,12 +28,12 @@ pub struct Series {
 }
 
 /// Calls of labelled processes counted without their labels: (series full, pod cap).
-pub type Unlabelled = (u64, u64);
+pub(super) type Unlabelled = (u64, u64);
 
 /// What the kernel counted, as series, with the calls the duty cycle `estimated`; with
 /// labels, also the calls of labelled processes counted without them (the kernel's
 /// labelled series full).
-pub fn read(
+pub(crate) fn read(
     tracker: &Tracker,
     estimated: &BTreeMap<(u32, u32), u64>,
 ) -> Result<(Vec<Series>, Option<Unlabelled>)> {
@@ -90,7 +90,7 @@ fn with_early(
 }
 
 /// The node's series and the groups', each under its label values.
-pub fn of(
+pub(super) fn of(
     node: Vec<(MetricKey, MetricValue)>,
     groups: Vec<(u32, MetricKey, MetricValue)>,
     values: &BTreeMap<u32, LabelValues>,

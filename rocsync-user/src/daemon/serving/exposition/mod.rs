@@ -4,22 +4,22 @@
 
 use rocsync_common::{Api, AqlAgent, MetricKey, OTHER_DEVICE, WAIT_BUCKETS};
 
-pub mod families;
+pub(crate) mod families;
 mod fleet;
 mod labelled;
 
 use families::*;
 
-pub use crate::daemon::budget::period::View as BudgetView;
-pub use crate::daemon::outputs::upload::UploadView;
-pub use fleet::{Counter, StallView};
-pub use labelled::{Series, read as read_series};
+pub(crate) use crate::daemon::budget::period::View as BudgetView;
+pub(crate) use crate::daemon::outputs::upload::UploadView;
+pub(crate) use fleet::{Counter, StallView};
+pub(crate) use labelled::{Series, read as read_series};
 
 use crate::daemon::tracking::files::Refused;
 use crate::stats::KernelDrops;
 
 /// What one scrape shows.
-pub struct Snapshot<'a> {
+pub(crate) struct Snapshot<'a> {
     pub series: &'a [Series],
     /// With labels: calls of labelled processes counted without them, (the kernel's
     /// labelled series all taken, their pod at its cap).
@@ -44,12 +44,14 @@ pub struct Snapshot<'a> {
     pub uploads: Option<UploadView>,
     /// Each local rank's last collective: (comm id, rank, pid, seq).
     pub collectives: &'a [(String, String, u32, u64)],
+    /// Of those, series left out for their user's share (each once while out).
+    pub collectives_left_out: u64,
 }
 
 /// Traces the daemon was due to start on its own and could not: nobody else would know.
 /// (A request refused at once is answered with the reason instead.)
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct NotStarted {
+pub(crate) struct NotStarted {
     /// Sampled windows skipped: another session records the agents.
     pub sampled: u64,
     /// dyno requests with a start time that could not start then (their processes gone,
@@ -71,7 +73,7 @@ fn bound(i: usize) -> String {
     format!("{}", (1u64 << i) as f64 / 1e6)
 }
 
-pub fn render(s: &Snapshot<'_>) -> String {
+pub(crate) fn render(s: &Snapshot<'_>) -> String {
     let mut t = Text::default();
     let mut f = t.family(&SYNC_CALLS);
     for x in s.series {
@@ -149,6 +151,8 @@ pub fn render(s: &Snapshot<'_>) -> String {
             seq,
         );
     }
+    let mut f = t.family(&COLLECTIVE_SEQ_LEFT_OUT);
+    f.labelled("reason=\"user_limit\"", s.collectives_left_out);
     t.family(&TRACKED).value(s.tracked);
     t.family(&PROBED_FILES).value(s.files_probed);
     let mut f = t.family(&FILES_REFUSED);
@@ -184,7 +188,7 @@ fn is_stream_wait(k: &MetricKey) -> bool {
 }
 
 /// This process's CPU time, from /proc/self/stat (utime + stime, in clock ticks).
-pub fn own_cpu_seconds() -> f64 {
+pub(crate) fn own_cpu_seconds() -> f64 {
     let Some(s) = crate::procfs::Stat::of_self() else {
         return 0.0;
     };

@@ -49,7 +49,7 @@ fn everything() -> String {
         },
         budget: BudgetView {
             limit: Some(0.01),
-            call_seconds: Some((2e-6, 1e-5)),
+            call_seconds: Some((2e-6, 1e-5, 1e-6)),
             highest: 0.25,
             over: vec![("shed_only", 0), ("shared_series", 1)],
             shed: vec![("hipEventQuery", 1), ("cudaEventQuery", 0)],
@@ -67,6 +67,12 @@ fn everything() -> String {
                 for t in crate::daemon::triggers::Triggers::default().each() {
                     t.counters(&mut c);
                 }
+                // The probes' count the daemon adds after the triggers' (`stall_view`).
+                c.push(Counter {
+                    family: &families::DEPENDENCY_EVICTED,
+                    label: Some(("state", "event_record")),
+                    value: 1.0,
+                });
                 c
             },
             ..StallView::default()
@@ -76,6 +82,7 @@ fn everything() -> String {
             ..UploadView::default()
         }),
         collectives: &[("0xabc".into(), "1".into(), 77, 20)],
+        collectives_left_out: 3,
     })
 }
 
@@ -83,6 +90,7 @@ fn everything() -> String {
 fn each_local_rank_shows_its_last_collective() {
     let text = everything();
     assert!(text.contains("rocsync_collective_seq{comm=\"0xabc\",rank=\"1\",pid=\"77\"} 20"));
+    assert!(text.contains("rocsync_collective_seq_left_out_total{reason=\"user_limit\"} 3"));
 }
 
 #[test]

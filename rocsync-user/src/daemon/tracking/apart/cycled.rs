@@ -16,7 +16,7 @@ use crate::{
 
 /// A runtime file's probes of records, stream waits and destroys (their entries; their
 /// returns are apart, `returns.rs`), attached apart so that the cycle can take them off.
-pub struct Cycled {
+pub(crate) struct Cycled {
     lib: OpenedLibrary,
     runtime: &'static Runtime,
     carried: bool,
@@ -31,7 +31,7 @@ pub struct Cycled {
 impl Cycled {
     /// `lib`'s probes of records, waits and destroys, attached for `pid`; `None` when it
     /// has none.
-    pub fn attach(
+    pub(crate) fn attach(
         probes: &mut Probes,
         lib: OpenedLibrary,
         (runtime, carried): (&'static Runtime, bool),
@@ -53,7 +53,7 @@ impl Cycled {
     }
 
     /// Its probes on, if off.
-    pub fn on(&mut self, probes: &mut Probes, pid: Option<u32>) -> Result<()> {
+    pub(crate) fn on(&mut self, probes: &mut Probes, pid: Option<u32>) -> Result<()> {
         if self.links.is_some() {
             return Ok(());
         }
@@ -74,23 +74,23 @@ impl Cycled {
     }
 
     /// Its probes off (detached in the background).
-    pub fn off(&mut self, probes: &mut Probes) {
+    pub(crate) fn off(&mut self, probes: &mut Probes) {
         if let Some(links) = self.links.take() {
             self.detaching = Some(probes.release(vec![links]));
         }
     }
 
-    pub fn is_on(&self) -> bool {
+    pub(crate) fn is_on(&self) -> bool {
         self.links.is_some()
     }
 
     /// Its links, as its file is released, and its last links' detach if it may still
     /// run (the file is not probed again before it is done).
-    pub fn release(self) -> (Option<LinkGroup>, Option<JoinHandle<()>>) {
+    pub(crate) fn release(self) -> (Option<LinkGroup>, Option<JoinHandle<()>>) {
         (self.links, self.detaching)
     }
 
-    pub fn library(&self) -> String {
+    pub(crate) fn library(&self) -> String {
         untrusted::shown(&self.lib.shown.to_string_lossy())
     }
 }

@@ -4,10 +4,10 @@
 //! entries (its duty cycle, `cycled.rs`) and the returns counting does not need (on while
 //! something records, `returns.rs`).
 
-pub mod cycled;
-pub mod polling;
-pub mod returns;
-pub mod shed_log;
+pub(crate) mod cycled;
+pub(crate) mod polling;
+pub(crate) mod returns;
+pub(crate) mod shed_log;
 
 use crate::{
     backend::Runtime,
@@ -21,7 +21,7 @@ use crate::{
 };
 
 #[derive(Default)]
-pub struct Apart {
+pub(crate) struct Apart {
     pub polling: Option<Polling>,
     pub returns: Option<FileReturns>,
     pub cycled: Option<Cycled>,
@@ -30,7 +30,7 @@ pub struct Apart {
 impl Apart {
     /// Attaches `lib`'s probes apart (for `pid`), as `returns` and the budget want them
     /// now; what fails is said (`shown`: the file as the log names it) and left out.
-    pub fn attach(
+    pub(crate) fn attach(
         probes: &mut Probes,
         lib: &OpenedLibrary,
         (runtime, carried): (&'static Runtime, bool),

@@ -23,7 +23,7 @@ use crate::{
 const FIRST_RETRY: Duration = Duration::from_secs(2);
 const LAST_RETRY: Duration = Duration::from_secs(64);
 
-pub enum PollingState {
+pub(crate) enum PollingState {
     Probed(LinkGroup),
     Shed {
         retry_at: Instant,
@@ -40,28 +40,18 @@ struct Target {
 }
 
 impl Target {
-    /// Attaches its polling probes, for `pid` (where probes are per process): the return
-    /// probes first, so that every entry recorded has its return; detached entries
-    /// first, so that every call entered has its return probed (a return with no entry
-    /// is passed over by the probes: no call is half-recorded either way).
+    /// Attaches its polling probes, for `pid` (where probes are per process): their
+    /// entries only, alone where the code allows (`probes/alone.rs`). A poll's count is
+    /// its entry; its return (its duration, its error) is attached apart, with records',
+    /// only while something records (`returns.rs`).
     fn attach(&self, probes: &mut Probes, pid: Option<u32>) -> Result<LinkGroup> {
-        let half = |probes: &mut Probes, returns| -> Result<LinkGroup> {
-            let choice = ApiChoice {
-                skip: self.runtime.apis().filter(|a| !a.is_polling()).collect(),
-                returns,
-                ..ApiChoice::default()
-            };
-            let path = self.lib.path();
-            probes.attach_group(self.runtime, &choice, &path, pid, self.carried)
+        let choice = ApiChoice {
+            skip: self.runtime.apis().filter(|a| !a.is_polling()).collect(),
+            returns: ReturnProbes::Needed,
+            ..ApiChoice::default()
         };
-        let returns = half(probes, ReturnProbes::ReturnsOnly)?;
-        match half(probes, ReturnProbes::EntriesOnly) {
-            Ok(entries) => Ok(entries.then(returns)),
-            Err(e) => {
-                drop(probes.release(vec![returns]));
-                Err(e)
-            }
-        }
+        let path = self.lib.path();
+        probes.attach_group(self.runtime, &choice, &path, pid, self.carried)
     }
 
     fn library(&self) -> String {
@@ -84,7 +74,7 @@ impl Target {
     }
 }
 
-pub struct Polling {
+pub(crate) struct Polling {
     target: Target,
     pub state: PollingState,
     /// The wait before the next try once shed.
@@ -96,12 +86,12 @@ pub struct Polling {
 
 impl Polling {
     /// The polling APIs it probes (or would).
-    pub fn apis(&self) -> impl Iterator<Item = Api> + '_ {
+    pub(crate) fn apis(&self) -> impl Iterator<Item = Api> + '_ {
         self.target.apis()
     }
 
     /// Its links, if attached, as its file is released.
-    pub fn release(mut self) -> Option<LinkGroup> {
+    pub(crate) fn release(mut self) -> Option<LinkGroup> {
         match std::mem::replace(&mut self.state, PollingState::Released) {
             PollingState::Probed(links) => Some(links),
             PollingState::Shed { .. } => {
@@ -118,7 +108,7 @@ impl Polling {
         }
     }
 
-    pub fn is_shed(&self) -> bool {
+    pub(crate) fn is_shed(&self) -> bool {
         matches!(self.state, PollingState::Shed { .. })
     }
 
@@ -147,7 +137,7 @@ impl Polling {
 impl Polling {
     /// `lib`'s polling probes, attached for `pid`; `None` when it has none (or they
     /// could not be attached: said).
-    pub fn attach(
+    pub(crate) fn attach(
         probes: &mut Probes,
         lib: OpenedLibrary,
         (runtime, carried): (&'static Runtime, bool),
@@ -184,7 +174,7 @@ impl Polling {
 /// Sheds the polling probes of the `probed` files (with the processes that map each)
 /// the processes `over` map (said once detached); puts back those whose wait is over
 /// (measured again at the next period), and returns what it says of those.
-pub fn enforce<'a>(
+pub(crate) fn enforce<'a>(
     probes: &mut Probes,
     probed: impl Iterator<Item = (&'a BTreeSet<u32>, &'a mut Polling)>,
     over: &BTreeSet<u32>,
@@ -218,7 +208,7 @@ pub fn enforce<'a>(
 
 /// Puts back the shed polling probes of the `probed` files that `due` says are due (by
 /// their retry time); returns what it says of those.
-pub fn restore<'a>(
+pub(crate) fn restore<'a>(
     probes: &mut Probes,
     probed: impl Iterator<Item = (&'a BTreeSet<u32>, &'a mut Polling)>,
     due: impl Fn(Instant) -> bool,
@@ -228,7 +218,7 @@ pub fn restore<'a>(
 }
 
 /// Polling APIs shed now, of the `probed` files: how many files each.
-pub fn shed_apis<'a>(
+pub(crate) fn shed_apis<'a>(
     probed: impl Iterator<Item = (&'a BTreeSet<u32>, &'a mut Polling)>,
 ) -> Vec<(&'static str, usize)> {
     let mut shed = std::collections::BTreeMap::new();
@@ -283,7 +273,7 @@ impl Polling {
 
 /// Whether attaching failed for the file's content, not for a passing reason (a read
 /// error, descriptors short, a kernel refusal), which the next look tries again.
-pub fn is_unusable(e: &anyhow::Error) -> bool {
+pub(crate) fn is_unusable(e: &anyhow::Error) -> bool {
     matches!(
         e.downcast_ref::<SymbolError>(),
         Some(SymbolError::NotElf { .. } | SymbolError::NoneHooked(_))

@@ -1,5 +1,5 @@
 //! The return probes counting does not need ([`Api::return_optional`]: records, stream
-//! waits, destroys), attached only while something records. A counted process then pays
+//! waits, destroys, polls), attached only while something records. A counted process then pays
 //! one trap per such call, not two (the return trap is about half a probed call's cost:
 //! bench/overhead-breakdown.md); synchronizes keep theirs, for stalls and hangs.
 //!
@@ -27,7 +27,7 @@ use crate::{
 const GRACE: Duration = Duration::from_millis(300);
 
 /// A runtime file's optional returns: what to attach them to, and their links while on.
-pub struct FileReturns {
+pub(crate) struct FileReturns {
     lib: OpenedLibrary,
     runtime: &'static Runtime,
     carried: bool,
@@ -39,7 +39,7 @@ pub struct FileReturns {
 }
 
 impl FileReturns {
-    pub fn new(lib: OpenedLibrary, runtime: &'static Runtime, carried: bool) -> Self {
+    pub(crate) fn new(lib: OpenedLibrary, runtime: &'static Runtime, carried: bool) -> Self {
         Self {
             lib,
             runtime,
@@ -89,25 +89,25 @@ impl FileReturns {
 
     /// Its links, as its file is released, and its last links' detach if it may still
     /// run (the file is not probed again before it is done).
-    pub fn release(self) -> (Option<LinkGroup>, Option<JoinHandle<()>>) {
+    pub(crate) fn release(self) -> (Option<LinkGroup>, Option<JoinHandle<()>>) {
         (self.links, self.detaching)
     }
 }
 
 /// Whether the optional returns are attached.
 #[derive(Default)]
-pub struct ReturnsApart {
+pub(crate) struct ReturnsApart {
     on: bool,
 }
 
 impl ReturnsApart {
-    pub fn on(&self) -> bool {
+    pub(crate) fn on(&self) -> bool {
         self.on
     }
 
     /// Attaches every file's optional returns, then tells the probes: called before a
     /// recording is switched on.
-    pub fn switch_on<'a>(
+    pub(crate) fn switch_on<'a>(
         &mut self,
         probes: &mut Probes,
         files: impl Iterator<Item = &'a mut FileReturns>,
@@ -128,7 +128,7 @@ impl ReturnsApart {
     }
 
     /// A file probed while they are on gets its optional returns at once.
-    pub fn file_added(&self, probes: &mut Probes, f: &mut FileReturns) -> Result<()> {
+    pub(crate) fn file_added(&self, probes: &mut Probes, f: &mut FileReturns) -> Result<()> {
         match self.on {
             true => f.attach(probes),
             false => Ok(()),
@@ -137,7 +137,7 @@ impl ReturnsApart {
 
     /// Tells the probes, then gives every file's optional returns their grace: called
     /// once nothing records.
-    pub fn switch_off<'a>(
+    pub(crate) fn switch_off<'a>(
         &mut self,
         probes: &mut Probes,
         files: impl Iterator<Item = &'a mut FileReturns>,
@@ -155,7 +155,7 @@ impl ReturnsApart {
     }
 
     /// Detaches the links whose grace is over.
-    pub fn retire<'a>(
+    pub(crate) fn retire<'a>(
         &mut self,
         now: Instant,
         probes: &mut Probes,

@@ -13,7 +13,7 @@ const SPANS_KEPT: usize = 256;
 /// One API not probed in one library for a while (µs since the epoch: a trace's rows are
 /// at `baseTimeNanoseconds` / 1000 + `ts`).
 #[derive(Clone, Debug, PartialEq)]
-pub struct Span {
+pub(crate) struct Span {
     pub api: &'static str,
     pub library: String,
     /// The file's (device, inode): two files may show the same path.
@@ -28,12 +28,12 @@ pub struct Span {
 
 /// What was shed, shared with the traces being written (they read it when they finish).
 #[derive(Clone, Debug, Default)]
-pub struct ShedLog(Arc<Mutex<Vec<Span>>>);
+pub(crate) struct ShedLog(Arc<Mutex<Vec<Span>>>);
 
 impl ShedLog {
     /// `api` in `library` (the file `file`) is being shed: not probed once its probes
     /// are detached ([`Self::detached`]).
-    pub fn begin(&self, api: &'static str, library: String, file: (u64, u64)) {
+    pub(crate) fn begin(&self, api: &'static str, library: String, file: (u64, u64)) {
         let mut spans = self.0.lock().unwrap_or_else(|e| e.into_inner());
         if spans.len() >= SPANS_KEPT {
             // The oldest ended one goes; a log of only open spans grows no further.
@@ -52,7 +52,7 @@ impl ShedLog {
     }
 
     /// The probes shed in `file` no longer fire: not probed from now.
-    pub fn detached(&self, file: (u64, u64)) {
+    pub(crate) fn detached(&self, file: (u64, u64)) {
         let mut spans = self.0.lock().unwrap_or_else(|e| e.into_inner());
         let now = now_us();
         for s in spans
@@ -65,7 +65,7 @@ impl ShedLog {
 
     /// Whether `file`'s shed probes are still being detached (not to be put back yet:
     /// both would fire).
-    pub fn detaching(&self, file: (u64, u64)) -> bool {
+    pub(crate) fn detaching(&self, file: (u64, u64)) -> bool {
         let spans = self.0.lock().unwrap_or_else(|e| e.into_inner());
         spans
             .iter()
@@ -74,7 +74,7 @@ impl ShedLog {
 
     /// `api` in `file` is probed again from now (a span whose probes were never off is
     /// forgotten).
-    pub fn end(&self, api: &'static str, file: (u64, u64)) {
+    pub(crate) fn end(&self, api: &'static str, file: (u64, u64)) {
         let mut spans = self.0.lock().unwrap_or_else(|e| e.into_inner());
         spans.retain(|s| !(s.api == api && s.file == file && s.from_us.is_none()));
         for s in spans.iter_mut().filter(|s| s.api == api && s.file == file) {
@@ -83,7 +83,7 @@ impl ShedLog {
     }
 
     /// The spans that overlap `[from_us, now]`, for a trace's `rocsync` object.
-    pub fn overlapping(&self, from_us: u64) -> Value {
+    pub(crate) fn overlapping(&self, from_us: u64) -> Value {
         let spans = self.0.lock().unwrap_or_else(|e| e.into_inner());
         spans
             .iter()
@@ -100,10 +100,8 @@ impl ShedLog {
 }
 
 /// Now on the traces' clock.
-pub fn now_us() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_micros() as u64)
+pub(crate) fn now_us() -> u64 {
+    crate::clock::unix_us()
 }
 
 #[cfg(test)]

@@ -16,9 +16,9 @@ use crate::daemon::triggers::{
 };
 
 /// A call in flight as the kernel keeps it: (pid, tid, its start).
-pub type InFlight = (u32, u32, PendingCall);
+pub(crate) type InFlight = (u32, u32, PendingCall);
 /// A call blocked past the threshold: (pid, tid, API, its entry, its first argument).
-pub type Blocked = (u32, u32, Api, u64, u64);
+pub(crate) type Blocked = (u32, u32, Api, u64, u64);
 
 /// The oldest age of each synchronising API's calls in flight (seconds), and the calls
 /// blocked `threshold` or longer, among `tracked` processes'.
@@ -49,13 +49,13 @@ pub(super) fn scan(
 }
 
 /// Hang traces one user may have recording at once: others' hangs always find room.
-pub const PER_USER: usize = 4;
+pub(crate) const PER_USER: usize = 4;
 /// Hang traces recording at once on the node.
-pub const PER_NODE: usize = 32;
+pub(crate) const PER_NODE: usize = 32;
 
 /// Why a hang has no trace (yet).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Untraced {
+pub(crate) enum Untraced {
     /// The process's last hang trace began within `--stall-interval`: looked at again.
     Interval,
     /// Its user has [`PER_USER`] hang traces recording: looked at again.
@@ -67,14 +67,14 @@ pub enum Untraced {
 }
 
 impl Untraced {
-    pub const ALL: [Untraced; 4] = [
+    pub(crate) const ALL: [Untraced; 4] = [
         Untraced::Interval,
         Untraced::UserLimit,
         Untraced::NodeLimit,
         Untraced::NotStarted,
     ];
 
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Untraced::Interval => "interval",
             Untraced::UserLimit => "user_limit",
@@ -87,7 +87,7 @@ impl Untraced {
 /// The hangs' own rate limits: per process (an interval), per user and per node (hang
 /// traces recording at once).
 #[derive(Default)]
-pub struct Admission {
+pub(crate) struct Admission {
     /// When each process's last hang trace began.
     last: HashMap<u32, Instant>,
 }
@@ -95,7 +95,7 @@ pub struct Admission {
 impl Admission {
     /// Whether a hang of `pid` (of user `uid`) may begin its trace now; `recording`: the
     /// users of the hang traces recording.
-    pub fn admit(
+    pub(crate) fn admit(
         &mut self,
         (pid, uid): (u32, u32),
         now: Instant,
@@ -121,7 +121,12 @@ impl Admission {
 /// latest (its `ended` says "bound" until the call is seen to return or its process to
 /// exit).
 /// `waits_on`: what the call waits on (`chain.rs`), in the wall clock.
-pub fn trace_of(blocked: Blocked, now_ns: u64, bound: Duration, waits_on: Vec<Value>) -> Start {
+pub(crate) fn trace_of(
+    blocked: Blocked,
+    now_ns: u64,
+    bound: Duration,
+    waits_on: Vec<Value>,
+) -> Start {
     let (pid, tid, api, entry_ns, arg0) = blocked;
     let offset = clock::realtime_offset_ns();
     let hang = json!({

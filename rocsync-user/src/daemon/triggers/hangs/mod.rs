@@ -14,7 +14,7 @@
 //! recording and the node [`PER_NODE`]. A hang held back by them is looked at again
 //! each second while it blocks, and counted once per reason.
 
-pub mod blocked;
+pub(crate) mod blocked;
 
 use std::{
     collections::{BTreeMap, HashMap},
@@ -33,7 +33,7 @@ use crate::daemon::{
     },
 };
 use blocked::scan;
-pub use blocked::{Admission, Blocked, InFlight, Untraced, trace_of};
+pub(crate) use blocked::{Admission, Blocked, InFlight, Untraced, trace_of};
 #[cfg(test)]
 use blocked::{PER_NODE, PER_USER};
 
@@ -52,7 +52,7 @@ struct Hang {
 }
 
 #[derive(Default)]
-pub struct Hangs {
+pub(crate) struct Hangs {
     open: HashMap<u32, Hang>,
     admission: Admission,
     /// Hangs without a trace, by process: (its call's entry, why), each reason counted
@@ -95,7 +95,7 @@ impl Hangs {
     /// Looks at the calls in flight (`tracked`: whether a pid is tracked and alive):
     /// the oldest ages noted; returns the open hangs that ended (pid, its trace, how;
     /// forgotten here) and the calls blocked past `threshold` that may begin a hang.
-    pub fn look(
+    pub(crate) fn look(
         &mut self,
         calls: &[InFlight],
         tracked: impl Fn(u32) -> bool,
@@ -127,7 +127,7 @@ impl Hangs {
 
     /// The hangs being traced, as `rocsync status` shows them (`now_ns`: the probes'
     /// clock now).
-    pub fn shown(&self, now_ns: u64) -> Vec<Hung> {
+    pub(crate) fn shown(&self, now_ns: u64) -> Vec<Hung> {
         let mut hung: Vec<Hung> = (self.open.iter())
             .map(|(&pid, h)| Hung {
                 pid,
@@ -143,7 +143,7 @@ impl Hangs {
     }
 
     /// The hang of `pid` ended: its trace's id (none: no hang open).
-    pub fn end(&mut self, pid: u32) -> Option<u64> {
+    pub(crate) fn end(&mut self, pid: u32) -> Option<u64> {
         let h = self.open.remove(&pid)?;
         self.ended.insert(pid, h.entry_ns);
         Some(h.trace)
@@ -151,14 +151,14 @@ impl Hangs {
 
     /// A stall's return of `pid`: the open hang's trace, and whether the stall is that
     /// hang's own call (then it returned).
-    pub fn of_return(&self, pid: u32, tid: u32, entry_ns: u64) -> Option<(u64, bool)> {
+    pub(crate) fn of_return(&self, pid: u32, tid: u32, entry_ns: u64) -> Option<(u64, bool)> {
         let h = self.open.get(&pid)?;
         Some((h.trace, h.tid == tid && h.entry_ns == entry_ns))
     }
 
     /// Whether the hang `blocked` of user `uid` may begin its trace now (`recording`:
     /// whether a trace is still recording), else held back, counted and said.
-    pub fn admit(
+    pub(crate) fn admit(
         &mut self,
         blocked: Blocked,
         uid: u32,
@@ -183,7 +183,13 @@ impl Hangs {
     }
 
     /// The hang `blocked` of user `uid`, waiting on `waits_on`, is traced by `trace`.
-    pub fn opened(&mut self, blocked: Blocked, uid: u32, trace: u64, waits_on: Option<String>) {
+    pub(crate) fn opened(
+        &mut self,
+        blocked: Blocked,
+        uid: u32,
+        trace: u64,
+        waits_on: Option<String>,
+    ) {
         let (pid, tid, api, entry_ns, _) = blocked;
         self.held.remove(&pid);
         let hang = Hang {
@@ -200,7 +206,7 @@ impl Hangs {
     }
 
     /// The trace of `blocked` could not start: not looked at again.
-    pub fn not_started(&mut self, (pid, _, _, entry_ns, _): Blocked, e: &anyhow::Error) {
+    pub(crate) fn not_started(&mut self, (pid, _, _, entry_ns, _): Blocked, e: &anyhow::Error) {
         self.hold(pid, entry_ns, Untraced::NotStarted, &format!(": {e:#}"));
     }
 }
