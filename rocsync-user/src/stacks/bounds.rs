@@ -6,21 +6,21 @@ use std::time::Duration;
 use super::model::Cut;
 
 /// Threads read (the blocked one always among them).
-pub const THREADS: usize = 256;
+pub(super) const THREADS: usize = 256;
 /// Frames kept per stack, the innermost (where the thread is).
-pub const FRAMES: usize = 128;
+pub(super) const FRAMES: usize = 128;
 /// Bytes of one name, file or path.
-pub const STRING: usize = 512;
+pub(super) const STRING: usize = 512;
 /// Bytes of JSON the reader prints: threads past it are cut (a full 256 × 128 frames of
 /// 512-byte names would be 30 MiB).
-pub const OUTPUT: usize = 4 << 20;
+pub(super) const OUTPUT: usize = 4 << 20;
 /// The reader's wall time, CPU time and address space (py-spy maps the interpreter's
 /// binaries; the unwinder reads the stack's objects' `.eh_frame` and symbol tables).
-pub const WALL: Duration = Duration::from_secs(2);
-pub const CPU_S: u64 = 2;
-pub const ADDRESS_SPACE: u64 = 1 << 30;
+pub(super) const WALL: Duration = Duration::from_secs(2);
+pub(super) const CPU_S: u64 = 2;
+pub(super) const ADDRESS_SPACE: u64 = 1 << 30;
 /// Bytes of one object's sections read to unwind and symbolize through it.
-pub const SECTION: u64 = 256 << 20;
+pub(super) const SECTION: u64 = 256 << 20;
 
 impl Cut {
     /// `s` cut to [`STRING`] bytes (at a character's boundary), counted.

@@ -33,6 +33,9 @@ pub struct Thread {
     pub python_error: Option<String>,
     /// Innermost first; read for the blocked thread only.
     pub native_stack: Option<Vec<NativeFrame>>,
+    /// How it was read: blocked in a system call, or a running thread's perf sample.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub native_read: Option<String>,
     pub native_error: Option<String>,
 }
 

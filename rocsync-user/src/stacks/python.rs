@@ -14,7 +14,7 @@ use super::{
 
 /// What the Python read found.
 #[derive(Debug, Default)]
-pub struct PythonStacks {
+pub(super) struct PythonStacks {
     pub version: Option<String>,
     /// Innermost first, by host tid.
     pub by_tid: HashMap<u32, Vec<PyFrame>>,
@@ -25,7 +25,7 @@ pub struct PythonStacks {
     pub error: Option<String>,
 }
 
-pub fn read(pid: u32, cut: &mut Cut) -> PythonStacks {
+pub(super) fn read(pid: u32, cut: &mut Cut) -> PythonStacks {
     let config = Config {
         blocking: LockingStrategy::NonBlocking,
         native: false,

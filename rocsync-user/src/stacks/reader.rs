@@ -72,8 +72,9 @@ pub fn run(pid: u32, blocked: u32) -> i32 {
     let mut cut = stacks.cut;
     if let Some(thread) = stacks.threads.iter_mut().find(|t| t.blocked) {
         match native::read(pid, blocked, &mut cut) {
-            Ok((frames, stopped)) => {
+            Ok((frames, how, stopped)) => {
                 thread.native_stack = Some(frames);
+                thread.native_read = Some(how.into());
                 thread.native_error = stopped;
             }
             Err(why) => thread.native_error = Some(cut.string(why)),

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use crate::procfs;
 
 /// The host tids of `pid`'s threads, `blocked` first, then the others by tid.
-pub fn ordered(pid: u32, blocked: u32) -> Vec<u32> {
+pub(super) fn ordered(pid: u32, blocked: u32) -> Vec<u32> {
     let mut tids = procfs::threads(pid);
     tids.sort_unstable();
     if let Some(i) = tids.iter().position(|&t| t == blocked) {
@@ -18,15 +18,13 @@ pub fn ordered(pid: u32, blocked: u32) -> Vec<u32> {
     tids
 }
 
-pub fn name(pid: u32, tid: u32) -> String {
-    procfs::read(pid, &format!("task/{tid}/comm"))
-        .map(|c| c.trim_end_matches('\n').to_string())
-        .unwrap_or_default()
+pub(super) fn name(pid: u32, tid: u32) -> String {
+    procfs::thread_name(pid, tid).unwrap_or_default()
 }
 
 /// Each thread's tid in the process's own (innermost) PID namespace → its host tid.
 /// Python knows its threads by the former (`PyThreadState.native_thread_id`).
-pub fn namespace_tids(pid: u32) -> HashMap<u64, u32> {
+pub(super) fn namespace_tids(pid: u32) -> HashMap<u64, u32> {
     procfs::threads(pid)
         .into_iter()
         .filter_map(|tid| {
@@ -44,16 +42,19 @@ fn innermost(status: &str) -> Option<u64> {
 
 /// Where a thread blocked in a system call stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct InSyscall {
+pub(super) struct InSyscall {
     pub number: i64,
     pub sp: u64,
     pub ip: u64,
 }
 
+/// What a thread on a CPU is said to be doing.
+pub(super) const RUNNING: &str = "running on a CPU";
+
 /// `/proc/PID/task/TID/syscall`: the call, its six arguments, then the user stack and
 /// instruction pointers. The kernel reads them while the thread is off its CPU and never
 /// stops it; a running thread reads `running`.
-pub fn syscall(pid: u32, tid: u32) -> Result<InSyscall, String> {
+pub(super) fn syscall(pid: u32, tid: u32) -> Result<InSyscall, String> {
     let file = format!("task/{tid}/syscall");
     let text =
         procfs::read(pid, &file).map_err(|e| format!("cannot read /proc/{pid}/{file}: {e}"))?;
@@ -64,7 +65,7 @@ fn parse_syscall(text: &str) -> Result<InSyscall, String> {
     let fields: Vec<&str> = text.split_whitespace().collect();
     let hex = |s: &str| u64::from_str_radix(s.trim_start_matches("0x"), 16).ok();
     match fields.as_slice() {
-        ["running"] => Err("running on a CPU, not blocked in a system call".into()),
+        ["running"] => Err(format!("{RUNNING}, not blocked in a system call")),
         // `-1 sp ip`: stopped outside a system call (a fault, a signal).
         [nr, rest @ ..] if rest.len() == 8 || rest.len() == 2 => {
             let number: i64 = nr

@@ -7,28 +7,45 @@ const PAGE: u64 = 4096;
 /// Pages held (the stack words the unwinder and the frame-pointer scan look at).
 const PAGES: usize = 1024;
 
-pub struct Memory {
+pub(super) struct Memory {
     pid: u32,
     pages: HashMap<u64, Option<Box<[u8; PAGE as usize]>>>,
+    /// A running thread's stack as sampled (its address, the bytes): read from here, as
+    /// the live stack has moved on since.
+    copied: Option<(u64, Vec<u8>)>,
 }
 
 impl Memory {
-    pub fn of(pid: u32) -> Self {
+    pub(super) fn of(pid: u32) -> Self {
         Self {
             pid,
             pages: HashMap::new(),
+            copied: None,
         }
     }
 
+    /// Reads of `[at, at + bytes.len())` come from `bytes`, the rest from the process.
+    pub(super) fn with_copy(mut self, at: u64, bytes: Vec<u8>) -> Self {
+        self.copied = Some((at, bytes));
+        self
+    }
+
     /// The 8 bytes at `addr` (little-endian), or `None` where nothing is mapped.
-    pub fn u64(&mut self, addr: u64) -> Option<u64> {
+    pub(super) fn u64(&mut self, addr: u64) -> Option<u64> {
         let mut bytes = [0u8; 8];
         self.bytes(addr, &mut bytes)?;
         Some(u64::from_le_bytes(bytes))
     }
 
     /// Fills `out` from `addr`, across pages.
-    pub fn bytes(&mut self, addr: u64, out: &mut [u8]) -> Option<()> {
+    pub(super) fn bytes(&mut self, addr: u64, out: &mut [u8]) -> Option<()> {
+        if let Some((at, copy)) = &self.copied {
+            let from = addr.checked_sub(*at).map(|o| o as usize);
+            if let Some(src) = from.and_then(|o| copy.get(o..o.checked_add(out.len())?)) {
+                out.copy_from_slice(src);
+                return Some(());
+            }
+        }
         let mut done = 0;
         while done < out.len() {
             let at = addr.checked_add(done as u64)?;

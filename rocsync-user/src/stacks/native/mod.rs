@@ -3,10 +3,13 @@
 //! `/proc/PID/task/TID/syscall`, its stack read with `process_vm_readv`, unwound with the
 //! mapped objects' CFI and named from their symbol tables. The thread is never stopped:
 //! blocked, its stack does not change; if it leaves the call meanwhile, the read says so.
+//! A thread that spins instead (CUDA's default synchronize) is sampled once by perf
+//! (`sample.rs`): its registers and the top of its stack as they were at that instant.
 
 mod memory;
 mod objects;
 mod regions;
+mod sample;
 mod scan;
 mod symbols;
 mod unwind;
@@ -17,22 +20,54 @@ use super::{
 };
 use crate::{probes::maps, procfs};
 
-/// The frames (innermost first) and, beside them, why the walk stopped early; `Err` when
-/// none could be read.
-pub fn read(
+/// How long a running thread is given to be sampled.
+const SAMPLE_WAIT: std::time::Duration = std::time::Duration::from_millis(300);
+
+/// How a thread's native stack was read (the trace's `native_read`).
+pub(super) const IN_SYSCALL: &str = "blocked in a system call";
+pub(super) const SAMPLED: &str = "running: one perf sample of its registers and stack";
+
+/// The frames (innermost first), how they were read, and, beside them, why the walk
+/// stopped early; `Err` when none could be read.
+pub(super) fn read(
     pid: u32,
     tid: u32,
     cut: &mut Cut,
-) -> Result<(Vec<NativeFrame>, Option<String>), String> {
-    let at = tasks::syscall(pid, tid)?;
+) -> Result<(Vec<NativeFrame>, &'static str, Option<String>), String> {
     let text = procfs::maps(pid).map_err(|e| format!("cannot read /proc/{pid}/maps: {e}"))?;
     let (mappings, regions) = (maps::parse(&text), regions::Regions::parse(&text));
-    let mut memory = memory::Memory::of(pid);
     let mut objects = unwind::Objects::new(pid, &mappings);
-    let walk = unwind::walk(at, &mut objects, &mut memory, &regions);
-    if tasks::syscall(pid, tid) != Ok(at) {
-        return Err("the thread left its system call while its stack was read".into());
-    }
+    let (walk, how) = match tasks::syscall(pid, tid) {
+        Ok(at) => {
+            let start = unwind::Start {
+                ip: at.ip,
+                sp: at.sp,
+                bp: None,
+            };
+            let mut memory = memory::Memory::of(pid);
+            let walk = unwind::walk(start, &mut objects, &mut memory, &regions);
+            if tasks::syscall(pid, tid) != Ok(at) {
+                return Err("the thread left its system call while its stack was read".into());
+            }
+            (walk, IN_SYSCALL)
+        }
+        Err(why) if why.starts_with(tasks::RUNNING) => {
+            let s = sample::user_stack(tid, SAMPLE_WAIT).map_err(|e| format!("{why}; {e}"))?;
+            let start = unwind::Start {
+                ip: s.ip,
+                sp: s.sp,
+                bp: Some(s.bp),
+            };
+            // Frames past the copy are read live: the outer ones of a thread spinning in
+            // one call stay as they were.
+            let mut memory = memory::Memory::of(pid).with_copy(s.sp, s.stack);
+            (
+                unwind::walk(start, &mut objects, &mut memory, &regions),
+                SAMPLED,
+            )
+        }
+        Err(why) => return Err(why),
+    };
     cut.frames += walk.cut;
     // Return addresses are named by the call before them (a call may end a function).
     let lookups: Vec<u64> = walk
@@ -83,7 +118,7 @@ pub fn read(
             }
         })
         .collect();
-    Ok((frames, walk.stopped.map(|s| cut.string(s))))
+    Ok((frames, how, walk.stopped.map(|s| cut.string(s))))
 }
 
 fn mapped(mappings: &[maps::Mapping], addr: u64) -> Option<String> {

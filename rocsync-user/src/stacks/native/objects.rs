@@ -16,7 +16,7 @@ use object::{Object as _, ObjectSection as _, ObjectSegment as _, read::ReadCach
 use crate::{probes::maps::Mapping, stacks::bounds};
 
 /// One mapped file: where it is in the process, and how its addresses translate.
-pub struct MappedObject {
+pub(super) struct MappedObject {
     /// The path as the process sees it.
     pub path: String,
     /// From its first mapping to the end of its last.
@@ -27,11 +27,11 @@ pub struct MappedObject {
 }
 
 /// A section's addresses in the object, and its bytes.
-pub type Section = (Range<u64>, Vec<u8>);
+pub(super) type Section = (Range<u64>, Vec<u8>);
 
 /// The sections the unwinder needs, with their addresses in the object.
 #[derive(Default)]
-pub struct UnwindSections {
+pub(super) struct UnwindSections {
     pub eh_frame: Option<Section>,
     pub eh_frame_hdr: Option<Section>,
     pub text: Option<Range<u64>>,
@@ -39,7 +39,7 @@ pub struct UnwindSections {
 }
 
 /// The mapped file holding `addr`, opened; `Err` says why it could not be.
-pub fn open(pid: u32, maps: &[Mapping], addr: u64) -> Result<MappedObject, String> {
+pub(super) fn open(pid: u32, maps: &[Mapping], addr: u64) -> Result<MappedObject, String> {
     let m = maps
         .iter()
         .find(|m| (m.start..m.end).contains(&addr))
@@ -99,7 +99,7 @@ fn open_mapping(pid: u32, m: &Mapping) -> Result<File, String> {
 impl MappedObject {
     /// The unwind tables and the ranges they refer to, each section at most
     /// [`bounds::SECTION`] bytes.
-    pub fn unwind_sections(&self) -> Result<UnwindSections, String> {
+    pub(super) fn unwind_sections(&self) -> Result<UnwindSections, String> {
         let cache = ReadCache::new(&self.file);
         let elf = object::File::parse(&cache).map_err(|e| format!("{}: {e}", self.path))?;
         let range = |name: &str| {
@@ -137,7 +137,7 @@ impl MappedObject {
     }
 
     /// `addr` (in the process) in the object's own addresses.
-    pub fn svma(&self, addr: u64) -> u64 {
+    pub(super) fn svma(&self, addr: u64) -> u64 {
         addr.wrapping_sub(self.bias)
     }
 }

@@ -2,7 +2,7 @@
 //! ends and whether an address is code.
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Region {
+pub(super) struct Region {
     pub start: u64,
     pub end: u64,
     pub exec: bool,
@@ -11,11 +11,11 @@ pub struct Region {
     pub uprobes: bool,
 }
 
-pub struct Regions(Vec<Region>);
+pub(super) struct Regions(Vec<Region>);
 
 impl Regions {
     /// From the text of `/proc/PID/maps`.
-    pub fn parse(maps: &str) -> Self {
+    pub(super) fn parse(maps: &str) -> Self {
         Self(
             maps.lines()
                 .filter_map(|line| {
@@ -33,19 +33,19 @@ impl Regions {
         )
     }
 
-    pub fn at(&self, addr: u64) -> Option<Region> {
+    pub(super) fn at(&self, addr: u64) -> Option<Region> {
         self.0
             .iter()
             .copied()
             .find(|r| (r.start..r.end).contains(&addr))
     }
 
-    pub fn is_code(&self, addr: u64) -> bool {
+    pub(super) fn is_code(&self, addr: u64) -> bool {
         self.at(addr).is_some_and(|r| r.exec)
     }
 
     /// Whether `addr` is a return probe's trampoline (`[uprobes]`).
-    pub fn is_trampoline(&self, addr: u64) -> bool {
+    pub(super) fn is_trampoline(&self, addr: u64) -> bool {
         self.at(addr).is_some_and(|r| r.uprobes)
     }
 }

@@ -14,10 +14,10 @@ use super::{memory::Memory, regions::Regions};
 /// How far above a frame's stack pointer its frame pointer is looked for.
 const REACH: u64 = 64 << 10;
 /// Candidates tried before giving up.
-pub const TRIES: usize = 4;
+pub(super) const TRIES: usize = 4;
 
 /// Candidate values of `rbp` for a frame whose stack pointer is `sp`, nearest first.
-pub fn frame_pointers(memory: &mut Memory, regions: &Regions, sp: u64) -> Vec<u64> {
+pub(super) fn frame_pointers(memory: &mut Memory, regions: &Regions, sp: u64) -> Vec<u64> {
     let Some(stack) = regions.at(sp) else {
         return Vec::new();
     };
@@ -39,7 +39,7 @@ pub fn frame_pointers(memory: &mut Memory, regions: &Regions, sp: u64) -> Vec<u6
 
 /// The first word at or above `sp` that is a return address (code after a call, not a
 /// trampoline): where a frame hidden by a return probe returns to.
-pub fn return_address(memory: &mut Memory, regions: &Regions, sp: u64) -> Option<u64> {
+pub(super) fn return_address(memory: &mut Memory, regions: &Regions, sp: u64) -> Option<u64> {
     let stack = regions.at(sp)?;
     let top = stack.end.min(sp.saturating_add(REACH));
     (sp & !7..top.saturating_sub(8)).step_by(8).find(|&x| {
@@ -51,7 +51,7 @@ pub fn return_address(memory: &mut Memory, regions: &Regions, sp: u64) -> Option
 
 /// Whether the bytes before `ret` end with a call: `e8 rel32`, or `ff /2` (call through a
 /// register or memory, 2 to 7 bytes with prefixes and displacements).
-pub fn after_call(memory: &mut Memory, ret: u64) -> bool {
+pub(super) fn after_call(memory: &mut Memory, ret: u64) -> bool {
     let mut b = [0u8; 7];
     if ret < 7 || memory.bytes(ret - 7, &mut b).is_none() {
         return false;

@@ -12,7 +12,7 @@ use super::objects::MappedObject;
 const UNSIZED_REACH: u64 = 4096;
 
 /// The name of each of `svmas` (addresses in the object's own space), demangled.
-pub fn names(object: &MappedObject, svmas: &[u64]) -> Vec<Option<String>> {
+pub(super) fn names(object: &MappedObject, svmas: &[u64]) -> Vec<Option<String>> {
     let cache = ReadCache::new(&object.file);
     let Ok(elf) = object::File::parse(&cache) else {
         return vec![None; svmas.len()];

@@ -15,7 +15,16 @@ use super::{
     regions::Regions,
     scan,
 };
-use crate::{probes::maps::Mapping, stacks::bounds, stacks::tasks::InSyscall};
+use crate::{probes::maps::Mapping, stacks::bounds};
+
+/// Where a walk starts: the thread's instruction and stack pointers, and `rbp` where it is
+/// known (a perf sample has it; a system call's file does not).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Start {
+    pub ip: u64,
+    pub sp: u64,
+    pub bp: Option<u64>,
+}
 
 /// `rbp` while unknown: far above any stack, so a rule that needs it reads here and says so.
 const UNKNOWN_BP: u64 = 0xffff_ffff_ffff_0000;
@@ -24,7 +33,7 @@ const WALKED: usize = 8 * bounds::FRAMES;
 
 /// A walked stack: each address innermost first (the instruction pointer, then return
 /// addresses), whether it came from a guessed frame pointer; why the walk stopped early.
-pub struct Walk {
+pub(super) struct Walk {
     pub frames: Vec<(u64, bool)>,
     pub stopped: Option<String>,
     /// Frames past the bound.
@@ -32,7 +41,7 @@ pub struct Walk {
 }
 
 /// The objects opened so far, and the files that could not be.
-pub struct Objects<'a> {
+pub(super) struct Objects<'a> {
     pid: u32,
     maps: &'a [Mapping],
     pub opened: Vec<MappedObject>,
@@ -40,7 +49,7 @@ pub struct Objects<'a> {
 }
 
 impl<'a> Objects<'a> {
-    pub fn new(pid: u32, maps: &'a [Mapping]) -> Self {
+    pub(super) fn new(pid: u32, maps: &'a [Mapping]) -> Self {
         Self {
             pid,
             maps,
@@ -51,7 +60,7 @@ impl<'a> Objects<'a> {
 
     /// The object holding `addr`, opened now if it was not; `None` for anonymous memory
     /// or a file that could not be opened.
-    pub fn at(&mut self, addr: u64) -> Option<&MappedObject> {
+    pub(super) fn at(&mut self, addr: u64) -> Option<&MappedObject> {
         if let Some(i) = self.opened.iter().position(|o| o.range.contains(&addr)) {
             return self.opened.get(i);
         }
@@ -75,10 +84,15 @@ impl<'a> Objects<'a> {
     }
 }
 
-pub fn walk(at: InSyscall, objects: &mut Objects, memory: &mut Memory, regions: &Regions) -> Walk {
+pub(super) fn walk(
+    at: Start,
+    objects: &mut Objects,
+    memory: &mut Memory,
+    regions: &Regions,
+) -> Walk {
     let mut unwinder = UnwinderX86_64::<Vec<u8>>::new();
     let mut cache = CacheX86_64::new();
-    let mut regs = UnwindRegsX86_64::new(at.ip, at.sp, UNKNOWN_BP);
+    let mut regs = UnwindRegsX86_64::new(at.ip, at.sp, at.bp.unwrap_or(UNKNOWN_BP));
     let mut address = FrameAddress::from_instruction_pointer(at.ip);
     let mut walk = Walk {
         frames: vec![(at.ip, false)],
