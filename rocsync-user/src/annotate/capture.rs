@@ -12,7 +12,7 @@ use crate::{
     resolve::{Resolver, Row},
 };
 
-pub struct Capture {
+pub(super) struct Capture {
     /// CLOCK_REALTIME − CLOCK_MONOTONIC at capture start: rocsync's times on the epoch.
     pub clock_offset_ns: i64,
     /// Resolved rows by pid, in correlation order (filtered calls left out).
@@ -20,7 +20,7 @@ pub struct Capture {
 }
 
 impl Capture {
-    pub fn read(path: &Path) -> Result<Capture> {
+    pub(super) fn read(path: &Path) -> Result<Capture> {
         let file = open_regular(path, "annotate reads a raw capture file")?;
         let mut input = decompressed(file)?;
         if sniff(input.as_mut())? == Sniffed::Trace {
@@ -62,14 +62,14 @@ impl Capture {
         })
     }
 
-    pub fn pids(&self) -> Vec<u32> {
+    pub(super) fn pids(&self) -> Vec<u32> {
         let mut p: Vec<u32> = self.rows.keys().copied().collect();
         p.sort_unstable();
         p
     }
 
     /// The epoch time of a rocsync (CLOCK_MONOTONIC) time.
-    pub fn epoch_ns(&self, mono_ns: u64) -> i64 {
+    pub(super) fn epoch_ns(&self, mono_ns: u64) -> i64 {
         (mono_ns as i64).saturating_add(self.clock_offset_ns)
     }
 }

@@ -12,33 +12,33 @@ use anyhow::{Result, bail};
 use rocsync_common::Op;
 
 /// How far apart the two epochs may be at most: farther, they are not the same run.
-pub const SEARCH_NS: i64 = 2_000_000_000;
+pub(super) const SEARCH_NS: i64 = 2_000_000_000;
 /// A profiler row and a call are one when their starts are this close (once aligned).
-pub const COARSE_NS: i64 = 300_000;
-pub const FINE_NS: i64 = 100_000;
+pub(super) const COARSE_NS: i64 = 300_000;
+pub(super) const FINE_NS: i64 = 100_000;
 /// A drift is fitted only over pairs at least this far apart.
 const MIN_DRIFT_SPAN_NS: i64 = 10_000_000_000;
 
 /// A point of each side: (thread, op) → sorted epoch start times.
-pub type Series = HashMap<(i64, Op), Vec<i64>>;
+pub(super) type Series = HashMap<(i64, Op), Vec<i64>>;
 
 /// profiler time ≈ rocsync time + `offset_ns` + `ppb` × (rocsync time − `at_ns`) / 1e9.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct Alignment {
+pub(super) struct Alignment {
     pub offset_ns: i64,
     pub at_ns: i64,
     pub ppb: f64,
 }
 
 impl Alignment {
-    pub fn to_profiler(self, rocsync_ns: i64) -> i64 {
+    pub(super) fn to_profiler(self, rocsync_ns: i64) -> i64 {
         let dt = (rocsync_ns - self.at_ns) as f64;
         rocsync_ns + self.offset_ns + (dt * self.ppb / 1e9) as i64
     }
 }
 
 /// The nearest time in sorted `v` to `t`, and how far it is.
-pub fn nearest(v: &[i64], t: i64) -> Option<(usize, i64)> {
+pub(super) fn nearest(v: &[i64], t: i64) -> Option<(usize, i64)> {
     let i = v.partition_point(|&x| x < t);
     [i.checked_sub(1), (i < v.len()).then_some(i)]
         .into_iter()
@@ -69,7 +69,7 @@ fn span(s: &Series) -> Option<(i64, i64)> {
 
 /// The alignment under which the profiler's rows and rocsync's calls line up, or why none
 /// does.
-pub fn align(profile: &Series, calls: &Series) -> Result<Alignment> {
+pub(super) fn align(profile: &Series, calls: &Series) -> Result<Alignment> {
     let (Some((p0, p1)), Some((c0, c1))) = (span(profile), span(calls)) else {
         bail!("nothing to align: no call of a hooked API on one side");
     };

@@ -17,7 +17,7 @@ use crate::resolve::Producer;
 const EVENT_WAITS: [&str; 2] = ["Stream Wait Event", "Event Sync"];
 
 /// The edits to make: (index in `traceEvents`, new text of that element).
-pub fn fill(p: &Process, s: &mut Summary) -> Vec<(usize, String)> {
+pub(super) fn fill(p: &Process, s: &mut Summary) -> Vec<(usize, String)> {
     let mut edits = Vec::new();
     let w = &mut s.waits;
     for d in &p.profile.device {
@@ -69,7 +69,7 @@ pub fn fill(p: &Process, s: &mut Summary) -> Vec<(usize, String)> {
 
 /// The producer of the profiler's wait `correlation` in the profiler's terms:
 /// (recording stream id, record row's correlation), or why it cannot be named.
-pub fn producer_of(p: &Process, correlation: i64) -> Result<(i64, i64), Reason> {
+pub(super) fn producer_of(p: &Process, correlation: i64) -> Result<(i64, i64), Reason> {
     let rc = p
         .matches
         .to_rocsync
@@ -85,7 +85,7 @@ pub fn producer_of(p: &Process, correlation: i64) -> Result<(i64, i64), Reason> 
 }
 
 /// A record rocsync resolved, in the profiler's terms.
-pub fn in_profile(p: &Process, pr: &Producer) -> Result<(i64, i64), Reason> {
+pub(super) fn in_profile(p: &Process, pr: &Producer) -> Result<(i64, i64), Reason> {
     let record = *p
         .matches
         .to_profiler

@@ -11,7 +11,7 @@ use super::profile::Profile;
 use crate::emit::files::PendingFile;
 
 /// `text` with the integer value of `"key"` replaced by `value`; `None` without that key.
-pub fn set_int(text: &str, key: &str, value: i64) -> Option<String> {
+pub(super) fn set_int(text: &str, key: &str, value: i64) -> Option<String> {
     let quoted = format!("\"{key}\"");
     let at = text.find(&quoted)? + quoted.len();
     let rest = &text[at..];
@@ -33,7 +33,7 @@ pub fn set_int(text: &str, key: &str, value: i64) -> Option<String> {
 
 /// The whole output, written to `out` as it is made (a copy of the trace held beside it
 /// doubled what annotate holds): edits applied (sorted by element), rows appended.
-pub fn assemble(
+pub(super) fn assemble(
     p: &Profile,
     mut edits: Vec<(usize, String)>,
     added: &[String],
@@ -63,7 +63,7 @@ pub fn assemble(
 }
 
 /// `trace.json[.gz]` → `trace.annotated.json`, beside it.
-pub fn default_output(trace: &Path) -> std::path::PathBuf {
+pub(super) fn default_output(trace: &Path) -> std::path::PathBuf {
     let name = trace
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -80,7 +80,7 @@ pub fn default_output(trace: &Path) -> std::path::PathBuf {
 /// Writes what `text` writes to `path` atomically; an existing `path` is refused, now and
 /// at the rename, unless `force` (then only a regular file is replaced, as every output
 /// is).
-pub fn write(
+pub(super) fn write(
     path: &Path,
     force: bool,
     text: impl FnOnce(&mut dyn Write) -> Result<()>,

@@ -19,7 +19,7 @@ use crate::resolve::Row;
 
 /// Profiler correlation ↔ rocsync correlation, both ways.
 #[derive(Default)]
-pub struct Matches {
+pub(super) struct Matches {
     pub to_rocsync: HashMap<i64, u64>,
     pub to_profiler: HashMap<u64, i64>,
     /// Hooked-API rows of the profiler with no call (outside the capture, or lost).
@@ -38,7 +38,7 @@ type Span<C> = (i64, C, i64);
 
 /// Pairs `rows` (one process's hooked-API rows) with `calls` (that process's resolved
 /// rows) under `clock`.
-pub fn pair(
+pub(super) fn pair(
     rows: &[&RuntimeRow],
     calls: &[Row],
     epoch: impl Fn(u64) -> i64,

@@ -12,13 +12,13 @@ use serde_json::{Value, value::RawValue};
 /// The runtime a profiler trace comes from: Kineto's CUPTI backend, or its
 /// rocprofiler-sdk backend (which writes no sync rows).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Flavour {
+pub(super) enum Flavour {
     Cuda,
     Rocm,
 }
 
 impl Flavour {
-    pub fn name(self) -> &'static str {
+    pub(super) fn name(self) -> &'static str {
         match self {
             Flavour::Cuda => "cuda",
             Flavour::Rocm => "rocm",
@@ -28,7 +28,7 @@ impl Flavour {
 
 /// A host-side runtime row (`cat: cuda_runtime`).
 #[derive(Clone, Debug)]
-pub struct RuntimeRow {
+pub(super) struct RuntimeRow {
     pub name: String,
     /// What the call does, when it is one rocsync hooks (HIP and CUDA names alike).
     pub op: Option<Op>,
@@ -46,7 +46,7 @@ pub struct RuntimeRow {
 
 /// A device-side row that names a stream: kernels, copies, sets, `cuda_event`, `cuda_sync`.
 #[derive(Clone, Debug)]
-pub struct DeviceRow {
+pub(super) struct DeviceRow {
     pub event: usize,
     pub cat: String,
     pub name: String,
@@ -60,7 +60,7 @@ pub struct DeviceRow {
     pub wait_on_record: Option<i64>,
 }
 
-pub struct Profile {
+pub(super) struct Profile {
     pub text: String,
     /// Byte ranges of each element of `traceEvents` in `text`.
     pub spans: Vec<(usize, usize)>,
@@ -74,7 +74,7 @@ pub struct Profile {
 /// The most `traceEvents` read: each costs its span and, as a row, more than its text
 /// (a file of empty events, 3 bytes each, took 11 times its size). A Kineto trace's
 /// events average a few hundred bytes: the largest trace read holds about this many.
-pub const MAX_EVENTS: usize = (crate::input::MAX_HELD / 256) as usize;
+pub(super) const MAX_EVENTS: usize = (crate::input::MAX_HELD / 256) as usize;
 const TOO_MANY: &str = "more than";
 /// The largest event read as a row: read whole, an event costs ~17 times its text (one
 /// of an array of 100 M zeros took 3.5 GB); Kineto's rows are a few hundred bytes.
@@ -127,7 +127,7 @@ where
 }
 
 /// The op of a runtime API name: `hip*`/`cuda*`, per-thread suffixes aside.
-pub fn op_of(name: &str) -> Option<Op> {
+pub(super) fn op_of(name: &str) -> Option<Op> {
     let key = norm(name)?;
     Api::ALL
         .iter()
@@ -161,7 +161,7 @@ fn us_to_ns(v: &Value) -> Option<i64> {
 }
 
 impl Profile {
-    pub fn parse(text: String) -> Result<Profile> {
+    pub(super) fn parse(text: String) -> Result<Profile> {
         let top: Top =
             serde_json::from_str(&text).map_err(|e| match e.to_string().starts_with(TOO_MANY) {
                 true => anyhow!(e),
@@ -215,13 +215,13 @@ impl Profile {
     }
 
     /// The text of `traceEvents[i]`.
-    pub fn event_text(&self, i: usize) -> &str {
+    pub(super) fn event_text(&self, i: usize) -> &str {
         let (a, b) = self.spans[i];
         &self.text[a..b]
     }
 
     /// The pids of the host rows: the processes this trace profiled.
-    pub fn pids(&self) -> Vec<i64> {
+    pub(super) fn pids(&self) -> Vec<i64> {
         let mut p: Vec<i64> = self.runtime.iter().map(|r| r.pid).collect();
         p.sort_unstable();
         p.dedup();
@@ -229,7 +229,7 @@ impl Profile {
     }
 
     /// Device rows by correlation.
-    pub fn device_by_correlation(&self) -> HashMap<i64, Vec<&DeviceRow>> {
+    pub(super) fn device_by_correlation(&self) -> HashMap<i64, Vec<&DeviceRow>> {
         let mut m: HashMap<i64, Vec<&DeviceRow>> = HashMap::new();
         for d in &self.device {
             m.entry(d.correlation).or_default().push(d);
@@ -237,7 +237,7 @@ impl Profile {
         m
     }
 
-    pub fn check_not_empty(&self) -> Result<()> {
+    pub(super) fn check_not_empty(&self) -> Result<()> {
         if !self
             .runtime
             .iter()

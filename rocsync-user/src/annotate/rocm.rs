@@ -21,7 +21,7 @@ use crate::{
 };
 
 /// The rows to append to `traceEvents`.
-pub fn add(p: &mut Process, s: &mut Summary) -> Vec<String> {
+pub(super) fn add(p: &mut Process, s: &mut Summary) -> Vec<String> {
     // Kineto numbers a device's streams 1.. by first appearance of a launch or copy.
     let mut profiler_max: HashMap<i64, i64> = HashMap::new();
     for d in &p.profile.device {

@@ -12,13 +12,13 @@ use super::{matching::Matches, profile::Profile};
 use crate::resolve::Row;
 
 /// A stream as rocsync's resolution tells them apart: (device, index).
-pub type Stream = (i32, i64);
+pub(super) type Stream = (i32, i64);
 
 /// A stream in the profiler's trace: (device pid, stream id).
-pub type ProfilerStream = (i64, i64);
+pub(super) type ProfilerStream = (i64, i64);
 
 #[derive(Default)]
-pub struct StreamMap {
+pub(super) struct StreamMap {
     map: HashMap<Stream, ProfilerStream>,
     /// Calls that named a stream on both sides.
     pub evidence: usize,
@@ -27,7 +27,11 @@ pub struct StreamMap {
 }
 
 impl StreamMap {
-    pub fn learn(profile: &Profile, matches: &Matches, rows: &HashMap<u64, &Row>) -> StreamMap {
+    pub(super) fn learn(
+        profile: &Profile,
+        matches: &Matches,
+        rows: &HashMap<u64, &Row>,
+    ) -> StreamMap {
         let device_rows = profile.device_by_correlation();
         let mut votes: HashMap<Stream, HashMap<ProfilerStream, usize>> = HashMap::new();
         let mut evidence = 0;
@@ -70,16 +74,16 @@ impl StreamMap {
         }
     }
 
-    pub fn get(&self, s: Stream) -> Option<ProfilerStream> {
+    pub(super) fn get(&self, s: Stream) -> Option<ProfilerStream> {
         self.map.get(&s).copied()
     }
 
-    pub fn len(&self) -> usize {
+    pub(super) fn len(&self) -> usize {
         self.map.len()
     }
 
     /// The map, for the summary: `device:index → device:stream`, sorted.
-    pub fn pairs(&self) -> Vec<(Stream, ProfilerStream)> {
+    pub(super) fn pairs(&self) -> Vec<(Stream, ProfilerStream)> {
         let mut v: Vec<_> = self.map.iter().map(|(a, b)| (*a, *b)).collect();
         v.sort_unstable();
         v
@@ -87,7 +91,11 @@ impl StreamMap {
 
     /// Numbers a stream the profiler never showed after the profiler's own on its device
     /// (ROCm, where Kineto numbers streams 1.. by first appearance): never one of its ids.
-    pub fn number_new(&mut self, s: Stream, profiler_max: &HashMap<i64, i64>) -> ProfilerStream {
+    pub(super) fn number_new(
+        &mut self,
+        s: Stream,
+        profiler_max: &HashMap<i64, i64>,
+    ) -> ProfilerStream {
         if let Some(p) = self.get(s) {
             return p;
         }

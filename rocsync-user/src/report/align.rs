@@ -14,10 +14,10 @@ const MIN_OVERLAP: usize = 2;
 const MAX_CANDIDATES: usize = 4096;
 /// Communicators a rank without an id is compared with (those holding its first
 /// collective's signature): a folder of thousands of unaligned ranks stays linear.
-pub const MAX_GROUPS_TRIED: usize = 64;
+pub(super) const MAX_GROUPS_TRIED: usize = 64;
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum Target {
+pub(super) enum Target {
     Known(String),
     Unaligned(usize),
 }
@@ -25,7 +25,7 @@ pub enum Target {
 /// The groups (communicators, unaligned ranks) by the signatures their reference ranks'
 /// collectives have: a rank without an id is compared only with those holding its first
 /// collective's.
-pub struct Groups {
+pub(super) struct Groups {
     /// At most [`MAX_GROUPS_TRIED`] per signature, and whether more had it.
     pub by_sig: HashMap<(String, String), (Vec<Target>, bool)>,
     /// Each group's reference: the most collectives of any of its ranks.
@@ -37,7 +37,7 @@ fn key(s: &Sig) -> (String, String) {
 }
 
 impl Groups {
-    pub fn new(known: &BTreeMap<String, Vec<Rank>>) -> Self {
+    pub(super) fn new(known: &BTreeMap<String, Vec<Rank>>) -> Self {
         let mut g = Groups {
             by_sig: HashMap::new(),
             longest: HashMap::new(),
@@ -52,7 +52,7 @@ impl Groups {
 
     /// `r` joined `target` (of ranks `before`): its signatures are the group's when it
     /// is the group's longest.
-    pub fn joined(&mut self, target: Target, r: &Rank, before: &[Rank]) {
+    pub(super) fn joined(&mut self, target: Target, r: &Rank, before: &[Rank]) {
         let longest = self.longest.entry(target.clone()).or_default();
         if r.calls.len() <= *longest && !before.is_empty() {
             return;
@@ -75,7 +75,7 @@ impl Groups {
 
     /// Every (group, shift) whose reference rank's collectives `r`'s match by signature,
     /// up to two (two are as ambiguous as more); and whether every candidate was tried.
-    pub fn fits(
+    pub(super) fn fits(
         &self,
         r: &Rank,
         known: &BTreeMap<String, Vec<Rank>>,
@@ -135,7 +135,7 @@ fn shifts(r: &Rank, (first, sig): (u64, &Sig), group: &[Rank]) -> Vec<i64> {
         .collect()
 }
 
-pub fn shift_by(r: &mut Rank, d: i64) {
+pub(super) fn shift_by(r: &mut Rank, d: i64) {
     let shifted = |s: u64| (s as i64 + d).max(0) as u64;
     r.at = shifted(r.at);
     for c in &mut r.calls {

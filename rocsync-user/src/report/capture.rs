@@ -102,6 +102,6 @@ impl Capture {
 }
 
 /// Whether a CUPTI sync kind waits on an event (and so has a producer).
-pub fn waits_on_event(kind: &str) -> bool {
+pub(super) fn waits_on_event(kind: &str) -> bool {
     matches!(kind, "Stream Wait Event" | "Event Sync")
 }

@@ -12,7 +12,7 @@ use serde::{
 
 /// One field's value: a scalar, or `Other` for an array or object (not kept).
 #[derive(Clone, Debug, Default, PartialEq)]
-pub enum Scalar {
+pub(super) enum Scalar {
     #[default]
     Absent,
     Null,
@@ -26,7 +26,7 @@ pub enum Scalar {
 }
 
 impl Scalar {
-    pub fn as_u64(&self) -> Option<u64> {
+    pub(super) fn as_u64(&self) -> Option<u64> {
         match *self {
             Scalar::U64(n) => Some(n),
             Scalar::I64(n) => u64::try_from(n).ok(),
@@ -34,7 +34,7 @@ impl Scalar {
         }
     }
 
-    pub fn as_i64(&self) -> Option<i64> {
+    pub(super) fn as_i64(&self) -> Option<i64> {
         match *self {
             Scalar::U64(n) => i64::try_from(n).ok(),
             Scalar::I64(n) => Some(n),
@@ -42,7 +42,7 @@ impl Scalar {
         }
     }
 
-    pub fn as_f64(&self) -> Option<f64> {
+    pub(super) fn as_f64(&self) -> Option<f64> {
         match *self {
             Scalar::U64(n) => Some(n as f64),
             Scalar::I64(n) => Some(n as f64),
@@ -51,7 +51,7 @@ impl Scalar {
         }
     }
 
-    pub fn as_str(&self) -> Option<&str> {
+    pub(super) fn as_str(&self) -> Option<&str> {
         match self {
             Scalar::Str(s) => Some(s),
             _ => None,
@@ -60,7 +60,7 @@ impl Scalar {
 
     /// As JSON text (a string quoted), as a row's signature compares it; `None` for an
     /// array or object, which no rocsync trace writes there.
-    pub fn json(&self) -> Option<String> {
+    pub(super) fn json(&self) -> Option<String> {
         Some(match self {
             Scalar::Absent => String::new(),
             Scalar::Null => "null".into(),
@@ -125,7 +125,7 @@ impl<'de> Visitor<'de> for ScalarVisitor {
 /// An object read as `T` (its other keys passed by); `None` when absent or not an object
 /// (a trace's `rocsync` object, the daemon's parameters).
 #[derive(Debug)]
-pub struct Object<T>(pub Option<T>);
+pub(super) struct Object<T>(pub Option<T>);
 
 impl<T> Default for Object<T> {
     fn default() -> Self {
@@ -174,13 +174,13 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for Object<T> {
 /// A map of counters (`rocsync.drops`), its first [`Counters::MAX`] entries kept and the
 /// rest counted: a trace's own has a few dozen.
 #[derive(Debug, Default)]
-pub struct Counters {
+pub(super) struct Counters {
     pub kept: Vec<(String, Scalar)>,
     pub past: u64,
 }
 
 impl Counters {
-    pub const MAX: usize = 1024;
+    pub(super) const MAX: usize = 1024;
 }
 
 impl<'de> Deserialize<'de> for Counters {
@@ -212,7 +212,7 @@ impl<'de> Deserialize<'de> for Counters {
 /// element that is not one is passed by), the rest counted: a hostile trace's list of a
 /// million frames costs `N` of them. Absent, `null` or not a list: `present` is false.
 #[derive(Debug)]
-pub struct Capped<T, const N: usize> {
+pub(super) struct Capped<T, const N: usize> {
     pub kept: Vec<T>,
     pub past: u64,
     pub present: bool,

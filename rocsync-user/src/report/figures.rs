@@ -14,7 +14,7 @@ use super::{
 };
 
 /// How many of the longest waits are listed.
-pub const LONGEST: usize = 10;
+pub(super) const LONGEST: usize = 10;
 
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct Figures {
@@ -155,12 +155,12 @@ impl Figures {
     }
 }
 
-pub fn us(ns: i64) -> f64 {
+pub(super) fn us(ns: i64) -> f64 {
     ns as f64 / 1000.0
 }
 
 /// Nearest-rank percentile of sorted values.
-pub fn percentile(sorted: &[i64], p: f64) -> i64 {
+pub(super) fn percentile(sorted: &[i64], p: f64) -> i64 {
     if sorted.is_empty() {
         return 0;
     }
@@ -220,7 +220,7 @@ fn wait(o: &Observed, c: &Capture) -> Wait {
 }
 
 /// Who waits on whom: resolved waits on an event, by (process, waiter, recording stream).
-pub fn dependencies(syncs: &[&Observed], c: &Capture) -> Vec<Dependency> {
+pub(super) fn dependencies(syncs: &[&Observed], c: &Capture) -> Vec<Dependency> {
     type Key = (u32, Waiter, (u64, Option<i64>));
     let mut m: BTreeMap<Key, (u64, i64, i64)> = BTreeMap::new();
     for o in syncs {

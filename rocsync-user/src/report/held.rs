@@ -8,12 +8,12 @@ use crate::input::bytes;
 
 /// Distinct names held (APIs, sync kinds, reasons; collectives' names and types): a trace
 /// rocsync wrote has a few dozen.
-pub const MAX_NAMES: usize = 4096;
+pub(super) const MAX_NAMES: usize = 4096;
 
 /// What a held name costs besides its bytes: its slot in the set, the `Rc` header.
 const NAME_COST: usize = 64;
 
-pub struct Held {
+pub(super) struct Held {
     max: u64,
     used: u64,
     names: HashSet<Rc<str>>,
@@ -21,13 +21,13 @@ pub struct Held {
 
 /// Why a row was not kept: its words in the report.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Refused {
+pub(super) enum Refused {
     Budget,
     Names,
 }
 
 impl Held {
-    pub fn new(max: u64) -> Self {
+    pub(super) fn new(max: u64) -> Self {
         Held {
             max,
             used: 0,
@@ -36,7 +36,7 @@ impl Held {
     }
 
     /// Takes `bytes` of the budget; past it, nothing is taken.
-    pub fn take(&mut self, bytes: usize) -> Result<(), Refused> {
+    pub(super) fn take(&mut self, bytes: usize) -> Result<(), Refused> {
         let after = self.used + bytes as u64;
         if after > self.max {
             return Err(Refused::Budget);
@@ -46,7 +46,7 @@ impl Held {
     }
 
     /// `name`, held once for every row that has it.
-    pub fn name(&mut self, name: &str) -> Result<Rc<str>, Refused> {
+    pub(super) fn name(&mut self, name: &str) -> Result<Rc<str>, Refused> {
         match self.names.get(name) {
             Some(n) => Ok(n.clone()),
             None if self.names.len() >= MAX_NAMES => Err(Refused::Names),
@@ -60,7 +60,7 @@ impl Held {
     }
 
     /// The reason counted for a row refused, as the report says it.
-    pub fn why(&self, r: Refused, rows: &str) -> String {
+    pub(super) fn why(&self, r: Refused, rows: &str) -> String {
         match r {
             Refused::Budget => {
                 format!("{rows} past the report's bound of {} held", bytes(self.max))

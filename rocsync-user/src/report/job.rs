@@ -24,7 +24,7 @@ use crate::input::{MAX_HELD, decompressed, walk};
 
 /// One rank of a communicator, in one trace.
 #[derive(Clone, Debug, Serialize)]
-pub struct Rank {
+pub(super) struct Rank {
     pub rank: Option<u64>,
     /// The node whose upload it is: the first folder of its path, if any.
     pub host: Option<String>,
@@ -52,7 +52,7 @@ pub struct Rank {
 
 /// A trace the report read.
 #[derive(Debug, Serialize)]
-pub struct Trace {
+pub(super) struct Trace {
     pub file: String,
     pub host: Option<String>,
     pub pids: Vec<u64>,
@@ -65,13 +65,13 @@ pub struct Trace {
 
 /// A file passed over, and why.
 #[derive(Debug, Serialize)]
-pub struct Skipped {
+pub(super) struct Skipped {
     pub file: String,
     pub why: String,
 }
 
 #[derive(Debug, Serialize)]
-pub struct Job {
+pub(super) struct Job {
     pub traces_count: usize,
     pub traces: Vec<Trace>,
     pub skipped: Vec<Skipped>,
@@ -83,7 +83,7 @@ pub struct Job {
 
 /// Reads every trace (`*.json`, `*.json.gz`) under `dir` (its node folders too): their
 /// collectives and the daemon's words, all within one bound in bytes.
-pub fn read_dir(dir: &Path) -> Result<Job> {
+pub(super) fn read_dir(dir: &Path) -> Result<Job> {
     let mut held = Held::new(MAX_HELD);
     let (mut read, mut skipped) = (Vec::new(), Vec::new());
     let mut progress = super::progress::Progress::new("reading the traces");
@@ -135,7 +135,7 @@ fn first_line(e: &str) -> String {
 
 /// A name as the report prints it: its control characters escaped (a name is whatever
 /// the directory's owner made it).
-pub fn shown(name: &str) -> String {
+pub(super) fn shown(name: &str) -> String {
     name.chars()
         .flat_map(|c| match c.is_control() {
             true => c.escape_default().collect::<Vec<_>>(),
@@ -151,7 +151,7 @@ fn host_of(file: &str) -> Option<String> {
 }
 
 /// The ranks of `traces` (file name, what it holds), put together.
-pub fn job(traces: Vec<(String, Ranks)>) -> Job {
+pub(super) fn job(traces: Vec<(String, Ranks)>) -> Job {
     let mut known: BTreeMap<String, Vec<Rank>> = BTreeMap::new();
     let mut unknown = Vec::new();
     let mut notes = Vec::new();

@@ -36,12 +36,12 @@ fn ranks_list(v: &[u64]) -> String {
     format!("{} {}", plural(v.len(), "rank", "ranks"), s.join(", "))
 }
 
-pub fn plural<'a>(n: usize, one: &'a str, many: &'a str) -> &'a str {
+pub(super) fn plural<'a>(n: usize, one: &'a str, many: &'a str) -> &'a str {
     if n == 1 { one } else { many }
 }
 
 /// The communicator's name: its id, or `unaligned-N (no id)`.
-pub fn comm_name(c: &Communicator) -> String {
+pub(super) fn comm_name(c: &Communicator) -> String {
     match (&c.hash, c.unaligned) {
         (Some(h), _) => h.clone(),
         (None, n) => format!("unaligned-{} (no id)", n.unwrap_or(0)),
@@ -49,7 +49,7 @@ pub fn comm_name(c: &Communicator) -> String {
 }
 
 /// The verdict in a line.
-pub fn verdict_line(c: &Communicator) -> String {
+pub(super) fn verdict_line(c: &Communicator) -> String {
     let op = |seq: u64| {
         let op = c.collective.as_ref().and_then(|f| f.op.clone());
         format!("{} #{seq}", op.unwrap_or_else(|| "collective".into()))
@@ -189,7 +189,7 @@ fn communicator(o: &mut String, c: &Communicator) {
 }
 
 /// The job as text.
-pub fn render(job: &Job) -> String {
+pub(super) fn render(job: &Job) -> String {
     let mut o = String::new();
     let n = job.traces_count;
     let _ = writeln!(

@@ -25,7 +25,7 @@ const CALLS: &[&str] = &[
 ];
 
 /// The figures a drop counter touches, by its name in `rocsync.drops`.
-pub fn touches(counter: &str) -> Vec<&'static str> {
+pub(super) fn touches(counter: &str) -> Vec<&'static str> {
     match counter {
         "comm_state" => vec!["collectives"],
         "out_params" => vec!["dependencies", "unresolved", "collectives"],
@@ -43,7 +43,7 @@ pub fn touches(counter: &str) -> Vec<&'static str> {
 
 /// The losses of a trace: every drop counter above zero, then what its parameters say
 /// (a trace ended early touches every figure; calls not recorded, the calls' figures).
-pub fn lost(counters: &BTreeMap<String, u64>, besides: &BTreeMap<String, u64>) -> Vec<Lost> {
+pub(super) fn lost(counters: &BTreeMap<String, u64>, besides: &BTreeMap<String, u64>) -> Vec<Lost> {
     let mut out: Vec<Lost> = counters
         .iter()
         .filter(|(_, n)| **n > 0)
@@ -68,7 +68,7 @@ pub fn lost(counters: &BTreeMap<String, u64>, besides: &BTreeMap<String, u64>) -
 }
 
 /// The figures' names as the text's sections call them.
-pub fn section(field: &str) -> &'static str {
+pub(super) fn section(field: &str) -> &'static str {
     match field {
         "calls" => "calls",
         "per_api" => "time blocked per API",

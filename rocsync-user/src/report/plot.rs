@@ -22,18 +22,18 @@ use super::{
     text::dur,
 };
 
-pub const TIMELINE: &str = "blocked-per-thread.svg";
-pub const HISTOGRAMS: &str = "wait-histograms.svg";
-pub const DEPENDENCIES: &str = "stream-dependencies.svg";
+pub(super) const TIMELINE: &str = "blocked-per-thread.svg";
+pub(super) const HISTOGRAMS: &str = "wait-histograms.svg";
+pub(super) const DEPENDENCIES: &str = "stream-dependencies.svg";
 /// Bins per decade of the histograms.
 const PER_DECADE: usize = 5;
 /// What an empty figure says.
-pub const NO_DATA: &str = "no data: no synchronisation in this trace";
+pub(super) const NO_DATA: &str = "no data: no synchronisation in this trace";
 
 /// Writes every figure into `dir` (made if needed): as any output, never through a link
 /// root does not own, created as the sudo user ([`crate::emit::files`]). The files
 /// written.
-pub fn write_all(c: &Capture, f: &Figures, dir: &Path) -> Result<Vec<PathBuf>> {
+pub(super) fn write_all(c: &Capture, f: &Figures, dir: &Path) -> Result<Vec<PathBuf>> {
     drop(crate::emit::dirs::make(dir)?);
     let mut svgs = [String::new(), String::new(), String::new()];
     timeline(c, &mut svgs[0])?;
@@ -51,12 +51,12 @@ pub fn write_all(c: &Capture, f: &Figures, dir: &Path) -> Result<Vec<PathBuf>> {
     Ok(written)
 }
 
-pub fn err<E: std::fmt::Debug>(e: E) -> anyhow::Error {
+pub(super) fn err<E: std::fmt::Debug>(e: E) -> anyhow::Error {
     anyhow!("drawing: {e:?}")
 }
 
 /// "no data" in the middle of `area`, under its title.
-pub fn no_data<DB: DrawingBackend>(
+pub(super) fn no_data<DB: DrawingBackend>(
     area: &DrawingArea<DB, plotters::coord::Shift>,
     title: &str,
 ) -> Result<()> {
@@ -169,7 +169,7 @@ const KINDS: [&str; 4] = [
 
 /// The log-spaced bins of `times_us`: from the decade of the shortest to that of the
 /// longest, [`PER_DECADE`] a decade; each bin's (from, to) and count.
-pub fn log_bins(times_us: &[f64]) -> Vec<(f64, f64, u32)> {
+pub(super) fn log_bins(times_us: &[f64]) -> Vec<(f64, f64, u32)> {
     // A wait of 0 (or below a nanosecond) sits in the first bin, at 1 ns.
     let floor = 1e-3;
     let lo = times_us.iter().fold(f64::MAX, |a, &t| a.min(t.max(floor)));

@@ -19,7 +19,7 @@ const ROW: i32 = 26;
 const TOP: i32 = 60;
 
 /// The waiter, as labelled: `thread 12 (python3) (pid 7)`.
-pub fn waiter_label(w: &Waiter, pid: u32) -> String {
+pub(super) fn waiter_label(w: &Waiter, pid: u32) -> String {
     let w = match w {
         Waiter::Stream { handle, index } => stream(&super::figures::Stream {
             handle: handle.clone(),
@@ -30,7 +30,7 @@ pub fn waiter_label(w: &Waiter, pid: u32) -> String {
     format!("{w} (pid {pid})")
 }
 
-pub fn dependencies(f: &Figures, svg: &mut String) -> Result<()> {
+pub(super) fn dependencies(f: &Figures, svg: &mut String) -> Result<()> {
     let mut producers: Vec<(u32, String)> = (f.dependencies.iter())
         .map(|d| (d.pid, format!("{} (pid {})", stream(&d.producer), d.pid)))
         .collect();

@@ -11,7 +11,7 @@ use std::{
 const TERMINAL: (Duration, Duration) = (Duration::from_secs(1), Duration::from_secs(2));
 const ELSEWHERE: (Duration, Duration) = (Duration::from_secs(5), Duration::from_secs(5));
 
-pub struct Progress {
+pub(super) struct Progress {
     what: &'static str,
     started: Instant,
     last: Option<Instant>,
@@ -22,7 +22,7 @@ pub struct Progress {
 }
 
 impl Progress {
-    pub fn new(what: &'static str) -> Self {
+    pub(super) fn new(what: &'static str) -> Self {
         let tty = std::io::stderr().is_terminal();
         Progress {
             what,
@@ -53,7 +53,7 @@ impl Progress {
     }
 
     /// One more file read.
-    pub fn item(&mut self) {
+    pub(super) fn item(&mut self) {
         self.items += 1;
         let (what, n) = (self.what, self.items);
         self.say(format!("{what}: {n} read"));
@@ -65,7 +65,7 @@ impl Progress {
     }
 
     /// The end, said if anything was.
-    pub fn done(&mut self) {
+    pub(super) fn done(&mut self) {
         if self.said {
             let secs = self.started.elapsed().as_secs_f64();
             crate::say!("rocsync: report: {} done in {secs:.1} s", self.what);
@@ -85,7 +85,7 @@ fn share(what: &str, done: u64, total: u64) -> String {
 }
 
 /// A file read with its progress said.
-pub struct Reading<R> {
+pub(super) struct Reading<R> {
     inner: R,
     done: u64,
     total: u64,
@@ -93,7 +93,7 @@ pub struct Reading<R> {
 }
 
 impl<R> Reading<R> {
-    pub fn new(inner: R, total: u64) -> Self {
+    pub(super) fn new(inner: R, total: u64) -> Self {
         Reading {
             inner,
             done: 0,

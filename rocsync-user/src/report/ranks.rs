@@ -17,7 +17,7 @@ use super::{
 
 /// A communicator of one process, as its rows show it.
 #[derive(Clone, Debug, Default)]
-pub struct Seen {
+pub(super) struct Seen {
     /// `Comms Id`: the same on every rank; `None` when set up before the capture.
     pub id: Option<String>,
     pub rank: Option<u64>,
@@ -29,7 +29,7 @@ pub struct Seen {
 /// What a collective was, as ranks are aligned by: its name and type (held once for
 /// every collective of them), and its size.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Sig {
+pub(super) struct Sig {
     pub what: Rc<str>,
     pub size: Scalar,
 }
@@ -40,7 +40,7 @@ const MAX_SEQ: u64 = 1 << 40;
 
 /// One trace's ranks: by (pid, communicator handle).
 #[derive(Debug, Default)]
-pub struct Ranks {
+pub(super) struct Ranks {
     pub comms: BTreeMap<(u64, String), Seen>,
     /// Rows not used: with a field no rocsync trace writes.
     pub unused: u64,
@@ -56,7 +56,7 @@ pub struct Ranks {
 
 /// What the daemon said of a process in a trace's parameters, of its collective.
 #[derive(Clone, Debug)]
-pub struct Said {
+pub(super) struct Said {
     pub pid: u64,
     /// The collective's number it waits in (a hang or a stall), or is at (behind, stuck).
     pub seq: u64,
@@ -121,7 +121,7 @@ struct Row {
 const ROW_COST: usize = size_of::<Row>() + 2 * 32 + 2 * size_of::<(u64, Sig)>();
 
 /// A handle or an id as rocsync writes it: `0x` and at most 16 hex digits.
-pub fn hex(v: &Scalar) -> Option<String> {
+pub(super) fn hex(v: &Scalar) -> Option<String> {
     let s = v.as_str()?;
     let digits = s.strip_prefix("0x")?;
     let ok = !digits.is_empty() && digits.len() <= 16;
@@ -129,7 +129,7 @@ pub fn hex(v: &Scalar) -> Option<String> {
 }
 
 /// A known API's name, as the trace may claim it.
-pub fn api_name(v: &Scalar) -> Option<String> {
+pub(super) fn api_name(v: &Scalar) -> Option<String> {
     let name = v.as_str()?;
     rocsync_common::Api::ALL
         .iter()
@@ -166,7 +166,7 @@ fn row(e: &Event, a: &Args, held: &mut Held) -> Option<Result<Row, String>> {
 
 /// Reads one trace's collectives, what they cost taken from `held` (shared by a job's
 /// traces).
-pub fn read(input: impl BufRead, held: &mut Held) -> Result<Ranks> {
+pub(super) fn read(input: impl BufRead, held: &mut Held) -> Result<Ranks> {
     // Only the collectives are kept (a few per step); every other row passes by.
     let (mut rows, mut unused) = (Vec::new(), 0);
     let mut cut: BTreeMap<String, u64> = BTreeMap::new();

@@ -18,6 +18,7 @@ use crate::{
     emit::{
         Sink,
         kineto::collectives::{Comm, Comms},
+        processes::ProcessInfo,
         raw::{Item, Reader},
     },
     ingest::{Packet, Queue, aql},
@@ -26,7 +27,7 @@ use crate::{
 };
 
 /// Whether the file starts as a raw capture does (its header line).
-pub fn looks_raw(head: &[u8]) -> bool {
+pub(super) fn looks_raw(head: &[u8]) -> bool {
     let text = String::from_utf8_lossy(&head[..head.len().min(64)]);
     text.trim_start()
         .trim_start_matches('{')
@@ -34,7 +35,7 @@ pub fn looks_raw(head: &[u8]) -> bool {
         .starts_with(&format!("\"{}\"", crate::emit::raw::HEADER_KEY))
 }
 
-pub fn read(input: impl BufRead) -> Result<Capture> {
+pub(super) fn read(input: impl BufRead) -> Result<Capture> {
     read_within(input, crate::input::MAX_HELD)
 }
 
@@ -50,12 +51,25 @@ fn read_within(input: impl BufRead, max_held: u64) -> Result<Capture> {
     };
     let mut pipeline = Pipeline::new(collect, reader.header.from_start);
     let mut trailer = false;
+    let mut names = Vec::new();
     while let Some(item) = reader.next_item()? {
-        trailer |= matches!(item, Item::Trailer(_));
+        if let Item::Trailer(t) = &item {
+            trailer = true;
+            names = thread_names(&t.processes);
+        }
         pipeline.replay(item);
     }
     let (collect, stats) = pipeline.finish().context("replaying the capture")?;
     let mut capture = collect.capture;
+    // As the trace names them: the threads that made calls.
+    let callers: HashSet<(u32, u32)> = capture.calls.iter().map(|c| (c.pid, c.tid)).collect();
+    let mut held = collect.held;
+    for (thread, name) in names.into_iter().filter(|(t, _)| callers.contains(t)) {
+        match held.name(&name) {
+            Ok(n) => _ = capture.thread_names.insert(thread, n),
+            Err(_) => capture.cut("thread names past the report's bounds".into(), 1),
+        }
+    }
     for (why, n) in collect.past {
         capture.cut(why, n);
     }
@@ -240,4 +254,15 @@ impl Sink for Collect {
         }
         Ok(())
     }
+}
+
+/// The threads' names the trailer's processes carry (`{"PID": {"threads": {"TID": NAME}}}`).
+fn thread_names(processes: &serde_json::Value) -> Vec<((u32, u32), String)> {
+    let Some(all) = processes.as_object() else {
+        return Vec::new();
+    };
+    all.iter()
+        .filter_map(|(pid, p)| Some((pid.parse().ok()?, ProcessInfo::from_json(p).threads)))
+        .flat_map(|(pid, threads)| threads.into_iter().map(move |(tid, n)| ((pid, tid), n)))
+        .collect()
 }

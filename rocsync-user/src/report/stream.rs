@@ -14,7 +14,7 @@ use super::fields::Object;
 use crate::input::{Cut, MAX_STRING, Squeezed};
 
 /// What a trace read gives besides its events.
-pub struct Trace<R> {
+pub(super) struct Trace<R> {
     /// Its `rocsync` object, read as `R`.
     pub rocsync: R,
     /// Its strings cut to `input::MAX_STRING`.
@@ -26,13 +26,13 @@ pub struct Trace<R> {
 /// A trace's `distributedInfo` as the report reads it.
 #[derive(Debug, Default, serde::Deserialize)]
 #[serde(default)]
-pub struct Distributed {
+pub(super) struct Distributed {
     pub rank: super::fields::Scalar,
     pub world_size: super::fields::Scalar,
 }
 
 /// The report's words for [`Trace::cut`].
-pub fn cut_reason() -> String {
+pub(super) fn cut_reason() -> String {
     let max = crate::input::bytes(MAX_STRING as u64);
     format!("strings over {max}, read as their first {max}")
 }
@@ -40,7 +40,7 @@ pub fn cut_reason() -> String {
 /// Reads a trace rocsync wrote, handing each event of `traceEvents` to `keep` as an `E`
 /// (a field of the wrong type makes an event `E` cannot use, not an error); its `rocsync`
 /// object is read as an `R`. A trace without either is refused.
-pub fn read<E: DeserializeOwned, R: DeserializeOwned>(
+pub(super) fn read<E: DeserializeOwned, R: DeserializeOwned>(
     input: impl BufRead,
     keep: impl FnMut(E),
 ) -> Result<Trace<R>> {

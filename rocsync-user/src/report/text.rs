@@ -12,7 +12,7 @@ use super::{
 };
 
 /// A duration given in µs, in the unit that reads: `8.0 s`, `12.5 ms`, `97.6 µs`, `800 ns`.
-pub fn dur(us: f64) -> String {
+pub(super) fn dur(us: f64) -> String {
     let a = us.abs();
     if a >= 1e6 {
         format!("{:.1} s", us / 1e6)
@@ -26,7 +26,7 @@ pub fn dur(us: f64) -> String {
 }
 
 /// `stream 2 (0x5625…)`, or `stream 0x5625…` where the trace gives no number.
-pub fn stream(s: &Stream) -> String {
+pub(super) fn stream(s: &Stream) -> String {
     match s.index {
         Some(i) => format!("stream {i} ({})", s.handle),
         None => format!("stream {}", s.handle),
@@ -34,14 +34,14 @@ pub fn stream(s: &Stream) -> String {
 }
 
 /// `thread 124 (python3)`.
-pub fn thread(tid: u32, name: Option<&str>) -> String {
+pub(super) fn thread(tid: u32, name: Option<&str>) -> String {
     match name {
         Some(n) => format!("thread {tid} ({n})"),
         None => format!("thread {tid}"),
     }
 }
 
-pub fn render(f: &Figures) -> String {
+pub(super) fn render(f: &Figures) -> String {
     let mut o = String::new();
     text_top::render(&mut o, f);
     summary(&mut o, f);
@@ -197,7 +197,7 @@ fn dependencies(o: &mut String, f: &Figures) {
     }
 }
 
-pub fn counts(o: &mut String, title: &str, m: &BTreeMap<String, u64>, none: &str) {
+pub(super) fn counts(o: &mut String, title: &str, m: &BTreeMap<String, u64>, none: &str) {
     let _ = writeln!(o, "\n{title}");
     if m.is_empty() {
         let _ = writeln!(o, "  ({none})");

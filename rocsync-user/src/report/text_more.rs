@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use super::{figures::Figures, text::dur};
 
-pub fn collectives(o: &mut String, f: &Figures) {
+pub(super) fn collectives(o: &mut String, f: &Figures) {
     let c = &f.collectives;
     if c.communicators.is_empty() && c.other_calls.is_empty() {
         return;
@@ -56,7 +56,7 @@ pub fn collectives(o: &mut String, f: &Figures) {
     }
 }
 
-pub fn packets(o: &mut String, f: &Figures) {
+pub(super) fn packets(o: &mut String, f: &Figures) {
     let p = &f.packets;
     if p.packets == 0 {
         return;

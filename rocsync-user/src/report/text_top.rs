@@ -12,7 +12,7 @@ use super::{
     word::{Collective, Word},
 };
 
-pub fn render(o: &mut String, f: &Figures) {
+pub(super) fn render(o: &mut String, f: &Figures) {
     if !f.lost.is_empty() {
         let _ = writeln!(
             o,

@@ -16,7 +16,7 @@ use super::{
 
 /// A communicator of the job.
 #[derive(Debug, Serialize)]
-pub struct Communicator {
+pub(super) struct Communicator {
     /// Its id, the same on every rank (NCCL RAS's `hash`); `None` for ranks without one
     /// that could not be aligned.
     pub hash: Option<String>,
@@ -35,13 +35,13 @@ pub struct Communicator {
 }
 
 #[derive(Debug, Serialize)]
-pub struct Missing {
+pub(super) struct Missing {
     pub rank: u64,
 }
 
 /// The stack of a rank's blocked (or lagging) thread, innermost first.
 #[derive(Clone, Debug, Serialize)]
-pub struct Stack {
+pub(super) struct Stack {
     pub tid: Option<u64>,
     pub name: Option<String>,
     /// Python's frames, then the native ones under them.
@@ -51,7 +51,7 @@ pub struct Stack {
 }
 
 impl Stack {
-    pub fn of(s: &Stacks) -> Option<Stack> {
+    pub(super) fn of(s: &Stacks) -> Option<Stack> {
         let t = s.blocked();
         let mut errors: Vec<String> = s.error.iter().cloned().collect();
         if let Some(t) = t {
@@ -69,7 +69,7 @@ impl Stack {
 
 /// A rank, named: where it is and what its thread is doing.
 #[derive(Clone, Debug, Serialize)]
-pub struct Who {
+pub(super) struct Who {
     pub rank: Option<u64>,
     pub pid: u64,
     pub host: Option<String>,
@@ -97,7 +97,7 @@ impl Who {
 /// The furthest collective: `seq` (`#N`), its operation, who is blocked in it and who
 /// is not in it.
 #[derive(Debug, Serialize)]
-pub struct Furthest {
+pub(super) struct Furthest {
     pub seq: u64,
     pub op: Option<String>,
     /// The ranks at it that the daemon found blocked (or stalled) in it.
@@ -113,7 +113,7 @@ pub struct Furthest {
 /// What the traces say of the communicator.
 #[derive(Debug, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
-pub enum Verdict {
+pub(super) enum Verdict {
     /// Ranks in different operations at the same number.
     MismatchedCollectives { seq: u64, ranks: Vec<RankOp> },
     /// Ranks have not entered `seq`, which the others are in.
@@ -132,7 +132,7 @@ pub enum Verdict {
 }
 
 #[derive(Debug, Serialize)]
-pub struct RankOp {
+pub(super) struct RankOp {
     pub rank: Option<u64>,
     pub pid: u64,
     pub op: String,
@@ -144,7 +144,7 @@ fn blocked(r: &Rank) -> bool {
 
 /// The communicator of `ranks`, its furthest collective and verdict; `without`: the
 /// job's traces that hold no collective.
-pub fn communicator(
+pub(super) fn communicator(
     hash: Option<String>,
     unaligned: Option<u64>,
     ranks: Vec<Rank>,

@@ -6,7 +6,7 @@
 
 use serde::Serialize;
 
-pub use super::word_in::Parameters;
+pub(super) use super::word_in::Parameters;
 use super::{
     fields::Scalar,
     word_in::{CollIn, NativeIn, PyIn, StepIn, ThreadIn, WordIn},

@@ -12,7 +12,7 @@ use super::{
 /// The daemon's words in a trace's `rocsync.parameters`.
 #[derive(Default, Deserialize)]
 #[serde(default)]
-pub struct Parameters {
+pub(super) struct Parameters {
     pub(super) hang: Object<WordIn>,
     pub(super) stall: Object<WordIn>,
     pub(super) behind: Object<WordIn>,
@@ -38,7 +38,7 @@ pub(super) struct Truncated {
 impl Parameters {
     /// Losses the parameters say: the trace cut short (why), the calls of an API not
     /// recorded for a span (how many spans, per API).
-    pub fn losses(&self) -> Vec<(String, u64)> {
+    pub(super) fn losses(&self) -> Vec<(String, u64)> {
         let mut out = Vec::new();
         if let Some(t) = &self.truncated.0 {
             let why = t.reason.as_str().unwrap_or("unknown");
@@ -63,7 +63,7 @@ impl Parameters {
 
     /// The word of the trace (a trace is taken for one reason), with what its bounds
     /// left out, counted.
-    pub fn word(self) -> Option<(Word, u64)> {
+    pub(super) fn word(self) -> Option<(Word, u64)> {
         let words = [
             ("hang", self.hang),
             ("stall", self.stall),

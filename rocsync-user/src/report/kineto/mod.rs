@@ -106,7 +106,7 @@ const RUNTIME_COST: usize = size_of::<Runtime>() + size_of::<Observed>() + 64;
 /// A device sync row's entry by correlation.
 const SYNC_COST: usize = size_of::<(u64, DeviceRow)>() + 32;
 
-pub fn read(input: impl BufRead) -> Result<Capture> {
+pub(super) fn read(input: impl BufRead) -> Result<Capture> {
     read_within(input, crate::input::MAX_HELD)
 }
 

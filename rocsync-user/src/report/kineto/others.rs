@@ -19,11 +19,11 @@ const MAX_KINDS: usize = 64;
 const NCCL_COST: usize = size_of::<NcclCall>() + 32;
 
 /// Thread names, by (pid, tid): the trace's `thread_name` rows.
-pub type Names = BTreeMap<(u64, u64), Rc<str>>;
+pub(super) type Names = BTreeMap<(u64, u64), Rc<str>>;
 
 /// Takes `e`, an event other than a runtime or device sync row: what it costs is taken
 /// from `held`; `Err` past the report's bounds, with the kind of row refused.
-pub fn take(
+pub(super) fn take(
     e: &Event,
     held: &mut Held,
     c: &mut Capture,
