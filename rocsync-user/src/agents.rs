@@ -110,7 +110,7 @@ impl<'de> Deserialize<'de> for AgentSet {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct ClaimId(u64);
+pub(crate) struct ClaimId(u64);
 
 impl fmt::Display for ClaimId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -119,7 +119,7 @@ impl fmt::Display for ClaimId {
 }
 
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
-pub enum ClaimError {
+pub(crate) enum ClaimError {
     #[error(
         "cannot start session {name:?} on {wanted}: session {other:?} already records {theirs}; \
          sessions may only run together on disjoint agent sets"
@@ -141,14 +141,14 @@ struct Claim {
 }
 
 #[derive(Default)]
-pub struct AgentClaims {
+pub(crate) struct AgentClaims {
     running: Vec<Claim>,
     next: u64,
 }
 
 impl AgentClaims {
     /// Starts a session, unless it would share an agent with a running one.
-    pub fn start(&mut self, name: &str, agents: AgentSet) -> Result<ClaimId, ClaimError> {
+    pub(crate) fn start(&mut self, name: &str, agents: AgentSet) -> Result<ClaimId, ClaimError> {
         if let Some(other) = self.running.iter().find(|s| s.agents.overlaps(&agents)) {
             return Err(ClaimError::Overlap {
                 name: name.into(),
@@ -167,7 +167,7 @@ impl AgentClaims {
         Ok(id)
     }
 
-    pub fn stop(&mut self, id: ClaimId) -> Result<(), ClaimError> {
+    pub(crate) fn stop(&mut self, id: ClaimId) -> Result<(), ClaimError> {
         let i = self
             .running
             .iter()

@@ -10,12 +10,19 @@ fn now(clock: libc::clockid_t) -> i64 {
     ts.tv_sec * 1_000_000_000 + ts.tv_nsec
 }
 
-pub fn monotonic_ns() -> i64 {
+pub(crate) fn monotonic_ns() -> i64 {
     now(libc::CLOCK_MONOTONIC)
 }
 
+/// Now, in µs since the Unix epoch (the clock of a trace's rows).
+pub(crate) fn unix_us() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64)
+}
+
 /// CLOCK_REALTIME − CLOCK_MONOTONIC in ns, from the tightest of several bracketed samples.
-pub fn realtime_offset_ns() -> i64 {
+pub(crate) fn realtime_offset_ns() -> i64 {
     (0..7)
         .map(|_| {
             let a = now(libc::CLOCK_MONOTONIC);
@@ -29,7 +36,7 @@ pub fn realtime_offset_ns() -> i64 {
 }
 
 /// `YYYYmmddTHHMMSS` (UTC) of a Unix time: sortable, and a valid file name stem.
-pub fn utc_stamp(unix_s: u64) -> String {
+pub(crate) fn utc_stamp(unix_s: u64) -> String {
     let (days, s) = (unix_s / 86_400, unix_s % 86_400);
     // Days to a civil date (Howard Hinnant's algorithm).
     let z = days as i64 + 719_468;

@@ -30,7 +30,7 @@ const LOCAL_RANK: &[&str] = &[
 ];
 
 /// What a process's environment says: who it is, and which GPUs it sees.
-pub struct Identity {
+pub(crate) struct Identity {
     pub info: ProcessInfo,
     /// `HIP_VISIBLE_DEVICES` (else `CUDA_VISIBLE_DEVICES`, which HIP honours too): HIP
     /// device N is the GPU agent enumerated `visible[N]`-th. `None`: device N is agent N.
@@ -39,7 +39,7 @@ pub struct Identity {
 
 /// Numbers `config`'s GPU agents as the process's HIP devices: with `visible`, HIP device
 /// N is the agent enumerated `visible[N]`-th (the kernel reads the table at each queue).
-pub fn number_agents(config: &mut rocsync_common::Config, visible: &[u32]) {
+pub(crate) fn number_agents(config: &mut rocsync_common::Config, visible: &[u32]) {
     use rocsync_common::HIDDEN_AGENT;
     config.remap = 1;
     for (device, &agent) in visible.iter().enumerate().take(HIDDEN_AGENT as usize) {
@@ -54,12 +54,12 @@ pub fn number_agents(config: &mut rocsync_common::Config, visible: &[u32]) {
 /// Reads `pid`'s name, distributed identity and visible devices; `None` when it is gone
 /// (or has exited and not been reaped: a zombie's environment reads empty, which would
 /// say nothing of who it was).
-pub fn read(pid: u32) -> Option<Identity> {
+pub(crate) fn read(pid: u32) -> Option<Identity> {
     read_with_maps(pid, &procfs::maps(pid).unwrap_or_default())
 }
 
 /// As [`read`], its maps read already (the libraries it maps name its backend).
-pub fn read_with_maps(pid: u32, maps: &str) -> Option<Identity> {
+pub(crate) fn read_with_maps(pid: u32, maps: &str) -> Option<Identity> {
     let environ = raw(pid)?;
     if environ.is_empty() && exited(pid) {
         return None;
@@ -69,7 +69,7 @@ pub fn read_with_maps(pid: u32, maps: &str) -> Option<Identity> {
         info: ProcessInfo {
             name: comm.trim_end().to_string(),
             distributed: distributed(&environ, maps),
-            pod: None,
+            ..ProcessInfo::default()
         },
         visible: visible_devices(&vars(&environ)),
     })
@@ -98,7 +98,7 @@ fn vars(environ: &[u8]) -> Vec<(&[u8], &[u8])> {
 
 /// The visible-device list as HIP reads it: ordinals up to the first entry that is not
 /// one (device UUIDs cannot be mapped to enumeration ordinals here: `None`).
-pub fn visible_devices(vars: &[(&[u8], &[u8])]) -> Option<Vec<u32>> {
+pub(crate) fn visible_devices(vars: &[(&[u8], &[u8])]) -> Option<Vec<u32>> {
     let (_, v) = ["HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"]
         .iter()
         .find_map(|n| vars.iter().find(|(k, _)| *k == n.as_bytes()))?;
@@ -113,7 +113,7 @@ pub fn visible_devices(vars: &[(&[u8], &[u8])]) -> Option<Vec<u32>> {
 /// The `distributedInfo` object: `rank`, `world_size`, `local_rank` as the environment
 /// gives them (with the variable each came from), `backend` when a collective library
 /// is mapped.
-pub fn distributed(environ: &[u8], maps: &str) -> Value {
+pub(crate) fn distributed(environ: &[u8], maps: &str) -> Value {
     let vars = vars(environ);
     let find = |names: &[&'static str]| {
         names.iter().find_map(|n| {

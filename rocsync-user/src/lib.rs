@@ -14,6 +14,7 @@ pub mod cli;
 pub(crate) mod clock;
 pub mod commands;
 pub(crate) mod daemon;
+pub mod demo;
 pub mod doctor;
 pub mod emit;
 pub(crate) mod environ;

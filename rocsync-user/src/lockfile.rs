@@ -15,7 +15,7 @@ use rustix::fs::{FlockOperation, Mode, OFlags};
 
 /// A held lock; released and removed when dropped (or released when this process dies,
 /// its file then left for the next taker).
-pub struct LockFile {
+pub(crate) struct LockFile {
     file: File,
     dir: rustix::fd::OwnedFd,
     name: String,
@@ -45,7 +45,7 @@ fn is_at(file: &File, dir: &rustix::fd::OwnedFd, name: &str) -> bool {
 
 /// Who holds a lock another process took: its pid, if it wrote one.
 #[derive(Debug)]
-pub struct Held(pub Option<u32>);
+pub(crate) struct Held(pub Option<u32>);
 
 impl std::fmt::Display for Held {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -59,7 +59,7 @@ impl std::fmt::Display for Held {
 impl LockFile {
     /// Takes `dir/name` (the directory made if missing), or says who holds it. Neither the
     /// directory nor the file is followed through a link.
-    pub fn take(dir: &Path, name: &str) -> Result<std::result::Result<LockFile, Held>> {
+    pub(crate) fn take(dir: &Path, name: &str) -> Result<std::result::Result<LockFile, Held>> {
         match std::fs::create_dir(dir) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}

@@ -56,6 +56,7 @@ fn run() -> ExitCode {
             Command::Trace(a) => commands::trace(a),
             Command::Status(a) => commands::status(a),
             Command::Doctor(a) => commands::doctor(a),
+            Command::Demo(a) => rocsync::demo::demo(&a.output, a.program),
         }
     });
     finish(result)

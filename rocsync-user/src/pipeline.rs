@@ -9,19 +9,7 @@
 //! pipeline delivered them, and so writes the same trace. Every stage counts what it
 //! loses in one [`CaptureStats`].
 
-/// The pipeline's cadence, the same for a capture and the daemon's traces.
-pub mod cadence {
-    use std::time::Duration;
-
-    /// How often the ring is read when the probes have not woken the reader (call
-    /// records wake it only in bulk).
-    pub const DRAIN_EVERY: Duration = Duration::from_millis(10);
-    /// How often missing correlation ids are looked at (two looks in a row: lost).
-    pub const TICK_EVERY: Duration = Duration::from_millis(100);
-    /// How long a stop waits for calls already entered to return before writing them
-    /// in flight.
-    pub const IN_FLIGHT_GRACE: Duration = Duration::from_millis(300);
-}
+pub mod cadence;
 
 use crate::emit::Comm;
 use std::io;
@@ -33,7 +21,10 @@ use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use crate::{
     emit::{Sink, raw::Item},
-    ingest::{Call, Packet, Queue, Released, Sequencer, pair::Pairing, sequence::Exit},
+    ingest::{
+        Call, Packet, Queue, Released, Sequencer, pair::Pairing, sequence::Exit,
+        threads::NewThreads,
+    },
     resolve::{Barriers, Resolver, Row},
     stats::CaptureStats,
 };
@@ -70,6 +61,8 @@ pub struct Pipeline<S: Sink> {
     error: Option<io::Error>,
     /// After stop: exits of calls entered while inactive are expected, not losses.
     stopping: bool,
+    /// Where the capture names its threads: the threads first seen.
+    new_threads: Option<NewThreads>,
 }
 
 impl<S: Sink> Pipeline<S> {
@@ -87,13 +80,29 @@ impl<S: Sink> Pipeline<S> {
             stats: CaptureStats::default(),
             error: None,
             stopping: false,
+            new_threads: None,
         }
     }
 
+    /// Tells the threads its calls come from as each is first seen
+    /// ([`Pipeline::take_new_threads`]), for the capture to read their names.
+    pub fn name_threads(&mut self) {
+        self.new_threads.get_or_insert_default();
+    }
+
+    /// The threads first seen since the last take (none unless [`Pipeline::name_threads`]).
+    pub fn take_new_threads(&mut self) -> Vec<(u32, u32)> {
+        self.new_threads
+            .as_mut()
+            .map(NewThreads::take)
+            .unwrap_or_default()
+    }
+
     /// Its records begin while calls are in flight (the daemon switches a running
-    /// process's recording on; a flight recorder's span begins where it begins): an
-    /// unmatched exit before its thread's first entry is a call begun before, not an
-    /// entry lost. Not so in `run` and `attach`, whose probes see every call they return.
+    /// process's recording on; a flight recorder's span begins where it begins; `attach`
+    /// records its targets once probed): an unmatched exit before its thread's first
+    /// entry is a call begun before, not an entry lost. Not so in `run`, whose probes see
+    /// every call from the command's first.
     pub fn begins_mid_call(&mut self) {
         self.pairing.follow_threads();
     }
@@ -147,6 +156,9 @@ impl<S: Sink> Pipeline<S> {
             self.pairing.seen(e.pid, e.tid);
             return;
         };
+        if let Some(t) = &mut self.new_threads {
+            t.entered(call.pid, call.tid);
+        }
         let at = (call.correlation, call.api);
         self.pairing
             .entered(call.pid, call.tid, at, Some(e.losses()));
@@ -174,7 +186,9 @@ impl<S: Sink> Pipeline<S> {
                     ret: x.ret,
                     out: (read && api.out_param() != OutParam::None).then_some(x.out),
                 };
-                self.sequencer.returned(corr, exit, &mut |r| out.push(r));
+                if !self.sequencer.returned(corr, exit, &mut |r| out.push(r)) {
+                    self.stats.unpaired_exits += 1;
+                }
             }
             // Past the end, calls entered after it return: none of its.
             None if self.stopping => {}
@@ -246,8 +260,11 @@ impl<S: Sink> Pipeline<S> {
                     self.sequencer.defer_in_flight(&mut |r| out.push(r));
                 }
             }
+            // A return of no call in the file (a hand-made one): counted, not dropped.
             Item::Completion(corr, exit) => {
-                self.sequencer.returned(corr, exit, &mut |r| out.push(r))
+                if !self.sequencer.returned(corr, exit, &mut |r| out.push(r)) {
+                    self.stats.unpaired_exits += 1;
+                }
             }
             Item::Lost(first, count) => self.sequencer.lost(first, count, &mut |r| out.push(r)),
             Item::Queue(q) => self.queue(&q),
@@ -314,6 +331,8 @@ impl<S: Sink> Pipeline<S> {
             }
             Released::Completion(corr, exit) => {
                 let Some(mut row) = self.deferred.remove(&corr) else {
+                    // A return whose call was never written: counted, never dropped unsaid.
+                    self.stats.unpaired_exits += 1;
                     return Ok(());
                 };
                 exit.apply(&mut row.call);
@@ -368,6 +387,12 @@ impl<S: Sink> Pipeline<S> {
     /// (what was written before it is kept).
     pub fn finish_keeping(mut self) -> (S, CaptureStats, Option<io::Error>) {
         let mut out = Vec::new();
+        // A call its thread went on from without its return read: its exit record is
+        // lost (however it went), counted so, never written as if still in flight.
+        for corr in self.pairing.take_overtaken() {
+            self.stats.unpaired_entries += 1;
+            self.sequencer.exit_lost(corr, &mut |r| out.push(r));
+        }
         self.sequencer.finish(&mut |r| out.push(r));
         self.release(out);
         let mut rest: Vec<Row> = self.deferred.drain().map(|(_, r)| r).collect();

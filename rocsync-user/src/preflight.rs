@@ -9,7 +9,7 @@ const CAP_PERFMON: u32 = 38;
 const CAP_BPF: u32 = 39;
 
 /// Fails with an actionable message when tracing cannot work here.
-pub fn check() -> Result<()> {
+pub(crate) fn check() -> Result<()> {
     let caps = effective_caps()?;
     let has = |cap: u32| caps & (1u64 << cap) != 0;
     // Measured on Linux 6.18 (issue 36), as uid 65534 with exact ambient capabilities

@@ -11,12 +11,12 @@ use std::{
 };
 
 /// `/proc/PID/FILE` (`FILE` may be a path below it, e.g. `map_files/…`).
-pub fn path(pid: u32, file: &str) -> PathBuf {
+pub(crate) fn path(pid: u32, file: &str) -> PathBuf {
     PathBuf::from(format!("/proc/{pid}/{file}"))
 }
 
 /// A process's `/proc/PID/FILE` as text.
-pub fn read(pid: u32, file: &str) -> io::Result<String> {
+pub(crate) fn read(pid: u32, file: &str) -> io::Result<String> {
     // Lossily: paths and names in these files are their owners' bytes (an executable
     // named `rt\xff` made its process's maps unreadable as UTF-8, and it went untracked).
     // What is opened is opened by other means (`map_files`, `exe`).
@@ -28,27 +28,27 @@ pub fn read(pid: u32, file: &str) -> io::Result<String> {
 }
 
 /// `/proc/PID/maps`, or why it cannot be read.
-pub fn maps(pid: u32) -> io::Result<String> {
+pub(crate) fn maps(pid: u32) -> io::Result<String> {
     read(pid, "maps")
 }
 
 /// `/proc/PID/cgroup`, `None` once the process is gone.
-pub fn cgroup(pid: u32) -> Option<String> {
+pub(crate) fn cgroup(pid: u32) -> Option<String> {
     read(pid, "cgroup").ok()
 }
 
 /// The executable as the process sees it (inside its container).
-pub fn exe(pid: u32) -> Option<PathBuf> {
+pub(crate) fn exe(pid: u32) -> Option<PathBuf> {
     std::fs::read_link(path(pid, "exe")).ok()
 }
 
 /// Whether `/proc/PID` exists (a zombie's does).
-pub fn exists(pid: u32) -> bool {
+pub(crate) fn exists(pid: u32) -> bool {
     path(pid, "").exists()
 }
 
 /// The value of a `Name:` line of `/proc/PID/status` (`pid` `None`: rocsync's own).
-pub fn status_field(pid: Option<u32>, name: &str) -> Option<String> {
+pub(crate) fn status_field(pid: Option<u32>, name: &str) -> Option<String> {
     let text = match pid {
         Some(pid) => read(pid, "status"),
         None => std::fs::read_to_string("/proc/self/status"),
@@ -61,20 +61,20 @@ pub fn status_field(pid: Option<u32>, name: &str) -> Option<String> {
 }
 
 /// The real uid of `pid`, from its status.
-pub fn uid(pid: u32) -> Option<u32> {
+pub(crate) fn uid(pid: u32) -> Option<u32> {
     let uids = status_field(Some(pid), "Uid")?;
     uids.split_whitespace().next()?.parse().ok()
 }
 
 /// A kernel setting, `/proc/sys/NAME` (e.g. `kernel/perf_event_paranoid`), trimmed.
-pub fn sysctl(name: &str) -> io::Result<String> {
+pub(crate) fn sysctl(name: &str) -> io::Result<String> {
     Ok(std::fs::read_to_string(Path::new("/proc/sys").join(name))?
         .trim()
         .to_string())
 }
 
 /// The command line, argument by argument (empty for a kernel thread or a gone process).
-pub fn cmdline(pid: u32) -> Vec<String> {
+pub(crate) fn cmdline(pid: u32) -> Vec<String> {
     std::fs::read(path(pid, "cmdline"))
         .map(|b| {
             b.split(|&c| c == 0)
@@ -85,8 +85,15 @@ pub fn cmdline(pid: u32) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// A thread's name as the kernel has it (`task/TID/comm`: procfs, no read blocks), `None`
+/// once it is gone.
+pub(crate) fn thread_name(pid: u32, tid: u32) -> Option<String> {
+    let comm = read(pid, &format!("task/{tid}/comm")).ok()?;
+    Some(comm.trim_end_matches('\n').to_string())
+}
+
 /// The thread ids of a process now.
-pub fn threads(pid: u32) -> Vec<u32> {
+pub(crate) fn threads(pid: u32) -> Vec<u32> {
     std::fs::read_dir(path(pid, "task"))
         .map(|d| {
             d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
@@ -97,7 +104,7 @@ pub fn threads(pid: u32) -> Vec<u32> {
 
 /// Every live descendant process of `pid`, parents before children (from each process's
 /// parent in /proc/*/stat).
-pub fn descendants(pid: u32) -> Vec<u32> {
+pub(crate) fn descendants(pid: u32) -> Vec<u32> {
     let parent_of: Vec<(u32, u32)> = pids()
         .into_iter()
         .filter_map(|p| Some((p, Stat::of(p)?.ppid)))
@@ -114,7 +121,7 @@ pub fn descendants(pid: u32) -> Vec<u32> {
 }
 
 /// Every live process's id (the numeric entries of `/proc`).
-pub fn pids() -> Vec<u32> {
+pub(crate) fn pids() -> Vec<u32> {
     std::fs::read_dir("/proc")
         .into_iter()
         .flatten()
@@ -125,7 +132,7 @@ pub fn pids() -> Vec<u32> {
 
 /// The fields of a process's `/proc/PID/stat` that rocsync uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Stat {
+pub(crate) struct Stat {
     /// `R`, `S`, `D`, `T`, `t`, `Z`, `X`, …
     pub state: char,
     pub ppid: u32,
@@ -142,12 +149,12 @@ pub struct Stat {
 
 impl Stat {
     /// `pid`'s stat, or `None` if it is gone (or unreadable).
-    pub fn of(pid: u32) -> Option<Self> {
+    pub(crate) fn of(pid: u32) -> Option<Self> {
         Self::read(&Path::new("/proc").join(pid.to_string()).join("stat"))
     }
 
     /// This process's own.
-    pub fn of_self() -> Option<Self> {
+    pub(crate) fn of_self() -> Option<Self> {
         Self::read(Path::new("/proc/self/stat"))
     }
 
@@ -157,7 +164,7 @@ impl Stat {
 
     /// Parses the file's one line. The name, second, is in parentheses and may itself
     /// hold spaces and parentheses: the fields start after the last `)`.
-    pub fn parse(line: &str) -> Option<Self> {
+    pub(crate) fn parse(line: &str) -> Option<Self> {
         let mut f = line.get(line.rfind(')')? + 1..)?.split_whitespace();
         let state = f.next()?.chars().next()?;
         let (ppid, pgrp, session) = (field(&mut f)?, field(&mut f)?, field(&mut f)?);
@@ -178,12 +185,12 @@ impl Stat {
     }
 
     /// Whether the process has exited: a zombie not yet reaped, or dead.
-    pub fn exited(&self) -> bool {
+    pub(crate) fn exited(&self) -> bool {
         matches!(self.state, 'Z' | 'X')
     }
 
     /// Whether it is in the foreground process group of a controlling terminal.
-    pub fn in_foreground(&self) -> bool {
+    pub(crate) fn in_foreground(&self) -> bool {
         self.tty_nr != 0 && self.tpgid == i64::from(self.pgrp)
     }
 }
@@ -193,7 +200,7 @@ fn field<'a, T: FromStr>(f: &mut impl Iterator<Item = &'a str>) -> Option<T> {
 }
 
 /// Whether `pid` has exited: gone, or a zombie not yet reaped.
-pub fn exited(pid: u32) -> bool {
+pub(crate) fn exited(pid: u32) -> bool {
     Stat::of(pid).is_none_or(|s| s.exited())
 }
 

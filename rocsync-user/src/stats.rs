@@ -85,6 +85,9 @@ pub struct CaptureStats {
     /// A converted raw capture had no trailer (cut short): where it ended. What followed,
     /// and the losses the trailer counts, are unknown.
     pub truncated: Option<String>,
+    /// A live capture: when its targets' calls were recorded from and until (µs since
+    /// the epoch), said in its summary (its trace's parameters hold them).
+    pub recorded: Option<(u64, u64)>,
 }
 
 impl CaptureStats {

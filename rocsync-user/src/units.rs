@@ -4,7 +4,7 @@ use std::time::Duration;
 
 /// The one duration syntax of every flag and TOML key: a number of seconds (`10`,
 /// `1.5`), or a number and a unit: `500ms`, `10s`, `1.5s`, `2m`, `1h`, `7d`. Above zero.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
+pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
     const UNITS: &str = "ms, s, m, h or d";
     let t = s.trim();
     if t.is_empty() {
@@ -43,7 +43,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 }
 
 /// `512M`, `10G`, `100K`, or bytes.
-pub fn parse_size(s: &str) -> Result<u64, String> {
+pub(crate) fn parse_size(s: &str) -> Result<u64, String> {
     let (n, shift) = match s.as_bytes().last() {
         Some(b'K') => (&s[..s.len() - 1], 10),
         Some(b'M') => (&s[..s.len() - 1], 20),
@@ -57,7 +57,7 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 }
 
 /// How long to learn running threads' devices: a duration, or `0`/`off` (never).
-pub fn parse_learning(s: &str) -> Result<Duration, String> {
+pub(crate) fn parse_learning(s: &str) -> Result<Duration, String> {
     match s {
         "0" | "off" => Ok(Duration::ZERO),
         _ => parse_duration(s).map_err(|e| format!("{e}; or 0 (off)")),
@@ -78,7 +78,7 @@ impl std::fmt::Display for Share {
 }
 
 /// A share of a process's CPU time: `1%`, `0.5%`; `off` (or `0`) for none.
-pub fn parse_budget(s: &str) -> Result<Option<Share>, String> {
+pub(crate) fn parse_budget(s: &str) -> Result<Option<Share>, String> {
     if matches!(s, "0" | "off") {
         return Ok(None);
     }
@@ -91,7 +91,7 @@ pub fn parse_budget(s: &str) -> Result<Option<Share>, String> {
 }
 
 /// A duration as the flags take it: the largest unit that divides it (`2m`, `1500ms`).
-pub fn shown_duration(d: Duration) -> String {
+pub(crate) fn shown_duration(d: Duration) -> String {
     let ms = d.as_millis();
     for (unit, per) in [
         ("d", 86_400_000),
@@ -107,7 +107,7 @@ pub fn shown_duration(d: Duration) -> String {
 }
 
 /// `1 row`, `2 rows`: a count and its noun, in the number it takes.
-pub fn counted(n: u64, noun: &str) -> String {
+pub(crate) fn counted(n: u64, noun: &str) -> String {
     match n {
         1 => format!("1 {noun}"),
         _ => format!("{n} {noun}s"),

@@ -14,10 +14,10 @@ use crate::lockfile::LockFile;
 const DIR: &str = "/run/rocsync";
 
 /// A held claim; released when dropped (or when rocsync dies).
-pub struct Claim(#[allow(dead_code)] LockFile);
+pub(crate) struct Claim(#[allow(dead_code)] LockFile);
 
 /// Claims `pid` for this capture, or says which rocsync holds it.
-pub fn claim(pid: u32) -> Result<Claim> {
+pub(crate) fn claim(pid: u32) -> Result<Claim> {
     claim_in(Path::new(DIR), pid)
 }
 

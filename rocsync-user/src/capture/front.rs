@@ -127,13 +127,19 @@ impl Capture {
                 wanted.join(" or ")
             );
         }
-        write_outputs(self.outputs, captured, parameters, &self.settings.runtimes)
+        let ring = (self.settings.probes.call_ring_bytes).unwrap_or(super::CALL_RING_BYTES);
+        let remedy = super::remedy::said(&captured.stats, ring);
+        let written = write_outputs(self.outputs, captured, parameters, &self.settings);
+        if let Some(remedy) = remedy {
+            crate::say!("{remedy}");
+        }
+        written
     }
 }
 
 /// The runtimes the targets mapped that `--backend` left out, if any, as said after
 /// "mapped": `libamdhip64 (--backend hip), which --backend cuda left out`.
-pub fn excluded_said(
+pub(super) fn excluded_said(
     excluded: &std::collections::BTreeSet<&'static str>,
     chosen: &[&'static Runtime],
 ) -> Option<String> {
@@ -157,7 +163,7 @@ fn write_outputs(
     outputs: Outputs,
     captured: Captured,
     mut parameters: Value,
-    chosen: &[&'static Runtime],
+    settings: &CaptureSettings,
 ) -> Result<()> {
     let Captured {
         error,
@@ -168,9 +174,29 @@ fn write_outputs(
         excluded,
         call_probe_links,
         detaching,
+        recorded,
         ..
     } = captured;
+    let mut stats = stats;
     parameters["call_probe_links"] = call_probe_links.into();
+    // The span its calls were recorded over, named as the daemon's traces name it.
+    parameters["recorded_from_unix_us"] = recorded.0.into();
+    parameters["recorded_until_unix_us"] = recorded.1.into();
+    stats.recorded = recorded.0.zip(recorded.1);
+    // Cut short at its size bound: said as the daemon's traces say it.
+    let cut = sink.trace().left_out().map(|left_out| {
+        let largest = sink.trace().largest_file();
+        parameters["truncated"] = serde_json::json!({
+            "reason": "size", "max_bytes": settings.max_bytes,
+            "bytes_when_ended": largest, "left_out": left_out,
+        });
+        format!(
+            "rocsync: the trace was cut short: a file reached --trace-max-bytes ({} bytes); \
+             the {left_out} rows, packets and queues that came after were left out (counted in \
+             its parameters.truncated), and the capture ended",
+            settings.max_bytes
+        )
+    });
     let report = Report {
         parameters,
         libraries: libraries
@@ -190,11 +216,14 @@ fn write_outputs(
         Some(e) => outputs.salvage(sink, &stats, e),
     };
     detaching.wait();
+    if let Some(cut) = cut {
+        crate::say!("{cut}");
+    }
     // A capture of nothing says so, as `perf record` reports "0 samples", and exits 0
     // as perf and strace do: tracing worked, the target just made no call to record
     // (exit statuses stay for failures, and `run`'s is its command's).
     if libraries.is_empty() {
-        match excluded_said(&excluded, chosen) {
+        match excluded_said(&excluded, &settings.runtimes) {
             Some(said) => crate::say!(
                 "rocsync: warning: the target mapped {said}: nothing was traced (drop --backend, \
                  or name the runtime it uses)"

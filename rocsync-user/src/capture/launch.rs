@@ -15,14 +15,14 @@ use crate::{backend::Runtime, probes::library::OpenedLibrary, users::Identity};
 use tokio::io::{Interest, unix::AsyncFd};
 
 /// A forked child waiting at a gate to exec its command.
-pub struct HeldChild {
+pub(crate) struct HeldChild {
     pub pid: u32,
     gate: OwnedFd,
     exec_error: OwnedFd,
 }
 
 /// Hooks a held child's loader, and probes `hip_lib` (`run --hip-lib`) before it runs.
-pub fn hook(
+pub(crate) fn hook(
     session: &mut Session,
     pid: u32,
     interp: Option<PathBuf>,
@@ -50,7 +50,11 @@ const STAGE_USER: i32 = 2;
 /// Forks; the child blocks until [`HeldChild::release`], takes `user`'s identity if
 /// given, restores SIGPIPE's default (rocsync ignores it; an ignored signal survives
 /// `exec`), then execs `exe` with `argv`.
-pub fn spawn_held(exe: &Path, argv: &[String], user: Option<&Identity>) -> Result<HeldChild> {
+pub(crate) fn spawn_held(
+    exe: &Path,
+    argv: &[String],
+    user: Option<&Identity>,
+) -> Result<HeldChild> {
     let exe_c =
         CString::new(exe.as_os_str().as_encoded_bytes()).context("NUL in the command path")?;
     let args: Vec<CString> = argv
@@ -111,7 +115,7 @@ pub fn spawn_held(exe: &Path, argv: &[String], user: Option<&Identity>) -> Resul
 
 impl HeldChild {
     /// Lets the child exec; fails if the exec failed.
-    pub fn release(self) -> Result<Child> {
+    pub(crate) fn release(self) -> Result<Child> {
         let pid = self.pid;
         let exit = pidfd(pid)?;
         drop(self.gate);
@@ -136,7 +140,7 @@ impl HeldChild {
     }
 
     /// Ends a child that never ran its command.
-    pub fn kill(self) {
+    pub(crate) fn kill(self) {
         // SAFETY: kill(2) and waitpid(2) on our own child, by its pid.
         unsafe { libc::kill(self.pid as i32, libc::SIGKILL) };
         let _ = wait(self.pid);
@@ -144,20 +148,20 @@ impl HeldChild {
 }
 
 /// A running child: wait for it without blocking the event loop.
-pub struct Child {
+pub(crate) struct Child {
     pub pid: u32,
     exit: AsyncFd<OwnedFd>,
 }
 
 impl Child {
     /// Resolves once the child has exited (it is not reaped yet).
-    pub async fn exit_ready(&self) -> Result<()> {
+    pub(crate) async fn exit_ready(&self) -> Result<()> {
         let _ = self.exit.readable().await?;
         Ok(())
     }
 
     /// Waits until the child exits and reaps it; returns the shell-style exit code.
-    pub async fn wait(&self) -> Result<i32> {
+    pub(crate) async fn wait(&self) -> Result<i32> {
         self.exit_ready().await?;
         wait(self.pid)
     }
@@ -187,7 +191,7 @@ fn pipe() -> Result<(i32, i32)> {
 }
 
 /// A pidfd that becomes readable when `pid` exits (works for processes we did not start).
-pub fn pidfd(pid: u32) -> Result<AsyncFd<OwnedFd>> {
+pub(crate) fn pidfd(pid: u32) -> Result<AsyncFd<OwnedFd>> {
     // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
     if fd < 0 {

@@ -12,7 +12,7 @@ use crate::{
 
 /// The processes `asked` names, checked, each once; with `follow`, without those another
 /// of them started (followed as its children already, and claimed once).
-pub fn targets(asked: &[u32], follow: bool) -> Result<Vec<u32>> {
+pub(crate) fn targets(asked: &[u32], follow: bool) -> Result<Vec<u32>> {
     let mut pids: Vec<u32> = Vec::new();
     for &pid in asked {
         if pid == 0 || !procfs::exists(pid) {
@@ -36,7 +36,7 @@ pub fn targets(asked: &[u32], follow: bool) -> Result<Vec<u32>> {
 
 /// None of `pids` maps a runtime: an error, or (`wait`) what to say while waiting for
 /// one to be loaded.
-pub fn nothing_mapped(
+pub(crate) fn nothing_mapped(
     settings: &CaptureSettings,
     pids: &[u32],
     wait: bool,

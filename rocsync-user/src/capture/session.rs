@@ -14,8 +14,14 @@ use rocsync_common::{Api, Config, Op, Switch};
 use tokio::io::unix::AsyncFd;
 
 mod libraries;
+mod outcome;
+mod reading;
+mod recording;
 mod suspend;
 mod targets;
+
+pub(crate) use outcome::Detaching;
+pub use outcome::{Captured, StopReason};
 
 use super::{settings::CaptureSettings, status::Status};
 use crate::{
@@ -25,59 +31,12 @@ use crate::{
     pipeline::{Notice, Pipeline},
     probes::{ApiChoice, LibraryReport, Probes},
     signals::Signals,
-    stats::CaptureStats,
 };
 
 use crate::pipeline::cadence::{DRAIN_EVERY, IN_FLIGHT_GRACE, TICK_EVERY};
 
 /// Safety net for library loads the loader hook cannot see (e.g. a dropped notification).
 const RESCAN_EVERY: Duration = Duration::from_secs(1);
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum StopReason {
-    Signal(&'static str),
-    Duration,
-    TargetExited,
-    /// Writing an output failed (disk full, quota).
-    OutputFailed,
-}
-
-impl std::fmt::Display for StopReason {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            StopReason::Signal(s) => s,
-            StopReason::Duration => "duration reached",
-            StopReason::TargetExited => "target exited",
-            StopReason::OutputFailed => "writing the outputs failed",
-        })
-    }
-}
-
-pub struct Captured {
-    /// The first output error: the outputs hold what was written before it.
-    pub error: Option<std::io::Error>,
-    /// What each traced process said of itself.
-    pub processes: BTreeMap<u32, ProcessInfo>,
-    pub sink: CaptureSink,
-    pub stats: CaptureStats,
-    pub libraries: Vec<LibraryReport>,
-    /// Runtimes the targets mapped that `--backend` left out, by name.
-    pub excluded: BTreeSet<&'static str>,
-    /// How the call probes were attached (`uprobe_multi` or `perf_event`).
-    pub call_probe_links: &'static str,
-    pub stop: StopReason,
-    pub detaching: Detaching,
-}
-
-/// Probes being detached in the background.
-pub struct Detaching(std::thread::JoinHandle<()>);
-
-impl Detaching {
-    /// Waits until every probe is detached.
-    pub fn wait(self) {
-        let _ = self.0.join();
-    }
-}
 
 pub struct Session {
     probes: Probes,
@@ -107,6 +66,15 @@ pub struct Session {
     output_error: Option<std::io::Error>,
     /// Traced from their start (`run`) rather than attached to.
     from_start: bool,
+    /// The targets are in the kernel's table (their calls recorded): from the start for
+    /// `run`; for `attach`, once its loop runs (see `recording`).
+    live: bool,
+    /// When the targets' calls were recorded from and until (µs since the epoch).
+    recorded: (Option<u64>, Option<u64>),
+    /// When the recording began (the duration counts from it).
+    since: Option<std::time::Instant>,
+    /// The last drain stopped short of what the probes had written (more to read).
+    behind: bool,
     /// Child processes are traced too (the kernel follows the tree).
     follow: bool,
     /// What each target said of itself, read while it lived (its environment is final
@@ -149,6 +117,8 @@ impl Session {
                 .collect();
         }
         let status = Status::new(settings.status_line);
+        let mut sink = sink;
+        sink.trace_mut().bound(settings.max_bytes);
         let follow = settings.follow
             && match probes.follow_children() {
                 Ok(()) => true,
@@ -168,7 +138,7 @@ impl Session {
             probed_files: HashSet::new(),
             libraries: Vec::new(),
             excluded: BTreeSet::new(),
-            pipeline: Pipeline::new(sink, from_start),
+            pipeline: Self::pipeline(sink, from_start),
             status,
             verbose: settings.verbose,
             learn_for: settings.learn_devices,
@@ -176,6 +146,10 @@ impl Session {
             temporary_removed: false,
             output_error: None,
             from_start,
+            live: from_start,
+            recorded: (None, None),
+            since: None,
+            behind: false,
             follow,
             processes: BTreeMap::new(),
             visible: BTreeMap::new(),
@@ -186,6 +160,19 @@ impl Session {
             suspended: false,
             temporary_detaching: None,
         }
+    }
+
+    /// The capture's pipeline. An attach begins while its targets' calls are in flight,
+    /// as a daemon trace does, and counts them by the daemon's rule: a return with no
+    /// entry of its thread before it is a call begun before the recording
+    /// (`calls_begun_before`), not a loss.
+    fn pipeline(sink: CaptureSink, from_start: bool) -> Pipeline<CaptureSink> {
+        let mut pipeline = Pipeline::new(sink, from_start);
+        pipeline.name_threads();
+        if !from_start {
+            pipeline.begins_mid_call();
+        }
+        pipeline
     }
 
     /// Claims `pid` for this capture (one rocsync per process), or says who holds it.
@@ -240,7 +227,9 @@ impl Session {
         }
     }
 
-    /// Runs until a signal, the duration, or `target_exit` completes.
+    /// Runs until a signal, the duration, or `target_exit` completes. The duration counts
+    /// from when the targets' calls are recorded ([`Session::start_recording`]), and is
+    /// looked at before any other work, so that a busy loop never records past it.
     pub async fn run(
         &mut self,
         ring: &mut AsyncFd<RingBuf<MapData>>,
@@ -248,9 +237,11 @@ impl Session {
         duration: Option<Duration>,
         target_exit: impl Future<Output = ()>,
     ) -> Result<StopReason> {
+        let since = self.start_recording()?;
+        let until = duration.map(|d| since + d);
         let deadline = async {
-            match duration {
-                Some(d) => tokio::time::sleep(d).await,
+            match until {
+                Some(at) => tokio::time::sleep_until(at.into()).await,
                 None => std::future::pending().await,
             }
         };
@@ -265,21 +256,23 @@ impl Session {
                 self.output_error = Some(e);
                 return Ok(StopReason::OutputFailed);
             }
+            // The sink writes nothing more once a file reached its bound: the trace ends.
+            if self.pipeline.sink().trace().left_out().is_some() {
+                return Ok(StopReason::SizeBound);
+            }
+            // Read from the clock: a loop kept busy reading may find its timer late.
+            if until.is_some_and(|at| std::time::Instant::now() >= at) {
+                return Ok(StopReason::Duration);
+            }
+            // In this order: the ends first, then the periodic work, then reading.
             tokio::select! {
-                guard = ring.readable_mut() => {
-                    let mut guard = guard?;
-                    self.drain(guard.get_inner_mut());
-                    guard.clear_ready();
-                }
+                biased;
+                _ = &mut deadline => return Ok(StopReason::Duration),
                 s = signals.next_or_suspend() => match s {
                     Some(s) => return Ok(StopReason::Signal(s)),
                     None => self.suspend(),
                 },
-                _ = &mut deadline => return Ok(StopReason::Duration),
                 _ = &mut target_exit => return Ok(StopReason::TargetExited),
-                _ = rescan.tick() => {
-                    self.rescan();
-                }
                 _ = tick.tick() => {
                     self.drain(ring.get_mut());
                     self.pipeline.tick();
@@ -287,35 +280,20 @@ impl Session {
                     self.probes.diagnostics.flush();
                     self.status.update(&self.pipeline.stats);
                 }
+                _ = rescan.tick() => {
+                    self.rescan();
+                }
+                guard = ring.readable_mut() => {
+                    let mut guard = guard?;
+                    self.drain(guard.get_inner_mut());
+                    guard.clear_ready();
+                }
                 _ = poll.tick() => self.drain(ring.get_mut()),
-            }
-        }
-    }
-
-    fn drain(&mut self, ring: &mut RingBuf<MapData>) {
-        // The ring first, then the calls reserved before it was read: the packets a call
-        // submits (in the ring) reach the pipeline before the call's exit.
-        let calls_until = self.probes.calls_reserved();
-        self.drain_ring(ring);
-        // Call records announce nothing: the pipeline takes them all.
-        self.probes.drain_calls(calls_until, |bytes| {
-            let _ = self.pipeline.record(bytes);
-        });
-    }
-
-    fn drain_ring(&mut self, ring: &mut RingBuf<MapData>) {
-        while let Some(item) = ring.next() {
-            let mut buf = [0u8; 128];
-            let n = item.len().min(buf.len());
-            buf[..n].copy_from_slice(&item[..n]);
-            let len = item.len();
-            drop(item);
-            if len > buf.len() {
-                self.pipeline.stats.undecodable += 1;
-                continue;
-            }
-            if let Some(notice) = self.pipeline.record(&buf[..n]) {
-                self.notice(notice);
+                () = std::future::ready(()), if self.behind => {
+                    self.drain(ring.get_mut());
+                    // Lets the runtime look at its timers and signals between batches.
+                    tokio::task::yield_now().await;
+                }
             }
         }
     }
@@ -332,13 +310,18 @@ impl Session {
         for &pid in &self.targets {
             self.probes.set_target(pid, Config::INACTIVE)?;
         }
+        self.recorded.1 = Some(crate::clock::unix_us());
+        // From here the probes write only returns, of calls in flight now (their rows
+        // say so if they never come) and of calls the targets make after the stop, which
+        // are not the capture's: a return dropped from here on is no record lost.
+        let exits_dropped = self.probes.drops()?.exits;
         self.pipeline.stopping();
         for pid in self.targets.clone() {
             self.learn_process(pid);
         }
         let waited = tokio::time::Instant::now();
         loop {
-            self.drain(ring.get_mut());
+            self.drain_all(ring.get_mut());
             if self.pipeline.open_calls() == 0 || waited.elapsed() >= IN_FLIGHT_GRACE {
                 break;
             }
@@ -350,6 +333,7 @@ impl Session {
         self.pipeline
             .assigned_up_to(self.probes.correlations_assigned()?);
         self.pipeline.stats.kernel = self.probes.drops()?;
+        self.pipeline.stats.kernel.exits = exits_dropped;
         if self.verbose {
             self.say(&format!(
                 "rocsync: the probes woke the reader {} times in {} drains",
@@ -372,6 +356,7 @@ impl Session {
             call_probe_links: self.probes.link_kind().name(),
             stop,
             detaching,
+            recorded: self.recorded,
         })
     }
 }

@@ -33,6 +33,8 @@ pub struct CaptureSettings {
     pub follow: bool,
     /// Where a running daemon listens: the capture's agents are claimed there.
     pub daemon_socket: PathBuf,
+    /// The largest a trace file may grow (`--trace-max-bytes`): at it the capture ends.
+    pub max_bytes: u64,
     /// `attach --wait`: targets that never load a runtime are an error, and no trace of
     /// nothing is written.
     pub waited: bool,

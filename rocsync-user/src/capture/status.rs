@@ -7,14 +7,14 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::stats::CaptureStats;
 
-pub struct Status {
+pub(crate) struct Status {
     bar: Option<ProgressBar>,
     started: Instant,
     last: (Instant, u64),
 }
 
 impl Status {
-    pub fn new(enabled: bool) -> Self {
+    pub(crate) fn new(enabled: bool) -> Self {
         let bar = (enabled && std::io::IsTerminal::is_terminal(&std::io::stderr())).then(|| {
             // Drawn through rocsync's stderr queue: a paused terminal blocks no one.
             let term = Box::new(crate::stderr::StatusTerm::default());
@@ -32,14 +32,14 @@ impl Status {
     }
 
     /// Prints a line above the status line (or plainly, without one).
-    pub fn say(&self, line: &str) {
+    pub(crate) fn say(&self, line: &str) {
         match &self.bar {
             Some(b) => b.println(line),
             None => crate::say!("{line}"),
         }
     }
 
-    pub fn update(&mut self, stats: &CaptureStats) {
+    pub(crate) fn update(&mut self, stats: &CaptureStats) {
         let Some(bar) = &self.bar else { return };
         let now = Instant::now();
         let calls = stats.calls();
@@ -58,7 +58,7 @@ impl Status {
         ));
     }
 
-    pub fn clear(&self) {
+    pub(crate) fn clear(&self) {
         if let Some(b) = &self.bar {
             b.finish_and_clear();
         }

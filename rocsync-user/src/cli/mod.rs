@@ -53,6 +53,19 @@ pub enum Command {
     /// What this machine allows: kernel features, capabilities, GPU runtimes (each tried
     /// with a real attach); exits 1 when something needed is missing.
     Doctor(DoctorArgs),
+    /// A first trace, with no GPU: rocsync runs a training loop's shape on a simulated
+    /// HIP runtime built into it, traces it as `run` does and reports the trace.
+    Demo(DemoArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Where the trace goes (replaced if it exists)
+    #[arg(short, long, value_name = "PATH", default_value = "rocsync-demo.json", value_hint = ValueHint::FilePath)]
+    pub output: PathBuf,
+    /// Be the traced program (what `rocsync demo` runs under `rocsync run`)
+    #[arg(long, hide = true)]
+    pub program: bool,
 }
 
 // `rocsync generate man|completions DIR`, for packagers (as `rg --generate`): kept out of
@@ -182,8 +195,13 @@ pub struct CaptureArgs {
     pub backend: Option<String>,
     /// Ring buffer between the probes and rocsync, and room for as many records in the
     /// call ring: MiB, or KiB with a `K` suffix (a power of two, from 4K to 1024)
-    #[arg(long, value_name = "MIB", default_value = "8", value_parser = parse_ring_size)]
-    pub ring_size: u32,
+    /// [default: a 64 MiB call ring, 3 s of 150 000 calls/s, and an 8 MiB ring buffer]
+    #[arg(long, value_name = "MIB", value_parser = parse_ring_size)]
+    pub ring_size: Option<u32>,
+    /// The largest a trace file may grow (bytes, or with K, M or G; at least 1M): at it
+    /// the capture ends, and its trace says `truncated`
+    #[arg(long, value_name = "SIZE", default_value = "512M", value_parser = parse_trace_max_bytes)]
+    pub trace_max_bytes: u64,
     /// Probe each function's first instruction even where it is an endbr64 (to measure
     /// what probe placement saves)
     #[arg(long, hide = true)]
@@ -339,6 +357,16 @@ fn parse_ring_size(s: &str) -> Result<u32, String> {
             .and_then(|b| u32::try_from(b).ok()),
     };
     bytes.filter(|b| b.is_power_of_two()).ok_or_else(bad)
+}
+
+/// A trace's size bound: the daemon's `--trace-max-bytes` syntax and floor.
+fn parse_trace_max_bytes(s: &str) -> Result<u64, String> {
+    match crate::units::parse_size(s)? {
+        b if b < 1 << 20 => Err(format!(
+            "{s:?}: at least 1M (a trace's header and summary alone take kilobytes)"
+        )),
+        b => Ok(b),
+    }
 }
 
 /// Functions `--probe` names: one symbol, or `launches` for [`Api::LAUNCHES`].

@@ -55,6 +55,8 @@ pub async fn attach(args: AttachArgs, mut signals: Signals) -> Result<i32> {
         _ => None,
     };
     session.arm()?;
+    // Recorded from here: what the targets do once this is said is in the trace.
+    session.start_recording()?;
     // Said once armed: what the targets do from here on (a runtime loaded included) is
     // held for the probes.
     if let Some(waiting) = waiting {

@@ -21,7 +21,7 @@ use crate::{
 /// The exit status when the trace is written but the raw capture had no trailer (as
 /// gzip's warning status): what it holds is converted, and a script still sees it is not
 /// the whole capture.
-pub const TRUNCATED: i32 = 2;
+pub(super) const TRUNCATED: i32 = 2;
 
 pub fn convert(args: ConvertArgs) -> Result<i32> {
     let file = open_regular(&args.raw, "convert reads a raw capture file")?;

@@ -51,8 +51,8 @@ pub async fn run(args: RunArgs, mut signals: Signals) -> Result<i32> {
     let stop = capture
         .trace(&mut session, &mut signals, args.duration, exited)
         .await?;
-    if matches!(stop, StopReason::Duration) {
-        crate::say!("rocsync: stopping (duration reached); {program} goes on untraced");
+    if matches!(stop, StopReason::Duration | StopReason::SizeBound) {
+        crate::say!("rocsync: stopping ({stop}); {program} goes on untraced");
     }
     if let StopReason::Signal(s) = stop {
         crate::say!("rocsync: stopping ({s}); waiting for {program} to exit");

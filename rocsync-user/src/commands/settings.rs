@@ -29,7 +29,10 @@ impl From<CaptureArgs> for CaptureSettings {
                 returns: Default::default(),
             },
             probes: ProbeOptions {
-                ring_bytes: Some(a.ring_size),
+                ring_bytes: a.ring_size,
+                // Calls come at up to hundreds of thousands a second; the other records
+                // (HSA, loader, processes) far fewer.
+                call_ring_bytes: Some(a.ring_size.unwrap_or(crate::capture::CALL_RING_BYTES)),
                 at_entry: a.probe_at_entry,
                 diagnostics: a.verbose,
                 classic_uprobes: a.classic_uprobes,
@@ -40,6 +43,7 @@ impl From<CaptureArgs> for CaptureSettings {
             status_line: !a.no_status,
             follow: !a.no_follow,
             daemon_socket: a.daemon_socket,
+            max_bytes: a.trace_max_bytes,
             waited: false,
         }
     }

@@ -62,9 +62,29 @@ pub fn trace(args: TraceArgs) -> Result<i32> {
         name: args.name,
         send_files: args.output.is_some(),
     });
-    // The daemon answers once the traces are written.
+    // The daemon answers once the traces are written. Ctrl-C (SIGTERM, SIGHUP) ends the
+    // trace now rather than this client: its side of the connection closed, the daemon
+    // writes what it recorded and answers as ever. A second one leaves at once.
     let wait = duration.saturating_add(Duration::from_secs(60));
-    let (reply, fds) = remote::ask(&mut conn, &request, wait)?;
+    interrupt::catch(true);
+    let closer = conn.try_clone()?;
+    {
+        use std::io::Write as _;
+        writeln!(conn, "{}", serde_json::to_string(&request)?)?;
+    }
+    let (reply, fds) = remote::answer(&mut conn, wait, || {
+        if !interrupt::taken() {
+            return false;
+        }
+        interrupt::catch(false);
+        crate::say!(
+            "rocsync: interrupted: the daemon ends the trace now and writes what it recorded \
+             (again to leave without waiting for its name)"
+        );
+        let _ = closer.shutdown(std::net::Shutdown::Write);
+        let _ = closer.set_read_timeout(Some(Duration::from_secs(30)));
+        true
+    })?;
     let Reply::Written(written) = reply else {
         bail!("the daemon's answer names no files");
     };
@@ -85,6 +105,45 @@ pub fn trace(args: TraceArgs) -> Result<i32> {
     let written: Vec<String> = written.iter().map(|p| p.display().to_string()).collect();
     print_lines(&written)?;
     Ok(0)
+}
+
+/// Ctrl-C, SIGTERM and SIGHUP while `rocsync trace` waits: they interrupt the wait (no
+/// `SA_RESTART`) instead of ending the client. One inherited as ignored stays so.
+mod interrupt {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    static TAKEN: AtomicBool = AtomicBool::new(false);
+
+    extern "C" fn taken_now(_: libc::c_int) {
+        TAKEN.store(true, Ordering::SeqCst);
+    }
+
+    /// Catches them (`catch`), or gives them their default back.
+    pub(super) fn catch(catch: bool) {
+        let handler = match catch {
+            true => taken_now as extern "C" fn(libc::c_int) as libc::sighandler_t,
+            false => libc::SIG_DFL,
+        };
+        for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+            // SAFETY: sigaction with valid structures; the handler only stores an atomic.
+            unsafe {
+                let mut old: libc::sigaction = std::mem::zeroed();
+                libc::sigaction(sig, std::ptr::null(), &mut old);
+                if old.sa_sigaction == libc::SIG_IGN {
+                    continue;
+                }
+                let mut new: libc::sigaction = std::mem::zeroed();
+                new.sa_sigaction = handler;
+                libc::sigemptyset(&mut new.sa_mask);
+                libc::sigaction(sig, &new, std::ptr::null_mut());
+            }
+        }
+    }
+
+    /// Whether one came (once).
+    pub(super) fn taken() -> bool {
+        TAKEN.swap(false, Ordering::SeqCst)
+    }
 }
 
 /// Writes each received file to `output` (several: `<stem>_<pid><ext>` beside it), as the

@@ -79,7 +79,7 @@ const USED: [(&str, u32, &str, Need); 8] = [
     ),
 ];
 
-pub fn checks() -> Vec<Check> {
+pub(super) fn checks() -> Vec<Check> {
     let effective = crate::procfs::status_field(None, "CapEff")
         .and_then(|hex| u64::from_str_radix(&hex, 16).ok());
     let Some(effective) = effective else {

@@ -13,7 +13,7 @@ const FIX: &str = "run a copy only root can change: the static binary in /usr/lo
                    owns (not your job's)";
 
 /// One row, as root only (another user's rocsync run as that user gains nothing).
-pub fn checks() -> Vec<Check> {
+pub(super) fn checks() -> Vec<Check> {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         return Vec::new();
@@ -35,7 +35,7 @@ pub fn checks() -> Vec<Check> {
 /// Why someone other than root could replace `path` (its file, or a folder on the way to
 /// it); `None` if no one could. A folder writable by all with the sticky bit (`/tmp`) lets
 /// no one replace root's entries; one writable by a group other than root's does.
-pub fn others_can_replace(path: &Path) -> Option<String> {
+pub(super) fn others_can_replace(path: &Path) -> Option<String> {
     let mut at = Some(path);
     while let Some(p) = at {
         let m = match std::fs::symlink_metadata(p) {

@@ -11,7 +11,7 @@ const UPROBE_PMU: &str = "/sys/bus/event_source/devices/uprobe";
 const VMLINUX_BTF: &str = "/sys/kernel/btf/vmlinux";
 const LOCKDOWN: &str = "/sys/kernel/security/lockdown";
 
-pub fn checks() -> Vec<Check> {
+pub(super) fn checks() -> Vec<Check> {
     let version = KernelVersion::current().ok();
     let at_least = |major, minor| version.is_some_and(|v| v >= KernelVersion::new(major, minor, 0));
     let release = crate::procfs::sysctl("kernel/osrelease").unwrap_or_else(|e| format!("? ({e})"));

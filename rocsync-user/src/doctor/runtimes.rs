@@ -12,7 +12,7 @@ use super::{Check, Status};
 use crate::{
     backend::{RUNTIMES, Runtime, is_version_of},
     probes::seccomp::Returns,
-    probes::{ApiChoice, ProbeOptions, Probes, ReturnProbes, library::OpenedLibrary},
+    probes::{ApiChoice, ProbeOptions, Probes, library::OpenedLibrary},
 };
 
 /// The HSA runtime under HIP: its queues and doorbells (the HSA write path).
@@ -59,7 +59,7 @@ impl Kind {
     }
 }
 
-pub fn checks() -> Vec<Check> {
+pub(super) fn checks() -> Vec<Check> {
     let mut checks = Vec::new();
     // Loaded as they are, without the captures' preflight: each thing it checks has a row
     // of its own, and what loads without CAP_SYS_ADMIN is worth showing.
@@ -216,17 +216,11 @@ fn trial(probes: &mut Probes, kind: &Kind, path: &Path) -> Result<String> {
         _ => None,
     };
     // Where each function traps and whether the kernel emulates it, as the daemon
-    // counts (records', waits' and destroys' entries alone; `run` pairs them all).
+    // counts (records', waits', destroys' and polls' entries alone; `run` pairs them all).
     let placed = match kind {
-        Kind::Runtime(r) => {
-            let counting = ApiChoice {
-                returns: ReturnProbes::Needed,
-                ..ApiChoice::default()
-            };
-            crate::probes::points::said(r, &counting, path)
-                .map(|s| format!("; probes on {s}"))
-                .unwrap_or_default()
-        }
+        Kind::Runtime(r) => crate::probes::points::counting(r, path)
+            .map(|p| format!("; probes on {}", crate::probes::points::said(&p)))
+            .unwrap_or_default(),
         Kind::Hsa => String::new(),
     };
     Ok(format!(

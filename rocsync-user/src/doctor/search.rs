@@ -18,7 +18,9 @@ const MAX_RUNTIME_BYTES: u64 = 1 << 30;
 /// Every runtime file found whose name `wanted` accepts, each once (by its real path),
 /// and those passed over with why: anyone can put a file of that name in their own
 /// environment (a FIFO, a sparse giant), and it says nothing of this machine's runtimes.
-pub fn installed(wanted: impl Fn(&str) -> bool) -> (BTreeSet<PathBuf>, Vec<(PathBuf, String)>) {
+pub(super) fn installed(
+    wanted: impl Fn(&str) -> bool,
+) -> (BTreeSet<PathBuf>, Vec<(PathBuf, String)>) {
     let mut paths = linker_cache();
     paths.extend(in_dirs(&prefixed_dirs(Path::new("/opt"), "rocm", &["lib"])));
     paths.extend(in_dirs(&python_lib_dirs(&python_prefixes())));

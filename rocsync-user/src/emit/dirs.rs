@@ -24,12 +24,12 @@ use crate::users::sudo::as_sudo_user;
 const MAX_LINKS: usize = 40;
 
 /// Opens the folder `path` (which must exist).
-pub fn open(path: &Path) -> Result<OwnedFd> {
+pub(crate) fn open(path: &Path) -> Result<OwnedFd> {
     walk(path, false)
 }
 
 /// Opens the folder `path`, making what is missing of it (mode 0777 less the umask).
-pub fn make(path: &Path) -> Result<OwnedFd> {
+pub(crate) fn make(path: &Path) -> Result<OwnedFd> {
     walk(path, true)
 }
 

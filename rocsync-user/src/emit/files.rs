@@ -278,7 +278,7 @@ fn check_final(dir: &impl AsFd, name: &[u8], path: &Path) -> Result<()> {
 /// A file the user named that exists is refused unless `force` (as nsys refuses one
 /// without `--force-overwrite`): checked before anything is traced, so no capture is
 /// lost to it. What is no regular file is left to [`PendingFile::create`] to refuse.
-pub fn refuse_existing(path: &Path, force: bool) -> Result<()> {
+pub(crate) fn refuse_existing(path: &Path, force: bool) -> Result<()> {
     let exists = path.as_os_str() != "-"
         && std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_file());
     if exists && !force {

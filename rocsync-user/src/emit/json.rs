@@ -6,7 +6,7 @@ use std::io::{self, Write};
 /// Flushes to the writer once this much is buffered.
 const FLUSH_AT: usize = 1 << 16;
 
-pub struct JsonBuf<W: Write> {
+pub(crate) struct JsonBuf<W: Write> {
     pub out: W,
     buf: Vec<u8>,
     int: itoa::Buffer,
@@ -15,7 +15,7 @@ pub struct JsonBuf<W: Write> {
 }
 
 impl<W: Write> JsonBuf<W> {
-    pub fn new(out: W) -> Self {
+    pub(crate) fn new(out: W) -> Self {
         Self {
             out,
             buf: Vec::with_capacity(FLUSH_AT + 4096),
@@ -25,26 +25,26 @@ impl<W: Write> JsonBuf<W> {
     }
 
     #[inline]
-    pub fn s(&mut self, text: &str) -> &mut Self {
+    pub(crate) fn s(&mut self, text: &str) -> &mut Self {
         self.buf.extend_from_slice(text.as_bytes());
         self
     }
 
     #[inline]
-    pub fn u(&mut self, v: u64) -> &mut Self {
+    pub(crate) fn u(&mut self, v: u64) -> &mut Self {
         self.buf.extend_from_slice(self.int.format(v).as_bytes());
         self
     }
 
     #[inline]
-    pub fn i(&mut self, v: i64) -> &mut Self {
+    pub(crate) fn i(&mut self, v: i64) -> &mut Self {
         self.buf.extend_from_slice(self.int.format(v).as_bytes());
         self
     }
 
     /// Nanoseconds as microseconds with 3 decimals.
     #[inline]
-    pub fn us(&mut self, ns: i64) -> &mut Self {
+    pub(crate) fn us(&mut self, ns: i64) -> &mut Self {
         if ns < 0 {
             self.buf.push(b'-');
         }
@@ -62,7 +62,7 @@ impl<W: Write> JsonBuf<W> {
 
     /// A handle as a `"0x…"` string.
     #[inline]
-    pub fn hex(&mut self, v: u64) -> &mut Self {
+    pub(crate) fn hex(&mut self, v: u64) -> &mut Self {
         const DIGITS: &[u8; 16] = b"0123456789abcdef";
         let mut tmp = [0u8; 16];
         let mut n = 0;
@@ -82,14 +82,14 @@ impl<W: Write> JsonBuf<W> {
     }
 
     /// A string value, escaped.
-    pub fn string(&mut self, v: &str) -> &mut Self {
+    pub(crate) fn string(&mut self, v: &str) -> &mut Self {
         let quoted = serde_json::Value::from(v).to_string();
         self.s(&quoted)
     }
 
     /// Ends one piece of output; flushes when the buffer is full.
     #[inline]
-    pub fn end(&mut self) -> io::Result<()> {
+    pub(crate) fn end(&mut self) -> io::Result<()> {
         if self.buf.len() >= FLUSH_AT {
             self.flush()?;
         }
@@ -97,11 +97,11 @@ impl<W: Write> JsonBuf<W> {
     }
 
     /// Bytes written so far, buffered or not (before any compression).
-    pub fn bytes(&self) -> u64 {
+    pub(crate) fn bytes(&self) -> u64 {
         self.flushed + self.buf.len() as u64
     }
 
-    pub fn flush(&mut self) -> io::Result<()> {
+    pub(crate) fn flush(&mut self) -> io::Result<()> {
         self.out.write_all(&self.buf)?;
         self.flushed += self.buf.len() as u64;
         self.buf.clear();

@@ -19,10 +19,10 @@ use super::{
 use crate::stats::CaptureStats;
 
 /// What a capture writes into: a trace per process and, if asked for, the raw capture.
-pub type CaptureSink = Tee<ProcessTraces, RawWriter<FileStream>>;
+pub(crate) type CaptureSink = Tee<ProcessTraces, RawWriter<FileStream>>;
 
 /// Output files reserved before the capture starts, so a bad path fails early.
-pub struct Outputs {
+pub(crate) struct Outputs {
     /// Until the capture opens it: then the first process's trace.
     trace: Option<PendingFile>,
     default_name: bool,
@@ -33,7 +33,7 @@ pub struct Outputs {
 }
 
 /// What the capture adds to the trace's `rocsync` object and the summary.
-pub struct Report {
+pub(crate) struct Report {
     /// The capture's parameters (mode, pid, options).
     pub parameters: Value,
     /// Library files probed.
@@ -47,14 +47,14 @@ pub struct Report {
 impl Outputs {
     /// A capture's outputs: `trace` (`None`: named after the target once known) and the
     /// raw capture, if asked for.
-    pub fn reserve(trace: Option<PathBuf>, raw: Option<PathBuf>) -> Result<Self> {
+    pub(crate) fn reserve(trace: Option<PathBuf>, raw: Option<PathBuf>) -> Result<Self> {
         let default_name = trace.is_none();
         let path = trace.unwrap_or_else(|| PathBuf::from("rocsync.json"));
         Self::at(path, default_name, raw)
     }
 
     /// Outputs at explicit paths (`convert`).
-    pub fn at(trace: PathBuf, default_name: bool, raw: Option<PathBuf>) -> Result<Self> {
+    pub(crate) fn at(trace: PathBuf, default_name: bool, raw: Option<PathBuf>) -> Result<Self> {
         if let Some(r) = &raw
             && one_file(&trace, r)
         {
@@ -74,7 +74,7 @@ impl Outputs {
 
     /// A trace at `trace` (and its per-process siblings) that replaces no file: one
     /// there already is refused (the daemon's dyno traces, named by a peer).
-    pub fn never_replacing(trace: PathBuf) -> Result<Self> {
+    pub(crate) fn never_replacing(trace: PathBuf) -> Result<Self> {
         Ok(Self {
             trace: Some(PendingFile::create_new(&trace)?),
             default_name: false,
@@ -85,7 +85,7 @@ impl Outputs {
     }
 
     /// Names the default trace file after the target: `rocsync-<pid>-<time>.json`.
-    pub fn name_after(&mut self, pid: u32) {
+    pub(crate) fn name_after(&mut self, pid: u32) {
         if self.default_name
             && let Some(t) = &mut self.trace
         {
@@ -95,11 +95,11 @@ impl Outputs {
 
     /// Opens the outputs for a capture described by `header`.
     /// Its summary said as `who` (the daemon's traces: `rocsync daemon: trace N`).
-    pub fn said_as(&mut self, who: String) {
+    pub(crate) fn said_as(&mut self, who: String) {
         self.who = who;
     }
 
-    pub fn open(&mut self, header: Header) -> Result<CaptureSink> {
+    pub(crate) fn open(&mut self, header: Header) -> Result<CaptureSink> {
         let reserved = self.trace.take().context("the outputs are open already")?;
         let traces = ProcessTraces::new(reserved, header.clock_offset_ns, header.start_ns);
         let raw = match &self.raw {
@@ -113,7 +113,7 @@ impl Outputs {
     /// Closes the outputs, moves them into place and prints the summary. Returns the
     /// traces written. One output failing loses nothing of the other: both are kept and
     /// what each lost is said (an error is returned once all is written).
-    pub fn finish(
+    pub(crate) fn finish(
         self,
         mut sink: CaptureSink,
         stats: &CaptureStats,
@@ -187,7 +187,7 @@ impl Outputs {
     /// After an output error that stopped the capture (every output failed, or the trace
     /// with no raw capture): the trace, cut short, is not kept; the raw capture, if asked
     /// for, is kept as far as its last complete line. Says what was captured and lost.
-    pub fn salvage(
+    pub(crate) fn salvage(
         self,
         mut sink: CaptureSink,
         stats: &CaptureStats,

@@ -32,18 +32,30 @@ pub struct ProcessInfo {
     pub distributed: Value,
     /// Its Kubernetes pod (the daemon's traces), the trace's `rocsync.pod`.
     pub pod: Option<Value>,
+    /// Its threads' names (`/proc/PID/task/TID/comm`) when rocsync first saw each, by tid:
+    /// a thread that exits keeps the name it had.
+    pub threads: BTreeMap<u32, String>,
 }
 
 impl ProcessInfo {
     pub fn to_json(&self) -> Value {
-        json!({ "name": self.name, "distributedInfo": self.distributed })
+        let mut v = json!({ "name": self.name, "distributedInfo": self.distributed });
+        if !self.threads.is_empty() {
+            v["threads"] = json!(self.threads);
+        }
+        v
     }
 
+    /// As [`Self::to_json`] wrote it; what is not a tid and a name is left out.
     pub fn from_json(v: &Value) -> Self {
+        let threads = (v["threads"].as_object().into_iter().flatten())
+            .filter_map(|(tid, n)| Some((tid.parse().ok()?, n.as_str()?.to_string())))
+            .collect();
         Self {
             name: v["name"].as_str().unwrap_or_default().to_string(),
             distributed: v["distributedInfo"].clone(),
             pod: None,
+            threads,
         }
     }
 }
@@ -111,6 +123,13 @@ impl ProcessTraces {
             self.traces.insert(key, Trace { file, writer });
         }
         Ok(&mut self.traces.get_mut(&key).expect("inserted").writer)
+    }
+
+    /// Each file at most `max_bytes`: short of it, by room for its end (metadata and
+    /// summary: kilobytes), nothing more but that end is written and what is left out is
+    /// counted, so the file ends within the bound.
+    pub fn bound(&mut self, max_bytes: u64) {
+        self.max_bytes = Some(max_bytes - (max_bytes / 16).min(1 << 20));
     }
 
     /// Writes nothing more but its end: what comes is counted instead (a trace cut short
@@ -207,7 +226,9 @@ impl ProcessTraces {
             }
             let names: BTreeMap<u32, String> = [(
                 pid,
-                info.map_or(fallback_name.to_string(), |i| i.name.clone()),
+                // Named once read (its threads' names may come first).
+                info.filter(|i| !i.name.is_empty())
+                    .map_or(fallback_name.to_string(), |i| i.name.clone()),
             )]
             .into();
             let mut rocsync = rocsync.clone();
@@ -225,7 +246,12 @@ impl ProcessTraces {
                 distributed: distributed.clone(),
                 trace_name: &trace_name,
             };
-            t.writer
+            let mut writer = t.writer;
+            writer.name_threads(
+                (processes.iter())
+                    .flat_map(|(&p, i)| i.threads.iter().map(move |(&t, n)| ((p, t), n.clone()))),
+            );
+            writer
                 .finish(&trace_info)
                 .and_then(FileStream::close)
                 .with_context(|| format!("writing {trace_name}"))?;
@@ -244,7 +270,7 @@ impl ProcessTraces {
 }
 
 /// `<stem>_<pid><ext>`, where `.json.gz` counts as one extension.
-pub fn per_process_name(path: &Path, pid: u32) -> String {
+pub(crate) fn per_process_name(path: &Path, pid: u32) -> String {
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())

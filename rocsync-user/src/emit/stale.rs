@@ -17,12 +17,12 @@ use rustix::fs::{AtFlags, FileType, FlockOperation, Mode, OFlags};
 
 /// Locks a temporary rocsync is writing (see the module's doc); a file system without
 /// locks only loses this guard, not the output.
-pub fn hold(file: &impl AsFd) {
+pub(crate) fn hold(file: &impl AsFd) {
     let _ = rustix::fs::flock(file, FlockOperation::NonBlockingLockExclusive);
 }
 
 /// Removes the stale temporaries in `dir`; errors leave a file where it is.
-pub fn sweep(dir: &impl AsFd) {
+pub(crate) fn sweep(dir: &impl AsFd) {
     let Ok(mut entries) = rustix::fs::Dir::read_from(dir) else {
         return;
     };
@@ -38,7 +38,7 @@ pub fn sweep(dir: &impl AsFd) {
 }
 
 /// The pid in a name of rocsync's temporary pattern: `.NAME.rocsync-PID-HEX.tmp`.
-pub fn temporary_pid(name: &[u8]) -> Option<u32> {
+pub(crate) fn temporary_pid(name: &[u8]) -> Option<u32> {
     let name = std::str::from_utf8(name).ok()?;
     let rest = name.strip_prefix('.')?.strip_suffix(".tmp")?;
     let (rest, nonce) = rest.rsplit_once('-')?;

@@ -6,9 +6,14 @@ use crate::stats::CaptureStats;
 
 /// Calls per API, waits, packets, every loss by kind, and the outputs; `who` says it
 /// (`rocsync`, or the daemon and its trace).
-pub fn render(stats: &CaptureStats, outputs: &[String], who: &str) -> String {
+pub(crate) fn render(stats: &CaptureStats, outputs: &[String], who: &str) -> String {
     let mut s = String::new();
-    let _ = writeln!(s, "{who}: captured {} calls", stats.calls());
+    let _ = write!(s, "{who}: captured {} calls", stats.calls());
+    if let Some((from, until)) = stats.recorded {
+        let span = until.saturating_sub(from) as f64 / 1e6;
+        let _ = write!(s, " recorded over {span:.2} s");
+    }
+    s.push('\n');
     for (api, n) in &stats.per_api {
         let _ = write!(s, "  {api:<28} {:>9}", n.calls);
         if n.failed > 0 {

@@ -3,7 +3,7 @@
 /// `hsa_packet_type_t`, by the header's low byte; AMD's vendor packets by their
 /// `AmdFormat` byte.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PacketType {
+pub(crate) enum PacketType {
     /// A vendor packet of a format not decoded here.
     Vendor,
     Invalid,
@@ -22,14 +22,14 @@ const AMD_FORMAT_BARRIER_VALUE: u8 = 2;
 
 impl PacketType {
     /// Packets that hold their queue until other signals say so.
-    pub fn is_barrier(self) -> bool {
+    pub(crate) fn is_barrier(self) -> bool {
         matches!(
             self,
             PacketType::BarrierAnd | PacketType::BarrierOr | PacketType::BarrierValue
         )
     }
 
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             PacketType::Vendor => "vendor",
             PacketType::Invalid => "invalid",
@@ -45,7 +45,7 @@ impl PacketType {
 
 /// What a packet holds beyond its header and completion signal.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Body {
+pub(crate) enum Body {
     Kernel {
         grid: [u32; 3],
         workgroup: [u16; 3],
@@ -72,7 +72,7 @@ pub enum Body {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Packet {
+pub(crate) struct Packet {
     pub kind: PacketType,
     pub header: u16,
     pub body: Body,
@@ -81,7 +81,7 @@ pub struct Packet {
 
 impl Packet {
     /// The signals this packet waits on.
-    pub fn deps(&self) -> &[u64] {
+    pub(crate) fn deps(&self) -> &[u64] {
         match &self.body {
             Body::Barrier { deps } => deps,
             Body::BarrierValue { signal, .. } if *signal != 0 => std::slice::from_ref(signal),
@@ -101,7 +101,7 @@ fn u64_at(b: &[u8; 64], o: usize) -> u64 {
 }
 
 /// Decodes a packet laid out as hsa.h and hsa_ext_amd.h define it.
-pub fn decode(b: &[u8; 64]) -> Packet {
+pub(crate) fn decode(b: &[u8; 64]) -> Packet {
     let header = u16_at(b, 0);
     let kind = match header & 0xff {
         0 if b[2] == AMD_FORMAT_BARRIER_VALUE => PacketType::BarrierValue,

@@ -5,6 +5,7 @@ pub(crate) mod aql;
 pub mod model;
 pub(crate) mod pair;
 pub(crate) mod sequence;
+pub(crate) mod threads;
 
 pub use model::{Call, Packet, Queue};
 pub use sequence::{Released, Sequencer};

@@ -14,11 +14,15 @@ struct Open {
     /// Its thread's lost call records at entry (`rocsync_common::LOSS_MASK`); `None`
     /// where unknown (a call known from elsewhere, entered before the records).
     losses: Option<u32>,
+    /// A later call of its thread returned while it was open: its thread went on, so
+    /// it returned too, unless it is an outer call of that one (an `_spt` export calling
+    /// the plain one, whose own return follows at once).
+    overtaken: bool,
 }
 
 /// What an exit record completes.
 #[derive(Debug, PartialEq, Eq)]
-pub struct Matched {
+pub(crate) struct Matched {
     /// The call this exit returns from.
     pub correlation: Option<u64>,
     /// Calls entered above it whose exits never came (their exit records were lost).
@@ -29,7 +33,7 @@ pub struct Matched {
 }
 
 #[derive(Default)]
-pub struct Pairing {
+pub(crate) struct Pairing {
     open: HashMap<(u32, u32), Vec<Open>>,
     /// Threads that have entered a call, where records may begin mid-call (elsewhere
     /// not kept: a set insert per call for nothing).
@@ -39,12 +43,12 @@ pub struct Pairing {
 impl Pairing {
     /// Records may begin mid-call: an unmatched exit before its thread's first entry is
     /// told apart ([`Matched::began_before`]).
-    pub fn follow_threads(&mut self) {
+    pub(crate) fn follow_threads(&mut self) {
         self.threads.get_or_insert_default();
     }
 
     /// `losses`: the thread's lost call records at entry, where known.
-    pub fn entered(
+    pub(crate) fn entered(
         &mut self,
         pid: u32,
         tid: u32,
@@ -56,11 +60,12 @@ impl Pairing {
             correlation,
             api,
             losses,
+            overtaken: false,
         });
     }
 
     /// The thread entered a call that cannot be paired (its record undecodable).
-    pub fn seen(&mut self, pid: u32, tid: u32) {
+    pub(crate) fn seen(&mut self, pid: u32, tid: u32) {
         if let Some(threads) = &mut self.threads {
             threads.insert((pid, tid));
         }
@@ -71,7 +76,7 @@ impl Pairing {
     /// that call entered (`losses` differ), it may be an earlier call's entry: neither is
     /// paired (the entry is released with no return, the exit matches nothing), never
     /// turned into one long call.
-    pub fn returned(&mut self, pid: u32, tid: u32, api: Api, losses: u32) -> Matched {
+    pub(crate) fn returned(&mut self, pid: u32, tid: u32, api: Api, losses: u32) -> Matched {
         let none = Matched {
             correlation: None,
             orphaned: Vec::new(),
@@ -87,6 +92,10 @@ impl Pairing {
         let open = stack.pop().expect("found above");
         if stack.is_empty() {
             self.open.remove(&(pid, tid));
+        } else {
+            for below in stack.iter_mut() {
+                below.overtaken = true;
+            }
         }
         let own = open.losses.is_none_or(|l| l == losses & LOSS_MASK);
         if !own {
@@ -100,8 +109,27 @@ impl Pairing {
     }
 
     /// Calls entered and not returned, on every thread.
-    pub fn open_calls(&self) -> usize {
+    pub(crate) fn open_calls(&self) -> usize {
         self.open.values().map(Vec::len).sum()
+    }
+
+    /// At the end (after the grace for calls in flight): the open calls that later calls
+    /// of their thread returned over, forgotten here. Their thread went on without their
+    /// return being read: the exit record is lost, however it went (a call still in
+    /// flight at the end has nothing returned over it).
+    pub(crate) fn take_overtaken(&mut self) -> Vec<u64> {
+        let mut taken = Vec::new();
+        for stack in self.open.values_mut() {
+            stack.retain(|o| {
+                if o.overtaken {
+                    taken.push(o.correlation);
+                }
+                !o.overtaken
+            });
+        }
+        self.open.retain(|_, stack| !stack.is_empty());
+        taken.sort_unstable();
+        taken
     }
 }
 
@@ -170,5 +198,23 @@ mod tests {
             p.returned(1, 7, Api::HipStreamSynchronize, 9).correlation,
             Some(0)
         );
+    }
+
+    #[test]
+    fn an_open_call_its_thread_returned_over_is_taken_at_the_end() {
+        let mut p = Pairing::default();
+        // Thread 7's synchronize returned, but its exit was never read; the thread went
+        // on: a record and a query returned over it.
+        p.entered(1, 7, (8, Api::HipEventSynchronize), Some(0));
+        p.entered(1, 7, (9, Api::HipEventRecord), Some(0));
+        assert_eq!(
+            p.returned(1, 7, Api::HipEventRecord, 0).correlation,
+            Some(9)
+        );
+        // Thread 8's synchronize is in flight at the end: nothing returned over it.
+        p.entered(1, 8, (10, Api::HipStreamSynchronize), Some(0));
+        assert_eq!(p.take_overtaken(), vec![8]);
+        assert_eq!(p.open_calls(), 1);
+        assert_eq!(p.take_overtaken(), Vec::<u64>::new());
     }
 }

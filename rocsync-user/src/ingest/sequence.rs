@@ -28,7 +28,7 @@ use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use super::model::Call;
 
 /// Calls held waiting for an earlier id at most (about 200 bytes each).
-pub const MAX_PENDING: usize = 1 << 18;
+pub(crate) const MAX_PENDING: usize = 1 << 18;
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum Released {
@@ -192,8 +192,15 @@ impl Sequencer {
         }
     }
 
-    /// The exit of the call with this correlation id.
-    pub fn returned(&mut self, correlation: u64, exit: Exit, out: &mut impl FnMut(Released)) {
+    /// The exit of the call with this correlation id; `false` when it completes no call
+    /// known here (the caller counts it: a return is never dropped unsaid).
+    #[must_use]
+    pub fn returned(
+        &mut self,
+        correlation: u64,
+        exit: Exit,
+        out: &mut impl FnMut(Released),
+    ) -> bool {
         if let Some((c, state)) = self.pending.get_mut(&correlation) {
             exit.apply(c);
             *state = State::Returned;
@@ -203,7 +210,10 @@ impl Sequencer {
         } else if let Some(mut c) = self.stragglers.remove(&correlation) {
             exit.apply(&mut c);
             out(Released::Late(c));
+        } else {
+            return false;
         }
+        true
     }
 
     /// A call whose exit record was lost: released as returned, with no exit.

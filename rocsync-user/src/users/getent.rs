@@ -12,7 +12,7 @@ const GETENT: [&str; 2] = ["/usr/bin/getent", "/bin/getent"];
 const MOST: usize = 1 << 20;
 
 /// A user's uid, primary gid and every group it is in.
-pub fn user(name: &str) -> Result<Option<(u32, u32, Vec<u32>)>> {
+pub(super) fn user(name: &str) -> Result<Option<(u32, u32, Vec<u32>)>> {
     check(name)?;
     let Some(entry) = lookup("passwd", name)? else {
         return Ok(None);
@@ -32,7 +32,7 @@ pub fn user(name: &str) -> Result<Option<(u32, u32, Vec<u32>)>> {
 }
 
 /// A group's gid.
-pub fn group(name: &str) -> Result<Option<u32>> {
+pub(super) fn group(name: &str) -> Result<Option<u32>> {
     check(name)?;
     let Some(entry) = lookup("group", name)? else {
         return Ok(None);

@@ -6,7 +6,7 @@
 // Built (and unit-tested) in both builds; used by the static one.
 #[cfg_attr(not(target_feature = "crt-static"), allow(dead_code))]
 mod getent;
-pub mod sudo;
+pub(crate) mod sudo;
 
 use anyhow::{Result, bail};
 #[cfg(not(target_feature = "crt-static"))]
@@ -14,7 +14,7 @@ use {anyhow::Context as _, std::ffi::CString};
 
 /// The user a command runs as (`run -u USER`, as `strace -u`): ids and supplementary
 /// groups, resolved before the fork.
-pub struct Identity {
+pub(crate) struct Identity {
     pub uid: libc::uid_t,
     pub gid: libc::gid_t,
     pub groups: Vec<libc::gid_t>,
@@ -30,7 +30,7 @@ impl Identity {
     }
 
     #[cfg(not(target_feature = "crt-static"))]
-    pub fn of_user(name: &str) -> Result<Self> {
+    pub(crate) fn of_user(name: &str) -> Result<Self> {
         let c = CString::new(name).context("NUL in the user name")?;
         let mut buf = vec![0 as libc::c_char; 1 << 16];
         // SAFETY: getpwnam_r and getgrouplist with valid buffers and out-pointers.
@@ -58,7 +58,7 @@ impl Identity {
 
 /// A user by name or uid: the uid. A name no lookup knows is refused (a filter on it
 /// would silently match no process).
-pub fn user_id(u: &str) -> Result<u32> {
+pub(crate) fn user_id(u: &str) -> Result<u32> {
     if let Ok(id) = u.parse() {
         return Ok(id);
     }
@@ -69,7 +69,7 @@ pub fn user_id(u: &str) -> Result<u32> {
 }
 
 /// A group by name or id.
-pub fn group_id(g: &str) -> Result<u32> {
+pub(crate) fn group_id(g: &str) -> Result<u32> {
     if let Ok(id) = g.parse() {
         return Ok(id);
     }

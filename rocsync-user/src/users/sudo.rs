@@ -12,7 +12,7 @@ use super::Identity;
 
 /// The user behind `sudo` (`SUDO_UID`, `SUDO_GID`, the groups of `SUDO_USER`), when the
 /// process runs as root under it; read once.
-pub fn sudo_user() -> Option<&'static Identity> {
+pub(crate) fn sudo_user() -> Option<&'static Identity> {
     static USER: OnceLock<Option<Identity>> = OnceLock::new();
     USER.get_or_init(|| {
         if !rustix::process::geteuid().is_root() {
@@ -35,7 +35,7 @@ pub fn sudo_user() -> Option<&'static Identity> {
 /// Runs `f` with the sudo user's file system identity on this thread (the kernel checks
 /// that user's permissions, and what `f` creates is owned by them), then root's again.
 /// Without a sudo user, runs `f` as it is.
-pub fn as_sudo_user<T>(f: impl FnOnce() -> Result<T>) -> Result<T> {
+pub(crate) fn as_sudo_user<T>(f: impl FnOnce() -> Result<T>) -> Result<T> {
     match sudo_user() {
         Some(user) => {
             let _back = Acting::begin(user)?;

@@ -16,6 +16,7 @@ use anyhow::{Result, bail};
 use clap::{Parser, Subcommand};
 
 mod per_call;
+mod points;
 mod program_time;
 mod raw;
 mod side_by_side;

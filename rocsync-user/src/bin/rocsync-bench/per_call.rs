@@ -14,13 +14,13 @@ use aya::{
     maps::RingBuf,
     programs::{UProbe, uprobe::UProbeScope},
 };
-use rocsync::probes::{MultiPrograms, elf};
+use rocsync::probes::MultiPrograms;
 
 use crate::{program_time::ProgramTime, slots::SlotReader};
 use serde_json::json;
 
 #[derive(Clone, Copy, clap::ValueEnum, PartialEq)]
-pub enum Mode {
+pub(crate) enum Mode {
     Untraced,
     Empty,
     /// The empty pair through multi-uprobe links (the call probes' default attachment):
@@ -29,6 +29,15 @@ pub enum Mode {
     EmptyAtEntry,
     /// An empty uprobe alone, no uretprobe: what the return trap costs, by difference.
     EmptyEntryOnly,
+    /// The same where rocsync places an entry no return probe shares (past a stub's
+    /// frame setup: probes/alone.rs).
+    EmptyEntryAlone,
+    /// The empty pair split: its entry there, its return on the pair's point (what a
+    /// call costs whose entry is alone and return probed: the daemon while it records).
+    EmptySplit,
+    /// The empty pair on the body a ROCm dispatch stub jumps to (a measure only: rocsync
+    /// never probes there, `points.rs`).
+    EmptyBody,
     /// The pair doing only the target-table lookup of file-wide probes.
     Lookup,
     /// The pair writing only one ring record each (drained as a capture drains).
@@ -50,10 +59,14 @@ pub enum Mode {
 
 impl Mode {
     /// The bench-only programs of the mode (entry, then exit if any).
-    pub fn programs(self) -> &'static [&'static str] {
+    pub(crate) fn programs(self) -> &'static [&'static str] {
         match self {
-            Mode::Empty | Mode::EmptyMulti | Mode::EmptyAtEntry => &["empty_enter", "empty_exit"],
-            Mode::EmptyEntryOnly => &["empty_enter"],
+            Mode::Empty
+            | Mode::EmptyMulti
+            | Mode::EmptyAtEntry
+            | Mode::EmptySplit
+            | Mode::EmptyBody => &["empty_enter", "empty_exit"],
+            Mode::EmptyEntryOnly | Mode::EmptyEntryAlone => &["empty_enter"],
             Mode::Lookup => &["lookup_enter", "lookup_exit"],
             Mode::Ring => &["ring_enter", "ring_exit"],
             Mode::Records => &["records_enter", "records_exit"],
@@ -76,7 +89,7 @@ impl Mode {
     }
 
     /// Where the pair's records go, for draining while it runs (modes that write some).
-    pub fn drain(self, pair: &mut BenchPair) -> Result<Option<Drain>> {
+    pub(crate) fn drain(self, pair: &mut BenchPair) -> Result<Option<Drain>> {
         let obj = &mut pair.ebpf;
         Ok(match self {
             Mode::Ring | Mode::Records => Some(Drain::Ring(RingBuf::try_from(
@@ -90,13 +103,16 @@ impl Mode {
         })
     }
 
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Mode::Untraced => "untraced",
             Mode::Empty => "empty",
             Mode::EmptyMulti => "empty_multi",
             Mode::EmptyAtEntry => "empty_at_entry",
             Mode::EmptyEntryOnly => "empty_entry_only",
+            Mode::EmptyEntryAlone => "empty_entry_alone",
+            Mode::EmptySplit => "empty_split",
+            Mode::EmptyBody => "empty_body",
             Mode::Lookup => "lookup",
             Mode::Ring => "ring",
             Mode::Records => "records",
@@ -112,7 +128,7 @@ impl Mode {
 
 /// How the driver calls: how many calls per thread, how many threads, how fast.
 #[derive(clap::Args)]
-pub struct Load {
+pub(crate) struct Load {
     #[arg(long)]
     pub calls: u64,
     #[arg(long, default_value_t = 1)]
@@ -131,7 +147,7 @@ impl Load {
 
 /// What a per-call measurement calls, with what, and the rocsync that captures it.
 #[derive(clap::Args)]
-pub struct Measured {
+pub(crate) struct Measured {
     #[arg(long)]
     pub lib: PathBuf,
     #[arg(long)]
@@ -147,7 +163,12 @@ pub struct Measured {
     pub extra: Vec<String>,
 }
 
-pub fn probes(mode: Mode, measured: &Measured, load: &Load, program_time: bool) -> Result<()> {
+pub(crate) fn probes(
+    mode: Mode,
+    measured: &Measured,
+    load: &Load,
+    program_time: bool,
+) -> Result<()> {
     let Measured {
         lib,
         symbol,
@@ -207,39 +228,30 @@ pub fn probes(mode: Mode, measured: &Measured, load: &Load, program_time: bool) 
 }
 
 /// A bench pair's programs and, for `EmptyMulti`, its links (detached when dropped).
-pub struct BenchPair {
+pub(crate) struct BenchPair {
     pub ebpf: aya::Ebpf,
     _links: Vec<OwnedFd>,
 }
 
 /// Loads the bench-only programs of `mode` (entry, then exit if any) and attaches them to
-/// `symbol` of `lib` for every process: where rocsync places its probe, or at the
-/// function's first byte (`EmptyAtEntry`); as classic uprobes, or through multi-uprobe
-/// links (`EmptyMulti`).
-pub fn attach_bench_pair(lib: &Path, symbol: &str, mode: Mode) -> Result<BenchPair> {
-    let (programs, at_entry) = (mode.programs(), mode == Mode::EmptyAtEntry);
-    let r = elf::lookup(lib, &[symbol])?;
-    let f = r
-        .found
-        .first()
-        .with_context(|| format!("{symbol} not in {}", lib.display()))?;
-    let offset = if at_entry {
-        f.offset
-    } else {
-        f.placement.offset
-    };
+/// `symbol` of `lib` for every process, where the mode says (`points.rs`); as classic
+/// uprobes, or through multi-uprobe links (`EmptyMulti`).
+pub(crate) fn attach_bench_pair(lib: &Path, symbol: &str, mode: Mode) -> Result<BenchPair> {
+    let programs = mode.programs();
+    let (entry, exit) = crate::points::of(lib, symbol, mode)?;
+    let at = |i: usize| if i == 0 { entry } else { exit };
     let mut obj = aya::Ebpf::load(rocsync::PROBES)?;
     let mut links = Vec::new();
     if mode == Mode::EmptyMulti {
         let multi = MultiPrograms::load(&obj, rocsync::PROBES, programs.iter().copied())?;
         for (i, &name) in programs.iter().enumerate() {
-            links.push(multi.attach(name, lib, offset, i == 1, None)?);
+            links.push(multi.attach(name, lib, at(i), i == 1, None)?);
         }
     } else {
-        for &name in programs {
+        for (i, &name) in programs.iter().enumerate() {
             let p: &mut UProbe = obj.program_mut(name).context(name)?.try_into()?;
             p.load()?;
-            p.attach(offset, lib, UProbeScope::AllProcesses)?;
+            p.attach(at(i), lib, UProbeScope::AllProcesses)?;
         }
     }
     Ok(BenchPair {
@@ -250,7 +262,7 @@ pub fn attach_bench_pair(lib: &Path, symbol: &str, mode: Mode) -> Result<BenchPa
 
 /// What a capture's summary on stderr says it captured, and how many calls' entry
 /// records it lost ("lost: …, lost_ids N, …"; none: "lost: nothing").
-pub fn capture_counts(stderr: &str) -> (Option<u64>, Option<u64>) {
+pub(crate) fn capture_counts(stderr: &str) -> (Option<u64>, Option<u64>) {
     let captured = stderr.lines().find_map(|l| {
         let rest = l.trim().strip_prefix("rocsync: captured")?;
         rest.split_whitespace().next()?.parse::<u64>().ok()
@@ -270,7 +282,7 @@ pub fn capture_counts(stderr: &str) -> (Option<u64>, Option<u64>) {
 }
 
 /// `rocsync run` of `driver` (its arguments to follow), its trace to a scratch file.
-pub fn capture(rocsync: &Path, extra: &[String], driver: &Path) -> Command {
+pub(crate) fn capture(rocsync: &Path, extra: &[String], driver: &Path) -> Command {
     let mut cmd = Command::new(rocsync);
     cmd.args(["run", "--no-status", "-o"])
         .arg(scratch_trace())
@@ -281,14 +293,14 @@ pub fn capture(rocsync: &Path, extra: &[String], driver: &Path) -> Command {
 }
 
 /// Where a benchmarked capture writes its trace (outputs are regular files only).
-pub fn scratch_trace() -> PathBuf {
+pub(crate) fn scratch_trace() -> PathBuf {
     std::env::temp_dir().join(format!("rocsync-bench-{}.json", std::process::id()))
 }
 
 /// Runs the measured command; a ring the bench's probes write is drained meanwhile, on
 /// the capture's timer (every 10 ms, no wakeups), so that no reservation fails for want of
 /// room. Returns how many records were drained.
-pub fn run_draining(
+pub(crate) fn run_draining(
     cmd: &mut Command,
     ring: Option<Drain>,
 ) -> Result<(std::process::Output, Option<u64>)> {
@@ -317,7 +329,7 @@ pub fn run_draining(
 }
 
 /// Where the measured pair's records go.
-pub enum Drain {
+pub(crate) enum Drain {
     Ring(RingBuf<aya::maps::MapData>),
     Slots(SlotReader),
 }

@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 /// (runs, total run time) of a program, at its last reading.
 type Counts = (u64, Duration);
 
-pub struct ProgramTime {
+pub(crate) struct ProgramTime {
     /// Statistics stay on while this is open.
     _stats: OwnedFd,
     done: Arc<AtomicBool>,
@@ -30,7 +30,7 @@ pub struct ProgramTime {
 impl ProgramTime {
     /// Starts counting and reading the programs whose names start with one of `names`
     /// (whoever loaded them).
-    pub fn start(names: &'static [&'static str]) -> Result<Self> {
+    pub(crate) fn start(names: &'static [&'static str]) -> Result<Self> {
         let stats = aya::sys::enable_stats(aya::sys::Stats::RunTime)
             .context("turning on the kernel's BPF run-time statistics")?;
         let done = Arc::new(AtomicBool::new(false));
@@ -52,7 +52,7 @@ impl ProgramTime {
     }
 
     /// Stops reading; `{name: ns per run}` for every program that ran, and its runs.
-    pub fn finish(self) -> Value {
+    pub(crate) fn finish(self) -> Value {
         self.done.store(true, Ordering::Release);
         let seen = self.sampler.join().unwrap_or_default();
         let per_run: BTreeMap<_, _> = seen

@@ -13,7 +13,7 @@ use serde_json::json;
 use crate::{record_bytes, synthesize};
 
 /// A raw capture as a live capture writes it, of `calls` synthetic calls.
-pub fn raw(calls: u64, out: &Path) -> Result<()> {
+pub(crate) fn raw(calls: u64, out: &Path) -> Result<()> {
     let header = rocsync::emit::raw::Header {
         clock_offset_ns: 1_790_000_000_000_000_000,
         start_ns: 0,
@@ -40,7 +40,7 @@ pub fn raw(calls: u64, out: &Path) -> Result<()> {
 }
 
 /// Wall time and peak RSS of a child (wait4's rusage).
-pub fn peak_rss_of(command: &[String]) -> Result<()> {
+pub(crate) fn peak_rss_of(command: &[String]) -> Result<()> {
     let start = Instant::now();
     let child = Command::new(&command[0]).args(&command[1..]).spawn()?;
     let mut status = 0;

@@ -19,14 +19,14 @@ use crate::per_call::{
 
 /// What is measured: `rounds` rounds of `batch` calls to each copy.
 #[derive(clap::Args)]
-pub struct Batches {
+pub(crate) struct Batches {
     #[arg(long, default_value_t = 60)]
     pub rounds: u64,
     #[arg(long, default_value_t = 10_000)]
     pub batch: u64,
 }
 
-pub fn side_by_side(mode: Mode, measured: &Measured, batches: &Batches) -> Result<()> {
+pub(crate) fn side_by_side(mode: Mode, measured: &Measured, batches: &Batches) -> Result<()> {
     let (lib, symbol, driver) = (&measured.lib, &measured.symbol, &measured.driver);
     let (rocsync, extra) = (&measured.rocsync, &measured.extra);
     // A directory of our own (created, never reused: no one else's file is opened as root).

@@ -13,7 +13,7 @@ const SLOTS_PER_CPU: usize = 32768;
 const SLOT_WORDS: usize = 9;
 const CURSOR_WORDS: usize = 16;
 
-pub struct SlotReader {
+pub(crate) struct SlotReader {
     slots: Mapping,
     cursors: Mapping,
 }
@@ -27,7 +27,7 @@ fn fd(map: &Map) -> Result<std::os::fd::OwnedFd> {
 }
 
 impl SlotReader {
-    pub fn new(slots: &Map, cursors: &Map) -> Result<Self> {
+    pub(crate) fn new(slots: &Map, cursors: &Map) -> Result<Self> {
         Ok(Self {
             slots: Mapping::of(fd(slots)?, SLOT_CPUS * SLOTS_PER_CPU * SLOT_WORDS * 8)?,
             cursors: Mapping::of(fd(cursors)?, SLOT_CPUS * CURSOR_WORDS * 8)?,
@@ -35,7 +35,7 @@ impl SlotReader {
     }
 
     /// Reads every complete record; returns how many.
-    pub fn drain(&mut self) -> u64 {
+    pub(crate) fn drain(&mut self) -> u64 {
         let mut n = 0;
         for cpu in 0..SLOT_CPUS {
             let tail_at = self.cursors.word((cpu * CURSOR_WORDS + 8) * 8);

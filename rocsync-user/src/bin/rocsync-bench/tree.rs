@@ -96,7 +96,7 @@ fn bystander_ns(driver: &Path, lib: &Path, symbol: &str, calls: u64) -> Result<f
     v["ns_per_call"].as_f64().context("ns_per_call")
 }
 
-pub fn tree(
+pub(crate) fn tree(
     scenario: &Path,
     driver: &Path,
     lib: &Path,

@@ -22,7 +22,7 @@ impl Session {
         // Loader stops are armed only once the loop that answers them runs (see `arm`).
         self.targets.push(pid);
         self.learn_process(pid);
-        self.probes.set_target(pid, self.config(pid))?;
+        self.update_target(pid)?;
         self.probes.set_switch(self.switch())?;
         let hooked = match &loader {
             Some(l) => self.hook_loader(l, pid)?,
@@ -59,11 +59,12 @@ impl Session {
     }
 
     /// The capture's global settings. File-wide probes run in every process mapping the
-    /// file: they filter by the targets.
+    /// file: they filter by the targets, as `attach`'s probes do until its targets are
+    /// recorded (see `recording`).
     pub(super) fn switch(&self) -> Switch {
         let mut s = Switch {
             capture: 1,
-            by_process: u32::from(self.probes.file_wide()),
+            by_process: u32::from(self.probes.file_wide() || !self.from_start),
             agents: self.agents.mask(),
             stops_off: u32::from(self.suspended),
             ..Switch::default()

@@ -15,9 +15,13 @@ impl Session {
     /// Reads what `pid` says of itself (name, rank), keeping the last reading when it is
     /// gone.
     pub(super) fn learn_process(&mut self, pid: u32) {
-        let Some(id) = environ::read(pid) else {
+        let Some(mut id) = environ::read(pid) else {
             return;
         };
+        // The names its threads had when first seen stay theirs.
+        if let Some(old) = self.processes.remove(&pid) {
+            id.info.threads = old.threads;
+        }
         self.processes.insert(pid, id.info);
         let changed = match id.visible {
             Some(v) => self.visible.insert(pid, v.clone()) != Some(v),
@@ -25,8 +29,7 @@ impl Session {
         };
         if changed && self.targets.contains(&pid) {
             // Before its first queue: its agents are numbered as its HIP devices.
-            let config = self.config(pid);
-            if let Err(e) = self.probes.set_target(pid, config) {
+            if let Err(e) = self.update_target(pid) {
                 self.say(&format!("rocsync: warning: pid {pid}: {e:#}"));
             }
         }
@@ -106,7 +109,7 @@ impl Session {
                 ));
                 self.not_stopped.insert(pid);
             }
-            self.probes.set_target(pid, self.config(pid))?;
+            self.update_target(pid)?;
         }
         Ok(())
     }

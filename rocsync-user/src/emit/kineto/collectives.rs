@@ -22,20 +22,20 @@ pub struct Comm {
 
 /// Communicators by (pid, handle).
 #[derive(Debug, Default)]
-pub struct Comms(HashMap<(u32, u64), Comm>);
+pub(crate) struct Comms(HashMap<(u32, u64), Comm>);
 
 impl Comms {
-    pub fn insert(&mut self, pid: u32, handle: u64, comm: Comm) {
+    pub(crate) fn insert(&mut self, pid: u32, handle: u64, comm: Comm) {
         self.0.insert((pid, handle), comm);
     }
 
-    pub fn get(&self, pid: u32, handle: u64) -> Option<&Comm> {
+    pub(crate) fn get(&self, pid: u32, handle: u64) -> Option<&Comm> {
         self.0.get(&(pid, handle))
     }
 
     /// The communicators, for the trace's `distributedInfo`: `[{comm, pid, rank,
     /// nranks}]`, `comm` null when its id is unknown.
-    pub fn listed(&self) -> Vec<serde_json::Value> {
+    pub(crate) fn listed(&self) -> Vec<serde_json::Value> {
         self.0
             .iter()
             .map(|((pid, _), c)| {
@@ -46,7 +46,7 @@ impl Comms {
     }
 
     /// Learns a communicator from its set-up call, once it returned with its handle.
-    pub fn learn(&mut self, c: &Call) {
+    pub(crate) fn learn(&mut self, c: &Call) {
         if let Some(comm) = joined(c).filter(|_| c.ok()) {
             self.insert(c.pid, c.args[0], comm);
         }
@@ -80,7 +80,7 @@ fn joined(c: &Call) -> Option<Comm> {
 }
 
 /// A rank and a size as the call gave them, when they make sense (garbage is unknown).
-pub fn ranks(rank: u32, nranks: u32) -> (Option<u32>, Option<u32>) {
+pub(crate) fn ranks(rank: u32, nranks: u32) -> (Option<u32>, Option<u32>) {
     match nranks > 0 && nranks <= rocsync_common::MAX_RANKS && rank < nranks {
         true => (Some(rank), Some(nranks)),
         false => (None, None),
@@ -88,7 +88,7 @@ pub fn ranks(rank: u32, nranks: u32) -> (Option<u32>, Option<u32>) {
 }
 
 /// PyTorch's name of the collective (`Collective name`).
-pub fn collective_name(api: Api) -> &'static str {
+pub(crate) fn collective_name(api: Api) -> &'static str {
     match api {
         Api::NcclAllReduce => "allreduce",
         Api::NcclBroadcast => "broadcast",
@@ -103,7 +103,7 @@ pub fn collective_name(api: Api) -> &'static str {
 }
 
 /// `ncclDataType_t` as PyTorch names the scalar type (`dtype`).
-pub fn dtype_name(t: u8) -> &'static str {
+pub(crate) fn dtype_name(t: u8) -> &'static str {
     const NAMES: [&str; 12] = [
         "Char",
         "Byte",

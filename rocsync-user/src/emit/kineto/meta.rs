@@ -47,10 +47,12 @@ impl<W: Write> KinetoWriter<W> {
         }
         for (pid, tid) in std::mem::take(&mut self.threads) {
             let (p, t) = (pid as i64, tid as i64);
-            self.meta("thread_name", p, t, "name")
-                .s("\"thread ")
-                .i(t)
-                .s("\"}}");
+            let name = self.thread_names.remove(&(pid, tid));
+            let j = self.meta("thread_name", p, t, "name");
+            match name {
+                Some(name) => j.string(&name).s("}}"),
+                None => j.s("\"thread ").i(t).s("\"}}"),
+            };
             self.meta("thread_sort_index", p, t, "sort_index")
                 .i(t)
                 .s("}}");

@@ -52,6 +52,8 @@ pub struct KinetoWriter<W: Write> {
     base: i64,
     clock_offset: i64,
     threads: BTreeSet<(u32, u32)>,
+    /// Threads' names as the kernel had them when rocsync first saw each (`comm`).
+    thread_names: BTreeMap<(u32, u32), String>,
     tracks: BTreeSet<(i32, i64)>,
     /// Queue → (agent ordinal, track).
     queues: HashMap<u64, (i32, i64)>,
@@ -81,6 +83,7 @@ impl<W: Write> KinetoWriter<W> {
             base,
             clock_offset: clock_offset_ns,
             threads: BTreeSet::new(),
+            thread_names: BTreeMap::new(),
             tracks: BTreeSet::new(),
             queues: HashMap::default(),
             signal_producers: HashMap::default(),
@@ -88,6 +91,12 @@ impl<W: Write> KinetoWriter<W> {
             last_ns: first_ns,
             comms: collectives::Comms::default(),
         })
+    }
+
+    /// Names the threads' tracks (`thread_name`) as the kernel named them; a thread not
+    /// named here is `thread TID`.
+    pub fn name_threads(&mut self, names: impl IntoIterator<Item = ((u32, u32), String)>) {
+        self.thread_names.extend(names);
     }
 
     /// Bytes of the trace so far (before any compression).

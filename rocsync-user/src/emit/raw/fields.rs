@@ -11,7 +11,7 @@ use serde::{
 use serde_json::{Map, Value};
 
 /// Reads an object into `T`, an error in a field prefixed by the field's name.
-pub fn from_object<T: DeserializeOwned>(v: Value) -> Result<T, serde_json::Error> {
+pub(super) fn from_object<T: DeserializeOwned>(v: Value) -> Result<T, serde_json::Error> {
     match v {
         Value::Object(m) => T::deserialize(Named(m)),
         _ => Err(de::Error::custom("not an object")),
@@ -78,33 +78,33 @@ fn scalar<'de, D: Deserializer<'de>, T>(
     read(&Value::deserialize(d)?).ok_or_else(|| de::Error::custom(what))
 }
 
-pub fn uint<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+pub(super) fn uint<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
     scalar(d, Value::as_u64, "is not an unsigned integer")
 }
 
-pub fn uint32<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+pub(super) fn uint32<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
     u32::try_from(uint(d)?).map_err(|_| de::Error::custom("is past 32 bits"))
 }
 
-pub fn int<'de, D: Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
+pub(super) fn int<'de, D: Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
     scalar(d, Value::as_i64, "is not an integer")
 }
 
 /// A loss count: one that is not a count is an error, never taken as none lost.
-pub fn count<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+pub(super) fn count<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
     scalar(d, Value::as_u64, "is not a count")
 }
 
-pub fn id<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+pub(super) fn id<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
     scalar(d, Value::as_u64, "is not an id")
 }
 
-pub fn number<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+pub(super) fn number<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
     scalar(d, Value::as_u64, "is not a number")
 }
 
 /// Null while the call is in flight.
-pub fn nullable_uint<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+pub(super) fn nullable_uint<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
     match Value::deserialize(d)? {
         Value::Null => Ok(None),
         v => v
@@ -114,7 +114,7 @@ pub fn nullable_uint<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::
     }
 }
 
-pub fn nullable_int<'de, D: Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
+pub(super) fn nullable_int<'de, D: Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
     match Value::deserialize(d)? {
         Value::Null => Ok(None),
         v => v
@@ -125,14 +125,14 @@ pub fn nullable_int<'de, D: Deserializer<'de>>(d: D) -> Result<Option<i64>, D::E
 }
 
 /// A field the reader never relied on: any other type reads as its default.
-pub fn lenient<'de, D: Deserializer<'de>, T: DeserializeOwned + Default>(
+pub(super) fn lenient<'de, D: Deserializer<'de>, T: DeserializeOwned + Default>(
     d: D,
 ) -> Result<T, D::Error> {
     Ok(T::deserialize(Value::deserialize(d)?).unwrap_or_default())
 }
 
 /// The command: its strings, anything else skipped.
-pub fn strings<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+pub(super) fn strings<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
     Ok(match Value::deserialize(d)? {
         Value::Array(a) => a
             .into_iter()
@@ -146,7 +146,7 @@ pub fn strings<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error>
 }
 
 /// `"0x…"` text of a handle or address.
-pub fn parse_handle(v: &Value) -> Option<u64> {
+pub(super) fn parse_handle(v: &Value) -> Option<u64> {
     v.as_str()
         .and_then(|s| s.strip_prefix("0x"))
         .and_then(|h| u64::from_str_radix(h, 16).ok())
@@ -154,7 +154,7 @@ pub fn parse_handle(v: &Value) -> Option<u64> {
 
 /// A handle or address, written `"0x…"`.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Hex(pub u64);
+pub(super) struct Hex(pub u64);
 
 impl Serialize for Hex {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -170,7 +170,7 @@ impl<'de> Deserialize<'de> for Hex {
 
 /// A packet's 64 bytes, written as 128 hex digits.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Bytes(pub [u8; 64]);
+pub(super) struct Bytes(pub [u8; 64]);
 
 impl fmt::Display for Bytes {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -18,16 +18,16 @@ use crate::ingest::{
 };
 
 /// The keys of the lines that are one object under one key.
-pub const HEADER: &str = "rocsync_raw";
-pub const TRAILER: &str = "rocsync_raw_end";
-pub const COMPLETION: &str = "completion";
-pub const QUEUE: &str = "queue";
-pub const PACKET: &str = "packet";
+pub(super) const HEADER: &str = "rocsync_raw";
+pub(super) const TRAILER: &str = "rocsync_raw_end";
+pub(super) const COMPLETION: &str = "completion";
+pub(super) const QUEUE: &str = "queue";
+pub(super) const PACKET: &str = "packet";
 /// A losses line is flat: `{"lost": FIRST, "count": N}` (its first field).
-pub const LOST: &str = "lost";
+pub(super) const LOST: &str = "lost";
 
 /// A line that is `{"<key>": value}`.
-pub struct Tagged<'a, T>(pub &'static str, pub &'a T);
+pub(super) struct Tagged<'a, T>(pub &'static str, pub &'a T);
 
 impl<T: Serialize> Serialize for Tagged<'_, T> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -38,7 +38,7 @@ impl<T: Serialize> Serialize for Tagged<'_, T> {
 }
 
 #[derive(Serialize, Deserialize)]
-pub struct HeaderBody {
+pub(super) struct HeaderBody {
     #[serde(deserialize_with = "int")]
     pub clock_offset_ns: i64,
     #[serde(default, deserialize_with = "strings")]
@@ -54,7 +54,7 @@ pub struct HeaderBody {
 
 /// Losses counted before resolution; an absent count reads as 0.
 #[derive(Serialize, Deserialize)]
-pub struct TrailerBody {
+pub(super) struct TrailerBody {
     #[serde(default, deserialize_with = "count")]
     pub entry_records: u64,
     #[serde(default, deserialize_with = "count")]
@@ -93,7 +93,7 @@ pub struct TrailerBody {
 
 /// A deferred call's return.
 #[derive(Serialize, Deserialize)]
-pub struct CompletionBody {
+pub(super) struct CompletionBody {
     #[serde(deserialize_with = "uint")]
     pub correlation: u64,
     #[serde(deserialize_with = "uint")]
@@ -103,7 +103,7 @@ pub struct CompletionBody {
 }
 
 #[derive(Serialize, Deserialize)]
-pub struct LostLine {
+pub(super) struct LostLine {
     #[serde(deserialize_with = "id")]
     pub lost: u64,
     #[serde(default = "one", deserialize_with = "number")]
@@ -225,7 +225,7 @@ impl From<PacketBody> for Packet {
 
 /// A call: `exit_ns`/`ret` present, null in flight; the flags only when set.
 #[derive(Serialize, Deserialize)]
-pub struct CallLine {
+pub(super) struct CallLine {
     api: ApiName,
     #[serde(deserialize_with = "uint32")]
     pid: u32,
@@ -255,7 +255,7 @@ fn no(b: &bool) -> bool {
 impl CallLine {
     /// The line of a call; a filtered call is never marked late, a late one never
     /// deferred.
-    pub fn new(c: &Call, late: bool, deferred: bool) -> Self {
+    pub(super) fn new(c: &Call, late: bool, deferred: bool) -> Self {
         Self {
             api: ApiName(c.api),
             pid: c.pid,
@@ -272,7 +272,7 @@ impl CallLine {
     }
 
     /// The call, and whether it was deferred and late.
-    pub fn call(self) -> Result<(Call, bool, bool)> {
+    pub(super) fn call(self) -> Result<(Call, bool, bool)> {
         let api = self.api.0;
         let args = match self.args {
             Args::Of(_, args) => args,

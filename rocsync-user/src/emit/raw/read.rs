@@ -20,7 +20,7 @@ use crate::{
 };
 
 /// The longest line accepted (a packet line is ~400 bytes).
-pub const MAX_LINE: usize = 64 << 10;
+pub(super) const MAX_LINE: usize = 64 << 10;
 
 /// One line of a raw capture after the header.
 #[derive(Clone, Debug, PartialEq)]
@@ -234,7 +234,8 @@ fn trailer(t: TrailerBody) -> Result<Trailer> {
 }
 
 /// What the traced processes said of themselves, as written:
-/// `{"<pid>": {"name": "…", "distributedInfo": {…} or null}}`, or null.
+/// `{"<pid>": {"name": "…", "distributedInfo": {…} or null, "threads": {"<tid>": "…"}}}`
+/// (threads only where named), or null.
 fn processes(v: Value) -> Result<Value> {
     if v.is_null() {
         return Ok(Value::Null);
@@ -249,10 +250,16 @@ fn processes(v: Value) -> Result<Value> {
             p.get("name").is_none_or(Value::is_string)
                 && p.get("distributedInfo")
                     .is_none_or(|d| d.is_object() || d.is_null())
+                && p.get("threads").is_none_or(|t| {
+                    t.as_object().is_some_and(|t| {
+                        t.iter()
+                            .all(|(tid, n)| tid.parse::<u32>().is_ok() && n.is_string())
+                    })
+                })
         });
         if !known {
             bail!(
-                "trailer: process {pid} is not {{\"name\": string, \"distributedInfo\": object}}"
+                "trailer: process {pid} is not {{\"name\": string, \"distributedInfo\": object, \"threads\": {{\"TID\": string}}}}"
             );
         }
     }

@@ -59,7 +59,7 @@ fn a_blocked_synchronize_is_passed_over_and_completed_later() {
     s.entered(call(2, Api::HipEventRecord, true), &mut |r| got.push(r));
     assert!(got.is_empty(), "held until a tick finds it still in flight");
     s.tick(&mut |r| got.push(r));
-    s.returned(1, exit(1), &mut |r| got.push(r));
+    assert!(s.returned(1, exit(1), &mut |r| got.push(r)));
     assert_eq!(names(&got), ["1d", "2", "1c"]);
 }
 
@@ -72,7 +72,7 @@ fn an_in_flight_record_holds_the_order() {
     s.tick(&mut |r| got.push(r));
     s.tick(&mut |r| got.push(r));
     assert!(got.is_empty(), "{:?}", names(&got));
-    s.returned(1, exit(1), &mut |r| got.push(r));
+    assert!(s.returned(1, exit(1), &mut |r| got.push(r)));
     assert_eq!(names(&got), ["1", "2"]);
 }
 
