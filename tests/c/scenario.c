@@ -24,6 +24,8 @@
  *                         the host (no call), e.g. "stalls 80000 -2000000 5000000"
  *   flood US N            one thread blocked US in hipStreamSynchronize while N threads
  *                         record and wait flat out (counted, not logged); "flooded N"
+ *   distinct N            a record and a wait on each of N made-up event and stream
+ *                         handles, none seen before (counted, not logged); "distinct N"
  *   poll                  prints "ready"; at each line on stdin: a thread starts
  *                         recording and waiting (logged), the main thread says
  *                         "polling from T" (T: CLOCK_REALTIME µs) and polls
@@ -355,6 +357,7 @@ static int run(int argc, char **argv) {
   else if (!strcmp(mode, "stall") && argc == 4) stall(atoi(argv[2]), atoi(argv[3]));
   else if (!strcmp(mode, "stalls") && argc >= 3) stalls(argc - 2, argv + 2);
   else if (!strcmp(mode, "flood") && argc == 4) flood(atoi(argv[2]), atoi(argv[3]));
+  else if (!strcmp(mode, "distinct") && argc == 3) distinct(atoi(argv[2]));
   else if (!strcmp(mode, "fork") && argc == 3) return forked(atoi(argv[2]));
   else { fprintf(stderr, "unknown mode %s\n", mode); return 2; }
   return 0;

@@ -87,6 +87,7 @@ void loop(int ms);
 void churn(int ms);
 void dense(int ms, int spin_us);
 void flood(int us, int n);
+void distinct(int n);
 void loop_devices(int ms, int devices);
 int forked(int iters);
 

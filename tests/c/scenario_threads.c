@@ -15,9 +15,16 @@ struct worker { int id, iters; };
 
 static void *worker_main(void *p) {
   struct worker *w = p;
+  /* Named as applications name theirs (rocsync's traces show the kernel's names). */
+  char name[16];
+  snprintf(name, sizeof name, "worker-%d", w->id);
+  pthread_setname_np(pthread_self(), name);
   hipStream_t s = 0;
   hipEvent_t e = 0;
   SetDevice(w->id % 2);
+  /* $SCENARIO_LINGER_MS: alive that long after its first call, so that a tracer reading
+   * a thread's name when its first call is read finds it on a loaded machine. */
+  if (getenv("SCENARIO_LINGER_MS")) usleep(1000 * atoi(getenv("SCENARIO_LINGER_MS")));
   StreamCreate(&s);
   EventCreate(&e);
   for (int i = 0; i < w->iters; i++) {
@@ -295,5 +302,19 @@ void flood(int us, int n) {
   }
   StreamDestroy(s);
   printf("flooded %llu\n", (unsigned long long)total);
+  fflush(stdout);
+}
+
+/* ---- distinct: records and waits on N handles never seen before ---- */
+/* Made-up handles, as many as a loop of fresh events would give: the runtime refuses
+ * them, the probes keep each one's record and wait all the same (counted, not logged). */
+void distinct(int n) {
+  for (int i = 1; i <= n; i++) {
+    hipEvent_t e = (hipEvent_t)(uintptr_t)(0x7e0000000000ull + 16ull * (unsigned)i);
+    hipStream_t s = (hipStream_t)(uintptr_t)(0x5e0000000000ull + 16ull * (unsigned)i);
+    H(hipEventRecord)(e, s);
+    H(hipStreamWaitEvent)(s, e, 0);
+  }
+  printf("distinct %d\n", n);
   fflush(stdout);
 }

@@ -21,7 +21,9 @@ class UniqueId(ctypes.Structure):
 
 
 def say(line):
-    print(line, flush=True)
+    # One write(2) per line: the ranks share the pipe, and print's text and newline may
+    # go out apart, one rank's line then running into another's.
+    os.write(1, (line + "\n").encode())
 
 
 def wait_for_data(seconds):

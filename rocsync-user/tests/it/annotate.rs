@@ -11,7 +11,7 @@ use serde_json::Value;
 use crate::common::{kineto::*, *};
 use rocsync_tests::{LoggedCall, read_log, scenario};
 
-pub struct Run {
+pub(crate) struct Run {
     pub dir: TempDir,
     pub raw: PathBuf,
     pub log: Vec<LoggedCall>,
@@ -21,7 +21,7 @@ pub struct Run {
 
 impl Run {
     /// A finished capture in `dir`: its raw file and the scenario's log.
-    pub fn read(dir: TempDir, raw: PathBuf, log: &std::path::Path) -> Run {
+    pub(crate) fn read(dir: TempDir, raw: PathBuf, log: &std::path::Path) -> Run {
         let (header, calls) = read_raw(&raw);
         Run {
             pid: calls[0].pid,
@@ -42,7 +42,7 @@ const PAIRABLE_SPAN_NS: u64 = 100_000;
 /// Captures `scenario cross 24` with its log: again (at most 5 times) when a call was
 /// descheduled inside its span, which only a busy machine does, so that every row can be
 /// judged exactly.
-pub fn capture_cross(test: &str) -> Option<Run> {
+pub(crate) fn capture_cross(test: &str) -> Option<Run> {
     if !can_trace(test) {
         return None;
     }
@@ -77,7 +77,7 @@ pub fn capture_cross(test: &str) -> Option<Run> {
 }
 
 /// Wait seq → (record seq, the record's stream handle), for every wait the log resolves.
-pub fn resolved_waits(log: &[LoggedCall]) -> BTreeMap<u64, (u64, u64)> {
+pub(crate) fn resolved_waits(log: &[LoggedCall]) -> BTreeMap<u64, (u64, u64)> {
     let by_seq: BTreeMap<u64, &LoggedCall> = log.iter().map(|l| (l.seq, l)).collect();
     expected_edges(log)
         .into_iter()
@@ -86,7 +86,7 @@ pub fn resolved_waits(log: &[LoggedCall]) -> BTreeMap<u64, (u64, u64)> {
 }
 
 /// Writes the fixture, annotates it; (summary, annotated trace).
-pub fn annotate(run: &Run, name: &str, o: &Options) -> (Written, Value, Value) {
+pub(crate) fn annotate(run: &Run, name: &str, o: &Options) -> (Written, Value, Value) {
     let written = write(&run.log, run.pid, run.realtime_offset_ns, o);
     let trace = run.dir.path(&format!("{name}.json"));
     let text = to_text(&written.trace);

@@ -15,7 +15,7 @@ use crate::common::*;
 
 /// rocsync's id of a communicator: its unique id (`uid <hex>`, as the job prints it),
 /// hashed as `rocsync_common::comm_id` does.
-pub fn comm_id_of(uid_hex: &str) -> String {
+pub(crate) fn comm_id_of(uid_hex: &str) -> String {
     let bytes: Vec<u8> = (0..128)
         .map(|i| u8::from_str_radix(&uid_hex[2 * i..2 * i + 2], 16).unwrap())
         .collect();
@@ -27,7 +27,7 @@ pub fn comm_id_of(uid_hex: &str) -> String {
 }
 
 /// The job's stdout, line by line, as it comes.
-pub fn job_lines(child: &mut std::process::Child) -> mpsc::Receiver<String> {
+pub(crate) fn job_lines(child: &mut std::process::Child) -> mpsc::Receiver<String> {
     let out = child.stdout.take().unwrap();
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
@@ -126,10 +126,12 @@ fn a_rank_attached_mid_run_numbers_from_its_attach_and_report_aligns_it_by_its_c
     let dir = TempDir::new();
     let job_dir = dir.path("job");
     std::fs::create_dir(&job_dir).unwrap();
-    // 2 ranks, 60 collectives 40 ms apart, after 1.5 s: rank 0 is attached before its
-    // communicator's set-up, rank 1 once it has entered collective 10.
+    // 2 ranks, 100 collectives 40 ms apart, after 4 s: rank 0 is attached before its
+    // communicator's set-up (an attach records once its probes are in, which took over
+    // 1.5 s on a loaded machine), rank 1 once it has entered collective 10 (with 3.6 s
+    // left: 2 s were not always enough for its rocsync to find it alive).
     let mut job = std::process::Command::new(rocsync_tests::nccl_ranks())
-        .args(["2", "60", "9", "0", "0", "1500", "40"])
+        .args(["2", "100", "9", "0", "0", "4000", "40"])
         .env("TMPDIR", dir.path(""))
         .stdout(Stdio::piped())
         .spawn()
@@ -153,14 +155,18 @@ fn a_rank_attached_mid_run_numbers_from_its_attach_and_report_aligns_it_by_its_c
             .spawn()
             .unwrap()
     };
-    // Until its process exits (its last collective about 3.9 s after it starts): a 4 s
-    // capture begun late on a loaded machine missed the last ones (57 of 60).
-    let mut first = attach(pids[0], "10", "rank0.json");
+    // Until its process exits (its last collective about 8 s after it starts): a capture
+    // that ends first, begun late on a loaded machine, missed the last ones (57 of 60).
+    let first = attach(pids[0], "10", "rank0.json");
     let tenth = format!("rank 1 pid {} allreduce 10", pids[1]);
     while rx.recv().unwrap() != tenth {}
-    let mut second = attach(pids[1], "1", "rank1.json");
-    assert!(second.wait().unwrap().success());
-    assert!(first.wait().unwrap().success());
+    let second = attach(pids[1], "1", "rank1.json")
+        .wait_with_output()
+        .unwrap();
+    let said = |o: &std::process::Output| String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(second.status.success(), "{}", said(&second));
+    let first = first.wait_with_output().unwrap();
+    assert!(first.status.success(), "{}", said(&first));
     assert!(job.wait().unwrap().success());
 
     // Rank 1's rows are numbered from its attach: its #1 is a later collective.

@@ -1,6 +1,7 @@
 //! The wheel as users get it (`cargo xtask dist` writes it to `$ROCSYNC_DIST`): `pip
 //! install` into a fresh virtualenv (no index: the file alone) puts `rocsync` on that
-//! environment's PATH, where it runs `doctor` and a capture; `pip uninstall` takes it
+//! environment's PATH, where it runs `doctor`, a capture and `demo` (the README's first
+//! command: the wheel alone shows a trace); `pip uninstall` takes it
 //! away again (its RECORD lists it). Needs python3-venv (scripts/setup) and root.
 
 use std::{
@@ -105,6 +106,13 @@ fn pip_installs_rocsync_into_a_virtualenv_where_it_traces() {
     );
     let (_, calls) = read_raw(&raw);
     assert_same_calls(&rocsync_tests::read_log(&log), calls);
+
+    // The README's first command for a wheel user: a real trace with nothing else.
+    let demo = dir.path("demo.json");
+    let shown = run_ok(in_venv(&venv, "rocsync").args(["demo", "-o"]).arg(&demo));
+    let shown = String::from_utf8_lossy(&shown.stdout).into_owned();
+    assert!(shown.contains("hipStreamWaitEvent"), "{shown}");
+    assert_eq!(read_json(&demo)["rocsync"]["waits_unresolved"], 0);
 
     // Its RECORD lists the binary: uninstalling removes it.
     run_ok(Command::new(&pip).args(["uninstall", "--yes", "--quiet", "rocsync"]));

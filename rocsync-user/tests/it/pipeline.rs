@@ -2,7 +2,7 @@
 //! capture produces: nested calls, late and lost records, filtered producers, per-thread
 //! streams, event queries, and the raw capture replayed into the same trace. No kernel.
 
-use crate::common::pipeline::{Rows, TestSink, finish, writer};
+use crate::common::pipeline::{PID, Rows, TestSink, both, entry, exit, finish, writer};
 use rocsync::{
     emit::{
         Tee,
@@ -11,49 +11,11 @@ use rocsync::{
     pipeline::Pipeline,
     resolve::{Row, Unresolved},
 };
-use rocsync_common::{Api, ENTRY_FILTERED, EntryRecord, ExitRecord, RECORD_ENTRY, RECORD_EXIT};
+use rocsync_common::{Api, ENTRY_FILTERED, EntryRecord};
 
-const PID: u32 = 77;
 const E: u64 = 0x5000;
 const S_A: u64 = 0xa000;
 const S_B: u64 = 0xb000;
-
-fn entry(corr: u64, tid: u32, api: Api, args: [u64; 3]) -> EntryRecord {
-    EntryRecord {
-        kind: RECORD_ENTRY,
-        pid: PID,
-        tid,
-        api: api as u16,
-        correlation: corr,
-        enter_ns: 1_000 * corr,
-        args,
-        ..Default::default()
-    }
-}
-
-fn exit(tid: u32, api: Api, ns: u64, ret: i64) -> ExitRecord {
-    ExitRecord {
-        kind: RECORD_EXIT,
-        pid: PID,
-        tid,
-        api: api as u32,
-        exit_ns: ns,
-        ret,
-        ..Default::default()
-    }
-}
-
-/// A call that enters and returns at once, through both records.
-fn both<S: rocsync::emit::Sink>(
-    p: &mut Pipeline<S>,
-    corr: u64,
-    tid: u32,
-    api: Api,
-    args: [u64; 3],
-) {
-    p.entry(&entry(corr, tid, api, args));
-    p.exit(&exit(tid, api, 1_000 * corr + 500, 0));
-}
 
 fn rows(p: Pipeline<Rows>) -> Vec<Row> {
     let (Rows(mut rows), _) = p.finish().unwrap();

@@ -1,7 +1,7 @@
 //! Where the daemon's probes trap on Debian's real HIP runtimes while it counts: ROCm
 //! 6.4's and 7.2's exports are `endbr64; sub $N,%rsp; mov <arguments>,k(%rsp); call …`
-//! stubs. The entries of records, stream waits and destroys (counting needs nothing of
-//! their return, which is not probed) go to that `call`, which the kernel emulates; every
+//! stubs. The entries of records, stream waits, destroys and polls (counting needs
+//! nothing of their return, which is not probed) go to that `call`, which the kernel emulates; every
 //! other function's pair stays on the `sub`, which it single-steps. Checked against
 //! objdump's reading of the same bytes (not rocsync's decoder), and every call still
 //! counted exactly against the program's own log. 5.2's entries (`push`) are emulated
@@ -14,7 +14,7 @@ use crate::real_runtimes::{daemon_of, gated, hooked_exports, logged_calls, reals
 
 /// The functions whose count is their entry (README: the daemon probes their returns
 /// only while something records).
-const ENTRY_ALONE: [&str; 7] = [
+const ENTRY_ALONE: [&str; 8] = [
     "hipEventRecord",
     "hipEventRecord_spt",
     "hipEventRecordWithFlags",
@@ -22,6 +22,7 @@ const ENTRY_ALONE: [&str; 7] = [
     "hipStreamWaitEvent_spt",
     "hipEventDestroy",
     "hipStreamDestroy",
+    "hipEventQuery",
 ];
 const ALONE: &str = "`call` past the frame's setup (emulated, entry alone)";
 const STUB: &str = "`sub` after endbr64 (single-stepped)";
@@ -105,8 +106,8 @@ fn said_placements(lines: &mut Lines, lib: &Path) -> BTreeMap<String, String> {
 }
 
 #[test]
-fn the_daemon_counts_real_records_waits_and_destroys_from_an_emulated_call() {
-    let name = "the_daemon_counts_real_records_waits_and_destroys_from_an_emulated_call";
+fn the_daemon_counts_real_records_waits_destroys_and_polls_from_an_emulated_call() {
+    let name = "the_daemon_counts_real_records_waits_destroys_and_polls_from_an_emulated_call";
     let Some(reals) = reals(name) else {
         return;
     };

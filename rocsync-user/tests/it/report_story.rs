@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use crate::common::{job_traces, *};
 
 /// A runtime row of pid 7 as rocsync writes it (`emit/kineto/calls.rs`).
-pub fn runtime(name: &str, corr: u64, tid: u64, ts: f64, dur: f64, args: Value) -> Value {
+pub(crate) fn runtime(name: &str, corr: u64, tid: u64, ts: f64, dur: f64, args: Value) -> Value {
     let mut a = json!({"cid": 1, "correlation": corr, "ret": 0});
     a.as_object_mut()
         .unwrap()
@@ -21,7 +21,7 @@ pub fn runtime(name: &str, corr: u64, tid: u64, ts: f64, dur: f64, args: Value) 
 }
 
 /// The device row of a synchronisation on stream number `stream` of GPU 0.
-pub fn sync(kind: &str, corr: u64, stream: i64, producer: i64) -> Value {
+pub(crate) fn sync(kind: &str, corr: u64, stream: i64, producer: i64) -> Value {
     json!({"ph": "X", "cat": "cuda_sync", "name": kind, "pid": 0, "tid": 2, "ts": 0.0,
         "dur": 1.0, "args": {"External id": corr, "cuda_sync_kind": kind,
         "wait_on_stream": producer, "stream": stream, "correlation": corr, "device": 0}})

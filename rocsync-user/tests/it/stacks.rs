@@ -245,3 +245,46 @@ fn a_return_probe_on_the_blocked_call_hides_only_its_caller() {
         "{frames:#?}"
     );
 }
+
+/// CUDA's default synchronize spins on a CPU, in no system call: its native stack comes
+/// from one perf sample, and the thread spins on, never stopped.
+#[test]
+fn a_spinning_threads_native_frames_from_one_sample() {
+    if !can_read_stacks("a_spinning_threads_native_frames_from_one_sample") {
+        return;
+    }
+    let mut cmd = Command::new(rocsync_tests::stacks_sleep_nofp());
+    let target = Reaped(spawn_ready(cmd.arg("spin")));
+    let pid = target.0.id();
+    let cpu = || {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        let fields: Vec<&str> = stat
+            .rsplit(')')
+            .next()
+            .unwrap()
+            .split_whitespace()
+            .collect();
+        (fields[0].to_string(), fields[11].parse::<u64>().unwrap())
+    };
+    let stacks = read_stacks(pid, pid);
+    let thread = stacks.blocked().unwrap();
+    assert_eq!(
+        thread.native_read.as_deref(),
+        Some("running: one perf sample of its registers and stack"),
+        "{thread:#?}"
+    );
+    let names = symbols(&stacks);
+    let at = |name: &str| names.iter().position(|n| *n == name);
+    let (own, main) = (at("spin_until_done"), at("main"));
+    assert!(own.is_some() && own < main, "{thread:#?}");
+    assert_eq!(
+        own,
+        Some(0),
+        "the sample's instruction pointer is in the loop"
+    );
+    // Never stopped: it is still running on a CPU, its CPU time still growing.
+    let (state, before) = cpu();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let (_, after) = cpu();
+    assert!(state == "R" && after > before, "{state} {before} {after}");
+}

@@ -62,17 +62,17 @@ const ON_REQUEST: &[(&str, &[&str])] = &[
 ];
 
 /// Whether a capture probes `api` by default.
-pub fn traced_by_default(api: &str) -> bool {
+pub(crate) fn traced_by_default(api: &str) -> bool {
     TRACED.iter().any(|(n, _)| *n == api)
 }
 
 /// The functions a capture probes by default.
-pub fn traced_by_default_names() -> impl Iterator<Item = &'static str> {
+pub(crate) fn traced_by_default_names() -> impl Iterator<Item = &'static str> {
     TRACED.iter().map(|(n, _)| *n)
 }
 
 /// The argument names of `api` in call order; panics on a function the tests do not know.
-pub fn params(api: &str) -> &'static [&'static str] {
+pub(crate) fn params(api: &str) -> &'static [&'static str] {
     TRACED
         .iter()
         .chain(ON_REQUEST)
@@ -83,18 +83,18 @@ pub fn params(api: &str) -> &'static [&'static str] {
 
 /// Handles (`hipEvent_t`, `hipStream_t`) are pointers, compared whole; the rest are C
 /// `int`/`unsigned`, compared as their 32 bits.
-pub fn is_handle(param: &str) -> bool {
+pub(crate) fn is_handle(param: &str) -> bool {
     matches!(param, "event" | "stream" | "function" | "dst")
 }
 
 /// Whether the Kineto trace has a runtime row for `api`: Kineto leaves device selection
 /// out.
-pub fn has_runtime_row(api: &str) -> bool {
+pub(crate) fn has_runtime_row(api: &str) -> bool {
     !api.ends_with("SetDevice") && !api.ends_with("GetDevice")
 }
 
 /// The prefix of a runtime's own fields in a Kineto row (`hip_event`, `cuda_stream`).
-pub fn field_prefix(api: &str) -> &'static str {
+pub(crate) fn field_prefix(api: &str) -> &'static str {
     if api.starts_with("cuda") {
         "cuda"
     } else {
@@ -104,7 +104,7 @@ pub fn field_prefix(api: &str) -> &'static str {
 
 /// The call probes' link kind rocsync should use here: multi-uprobe links from Linux 6.6
 /// (README, `--classic-uprobes`), read from the running kernel's release.
-pub fn expected_call_probe_links() -> &'static str {
+pub(crate) fn expected_call_probe_links() -> &'static str {
     let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
     let mut v = release
         .trim()

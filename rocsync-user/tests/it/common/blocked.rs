@@ -9,7 +9,7 @@ use std::{
 use rocsync::stacks::{Reader, Stacks};
 
 /// The reader as the daemon runs it, but for the binary (this test binary is not rocsync).
-pub fn reader() -> Reader {
+pub(crate) fn reader() -> Reader {
     Reader {
         exe: env!("CARGO_BIN_EXE_rocsync").into(),
         ..Reader::default()
@@ -17,7 +17,7 @@ pub fn reader() -> Reader {
 }
 
 /// `pid`'s stacks read by `reader`, `tid` the blocked thread.
-pub fn read_stacks_with(reader: &Reader, pid: u32, tid: u32) -> Stacks {
+pub(crate) fn read_stacks_with(reader: &Reader, pid: u32, tid: u32) -> Stacks {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -26,7 +26,7 @@ pub fn read_stacks_with(reader: &Reader, pid: u32, tid: u32) -> Stacks {
 }
 
 /// The same with room for a loaded machine: what these tests check is what is read.
-pub fn read_stacks(pid: u32, tid: u32) -> Stacks {
+pub(crate) fn read_stacks(pid: u32, tid: u32) -> Stacks {
     let generous = Reader {
         wall: Duration::from_secs(30),
         cpu_s: 20,
@@ -36,7 +36,7 @@ pub fn read_stacks(pid: u32, tid: u32) -> Stacks {
 }
 
 /// Waits until thread `tid` of `pid` sits in a system call (where it blocks).
-pub fn wait_in_syscall(pid: u32, tid: u32) {
+pub(crate) fn wait_in_syscall(pid: u32, tid: u32) {
     let since = Instant::now();
     let file = format!("/proc/{pid}/task/{tid}/syscall");
     while std::fs::read_to_string(&file)
@@ -52,7 +52,7 @@ pub fn wait_in_syscall(pid: u32, tid: u32) {
 }
 
 /// `pid`'s threads now (host tids).
-pub fn tids(pid: u32) -> BTreeSet<u32> {
+pub(crate) fn tids(pid: u32) -> BTreeSet<u32> {
     std::fs::read_dir(format!("/proc/{pid}/task"))
         .unwrap()
         .map(|e| e.unwrap().file_name().to_str().unwrap().parse().unwrap())
@@ -60,7 +60,7 @@ pub fn tids(pid: u32) -> BTreeSet<u32> {
 }
 
 /// Whether the tests run as root (the reader opens other processes' mapped files).
-pub fn can_read_stacks(test: &str) -> bool {
+pub(crate) fn can_read_stacks(test: &str) -> bool {
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
     root || !rocsync_tests::skip(test, "needs root (map_files)")
@@ -69,7 +69,7 @@ pub fn can_read_stacks(test: &str) -> bool {
 /// A return probe on `symbol` of the ELF file `path` for process `pid` alone, as the
 /// daemon puts on a synchronisation: a counting perf event of the kernel's uprobe PMU (no
 /// program), in place while the descriptor is open.
-pub fn return_probe(pid: u32, path: &std::path::Path, symbol: &str) -> std::os::fd::OwnedFd {
+pub(crate) fn return_probe(pid: u32, path: &std::path::Path, symbol: &str) -> std::os::fd::OwnedFd {
     use object::{Object as _, ObjectSegment as _, ObjectSymbol as _};
     use std::os::fd::FromRawFd as _;
     let data = std::fs::read(path).unwrap();

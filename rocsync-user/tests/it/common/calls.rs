@@ -9,16 +9,16 @@ use super::{apis::traced_by_default, raw::RawCall};
 
 /// A call reduced to what the scenario can know: thread, API, arguments (integers as the
 /// C `int`/`unsigned` they are), return code.
-pub fn key(c: &RawCall) -> (u32, String, [u64; 3], i64) {
+pub(crate) fn key(c: &RawCall) -> (u32, String, [u64; 3], i64) {
     (c.tid, c.api.clone(), c.args, c.ret.expect("call returned"))
 }
 
-pub fn logged_key(l: &LoggedCall) -> (u32, String, [u64; 3], i64) {
+pub(crate) fn logged_key(l: &LoggedCall) -> (u32, String, [u64; 3], i64) {
     (l.tid, l.api.clone(), l.args, l.ret)
 }
 
 /// Per thread, in call order.
-pub fn by_thread<T, K: Ord>(
+pub(crate) fn by_thread<T, K: Ord>(
     items: impl IntoIterator<Item = T>,
     tid: impl Fn(&T) -> K,
 ) -> BTreeMap<K, Vec<T>> {
@@ -42,7 +42,7 @@ fn threads(logged: &[LoggedCall], mut captured: Vec<RawCall>) -> Threads {
 
 /// Asserts the capture holds exactly the scenario's calls, each once, in each thread's
 /// order.
-pub fn assert_same_calls(logged: &[LoggedCall], captured: Vec<RawCall>) {
+pub(crate) fn assert_same_calls(logged: &[LoggedCall], captured: Vec<RawCall>) {
     let (want, got) = threads(logged, captured);
     let want: BTreeMap<_, Vec<_>> = want
         .into_iter()
@@ -75,7 +75,7 @@ pub fn assert_same_calls(logged: &[LoggedCall], captured: Vec<RawCall>) {
 /// within its logged call's span (never an entry paired with a later call's return); a
 /// call whose return was lost is matched without it, and without what its return would
 /// have read (a created handle: 0). Returns how many were captured.
-pub fn assert_calls_within(logged: &[LoggedCall], captured: Vec<RawCall>) -> usize {
+pub(crate) fn assert_calls_within(logged: &[LoggedCall], captured: Vec<RawCall>) -> usize {
     let (want, got) = threads(logged, captured);
     for (tid, g) in &got {
         let mut w = want
@@ -115,7 +115,7 @@ fn args_match(logged: &[u64], captured: &[u64], unreturned: bool) -> bool {
 }
 
 /// The logged calls of functions rocsync probes by default (`*GetDevice` is not).
-pub fn probed(logged: &[LoggedCall]) -> Vec<LoggedCall> {
+pub(crate) fn probed(logged: &[LoggedCall]) -> Vec<LoggedCall> {
     logged
         .iter()
         .filter(|l| traced_by_default(&l.api))
@@ -124,7 +124,7 @@ pub fn probed(logged: &[LoggedCall]) -> Vec<LoggedCall> {
 }
 
 /// Correlation ids a raw capture declares lost.
-pub fn raw_lost_ids(path: &Path) -> u64 {
+pub(crate) fn raw_lost_ids(path: &Path) -> u64 {
     let text = std::fs::read_to_string(path).unwrap();
     text.lines()
         .filter(|l| l.starts_with("{\"lost\":"))
@@ -137,7 +137,10 @@ pub fn raw_lost_ids(path: &Path) -> u64 {
 
 /// Maps each logged call (by seq) to the captured call's correlation, aligning each
 /// thread's calls in order (assert_same_calls checks they agree).
-pub fn seq_to_correlation(logged: &[LoggedCall], captured: &[RawCall]) -> BTreeMap<u64, u64> {
+pub(crate) fn seq_to_correlation(
+    logged: &[LoggedCall],
+    captured: &[RawCall],
+) -> BTreeMap<u64, u64> {
     let (want, got) = threads(logged, captured.to_vec());
     let mut m = BTreeMap::new();
     for (tid, ls) in want {

@@ -13,7 +13,7 @@ use std::{
 use rocsync_tests::LoggedCall;
 
 /// Root-only tests call this first; it prints why a test is skipped.
-pub fn can_trace(test: &str) -> bool {
+pub(crate) fn can_trace(test: &str) -> bool {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         rocsync_tests::skip(
@@ -29,7 +29,7 @@ pub fn can_trace(test: &str) -> bool {
 /// default-named trace into the working directory. A standalone capture (`run`,
 /// `attach`) claims its agents at a socket nothing listens on, unless the test names one:
 /// a daemon running on the host never answers it (`rocsync_tests::standalone`).
-pub fn rocsync() -> Command {
+pub(crate) fn rocsync() -> Command {
     static CWD: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     let cwd = CWD.get_or_init(|| {
         tempfile::Builder::new()
@@ -47,12 +47,12 @@ pub fn rocsync() -> Command {
 }
 
 /// The signals that end a capture, for which rocsync keeps an inherited SIG_IGN.
-pub const ENDING: [i32; 4] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT];
+pub(crate) const ENDING: [i32; 4] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT];
 
 /// Starts `cmd` with the ending signals at their default but for `ignored`: a test runs
 /// alike however the test harness was started (`nohup`, a background job ignoring
 /// SIGINT and SIGQUIT).
-pub fn with_signals(cmd: &mut Command, ignored: &'static [i32]) {
+pub(crate) fn with_signals(cmd: &mut Command, ignored: &'static [i32]) {
     use std::os::unix::process::CommandExt as _;
     // SAFETY: signal(2) is async-signal-safe; the closure touches nothing else.
     unsafe {
@@ -71,7 +71,7 @@ pub fn with_signals(cmd: &mut Command, ignored: &'static [i32]) {
 }
 
 /// The signal numbers set in a /proc/PID/status mask line (`SigIgn:`, `SigCgt:`).
-pub fn signal_mask(status: &str, field: &str) -> Vec<i32> {
+pub(crate) fn signal_mask(status: &str, field: &str) -> Vec<i32> {
     let hex = status
         .lines()
         .find_map(|l| l.strip_prefix(field))
@@ -81,7 +81,7 @@ pub fn signal_mask(status: &str, field: &str) -> Vec<i32> {
 }
 
 /// The same, of a live process.
-pub fn process_signal_mask(pid: u32, field: &str) -> Vec<i32> {
+pub(crate) fn process_signal_mask(pid: u32, field: &str) -> Vec<i32> {
     signal_mask(
         &std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap(),
         field,
@@ -90,7 +90,11 @@ pub fn process_signal_mask(pid: u32, field: &str) -> Vec<i32> {
 
 /// Waits for `child` at most `timeout`; past it, kills and reaps it and fails, so a test
 /// never hangs on a process that should have ended.
-pub fn wait_within(child: &mut Child, timeout: Duration, what: &str) -> std::process::ExitStatus {
+pub(crate) fn wait_within(
+    child: &mut Child,
+    timeout: Duration,
+    what: &str,
+) -> std::process::ExitStatus {
     let start = Instant::now();
     loop {
         if let Some(status) = child.try_wait().unwrap() {
@@ -104,19 +108,19 @@ pub fn wait_within(child: &mut Child, timeout: Duration, what: &str) -> std::pro
     }
 }
 
-pub struct TempDir(pub tempfile::TempDir);
+pub(crate) struct TempDir(pub tempfile::TempDir);
 
 impl TempDir {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self(tempfile::tempdir().unwrap())
     }
-    pub fn path(&self, name: &str) -> PathBuf {
+    pub(crate) fn path(&self, name: &str) -> PathBuf {
         self.0.path().join(name)
     }
 }
 
 /// A FIFO at `path` (mode 0666): an output or input that must never be opened blocking.
-pub fn make_fifo(path: &Path) {
+pub(crate) fn make_fifo(path: &Path) {
     rustix::fs::mknodat(
         rustix::fs::CWD,
         path,
@@ -129,7 +133,7 @@ pub fn make_fifo(path: &Path) {
 
 /// Reads a child's stderr lines until one contains `needle` (or panics after `timeout`);
 /// returns the reader so the rest can be drained.
-pub fn wait_for_line(child: &mut Child, needle: &str, timeout: Duration) -> Vec<String> {
+pub(crate) fn wait_for_line(child: &mut Child, needle: &str, timeout: Duration) -> Vec<String> {
     let stderr = child.stderr.take().expect("piped stderr");
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -160,7 +164,7 @@ pub fn wait_for_line(child: &mut Child, needle: &str, timeout: Duration) -> Vec<
     }
 }
 
-pub fn spawn_piped(cmd: &mut Command) -> Child {
+pub(crate) fn spawn_piped(cmd: &mut Command) -> Child {
     cmd.stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -171,7 +175,7 @@ pub fn spawn_piped(cmd: &mut Command) -> Child {
 /// The edges a scenario's own log implies: for each successful-or-not wait on an event
 /// (hipStreamWaitEvent*, hipEventSynchronize, hipEventQuery), the latest successful record of that
 /// handle made before it with no successful destroy in between. Keyed by wait seq.
-pub fn expected_edges(logged: &[LoggedCall]) -> BTreeMap<u64, Option<u64>> {
+pub(crate) fn expected_edges(logged: &[LoggedCall]) -> BTreeMap<u64, Option<u64>> {
     let mut log = logged.to_vec();
     log.sort_by_key(|l| l.seq);
     let mut last_record: BTreeMap<u64, u64> = BTreeMap::new();
@@ -207,7 +211,7 @@ pub fn expected_edges(logged: &[LoggedCall]) -> BTreeMap<u64, Option<u64>> {
 /// the device-side sync rows. Checks that the runtime rows agree, and that every arrow is
 /// right at both ends: each `hip_sync_dep` starts inside the record's runtime row and ends
 /// inside the wait's sync row, each `ac2g` joins a call's runtime row to its own sync row.
-pub fn trace_edges(trace: &serde_json::Value) -> BTreeMap<u64, i64> {
+pub(crate) fn trace_edges(trace: &serde_json::Value) -> BTreeMap<u64, i64> {
     let events = trace["traceEvents"].as_array().expect("traceEvents");
     let mut edges = BTreeMap::new();
     let mut runtime = BTreeMap::new();
@@ -256,7 +260,7 @@ pub fn trace_edges(trace: &serde_json::Value) -> BTreeMap<u64, i64> {
 
 /// The arrows of one category as (correlation of the row its start lies in, correlation
 /// of the row its end lies in), the rows of the given categories on the same track.
-pub fn arrows(
+pub(crate) fn arrows(
     events: &[serde_json::Value],
     cat: &str,
     start_cat: &str,
@@ -311,7 +315,7 @@ pub fn arrows(
         .collect()
 }
 
-pub fn read_json(path: &Path) -> serde_json::Value {
+pub(crate) fn read_json(path: &Path) -> serde_json::Value {
     let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     serde_json::from_slice(&bytes).expect("valid JSON")
 }

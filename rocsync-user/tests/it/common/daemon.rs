@@ -15,7 +15,7 @@ use super::{Gated, Lines, TempDir, rocsync, run_ok, spawn_piped};
 /// The daemon's `/metrics` parsed by Prometheus's own Python client (`python` has
 /// prometheus_client): each (metric, api) summed over the other labels, and each
 /// metric family's type.
-pub struct Metrics {
+pub(crate) struct Metrics {
     pub sums: BTreeMap<(String, String), f64>,
     /// (metric, api, device) → value.
     pub by_device: BTreeMap<(String, String, String), f64>,
@@ -25,7 +25,7 @@ pub struct Metrics {
 }
 
 impl Metrics {
-    pub fn scrape(python: &OsStr, addr: &str) -> Metrics {
+    pub(crate) fn scrape(python: &OsStr, addr: &str) -> Metrics {
         let response = get(addr, "/metrics");
         let (head, body) = response.split_once("\r\n\r\n").unwrap();
         assert!(head.starts_with("HTTP/1.1 200"), "{head}");
@@ -63,7 +63,7 @@ impl Metrics {
     }
 
     /// The sample of `metric` whose `label` is `value`, if the exposition has it.
-    pub fn labelled(&self, metric: &str, label: &str, value: &str) -> Option<f64> {
+    pub(crate) fn labelled(&self, metric: &str, label: &str, value: &str) -> Option<f64> {
         self.samples
             .iter()
             .find(|(m, l, _)| m == metric && l[label] == value)
@@ -71,7 +71,7 @@ impl Metrics {
     }
 
     /// One metric of one API on one device.
-    pub fn on(&self, metric: &str, api: &str, device: &str) -> usize {
+    pub(crate) fn on(&self, metric: &str, api: &str, device: &str) -> usize {
         self.by_device
             .get(&(metric.to_string(), api.to_string(), device.to_string()))
             .copied()
@@ -79,7 +79,7 @@ impl Metrics {
     }
 
     /// One metric of one API, summed over devices.
-    pub fn sum(&self, metric: &str, api: &str) -> usize {
+    pub(crate) fn sum(&self, metric: &str, api: &str) -> usize {
         self.sums
             .get(&(metric.to_string(), api.to_string()))
             .copied()
@@ -88,7 +88,7 @@ impl Metrics {
 }
 
 /// A trace's `cuda_runtime` rows (one per call), in call order.
-pub fn runtime_rows(t: &serde_json::Value) -> Vec<&serde_json::Value> {
+pub(crate) fn runtime_rows(t: &serde_json::Value) -> Vec<&serde_json::Value> {
     let mut rows: Vec<&serde_json::Value> = t["traceEvents"]
         .as_array()
         .unwrap()
@@ -100,7 +100,7 @@ pub fn runtime_rows(t: &serde_json::Value) -> Vec<&serde_json::Value> {
 }
 
 /// The address of `/metrics` the daemon printed.
-pub fn metrics_addr(lines: &Lines) -> String {
+pub(crate) fn metrics_addr(lines: &Lines) -> String {
     lines
         .1
         .iter()
@@ -111,7 +111,7 @@ pub fn metrics_addr(lines: &Lines) -> String {
 }
 
 /// One GET over HTTP/1.1; the whole response.
-pub fn get(addr: &str, path: &str) -> String {
+pub(crate) fn get(addr: &str, path: &str) -> String {
     let mut s = TcpStream::connect(addr).unwrap();
     // A daemon held (in the kernel, say) fails the test rather than hanging it.
     s.set_read_timeout(Some(std::time::Duration::from_secs(30)))
@@ -124,9 +124,20 @@ pub fn get(addr: &str, path: &str) -> String {
     out
 }
 
+/// A folder of `nobody`'s in the test's directory, for a neighbour's run (its scratch,
+/// its log), the directory opened for it to reach the test's programs.
+pub(crate) fn nobodys_folder(dir: &TempDir, name: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(dir.path(""), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let theirs = dir.path(name);
+    std::fs::create_dir(&theirs).unwrap();
+    std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();
+    theirs
+}
+
 /// A daemon test's start: tracing possible (or a printed skip), a directory of its own
 /// and its own copy of the scenario.
-pub fn daemon_test(name: &str) -> Option<(TempDir, PathBuf)> {
+pub(crate) fn daemon_test(name: &str) -> Option<(TempDir, PathBuf)> {
     if !super::can_trace(name) {
         return None;
     }
@@ -137,7 +148,7 @@ pub fn daemon_test(name: &str) -> Option<(TempDir, PathBuf)> {
 
 /// The Python with prometheus_client the metrics are parsed with (`ROCSYNC_HTA_PYTHON`,
 /// set by `cargo xtask test`), or a printed skip.
-pub fn prometheus_python(name: &str) -> Option<std::ffi::OsString> {
+pub(crate) fn prometheus_python(name: &str) -> Option<std::ffi::OsString> {
     let python = std::env::var_os("ROCSYNC_HTA_PYTHON");
     if python.is_none() {
         rocsync_tests::skip(
@@ -150,7 +161,7 @@ pub fn prometheus_python(name: &str) -> Option<std::ffi::OsString> {
 
 /// [`daemon_test`] of a test that also reads `/metrics` with prometheus_client: the
 /// test's directory, its scenario copy and the Python to parse with.
-pub fn metrics_test(name: &str) -> Option<(TempDir, PathBuf, std::ffi::OsString)> {
+pub(crate) fn metrics_test(name: &str) -> Option<(TempDir, PathBuf, std::ffi::OsString)> {
     let (dir, exe) = daemon_test(name)?;
     let python = prometheus_python(name)?;
     Some((dir, exe, python))
@@ -158,22 +169,22 @@ pub fn metrics_test(name: &str) -> Option<(TempDir, PathBuf, std::ffi::OsString)
 
 /// The scenario program under a path of this test's own, for the daemon's filter: other
 /// tests (and other daemons) run scenarios at the same time.
-pub fn own_copy(dir: &TempDir) -> PathBuf {
+pub(crate) fn own_copy(dir: &TempDir) -> PathBuf {
     own_copy_of(dir, &rocsync_tests::scenario(), "scenario")
 }
 
 /// The dlopen scenario program under a path of this test's own, as [`own_copy`].
-pub fn own_copy_dlopen(dir: &TempDir) -> PathBuf {
+pub(crate) fn own_copy_dlopen(dir: &TempDir) -> PathBuf {
     own_copy_of(dir, &rocsync_tests::scenario_dlopen(), "scenario_dlopen")
 }
 
 /// The call loop (`bench_calls`) under a path of this test's own, as [`own_copy`].
-pub fn own_bench_calls(dir: &TempDir) -> PathBuf {
+pub(crate) fn own_bench_calls(dir: &TempDir) -> PathBuf {
     own_copy_of(dir, &rocsync_tests::bench_calls(), "bench_calls")
 }
 
 /// The job of rank processes (`nccl_ranks`) under a path of this test's own.
-pub fn own_nccl_ranks(dir: &TempDir) -> PathBuf {
+pub(crate) fn own_nccl_ranks(dir: &TempDir) -> PathBuf {
     own_copy_of(dir, &rocsync_tests::nccl_ranks(), "nccl_ranks")
 }
 
@@ -185,7 +196,7 @@ fn own_copy_of(dir: &TempDir, program: &std::path::Path, name: &str) -> PathBuf 
 
 /// A daemon a test started: ended if the test fails midway (a panic never leaves it
 /// running, its probes attached).
-pub struct Daemon(pub Child);
+pub(crate) struct Daemon(pub Child);
 
 impl std::ops::Deref for Daemon {
     type Target = Child;
@@ -212,7 +223,7 @@ impl Drop for Daemon {
 
 /// A daemon counting only `exe`, with its socket, state and node lock in `dir` (tests
 /// run daemons side by side; `extra` may name another lock), not started.
-pub fn daemon_command(dir: &TempDir, exe: &std::path::Path, extra: &[&str]) -> Command {
+pub(crate) fn daemon_command(dir: &TempDir, exe: &std::path::Path, extra: &[&str]) -> Command {
     let mut cmd = rocsync();
     cmd.args(["daemon", "--metrics-addr", "127.0.0.1:0", "--state-dir"])
         .arg(dir.path("state"))
@@ -233,7 +244,11 @@ pub fn daemon_command(dir: &TempDir, exe: &std::path::Path, extra: &[&str]) -> C
 }
 
 /// Starts [`daemon_command`]'s daemon; returns it with its stderr lines, once ready.
-pub fn start_daemon(dir: &TempDir, exe: &std::path::Path, extra: &[&str]) -> (Daemon, Lines) {
+pub(crate) fn start_daemon(
+    dir: &TempDir,
+    exe: &std::path::Path,
+    extra: &[&str],
+) -> (Daemon, Lines) {
     let mut daemon = Daemon(spawn_piped(&mut daemon_command(dir, exe, extra)));
     let mut lines = Lines::of(daemon.stderr.take().unwrap());
     lines.wait_for("SIGTERM stops");
@@ -242,12 +257,17 @@ pub fn start_daemon(dir: &TempDir, exe: &std::path::Path, extra: &[&str]) -> (Da
 
 /// A scenario process calling the runtime in a loop for `ms` (its log `dir/loop.log`),
 /// returned once the daemon says it tracks it.
-pub fn tracked_loop(dir: &TempDir, exe: &std::path::Path, lines: &mut Lines, ms: u32) -> Reaped {
+pub(crate) fn tracked_loop(
+    dir: &TempDir,
+    exe: &std::path::Path,
+    lines: &mut Lines,
+    ms: u32,
+) -> Reaped {
     tracked_loop_with(dir, exe, lines, ms, &[])
 }
 
 /// [`tracked_loop`] with more environment; its log is `dir/loop-<name><value>….log`.
-pub fn tracked_loop_with(
+pub(crate) fn tracked_loop_with(
     dir: &TempDir,
     exe: &std::path::Path,
     lines: &mut Lines,
@@ -268,14 +288,14 @@ pub fn tracked_loop_with(
 }
 
 /// `rocsync ARGS --socket SOCK`, a client of the daemon, which must succeed: its stdout.
-pub fn ask_daemon(sock: &std::path::Path, args: &[&str]) -> String {
+pub(crate) fn ask_daemon(sock: &std::path::Path, args: &[&str]) -> String {
     let out = run_ok(rocsync().args(args).arg("--socket").arg(sock));
     String::from_utf8(out.stdout).unwrap()
 }
 
 /// One message to the daemon's dynolog port in dynolog's framing (a native-endian i32
 /// length, then JSON); the answer.
-pub fn dyno_exchange(addr: &str, request: &str) -> serde_json::Value {
+pub(crate) fn dyno_exchange(addr: &str, request: &str) -> serde_json::Value {
     let mut s = TcpStream::connect(addr).unwrap();
     s.write_all(&(request.len() as i32).to_ne_bytes()).unwrap();
     s.write_all(request.as_bytes()).unwrap();
@@ -287,18 +307,18 @@ pub fn dyno_exchange(addr: &str, request: &str) -> serde_json::Value {
 }
 
 /// The daemon's `status --json` answer.
-pub fn daemon_status(sock: &std::path::Path) -> serde_json::Value {
+pub(crate) fn daemon_status(sock: &std::path::Path) -> serde_json::Value {
     serde_json::from_str(&ask_daemon(sock, &["status", "--json"])).unwrap()
 }
 
-pub fn stop(mut daemon: Daemon) {
+pub(crate) fn stop(mut daemon: Daemon) {
     // SAFETY: signals the daemon this test started.
     unsafe { libc::kill(daemon.id() as i32, libc::SIGTERM) };
     assert!(daemon.wait().unwrap().success());
 }
 
 /// The kernel's count of `api` calls so far (`rocsync_sync_calls_total`, every device).
-pub fn calls_counted(addr: &str, api: &str) -> u64 {
+pub(crate) fn calls_counted(addr: &str, api: &str) -> u64 {
     let prefix = format!("rocsync_sync_calls_total{{api=\"{api}\"");
     get(addr, "/metrics")
         .lines()
@@ -308,7 +328,7 @@ pub fn calls_counted(addr: &str, api: &str) -> u64 {
 }
 
 /// Waits (at most 20 s) until `more` calls of `api` are counted past `from`; the count.
-pub fn wait_for_calls(addr: &str, api: &str, from: u64, more: u64) -> u64 {
+pub(crate) fn wait_for_calls(addr: &str, api: &str, from: u64, more: u64) -> u64 {
     let start = std::time::Instant::now();
     loop {
         let n = calls_counted(addr, api);
@@ -325,7 +345,7 @@ pub fn wait_for_calls(addr: &str, api: &str, from: u64, more: u64) -> u64 {
 
 /// One sample of a series' value from the daemon's `/metrics` (summed over its label
 /// sets; `series` may hold the first labels, up to a `,`); 0 when absent.
-pub fn metric(addr: &str, series: &str) -> f64 {
+pub(crate) fn metric(addr: &str, series: &str) -> f64 {
     get(addr, "/metrics")
         .lines()
         .filter(|l| l.starts_with(series) && l[series.len()..].starts_with([' ', '{', ',']))
@@ -335,7 +355,7 @@ pub fn metric(addr: &str, series: &str) -> f64 {
 }
 
 /// Polls `ok` until it holds, or panics after `secs` with `what`.
-pub fn until(secs: u64, what: &str, mut ok: impl FnMut() -> bool) {
+pub(crate) fn until(secs: u64, what: &str, mut ok: impl FnMut() -> bool) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
     while !ok() {
         assert!(std::time::Instant::now() < deadline, "{what}");

@@ -14,7 +14,7 @@ use super::{
 /// `cmd` over the simulated HSA runtime, its logs in `dir`: `s.log` (calls),
 /// `packets.log` (barriers), `kernels` (how many dispatches), `every.log` (every packet,
 /// see `packets.rs`).
-pub fn over_hsa<'a>(cmd: &'a mut Command, dir: &TempDir) -> &'a mut Command {
+pub(crate) fn over_hsa<'a>(cmd: &'a mut Command, dir: &TempDir) -> &'a mut Command {
     cmd.env("SCENARIO_HIP", sim_hip_over_hsa())
         .env("SCENARIO_LOG", dir.path("s.log"))
         .env("HIP_SIM_PACKET_LOG", dir.path("packets.log"))
@@ -25,12 +25,12 @@ pub fn over_hsa<'a>(cmd: &'a mut Command, dir: &TempDir) -> &'a mut Command {
 /// A daemon counting the scenario `mode` over HSA (its own copy, its logs in `dir`), the
 /// scenario loaded and held until the daemon tracks it and has its HSA runtime probed
 /// (its queues and packets are seen from its first); the metrics address.
-pub fn tracked_over_hsa(dir: &TempDir, mode: &[&str]) -> (Daemon, Lines, Gated, String) {
+pub(crate) fn tracked_over_hsa(dir: &TempDir, mode: &[&str]) -> (Daemon, Lines, Gated, String) {
     tracked_over_hsa_with(dir, mode, &[], &[])
 }
 
 /// [`tracked_over_hsa`] with more environment, and more daemon flags.
-pub fn tracked_over_hsa_with(
+pub(crate) fn tracked_over_hsa_with(
     dir: &TempDir,
     mode: &[&str],
     env: &[(&str, &str)],
@@ -50,7 +50,7 @@ pub fn tracked_over_hsa_with(
 
 /// What the simulated runtime says it published: its barriers' (queue, write index), and
 /// how many kernels.
-pub fn published(dir: &TempDir) -> (Vec<(u64, u64)>, usize) {
+pub(crate) fn published(dir: &TempDir) -> (Vec<(u64, u64)>, usize) {
     let hex = |s: &str| u64::from_str_radix(s.trim_start_matches("0x"), 16).unwrap();
     let barriers = std::fs::read_to_string(dir.path("packets.log"))
         .unwrap()
@@ -67,7 +67,7 @@ pub fn published(dir: &TempDir) -> (Vec<(u64, u64)>, usize) {
 }
 
 /// A trace's packet rows: (kind, agent) → how many.
-pub fn packet_rows(t: &Value) -> BTreeMap<(String, String), usize> {
+pub(crate) fn packet_rows(t: &Value) -> BTreeMap<(String, String), usize> {
     let mut rows = BTreeMap::new();
     for e in t["traceEvents"].as_array().unwrap() {
         if e["cat"] == "hsa_packet" {
@@ -79,7 +79,7 @@ pub fn packet_rows(t: &Value) -> BTreeMap<(String, String), usize> {
 }
 
 /// The `aql_packets_total` samples of one kind, summed over agents, and the agents seen.
-pub fn counted(m: &Metrics, kind: &str) -> (usize, Vec<String>) {
+pub(crate) fn counted(m: &Metrics, kind: &str) -> (usize, Vec<String>) {
     let samples: Vec<_> = m
         .samples
         .iter()
@@ -93,7 +93,7 @@ pub fn counted(m: &Metrics, kind: &str) -> (usize, Vec<String>) {
 }
 
 /// The `aql_packets_total` samples summed over kinds, by device.
-pub fn counted_by_device(m: &Metrics) -> BTreeMap<String, usize> {
+pub(crate) fn counted_by_device(m: &Metrics) -> BTreeMap<String, usize> {
     let mut by = BTreeMap::new();
     for (_, l, v) in m
         .samples

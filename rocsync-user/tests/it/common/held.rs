@@ -10,7 +10,7 @@ use std::{
 use super::{rocsync, spawn_piped, spawn_ready};
 
 /// The scheduler state of a process (`R`, `S`, `T`…), from /proc/PID/stat.
-pub fn state(pid: u32) -> char {
+pub(crate) fn state(pid: u32) -> char {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
     let after = &stat[stat.rfind(')').unwrap() + 2..];
     after.chars().next().unwrap()
@@ -18,7 +18,7 @@ pub fn state(pid: u32) -> char {
 
 /// Fails if the process is found stopped at any look over `over` (rocsync is gone, so
 /// nothing should stop it any more).
-pub fn assert_never_stopped(pid: u32, over: Duration) {
+pub(crate) fn assert_never_stopped(pid: u32, over: Duration) {
     let start = Instant::now();
     while start.elapsed() < over {
         assert_ne!(state(pid), 'T', "pid {pid} left stopped");
@@ -28,7 +28,7 @@ pub fn assert_never_stopped(pid: u32, over: Duration) {
 
 /// Fails unless the process, stopped when rocsync died, is continued within moments
 /// (by the watchdog) and then stays running.
-pub fn assert_continued(pid: u32, why: &str) {
+pub(crate) fn assert_continued(pid: u32, why: &str) {
     let dead = Instant::now();
     while state(pid) == 'T' {
         assert!(dead.elapsed() < Duration::from_secs(2), "{why}");
@@ -37,13 +37,13 @@ pub fn assert_continued(pid: u32, why: &str) {
     assert_never_stopped(pid, Duration::from_millis(300));
 }
 
-pub struct Target(Child);
+pub(crate) struct Target(Child);
 
 impl Target {
-    pub fn start() -> Self {
+    pub(crate) fn start() -> Self {
         Target(spawn_ready(&mut Command::new(rocsync_tests::dlopen_loop())))
     }
-    pub fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.0.id()
     }
 }
@@ -54,11 +54,11 @@ impl Drop for Target {
     }
 }
 
-pub fn attach_waiting(pid: u32) -> Child {
+pub(crate) fn attach_waiting(pid: u32) -> Child {
     spawn_piped(&mut attach_command(pid))
 }
 
-pub fn attach_command(pid: u32) -> Command {
+pub(crate) fn attach_command(pid: u32) -> Command {
     let mut cmd = rocsync();
     cmd.args(["attach", "--wait", "--no-status", "-o"])
         .arg(std::env::temp_dir().join(format!("rocsync-never-stopped-{pid}.json")))

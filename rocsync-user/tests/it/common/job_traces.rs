@@ -9,10 +9,10 @@ use std::path::Path;
 use serde_json::{Value, json};
 
 /// The job's communicator in these traces.
-pub const COMM: &str = "0x9d1c44a0b2f3e1d7";
+pub(crate) const COMM: &str = "0x9d1c44a0b2f3e1d7";
 
 /// One collective row of `pid` (rank `rank` of 2): `Seq` `seq`, on stream 0x2.
-pub fn collective_row(pid: u32, rank: u64, seq: u64, api: &str) -> Value {
+pub(crate) fn collective_row(pid: u32, rank: u64, seq: u64, api: &str) -> Value {
     json!({"ph": "X", "cat": "cpu_op", "name": api, "pid": pid, "tid": pid,
         "ts": 1000.0 + seq as f64 * 10.0, "dur": 5.0,
         "args": {"correlation": seq, "Collective name": "allreduce", "dtype": "Float",
@@ -22,7 +22,7 @@ pub fn collective_row(pid: u32, rank: u64, seq: u64, api: &str) -> Value {
 }
 
 /// Rows of collectives `1..=last` of `pid`.
-pub fn collectives(pid: u32, rank: u64, last: u64) -> Vec<Value> {
+pub(crate) fn collectives(pid: u32, rank: u64, last: u64) -> Vec<Value> {
     (1..=last)
         .map(|s| collective_row(pid, rank, s, "ncclAllReduce"))
         .collect()
@@ -30,7 +30,7 @@ pub fn collectives(pid: u32, rank: u64, last: u64) -> Vec<Value> {
 
 /// The stacks of `pid`'s blocked thread: `python` frames (function, file, line),
 /// innermost first, over a native frame of libc.
-pub fn stacks(pid: u32, python: &[(&str, &str, u64)]) -> Value {
+pub(crate) fn stacks(pid: u32, python: &[(&str, &str, u64)]) -> Value {
     let py: Vec<Value> = python
         .iter()
         .map(|(f, file, line)| json!({"function": f, "file": file, "line": line}))
@@ -51,14 +51,14 @@ pub fn stacks(pid: u32, python: &[(&str, &str, u64)]) -> Value {
 }
 
 /// `step (train.py:142)` for a frame of `/job/train.py`.
-pub fn place(frame: (&str, &str, u64)) -> String {
+pub(crate) fn place(frame: (&str, &str, u64)) -> String {
     let file = frame.1.rsplit('/').next().unwrap();
     format!("{} ({file}:{})", frame.0, frame.2)
 }
 
 /// The hang of `pid` (rank `rank`) blocked in its synchronize after `seq`, the daemon's
 /// chain ending at the collective; `behind`: (pid, rank, seq) of the ranks it saw behind.
-pub fn hang(
+pub(crate) fn hang(
     pid: u32,
     rank: u64,
     seq: u64,
@@ -80,7 +80,13 @@ pub fn hang(
 }
 
 /// The trace of `pid` (rank `rank`) behind at `seq` while `waiter` waits in `seq + 1`.
-pub fn behind(pid: u32, rank: u64, seq: u64, waiter: u32, frames: &[(&str, &str, u64)]) -> Value {
+pub(crate) fn behind(
+    pid: u32,
+    rank: u64,
+    seq: u64,
+    waiter: u32,
+    frames: &[(&str, &str, u64)],
+) -> Value {
     json!({"pid": pid, "rank": rank, "seq": seq, "comm": COMM,
         "waited_by": {"pid": waiter, "api": "hipStreamSynchronize",
             "collective": {"api": "ncclAllReduce", "seq": seq + 1, "comm": COMM}},
@@ -88,7 +94,7 @@ pub fn behind(pid: u32, rank: u64, seq: u64, waiter: u32, frames: &[(&str, &str,
 }
 
 /// A daemon trace of `rows`, its word `kind` (`hang`, `behind`, …) being `word`.
-pub fn daemon_trace(rows: Vec<Value>, kind: &str, word: Value) -> Value {
+pub(crate) fn daemon_trace(rows: Vec<Value>, kind: &str, word: Value) -> Value {
     let mut parameters = json!({"mode": "daemon trace", "id": 3, "pids": [],
         "stall": null, "hang": null, "behind": null});
     parameters[kind] = word;
@@ -99,14 +105,14 @@ pub fn daemon_trace(rows: Vec<Value>, kind: &str, word: Value) -> Value {
 }
 
 /// A trace of `rows` of `run` or `attach`, no word of the daemon.
-pub fn plain_trace(rows: Vec<Value>) -> Value {
+pub(crate) fn plain_trace(rows: Vec<Value>) -> Value {
     json!({"schemaVersion": 1, "traceEvents": rows, "distributedInfo": {"backend": "nccl"},
         "rocsync": {"version": "0.1.0", "drops": {"entry_records": 0},
             "parameters": {"mode": "attach"}}})
 }
 
 /// Writes `trace` at `dir/rel` (its folders made).
-pub fn put(dir: &Path, rel: &str, trace: &Value) {
+pub(crate) fn put(dir: &Path, rel: &str, trace: &Value) {
     let path = dir.join(rel);
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     std::fs::write(path, serde_json::to_vec_pretty(trace).unwrap()).unwrap();

@@ -32,12 +32,12 @@ use rocsync_tests::LoggedCall;
 use serde_json::{Value, json};
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum Format {
+pub(crate) enum Format {
     Cuda,
     Rocm,
 }
 
-pub struct Options {
+pub(crate) struct Options {
     pub format: Format,
     /// Profiler clock − the capture's REALTIME, ns.
     pub clock_error_ns: i64,
@@ -49,7 +49,7 @@ pub struct Options {
 }
 
 /// The trace and what the test needs to check it in the profiler's terms.
-pub struct Written {
+pub(crate) struct Written {
     pub trace: Value,
     /// Scenario seq → the profiler's correlation of that call's runtime row.
     pub correlation: BTreeMap<u64, i64>,
@@ -93,7 +93,7 @@ fn us(ns: i64, base: i64) -> Value {
     serde_json::from_str(&text).unwrap()
 }
 
-pub fn write(log: &[LoggedCall], pid: u32, realtime_offset_ns: i64, o: &Options) -> Written {
+pub(crate) fn write(log: &[LoggedCall], pid: u32, realtime_offset_ns: i64, o: &Options) -> Written {
     let mut log: Vec<&LoggedCall> = log.iter().collect();
     log.sort_by_key(|l| (l.before_ns, l.seq));
     let epoch = |mono: u64| mono as i64 + realtime_offset_ns + o.clock_error_ns;
@@ -284,6 +284,6 @@ pub fn write(log: &[LoggedCall], pid: u32, realtime_offset_ns: i64, o: &Options)
 }
 
 /// As Kineto writes it: pretty enough for HTA's rank regex (`"rank": 0`).
-pub fn to_text(v: &Value) -> String {
+pub(crate) fn to_text(v: &Value) -> String {
     serde_json::to_string_pretty(v).unwrap()
 }

@@ -10,15 +10,15 @@ use rocsync_tests::{read_log, sim_hip};
 
 use super::{capture::*, output::*, raw::*};
 
-pub type Traced = (Vec<rocsync_tests::LoggedCall>, Vec<RawCall>, String);
+pub(crate) type Traced = (Vec<rocsync_tests::LoggedCall>, Vec<RawCall>, String);
 
-pub fn run_scenario(dir: &TempDir, program: &std::path::Path, args: &[&str]) -> Traced {
+pub(crate) fn run_scenario(dir: &TempDir, program: &std::path::Path, args: &[&str]) -> Traced {
     traced_run(dir, &[], program, args)
 }
 
 /// `rocsync run [flags] --raw … -- program args`: the scenario's log, the captured calls,
 /// rocsync's stderr.
-pub fn traced_run(
+pub(crate) fn traced_run(
     dir: &TempDir,
     flags: &[&str],
     program: &std::path::Path,
@@ -43,7 +43,7 @@ pub fn traced_run(
 }
 
 /// Attaches rocsync to a gated scenario, then lets the scenario start calling.
-pub fn attach_and_start(
+pub(crate) fn attach_and_start(
     target: &mut std::process::Child,
     raw: &std::path::Path,
 ) -> std::process::Child {
@@ -60,7 +60,11 @@ pub fn attach_and_start(
 }
 
 /// Starts a gated scenario (it waits for a line on stdin before calling HIP).
-pub fn start_gated(dir: &TempDir, program: &std::path::Path, args: &[&str]) -> std::process::Child {
+pub(crate) fn start_gated(
+    dir: &TempDir,
+    program: &std::path::Path,
+    args: &[&str],
+) -> std::process::Child {
     spawn_ready(
         Command::new(program)
             .arg("gated")
@@ -72,14 +76,14 @@ pub fn start_gated(dir: &TempDir, program: &std::path::Path, args: &[&str]) -> s
 }
 
 /// Starts a program that says "ready" on stdout once set up, and waits for that line.
-pub fn spawn_ready(cmd: &mut Command) -> std::process::Child {
+pub(crate) fn spawn_ready(cmd: &mut Command) -> std::process::Child {
     let mut child = cmd.stdout(Stdio::piped()).spawn().unwrap();
     await_ready(&mut child);
     child
 }
 
 /// Reads the child's first stdout line: "ready".
-pub fn await_ready(child: &mut std::process::Child) {
+pub(crate) fn await_ready(child: &mut std::process::Child) {
     let mut line = String::new();
     BufReader::new(child.stdout.as_mut().unwrap())
         .read_line(&mut line)
@@ -91,10 +95,10 @@ pub fn await_ready(child: &mut std::process::Child) {
 const LINE_WAIT: Duration = Duration::from_secs(60);
 
 /// The lines a child writes to a pipe, read on a thread, waited for one at a time.
-pub struct Lines(std::sync::mpsc::Receiver<String>, pub Vec<String>);
+pub(crate) struct Lines(std::sync::mpsc::Receiver<String>, pub Vec<String>);
 
 impl Lines {
-    pub fn of(pipe: impl std::io::Read + Send + 'static) -> Self {
+    pub(crate) fn of(pipe: impl std::io::Read + Send + 'static) -> Self {
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             for line in BufReader::new(pipe).lines().map_while(Result::ok) {
@@ -106,7 +110,7 @@ impl Lines {
         Lines(rx, Vec::new())
     }
 
-    pub fn wait_for(&mut self, needle: &str) {
+    pub(crate) fn wait_for(&mut self, needle: &str) {
         let deadline = Instant::now() + LINE_WAIT;
         while !self.1.last().is_some_and(|l| l.contains(needle)) {
             self.next_before(deadline, || format!("no {needle:?}"));
@@ -114,7 +118,7 @@ impl Lines {
     }
 
     /// Waits until each of `needles` is in a line seen so far, in whatever order.
-    pub fn wait_for_all(&mut self, needles: &[&str]) {
+    pub(crate) fn wait_for_all(&mut self, needles: &[&str]) {
         let deadline = Instant::now() + LINE_WAIT;
         while !needles.iter().all(|n| self.1.iter().any(|l| l.contains(n))) {
             self.next_before(deadline, || format!("not all of {needles:?}"));
@@ -132,7 +136,7 @@ impl Lines {
     }
 
     /// Takes the lines written so far, without waiting.
-    pub fn drain(&mut self) -> &[String] {
+    pub(crate) fn drain(&mut self) -> &[String] {
         while let Ok(line) = self.0.try_recv() {
             self.1.push(line);
         }
@@ -140,7 +144,7 @@ impl Lines {
     }
 
     /// Every line, once the pipe closes.
-    pub fn all(mut self) -> Vec<String> {
+    pub(crate) fn all(mut self) -> Vec<String> {
         while let Ok(line) = self.0.recv() {
             self.1.push(line);
         }
@@ -150,7 +154,7 @@ impl Lines {
 
 /// The handshake with the `hang` scenario: it said "blocking", and its main thread is
 /// asleep in the runtime's synchronize (no sleep that races the capture).
-pub fn wait_until_blocked(target: &mut std::process::Child) {
+pub(crate) fn wait_until_blocked(target: &mut std::process::Child) {
     let mut line = String::new();
     BufReader::new(target.stdout.as_mut().unwrap())
         .read_line(&mut line)
@@ -168,7 +172,7 @@ pub fn wait_until_blocked(target: &mut std::process::Child) {
 }
 
 /// As [`wait_until_blocked`], for a command started by `rocsync run` (its child).
-pub fn wait_until_blocked_via(tracer: &mut std::process::Child) {
+pub(crate) fn wait_until_blocked_via(tracer: &mut std::process::Child) {
     let mut line = String::new();
     BufReader::new(tracer.stdout.as_mut().unwrap())
         .read_line(&mut line)
@@ -196,7 +200,7 @@ pub fn wait_until_blocked_via(tracer: &mut std::process::Child) {
 
 /// A gated program (a scenario's `gated MODE …`, a `bench_calls` with `BENCH_GATE`): held
 /// before its first runtime call until opened.
-pub struct Gated {
+pub(crate) struct Gated {
     pub child: Child,
     /// Its stdout: its word at the gate, then what it says.
     pub said: Lines,
@@ -205,12 +209,12 @@ pub struct Gated {
 
 impl Gated {
     /// Starts a scenario and waits at its gate ("ready").
-    pub fn start(cmd: &mut Command) -> Gated {
+    pub(crate) fn start(cmd: &mut Command) -> Gated {
         Self::start_at(cmd, "ready")
     }
 
     /// Starts it and waits until it says `word` at its gate.
-    pub fn start_at(cmd: &mut Command, word: &str) -> Gated {
+    pub(crate) fn start_at(cmd: &mut Command, word: &str) -> Gated {
         let mut child = cmd
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -222,13 +226,13 @@ impl Gated {
         Gated { child, said, gate }
     }
 
-    pub fn open(&mut self) {
+    pub(crate) fn open(&mut self) {
         self.gate.write_all(b"go\n").unwrap();
     }
 
     /// Opens the gate once the daemon says it tracks the process: none of its calls is
     /// made before.
-    pub fn open_when_tracked(&mut self, lines: &mut Lines) {
+    pub(crate) fn open_when_tracked(&mut self, lines: &mut Lines) {
         lines.wait_for(&format!("tracking pid {}", self.child.id()));
         self.open();
     }

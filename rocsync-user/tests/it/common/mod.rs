@@ -1,52 +1,52 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code, unused_imports)]
 
-pub mod apis;
+pub(crate) mod apis;
 mod blocked;
 mod calls;
 mod capture;
-pub mod daemon;
-pub mod daemon_hsa;
+pub(crate) mod daemon;
+pub(crate) mod daemon_hsa;
 mod held;
-pub mod job_traces;
-pub mod kineto;
+pub(crate) mod job_traces;
+pub(crate) mod kineto;
 mod launch;
 mod output;
-pub mod packets;
-pub mod pipeline;
-pub mod pod;
+pub(crate) mod packets;
+pub(crate) mod pipeline;
+pub(crate) mod pod;
 mod raw;
 mod rows;
 mod window;
 
-pub use blocked::*;
-pub use calls::*;
-pub use capture::*;
-pub use held::*;
-pub use launch::*;
-pub use output::*;
-pub use raw::*;
-pub use rows::*;
-pub use window::*;
+pub(crate) use blocked::*;
+pub(crate) use calls::*;
+pub(crate) use capture::*;
+pub(crate) use held::*;
+pub(crate) use launch::*;
+pub(crate) use output::*;
+pub(crate) use raw::*;
+pub(crate) use rows::*;
+pub(crate) use window::*;
 
 /// `rocsync doctor` looks for runtimes wherever users have them, `/opt` too. The test
 /// that plants copies there holds this for writing, and every doctor run holds it for
 /// reading: on several test threads a run would otherwise see files being planted or
 /// removed.
-pub static DOCTOR_SEARCH: std::sync::RwLock<()> = std::sync::RwLock::new(());
+pub(crate) static DOCTOR_SEARCH: std::sync::RwLock<()> = std::sync::RwLock::new(());
 
 /// `cmd` (a `rocsync doctor`) run to its end, no test planting runtimes meanwhile.
-pub fn doctor_output(cmd: &mut std::process::Command) -> std::process::Output {
+pub(crate) fn doctor_output(cmd: &mut std::process::Command) -> std::process::Output {
     let _search = DOCTOR_SEARCH.read().unwrap_or_else(|e| e.into_inner());
     cmd.output().unwrap()
 }
 
 /// A test's child process, killed and reaped however the test ends (a failed assertion
 /// included): nothing a test started outlives it.
-pub struct Reaped(pub std::process::Child);
+pub(crate) struct Reaped(pub std::process::Child);
 
 /// A child ended by the test: killed (if it still runs) and reaped.
-pub trait End {
+pub(crate) trait End {
     fn end(&mut self);
 }
 

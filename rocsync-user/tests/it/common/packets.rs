@@ -12,7 +12,7 @@ use crate::common::hex;
 
 /// One packet as the simulated runtime published it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct LoggedPacket {
+pub(crate) struct LoggedPacket {
     /// The HIP device whose agent the queue is on.
     pub device: u64,
     pub queue: u64,
@@ -25,7 +25,7 @@ pub struct LoggedPacket {
 }
 
 /// The runtime's log (written at its exit).
-pub fn read_every_packet_log(path: &Path) -> Vec<LoggedPacket> {
+pub(crate) fn read_every_packet_log(path: &Path) -> Vec<LoggedPacket> {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     text.lines()
         .map(|l| {
@@ -55,7 +55,7 @@ pub fn read_every_packet_log(path: &Path) -> Vec<LoggedPacket> {
 
 /// One packet row of a trace, as the test reads it.
 #[derive(Clone, Debug)]
-pub struct PacketRow {
+pub(crate) struct PacketRow {
     /// `None`: the queue's agent is unknown (found at its first doorbell).
     pub agent: Option<u64>,
     pub queue: u64,
@@ -66,14 +66,14 @@ pub struct PacketRow {
 }
 
 /// A row's start on CLOCK_MONOTONIC (the clock the scenarios log with).
-pub fn monotonic_ns(trace: &Value, ts_us: f64) -> i64 {
+pub(crate) fn monotonic_ns(trace: &Value, ts_us: f64) -> i64 {
     let base = trace["baseTimeNanoseconds"].as_i64().unwrap();
     let offset = trace["rocsync"]["clock_offset_ns"].as_i64().unwrap();
     base + (ts_us * 1000.0).round() as i64 - offset
 }
 
 /// The trace's packet rows.
-pub fn packet_rows_of(trace: &Value) -> Vec<PacketRow> {
+pub(crate) fn packet_rows_of(trace: &Value) -> Vec<PacketRow> {
     trace["traceEvents"]
         .as_array()
         .unwrap()
@@ -94,7 +94,7 @@ pub fn packet_rows_of(trace: &Value) -> Vec<PacketRow> {
 
 /// The first and last start (CLOCK_MONOTONIC) of the trace's call and packet rows: the
 /// span it recorded, at least.
-pub fn recorded_span(trace: &Value) -> (i64, i64) {
+pub(crate) fn recorded_span(trace: &Value) -> (i64, i64) {
     let starts: Vec<i64> = trace["traceEvents"]
         .as_array()
         .unwrap()
@@ -107,7 +107,7 @@ pub fn recorded_span(trace: &Value) -> (i64, i64) {
 
 /// How a trace's rows name the agent of a logged packet.
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub enum Agents {
+pub(crate) enum Agents {
     /// By its HIP device.
     Known,
     /// Unknown: its queue was found at a doorbell.
@@ -118,7 +118,7 @@ pub enum Agents {
 /// kind, on its device (or unknown), read at its doorbell; and that every logged packet
 /// whose doorbell lies within `span` (and whose device `keep` admits) is a row. Returns
 /// the rows.
-pub fn assert_packets_of_log(
+pub(crate) fn assert_packets_of_log(
     trace: &Value,
     logged: &[LoggedPacket],
     span: (i64, i64),

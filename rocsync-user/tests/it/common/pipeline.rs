@@ -12,10 +12,17 @@ use rocsync::{
     pipeline::Pipeline,
     resolve::Row,
 };
-use rocsync_common::Api;
+use rocsync_common::{Api, EntryRecord, ExitRecord, RECORD_ENTRY, RECORD_EXIT};
 use serde_json::Value;
 
-pub fn call_in(pid: u32, tid: u32, correlation: u64, api: Api, args: [u64; 3], ret: i64) -> Call {
+pub(crate) fn call_in(
+    pid: u32,
+    tid: u32,
+    correlation: u64,
+    api: Api,
+    args: [u64; 3],
+    ret: i64,
+) -> Call {
     Call {
         api,
         pid,
@@ -31,7 +38,7 @@ pub fn call_in(pid: u32, tid: u32, correlation: u64, api: Api, args: [u64; 3], r
 
 /// Every row the pipeline writes, in the order it writes them.
 #[derive(Default)]
-pub struct Rows(pub Vec<Row>);
+pub(crate) struct Rows(pub Vec<Row>);
 
 impl Sink for Rows {
     fn row(&mut self, row: &Row) -> io::Result<()> {
@@ -58,7 +65,7 @@ impl Sink for Rows {
 
 /// Rows for complete calls delivered in any order with dense correlation ids (a missing
 /// id is a lost record).
-pub fn rows_in_any_order(calls: &[Call]) -> Vec<Row> {
+pub(crate) fn rows_in_any_order(calls: &[Call]) -> Vec<Row> {
     let mut p = Pipeline::new(Rows::default(), true);
     for c in calls {
         p.call(*c);
@@ -68,7 +75,7 @@ pub fn rows_in_any_order(calls: &[Call]) -> Vec<Row> {
 
 /// The trace of complete calls delivered in any order (a missing correlation id is a
 /// lost record), parsed back.
-pub fn trace(calls: &[Call]) -> Value {
+pub(crate) fn trace(calls: &[Call]) -> Value {
     let mut p = Pipeline::new(writer(), true);
     for c in calls {
         p.call(*c);
@@ -76,9 +83,9 @@ pub fn trace(calls: &[Call]) -> Value {
     finish(p)
 }
 
-pub type TestSink = Tee<KinetoWriter<Vec<u8>>, RawWriter<io::Sink>>;
+pub(crate) type TestSink = Tee<KinetoWriter<Vec<u8>>, RawWriter<io::Sink>>;
 
-pub fn writer() -> TestSink {
+pub(crate) fn writer() -> TestSink {
     Tee::new(
         KinetoWriter::new(Vec::new(), 1_700_000_000_000_000_000, 0).unwrap(),
         None,
@@ -86,7 +93,7 @@ pub fn writer() -> TestSink {
 }
 
 /// Closes a test pipeline's trace and parses it.
-pub fn finish(p: Pipeline<TestSink>) -> Value {
+pub(crate) fn finish(p: Pipeline<TestSink>) -> Value {
     let (sink, stats) = p.finish().unwrap();
     let (w, _, _) = sink.into_parts();
     let names = BTreeMap::new();
@@ -98,4 +105,46 @@ pub fn finish(p: Pipeline<TestSink>) -> Value {
     };
     let out = w.finish(&info).unwrap();
     serde_json::from_slice(&out).expect("valid JSON")
+}
+
+/// The process of the records below.
+pub(crate) const PID: u32 = 77;
+
+/// An entry record of `PID`, entered at `1 000 × corr` ns.
+pub(crate) fn entry(corr: u64, tid: u32, api: Api, args: [u64; 3]) -> EntryRecord {
+    EntryRecord {
+        kind: RECORD_ENTRY,
+        pid: PID,
+        tid,
+        api: api as u16,
+        correlation: corr,
+        enter_ns: 1_000 * corr,
+        args,
+        ..Default::default()
+    }
+}
+
+/// An exit record of `PID`.
+pub(crate) fn exit(tid: u32, api: Api, ns: u64, ret: i64) -> ExitRecord {
+    ExitRecord {
+        kind: RECORD_EXIT,
+        pid: PID,
+        tid,
+        api: api as u32,
+        exit_ns: ns,
+        ret,
+        ..Default::default()
+    }
+}
+
+/// A call that enters and returns at once, through both records.
+pub(crate) fn both<S: rocsync::emit::Sink>(
+    p: &mut Pipeline<S>,
+    corr: u64,
+    tid: u32,
+    api: Api,
+    args: [u64; 3],
+) {
+    p.entry(&entry(corr, tid, api, args));
+    p.exit(&exit(tid, api, 1_000 * corr + 500, 0));
 }

@@ -18,7 +18,7 @@ use std::{
 
 /// What the container's service-account namespace file is.
 #[derive(Clone, Debug)]
-pub enum NamespaceFile {
+pub(crate) enum NamespaceFile {
     /// The namespace, as kubelet writes it.
     Plain,
     /// A FIFO: a reader that opens it blocks until a writer comes.
@@ -28,7 +28,7 @@ pub enum NamespaceFile {
 }
 
 #[derive(Clone, Debug)]
-pub struct PodSpec {
+pub(crate) struct PodSpec {
     pub namespace: String,
     pub name: String,
     pub namespace_file: NamespaceFile,
@@ -41,7 +41,7 @@ static PARENTS: Mutex<()> = Mutex::new(());
 
 /// A pod's cgroup, as kubelet's systemd driver names it; removed when dropped (whatever
 /// is left in it killed first), its parents too once no other test's pod is in them.
-pub struct PodCgroup {
+pub(crate) struct PodCgroup {
     /// The cgroup v2 hierarchy's mount point.
     hierarchy: PathBuf,
     /// From the hierarchy: kubepods.slice, its QoS slice, the pod's, the container's.
@@ -51,7 +51,7 @@ pub struct PodCgroup {
 }
 
 impl PodCgroup {
-    pub fn create(hierarchy: &Path) -> Self {
+    pub(crate) fn create(hierarchy: &Path) -> Self {
         let (uid, container) = ids();
         let pod = format!("kubepods-besteffort-pod{}.slice", uid.replace('-', "_"));
         let scope = format!("cri-containerd-{container}.scope");
@@ -81,7 +81,7 @@ impl PodCgroup {
     }
 
     /// The command's process moves itself into the container's cgroup before its exec.
-    pub fn enter_at_exec(&self, cmd: &mut Command) {
+    pub(crate) fn enter_at_exec(&self, cmd: &mut Command) {
         let procs = CString::new(self.leaf().join("cgroup.procs").as_os_str().as_bytes()).unwrap();
         // SAFETY: between fork and exec only open/write/close, which are async-signal-safe.
         unsafe {
@@ -102,7 +102,7 @@ impl PodCgroup {
     }
 
     /// Its path in `/proc/PID/cgroup`.
-    pub fn path(&self) -> String {
+    pub(crate) fn path(&self) -> String {
         let rel = self.leaf().strip_prefix(&self.hierarchy).unwrap();
         format!("/{}", rel.display())
     }
@@ -180,7 +180,7 @@ exec env -i HOSTNAME="$POD_NAME" SCENARIO_LOG="$POD_LOG" PATH=/usr/bin:/bin "$@"
 /// `program ARGS` as a container of pod `spec` in `cgroup`, its root mounted on an empty
 /// directory `mount_point`, its log `log`; `bind`: directories of the node it needs (the
 /// program's, its libraries'), bound at the same paths.
-pub fn in_pod(
+pub(crate) fn in_pod(
     spec: &PodSpec,
     cgroup: &PodCgroup,
     mount_point: &Path,
@@ -220,7 +220,7 @@ pub fn in_pod(
 }
 
 /// The top directory of `path` (`/tmp` of `/tmp/x/y`): what a container binds whole.
-pub fn top_dir(path: &Path) -> PathBuf {
+pub(crate) fn top_dir(path: &Path) -> PathBuf {
     let mut c = path.components();
     let mut top = PathBuf::from(c.next().unwrap().as_os_str());
     top.push(c.next().unwrap().as_os_str());
@@ -229,7 +229,7 @@ pub fn top_dir(path: &Path) -> PathBuf {
 
 /// Where the cgroup v2 hierarchy is mounted (`/sys/fs/cgroup`, or
 /// `/sys/fs/cgroup/unified` on a hybrid host).
-pub fn cgroup2_mount() -> Option<PathBuf> {
+pub(crate) fn cgroup2_mount() -> Option<PathBuf> {
     let mounts = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
     mounts.lines().find_map(|line| {
         let (fields, fs) = line.split_once(" - ")?;
@@ -241,7 +241,7 @@ pub fn cgroup2_mount() -> Option<PathBuf> {
 /// The node's side of the test's pods, under `dir`: the flags that point the daemon at
 /// it (`--runtime-state`, `--kubelet-root`), in place of the node's `/run` and
 /// `/var/lib/kubelet`.
-pub fn host_flags(dir: &Path) -> Vec<String> {
+pub(crate) fn host_flags(dir: &Path) -> Vec<String> {
     vec![
         "--runtime-state".into(),
         dir.join("host/run").display().to_string(),
@@ -252,7 +252,7 @@ pub fn host_flags(dir: &Path) -> Vec<String> {
 
 /// Records `cgroup`'s container as containerd does for a pod `namespace/name`: its OCI
 /// bundle's config, with the CRI's annotations (the pod's own files may say otherwise).
-pub fn in_runtime(dir: &Path, cgroup: &PodCgroup, namespace: &str, name: &str) {
+pub(crate) fn in_runtime(dir: &Path, cgroup: &PodCgroup, namespace: &str, name: &str) {
     let bundle = dir
         .join("host/run/containerd/io.containerd.runtime.v2.task/k8s.io")
         .join(&cgroup.container);
@@ -271,7 +271,7 @@ pub fn in_runtime(dir: &Path, cgroup: &PodCgroup, namespace: &str, name: &str) {
 
 /// Records the service-account namespace the kubelet projects into pod `cgroup`'s
 /// directory (its only name there).
-pub fn in_kubelet(dir: &Path, cgroup: &PodCgroup, namespace: &str) {
+pub(crate) fn in_kubelet(dir: &Path, cgroup: &PodCgroup, namespace: &str) {
     let sa = dir
         .join("host/kubelet/pods")
         .join(&cgroup.uid)

@@ -10,7 +10,7 @@ use super::apis::{is_handle, params};
 
 /// One call line of a raw capture, its deferred return applied.
 #[derive(Clone, Debug, PartialEq)]
-pub struct RawCall {
+pub(crate) struct RawCall {
     pub api: String,
     pub pid: u32,
     pub tid: u32,
@@ -23,13 +23,13 @@ pub struct RawCall {
 }
 
 impl RawCall {
-    pub fn ok(&self) -> bool {
+    pub(crate) fn ok(&self) -> bool {
         self.ret == Some(0)
     }
 }
 
 /// The header object and the calls (filtered ones left out), in file order.
-pub fn read_raw(path: &Path) -> (Value, Vec<RawCall>) {
+pub(crate) fn read_raw(path: &Path) -> (Value, Vec<RawCall>) {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let mut lines = text.lines().filter(|l| !l.trim().is_empty());
     let first: Value = serde_json::from_str(lines.next().expect("a header line")).unwrap();
@@ -80,7 +80,7 @@ fn call(v: &Value) -> RawCall {
 }
 
 /// A `"0x…"` handle.
-pub fn handle(v: &Value) -> u64 {
+pub(crate) fn handle(v: &Value) -> u64 {
     let s = v
         .as_str()
         .unwrap_or_else(|| panic!("handle {v} is not a string"));
@@ -90,7 +90,7 @@ pub fn handle(v: &Value) -> u64 {
 /// A queue or packet line of a raw capture: its agent (queues only), the HIP device it
 /// is numbered as, and the thread that made or published it.
 #[derive(Clone, Debug, PartialEq)]
-pub struct RawHsa {
+pub(crate) struct RawHsa {
     pub agent: Option<u64>,
     pub ordinal: u32,
     pub tid: u32,
@@ -98,7 +98,7 @@ pub struct RawHsa {
 
 /// The queues created (not discovered) and the packets of a raw capture, read as plain
 /// JSON.
-pub fn read_hsa(path: &Path) -> (Vec<RawHsa>, Vec<RawHsa>) {
+pub(crate) fn read_hsa(path: &Path) -> (Vec<RawHsa>, Vec<RawHsa>) {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let (mut queues, mut packets) = (Vec::new(), Vec::new());
     for l in text.lines().filter(|l| !l.trim().is_empty()) {

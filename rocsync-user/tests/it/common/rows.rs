@@ -15,7 +15,7 @@ use super::{
 
 /// One runtime row as the test reads it.
 #[derive(Debug, PartialEq)]
-pub struct Row {
+pub(crate) struct Row {
     pub pid: u64,
     pub tid: u64,
     pub correlation: u64,
@@ -29,7 +29,7 @@ pub struct Row {
 }
 
 /// The trace's `cuda_runtime` rows (every traced call but device selection).
-pub fn call_rows(trace: &Value) -> Vec<Row> {
+pub(crate) fn call_rows(trace: &Value) -> Vec<Row> {
     let mut rows: Vec<Row> = trace["traceEvents"]
         .as_array()
         .expect("traceEvents")
@@ -78,7 +78,7 @@ pub(super) fn expected(l: &LoggedCall) -> (u64, String, Option<i64>, Vec<(String
 /// Asserts the trace's runtime rows (of process `pid`, if given) are exactly the logged
 /// calls that have one, each thread's in order; returns each logged call's correlation,
 /// by seq.
-pub fn assert_rows_match_log(
+pub(crate) fn assert_rows_match_log(
     trace: &Value,
     pid: Option<u32>,
     logged: &[LoggedCall],
@@ -120,7 +120,7 @@ pub fn assert_rows_match_log(
 }
 
 /// Whether the trace's metadata names process `pid` `name` (how Perfetto labels it).
-pub fn names_process(t: &Value, pid: &Value, name: &str) -> bool {
+pub(crate) fn names_process(t: &Value, pid: &Value, name: &str) -> bool {
     t["traceEvents"]
         .as_array()
         .unwrap()

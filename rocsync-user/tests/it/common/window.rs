@@ -19,13 +19,13 @@ use super::{
 };
 
 /// What the window held: the seqs of the logged calls in it.
-pub struct Window {
+pub(crate) struct Window {
     pub seqs: BTreeSet<u64>,
 }
 
 /// Asserts the trace's rows of process `pid` are a window of `logged` (see the module);
 /// returns the window.
-pub fn assert_window_of_log(trace: &Value, pid: u32, logged: &[LoggedCall]) -> Window {
+pub(crate) fn assert_window_of_log(trace: &Value, pid: u32, logged: &[LoggedCall]) -> Window {
     let base = trace["baseTimeNanoseconds"].as_i64().unwrap();
     let offset = trace["rocsync"]["clock_offset_ns"].as_i64().unwrap();
     let mut logged: Vec<&LoggedCall> = logged

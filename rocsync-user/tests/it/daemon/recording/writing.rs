@@ -164,7 +164,7 @@ const WARM_UP: u64 = 1000;
 const STALLED_CALLS: u32 = 200_000;
 
 /// A `bench_calls` loop of `calls` (paced at `RATE`), loaded and held at its gate.
-fn gated_calls(exe: &std::path::Path, calls: u32) -> Gated {
+pub(super) fn gated_calls(exe: &std::path::Path, calls: u32) -> Gated {
     Gated::start_at(
         Command::new(exe)
             .arg(rocsync_tests::sim_hip())

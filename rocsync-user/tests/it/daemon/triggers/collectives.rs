@@ -18,7 +18,7 @@ use crate::{
 
 /// The job of 2 ranks, 4 collectives, whose rank 1 sleeps 5 s before #3 (1.5 s first for
 /// the daemon to track each rank before it sets its communicator up), and its log.
-fn laggard_job(
+pub(super) fn laggard_job(
     exe: &std::path::Path,
     dir: &TempDir,
 ) -> (std::process::Child, mpsc::Receiver<String>) {
@@ -33,7 +33,7 @@ fn laggard_job(
 }
 
 /// The pids of the two ranks, in rank order, once each has set its communicator up.
-fn set_up(rx: &mpsc::Receiver<String>) -> [u32; 2] {
+pub(super) fn set_up(rx: &mpsc::Receiver<String>) -> [u32; 2] {
     let mut pids = [0u32; 2];
     while pids.contains(&0) {
         let line = rx.recv().unwrap();
@@ -47,7 +47,7 @@ fn set_up(rx: &mpsc::Receiver<String>) -> [u32; 2] {
 
 /// The daemon's stall and hang settings in these tests: a 50 ms stall traced for 300 ms
 /// after; a hang past 1 s (the laggard's pause is 5 s).
-const STALLS: [&str; 6] = [
+pub(super) const STALLS: [&str; 6] = [
     "--capture-on-stall",
     "50ms",
     "--stall-window-after",

@@ -1,6 +1,9 @@
 //! What starts a trace: stalls, hangs, stuck ranks, dyno requests, sampled windows.
 
+mod behind_slots;
 mod collectives;
+mod comm_neighbours;
+mod dependency_lanes;
 mod dyno_hostile;
 mod dynolog;
 mod hangs;

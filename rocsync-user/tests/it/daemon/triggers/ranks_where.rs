@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 
 use crate::{
     collectives::{comm_id_of, job_lines},
-    common::{daemon::*, read_json},
+    common::{daemon::*, read_json, rocsync, run_ok},
     daemon::triggers::stalls::{listed_trace, stall_traces},
 };
 
@@ -131,4 +131,31 @@ fn a_hung_python_job_says_where_each_rank_is() {
     assert_eq!(laggard["where"].as_str(), Some(wait.as_str()), "{laggard}");
     assert_eq!(laggard["seq"].as_u64(), Some(20), "{laggard}");
     stop(daemon);
+
+    // The job's answer over the daemon's own traces folder: rank 1 behind, with its frame.
+    let folder = file.parent().unwrap();
+    let text = run_ok(rocsync().arg("report").arg(folder));
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains(&format!("a rank behind: rank 1 (pid {r1}) at #20")),
+        "{text}"
+    );
+    assert!(text.contains(&wait), "{text}");
+    let json = run_ok(rocsync().args(["report", "--json"]).arg(folder));
+    let report: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    let comm = (report["communicators"].as_array().unwrap().iter())
+        .find(|c| (c["ranks"].as_array().unwrap().iter()).any(|r| r["pid"] == r1))
+        .unwrap_or_else(|| panic!("no communicator of pid {r1} in {report}"));
+    let verdict = &comm["verdict"];
+    assert_eq!(verdict["kind"], "rank_behind", "{verdict}");
+    let behind = &verdict["behind"][0];
+    assert_eq!(
+        (
+            behind["rank"].as_u64(),
+            behind["pid"].as_u64(),
+            behind["where"].as_str()
+        ),
+        (Some(1), Some(u64::from(r1)), Some(wait.as_str())),
+        "{verdict}"
+    );
 }

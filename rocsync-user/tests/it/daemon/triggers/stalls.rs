@@ -14,7 +14,7 @@ use rocsync_tests::read_log;
 use crate::common::{daemon::*, *};
 
 /// The listed stall or hang trace (`kind`) of `pid`'s `hipStreamSynchronize`, read.
-pub fn listed_trace(listed: &[PathBuf], kind: &str, pid: u32) -> serde_json::Value {
+pub(crate) fn listed_trace(listed: &[PathBuf], kind: &str, pid: u32) -> serde_json::Value {
     let prefix = format!("{kind}-hipStreamSynchronize-{pid}-");
     let file = listed
         .iter()
@@ -29,7 +29,7 @@ pub fn listed_trace(listed: &[PathBuf], kind: &str, pid: u32) -> serde_json::Val
 }
 
 /// The stall and hang traces `rocsync status` lists, once `n` are (at most 30 s).
-pub fn stall_traces(sock: &Path, n: usize) -> Vec<PathBuf> {
+pub(crate) fn stall_traces(sock: &Path, n: usize) -> Vec<PathBuf> {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let text = ask_daemon(sock, &["status"]);
