@@ -169,6 +169,8 @@ def main():
     eb = event_hang["stacks"]["threads"][0]
     native = [(f["symbol"], Path(f["object"] or "?").name, f["symbolized"])
               for f in eb["native_stack"] or []]
+    spun = [(f["symbol"], Path(f["object"] or "?").name, f["symbolized"])
+            for f in blocked["native_stack"] or []]
     rows = [e for e in trace["traceEvents"] if e.get("cat") in ("python_stack", "native_stack")]
     q, r = statistics.median(rate[False]), statistics.median(rate[True])
     lines = [
@@ -183,8 +185,9 @@ def main():
         f"- `where`: `{hang.get('where')}`; python version {hang['stacks'].get('python_version')};"
         f" read in {hang['stacks'].get('took_ms')} ms; error {hang['stacks'].get('error')}",
         f"- blocked thread's Python stack (innermost first): {py}",
-        f"- its native stack: {blocked['native_stack'] and len(blocked['native_stack'])} frames,"
-        f" {blocked['native_error']!r} (cudaStreamSynchronize spins on a CPU by default)",
+        f"- its native stack ({blocked.get('native_read')!r}; cudaStreamSynchronize spins on a CPU"
+        f" by default), innermost first (symbol, object, symbolized): {spun[:40]}"
+        f" {blocked['native_error'] or ''}",
         f"- with a blocking-sync event (`cudaEventSynchronize`), `where` `{event_hang.get('where')}`,"
         f" Python {[f['function'] for f in eb['python_stack'] or []]}, native frames (innermost first,"
         f" symbol, object, symbolized): {native[:40]} {eb['native_error'] or ''}",
@@ -196,7 +199,7 @@ def main():
         "| all | " + " | ".join(" ".join(f"{x:.3f}" for x in v) for v in walls.values()) + " |",
         "",
         f"Dense Python loop, iterations per second (median of 1 s windows, alternating): quiet"
-        f" {q:.3e}, while its stacks are read back to back ({reads} reads in 5 windows) {r:.3e}:"
+        f" {q:.3e}, while its stacks are read back to back ({reads} reads in 5 windows, each a perf sample of the running loop's stack) {r:.3e}:"
         f" **{r / q:.3f}** of quiet.",
     ]
     (out / "hang-stacks.md").write_text("\n".join(lines) + "\n")

@@ -30,7 +30,7 @@ pub(crate) fn run_json(cmd: &mut Command) -> Result<Value> {
 static LOSSES: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
 
 /// The side-by-side runs' losses so far, as a section of a report ("" when none).
-pub fn losses_md() -> String {
+pub(super) fn losses_md() -> String {
     let losses = LOSSES.lock().unwrap_or_else(|e| e.into_inner());
     if losses.is_empty() {
         return String::new();
@@ -68,26 +68,31 @@ pub(crate) struct Probes<'a> {
 }
 
 impl Probes<'_> {
-    pub fn run(&self, mode: &str, extra: &[&str]) -> Result<Value> {
+    pub(super) fn run(&self, mode: &str, extra: &[&str]) -> Result<Value> {
         self.run_with(mode, extra, &[])
     }
 
     /// The same, also reading each probe program's ns per run from the kernel's BPF
     /// statistics (`--program-time`; they slow the run, so its wall time is not used).
-    pub fn program_time(&self, mode: &str, extra: &[&str]) -> Result<Value> {
+    pub(super) fn program_time(&self, mode: &str, extra: &[&str]) -> Result<Value> {
         self.run_with(mode, extra, &["--program-time"])
     }
 
     /// `mode` in one process with the empty pair, in alternating batches (`rocsync-bench
     /// side-by-side`, `paired` its driver): the ratio (mode − untraced) / (empty − untraced)
     /// of each of its rounds.
-    pub fn side_by_side(&self, paired: &str, mode: &str, extra: &[&str]) -> Result<Vec<f64>> {
+    pub(super) fn side_by_side(
+        &self,
+        paired: &str,
+        mode: &str,
+        extra: &[&str],
+    ) -> Result<Vec<f64>> {
         Ok(self.side_by_side_ns(paired, mode, extra)?.0)
     }
 
     /// [`Self::side_by_side`], and the run's median ns per call of the untraced copy, the
     /// empty pair's and the measured one's.
-    pub fn side_by_side_ns(
+    pub(super) fn side_by_side_ns(
         &self,
         paired: &str,
         mode: &str,

@@ -95,7 +95,7 @@ const CALLS: &str = "200000";
 /// `rounds` rounds. The machine drifts by more than the parts differ, so each mode is
 /// measured between two runs of the empty pair, and its ratio in a round is to their mean:
 /// (mode − untraced) / (empty − untraced). Reported: the median of the rounds' ratios.
-pub fn breakdown(rounds: usize) -> Result<(String, Value)> {
+pub(super) fn breakdown(rounds: usize) -> Result<(String, Value)> {
     let driver = rocsync_tests::bench_calls().display().to_string();
     let paired = rocsync_tests::bench_paired().display().to_string();
     let lib = rocsync_tests::sim_hip().display().to_string();

@@ -102,7 +102,7 @@ fn one(options: Option<&[&str]>, dir: &std::path::Path) -> Result<Run> {
     })
 }
 
-pub fn budget() -> Result<(String, Value)> {
+pub(super) fn budget() -> Result<(String, Value)> {
     let dir = std::env::temp_dir().join(format!("rocsync-bench-budget-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let mut runs: Vec<Vec<Run>> = MODES.iter().map(|_| Vec::new()).collect();

@@ -198,7 +198,7 @@ pub(crate) fn median(mut xs: Vec<f64>) -> f64 {
     xs[xs.len() / 2]
 }
 
-pub fn measure(
+pub(super) fn measure(
     dir: &Path,
     counted: &Path,
     counted_lib: &Path,

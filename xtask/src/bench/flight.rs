@@ -39,7 +39,7 @@ fn dropped(addr: &str) -> Result<u64> {
         .sum::<f64>() as u64)
 }
 
-pub fn flight(dir: &Path, exe: &Path, lib: &Path) -> Result<(String, Value)> {
+pub(super) fn flight(dir: &Path, exe: &Path, lib: &Path) -> Result<(String, Value)> {
     eprintln!("xtask: a flight recorder dump under load");
     let span = format!("{SPAN_S}s");
     let daemon = Daemon::start(dir, exe, &["--flight-recorder", &span])?;

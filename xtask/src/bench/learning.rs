@@ -104,7 +104,7 @@ fn median(mut xs: Vec<f64>) -> f64 {
     xs[xs.len() / 2]
 }
 
-pub fn learning(rounds: usize) -> Result<(String, Value)> {
+pub(super) fn learning(rounds: usize) -> Result<(String, Value)> {
     let scratch =
         std::env::temp_dir().join(format!("rocsync-bench-learning-{}", std::process::id()));
     std::fs::create_dir_all(&scratch)?;

@@ -20,7 +20,7 @@ fn median(xs: &mut [f64]) -> f64 {
 }
 
 /// Untraced, rocsync's default probes, and every function probed, interleaved.
-pub fn mix(rounds: usize) -> Result<(String, Value)> {
+pub(super) fn mix(rounds: usize) -> Result<(String, Value)> {
     let mix = rocsync_tests::mix();
     let lib = rocsync_tests::sim_hip();
     let rocsync = root().join("target/release/rocsync");
@@ -86,7 +86,7 @@ pub fn mix(rounds: usize) -> Result<(String, Value)> {
 }
 
 /// Peak memory of `rocsync convert` over a ~2 GB raw capture.
-pub fn convert_memory() -> Result<(String, Value)> {
+pub(super) fn convert_memory() -> Result<(String, Value)> {
     let dir = tempfile_dir()?;
     let raw = dir.join("big.jsonl");
     let calls = RAW_CALLS.to_string();

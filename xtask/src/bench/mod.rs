@@ -17,6 +17,7 @@ mod flight;
 mod learning;
 mod mix;
 mod one_trap;
+mod real_daemon;
 mod real_runtime;
 mod report;
 mod soak;
@@ -116,7 +117,7 @@ fn measure_part(part: &str) -> Result<(String, Value)> {
 }
 
 /// `cargo xtask bench-<part>`: one of [`PARTS`] alone, into its file.
-pub fn bench_part(part: &str) -> Result<()> {
+pub(crate) fn bench_part(part: &str) -> Result<()> {
     build()?;
     let (md, v) = measure_part(part)?;
     write_part(part, &md, &v)
@@ -124,7 +125,7 @@ pub fn bench_part(part: &str) -> Result<()> {
 
 /// `cargo xtask bench-soak [MINUTES]`: the soak alone, for MINUTES (default
 /// [`soak::MINUTES`]), into bench/soak.md.
-pub fn bench_soak(minutes: Option<&str>) -> Result<()> {
+pub(crate) fn bench_soak(minutes: Option<&str>) -> Result<()> {
     let m: f64 = match minutes {
         Some(m) => m
             .parse()
@@ -158,7 +159,7 @@ fn write_part(part: &str, md: &str, v: &Value) -> Result<()> {
     Ok(())
 }
 
-pub fn bench() -> Result<()> {
+pub(crate) fn bench() -> Result<()> {
     build()?;
     let driver = rocsync_tests::bench_calls().display().to_string();
     let paired = rocsync_tests::bench_paired().display().to_string();

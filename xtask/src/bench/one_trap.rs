@@ -85,7 +85,7 @@ fn one(api: &str, options: Option<&[&str]>, dir: &std::path::Path) -> Result<Run
     })
 }
 
-pub fn one_trap() -> Result<(String, Value)> {
+pub(super) fn one_trap() -> Result<(String, Value)> {
     let dir = std::env::temp_dir().join(format!("rocsync-bench-one-trap-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let mut md = format!(

@@ -27,7 +27,7 @@ use crate::root;
 use sample::{Sample, bpf_links, du, keep_largest};
 
 /// `cargo xtask bench`'s soak, and `bench-soak`'s unless told.
-pub const MINUTES: f64 = 10.0;
+pub(super) const MINUTES: f64 = 10.0;
 const SAMPLE_EVERY: Duration = Duration::from_secs(15);
 /// The idle daemon's time before its baseline (its start-up learning window is 100 ms).
 const BASELINE_AFTER: Duration = Duration::from_secs(10);
@@ -235,7 +235,7 @@ fn port(addr: &str) -> Result<String> {
 }
 
 /// The soak; `command` is how it was asked for (for the report).
-pub fn soak(minutes: f64, command: &str) -> Result<(String, Value)> {
+pub(super) fn soak(minutes: f64, command: &str) -> Result<(String, Value)> {
     if !Path::new(HIP).exists() {
         bail!("{HIP} is missing: the churn copies a real runtime");
     }

@@ -17,7 +17,7 @@ fn median(mut xs: Vec<f64>) -> f64 {
     xs[xs.len() / 2]
 }
 
-pub fn tree() -> Result<(String, Value)> {
+pub(super) fn tree() -> Result<(String, Value)> {
     let scenario = rocsync_tests::scenario().display().to_string();
     let driver = rocsync_tests::bench_calls().display().to_string();
     let lib = rocsync_tests::sim_hip().display().to_string();

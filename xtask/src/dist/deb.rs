@@ -19,7 +19,7 @@ const ARCH: &str = "amd64";
 const UNIT_BINARY: (&str, &str) = ("/usr/local/bin/rocsync", "/usr/bin/rocsync");
 
 /// Packages `binary` (the portable one) as `out/rocsync_<version>_amd64.deb`.
-pub fn build(binary: &Path, out: &Path) -> Result<PathBuf> {
+pub(crate) fn build(binary: &Path, out: &Path) -> Result<PathBuf> {
     let version = version(binary)?;
     let repo = crate::root();
     // debhelper's layout: `debian/control` beside the package's root is what

@@ -27,8 +27,8 @@ use anyhow::{Context as _, Result, bail};
 use crate::run;
 
 /// Where the image finds its files (the DaemonSet's command and mounts name these).
-pub const BINARY: &str = "/usr/local/bin/rocsync";
-pub const CONFIG: &str = "/etc/rocsync/rocsync.toml";
+pub(crate) const BINARY: &str = "/usr/local/bin/rocsync";
+pub(crate) const CONFIG: &str = "/etc/rocsync/rocsync.toml";
 /// Debian's ca-certificates bundle, and where rustls-native-certs looks first.
 const CA_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
 /// rocsync.toml's metrics_addr port in the pod's config.
@@ -36,7 +36,7 @@ const METRICS_PORT: &str = "9464/tcp";
 
 /// Builds the image of `binary` (static: nothing else runs in it) into
 /// `out/rocsync-VERSION.oci.tar`; returns that path.
-pub fn build(binary: &Path, out: &Path) -> Result<PathBuf> {
+pub(crate) fn build(binary: &Path, out: &Path) -> Result<PathBuf> {
     check_static(binary)?;
     let version = env!("CARGO_PKG_VERSION");
     let work = out.join("image-build");

@@ -9,17 +9,17 @@ use std::{
 
 use anyhow::{Context as _, Result, bail, ensure};
 
-pub mod deb;
-pub mod image;
-pub mod wheel;
+pub(crate) mod deb;
+pub(crate) mod image;
+pub(crate) mod wheel;
 
 /// Where the artefacts go.
-pub fn dir() -> PathBuf {
+pub(crate) fn dir() -> PathBuf {
     crate::root().join("target/dist")
 }
 
 /// Builds every artefact; returns the directory.
-pub fn dist() -> Result<PathBuf> {
+pub(crate) fn dist() -> Result<PathBuf> {
     let out = dir();
     std::fs::create_dir_all(&out)?;
     let binary = binary(&out)?;

@@ -24,7 +24,7 @@ const TAGS: [&str; 3] = [
 ];
 
 /// Writes `out/rocsync-VERSION-py3-none-PLATFORMS.whl`; returns its path.
-pub fn build(binary: &Path, out: &Path) -> Result<PathBuf> {
+pub(crate) fn build(binary: &Path, out: &Path) -> Result<PathBuf> {
     let version = python_version(&super::version(binary)?)?;
     let name = format!("rocsync-{version}-py3-none-{}.whl", TAGS.join("."));
     let path = out.join(&name);

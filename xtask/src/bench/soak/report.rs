@@ -53,7 +53,7 @@ fn back(after: Option<f64>, same: bool) -> String {
     }
 }
 
-pub fn report(r: &Run, minutes: f64, command: &str) -> (String, Value) {
+pub(super) fn report(r: &Run, minutes: f64, command: &str) -> (String, Value) {
     let all: Vec<&Sample> = r.load.iter().chain(&r.settle).collect();
     let end = r.load.last().unwrap_or(&r.baseline);
     let peak = |f: &dyn Fn(&Sample) -> f64| all.iter().map(|s| f(s)).fold(f64::MIN, f64::max);

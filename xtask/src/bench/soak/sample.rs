@@ -19,7 +19,7 @@ const SCRAPES: usize = 3;
 const SCRAPE_TIMEOUT: Duration = Duration::from_secs(10);
 
 #[derive(Clone, Debug, Default)]
-pub struct Sample {
+pub(crate) struct Sample {
     /// Seconds since the daemon started.
     pub t: f64,
     pub fds: u64,
@@ -49,7 +49,7 @@ pub struct Sample {
 
 impl Sample {
     /// The daemon's and the system's counts now; with `scrape`, the scrapes too.
-    pub fn take(pid: u32, t: f64, metrics: Option<&str>) -> Result<Sample> {
+    pub(crate) fn take(pid: u32, t: f64, metrics: Option<&str>) -> Result<Sample> {
         let mut s = Sample {
             t,
             links: bpf_links()?,
@@ -106,7 +106,7 @@ impl Sample {
         Ok(s)
     }
 
-    pub fn json(&self) -> Value {
+    pub(crate) fn json(&self) -> Value {
         json!({
             "t_s": self.t, "fds": self.fds, "link_fds": self.link_fds,
             "perf_event_fds": self.perf_fds, "sockets": self.sockets,
@@ -142,7 +142,7 @@ fn cpu_seconds(pid: u32) -> Result<f64> {
 }
 
 /// The BPF links on this system, walked by id (needs root).
-pub fn bpf_links() -> Result<u64> {
+pub(super) fn bpf_links() -> Result<u64> {
     let (mut id, mut n) = (0u32, 0u64);
     loop {
         // union bpf_attr's {start_id, next_id, open_flags}, and a word to spare.
@@ -169,7 +169,7 @@ pub fn bpf_links() -> Result<u64> {
 }
 
 /// One GET of `/metrics`: seconds from connect to the end of the answer, and the body.
-pub fn scrape(addr: &str) -> Result<(f64, String)> {
+pub(super) fn scrape(addr: &str) -> Result<(f64, String)> {
     let start = Instant::now();
     let sock: SocketAddr = addr.parse()?;
     let mut s = TcpStream::connect_timeout(&sock, SCRAPE_TIMEOUT)?;
@@ -189,7 +189,7 @@ pub fn scrape(addr: &str) -> Result<(f64, String)> {
 }
 
 /// Bytes and files under `dir`.
-pub fn du(dir: &Path) -> (u64, u64) {
+pub(super) fn du(dir: &Path) -> (u64, u64) {
     let (mut bytes, mut files) = (0, 0);
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
@@ -208,7 +208,7 @@ pub fn du(dir: &Path) -> (u64, u64) {
 }
 
 /// Keeps a copy of the largest file of `dir` at `to`, for a look at what the traces hold.
-pub fn keep_largest(dir: &Path, to: &Path) {
+pub(super) fn keep_largest(dir: &Path, to: &Path) {
     let largest = std::fs::read_dir(dir)
         .into_iter()
         .flatten()
