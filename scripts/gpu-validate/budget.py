@@ -26,6 +26,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import textwrap
 import time
 import urllib.request
 from pathlib import Path
@@ -33,32 +34,39 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 METRICS = "127.0.0.1:9465"
 
-DENSE = r'''
-import json, sys, time, torch
-seconds = float(sys.argv[1])
+# One iteration of the dense-sync loop (rotation.py runs the same one): a kernel on a side
+# stream, an event recorded there, the current stream waiting on it; the caller polls it.
+SETUP = """\
 torch.cuda.init()
 side = torch.cuda.Stream()
 x = torch.ones(64, device="cuda")
 torch.cuda.synchronize()
-print("ready", flush=True)
+"""
+STEP = """\
+e = torch.cuda.Event()
+with torch.cuda.stream(side):
+    x.mul_(1.0)
+e.record(side)
+torch.cuda.current_stream().wait_event(e)
+"""
+
+DENSE = f'''
+import json, sys, time, torch
+seconds = float(sys.argv[1])
+{SETUP}print("ready", flush=True)
 sys.stdin.readline()
 marks, it, polls = [], 0, 0
 start = time.monotonic()
 end = start + seconds
 while time.monotonic() < end:
-    e = torch.cuda.Event()
-    with torch.cuda.stream(side):
-        x.mul_(1.0)
-    e.record(side)
-    torch.cuda.current_stream().wait_event(e)
-    while not e.query():
+{textwrap.indent(STEP, "    ")}    while not e.query():
         polls += 1
     polls += 1
     it += 1
     if it % 1000 == 0:
         marks.append(time.monotonic() - start)
 torch.cuda.synchronize()
-print(json.dumps({"iterations": it, "polls": polls, "marks": marks}), flush=True)
+print(json.dumps({{"iterations": it, "polls": polls, "marks": marks}}), flush=True)
 '''
 
 

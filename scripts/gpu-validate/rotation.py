@@ -12,28 +12,22 @@ import signal
 import statistics
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from budget import SETUP, STEP  # noqa: E402  (one loop for both benches)
 
 # The issue's loop: per iteration a kernel on a side stream, an event recorded there, the
 # current stream waiting on it, the event polled until done; N iterations, then exit.
-DENSE = r'''
+DENSE = f'''
 import sys, torch
 n, profile = int(sys.argv[1]), sys.argv[2] == "profile"
-torch.cuda.init()
-side = torch.cuda.Stream()
-x = torch.ones(64, device="cuda")
-torch.cuda.synchronize()
-def loop():
+{SETUP}def loop():
     for _ in range(n):
-        e = torch.cuda.Event()
-        with torch.cuda.stream(side):
-            x.mul_(1.0)
-        e.record(side)
-        torch.cuda.current_stream().wait_event(e)
-        while not e.query():
+{textwrap.indent(STEP, "        ")}        while not e.query():
             pass
     torch.cuda.synchronize()
 if profile:

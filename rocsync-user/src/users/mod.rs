@@ -22,7 +22,7 @@ pub(crate) struct Identity {
 
 impl Identity {
     #[cfg(target_feature = "crt-static")]
-    pub fn of_user(name: &str) -> Result<Self> {
+    pub(crate) fn of_user(name: &str) -> Result<Self> {
         match getent::user(name)? {
             Some((uid, gid, groups)) => Ok(Self { uid, gid, groups }),
             None => bail!("no user named {name:?} (-u takes a user name)"),
