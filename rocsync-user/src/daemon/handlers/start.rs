@@ -53,9 +53,11 @@ impl Daemon {
                 .then(|| collectives::owner(pid))
                 .flatten()
         };
-        for id in trace.know_communicators(&comms, owner) {
+        let claims = &self.tracker.claims;
+        let past = |id: u64| -> Vec<_> { claims.past_owners(id).cloned().collect() };
+        for id in trace.know_communicators(&comms, owner, past) {
             crate::say!(
-                "rocsync daemon: comm {id} is claimed on this node by processes of another user or cgroup too: trace {} is not uploaded under job-{id}/",
+                "rocsync daemon: comm {id} is claimed on this node by processes of another user or cgroup too (or was): trace {} is not uploaded under job-{id}/",
                 trace.id
             );
         }
