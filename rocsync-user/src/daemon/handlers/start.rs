@@ -46,6 +46,8 @@ impl Daemon {
             trace.hold_slow_call(call);
         }
         let comms = self.tracker.probes.comms();
+        // Those set up since the last prune too.
+        self.tracker.claims.seen(&comms, &[]);
         let tracked = &self.tracker.tracked;
         let owner = |pid| {
             tracked

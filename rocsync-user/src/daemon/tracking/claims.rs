@@ -17,10 +17,9 @@ const PER_USER: usize = 1024;
 
 #[derive(Default)]
 pub(crate) struct Claims {
-    /// Each tracked process's owner, read when it was tracked (it is gone by the time
-    /// its claims are remembered).
+    /// Each tracked process's owner, read once when it was tracked.
     live: HashMap<u32, Owner>,
-    /// Each id's owners, of processes ended.
+    /// Each id's owners, as seen.
     past: HashMap<u64, BTreeSet<Owner>>,
     /// Each user's remembered (id, owner), oldest first.
     by_user: HashMap<u32, VecDeque<(u64, Owner)>>,
@@ -34,11 +33,12 @@ impl Claims {
         }
     }
 
-    /// `gone` ended: the ids they held in `comms` are remembered as their owners'.
-    pub(crate) fn ended(&mut self, gone: &[u32], comms: &[(u32, u64, CommState)]) {
+    /// The ids each tracked process holds in `comms` now are remembered as its owner's
+    /// (a job's ranks destroy their communicators before they exit: what is read at
+    /// their exit is nothing); `gone` have ended.
+    pub(crate) fn seen(&mut self, comms: &[(u32, u64, CommState)], gone: &[u32]) {
         for (pid, _, c) in comms.iter().filter(|(_, _, c)| c.id != 0) {
-            if let Some(owner) = gone.contains(pid).then(|| self.live.get(pid)).flatten() {
-                let owner = owner.clone();
+            if let Some(owner) = self.live.get(pid).cloned() {
                 self.remember(c.id, owner);
             }
         }
@@ -64,7 +64,7 @@ impl Claims {
         }
     }
 
-    /// The owners of ended processes that held `id`.
+    /// The owners of processes that held `id`, ended or not.
     pub(crate) fn past_owners(&self, id: u64) -> impl Iterator<Item = &Owner> {
         self.past.get(&id).into_iter().flatten()
     }

@@ -355,11 +355,9 @@ impl Tracker {
             self.pods.forget(pid);
             self.probes.forget_target(pid)?;
         }
-        // Their communicators' entries, and their users' share of them, freed; whose
-        // the ids were is kept.
-        if !gone.is_empty() {
-            self.claims.ended(&gone, &self.probes.comms());
-        }
+        // Whose each id is, kept; their communicators' entries, and their users' share
+        // of them, freed.
+        self.claims.seen(&self.probes.comms(), &gone);
         self.probes.forget_comms(&gone)?;
         let groups = self.pods.retire(std::time::Instant::now());
         for &group in &groups {
