@@ -6,6 +6,7 @@
 //! links) → [`emit`] (Kineto, raw, files, summary), counting everything in [`stats`];
 //! [`capture`] drives a live capture and [`commands`] are the subcommands.
 
+pub(crate) mod acl;
 pub(crate) mod agents;
 pub mod annotate;
 pub mod backend;

@@ -54,6 +54,12 @@ pub(super) fn others_can_replace(path: &Path) -> Option<String> {
                 mode & 0o7777
             ));
         }
+        if !sticky && let Some(who) = crate::acl::writer(p, false) {
+            return Some(format!(
+                "{} can be written by {who} (its access list)",
+                p.display()
+            ));
+        }
         at = p.parent().filter(|q| !q.as_os_str().is_empty());
     }
     None
@@ -89,5 +95,45 @@ mod tests {
         std::os::unix::fs::chown(&exe, Some(65534), None).unwrap();
         let why = others_can_replace(&exe).expect("a file of another user");
         assert!(why.ends_with("belongs to uid 65534"), "{why}");
+    }
+
+    /// `setfacl -m u:65534:rwx DIR` on a folder `root:root 0755`: its mode says 0775
+    /// (the mask), its group root's, and the user may replace the file all the same.
+    #[test]
+    fn a_folder_whose_access_list_lets_a_user_write_is_replaceable() {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 && rocsync_tests::skip("doctor::exe", "needs root") {
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let exe = dir.path().join("rocsync");
+        std::fs::write(&exe, b"").unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        assert_eq!(others_can_replace(&exe), None);
+        let entry = |tag: u16, perm: u16, id: u32| {
+            let mut e = tag.to_le_bytes().to_vec();
+            e.extend(perm.to_le_bytes());
+            e.extend(id.to_le_bytes());
+            e
+        };
+        let list = [
+            2u32.to_le_bytes().to_vec(),
+            entry(1, 7, u32::MAX),
+            entry(2, 7, 65534),
+            entry(4, 5, u32::MAX),
+            entry(0x10, 7, u32::MAX),
+            entry(0x20, 5, u32::MAX),
+        ]
+        .concat();
+        let flags = rustix::fs::XattrFlags::empty();
+        if let Err(e) = rustix::fs::setxattr(dir.path(), "system.posix_acl_access", &list, flags) {
+            rocsync_tests::skip("doctor::exe", &format!("no access lists here: {e}"));
+            return;
+        }
+        let why = others_can_replace(&exe).expect("a folder a user may write");
+        assert!(
+            why.ends_with("can be written by uid 65534 (its access list)"),
+            "{why}"
+        );
     }
 }

@@ -117,6 +117,20 @@ impl Probes {
         Ok((over(events), over(streams)))
     }
 
+    /// Users whose dependency state shares the last lane with another's (the 8th user
+    /// other than root on): their floods push out each other's handles. 0 while the
+    /// last lane has one user or none. Read from the probes' own `LANE_OF`, which holds
+    /// 1 024 users: past them, a lower bound.
+    pub fn dependency_shared_lane_users(&self) -> Result<u64> {
+        let map: aya::maps::HashMap<_, u32, u32> =
+            aya::maps::HashMap::try_from(self.ebpf.map("LANE_OF").context("LANE_OF map missing")?)?;
+        let last = rocsync_common::DEPENDENCY_LANES - 1;
+        let users = (map.iter().filter_map(Result::ok))
+            .filter(|&(_, lane)| lane == last)
+            .count() as u64;
+        Ok(if users > 1 { users } else { 0 })
+    }
+
     /// The last collective enqueued on `pid`'s `stream`, if the probes saw one.
     pub fn last_collective(&self, pid: u32, stream: u64) -> Option<rocsync_common::LastCollective> {
         self.of_handle("STREAM_COLLECTIVE", pid, stream)

@@ -9,7 +9,10 @@ use crate::agents::ClaimId;
 use crate::daemon::{
     recording::writing::Done,
     serving::exposition,
-    serving::exposition::{Counter, StallView, families::DEPENDENCY_EVICTED},
+    serving::exposition::{
+        Counter, StallView,
+        families::{DEPENDENCY_EVICTED, DEPENDENCY_SHARED_LANE},
+    },
     serving::http,
     serving::protocol::Reply,
     state::Daemon,
@@ -282,6 +285,13 @@ impl Daemon {
                     value: n as f64,
                 });
             }
+        }
+        if let Ok(users) = self.tracker.probes.dependency_shared_lane_users() {
+            counters.push(Counter {
+                family: &DEPENDENCY_SHARED_LANE,
+                label: None,
+                value: users as f64,
+            });
         }
         StallView {
             traces: stalls.traces,

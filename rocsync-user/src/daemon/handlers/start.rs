@@ -46,6 +46,8 @@ impl Daemon {
             trace.hold_slow_call(call);
         }
         let comms = self.tracker.probes.comms();
+        // Those set up since the last prune too.
+        self.tracker.claims.seen(&comms, &[]);
         let tracked = &self.tracker.tracked;
         let owner = |pid| {
             tracked
@@ -53,9 +55,11 @@ impl Daemon {
                 .then(|| collectives::owner(pid))
                 .flatten()
         };
-        for id in trace.know_communicators(&comms, owner) {
+        let claims = &self.tracker.claims;
+        let past = |id: u64| -> Vec<_> { claims.past_owners(id).cloned().collect() };
+        for id in trace.know_communicators(&comms, owner, past) {
             crate::say!(
-                "rocsync daemon: comm {id} is claimed on this node by processes of another user or cgroup too: trace {} is not uploaded under job-{id}/",
+                "rocsync daemon: comm {id} is claimed on this node by processes of another user or cgroup too (or was): trace {} is not uploaded under job-{id}/",
                 trace.id
             );
         }

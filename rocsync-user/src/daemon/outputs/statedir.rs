@@ -110,7 +110,10 @@ fn check_ancestors(state_dir: &Path) -> Result<()> {
             false => link,
         };
         // Writable by others, or by a group besides root's, and not sticky.
-        let writers = m.mode() & 0o002 != 0 || (m.mode() & 0o020 != 0 && m.gid() != 0);
+        // An access list may let a user write where the mode says root's group.
+        let writers = m.mode() & 0o002 != 0
+            || (m.mode() & 0o020 != 0 && m.gid() != 0)
+            || crate::acl::writer(a, true).is_some();
         let open = writers && m.mode() & 0o1000 == 0;
         if (m.uid() != 0 && m.uid() != me) || open {
             bail!(
@@ -199,5 +202,42 @@ mod tests {
         let missing = dir.path().join("b/state");
         check(&missing).unwrap();
         assert!(!missing.exists() && !dir.path().join("b").exists());
+    }
+
+    /// A folder above it `root:root 0755` whose access list lets `nobody` write
+    /// (`setfacl -m u:nobody:rwx`; its mode then says 0775, root's group): refused.
+    #[test]
+    fn a_folder_above_whose_access_list_lets_a_user_write_is_refused() {
+        if !rustix::process::geteuid().is_root() {
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let state = dir.path().join("state");
+        check_ancestors(&state).unwrap();
+        let entry = |tag: u16, perm: u16, id: u32| {
+            let mut e = tag.to_le_bytes().to_vec();
+            e.extend(perm.to_le_bytes());
+            e.extend(id.to_le_bytes());
+            e
+        };
+        let list = [
+            2u32.to_le_bytes().to_vec(),
+            entry(1, 7, u32::MAX),
+            entry(2, 7, 65534),
+            entry(4, 5, u32::MAX),
+            entry(0x10, 7, u32::MAX),
+            entry(0x20, 5, u32::MAX),
+        ]
+        .concat();
+        let flags = rustix::fs::XattrFlags::empty();
+        if rustix::fs::setxattr(dir.path(), "system.posix_acl_access", &list, flags).is_err() {
+            return; // no access lists on this file system
+        }
+        let e = check_ancestors(&state).unwrap_err().to_string();
+        assert!(
+            e.contains("others could move the state directory away"),
+            "{e}"
+        );
     }
 }

@@ -151,12 +151,13 @@ impl Active {
     /// them: its collectives' rows name them.
     /// Each process's job is its largest communicator with an id (its world), for the
     /// upload key — unless processes of another owner (`owner`: user and cgroup) claim
-    /// that id on this node: a job's key never takes a trace from outside it. Returns the
-    /// ids withheld so.
+    /// that id on this node, or did (`past`: the owners of those ended): a job's key
+    /// never takes a trace from outside it. Returns the ids withheld so.
     pub(crate) fn know_communicators(
         &mut self,
         comms: &[(u32, u64, rocsync_common::CommState)],
         owner: impl Fn(u32) -> Option<Owner>,
+        past: impl Fn(u64) -> Vec<Owner>,
     ) -> Vec<String> {
         let known = |v: u32| (v != u32::MAX).then_some(v);
         let mut world: BTreeMap<u32, (u32, u64)> = BTreeMap::new();
@@ -181,7 +182,8 @@ impl Active {
             // A process gone (no owner) claims nothing.
             let other = (comms.iter())
                 .filter(|(p, _, c)| c.id == id && *p != pid)
-                .any(|(p, ..)| owner(*p).is_some_and(|o| Some(&o) != own.as_ref()));
+                .any(|(p, ..)| owner(*p).is_some_and(|o| Some(&o) != own.as_ref()))
+                || past(id).iter().any(|o| Some(o) != own.as_ref());
             if other || own.is_none() {
                 withheld.push(format!("{id:#x}"));
             }

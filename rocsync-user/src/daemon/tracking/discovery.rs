@@ -62,6 +62,8 @@ pub(crate) struct Tracker {
     /// before discovery read their library load), by label group and series slot:
     /// `/metrics` adds them to the kernel's counts.
     pub early: BTreeMap<(u32, u32), u64>,
+    /// Who held each communicator id, kept after their processes end (upload keys).
+    pub claims: super::claims::Claims,
 }
 
 impl Tracker {
@@ -81,6 +83,7 @@ impl Tracker {
             loading: Loading::default(),
             returns: ReturnsApart::default(),
             early: BTreeMap::new(),
+            claims: Default::default(),
         }
     }
 
@@ -187,6 +190,7 @@ impl Tracker {
         match self.probes.set_target(pid, counted) {
             Ok(()) => {
                 self.tracked.insert(pid);
+                self.claims.tracked(pid);
                 // Its calls before this are its counts too.
                 for (slot, n) in self.probes.take_early(pid).unwrap_or_default() {
                     *self.early.entry((group, slot)).or_default() += n;
@@ -351,7 +355,9 @@ impl Tracker {
             self.pods.forget(pid);
             self.probes.forget_target(pid)?;
         }
-        // Their communicators' entries, and their users' share of them, freed.
+        // Whose each id is, kept; their communicators' entries, and their users' share
+        // of them, freed.
+        self.claims.seen(&self.probes.comms(), &gone);
         self.probes.forget_comms(&gone)?;
         let groups = self.pods.retire(std::time::Instant::now());
         for &group in &groups {

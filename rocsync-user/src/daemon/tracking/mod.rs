@@ -4,6 +4,7 @@
 //! and what is taken off to hold the budget, is the budget's (`daemon/budget/`).
 
 pub(super) mod apart;
+pub(super) mod claims;
 pub(super) mod discovery;
 pub(super) mod files;
 pub(super) mod filters;

@@ -47,6 +47,8 @@ families! {
         "Stuck ranks without a trace of their own, once per collective they stopped at, by reason: traced (a hang or laggard trace records them already), user_limit (2 of its user's recording), node_limit (8 recording), not_started.";
     DEPENDENCY_EVICTED: "rocsync_dependency_evicted_total" counter
         "Handles the hang chain's dependency state pushed out for room, each by a newer one of the same user (8192 a user, apart from other users'), by state: event_record, stream_wait.";
+    DEPENDENCY_SHARED_LANE: "rocsync_dependency_shared_lane_users" gauge
+        "Users whose dependency state shares the last of its 8 lanes (the 8th user other than root on): one of them can push out another's handles. 0 while the last lane has one user.";
     CALLS_IN_FLIGHT: "rocsync_calls_in_flight_seconds" gauge
         "The oldest synchronisation in flight of tracked processes, by API (read each second; with --capture-on-stall).";
     CALLS_UNTIMED: "rocsync_calls_untimed_total" counter

@@ -73,6 +73,11 @@ fn everything() -> String {
                     label: Some(("state", "event_record")),
                     value: 1.0,
                 });
+                c.push(Counter {
+                    family: &families::DEPENDENCY_SHARED_LANE,
+                    label: None,
+                    value: 2.0,
+                });
                 c
             },
             ..StallView::default()
@@ -133,6 +138,7 @@ fn histogram_buckets_are_cumulative_and_end_in_the_count() {
     assert!(text.contains("rocsync_calls_in_flight_seconds{api=\"hipStreamSynchronize\"} 2.5\n"));
     assert!(text.contains("rocsync_stall_traces_skipped_total{reason=\"interval\"} 49\n"));
     assert!(text.contains("rocsync_hangs_untraced_total{reason=\"interval\"} 2\n"));
+    assert!(text.contains("rocsync_dependency_shared_lane_users 2\n"));
 }
 
 /// The metrics table of docs/daemon.md names every family `/metrics` may show, and a

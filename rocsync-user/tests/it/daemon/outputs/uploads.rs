@@ -21,13 +21,13 @@ use crate::common::{daemon::*, *};
 const BUCKET: &str = "rocsync-traces";
 
 /// moto's S3 server on `port`, with the bucket made.
-struct Store {
+pub(crate) struct Store {
     server: Child,
     port: u16,
 }
 
 impl Store {
-    fn start(bin: &Path, port: u16) -> Store {
+    pub(crate) fn start(bin: &Path, port: u16) -> Store {
         let server = Command::new(bin)
             .args(["-H", "127.0.0.1", "-p", &port.to_string()])
             .stdout(Stdio::null())
@@ -63,7 +63,7 @@ impl Store {
 
     /// Every object in the bucket, by key, read with boto3 (AWS's own client, signed
     /// as moto requires for reading objects), not through rocsync's client.
-    fn objects(&self, python: &OsStr, into: &Path) -> BTreeMap<String, Vec<u8>> {
+    pub(crate) fn objects(&self, python: &OsStr, into: &Path) -> BTreeMap<String, Vec<u8>> {
         let _ = std::fs::remove_dir_all(into);
         std::fs::create_dir_all(into).unwrap();
         let script = r#"

@@ -58,3 +58,52 @@ fn another_users_flood_of_events_leaves_roots_chain_whole() {
     assert!(evicted("stream_wait") >= 250_000.0);
     stop(daemon);
 }
+
+/// Root has a lane of its own and the first 7 other users one each; the 8th and the 9th
+/// share the last with the 7th, and `rocsync_dependency_shared_lane_users` says so: 0
+/// with 7 users, 2 with 8, 3 with 9 (before, the sharing showed nowhere).
+#[test]
+fn users_past_the_seventh_share_the_last_lane_and_are_counted() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let name = "users_past_the_seventh_share_the_last_lane_and_are_counted";
+    let Some((dir, exe)) = daemon_test(name) else {
+        return;
+    };
+    // Each user's log in one folder they can all write.
+    let theirs = nobodys_folder(&dir, "theirs");
+    std::fs::set_permissions(&theirs, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let (daemon, mut lines) = start_daemon(&dir, &exe, &[]);
+    let addr = metrics_addr(&lines);
+    let shared = || {
+        let body = get(&addr, "/metrics");
+        let line = (body.lines())
+            .find(|l| l.starts_with("rocsync_dependency_shared_lane_users "))
+            .unwrap_or_else(|| panic!("no rocsync_dependency_shared_lane_users in {body}"))
+            .to_string();
+        line.rsplit(' ').next().unwrap().parse::<f64>().unwrap()
+    };
+    // One record and one wait each, as a user of its own (no passwd entry needed).
+    let mut user = |uid: u32| {
+        let mut g = Gated::start(
+            Command::new(&exe)
+                .args(["gated", "distinct", "4"])
+                .env("SCENARIO_LOG", theirs.join(format!("distinct-{uid}.log")))
+                .uid(uid)
+                .gid(uid),
+        );
+        g.open_when_tracked(&mut lines);
+        assert!(g.child.wait().unwrap().success());
+    };
+    for uid in 61001..=61007 {
+        user(uid);
+    }
+    assert_eq!(shared(), 0.0, "7 users, each a lane of its own");
+    user(61008);
+    assert_eq!(shared(), 2.0);
+    user(61009);
+    assert_eq!(shared(), 3.0);
+    // Root's own records take no lane of another's.
+    user(0);
+    assert_eq!(shared(), 3.0);
+    stop(daemon);
+}

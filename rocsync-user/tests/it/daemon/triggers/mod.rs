@@ -8,6 +8,7 @@ mod dyno_hostile;
 mod dynolog;
 mod hangs;
 mod hangs_hidden;
+mod job_keys;
 mod ranks_where;
 mod slow_call;
 pub(crate) mod stalls;

@@ -1,0 +1,35 @@
+//! POSIX access lists: with one, a file's mode no longer says who may write it (its group
+//! bits are the list's mask), so a folder `root:root 0775` may still be writable by a
+//! user (`setfacl -m u:nobody:rwx`). Checks of "others may write" ask here too.
+
+use std::path::Path;
+
+/// A user or group other than root that `p`'s access list lets write (`follow`: the
+/// link's target's list, else the name's own), as `uid N` or `gid N`; `None` without a
+/// list or a writer.
+pub(crate) fn writer(p: &Path, follow: bool) -> Option<String> {
+    const ACL_USER: u16 = 2;
+    const ACL_GROUP: u16 = 8;
+    const ACL_MASK: u16 = 0x10;
+    const NAME: &str = "system.posix_acl_access";
+    let mut list = [0u8; 4096];
+    let n = match follow {
+        true => rustix::fs::getxattr(p, NAME, &mut list[..]),
+        false => rustix::fs::lgetxattr(p, NAME, &mut list[..]),
+    }
+    .ok()?;
+    // A 4-byte version, then (tag, permissions, id) entries.
+    let (mut mask_writes, mut writer) = (true, None);
+    for e in list.get(4..n)?.chunks_exact(8) {
+        let tag = u16::from_le_bytes([e[0], e[1]]);
+        let writes = u16::from_le_bytes([e[2], e[3]]) & 2 != 0;
+        let id = u32::from_le_bytes([e[4], e[5], e[6], e[7]]);
+        match tag {
+            ACL_MASK => mask_writes = writes,
+            ACL_USER if writes && id != 0 => writer = writer.or(Some(format!("uid {id}"))),
+            ACL_GROUP if writes && id != 0 => writer = writer.or(Some(format!("gid {id}"))),
+            _ => {}
+        }
+    }
+    writer.filter(|_| mask_writes)
+}
