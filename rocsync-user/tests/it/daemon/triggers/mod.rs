@@ -9,6 +9,7 @@ mod dynolog;
 mod hangs;
 mod hangs_hidden;
 mod ranks_where;
+mod ranks_where_native;
 mod slow_call;
 pub(crate) mod stalls;
 mod stuck;
