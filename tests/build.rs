@@ -227,6 +227,7 @@ fn main() {
     let mut args = link_to(&rccl, "rccl");
     args.extend(link_to(&sim, "amdhip64"));
     gcc(&out.join("nccl_ranks"), &c.join("nccl_ranks.c"), &args);
+    gcc(&out.join("rank_job"), &c.join("rank_job.c"), &args);
     let nccl2 = out.join("nccl2");
     let mut args = vec!["-include".to_string(), names.clone()];
     args.extend(link_to(&cuda, "cudart"));

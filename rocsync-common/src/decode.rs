@@ -5,7 +5,7 @@ use core::{fmt, mem::size_of, ptr};
 use crate::{
     Api, EntryRecord, ExitRecord, LinkMapRecord, PacketRecord, ProcessRecord, QueueRecord,
     RECORD_ENTRY, RECORD_EXIT, RECORD_LINK_MAP, RECORD_PACKET, RECORD_PROCESS, RECORD_QUEUE,
-    RECORD_STALL, RECORD_WAKE, StallRecord, WakeRecord,
+    RECORD_STALL, RECORD_THREAD, RECORD_WAKE, StallRecord, ThreadRecord, WakeRecord,
 };
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -19,6 +19,7 @@ pub enum Decoded {
     /// The call ring is filling: read it now.
     Wake,
     Stall(StallRecord),
+    Thread(ThreadRecord),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -84,6 +85,7 @@ pub fn decode(bytes: &[u8]) -> Result<Decoded, DecodeError> {
         RECORD_PROCESS => Ok(Decoded::Process(read(bytes, kind)?)),
         RECORD_WAKE => read::<WakeRecord>(bytes, kind).map(|_| Decoded::Wake),
         RECORD_STALL => Ok(Decoded::Stall(read(bytes, kind)?)),
+        RECORD_THREAD => Ok(Decoded::Thread(read(bytes, kind)?)),
         other => Err(DecodeError::UnknownKind(other)),
     }
 }
@@ -104,6 +106,7 @@ mod tests {
         assert_eq!(size_of::<LinkMapRecord>(), 24);
         assert_eq!(size_of::<ProcessRecord>(), 24);
         assert_eq!(size_of::<StallRecord>(), 56);
+        assert_eq!(size_of::<ThreadRecord>(), 32);
         assert_eq!(size_of::<crate::OutSlot>(), 16);
     }
 

@@ -35,7 +35,8 @@ pub use record::{
     NO_R_DEBUG, OutSlot, PROCESS_EXEC, PROCESS_EXIT, PROCESS_FORK, PacketRecord, ProcessRecord,
     QUEUE_CREATED, QUEUE_DESTROYED, QUEUE_DISCOVERED, QueueCreate, QueueInfo, QueueRecord,
     RECORD_ENTRY, RECORD_EXIT, RECORD_LINK_MAP, RECORD_PACKET, RECORD_PROCESS, RECORD_QUEUE,
-    RECORD_STALL, RECORD_WAKE, StallRecord, TaskLayout, UNKNOWN_AGENT, WakeRecord, drop_index,
+    RECORD_STALL, RECORD_THREAD, RECORD_WAKE, StallRecord, TaskLayout, ThreadRecord, UNKNOWN_AGENT,
+    WakeRecord, drop_index,
 };
 pub use release::{
     KFUNC_SEND_SIGNAL_TASK, KFUNC_TASK_FROM_PID, KFUNC_TASK_RELEASE, KFUNCS, RELEASE_GONE,

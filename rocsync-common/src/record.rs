@@ -9,6 +9,7 @@ pub const RECORD_EXIT: u32 = 5;
 pub const RECORD_PROCESS: u32 = 6;
 pub const RECORD_WAKE: u32 = 7;
 pub const RECORD_STALL: u32 = 8;
+pub const RECORD_THREAD: u32 = 9;
 
 /// Indices of the per-CPU drop counters (`DROPS`): a failed ring reservation is counted
 /// under the kind of record that was lost, so every loss is named.
@@ -182,6 +183,20 @@ pub struct ProcessRecord {
     /// The child process (fork only).
     pub child: u32,
     pub ns: u64,
+}
+
+/// A thread of a traced process other than its main thread exited: its name as the
+/// kernel had it then (`comm`), which procfs no longer holds once it is gone — a thread
+/// that made its calls and left before they were read is still named.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ThreadRecord {
+    pub kind: u32,
+    pub pid: u32,
+    pub tid: u32,
+    pub pad: u32,
+    /// NUL-padded, as `/proc/PID/task/TID/comm` without its newline.
+    pub comm: [u8; 16],
 }
 
 /// Nothing but a wakeup: the call ring (which cannot wake its reader) is filling. Goes

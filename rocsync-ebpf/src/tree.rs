@@ -5,13 +5,16 @@
 //! Raw tracepoints need no tracefs; `task_struct` offsets come from the kernel's BTF.
 
 use aya_ebpf::{
-    helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns, bpf_probe_read_kernel},
+    helpers::{
+        bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_ktime_get_ns, bpf_probe_read_kernel,
+    },
     macros::{map, raw_tracepoint},
     maps::Array,
     programs::RawTracePointContext,
 };
 use rocsync_common::{
-    PROCESS_EXEC, PROCESS_EXIT, PROCESS_FORK, ProcessRecord, RECORD_PROCESS, TaskLayout,
+    PROCESS_EXEC, PROCESS_EXIT, PROCESS_FORK, ProcessRecord, RECORD_PROCESS, RECORD_THREAD,
+    TaskLayout, ThreadRecord,
 };
 
 use crate::{BPF_RB_FORCE_WAKEUP, EVENTS, SWITCH, TARGETS, target_cache};
@@ -58,19 +61,39 @@ pub(crate) fn process_fork(ctx: RawTracePointContext) -> i32 {
     0
 }
 
-/// `sched_process_exit(task)`, in the exiting task: a traced process's main thread left.
+/// `sched_process_exit(task)`, in the exiting task: a traced process's main thread left,
+/// or another of its threads, whose name goes with it (procfs has it no more by the time
+/// its calls are read).
 #[raw_tracepoint(tracepoint = "sched_process_exit")]
 pub(crate) fn process_exit(_ctx: RawTracePointContext) -> i32 {
     let pid_tgid = bpf_get_current_pid_tgid();
     let tgid = (pid_tgid >> 32) as u32;
-    if pid_tgid as u32 != tgid {
+    // SAFETY: plain map lookup.
+    if unsafe { TARGETS.get(tgid) }.is_none() {
         return 0;
     }
-    // SAFETY: plain map lookup.
-    if unsafe { TARGETS.get(tgid) }.is_some() {
-        notify(PROCESS_EXIT, tgid, 0);
+    match pid_tgid as u32 == tgid {
+        true => notify(PROCESS_EXIT, tgid, 0),
+        false => thread_gone(tgid, pid_tgid as u32),
     }
     0
+}
+
+/// A thread's name as it leaves. Lost when the ring is full: the thread is then named
+/// `thread TID`, as before.
+#[inline(always)]
+fn thread_gone(pid: u32, tid: u32) {
+    let Some(mut slot) = EVENTS.reserve::<ThreadRecord>(0) else {
+        return;
+    };
+    slot.write(ThreadRecord {
+        kind: RECORD_THREAD,
+        pid,
+        tid,
+        pad: 0,
+        comm: bpf_get_current_comm().unwrap_or_default(),
+    });
+    slot.submit(0);
 }
 
 /// `sched_process_exec`, in the process: the daemon looks at every new image (it may

@@ -39,6 +39,8 @@ pub enum Notice {
     Forked { parent: u32, child: u32 },
     /// A traced process's main thread exited.
     Exited { pid: u32 },
+    /// Another thread of a traced process exited, named so (`comm`, NUL-padded).
+    ThreadExited { pid: u32, tid: u32, comm: [u8; 16] },
 }
 
 /// Calls a replay holds out of order at most. A capture's own raw file holds none (it is
@@ -144,6 +146,13 @@ impl<S: Sink> Pipeline<S> {
             Ok(Decoded::Wake) => self.stats.wakes += 1,
             // The daemon's alone (a capture sets no stall threshold): nothing of a call.
             Ok(Decoded::Stall(_)) => {}
+            Ok(Decoded::Thread(r)) => {
+                return Some(Notice::ThreadExited {
+                    pid: r.pid,
+                    tid: r.tid,
+                    comm: r.comm,
+                });
+            }
             Err(_) => self.stats.undecodable += 1,
         }
         None

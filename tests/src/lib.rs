@@ -177,6 +177,13 @@ pub fn nccl_ranks() -> PathBuf {
     Path::new(OUT).join("nccl_ranks")
 }
 
+/// The C twin of [`python_rank_job`]: `rank_job STEPS STOP_AT PAUSE_S`, two ranks over the
+/// simulated RCCL; rank 1 sleeps in `wait_for_data` before collective STOP_AT, rank 0
+/// blocks in `train_step` (tests/c/rank_job.c says what it prints).
+pub fn c_rank_job() -> PathBuf {
+    Path::new(OUT).join("rank_job")
+}
+
 /// The same job over a simulated `libnccl.so.2` under CUDA's names.
 pub fn nccl_ranks_cuda() -> PathBuf {
     Path::new(OUT).join("nccl_ranks_cuda")

@@ -224,6 +224,13 @@ impl Session {
                 let _ = self.scan(child);
             }
             Notice::Exited { .. } => {}
+            // Named as it left: procfs has no name for it once its calls are read.
+            Notice::ThreadExited { pid, tid, comm } => {
+                let end = comm.iter().position(|&b| b == 0).unwrap_or(comm.len());
+                let name = String::from_utf8_lossy(&comm[..end]).into_owned();
+                let info = self.processes.entry(pid).or_default();
+                info.threads.entry(tid).or_insert(name);
+            }
         }
     }
 

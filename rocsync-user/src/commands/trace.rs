@@ -210,6 +210,10 @@ pub fn status(args: StatusArgs) -> Result<i32> {
         if let Some(c) = &p.probes {
             let (share, priced) = (c.cpu_share * 100.0, c.priced.replace('_', "-"));
             line.push_str(&format!("  probes {share:.2}% of its CPU ({priced})"));
+            if let Some(at) = c.polls_shed_at {
+                // The log's figure: the share above was measured with them off.
+                line.push_str(&format!(", {:.1}% when its polls were shed", at * 100.0));
+            }
         }
         out.push(line);
         for c in &p.communicators {

@@ -140,6 +140,7 @@ impl Daemon {
                             false => "emulated",
                         }
                         .into(),
+                        polls_shed_at: self.budget.shed_at(pid, &self.tracker),
                     }),
                 })
                 .collect(),

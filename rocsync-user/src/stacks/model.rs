@@ -60,6 +60,10 @@ pub struct NativeFrame {
     /// (written only when true).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub scanned: bool,
+    /// Its return address was a return probe's trampoline: named by its caller's call
+    /// instruction, `address` the called function's start (written only when true).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub named_by_call: bool,
 }
 
 /// What the bounds left out, counted.

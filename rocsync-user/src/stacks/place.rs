@@ -99,6 +99,7 @@ mod tests {
             offset: Some("0x10".into()),
             symbolized: symbol.is_some(),
             scanned: false,
+            named_by_call: false,
         }
     }
 

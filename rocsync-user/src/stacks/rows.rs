@@ -90,6 +90,7 @@ mod tests {
             offset: None,
             symbolized: true,
             scanned: false,
+            named_by_call: false,
         }
     }
 

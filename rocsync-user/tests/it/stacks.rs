@@ -197,8 +197,8 @@ fn native_frames_without_frame_pointers() {
 }
 
 #[test]
-fn a_return_probe_on_the_blocked_call_hides_only_its_caller() {
-    if !can_read_stacks("a_return_probe_on_the_blocked_call_hides_only_its_caller") {
+fn a_return_probe_on_the_blocked_call_hides_only_its_callers_return() {
+    if !can_read_stacks("a_return_probe_on_the_blocked_call_hides_only_its_callers_return") {
         return;
     }
     // As the daemon's probe on a synchronisation: sleep's return address is the kernel's
@@ -220,29 +220,41 @@ fn a_return_probe_on_the_blocked_call_hides_only_its_caller() {
     wait_in_syscall(pid, pid);
     let stacks = read_stacks(pid, pid);
     let frames = stacks.blocked().unwrap().native_stack.clone().unwrap();
-    let trampoline = frames
-        .iter()
-        .position(|f| f.object.as_deref() == Some("[uprobes]"));
-    let (sleep, main) = (
+    let at = |name: &str| {
         frames
             .iter()
-            .position(|f| f.symbol.as_deref() == Some("sleep")),
-        frames
+            .position(|f| f.symbol.as_deref() == Some(name))
+    };
+    let (sleep, own, main) = (at("sleep"), at("wait_in_sleep"), at("main"));
+    // wait_in_sleep, whose return address the trampoline holds, is named by main's call
+    // into it (found above it on the stack): its start, not a return address.
+    assert!(
+        sleep.is_some() && own == sleep.map(|s| s + 1) && main == own.map(|o| o + 1),
+        "{frames:#?}"
+    );
+    let hidden = &frames[own.unwrap()];
+    let exe = rocsync_tests::stacks_sleep_nofp().display().to_string();
+    assert!(
+        hidden.named_by_call
+            && hidden.scanned
+            && hidden.offset.is_some()
+            && hidden.object.as_deref() == Some(exe.as_str()),
+        "{hidden:?}"
+    );
+    assert!(frames[main.unwrap()].scanned, "{frames:#?}");
+    assert!(
+        !frames[..own.unwrap()].iter().any(|f| f.scanned),
+        "{frames:#?}"
+    );
+    assert!(
+        !frames
             .iter()
-            .position(|f| f.symbol.as_deref() == Some("main")),
-    );
-    // wait_in_sleep, hidden by the trampoline, is not named; main is, found above it.
-    assert!(
-        sleep.is_some() && trampoline == sleep.map(|s| s + 1),
+            .any(|f| f.object.as_deref() == Some("[uprobes]")),
         "{frames:#?}"
     );
-    assert!(
-        main > trampoline && frames[main.unwrap()].scanned,
-        "{frames:#?}"
-    );
-    assert!(
-        !frames[..trampoline.unwrap()].iter().any(|f| f.scanned),
-        "{frames:#?}"
+    assert_eq!(
+        stacks.where_(),
+        Some("wait_in_sleep (stacks_sleep_nofp)".into())
     );
 }
 

@@ -66,3 +66,37 @@ fn threads_are_named_as_the_kernel_named_them_when_first_seen() {
         }
     }
 }
+
+/// Workers that make their calls and exit at once, gone before rocsync reads their calls
+/// (procfs has no name for them then): named as they left, by the kernel's exit
+/// tracepoint.
+#[test]
+fn threads_that_exit_before_their_calls_are_read_are_named() {
+    if !can_trace("threads_that_exit_before_their_calls_are_read_are_named") {
+        return;
+    }
+    let dir = TempDir::new();
+    let (out, raw) = (dir.path("t.json"), dir.path("calls.jsonl"));
+    run_ok(
+        rocsync()
+            .args(["run", "--no-status", "-o"])
+            .arg(&out)
+            .arg("--raw")
+            .arg(&raw)
+            .arg("--")
+            .arg(rocsync_tests::scenario())
+            .args(["threads", "8", "2"])
+            .env("SCENARIO_LOG", dir.path("scenario.log"))
+            .env("SCENARIO_HIP", rocsync_tests::sim_hip()),
+    );
+    let want: Vec<String> = (0..8).map(|i| format!("worker-{i}")).collect();
+    for trace in [read_json(&out), {
+        let converted = dir.path("c.json");
+        run_ok(rocsync().arg("convert").arg(&raw).arg("-o").arg(&converted));
+        read_json(&converted)
+    }] {
+        let mut names: Vec<String> = thread_names(&trace).into_values().collect();
+        names.sort();
+        assert_eq!(names, want, "{names:?}");
+    }
+}

@@ -90,4 +90,11 @@ impl Budget {
     pub(super) fn share(&self, pid: u32) -> Option<f64> {
         self.measures.shares.get(&pid).copied()
     }
+
+    /// While `pid`'s polls are shed, the share its probes cost when they were (the log's
+    /// figure; the share measured since is without them).
+    pub(super) fn shed_at(&self, pid: u32, t: &Tracker) -> Option<f64> {
+        let shed = t.files.polls_shed(pid);
+        self.measures.shed_at.get(&pid).copied().filter(|_| shed)
+    }
 }

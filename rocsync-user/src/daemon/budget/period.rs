@@ -18,6 +18,9 @@ pub(crate) struct View {
     pub call_seconds: Option<(f64, f64, f64)>,
     /// The highest share of a tracked process's CPU its probes cost, last measured.
     pub highest: f64,
+    /// Of the processes whose polls are shed now, the highest share their probes cost
+    /// when they were shed (what the log said).
+    pub highest_when_shed: f64,
     /// Processes over the budget with nothing left to shed.
     /// by reason (every reason, 0 included: an alert's series never vanishes).
     pub over: Vec<(&'static str, usize)>,
@@ -77,6 +80,7 @@ impl Budget {
             // Polls worth shedding, still probed: shed.
             if shares.polling > 0.0 && !t.files.nothing_to_shed(pid) {
                 over.insert(pid);
+                self.measures.shed_at.insert(pid, shares.all);
                 crate::say!(
                     "rocsync daemon: budget: pid {pid}'s probes cost {}, its polls {:.1}%",
                     shares::shown(shares.all, limit),
@@ -150,6 +154,9 @@ impl Budget {
                 (s(p.emulated), s(p.stepped), s(p.alone))
             }),
             highest: self.measures.highest(),
+            highest_when_shed: (t.tracked.iter())
+                .filter_map(|&pid| self.shed_at(pid, t))
+                .fold(0.0, f64::max),
             over: (Over::ALL.iter())
                 .map(|&o| (o.label(), self.over.values().filter(|&&v| v == o).count()))
                 .collect(),

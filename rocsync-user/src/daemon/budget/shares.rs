@@ -48,6 +48,9 @@ pub(crate) struct Measures {
     last: HashMap<u32, Sample>,
     /// Each tracked process's probes' share of its CPU time over the last period.
     pub shares: HashMap<u32, f64>,
+    /// The share each process's probes cost when its polls were last shed: what the log
+    /// said, shown beside the lower share measured while they are off.
+    pub shed_at: HashMap<u32, f64>,
 }
 
 impl Measures {
@@ -129,6 +132,7 @@ impl Measures {
     pub(crate) fn retain(&mut self, alive: impl Fn(u32) -> bool) {
         self.last.retain(|&p, _| alive(p));
         self.shares.retain(|&p, _| alive(p));
+        self.shed_at.retain(|&p, _| alive(p));
     }
 
     /// The highest share measured in the last period.

@@ -68,7 +68,9 @@ impl Daemon {
                 Ok(Decoded::LinkMap(r)) => self.look(r.pid),
                 Ok(Decoded::Process(r)) if r.event == PROCESS_EXIT => {}
                 Ok(Decoded::Process(r)) => self.look(r.pid),
-                Ok(Decoded::Wake) => {}
+                // A thread's name as it left: the daemon's traces name threads as the
+                // stacks read them.
+                Ok(Decoded::Wake | Decoded::Thread(_)) => {}
                 Ok(Decoded::Stall(r)) => self.on_stall(r),
                 Ok(decoded) => {
                     if let Some(f) = &mut self.flight {

@@ -158,7 +158,8 @@ impl Daemon {
             (None, None) => "in no frame of its own code".into(),
         };
         crate::say!(
-            "rocsync daemon: trace {id}: pid {} is {said} ({:.0} ms to read)",
+            "rocsync daemon: {} {id}: pid {} is {said} ({:.0} ms to read)",
+            t.origin.what(),
             stacks.pid,
             stacks.took_ms
         );

@@ -107,7 +107,8 @@ impl Sessions {
         if let Some((_, trace)) = self.traces.last_mut() {
             trace.switched_on();
             crate::say!(
-                "rocsync daemon: trace {}: recording pid(s) {} ({}) for {}",
+                "rocsync daemon: {} {}: recording pid(s) {} ({}) for {}",
+                trace.origin.what(),
                 trace.id,
                 untrusted::pids_shown(&pids),
                 trace.agents,

@@ -250,7 +250,8 @@ impl Active {
         }
         self.pipeline.sink_mut().trace_mut().cut_short();
         crate::say!(
-            "rocsync daemon: trace {} of pid(s) {} ends early: {}",
+            "rocsync daemon: {} {} of pid(s) {} ends early: {}",
+            self.origin.what(),
             self.id,
             pids_shown(&self.pids),
             match reason {
@@ -288,7 +289,8 @@ impl Active {
         self.truncated = Some(json!({ "reason": reason, "by": by, "at_unix_us": at_unix_us }));
         let uid = self.asked_by.map_or("?".into(), |u| u.to_string());
         crate::say!(
-            "rocsync daemon: trace {} of pid(s) {} (asked by uid {uid}) ends early: {why}",
+            "rocsync daemon: {} {} of pid(s) {} (asked by uid {uid}) ends early: {why}",
+            self.origin.what(),
             self.id,
             pids_shown(&self.pids)
         );

@@ -152,6 +152,10 @@ pub(crate) struct Tracked {
 pub(crate) struct ProbeCost {
     pub cpu_share: f64,
     pub priced: String,
+    /// While its polls are shed: the share its probes cost when they were (the log's
+    /// figure); `cpu_share` is measured without them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub polls_shed_at: Option<f64>,
 }
 
 /// A communicator of a tracked process: its id (the same on every rank; `null` when

@@ -258,6 +258,12 @@ impl Files {
             .any(|(pids, p)| pids.contains(&pid) && !p.is_shed())
     }
 
+    /// Whether polls of a file `pid` maps are shed now.
+    pub(crate) fn polls_shed(&self, pid: u32) -> bool {
+        (self.probed.values())
+            .any(|p| p.pids.contains(&pid) && p.polling.as_ref().is_some_and(|x| x.is_shed()))
+    }
+
     /// Which probes the kernel single-steps in the files `pid` is probed for.
     pub(crate) fn single_stepped(&self, pid: u32) -> Stepped {
         let files = self.probed.values().filter(|p| p.pids.contains(&pid));

@@ -72,18 +72,28 @@ impl Memory {
 
 fn read_page(pid: u32, addr: u64) -> Option<Box<[u8; PAGE as usize]>> {
     let mut page = Box::new([0u8; PAGE as usize]);
+    read_into(pid, addr, &mut page[..]).then_some(page)
+}
+
+/// `len` bytes of the process's memory from `addr`, all of them or `None`.
+pub(super) fn read_range(pid: u32, addr: u64, len: usize) -> Option<Vec<u8>> {
+    let mut bytes = vec![0u8; len];
+    read_into(pid, addr, &mut bytes).then_some(bytes)
+}
+
+fn read_into(pid: u32, addr: u64, out: &mut [u8]) -> bool {
     let local = libc::iovec {
-        iov_base: page.as_mut_ptr().cast(),
-        iov_len: page.len(),
+        iov_base: out.as_mut_ptr().cast(),
+        iov_len: out.len(),
     };
     let remote = libc::iovec {
         iov_base: addr as *mut libc::c_void,
-        iov_len: page.len(),
+        iov_len: out.len(),
     };
     // SAFETY: one local buffer of the length given; the remote side is only read, by the
     // kernel, which checks it.
     let n = unsafe { libc::process_vm_readv(pid as libc::pid_t, &local, 1, &remote, 1, 0) };
-    (n == PAGE as isize).then_some(page)
+    n == out.len() as isize
 }
 
 #[cfg(test)]

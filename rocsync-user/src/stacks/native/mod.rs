@@ -36,7 +36,7 @@ pub(super) fn read(
 ) -> Result<(Vec<NativeFrame>, &'static str, Option<String>), String> {
     let text = procfs::maps(pid).map_err(|e| format!("cannot read /proc/{pid}/maps: {e}"))?;
     let (mappings, regions) = (maps::parse(&text), regions::Regions::parse(&text));
-    let mut objects = unwind::Objects::new(pid, &mappings);
+    let mut objects = unwind::Objects::new(pid, &mappings, regions.vdso());
     let (walk, how) = match tasks::syscall(pid, tid) {
         Ok(at) => {
             let start = unwind::Start {
@@ -69,12 +69,16 @@ pub(super) fn read(
         Err(why) => return Err(why),
     };
     cut.frames += walk.cut;
-    // Return addresses are named by the call before them (a call may end a function).
+    // Return addresses are named by the call before them (a call may end a function);
+    // the instruction pointer and a called function's start by themselves.
     let lookups: Vec<u64> = walk
         .frames
         .iter()
         .enumerate()
-        .map(|(i, &(addr, _))| if i == 0 { addr } else { addr - 1 })
+        .map(|(i, f)| match i == 0 || f.called {
+            true => f.address,
+            false => f.address - 1,
+        })
         .collect();
     let mut names = vec![None; lookups.len()];
     let mut homes = vec![None; lookups.len()];
@@ -101,7 +105,8 @@ pub(super) fn read(
         .frames
         .iter()
         .zip(names.into_iter().zip(homes))
-        .map(|(&(addr, scanned), (symbol, home))| {
+        .map(|(step, (symbol, home))| {
+            let (addr, scanned) = (step.address, step.scanned);
             let home = home.map(|o| &objects.opened[o]);
             NativeFrame {
                 address: NativeFrame::hex(addr),
@@ -112,9 +117,14 @@ pub(super) fn read(
                     .map(|o| o.path.clone())
                     .or_else(|| mapped(&mappings, addr))
                     .or_else(|| regions.is_trampoline(addr).then(|| "[uprobes]".into()))
+                    .or_else(|| {
+                        let vdso = regions.vdso().is_some_and(|r| r.contains(&addr));
+                        vdso.then(|| objects::VDSO.into())
+                    })
                     .map(|p| cut.string(p)),
                 offset: home.map(|o| NativeFrame::hex(o.svma(addr))),
                 scanned,
+                named_by_call: step.called,
             }
         })
         .collect();
@@ -124,4 +134,42 @@ pub(super) fn read(
 fn mapped(mappings: &[maps::Mapping], addr: u64) -> Option<String> {
     let m = mappings.iter().find(|m| (m.start..m.end).contains(&addr))?;
     Some(m.path.to_string_lossy().into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use object::{Object as _, ObjectSymbol as _};
+
+    use super::*;
+
+    /// The vDSO, which no file holds, is named `[vdso]` and symbolized from its image in
+    /// the process's memory (this process's own, here).
+    #[test]
+    fn vdso_frames_are_named_and_symbolized_from_memory() {
+        let pid = std::process::id();
+        let text = procfs::maps(pid).unwrap();
+        let (mappings, regions) = (maps::parse(&text), regions::Regions::parse(&text));
+        let Some(vdso) = regions.vdso() else {
+            eprintln!("SKIP: this process has no vDSO");
+            assert!(std::env::var_os("ROCSYNC_REQUIRE_ALL").is_none());
+            return;
+        };
+        // Where its clock_gettime is, from the image as the kernel mapped it.
+        let image = memory::read_range(pid, vdso.start, (vdso.end - vdso.start) as usize);
+        let image = image.unwrap();
+        let elf = object::File::parse(&image[..]).unwrap();
+        let symbol = (elf.dynamic_symbols())
+            .find(|s| s.name().ok() == Some("__vdso_clock_gettime"))
+            .unwrap();
+        let at = vdso.start + symbol.address() + 4;
+        let mut objects = unwind::Objects::new(pid, &mappings, regions.vdso());
+        let object = objects.at(at).unwrap();
+        assert_eq!(object.path, "[vdso]");
+        assert_eq!(
+            symbols::names(object, &[object.svma(at)]),
+            [Some("clock_gettime".to_string())]
+        );
+        let sections = object.unwind_sections().unwrap();
+        assert!(sections.eh_frame.is_some() && sections.text.is_some());
+    }
 }

@@ -11,20 +11,32 @@ use std::{
     os::unix::fs::{FileExt as _, MetadataExt as _, OpenOptionsExt as _},
 };
 
-use object::{Object as _, ObjectSection as _, ObjectSegment as _, read::ReadCache};
+use object::{Object as _, ObjectSection as _, ObjectSegment as _, ReadRef, read::ReadCache};
 
 use crate::{probes::maps::Mapping, stacks::bounds};
 
 /// One mapped file: where it is in the process, and how its addresses translate.
 pub(super) struct MappedObject {
-    /// The path as the process sees it.
+    /// The path as the process sees it (`[vdso]` for the kernel's vDSO).
     pub path: String,
     /// From its first mapping to the end of its last.
     pub range: Range<u64>,
     /// What its own addresses (the ELF's virtual addresses) are moved by in the process.
     pub bias: u64,
-    pub file: File,
+    pub image: Image,
 }
+
+/// Where an object's ELF bytes are read from.
+pub(super) enum Image {
+    File(File),
+    /// Copied out of the process: the vDSO, which no file holds.
+    Memory(Vec<u8>),
+}
+
+/// The vDSO's name, as `/proc/PID/maps` has it.
+pub(super) const VDSO: &str = "[vdso]";
+/// The most of a vDSO copied (it is a few pages).
+const VDSO_MAX: u64 = 1 << 20;
 
 /// A section's addresses in the object, and its bytes.
 pub(super) type Section = (Range<u64>, Vec<u8>);
@@ -72,7 +84,31 @@ pub(super) fn open(pid: u32, maps: &[Mapping], addr: u64) -> Result<MappedObject
         path,
         range: start..end,
         bias,
-        file,
+        image: Image::File(file),
+    })
+}
+
+/// The vDSO at `range`, its image copied out of the process (`process_vm_readv`).
+pub(super) fn vdso(pid: u32, range: Range<u64>) -> Result<MappedObject, String> {
+    let len = range.end.saturating_sub(range.start);
+    if len > VDSO_MAX {
+        return Err(format!("{VDSO}: {len} bytes, over the {VDSO_MAX} read"));
+    }
+    let bytes = super::memory::read_range(pid, range.start, len as usize)
+        .ok_or_else(|| format!("{VDSO}: its memory could not be read"))?;
+    let elf = object::File::parse(&bytes[..]).map_err(|e| format!("{VDSO}: not ELF: {e}"))?;
+    // Mapped whole from its first byte: its first segment's file offset 0 is the start.
+    let bias = elf
+        .segments()
+        .find(|s| s.file_range().0 == 0)
+        .map(|s| range.start.wrapping_sub(s.address()))
+        .ok_or_else(|| format!("{VDSO}: no segment at its start"))?;
+    drop(elf);
+    Ok(MappedObject {
+        path: VDSO.into(),
+        range,
+        bias,
+        image: Image::Memory(bytes),
     })
 }
 
@@ -100,8 +136,24 @@ impl MappedObject {
     /// The unwind tables and the ranges they refer to, each section at most
     /// [`bounds::SECTION`] bytes.
     pub(super) fn unwind_sections(&self) -> Result<UnwindSections, String> {
-        let cache = ReadCache::new(&self.file);
-        let elf = object::File::parse(&cache).map_err(|e| format!("{}: {e}", self.path))?;
+        match &self.image {
+            Image::File(file) => {
+                let cache = ReadCache::new(file);
+                let elf = object::File::parse(&cache).map_err(|e| format!("{}: {e}", self.path))?;
+                self.sections_of(&elf)
+            }
+            Image::Memory(bytes) => {
+                let elf =
+                    object::File::parse(&bytes[..]).map_err(|e| format!("{}: {e}", self.path))?;
+                self.sections_of(&elf)
+            }
+        }
+    }
+
+    fn sections_of<'d, R: ReadRef<'d>>(
+        &self,
+        elf: &object::File<'d, R>,
+    ) -> Result<UnwindSections, String> {
         let range = |name: &str| {
             let s = elf.section_by_name(name)?;
             Some(s.address()..s.address() + s.size())
@@ -122,9 +174,8 @@ impl MappedObject {
             let Some((offset, size)) = s.file_range() else {
                 return Ok(None);
             };
-            let mut bytes = vec![0; size as usize];
-            self.file
-                .read_exact_at(&mut bytes, offset)
+            let bytes = self
+                .read_at(offset, size)
                 .map_err(|e| format!("{}: {name}: {e}", self.path))?;
             Ok(Some((s.address()..s.address() + s.size(), bytes)))
         };
@@ -134,6 +185,21 @@ impl MappedObject {
             text: range(".text"),
             got: range(".got"),
         })
+    }
+
+    /// `size` bytes of its image from `offset`.
+    fn read_at(&self, offset: u64, size: u64) -> std::io::Result<Vec<u8>> {
+        match &self.image {
+            Image::File(file) => {
+                let mut bytes = vec![0; size as usize];
+                file.read_exact_at(&mut bytes, offset)?;
+                Ok(bytes)
+            }
+            Image::Memory(image) => (usize::try_from(offset).ok())
+                .and_then(|o| image.get(o..o.checked_add(size as usize)?))
+                .map(<[u8]>::to_vec)
+                .ok_or_else(|| std::io::ErrorKind::UnexpectedEof.into()),
+        }
     }
 
     /// `addr` (in the process) in the object's own addresses.

@@ -3,9 +3,9 @@
 //! over the table per object for all its addresses; names are read only for the winners.
 //! No debug information is read (no inlined frames, no lines).
 
-use object::{Object as _, ObjectSymbol as _, SymbolKind, read::ReadCache};
+use object::{Object as _, ObjectSymbol as _, ReadRef, SymbolKind, read::ReadCache};
 
-use super::objects::MappedObject;
+use super::objects::{Image, MappedObject};
 
 /// A symbol of no size is taken only this close below an address (hand-written
 /// assembly); farther, the address more likely belongs to a function the table omits.
@@ -13,10 +13,17 @@ const UNSIZED_REACH: u64 = 4096;
 
 /// The name of each of `svmas` (addresses in the object's own space), demangled.
 pub(super) fn names(object: &MappedObject, svmas: &[u64]) -> Vec<Option<String>> {
-    let cache = ReadCache::new(&object.file);
-    let Ok(elf) = object::File::parse(&cache) else {
-        return vec![None; svmas.len()];
+    let parsed = match &object.image {
+        Image::File(file) => {
+            let cache = ReadCache::new(file);
+            object::File::parse(&cache).map(|elf| names_in(&elf, svmas))
+        }
+        Image::Memory(bytes) => object::File::parse(&bytes[..]).map(|elf| names_in(&elf, svmas)),
     };
+    parsed.unwrap_or_else(|_| vec![None; svmas.len()])
+}
+
+fn names_in<'d, R: ReadRef<'d>>(elf: &object::File<'d, R>, svmas: &[u64]) -> Vec<Option<String>> {
     let mut symbols = elf.symbols().peekable();
     let table = match symbols.peek() {
         Some(_) => symbols,

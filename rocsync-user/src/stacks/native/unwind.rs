@@ -31,10 +31,31 @@ const UNKNOWN_BP: u64 = 0xffff_ffff_ffff_0000;
 /// Frames walked at most: those past [`bounds::FRAMES`] are only counted.
 const WALKED: usize = 8 * bounds::FRAMES;
 
-/// A walked stack: each address innermost first (the instruction pointer, then return
-/// addresses), whether it came from a guessed frame pointer; why the walk stopped early.
+/// One frame of a walk: its address (the instruction pointer, a return address, or, for
+/// a frame named by its caller's call, the called function's start).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Step {
+    pub address: u64,
+    /// Found by scanning the stack (a guessed frame pointer, or past a trampoline).
+    pub scanned: bool,
+    /// A return probe's trampoline held its return address: `address` is the function
+    /// its caller's call entered ([`scan::called_function`]).
+    pub called: bool,
+}
+
+impl Step {
+    fn at(address: u64, scanned: bool) -> Self {
+        Self {
+            address,
+            scanned,
+            called: false,
+        }
+    }
+}
+
+/// A walked stack, innermost first; why the walk stopped early.
 pub(super) struct Walk {
-    pub frames: Vec<(u64, bool)>,
+    pub frames: Vec<Step>,
     pub stopped: Option<String>,
     /// Frames past the bound.
     pub cut: u64,
@@ -44,15 +65,18 @@ pub(super) struct Walk {
 pub(super) struct Objects<'a> {
     pid: u32,
     maps: &'a [Mapping],
+    /// The vDSO's extent: no file holds it, its image is copied from the process.
+    vdso: Option<std::ops::Range<u64>>,
     pub opened: Vec<MappedObject>,
     pub failed: Vec<(std::ops::Range<u64>, String)>,
 }
 
 impl<'a> Objects<'a> {
-    pub(super) fn new(pid: u32, maps: &'a [Mapping]) -> Self {
+    pub(super) fn new(pid: u32, maps: &'a [Mapping], vdso: Option<std::ops::Range<u64>>) -> Self {
         Self {
             pid,
             maps,
+            vdso,
             opened: Vec::new(),
             failed: Vec::new(),
         }
@@ -67,17 +91,23 @@ impl<'a> Objects<'a> {
         if self.failed.iter().any(|(r, _)| r.contains(&addr)) {
             return None;
         }
-        let mapping = self
-            .maps
-            .iter()
-            .find(|m| (m.start..m.end).contains(&addr))?;
-        match objects::open(self.pid, self.maps, addr) {
+        let mapping = self.maps.iter().find(|m| (m.start..m.end).contains(&addr));
+        let opened = match mapping {
+            Some(m) => {
+                objects::open(self.pid, self.maps, addr).map_err(|why| (m.start..m.end, why))
+            }
+            None => {
+                let vdso = self.vdso.clone().filter(|r| r.contains(&addr))?;
+                objects::vdso(self.pid, vdso.clone()).map_err(|why| (vdso, why))
+            }
+        };
+        match opened {
             Ok(object) => {
                 self.opened.push(object);
                 self.opened.last()
             }
-            Err(why) => {
-                self.failed.push((mapping.start..mapping.end, why));
+            Err(failed) => {
+                self.failed.push(failed);
                 None
             }
         }
@@ -95,7 +125,7 @@ pub(super) fn walk(
     let mut regs = UnwindRegsX86_64::new(at.ip, at.sp, at.bp.unwrap_or(UNKNOWN_BP));
     let mut address = FrameAddress::from_instruction_pointer(at.ip);
     let mut walk = Walk {
-        frames: vec![(at.ip, false)],
+        frames: vec![Step::at(at.ip, false)],
         stopped: None,
         cut: 0,
     };
@@ -167,8 +197,8 @@ pub(super) fn walk(
             ));
             return walk.bounded();
         }
-        let scanned = scanned || walk.frames.last().is_some_and(|f| f.1);
-        walk.frames.push((ret, scanned));
+        let scanned = scanned || walk.frames.last().is_some_and(|f| f.scanned);
+        walk.frames.push(Step::at(ret, scanned));
         let ret = if regions.is_trampoline(ret) {
             // A return probe (the daemon's, on the blocked call) holds the caller's
             // return address in the kernel: the caller is unknown, its own return found
@@ -183,7 +213,17 @@ pub(super) fn walk(
             };
             let ret = memory.u64(slot).unwrap_or_default();
             regs.set_sp(slot + 8);
-            walk.frames.push((ret, true));
+            // The hidden caller is the function the next frame's call entered.
+            if let Some(called) = scan::called_function(memory, regions, ret)
+                && let Some(hidden) = walk.frames.last_mut()
+            {
+                *hidden = Step {
+                    address: called,
+                    scanned: true,
+                    called: true,
+                };
+            }
+            walk.frames.push(Step::at(ret, true));
             ret
         } else {
             ret

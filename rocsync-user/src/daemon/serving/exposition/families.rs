@@ -93,6 +93,8 @@ families! {
         "Probed runtime files whose probes of this polling API are off to hold the budget.";
     PROBE_COST: "rocsync_probe_cost_ratio" gauge
         "The highest share of a tracked process's CPU time its probes cost (last second).";
+    PROBE_COST_SHED: "rocsync_probe_cost_when_shed_ratio" gauge
+        "Of the processes whose polling probes are shed now, the highest share of its CPU time a process's probes cost when they were shed (the log's figure).";
     BUDGET: "rocsync_budget_ratio" gauge
         "The budget: the most share of a process's CPU its probes may cost (absent: off).";
     PROBE_CALL: "rocsync_probe_call_seconds" gauge

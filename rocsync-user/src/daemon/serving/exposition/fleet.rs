@@ -40,6 +40,7 @@ pub(super) fn render_budget(t: &mut Text, b: &BudgetView) {
         f.labelled(&format!("api=\"{api}\""), files);
     }
     t.family(&PROBE_COST).value(b.highest);
+    t.family(&PROBE_COST_SHED).value(b.highest_when_shed);
     let mut f = t.family(&BUDGET);
     if let Some(limit) = b.limit {
         f.value(limit);

@@ -51,6 +51,7 @@ fn everything() -> String {
             limit: Some(0.01),
             call_seconds: Some((2e-6, 1e-5, 1e-6)),
             highest: 0.25,
+            highest_when_shed: 0.75,
             over: vec![("shed_only", 0), ("shared_series", 1)],
             shed: vec![("hipEventQuery", 1), ("cudaEventQuery", 0)],
             duty: (0.25, 1),
@@ -124,6 +125,7 @@ fn histogram_buckets_are_cumulative_and_end_in_the_count() {
     assert!(text.contains("rocsync_traces_not_started_total{origin=\"dyno_scheduled\"} 4"));
     assert!(text.contains("rocsync_probes_shed{api=\"hipEventQuery\"} 1\n"));
     assert!(text.contains("rocsync_probe_cost_ratio 0.25\n"));
+    assert!(text.contains("rocsync_probe_cost_when_shed_ratio 0.75\n"));
     assert!(text.contains("rocsync_budget_ratio 0.01\n"));
     assert!(text.contains("rocsync_over_budget_processes{reason=\"shared_series\"} 1\n"));
     assert!(text.contains("rocsync_over_budget_processes{reason=\"shed_only\"} 0\n"));

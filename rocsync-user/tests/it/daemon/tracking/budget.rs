@@ -13,6 +13,7 @@ use crate::common::{daemon::*, *};
 
 const SHED: &str = "rocsync_probes_shed{api=\"hipEventQuery\"}";
 const RATIO: &str = "rocsync_probe_cost_ratio";
+const WHEN_SHED: &str = "rocsync_probe_cost_when_shed_ratio";
 /// The daemon's budget tick (`budget::EVERY`), in µs.
 const TICK_US: f64 = 1e6;
 
@@ -99,13 +100,25 @@ fn polling_is_shed_over_the_budget_and_records_and_waits_are_never() {
     ]);
     // Shed, the polls cost nothing: the next tick measures the records and waits alone,
     // far under the budget (the probe comes back only 2 s after the shed).
+    // Beside it, the log's figure from when the polls were shed: on /metrics and in
+    // `status` (it showed only the lower share, under a log that said the higher).
+    let mut when_shed = 0.0;
     until(
         10,
         "the share never fell under the budget while shed",
         || {
             let scrape = get(&addr, "/metrics");
+            when_shed = value(&scrape, WHEN_SHED);
             value(&scrape, SHED) == 1.0 && value(&scrape, RATIO) < 0.01
         },
+    );
+    assert!(when_shed > 0.01, "shed at {when_shed}, within the budget");
+    let status = daemon_status(&dir.path("rocsync.sock"));
+    let probes = &status["tracked"][0]["probes"];
+    assert!(
+        probes["polls_shed_at"].as_f64().is_some_and(|s| s > 0.01)
+            || value(&get(&addr, "/metrics"), SHED) == 0.0,
+        "{status}"
     );
 
     // The trace says what it does not hold, and from when.
