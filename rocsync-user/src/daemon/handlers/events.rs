@@ -52,7 +52,7 @@ impl Daemon {
         self.tracker.probes.drain_calls(calls_until, |item| {
             if let Ok(decoded) = decode(item) {
                 if let Some(f) = flight.as_mut() {
-                    f.keep(item);
+                    f.keep_call(item, &decoded);
                 }
                 sessions.route(item, &decoded);
             }
@@ -63,13 +63,17 @@ impl Daemon {
         while let Some(item) = ring.next() {
             match decode(&item) {
                 Ok(Decoded::LinkMap(r)) => self.look(r.pid),
-                Ok(Decoded::Process(r)) if r.event == PROCESS_EXIT => {}
+                Ok(Decoded::Process(r)) if r.event == PROCESS_EXIT => {
+                    if let Some(f) = &mut self.flight {
+                        f.exited(r.pid);
+                    }
+                }
                 Ok(Decoded::Process(r)) => self.look(r.pid),
                 Ok(Decoded::Wake) => {}
                 Ok(Decoded::Stall(r)) => self.on_stall(r),
                 Ok(decoded) => {
                     if let Some(f) = &mut self.flight {
-                        f.keep(&item);
+                        f.keep_call(&item, &decoded);
                     }
                     self.sessions.route(&item, &decoded);
                 }
