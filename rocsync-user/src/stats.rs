@@ -70,6 +70,10 @@ pub struct CaptureStats {
     /// entry lost in the ring is also counted as a lost id.
     pub calls_begun_before: u64,
     pub undecodable: u64,
+    /// Calls the budget's duty cycle kept from a daemon trace or flight recorder dump:
+    /// made while their probes were off, estimated (`rocsync.parameters.not_recorded`
+    /// says the spans, per API).
+    pub duty_cycled: u64,
     /// Times the probes woke the reader (at most once per drain; each an interrupt on
     /// their CPU). Said with `-v`.
     pub wakes: u64,
@@ -157,6 +161,7 @@ impl CaptureStats {
             ("unpaired_entries", self.unpaired_entries),
             ("unpaired_exits", self.unpaired_exits),
             ("undecodable", self.undecodable),
+            ("duty_cycled_calls", self.duty_cycled),
         ]
     }
 

@@ -13,6 +13,7 @@
  *   loop MS [DEVICES]     call in a loop for MS milliseconds (DEVICES > 1: one thread per
  *                         device, each on a stream and event of its own)
  *   dense MS US           as loop, with US of work on the host instead of a sleep
+ *   dense_stall MS US STALL  dense MS US, then one stall of STALL µs (as stall 1 STALL)
  *   churn MS              for MS: short-lived threads, 32 at a time, each one
  *                         hipStreamSynchronize(0) (not logged); "threads N"
  *   hang                  queue 30 s of work, then block in hipStreamSynchronize
@@ -352,6 +353,10 @@ static int run(int argc, char **argv) {
   else if (!strcmp(mode, "churn") && argc == 3) churn(atoi(argv[2]));
   else if (!strcmp(mode, "loop") && argc == 4) loop_devices(atoi(argv[2]), atoi(argv[3]));
   else if (!strcmp(mode, "dense") && argc == 4) dense(atoi(argv[2]), atoi(argv[3]));
+  else if (!strcmp(mode, "dense_stall") && argc == 5) {
+    dense(atoi(argv[2]), atoi(argv[3]));
+    stall(1, atoi(argv[4]));
+  }
   else if (!strcmp(mode, "hang")) hang();
   else if (!strcmp(mode, "poll")) poll_mode();
   else if (!strcmp(mode, "stall") && argc == 4) stall(atoi(argv[2]), atoi(argv[3]));

@@ -5,12 +5,17 @@
 //! `cargo xtask bench-tree`      — the process-tree measurement alone (bench/process-tree.md).
 //! `cargo xtask bench-daemon`    — the daemon's costs alone (bench/daemon.md).
 //! `cargo xtask bench-breakdown` — where a captured call's cost goes (bench/breakdown.md).
+//! `cargo xtask bench-run-parts` — where `rocsync run`'s cost goes on a dense loop, part by
+//!                                part (bench/run-parts.md).
 //! `cargo xtask bench-learning`  — the `*GetDevice` learning window's cost (bench/learning.md).
 //! `cargo xtask bench-budget`    — the daemon's budget on a polling process (bench/budget.md).
 //! `cargo xtask bench-cycle`     — the budget's duty cycle on a sync-dense loop (bench/cycle.md).
 //! `cargo xtask bench-one-trap`  — what one trap saves a counted process (bench/one-trap.md).
 //! `cargo xtask bench-real-runtime` — the probes on the real ROCm 6.4/7.2 stubs
 //!                                  (bench/real-runtime.md).
+//! `cargo xtask bench-flight-budget [BEFORE]` — the flight recorder held to the budget, on a
+//!                                sync-dense loop, BEFORE's rocsync (main's) against this
+//!                                tree's (appended to bench/flight.md).
 //! `cargo xtask bench-soak [MINUTES]` — the daemon for MINUTES (default 10) under unprivileged
 //!                                churn, dyno floods and slow connections (bench/soak.md).
 //! `cargo xtask dist`            — what users install, in target/dist/: the static binary,
@@ -38,12 +43,14 @@ fn main() {
         Some("bench") => bench::bench(),
         Some(
             part @ ("bench-tree" | "bench-daemon" | "bench-breakdown" | "bench-learning"
-            | "bench-budget" | "bench-cycle" | "bench-one-trap" | "bench-real-runtime"),
+            | "bench-budget" | "bench-cycle" | "bench-one-trap" | "bench-real-runtime"
+            | "bench-run-parts"),
         ) => bench::bench_part(&part["bench-".len()..]),
         Some("bench-soak") => bench::bench_soak(args.get(1).map(String::as_str)),
+        Some("bench-flight-budget") => bench::bench_flight_budget(args.get(1).map(String::as_str)),
         _ => {
             eprintln!(
-                "usage: cargo xtask <demo [OUTPUT]|test|dist|bench|bench-tree|bench-daemon|bench-breakdown|bench-learning|bench-budget|bench-cycle|bench-one-trap|bench-real-runtime|bench-soak [MINUTES]|setup>"
+                "usage: cargo xtask <demo [OUTPUT]|test|dist|bench|bench-tree|bench-daemon|bench-breakdown|bench-learning|bench-budget|bench-cycle|bench-one-trap|bench-real-runtime|bench-run-parts|bench-flight-budget [BEFORE]|bench-soak [MINUTES]|setup>"
             );
             std::process::exit(2);
         }

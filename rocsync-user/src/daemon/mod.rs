@@ -188,7 +188,8 @@ async fn start(config: DaemonConfig, flags: ConfigFlags, signals: Signals) -> Re
         baseline,
         pods::Pods::new(config.metric_labels, config.host_state.clone()),
     );
-    // The flight recorder records every tracked process always: every return with it.
+    // The flight recorder records every tracked process always: every return with it
+    // (the budget's duty cycle takes records' and waits' off with their entries).
     if flight.is_some() || config.all_returns {
         tracker.returns_on()?;
     }
@@ -216,6 +217,7 @@ async fn start(config: DaemonConfig, flags: ConfigFlags, signals: Signals) -> Re
         (released_tx, stacks_tx),
     );
     d.budget = budget::Budget::new(prices);
+    d.budget.flight = d.flight.is_some();
     d.sampling = Sampling::new(d.config.sampling);
     d.learn_until = learn_until;
     // The line clients wait for: said once nothing left can fail.

@@ -179,6 +179,23 @@ impl Probes {
         self.detach_links(groups.into_iter().flat_map(|g| g.0).collect())
     }
 
+    /// Detaches `group` in the background once `before` has finished and `grace` more has
+    /// passed: the returns of calls whose entries `before` detaches (a call entered before
+    /// has returned by then, so none is left with an entry and no return).
+    pub fn release_after(
+        &mut self,
+        group: LinkGroup,
+        before: std::thread::JoinHandle<()>,
+        grace: std::time::Duration,
+    ) -> std::thread::JoinHandle<()> {
+        let each = self.links_to_drop(group.0);
+        std::thread::spawn(move || {
+            let _ = before.join();
+            std::thread::sleep(grace);
+            drop_together(each);
+        })
+    }
+
     /// Detaches `group` in the background, then runs `after` (no probe of it fires then).
     pub fn release_then(
         &mut self,
@@ -233,6 +250,12 @@ impl Probes {
     }
 
     fn detach_links(&mut self, attached: Vec<Attached>) -> std::thread::JoinHandle<()> {
+        let each = self.links_to_drop(attached);
+        std::thread::spawn(move || drop_together(each))
+    }
+
+    /// The links of `attached`, taken from their programs, to be dropped (detached).
+    fn links_to_drop(&mut self, attached: Vec<Attached>) -> Vec<Box<dyn Send>> {
         let (mut links, mut fds) = (Vec::new(), Vec::new());
         for a in attached {
             match a {
@@ -248,12 +271,10 @@ impl Probes {
                 Attached::Multi(fd) => fds.push(fd),
             }
         }
-        std::thread::spawn(move || {
-            let mut each: Vec<Box<dyn Send>> = Vec::new();
-            each.extend(links.into_iter().map(|l| Box::new(l) as Box<dyn Send>));
-            each.extend(fds.into_iter().map(|f| Box::new(f) as Box<dyn Send>));
-            drop_together(each);
-        })
+        let mut each: Vec<Box<dyn Send>> = Vec::new();
+        each.extend(links.into_iter().map(|l| Box::new(l) as Box<dyn Send>));
+        each.extend(fds.into_iter().map(|f| Box::new(f) as Box<dyn Send>));
+        each
     }
 }
 

@@ -39,7 +39,17 @@ pub(crate) struct Daemon {
 impl Daemon {
     /// A daemon counting `include` only, its state in `dir`, with `extra` options.
     pub(crate) fn start(dir: &Path, include: &Path, extra: &[&str]) -> Result<Daemon> {
-        let mut child = Command::new(root().join("target/release/rocsync"))
+        Self::start_of(&root().join("target/release/rocsync"), dir, include, extra)
+    }
+
+    /// [`Daemon::start`] of the binary `rocsync` (another build's, to compare).
+    pub(crate) fn start_of(
+        rocsync: &Path,
+        dir: &Path,
+        include: &Path,
+        extra: &[&str],
+    ) -> Result<Daemon> {
+        let mut child = Command::new(rocsync)
             .args(["daemon", "--metrics-addr", "127.0.0.1:0", "--state-dir"])
             .arg(dir.join("state"))
             .arg("--socket")
@@ -90,7 +100,7 @@ impl Daemon {
     }
 
     /// User + system CPU seconds so far.
-    fn cpu_seconds(&self) -> Result<f64> {
+    pub(crate) fn cpu_seconds(&self) -> Result<f64> {
         let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id()))?;
         let fields: Vec<&str> = stat
             .rsplit(')')

@@ -14,12 +14,14 @@ mod budget;
 mod cycle;
 mod daemon;
 mod flight;
+mod flight_budget;
 mod learning;
 mod mix;
 mod one_trap;
 mod real_daemon;
 mod real_runtime;
 mod report;
+mod run_parts;
 mod soak;
 mod tree;
 
@@ -74,10 +76,15 @@ fn build() -> Result<()> {
 
 /// The measurements that also run alone (`cargo xtask bench-<part>`), each into its own
 /// file in bench/: (part, file, title).
-const PARTS: [(&str, &str, &str); 9] = [
+const PARTS: [(&str, &str, &str); 10] = [
     ("tree", "process-tree.md", "following processes"),
     ("daemon", "daemon.md", "the daemon"),
     ("breakdown", "breakdown.md", "where a call's cost goes"),
+    (
+        "run-parts",
+        "run-parts.md",
+        "where `rocsync run`'s cost goes on a dense loop, part by part",
+    ),
     ("learning", "learning.md", "the *GetDevice learning window"),
     (
         "budget",
@@ -109,6 +116,7 @@ fn measure_part(part: &str) -> Result<(String, Value)> {
         "learning" => learning::learning(ROUNDS),
         "budget" => budget::budget(),
         "cycle" => cycle::cycle(),
+        "run-parts" => run_parts::run_parts(),
         "one-trap" => one_trap::one_trap(),
         "real-runtime" => real_runtime::real_runtime(),
         "soak" => soak::soak(soak::MINUTES, "cargo xtask bench"),
@@ -121,6 +129,13 @@ pub(crate) fn bench_part(part: &str) -> Result<()> {
     build()?;
     let (md, v) = measure_part(part)?;
     write_part(part, &md, &v)
+}
+
+/// `cargo xtask bench-flight-budget [BEFORE]`: the flight recorder held to the budget,
+/// before (`BEFORE`'s `rocsync`, default main's) and after, appended to bench/flight.md.
+pub(crate) fn bench_flight_budget(before: Option<&str>) -> Result<()> {
+    build()?;
+    flight_budget::flight_budget(before)
 }
 
 /// `cargo xtask bench-soak [MINUTES]`: the soak alone, for MINUTES (default

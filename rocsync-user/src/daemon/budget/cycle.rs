@@ -4,12 +4,20 @@
 //! then on for one budget period in every N (N from their share measured while on) and
 //! off between, and their counts over the periods off are estimated from the period on
 //! before (`estimate.rs`). Synchronizes keep their probes: stalls and hangs are seen
-//! whatever the cycle. Anything recording (a trace, the flight recorder) puts the probes
-//! back on first, and holds the cycle until it ends: no trace has a gap.
+//! whatever the cycle. A trace (or `--return-probes all`) puts the probes back on first,
+//! and holds the cycle until it ends: no trace has a gap. The flight recorder does not
+//! hold it: it records the periods on, the returns cycled with the entries, and says
+//! the periods off with the calls estimated in them (`shed_log.rs`).
 
 use std::collections::{BTreeSet, VecDeque};
 
-use crate::{daemon::tracking::apart::cycled::Cycled, probes::Probes};
+use crate::{
+    daemon::tracking::apart::{cycled::Cycled, returns::FileReturns},
+    probes::Probes,
+};
+
+/// A cycled file's probes, with its returns where the cycle takes them too.
+pub(crate) type CycledFile<'a> = (&'a mut Cycled, Option<&'a mut FileReturns>);
 
 /// The longest cycle: probed one period in this many.
 pub(crate) const MAX_EVERY: u32 = 30;
@@ -113,7 +121,7 @@ impl DutyCycle {
     pub(crate) fn end<'a>(
         &mut self,
         probes: &mut Probes,
-        files: impl Iterator<Item = &'a mut Cycled>,
+        files: impl Iterator<Item = CycledFile<'a>>,
     ) {
         self.every = None;
         self.hold(probes, files);
@@ -127,11 +135,11 @@ impl DutyCycle {
     pub(crate) fn hold<'a>(
         &mut self,
         probes: &mut Probes,
-        files: impl Iterator<Item = &'a mut Cycled>,
+        files: impl Iterator<Item = CycledFile<'a>>,
     ) {
         let mut any = false;
-        for f in files.filter(|f| !f.is_on()) {
-            if let Err(e) = f.on(probes, None) {
+        for (f, returns) in files.filter(|(f, _)| !f.is_on()) {
+            if let Err(e) = f.on(probes, None, returns) {
                 crate::say!(
                     "rocsync daemon: warning: {}: records and waits not probed: {e:#}",
                     f.library()
@@ -150,12 +158,12 @@ impl DutyCycle {
     pub(crate) fn turn<'a>(
         &mut self,
         probes: &mut Probes,
-        files: impl Iterator<Item = &'a mut Cycled>,
+        files: impl Iterator<Item = CycledFile<'a>>,
     ) -> Turn {
         let Some(every) = self.every else {
             return Turn::Idle;
         };
-        let files: Vec<&mut Cycled> = files.filter(|f| f.cycling).collect();
+        let files: Vec<CycledFile<'a>> = files.filter(|(f, _)| f.cycling).collect();
         self.tick = (self.tick + 1) % every;
         match self.tick {
             0 => {
@@ -164,8 +172,8 @@ impl DutyCycle {
                 Turn::On
             }
             1 => {
-                for f in files {
-                    f.off(probes);
+                for (f, returns) in files {
+                    f.off(probes, returns);
                 }
                 self.blind
                     .push_back((crate::clock::monotonic_ns() as u64, None));

@@ -75,6 +75,17 @@ fn counts(t: &mut Tracker, cycle: &DutyCycle, prices: Option<CallPrices>) -> Opt
     })
 }
 
+/// The APIs the cycled files probe apart (each once), and those files, as a span of the
+/// shed log names them.
+fn cycled_apis(t: &mut Tracker) -> (Vec<&'static str>, String) {
+    let (mut apis, mut files) = (std::collections::BTreeSet::new(), Vec::new());
+    for (_, c) in t.files.cycled().filter(|(_, c)| c.cycling) {
+        apis.extend(c.apis());
+        files.push(c.library());
+    }
+    (apis.into_iter().collect(), files.join(", "))
+}
+
 /// The processes and label groups a cycle for `pid` takes: every tracked process counted
 /// in the same series as one mapping a file `pid` maps, and every file those map, until
 /// nothing more is added; so that every call of a cycled API in those series goes
@@ -136,8 +147,9 @@ impl Budget {
         kept: &BTreeMap<u32, f64>,
     ) -> Vec<(u32, f64, Over)> {
         let mut left = Vec::new();
-        // A recording holds the cycle, its probes on (`Budget::recording`).
-        if t.returns.on() {
+        // A trace holds the cycle, its probes on (`Budget::recording`), as does one just
+        // ended (its returns on still); the flight recorder does not.
+        if !self.recorders.is_empty() || (t.returns.on() && !self.flight) {
             if !self.cycle.cycling() {
                 left.extend(over.iter().map(|&(p, s)| (p, s, Over::Recording)));
             }
@@ -169,11 +181,18 @@ impl Budget {
                 }
                 let shown: Vec<String> = pids.iter().map(u32::to_string).collect();
                 self.cycle.start(pids, groups);
+                let flight = match self.flight {
+                    true => {
+                        "; the flight recorder records them while on, its dumps say the \
+                         periods off and the calls estimated in them"
+                    }
+                    false => "",
+                };
                 crate::say!(
                     "rocsync daemon: budget: pid {pid}'s records and waits alone cost {}: \
                      their probes in {} are duty-cycled from now (pid(s) {}), their counts \
                      estimated while off (rocsync_sync_calls_estimated_total); synchronizes \
-                     stay probed",
+                     stay probed{flight}",
                     shares::shown(share, limit),
                     files.join(", "),
                     shown.join(", ")
@@ -222,19 +241,31 @@ impl Budget {
                 );
             }
         }
-        match (self.cycle).turn(&mut t.probes, t.files.cycled().map(|(_, c)| c)) {
-            Turn::On => match self.counts(t) {
-                Some(counts) => self.estimates.probed(counts),
-                None => self.estimates.halt(),
-            },
-            Turn::Off => match self.counts(t) {
-                Some(counts) => self.estimates.unprobed(counts),
-                None => self.estimates.halt(),
-            },
+        let returns = t.returns.on();
+        match (self.cycle).turn(&mut t.probes, t.files.cycled_returns(returns)) {
+            Turn::On => {
+                match self.counts(t) {
+                    Some(counts) => self.estimates.probed(counts),
+                    None => self.estimates.halt(),
+                }
+                let added = &self.estimates.added;
+                (self.unrecorded).on(&t.shed_log, added, self.flight);
+            }
+            Turn::Off => {
+                match self.counts(t) {
+                    Some(counts) => self.estimates.unprobed(counts),
+                    None => self.estimates.halt(),
+                }
+                let (apis, libraries) = cycled_apis(t);
+                let added = &self.estimates.added;
+                (self.unrecorded).off(&t.shed_log, (&apis, &libraries), added);
+            }
             Turn::StillOff => {
                 if let Some(counts) = self.counts(t) {
                     self.estimates.extend(&counts);
                 }
+                let added = &self.estimates.added;
+                (self.unrecorded).update(&t.shed_log, added, self.flight);
             }
             Turn::Idle => {}
         }
@@ -262,8 +293,9 @@ impl Budget {
         for (_, c) in t.files.cycled() {
             c.cycling = false;
         }
-        self.cycle
-            .end(&mut t.probes, t.files.cycled().map(|(_, c)| c));
+        let returns = t.returns.on();
+        (self.cycle).end(&mut t.probes, t.files.cycled_returns(returns));
+        (self.unrecorded).on(&t.shed_log, &self.estimates.added, self.flight);
         crate::say!(
             "rocsync daemon: budget: records and waits probed whole again in {} ({why})",
             files.join(", ")

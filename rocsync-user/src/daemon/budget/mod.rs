@@ -12,6 +12,7 @@ pub(super) mod estimate;
 pub(super) mod over;
 pub(super) mod period;
 pub(super) mod shares;
+mod unrecorded;
 
 use std::collections::BTreeMap;
 
@@ -24,6 +25,7 @@ use crate::{
 use cycle::DutyCycle;
 use estimate::Estimates;
 use over::Over;
+use unrecorded::Unrecorded;
 
 pub(super) use shares::{EVERY, calibrated, cpu_ns};
 
@@ -36,9 +38,14 @@ pub(super) struct Budget {
     pub cycle: DutyCycle,
     /// What the cycle estimates of the calls it did not see: `/metrics` adds them.
     pub estimates: Estimates,
-    /// What records now (the flight recorder, traces and who asked for them): named
-    /// when the budget leaves a process over it because something records it.
+    /// What holds every probe on now (traces and who asked for them, `--return-probes
+    /// all`): named when the budget leaves a process over it for them. Not the flight
+    /// recorder: it records what the cycle leaves on.
     pub recorders: Vec<String>,
+    /// The flight recorder runs: what the cycle keeps from it is counted.
+    pub flight: bool,
+    /// The periods off, said to the traces and dumps that overlap them, and counted.
+    pub unrecorded: Unrecorded,
 }
 
 impl Budget {
@@ -51,6 +58,8 @@ impl Budget {
             cycle: DutyCycle::default(),
             estimates: Estimates::default(),
             recorders: Vec::new(),
+            flight: false,
+            unrecorded: Unrecorded::default(),
         }
     }
 
@@ -69,12 +78,14 @@ impl Budget {
     /// does not need attached.
     pub(super) fn recording(&mut self, t: &mut Tracker) -> Result<()> {
         if self.cycle.cycling() {
-            self.cycle
-                .hold(&mut t.probes, t.files.cycled().map(|(_, c)| c));
+            let returns = t.returns.on();
+            (self.cycle).hold(&mut t.probes, t.files.cycled_returns(returns));
             match self.counts(t) {
                 Some(counts) => self.estimates.probed(counts),
                 None => self.estimates.halt(),
             }
+            let added = &self.estimates.added;
+            (self.unrecorded).on(&t.shed_log, added, self.flight);
         }
         t.returns_on()
     }

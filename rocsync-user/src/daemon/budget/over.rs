@@ -9,7 +9,8 @@ pub(crate) enum Over {
     /// Counted in series of another user's processes: cycling it would turn their counts
     /// into estimates and hide their hangs' chains.
     SharedSeries,
-    /// Something records it: every probe stays on.
+    /// A trace records it (or `--return-probes all`): every probe stays on. Not the
+    /// flight recorder, which records what the cycle leaves on.
     Recording,
     /// The node's one duty cycle holds other processes' series.
     OtherCycle,
@@ -45,7 +46,7 @@ impl Over {
                 "its records and waits are counted in series of another user's processes \
                  too: they are not duty-cycled"
             }
-            Over::Recording => "a recording holds every probe on",
+            Over::Recording => "a trace holds every probe on",
             Over::OtherCycle => "the node's duty cycle holds other processes' series",
             Over::Synchronizes => {
                 "what stays probed (synchronizes) costs more on its own: its records and \
@@ -57,7 +58,7 @@ impl Over {
     /// Why, as the log says it, naming what records (`recorders`) where that is why.
     pub(crate) fn said(self, recorders: &[String]) -> String {
         match (self, recorders) {
-            (Over::Recording, []) => "a recording that just ended held every probe on".into(),
+            (Over::Recording, []) => "a trace that just ended held every probe on".into(),
             (Over::Recording, r) => format!("{} records it: every probe stays on", r.join(", ")),
             _ => self.why().into(),
         }
@@ -71,17 +72,17 @@ mod tests {
     #[test]
     fn a_recording_that_holds_the_probes_is_named_with_who_asked() {
         let recorders = [
-            "the flight recorder".to_string(),
+            "--return-probes all".to_string(),
             "trace 2 (step-9) of pid(s) [7] (asked by uid 1000)".to_string(),
         ];
         assert_eq!(
             Over::Recording.said(&recorders),
-            "the flight recorder, trace 2 (step-9) of pid(s) [7] (asked by uid 1000) \
+            "--return-probes all, trace 2 (step-9) of pid(s) [7] (asked by uid 1000) \
              records it: every probe stays on"
         );
         assert_eq!(
             Over::Recording.said(&[]),
-            "a recording that just ended held every probe on"
+            "a trace that just ended held every probe on"
         );
         assert_eq!(Over::ShedOnly.said(&recorders), Over::ShedOnly.why());
     }

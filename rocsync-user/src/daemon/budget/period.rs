@@ -28,6 +28,9 @@ pub(crate) struct View {
     pub shed: Vec<(&'static str, usize)>,
     /// The duty cycle: the share of the time its files are probed, and how many.
     pub duty: (f64, usize),
+    /// With the flight recorder on: the calls it did not record for the cycle, by API
+    /// (estimated).
+    pub flight_unrecorded: Option<Vec<(&'static str, u64)>>,
 }
 
 impl Budget {
@@ -165,6 +168,13 @@ impl Budget {
                 self.cycle.duty(),
                 (t.files.cycled()).filter(|(_, c)| c.cycling).count(),
             ),
+            flight_unrecorded: (self.flight).then(|| {
+                self.unrecorded
+                    .calls
+                    .iter()
+                    .map(|(a, n)| (*a, *n))
+                    .collect()
+            }),
         }
     }
 }

@@ -55,7 +55,7 @@ impl Daemon {
         self.tracker.probes.drain_calls(calls_until, |item| {
             if let Ok(decoded) = decode(item) {
                 if let Some(f) = flight.as_mut() {
-                    f.keep(item);
+                    f.keep_call(item, &decoded);
                 }
                 sessions.route(item, &decoded);
             }
@@ -66,7 +66,11 @@ impl Daemon {
         while let Some(item) = ring.next() {
             match decode(&item) {
                 Ok(Decoded::LinkMap(r)) => self.look(r.pid),
-                Ok(Decoded::Process(r)) if r.event == PROCESS_EXIT => {}
+                Ok(Decoded::Process(r)) if r.event == PROCESS_EXIT => {
+                    if let Some(f) = &mut self.flight {
+                        f.exited(r.pid);
+                    }
+                }
                 Ok(Decoded::Process(r)) => self.look(r.pid),
                 // A thread's name as it left: the daemon's traces name threads as the
                 // stacks read them.
@@ -74,7 +78,7 @@ impl Daemon {
                 Ok(Decoded::Stall(r)) => self.on_stall(r),
                 Ok(decoded) => {
                     if let Some(f) = &mut self.flight {
-                        f.keep(&item);
+                        f.keep_call(&item, &decoded);
                     }
                     self.sessions.route(&item, &decoded);
                 }

@@ -164,11 +164,9 @@ impl Daemon {
                 let links = self.tracker.probes.link_kind().name();
                 let Some(f) = &mut self.flight else { return };
                 // What the budget shed within the recorder's span.
-                let span_us = f.span().as_micros() as u64;
-                let shed = self
-                    .tracker
-                    .shed_log
-                    .overlapping(shed_log::now_us() - span_us);
+                let from_us = shed_log::now_us() - f.span().as_micros() as u64;
+                let shed = self.tracker.shed_log.overlapping(from_us);
+                let duty_cycled = self.tracker.shed_log.cycled_calls(from_us);
                 let chunks = f.chunks();
                 let queues = self.sessions.queues.missing_from(flight::records(&chunks));
                 let held = flight::Held {
@@ -177,6 +175,7 @@ impl Daemon {
                     known_from: f.known_from(),
                     queues,
                     max_bytes,
+                    duty_cycled,
                 };
                 let client = PendingReply::new(conn, client.send_files);
                 self.writing

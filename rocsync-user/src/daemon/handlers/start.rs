@@ -8,6 +8,7 @@ use rocsync_common::Decoded;
 use crate::daemon::{
     recording::{flight, selection, traces::Active},
     state::Daemon,
+    tracking::apart::shed_log,
     triggers::{collectives, origin::Start},
 };
 use crate::ingest::Call;
@@ -29,9 +30,11 @@ impl Daemon {
         // Every return it records is probed before its recording is switched on, and
         // before its span starts (attaching takes milliseconds: not the user's).
         self.budget.recording(&mut self.tracker)?;
-        let trace = Active::open(&self.tracker, start, pids, &self.config.state_dir, limits)?;
+        let mut trace = Active::open(&self.tracker, start, pids, &self.config.state_dir, limits)?;
         match (&mut self.flight, unasked) {
             (Some(f), true) => {
+                let span_us = f.span().as_micros() as u64;
+                trace.not_recorded_from(shed_log::now_us().saturating_sub(span_us));
                 let chunks = f.chunks();
                 let history = flight::records(&chunks);
                 slow_call = slow_call.filter(|c| !holds(history.clone(), c));

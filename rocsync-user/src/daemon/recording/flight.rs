@@ -8,7 +8,7 @@
 //! (one dump at a time, so memory stays within twice the cap).
 
 use std::{
-    collections::{BTreeMap, VecDeque},
+    collections::{BTreeMap, HashMap, VecDeque},
     path::Path,
     sync::{Arc, atomic::AtomicBool, atomic::Ordering},
     time::Duration,
@@ -37,6 +37,8 @@ const CHUNK_BYTES: usize = 1 << 20;
 pub(crate) struct Chunk {
     bytes: Vec<u8>,
     records: u64,
+    /// Returns not kept within it: their calls' entries were not probed (the duty cycle).
+    returns_unentered: u64,
     /// When its first and its last record were read.
     span: Option<(Instant, Instant)>,
 }
@@ -74,6 +76,18 @@ pub(crate) struct FlightRecorder {
     /// when it began (ids before were never its), then the highest call it forgot.
     /// `None`: unknown (every id before its first held call is then taken as forgotten).
     known_from: Option<u64>,
+    /// Each thread's last kept entry of a cycled API (a record, wait or destroy), until
+    /// its return: see [`FlightRecorder::keep_call`].
+    entered: HashMap<(u32, u32), u16>,
+}
+
+/// Threads [`FlightRecorder::entered`] holds at most: past it, forgotten at once (their
+/// next returns are then not kept, counted).
+const THREADS_HELD: usize = 1 << 16;
+
+/// Whether the duty cycle takes `api`'s probes off and on (`budget/cycle.rs`).
+fn cycled(api: u32) -> bool {
+    rocsync_common::Api::from_u32(api).is_some_and(|a| a.return_optional() && !a.is_polling())
 }
 
 impl FlightRecorder {
@@ -86,6 +100,7 @@ impl FlightRecorder {
             bytes: 0,
             evicted: 0,
             known_from: from,
+            entered: HashMap::new(),
         }
     }
 
@@ -97,6 +112,36 @@ impl FlightRecorder {
     /// How far back it keeps.
     pub(crate) fn span(&self) -> Duration {
         self.span
+    }
+
+    /// Keeps a call's record, but not the return of a record, wait or destroy whose entry
+    /// it did not keep: the duty cycle puts their returns back before their entries, and
+    /// a call entered between returns with no entry (not a lost record: a call of the
+    /// period off, estimated there). Counted in its chunk; the dump says them.
+    pub(crate) fn keep_call(&mut self, record: &[u8], decoded: &Decoded) {
+        match decoded {
+            Decoded::Entry(e) if cycled(u32::from(e.api)) => {
+                if self.entered.len() >= THREADS_HELD {
+                    self.entered.clear();
+                }
+                self.entered.insert((e.pid, e.tid), e.api);
+            }
+            Decoded::Exit(x) if cycled(x.api) => {
+                let thread = (x.pid, x.tid);
+                if self.entered.get(&thread).map(|&a| u32::from(a)) != Some(x.api) {
+                    self.open.returns_unentered += 1;
+                    return;
+                }
+                self.entered.remove(&thread);
+            }
+            _ => {}
+        }
+        self.keep(record);
+    }
+
+    /// A process exited: its threads' entries are forgotten.
+    pub(crate) fn exited(&mut self, pid: u32) {
+        self.entered.retain(|&(p, _), _| p != pid);
     }
 
     /// Keeps a ring record; forgets what is older than the span, or over the memory cap.
@@ -166,10 +211,17 @@ pub(crate) struct Held {
     pub queues: Vec<Vec<u8>>,
     /// The largest a file of it may grow (`--trace-max-bytes`, as for any trace).
     pub max_bytes: u64,
+    /// The calls the duty cycle's spans within its span estimated (none recorded).
+    pub duty_cycled: u64,
 }
 
 /// A dump written: its files, and whether it was cut at its bound.
 pub(crate) type Dumped = (Vec<Written>, bool);
+
+/// The returns `chunks` did not keep: their calls' entries were not probed.
+pub(crate) fn returns_unentered(chunks: &[Arc<Chunk>]) -> u64 {
+    chunks.iter().map(|c| c.returns_unentered).sum()
+}
 
 /// The records of `chunks`, oldest first.
 pub(crate) fn records(chunks: &[Arc<Chunk>]) -> impl Iterator<Item = &[u8]> + Clone {
@@ -196,7 +248,10 @@ pub(crate) fn first_expected(
 
 /// Writes what the flight recorder holds (every process's last seconds) as traces;
 /// `processes`: what the processes it may hold said of themselves; `call_probe_links`:
-/// how the call probes are attached; `assigned`: the last id the probes had given. Each
+/// how the call probes are attached; `not_recorded`: what the budget shed or cycled off
+/// within its span, and (`unrecorded`) the calls estimated in the duty cycle's periods
+/// off and the returns of such calls not kept; `assigned`: the last id the probes had
+/// given. Each
 /// file at most `max_bytes`, as any trace (a recorder of 256 MiB wrote 1.64 GB files):
 /// past it, the rows are counted as left out and the dump says it was truncated.
 pub(crate) fn dump<'a>(
@@ -205,7 +260,7 @@ pub(crate) fn dump<'a>(
     (state_dir, max_bytes): (&Path, u64),
     (id, preempted): (u64, &AtomicBool),
     processes: BTreeMap<u32, ProcessInfo>,
-    (call_probe_links, not_recorded): (&'static str, Value),
+    (call_probe_links, not_recorded, unrecorded): (&'static str, Value, (u64, u64)),
 ) -> Result<Dumped> {
     let (mut pipeline, outputs) =
         files::open(state_dir, &files::numbered_stem("flight", id), id, None)?;
@@ -237,13 +292,15 @@ pub(crate) fn dump<'a>(
         pipeline.assigned_up_to(last.max(start - 1));
     }
     pipeline.stopping();
-    let (sink, stats) = pipeline.finish()?;
+    let (sink, mut stats) = pipeline.finish()?;
+    stats.duty_cycled = unrecorded.0;
     let truncated = truncated(id, max_bytes, sink.trace(), not_written);
     let cut = truncated.is_some();
     let report = Report {
         parameters: json!({
             "mode": "daemon flight recorder", "id": id, "call_probe_links": call_probe_links,
             "not_recorded": not_recorded, "truncated": truncated,
+            "returns_of_unrecorded_calls": unrecorded.1,
         }),
         libraries: Vec::new(),
         single_stepped: Vec::new(),

@@ -302,6 +302,12 @@ impl Active {
         self.truncated.is_some()
     }
 
+    /// It begins with what the flight recorder held, back to `from_us`: what the budget
+    /// shed or cycled off since then is its too.
+    pub(crate) fn not_recorded_from(&mut self, from_us: u64) {
+        self.shed.1 = self.shed.1.min(from_us);
+    }
+
     /// The id of a call this trace does not record.
     pub(crate) fn skip(&mut self, correlation: u64) {
         self.pipeline.skip(correlation);
@@ -337,7 +343,8 @@ impl Active {
             .pipeline
             .finish()
             .map_err(anyhow::Error::from)
-            .and_then(|(sink, stats)| {
+            .and_then(|(sink, mut stats)| {
+                stats.duty_cycled = self.shed.0.cycled_calls(self.shed.1);
                 let mut truncated = self.truncated;
                 if let (Some(t), Some(n)) = (&mut truncated, sink.trace().left_out()) {
                     t["left_out"] = n.into();

@@ -119,13 +119,14 @@ impl Writing {
         let job = self.jobs.spawn_blocking(trimmed(move || {
             let records = flight::records(&held.chunks);
             let queues = held.queues.iter().map(Vec::as_slice);
+            let unentered = flight::returns_unentered(&held.chunks);
             let dumped = flight::dump(
                 queues.chain(records),
                 (held.assigned, held.known_from),
                 (&state_dir, held.max_bytes),
                 (id, &ends),
                 processes,
-                links,
+                (links.0, links.1, (held.duty_cycled, unentered)),
             );
             let truncated = dumped.as_ref().is_ok_and(|d| d.1);
             Done {

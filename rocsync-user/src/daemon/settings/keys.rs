@@ -32,7 +32,8 @@ settings! {
     /// authentication: keep it on localhost); its log files must lie in the state directory
     dynolog_addr: text "ADDR:PORT" as SocketAddr, restart => |c| c.dynolog_addr.map_or_else(off, |a| a.to_string());
     /// Keep every tracked process's calls of the last DURATION (e.g. 10s) in memory, for
-    /// `rocsync trace --flight` (costs a capture's per-call price all the time)
+    /// `rocsync trace --flight` (costs a capture's per-call price while probed; held to
+    /// `--budget` by its duty cycle like counting)
     flight_recorder: duration "DURATION" as Duration, restart => |c| c.flight_recorder.map_or_else(off, duration);
     /// Record every tracked process for this long (e.g. 2s) every --sample-every
     sample_window: duration "DURATION" as Duration => |c| c.sampling.map_or_else(off, |(w, _)| duration(w));

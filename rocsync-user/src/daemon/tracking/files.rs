@@ -285,6 +285,18 @@ impl Files {
             .filter_map(|p| Some((&p.pids, p.cycled.as_mut()?)))
     }
 
+    /// Each runtime file's cycled probes, with its returns where `returns` (they are
+    /// attached now: the cycle takes them off and puts them back with the entries).
+    pub(crate) fn cycled_returns(
+        &mut self,
+        returns: bool,
+    ) -> impl Iterator<Item = (&mut Cycled, Option<&mut FileReturns>)> {
+        self.probed.values_mut().filter_map(move |p| {
+            let r = p.returns.as_mut().filter(|_| returns);
+            Some((p.cycled.as_mut()?, r))
+        })
+    }
+
     pub(crate) fn polling(&mut self) -> impl Iterator<Item = (&BTreeSet<u32>, &mut Polling)> {
         self.probed
             .values_mut()

@@ -100,11 +100,13 @@ families! {
     PROBE_CALL: "rocsync_probe_call_seconds" gauge
         "What one probed call costs on this node (calibrated at start), by where its probes sit (site: emulated, single_stepped: an entry and return pair on an instruction the kernel emulates or single-steps; entry_alone: an entry without its return, on an emulated one).";
     OVER_BUDGET: "rocsync_over_budget_processes" gauge
-        "Tracked processes whose records and waits alone cost more than the budget, left so, by reason (shed_only, shared_series: another user's processes in their series, recording, other_cycle: the node's cycle holds other series, synchronizes: what stays probed is over the budget alone).";
+        "Tracked processes whose records and waits alone cost more than the budget, left so, by reason (shed_only, shared_series: another user's processes in their series, recording: a trace or --return-probes all holds every probe on, other_cycle: the node's cycle holds other series, synchronizes: what stays probed is over the budget alone).";
     PROBES_DUTY: "rocsync_probes_duty_cycle" gauge
         "The share of the time the duty-cycled files' records, stream waits and destroys are probed (1: no cycle).";
     PROBES_CYCLED: "rocsync_probes_cycled_files" gauge
         "Probed runtime files whose records, stream waits and destroys are in the budget's duty cycle.";
+    FLIGHT_UNRECORDED: "rocsync_flight_recorder_unrecorded_calls_total" counter
+        "Calls the flight recorder did not record because the budget's duty cycle had their probes off (estimated, as in rocsync_sync_calls_estimated_total), by API; its dumps say the periods off. Shown with --flight-recorder.";
     BUILD_INFO: "rocsync_build_info" gauge
         "The daemon's release and the commit it was built from (always 1).";
     DAEMON_CPU: "rocsync_daemon_cpu_seconds_total" counter

@@ -57,6 +57,12 @@ pub(super) fn render_budget(t: &mut Text, b: &BudgetView) {
     }
     t.family(&PROBES_DUTY).value(b.duty.0);
     t.family(&PROBES_CYCLED).value(b.duty.1);
+    if let Some(unrecorded) = &b.flight_unrecorded {
+        let mut f = t.family(&FLIGHT_UNRECORDED);
+        for (api, n) in unrecorded {
+            f.labelled(&format!("api=\"{api}\""), n);
+        }
+    }
 }
 
 pub(super) fn render_stalls(t: &mut Text, st: &StallView) {

@@ -55,6 +55,7 @@ fn everything() -> String {
             over: vec![("shed_only", 0), ("shared_series", 1)],
             shed: vec![("hipEventQuery", 1), ("cudaEventQuery", 0)],
             duty: (0.25, 1),
+            flight_unrecorded: Some(vec![("hipEventRecord", 9)]),
         },
         stall_traces: StallView {
             traces: 1,

@@ -8,7 +8,7 @@ use anyhow::Result;
 
 use crate::{
     backend::Runtime,
-    daemon::untrusted,
+    daemon::{tracking::apart::returns::FileReturns, untrusted},
     probes::{
         ApiChoice, LinkGroup, Probes, ReturnProbes, elf::SymbolError, library::OpenedLibrary,
     },
@@ -16,6 +16,9 @@ use crate::{
 
 /// A runtime file's probes of records, stream waits and destroys (their entries; their
 /// returns are apart, `returns.rs`), attached apart so that the cycle can take them off.
+/// While the returns are attached (something records: the flight recorder), the cycle
+/// takes them off and puts them back with the entries: a return probe traps at the
+/// function's entry too, so a cycle of the entries alone would save nothing.
 pub(crate) struct Cycled {
     lib: OpenedLibrary,
     runtime: &'static Runtime,
@@ -45,20 +48,29 @@ impl Cycled {
             detaching: None,
             cycling: false,
         };
-        match c.on(probes, Some(pid)) {
+        match c.on(probes, Some(pid), None) {
             Ok(()) => Ok(Some(c)),
             Err(e) if matches!(e.downcast_ref(), Some(SymbolError::NoneHooked(_))) => Ok(None),
             Err(e) => Err(e),
         }
     }
 
-    /// Its probes on, if off.
-    pub(crate) fn on(&mut self, probes: &mut Probes, pid: Option<u32>) -> Result<()> {
+    /// Its probes on, if off; `returns`: its file's returns, attached first (a call
+    /// entered once the entries are back then has its return).
+    pub(crate) fn on(
+        &mut self,
+        probes: &mut Probes,
+        pid: Option<u32>,
+        returns: Option<&mut FileReturns>,
+    ) -> Result<()> {
         if self.links.is_some() {
             return Ok(());
         }
         if let Some(detach) = self.detaching.take() {
             let _ = detach.join();
+        }
+        if let Some(r) = returns {
+            r.cycle_on(probes)?;
         }
         let choice = ApiChoice {
             skip: (self.runtime.apis())
@@ -73,11 +85,24 @@ impl Cycled {
         Ok(())
     }
 
-    /// Its probes off (detached in the background).
-    pub(crate) fn off(&mut self, probes: &mut Probes) {
-        if let Some(links) = self.links.take() {
-            self.detaching = Some(probes.release(vec![links]));
-        }
+    /// Its probes off (detached in the background); `returns`: its file's returns, off
+    /// too once the entries are detached and the calls entered before have returned.
+    pub(crate) fn off(&mut self, probes: &mut Probes, returns: Option<&mut FileReturns>) {
+        let Some(links) = self.links.take() else {
+            return;
+        };
+        let entries = probes.release(vec![links]);
+        self.detaching = Some(match returns.and_then(FileReturns::cycle_off) {
+            Some(r) => probes.release_after(r, entries, super::returns::CYCLE_GRACE),
+            None => entries,
+        });
+    }
+
+    /// The APIs it probes (or would).
+    pub(crate) fn apis(&self) -> impl Iterator<Item = &'static str> + '_ {
+        (self.runtime.apis())
+            .filter(|a| a.return_optional() && !a.is_polling())
+            .map(|a| a.symbol())
     }
 
     pub(crate) fn is_on(&self) -> bool {

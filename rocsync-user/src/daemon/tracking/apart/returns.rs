@@ -25,6 +25,9 @@ use crate::{
 
 /// How long detached returns wait: the calls entered before the switch have returned.
 const GRACE: Duration = Duration::from_millis(300);
+/// How long a file's returns wait, once the duty cycle's entries are detached, before
+/// they are detached too (`cycled.rs`): the calls entered before have returned.
+pub(crate) const CYCLE_GRACE: Duration = Duration::from_millis(50);
 
 /// A runtime file's optional returns: what to attach them to, and their links while on.
 pub(crate) struct FileReturns {
@@ -91,6 +94,21 @@ impl FileReturns {
     /// run (the file is not probed again before it is done).
     pub(crate) fn release(self) -> (Option<LinkGroup>, Option<JoinHandle<()>>) {
         (self.links, self.detaching)
+    }
+
+    /// Its links, taken off by the duty cycle with its entries (`cycled.rs`): `None`
+    /// when none are attached, or when they are being retired already.
+    pub(crate) fn cycle_off(&mut self) -> Option<LinkGroup> {
+        match self.retiring {
+            Some(_) => None,
+            None => self.links.take(),
+        }
+    }
+
+    /// Attached again as the duty cycle puts its entries back, before them (`on`: the
+    /// returns are wanted now); the caller has waited for their last detach.
+    pub(crate) fn cycle_on(&mut self, probes: &mut Probes) -> Result<()> {
+        self.attach(probes)
     }
 }
 

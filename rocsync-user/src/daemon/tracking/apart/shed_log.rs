@@ -1,7 +1,9 @@
 //! What the budget shed, and when: each polling API not probed in a file for a while,
 //! kept from when its probes were off (detached) until they are back. Written as the
-//! file's polling probes go and come (`polling.rs`); said in every trace that overlaps
-//! it (a trace's `rocsync` object), as `/metrics` and the log say what is shed now.
+//! file's polling probes go and come (`polling.rs`), and as the duty cycle takes records
+//! and waits off and puts them back (`budget/cycling.rs`: one span per API, with the
+//! calls estimated in it); said in every trace and flight recorder dump that overlaps it
+//! (a trace's `rocsync` object), as `/metrics` and the log say what is shed now.
 
 use std::sync::{Arc, Mutex};
 
@@ -24,7 +26,14 @@ pub(crate) struct Span {
     pub from_us: Option<u64>,
     /// `None`: not probed still.
     pub until_us: Option<u64>,
+    /// `budget` (a poll shed) or `duty_cycle` (records and waits cycled off).
+    pub reason: &'static str,
+    /// A duty cycle's span: the calls of its API estimated in it (so far, while open).
+    pub estimated_calls: Option<u64>,
 }
+
+/// A duty cycle's spans are not a file's: this stands for their file.
+const CYCLE: (u64, u64) = (0, 0);
 
 /// What was shed, shared with the traces being written (they read it when they finish).
 #[derive(Clone, Debug, Default)]
@@ -48,7 +57,76 @@ impl ShedLog {
             shed_us: now_us(),
             from_us: None,
             until_us: None,
+            reason: "budget",
+            estimated_calls: None,
         });
+    }
+
+    /// The duty cycle took `apis`' probes off in `libraries`: not probed from now (their
+    /// detach has begun; the calls made meanwhile may be recorded still).
+    pub(crate) fn cycled_off(&self, apis: &[&'static str], libraries: &str) {
+        let mut spans = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let now = now_us();
+        for &api in apis {
+            if spans.len() >= SPANS_KEPT
+                && let Some(i) = spans.iter().position(|s| s.until_us.is_some())
+            {
+                spans.remove(i);
+            }
+            spans.push(Span {
+                api,
+                library: libraries.to_string(),
+                file: CYCLE,
+                shed_us: now,
+                from_us: Some(now),
+                until_us: None,
+                reason: "duty_cycle",
+                estimated_calls: Some(0),
+            });
+        }
+    }
+
+    /// The calls of `api` estimated so far in the duty cycle's open span.
+    pub(crate) fn cycle_estimated(&self, api: &'static str, calls: u64) {
+        let mut spans = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let open = spans
+            .iter_mut()
+            .filter(|s| s.file == CYCLE && s.api == api && s.until_us.is_none());
+        for s in open {
+            s.estimated_calls = Some(calls);
+        }
+    }
+
+    /// The duty cycle's probes are on again: its open spans end now.
+    pub(crate) fn cycled_on(&self) {
+        let mut spans = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let now = now_us();
+        for s in spans
+            .iter_mut()
+            .filter(|s| s.file == CYCLE && s.until_us.is_none())
+        {
+            s.until_us = Some(now);
+        }
+    }
+
+    /// The calls the duty cycle's spans estimated within `[from_us, now]`, in all: a
+    /// span that began before counts for its part after `from_us` (its calls taken as
+    /// evenly spread).
+    pub(crate) fn cycled_calls(&self, from_us: u64) -> u64 {
+        let spans = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let now = now_us();
+        let within = |s: &Span| {
+            let (from, until) = (s.from_us.unwrap_or(s.shed_us), s.until_us.unwrap_or(now));
+            let n = s.estimated_calls.unwrap_or(0) as f64;
+            match from >= from_us || until <= from {
+                true => n,
+                false => n * until.saturating_sub(from_us) as f64 / (until - from) as f64,
+            }
+        };
+        (spans.iter())
+            .filter(|s| s.file == CYCLE && s.until_us.is_none_or(|u| u >= from_us))
+            .map(|s| within(s).round() as u64)
+            .sum()
     }
 
     /// The probes shed in `file` no longer fire: not probed from now.
@@ -89,11 +167,15 @@ impl ShedLog {
             .iter()
             .filter(|s| s.from_us.is_some() && s.until_us.is_none_or(|u| u >= from_us))
             .map(|s| {
-                json!({
-                    "api": s.api, "library": s.library, "reason": "budget",
+                let mut v = json!({
+                    "api": s.api, "library": s.library, "reason": s.reason,
                     "shed_unix_us": s.shed_us, "from_unix_us": s.from_us,
                     "until_unix_us": s.until_us,
-                })
+                });
+                if let Some(n) = s.estimated_calls {
+                    v["estimated_calls"] = n.into();
+                }
+                v
             })
             .collect()
     }
@@ -123,6 +205,38 @@ mod tests {
         assert_eq!(spans.len(), 1);
         assert_eq!(spans[0]["api"], "cudaEventQuery");
         assert!(spans[0]["until_unix_us"].is_null());
+    }
+
+    #[test]
+    fn a_duty_cycles_spans_carry_their_estimates_and_end_together() {
+        let log = ShedLog::default();
+        log.cycled_off(&["hipEventRecord", "hipStreamWaitEvent"], "/a, /b");
+        log.cycle_estimated("hipEventRecord", 40);
+        log.cycle_estimated("hipEventRecord", 70);
+        // A shed poll of a file is not the cycle's.
+        log.begin("hipEventQuery", "/a".into(), (1, 2));
+        log.detached((1, 2));
+        assert_eq!(log.cycled_calls(0), 70);
+        assert_eq!(
+            log.cycled_calls(now_us() + 1_000_000),
+            0,
+            "after its end: none"
+        );
+        log.cycled_on();
+        log.cycle_estimated("hipEventRecord", 99);
+        let spans = log.overlapping(0);
+        let spans = spans.as_array().unwrap();
+        assert_eq!(spans.len(), 3);
+        assert_eq!(spans[0]["reason"], "duty_cycle");
+        assert_eq!(
+            spans[0]["estimated_calls"], 70,
+            "ended: no longer estimated"
+        );
+        assert_eq!(spans[1]["estimated_calls"], 0);
+        assert!(spans[0]["until_unix_us"].is_u64());
+        assert_eq!(spans[2]["reason"], "budget");
+        assert!(spans[2]["until_unix_us"].is_null());
+        assert!(spans[2].get("estimated_calls").is_none());
     }
 
     #[test]

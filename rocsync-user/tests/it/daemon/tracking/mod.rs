@@ -3,6 +3,7 @@
 mod budget;
 mod cycle;
 mod discovery;
+mod flight_cycle;
 mod hostile_files;
 mod hsa;
 pub(crate) mod pods;
