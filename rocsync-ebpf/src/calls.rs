@@ -95,9 +95,10 @@ fn get_device_recorded(cookie: Cookie, pid_tgid: u64) -> bool {
 /// How the switch says `cookie`'s API (a `*GetDevice`) is recorded now.
 #[inline(always)]
 fn get_device_mode(cookie: Cookie) -> u16 {
+    let api = cookie.api();
     SWITCH
         .get(0)
-        .map_or(GetDeviceMode::Every as u16, |s| s.get_device(cookie.api()))
+        .map_or(GetDeviceMode::Every as u16, move |s| s.get_device(api))
 }
 
 /// The capture switch, if the calls of this process are to be recorded now. Asked on
@@ -128,7 +129,11 @@ pub(crate) fn enter(ctx: &ProbeContext, cookie: Cookie) -> u32 {
         None if SWITCH.get(0).is_some_and(|s| s.metrics != 0) => {
             let args = args_of(ctx, cookie, tgid);
             let mut word = 0;
-            let nccl = |args: &[u64; 3]| word = nccl_state(ctx, cookie, args, pid_tgid);
+            // `move`: the closure holds its own copy of the cookie. Borrowing it would take
+            // the cookie's address, and LLVM then folds none of the other APIs' branches
+            // away: every program carried all of them (BLAKE2b four times, 183 KB each).
+            let out = &mut word;
+            let nccl = move |args: &[u64; 3]| *out = nccl_state(ctx, cookie, args, pid_tgid);
             match metrics::entered(cookie, &args, nccl) {
                 Some(cfg) => (cfg, args, word),
                 None => return 0,
