@@ -110,6 +110,8 @@ PUB_USE = re.compile(r"^pub(?:\([^)]*\))?\s+use\s+([^;]+);", re.M)
 def strip(text):
     """The code without comments and without its `#[cfg(test)]` modules (at the end)."""
     code = re.sub(r"//[^\n]*", "", text)
+    # A visibility (`pub(in crate::daemon)`) names a module, imports nothing.
+    code = re.sub(r"\bpub\(in [^)]*\)", "pub", code)
     m = re.search(r"^#\[cfg\(test\)\]\s*\n\s*mod \w+\s*\{", code, re.M)
     return code[: m.start()] if m else code
 

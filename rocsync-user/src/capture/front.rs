@@ -127,7 +127,8 @@ impl Capture {
                 wanted.join(" or ")
             );
         }
-        let ring = (self.settings.probes.call_ring_bytes).unwrap_or(super::CALL_RING_BYTES);
+        let ring =
+            (self.settings.probes.call_ring_bytes).unwrap_or(super::settings::CALL_RING_BYTES);
         let remedy = super::remedy::said(&captured.stats, ring);
         let written = write_outputs(self.outputs, captured, parameters, &self.settings);
         if let Some(remedy) = remedy {

@@ -9,6 +9,13 @@ use crate::{
     probes::{ApiChoice, ProbeOptions},
 };
 
+/// The call ring of `run` and `attach` unless `--ring-size` says: room for 3 s of the
+/// records of 150 000 calls a second (1 M slots), so that a reader kept from the CPU
+/// by busy neighbours, or by attaching probes, catches up without losing any (the 8 MiB
+/// it had, 0.4 s of them, lost 14 % at 120 000 calls/s beside two busy loops;
+/// `bench/load.md`).
+pub const CALL_RING_BYTES: u32 = 64 << 20;
+
 pub struct CaptureSettings {
     /// The trace; `None`: `rocsync-<pid>-<time>.json`.
     pub output: Option<PathBuf>,

@@ -7,7 +7,8 @@
 //! in progress is finished and written first), leaving every target running.
 //!
 //! [`run`] sets up and then waits on one loop; each thing it waits for is one method of
-//! [`state::Daemon`] (`handlers/`: `events.rs`, `requests.rs`, `timed.rs`, `budget.rs`, …).
+//! [`state::Daemon`]: the small wakes in `state.rs`, what it records in
+//! `handlers/recording.rs`, what it answers in `handlers/requests.rs`.
 
 mod budget;
 mod handlers;
@@ -45,7 +46,7 @@ use crate::{
     probes::{ProbeOptions, Probes, async_ring, seccomp::Returns},
     signals::Signals,
 };
-use handlers::events::{self, Flow};
+use handlers::Flow;
 use outputs::statedir;
 use serving::{
     pauses::{DYNO, METRICS, Pauses, REQUESTS},
@@ -55,7 +56,6 @@ use serving::{
 use settings::config::{ConfigFlags, DaemonConfig};
 use state::Daemon;
 use tracking::{discovery::Tracker, pods};
-use triggers::sampled::Sampling;
 
 use crate::pipeline::cadence::{DRAIN_EVERY, TICK_EVERY};
 
@@ -145,7 +145,7 @@ async fn start(config: DaemonConfig, flags: ConfigFlags, signals: Signals) -> Re
     probes.discover_system_wide()?;
     let ring = async_ring(probes.take_ring()?)?;
     // Before the scan attaches the temporary *GetDevice probes.
-    probes.set_switch(events::switch(GetDeviceMode::Learning))?;
+    probes.set_switch(handlers::switch(GetDeviceMode::Learning))?;
     let metrics = TcpListener::bind(config.metrics_addr)
         .await
         .with_context(|| format!("cannot listen on {}", config.metrics_addr))?;
@@ -208,18 +208,15 @@ async fn start(config: DaemonConfig, flags: ConfigFlags, signals: Signals) -> Re
     let (stacks_tx, stacks) = tokio::sync::mpsc::unbounded_channel();
     let (readers, incoming) = Readers::new();
     let destinations = outputs::Destinations::start(config.destinations())?;
-    let mut d = Daemon::new(
+    let d = Daemon::new(
         config,
         flags,
         tracker,
         flight,
         destinations,
         (released_tx, stacks_tx),
-    );
-    d.budget = budget::Budget::new(prices);
-    d.budget.flight = d.flight.is_some();
-    d.sampling = Sampling::new(d.config.sampling);
-    d.learn_until = learn_until;
+    )
+    .started(budget::Budget::new(prices), learn_until);
     // The line clients wait for: said once nothing left can fail.
     crate::say!(
         "rocsync daemon: tracking {} process(es); SIGHUP reloads, SIGTERM stops",

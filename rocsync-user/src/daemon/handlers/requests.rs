@@ -10,13 +10,13 @@ use tokio::{
 };
 
 use crate::daemon::{
-    handlers::events::Flow,
+    handlers::Flow,
     recording::flight,
     recording::{files, selection},
-    serving::dynolog,
     serving::protocol::{ClaimRequest, Reply, Request},
     serving::readers::Incoming,
     serving::socket::{self, PendingReply},
+    serving::{dynolog, http},
     state::Daemon,
     tracking::apart::shed_log,
     triggers::{asked, dyno, origin::Origin, origin::Start, origin::TraceSpec},
@@ -41,7 +41,7 @@ impl Daemon {
     ) -> Flow {
         match asked {
             Incoming::Http(path, answer) => {
-                let _ = answer.send(self.http_page(&path));
+                let _ = answer.send(http::page(&path, || self.metrics()));
             }
             Incoming::Request(conn, asked) => self.on_request(conn, asked, ring).await,
             Incoming::Dynolog(conn, asked, peer) => self.on_dynolog(conn, asked, peer).await,
@@ -249,15 +249,8 @@ impl Daemon {
 
     /// Whether a dyno request waiting or recording writes to `log`.
     fn dyno_log_file_taken(&self, log: &std::path::Path) -> bool {
-        let log = Some(log);
-        self.scheduled
-            .iter()
-            .any(|w| w.start.origin.output() == log)
-            || self
-                .sessions
-                .traces
-                .iter()
-                .any(|(_, t)| t.origin.output() == log)
+        let mut recording = self.sessions.traces.iter();
+        self.scheduled.writes_to(log) || recording.any(|(_, t)| t.origin.output() == Some(log))
     }
 }
 

@@ -46,6 +46,34 @@ pub(crate) async fn answer(mut conn: TcpStream, (status, kind, body): Response) 
     .await;
 }
 
+/// What the daemon serves at `path`: `metrics` renders `/metrics` (read only when
+/// scraped; an error is a 500 that says it).
+pub(crate) fn page(path: &str, metrics: impl FnOnce() -> anyhow::Result<String>) -> Response {
+    match path {
+        "/metrics" => match metrics() {
+            Ok(text) => ("200 OK", "text/plain; version=0.0.4; charset=utf-8", text),
+            Err(e) => (
+                "500 Internal Server Error",
+                "text/plain",
+                format!("reading the probes' maps: {e:#}\n"),
+            ),
+        },
+        "/healthz" => ("200 OK", "text/plain", "ok\n".into()),
+        "/" => (
+            "200 OK",
+            "text/html; charset=utf-8",
+            format!(
+                "<html><head><title>rocsync daemon</title></head><body>\
+                 <h1>rocsync daemon</h1><p>{}</p><ul>\
+                 <li><a href=\"/metrics\">/metrics</a> (Prometheus)</li>\
+                 <li><a href=\"/healthz\">/healthz</a></li></ul></body></html>\n",
+                crate::VERSION
+            ),
+        ),
+        _ => ("404 Not Found", "text/plain", "not found\n".into()),
+    }
+}
+
 fn path(request: &[u8]) -> Result<String, Response> {
     let line = request.split(|&b| b == b'\r').next().unwrap_or_default();
     let line = String::from_utf8_lossy(line);

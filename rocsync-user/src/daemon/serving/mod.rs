@@ -9,3 +9,4 @@ pub(crate) mod protocol;
 pub(super) mod readers;
 pub(crate) mod remote;
 pub(super) mod socket;
+pub(super) mod status;

@@ -119,6 +119,17 @@ impl DaemonConfig {
 }
 
 impl DaemonConfig {
+    /// These settings in place of `old` (a reload): each setting set up at start that
+    /// changed is said to wait for a restart, and kept as it was ([`Self::keeping_start`]).
+    pub(crate) fn replacing(self, old: &Self) -> Self {
+        let restart = super::keys::SETTINGS.iter().filter(|s| s.restart);
+        for s in restart.filter(|s| (s.shown)(old) != (s.shown)(&self)) {
+            let key = s.key;
+            crate::say!("rocsync daemon: warning: {key} changed: it takes effect at restart");
+        }
+        self.keeping_start(old)
+    }
+
     /// These settings, but those set up at start as they were in `old` (the listeners,
     /// the flight recorder, the socket's group, the learning done, the pods' state and
     /// labels): a reload says they wait for a restart (each setting `restart`).

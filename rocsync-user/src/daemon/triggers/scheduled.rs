@@ -1,10 +1,13 @@
 //! dyno's requests with a synchronized start: each waits, with its pids, until its time
 //! (at most an hour), bounded per peer and in all since any local user may send them.
+//! [`Scheduled`] holds them in the order they start; the daemon begins each when due.
+
+use std::path::Path;
 
 use anyhow::{Result, bail};
 use tokio::time::Instant;
 
-use crate::daemon::{triggers::origin::Start, untrusted::Peer};
+use crate::daemon::{serving::protocol, triggers::origin::Start, untrusted::Peer};
 
 /// dyno requests waiting for their start, per peer and in all: each holds its pids and
 /// a timer for up to an hour, and any local user may send them.
@@ -19,8 +22,61 @@ pub(crate) struct Waiting {
     pub peer: Peer,
 }
 
+/// dyno's requests waiting for their start, soonest first.
+#[derive(Default)]
+pub(crate) struct Scheduled {
+    waiting: Vec<Waiting>,
+}
+
+impl Scheduled {
+    /// Whether `peer` may add a request now.
+    pub(crate) fn admit(&self, peer: Peer) -> Result<()> {
+        admit(&self.waiting, peer)
+    }
+
+    /// Adds `start` from `peer`, due at `at`, within the bounds.
+    pub(crate) fn add(&mut self, start: Start, at: Instant, peer: Peer) -> Result<()> {
+        admit(&self.waiting, peer)?;
+        let i = self.waiting.partition_point(|w| w.at <= at);
+        self.waiting.insert(i, Waiting { at, start, peer });
+        Ok(())
+    }
+
+    /// When the soonest starts.
+    pub(crate) fn next(&self) -> Option<Instant> {
+        self.waiting.first().map(|w| w.at)
+    }
+
+    /// Those whose time came, taken.
+    pub(crate) fn due(&mut self) -> Vec<Waiting> {
+        let due = self.waiting.partition_point(|w| w.at <= Instant::now());
+        self.waiting.drain(..due).collect()
+    }
+
+    /// Every one, taken (the daemon stops).
+    pub(crate) fn take_all(&mut self) -> Vec<Waiting> {
+        std::mem::take(&mut self.waiting)
+    }
+
+    /// Whether one waiting writes to `log`.
+    pub(crate) fn writes_to(&self, log: &Path) -> bool {
+        (self.waiting.iter()).any(|w| w.start.origin.output() == Some(log))
+    }
+
+    /// What `rocsync status` shows of them.
+    pub(crate) fn status(&self) -> Vec<protocol::Scheduled> {
+        let now = Instant::now();
+        (self.waiting.iter())
+            .map(|w| protocol::Scheduled {
+                session: w.start.spec.name.clone(),
+                starts_in_ms: w.at.saturating_duration_since(now).as_millis() as u64,
+            })
+            .collect()
+    }
+}
+
 /// Whether `peer` may add a request to those `waiting`.
-pub(crate) fn admit(waiting: &[Waiting], peer: Peer) -> Result<()> {
+fn admit(waiting: &[Waiting], peer: Peer) -> Result<()> {
     let of_peer = waiting.iter().filter(|w| w.peer == peer).count();
     if of_peer >= MAX_WAITING_PER_PEER {
         bail!(

@@ -3,7 +3,7 @@
 //! kernel's stall records, the look each second at the calls in flight and the
 //! collectives, the traces other triggers began or ended —, keeps only its own state,
 //! and says what it decided as [`Action`]s; the daemon carries them out (`handlers/
-//! triggered.rs`) and tells it how that went. It sees the daemon through a read-only
+//! recording.rs`) and tells it how that went. It sees the daemon through a read-only
 //! [`View`]. A new trigger is one file, one line in [`super::Triggers::all`] and its kind
 //! in [`super::origin::Unasked`].
 
