@@ -329,12 +329,11 @@ impl Daemon {
         self.collectives_left_out.saw(left_out);
         let (series, unlabelled) = exposition::read_series(tracker, &self.budget.estimates.added)?;
         let (drops, packets) = (probes.drops()?, probes.aql_packets()?);
-        let stall_traces =
-            (self.triggers).stall_view(
-                probes.dependency_evicted().ok(),
-                probes.dependency_shared_lane_users().ok(),
-                probes.untimed_calls()?,
-            );
+        let stall_traces = (self.triggers).stall_view(
+            probes.dependency_evicted().ok(),
+            probes.dependency_shared_lane_users().ok(),
+            probes.untimed_calls()?,
+        );
         Ok(exposition::render(&exposition::Snapshot {
             series: &series,
             unlabelled,
