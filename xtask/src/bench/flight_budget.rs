@@ -94,13 +94,16 @@ fn one(daemon: Option<(&Path, &[&str])>, dir: &Path) -> Result<Run> {
     })
 }
 
+/// A mode's label, and the daemon it runs (which rocsync, its flags), if any.
+type Mode<'a> = (String, Option<(&'a Path, &'a [&'a str])>);
+
 pub(crate) fn flight_budget(before: Option<&str>) -> Result<()> {
     let before = PathBuf::from(before.unwrap_or("/work/main/target/release/rocsync"));
     if !before.exists() {
         bail!("{}: no such rocsync to compare with", before.display());
     }
     let after = root().join("target/release/rocsync");
-    let modes: Vec<(String, Option<(&Path, &[&str])>)> = vec![
+    let modes: Vec<Mode> = vec![
         ("no daemon".into(), None),
         (
             "before: flight 10s, budget 1 %".into(),

@@ -78,6 +78,9 @@ pub(crate) fn said_behind(behind: &[Value]) -> Option<String> {
 /// to it.
 pub(crate) const SERIES_PER_USER: usize = 256;
 
+/// One `rocsync_collective_seq` series: (comm id, rank, pid, seq).
+pub(crate) type Series = (String, String, u32, u64);
+
 /// The last collective each local rank entered, for `/metrics`: (comm id, rank, pid,
 /// seq) of the communicators whose id is known, of tracked processes (`uid`: the user
 /// of a tracked process, `None` for the others), at most [`SERIES_PER_USER`] of each
@@ -86,7 +89,7 @@ pub(crate) const SERIES_PER_USER: usize = 256;
 pub(crate) fn sequences(
     comms: &[(u32, u64, CommState)],
     uid: impl Fn(u32) -> Option<u32>,
-) -> (Vec<(String, String, u32, u64)>, Vec<(u32, u64)>) {
+) -> (Vec<Series>, Vec<(u32, u64)>) {
     let mut known: Vec<_> = comms.iter().filter(|(_, _, c)| c.id != 0).collect();
     known.sort_by_key(|(pid, handle, _)| (*pid, *handle));
     let mut uids: HashMap<u32, Option<u32>> = HashMap::new();

@@ -25,7 +25,7 @@ fn cycled_spans<'a>(t: &'a Value, api: &str) -> Vec<&'a Value> {
         .collect()
 }
 
-fn rows_of<'a>(t: &'a Value, api: &str) -> usize {
+fn rows_of(t: &Value, api: &str) -> usize {
     runtime_rows(t).iter().filter(|r| r["name"] == api).count()
 }
 
