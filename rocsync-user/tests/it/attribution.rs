@@ -51,13 +51,17 @@ fn attach_learns_devices_chosen_before_it_then_stops_probing_get_device() {
     }
     let dir = TempDir::new();
     let trace = dir.path("t.json");
-    let (mut target, mut tracer, mut err) = attach_at_gate(
+    // A window far past the default 100 ms: the thread asks for its device only when the
+    // test opens the gate, which under CI's load came later than 100 ms after the attach
+    // (nothing learned). The window still ends at once when the thread is known.
+    let (mut target, mut tracer, mut err) = attach_at_gate_with(
         Command::new(scenario())
             .arg("gated_device")
             .env("SCENARIO_LOG", dir.path("s.log"))
             .env("SCENARIO_HIP", sim_hip()),
         "ready",
         &trace,
+        &["--learn-devices", "60s"],
     );
     target.open();
     target.said.wait_for("called");
@@ -272,10 +276,6 @@ fn attach_through_removal(
 
 /// `rocsync attach` tracing a target held at its gate, writing `trace`; the gate stays
 /// closed. `word`: what the target says at its gate.
-fn attach_at_gate(cmd: &mut Command, word: &str, trace: &Path) -> (Gated, Child, Lines) {
-    attach_at_gate_with(cmd, word, trace, &[])
-}
-
 fn attach_at_gate_with(
     cmd: &mut Command,
     word: &str,

@@ -287,7 +287,11 @@ fn report_plots_parse_as_svg_with_their_elements() {
         let w = &d["waiter"];
         let waiter = match w["kind"].as_str().unwrap() {
             "stream" => stream(w),
-            _ => format!("thread {}", w["tid"]),
+            // A thread is labelled with its name where the trace gave one.
+            _ => match w["name"].as_str() {
+                Some(name) => format!("thread {} ({name})", w["tid"]),
+                None => format!("thread {}", w["tid"]),
+            },
         };
         let n = d["waits"].as_u64().unwrap();
         let edge = format!(
