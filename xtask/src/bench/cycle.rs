@@ -5,37 +5,24 @@
 //! The loop's own iterations per second, the probes' share of its CPU the daemon
 //! measured, and the records the daemon showed (counted and estimated) of those made.
 
-use std::{
-    fmt::Write as _,
-    io::{BufRead as _, BufReader, Write as _},
-    process::{Command, Stdio},
-};
+use std::fmt::Write as _;
 
-use anyhow::{Context as _, Result, bail};
+use anyhow::Result;
 use serde_json::{Value, json};
 
-use super::daemon::{Daemon, get, median};
+use super::{
+    daemon::{Daemon, get, median},
+    dense::{self, SPIN_US, metric},
+};
 
 const ROUNDS: usize = 3;
 const MS: &str = "10000";
-const SPIN_US: &str = "50";
 /// (label, the daemon's options; `None`: no daemon).
 const MODES: [(&str, Option<&[&str]>); 3] = [
     ("no daemon", None),
     ("1 %, shed-only", Some(&["--budget-mode", "shed-only"])),
     ("1 %, duty cycle (default)", Some(&[])),
 ];
-
-/// One series' value (summed over its label sets) from a `/metrics` text.
-fn metric(text: &str, series: &str) -> f64 {
-    text.lines()
-        .filter(|l| l.starts_with(series) && l[series.len()..].starts_with([' ', '{', ',']))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum::<f64>()
-        // An empty sum is -0.0.
-        .max(0.0)
-        + 0.0
-}
 
 struct Run {
     per_second: f64,
@@ -51,22 +38,7 @@ fn one(options: Option<&[&str]>, dir: &std::path::Path) -> Result<Run> {
         .map(|o| Daemon::start(dir, &scenario, o))
         .transpose()?;
     let log = dir.join("dense.log");
-    let mut child = Command::new(&scenario)
-        .args(["gated", "dense", MS, SPIN_US])
-        .env("SCENARIO_LOG", &log)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .context("starting the scenario")?;
-    let mut out = BufReader::new(child.stdout.take().context("stdout")?).lines();
-    match out.next() {
-        Some(Ok(l)) if l == "ready" => {}
-        other => bail!("the scenario said {other:?}, not \"ready\""),
-    }
-    if let Some(d) = &daemon {
-        d.wait_for(&format!("tracking pid {}", child.id()))?;
-    }
-    writeln!(child.stdin.take().context("stdin")?, "go")?;
+    let mut child = dense::start(&scenario, MS, &log, daemon.as_ref())?;
     let ms: f64 = MS.parse()?;
     std::thread::sleep(std::time::Duration::from_secs_f64(ms / 1e3 - 0.7));
     let share = daemon
@@ -75,10 +47,7 @@ fn one(options: Option<&[&str]>, dir: &std::path::Path) -> Result<Run> {
         .transpose()?
         .map(|(_, text)| metric(&text, "rocsync_probe_cost_ratio"));
     child.wait()?;
-    let made = std::fs::read_to_string(&log)?
-        .lines()
-        .filter(|l| l.contains("hipEventRecord"))
-        .count() as f64;
+    let made = dense::iterations(&log)?;
     let shown = daemon
         .as_ref()
         .map(|d| get(d.metrics_addr(), "/metrics"))

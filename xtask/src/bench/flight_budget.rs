@@ -8,19 +8,20 @@
 
 use std::{
     fmt::Write as _,
-    io::{BufRead as _, BufReader, Write as _},
     path::{Path, PathBuf},
-    process::{Command, Stdio},
+    process::Command,
 };
 
-use anyhow::{Context as _, Result, bail};
+use anyhow::{Result, bail};
 
-use super::daemon::{Daemon, get, median};
+use super::{
+    daemon::{Daemon, get, median},
+    dense::{self, SPIN_US, metric},
+};
 use crate::root;
 
 const ROUNDS: usize = 3;
 const MS: &str = "10000";
-const SPIN_US: &str = "50";
 const FLIGHT: &[&str] = &["--budget", "1%", "--flight-recorder", "10s"];
 const FLEET: &[&str] = &[
     "--budget",
@@ -30,15 +31,6 @@ const FLEET: &[&str] = &[
     "--capture-on-stall",
     "50ms",
 ];
-
-/// One series' value (summed over its label sets) from a `/metrics` text.
-fn metric(text: &str, series: &str) -> f64 {
-    (text.lines())
-        .filter(|l| l.starts_with(series) && l[series.len()..].starts_with([' ', '{', ',']))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum::<f64>()
-        .max(0.0)
-}
 
 struct Run {
     per_second: f64,
@@ -53,22 +45,7 @@ fn one(daemon: Option<(&Path, &[&str])>, dir: &Path) -> Result<Run> {
         .map(|(bin, o)| Daemon::start_of(bin, dir, &scenario, o))
         .transpose()?;
     let log = dir.join("dense.log");
-    let mut child = Command::new(&scenario)
-        .args(["gated", "dense", MS, SPIN_US])
-        .env("SCENARIO_LOG", &log)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .context("starting the scenario")?;
-    let mut out = BufReader::new(child.stdout.take().context("stdout")?).lines();
-    match out.next() {
-        Some(Ok(l)) if l == "ready" => {}
-        other => bail!("the scenario said {other:?}, not \"ready\""),
-    }
-    if let Some(d) = &daemon {
-        d.wait_for(&format!("tracking pid {}", child.id()))?;
-    }
-    writeln!(child.stdin.take().context("stdin")?, "go")?;
+    let mut child = dense::start(&scenario, MS, &log, daemon.as_ref())?;
     let ms: f64 = MS.parse()?;
     std::thread::sleep(std::time::Duration::from_secs_f64(ms / 1e3 - 0.7));
     let duty = (daemon.as_ref())
@@ -81,10 +58,7 @@ fn one(daemon: Option<(&Path, &[&str])>, dir: &Path) -> Result<Run> {
             )
         });
     child.wait()?;
-    let made = std::fs::read_to_string(&log)?
-        .lines()
-        .filter(|l| l.contains("hipEventRecord"))
-        .count() as f64;
+    let made = dense::iterations(&log)?;
     if let Some(d) = daemon {
         d.stop()?;
     }

@@ -13,6 +13,7 @@ mod breakdown;
 mod budget;
 mod cycle;
 mod daemon;
+mod dense;
 mod flight;
 mod flight_budget;
 mod learning;

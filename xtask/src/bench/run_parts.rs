@@ -10,7 +10,6 @@
 
 use std::{
     fmt::Write as _,
-    io::{BufRead as _, BufReader, Write as _},
     path::Path,
     process::{Child, Command, Stdio},
     time::Duration,
@@ -19,12 +18,14 @@ use std::{
 use anyhow::{Context as _, Result, bail};
 use serde_json::{Value, json};
 
-use super::daemon::{Daemon, median};
+use super::{
+    daemon::{Daemon, median},
+    dense::{self, SPIN_US},
+};
 use crate::root;
 
 const ROUNDS: usize = 3;
 const MS: &str = "5000";
-const SPIN_US: &str = "50";
 
 #[derive(Clone, Copy)]
 enum How {
@@ -111,20 +112,7 @@ fn one(how: How, dir: &Path) -> Result<Run> {
         How::Daemon(options) => {
             let daemon = Daemon::start(dir, &scenario, options)?;
             let before = daemon.cpu_seconds()?;
-            let mut child = Command::new(&scenario)
-                .args(["gated", "dense", MS, SPIN_US])
-                .env("SCENARIO_LOG", &log)
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .spawn()
-                .context("starting the scenario")?;
-            let mut out = BufReader::new(child.stdout.take().context("stdout")?).lines();
-            match out.next() {
-                Some(Ok(l)) if l == "ready" => {}
-                other => bail!("the scenario said {other:?}, not \"ready\""),
-            }
-            daemon.wait_for(&format!("tracking pid {}", child.id()))?;
-            writeln!(child.stdin.take().context("stdin")?, "go")?;
+            let mut child = dense::start(&scenario, MS, &log, Some(&daemon))?;
             let status = child.wait()?;
             let used = daemon.cpu_seconds()? - before;
             daemon.stop()?;
@@ -169,10 +157,7 @@ fn one(how: How, dir: &Path) -> Result<Run> {
             wait_reading(&mut child, pid)?
         }
     };
-    let made = std::fs::read_to_string(&log)?
-        .lines()
-        .filter(|l| l.contains("hipEventRecord"))
-        .count() as f64;
+    let made = dense::iterations(&log)?;
     let secs = MS.parse::<f64>()? / 1e3;
     Ok(Run {
         per_second: made / secs,
