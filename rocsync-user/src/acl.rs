@@ -33,3 +33,25 @@ pub(crate) fn writer(p: &Path, follow: bool) -> Option<String> {
     }
     writer.filter(|_| mask_writes)
 }
+
+/// Sets `dir`'s access list to `setfacl -m u:UID:rwx` on a `0755` folder (mask `rwx`):
+/// for tests of the checks above.
+#[cfg(test)]
+pub(crate) fn let_user_write(dir: &Path, uid: u32) -> rustix::io::Result<()> {
+    // (tag, permissions, id): owner, the user, the group, the mask, others.
+    let entries = [
+        (1u16, 7u16, u32::MAX),
+        (2, 7, uid),
+        (4, 5, u32::MAX),
+        (0x10, 7, u32::MAX),
+        (0x20, 5, u32::MAX),
+    ];
+    let mut list = 2u32.to_le_bytes().to_vec();
+    for (tag, perm, id) in entries {
+        list.extend(tag.to_le_bytes());
+        list.extend(perm.to_le_bytes());
+        list.extend(id.to_le_bytes());
+    }
+    let flags = rustix::fs::XattrFlags::empty();
+    rustix::fs::setxattr(dir, "system.posix_acl_access", &list, flags)
+}

@@ -110,23 +110,7 @@ mod tests {
         std::fs::write(&exe, b"").unwrap();
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
         assert_eq!(others_can_replace(&exe), None);
-        let entry = |tag: u16, perm: u16, id: u32| {
-            let mut e = tag.to_le_bytes().to_vec();
-            e.extend(perm.to_le_bytes());
-            e.extend(id.to_le_bytes());
-            e
-        };
-        let list = [
-            2u32.to_le_bytes().to_vec(),
-            entry(1, 7, u32::MAX),
-            entry(2, 7, 65534),
-            entry(4, 5, u32::MAX),
-            entry(0x10, 7, u32::MAX),
-            entry(0x20, 5, u32::MAX),
-        ]
-        .concat();
-        let flags = rustix::fs::XattrFlags::empty();
-        if let Err(e) = rustix::fs::setxattr(dir.path(), "system.posix_acl_access", &list, flags) {
+        if let Err(e) = crate::acl::let_user_write(dir.path(), 65534) {
             rocsync_tests::skip("doctor::exe", &format!("no access lists here: {e}"));
             return;
         }

@@ -17,13 +17,7 @@ fn a_runtime_carried_statically_by_a_collective_library_is_traced() {
     let (out, raw, log) = (dir.path("t.json"), dir.path("r.jsonl"), dir.path("s.log"));
     let rounds = 7;
     let run = run_ok(
-        rocsync()
-            .args(["run", "--no-status", "-o"])
-            .arg(&out)
-            .arg("--raw")
-            .arg(&raw)
-            .arg("--")
-            .arg(nccl_user())
+        rocsync_run_raw(&out, &raw, &nccl_user())
             .arg(rounds.to_string())
             .env("SCENARIO_LOG", &log)
             // An MPI launcher's names, and no torchrun ones to take first.

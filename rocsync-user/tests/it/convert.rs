@@ -33,13 +33,7 @@ fn a_compressed_raw_capture_converts_into_the_live_trace() {
     let dir = TempDir::new();
     let (live, raw) = (dir.path("live.json"), dir.path("r.jsonl.gz"));
     run_ok(
-        rocsync()
-            .args(["run", "--no-status", "-o"])
-            .arg(&live)
-            .arg("--raw")
-            .arg(&raw)
-            .arg("--")
-            .arg(rocsync_tests::scenario())
+        rocsync_run_raw(&live, &raw, &rocsync_tests::scenario())
             .args(["cross", "10"])
             .env("SCENARIO_LOG", dir.path("s.log")),
     );

@@ -125,13 +125,7 @@ fn a_full_disk_keeps_the_raw_capture_and_the_commands_status() {
     let full = SmallFs::new(64);
     let dir = TempDir::new();
     let raw = dir.path("raw.jsonl");
-    let out = rocsync()
-        .args(["run", "--no-status", "-o"])
-        .arg(full.0.path("trace.json"))
-        .arg("--raw")
-        .arg(&raw)
-        .arg("--")
-        .arg(rocsync_tests::scenario())
+    let out = rocsync_run_raw(&full.0.path("trace.json"), &raw, &rocsync_tests::scenario())
         .args(["threads", "2", "2000"])
         .env("SCENARIO_EXIT", "7")
         .env("SCENARIO_LOG", dir.path("s.log"))
@@ -160,13 +154,7 @@ fn a_full_raw_disk_loses_nothing_of_the_trace() {
     let full = SmallFs::new(64);
     let dir = TempDir::new();
     let (trace, raw) = (dir.path("trace.json"), full.0.path("raw.jsonl"));
-    let out = rocsync()
-        .args(["run", "--no-status", "-o"])
-        .arg(&trace)
-        .arg("--raw")
-        .arg(&raw)
-        .arg("--")
-        .arg(rocsync_tests::scenario())
+    let out = rocsync_run_raw(&trace, &raw, &rocsync_tests::scenario())
         .args(["threads", "2", "2000"])
         .env("SCENARIO_EXIT", "7")
         .env("SCENARIO_LOG", dir.path("s.log"))

@@ -52,13 +52,7 @@ fn report_says_what_the_scenario_log_says() {
         dir.path("scenario.log"),
     );
     run_ok(
-        rocsync()
-            .args(["run", "--no-status", "-o"])
-            .arg(&trace)
-            .arg("--raw")
-            .arg(&raw)
-            .arg("--")
-            .arg(scenario())
+        rocsync_run_raw(&trace, &raw, &scenario())
             .args(["cross", "30"])
             .env("SCENARIO_LOG", &log),
     );

@@ -33,13 +33,7 @@ fn threads_are_named_as_the_kernel_named_them_when_first_seen() {
     let dir = TempDir::new();
     let (out, raw) = (dir.path("t.json"), dir.path("calls.jsonl"));
     run_ok(
-        rocsync()
-            .args(["run", "--no-status", "-o"])
-            .arg(&out)
-            .arg("--raw")
-            .arg(&raw)
-            .arg("--")
-            .arg(rocsync_tests::scenario())
+        rocsync_run_raw(&out, &raw, &rocsync_tests::scenario())
             .args(["threads", "3", "4"])
             .env("SCENARIO_LOG", dir.path("scenario.log"))
             .env("SCENARIO_HIP", rocsync_tests::sim_hip())
@@ -78,13 +72,7 @@ fn threads_that_exit_before_their_calls_are_read_are_named() {
     let dir = TempDir::new();
     let (out, raw) = (dir.path("t.json"), dir.path("calls.jsonl"));
     run_ok(
-        rocsync()
-            .args(["run", "--no-status", "-o"])
-            .arg(&out)
-            .arg("--raw")
-            .arg(&raw)
-            .arg("--")
-            .arg(rocsync_tests::scenario())
+        rocsync_run_raw(&out, &raw, &rocsync_tests::scenario())
             .args(["threads", "8", "2"])
             .env("SCENARIO_LOG", dir.path("scenario.log"))
             .env("SCENARIO_HIP", rocsync_tests::sim_hip()),

@@ -46,6 +46,18 @@ pub(crate) fn rocsync() -> Command {
     cmd
 }
 
+/// `rocsync run --no-status -o OUT --raw RAW -- PROGRAM`: the program's arguments and
+/// environment are the caller's to add.
+pub(crate) fn rocsync_run_raw(out: &Path, raw: &Path, program: &Path) -> Command {
+    let mut cmd = rocsync();
+    (cmd.args(["run", "--no-status", "-o"]).arg(out))
+        .arg("--raw")
+        .arg(raw)
+        .arg("--")
+        .arg(program);
+    cmd
+}
+
 /// The signals that end a capture, for which rocsync keeps an inherited SIG_IGN.
 pub(crate) const ENDING: [i32; 4] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT];
 

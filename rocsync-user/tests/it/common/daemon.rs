@@ -6,7 +6,7 @@ use std::{
     ffi::OsStr,
     io::{Read as _, Write as _},
     net::TcpStream,
-    path::PathBuf,
+    path::{Path, PathBuf},
     process::{Child, ChildStdin, Command, Stdio},
 };
 
@@ -361,4 +361,30 @@ pub(crate) fn until(secs: u64, what: &str, mut ok: impl FnMut() -> bool) {
         assert!(std::time::Instant::now() < deadline, "{what}");
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
+}
+
+/// Starts the scenario `exe`'s `args` (a gated loop of records, waits and synchronizes
+/// whose records and waits alone cost more than the budget), lets it go once the daemon
+/// tracks it, and waits until the daemon says it duty-cycles them: the target, and what
+/// the daemon said.
+pub(crate) fn until_duty_cycled(
+    exe: &Path,
+    args: &[&str],
+    log: &Path,
+    lines: &mut Lines,
+) -> (Gated, String) {
+    let mut target = Gated::start(
+        std::process::Command::new(exe)
+            .args(["gated"])
+            .args(args)
+            .env("SCENARIO_LOG", log),
+    );
+    let pid = target.child.id();
+    target.open_when_tracked(lines);
+    lines.wait_for(&format!(
+        "budget: pid {pid}'s records and waits alone cost "
+    ));
+    let said = lines.1.last().unwrap().clone();
+    assert!(said.contains("duty-cycled from now"), "{said}");
+    (target, said)
 }

@@ -33,18 +33,9 @@ fn records_and_waits_over_the_budget_are_duty_cycled_and_their_counts_estimated(
     );
     // Record, wait and synchronize between 50 µs steps of work on the host: the probes of
     // the first two alone cost the loop about 2.5 % of its CPU.
-    let mut target = Gated::start(
-        std::process::Command::new(&exe)
-            .args(["gated", "dense", "8000", "50"])
-            .env("SCENARIO_LOG", dir.path("loop.log")),
-    );
+    let log = dir.path("loop.log");
+    let (mut target, _) = until_duty_cycled(&exe, &["dense", "8000", "50"], &log, &mut lines);
     let pid = target.child.id();
-    target.open_when_tracked(&mut lines);
-    lines.wait_for(&format!(
-        "budget: pid {pid}'s records and waits alone cost "
-    ));
-    let said = lines.1.last().unwrap().clone();
-    assert!(said.contains("duty-cycled from now"), "{said}");
     // Off now (its first period was on, measuring what the estimate starts from).
     until(10, "no period off", || {
         metric(&addr, "rocsync_probes_duty_cycle") < 1.0

@@ -5,8 +5,6 @@
 //! `/metrics` counts those calls; a hang of such a process still gets its whole trace.
 //! Needs root.
 
-use std::process::Command;
-
 use rocsync_tests::read_log;
 use serde_json::Value;
 
@@ -16,6 +14,15 @@ use crate::{
 };
 
 const UNRECORDED: &str = "rocsync_flight_recorder_unrecorded_calls_total";
+/// The daemon's flags: the flight recorder on, a budget the dense loop is over.
+const CYCLED_RECORDER: [&str; 6] = [
+    "--budget",
+    "1%",
+    "--budget-mode",
+    "cycle",
+    "--flight-recorder",
+    "10s",
+];
 
 /// The budget's spans of `api` in a trace's `not_recorded` that the duty cycle made.
 fn cycled_spans<'a>(t: &'a Value, api: &str) -> Vec<&'a Value> {
@@ -36,31 +43,12 @@ fn a_process_the_flight_recorder_records_is_duty_cycled_and_its_dump_says_the_pe
     let Some((dir, exe)) = daemon_test(name) else {
         return;
     };
-    let flags = [
-        "--budget",
-        "1%",
-        "--budget-mode",
-        "cycle",
-        "--flight-recorder",
-        "10s",
-    ];
-    let (daemon, mut lines) = start_daemon(&dir, &exe, &flags);
+    let (daemon, mut lines) = start_daemon(&dir, &exe, &CYCLED_RECORDER);
     let addr = metrics_addr(&lines);
     // Record, wait and synchronize between 50 µs steps of work on the host: their
     // probes, returns and all, cost the loop far more than 1 % of its CPU.
     let log = dir.path("loop.log");
-    let mut target = Gated::start(
-        Command::new(&exe)
-            .args(["gated", "dense", "8000", "50"])
-            .env("SCENARIO_LOG", &log),
-    );
-    let pid = target.child.id();
-    target.open_when_tracked(&mut lines);
-    lines.wait_for(&format!(
-        "budget: pid {pid}'s records and waits alone cost "
-    ));
-    let said = lines.1.last().unwrap().clone();
-    assert!(said.contains("duty-cycled from now"), "{said}");
+    let (mut target, said) = until_duty_cycled(&exe, &["dense", "8000", "50"], &log, &mut lines);
     assert!(
         said.contains("the flight recorder records them while on"),
         "{said}"
@@ -121,29 +109,13 @@ fn a_hang_of_a_duty_cycled_process_still_gets_its_whole_trace() {
     let Some((dir, exe)) = daemon_test(name) else {
         return;
     };
-    let flags = [
-        "--budget",
-        "1%",
-        "--budget-mode",
-        "cycle",
-        "--flight-recorder",
-        "10s",
-        "--hang-after",
-        "2s",
-    ];
+    let flags = [&CYCLED_RECORDER[..], &["--hang-after", "2s"]].concat();
     let (daemon, mut lines) = start_daemon(&dir, &exe, &flags);
     let log = dir.path("loop.log");
     // 6 s of the dense loop, then one synchronize blocked 5 s.
-    let mut target = Gated::start(
-        Command::new(&exe)
-            .args(["gated", "dense_stall", "6000", "50", "5000000"])
-            .env("SCENARIO_LOG", &log),
-    );
+    let args = ["dense_stall", "6000", "50", "5000000"];
+    let (mut target, _) = until_duty_cycled(&exe, &args, &log, &mut lines);
     let pid = target.child.id();
-    target.open_when_tracked(&mut lines);
-    lines.wait_for(&format!("pid {pid}'s records and waits alone cost "));
-    let said = lines.1.last().unwrap().clone();
-    assert!(said.contains("duty-cycled from now"), "{said}");
     lines.wait_for(&format!("hang: pid {pid}'s hipStreamSynchronize"));
     assert!(target.child.wait().unwrap().success());
     let listed = stall_traces(&dir.path("rocsync.sock"), 1);
