@@ -40,7 +40,10 @@ pub mod drop_index {
     /// maps full (`COMM_STATE_ENTRIES`): those collectives are numbered 0 and
     /// name no communicator.
     pub const COMM_STATE: u32 = 9;
-    pub const COUNT: u32 = 10;
+    /// An exiting thread's name (its record from the exit tracepoint): the thread's
+    /// calls, if read after it is gone, are then named `thread TID`.
+    pub const THREAD_NAME: u32 = 10;
+    pub const COUNT: u32 = 11;
 }
 
 /// [`EntryRecord::flags`]: the call was dropped by the agent filter. The record still

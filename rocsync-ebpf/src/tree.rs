@@ -14,10 +14,10 @@ use aya_ebpf::{
 };
 use rocsync_common::{
     PROCESS_EXEC, PROCESS_EXIT, PROCESS_FORK, ProcessRecord, RECORD_PROCESS, RECORD_THREAD,
-    TaskLayout, ThreadRecord,
+    TaskLayout, ThreadRecord, drop_index,
 };
 
-use crate::{BPF_RB_FORCE_WAKEUP, EVENTS, SWITCH, TARGETS, target_cache};
+use crate::{BPF_RB_FORCE_WAKEUP, EVENTS, SWITCH, TARGETS, count_drops, target_cache};
 
 /// `task_struct`'s `pid` and `tgid` offsets (slot 0), set by userspace from BTF.
 #[map]
@@ -79,11 +79,12 @@ pub(crate) fn process_exit(_ctx: RawTracePointContext) -> i32 {
     0
 }
 
-/// A thread's name as it leaves. Lost when the ring is full: the thread is then named
-/// `thread TID`, as before.
+/// A thread's name as it leaves. Lost when the ring is full (counted): the thread is then
+/// named `thread TID`, as before.
 #[inline(always)]
 fn thread_gone(pid: u32, tid: u32) {
     let Some(mut slot) = EVENTS.reserve::<ThreadRecord>(0) else {
+        count_drops(drop_index::THREAD_NAME, 1);
         return;
     };
     slot.write(ThreadRecord {

@@ -40,6 +40,8 @@ pub struct KernelDrops {
     pub get_device_unrecorded: u64,
     /// Communicator or stream state a process was refused past its quota.
     pub comm_state: u64,
+    /// Exiting threads' names the ring buffer had no room for.
+    pub thread_names: u64,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -156,6 +158,7 @@ impl CaptureStats {
             ("packets_unknown_queue", self.packets_unknown_queue),
             ("out_params", k.out_params),
             ("comm_state", k.comm_state),
+            ("thread_names", k.thread_names),
             ("lost_ids", self.lost_ids),
             ("late_records", self.late),
             ("unpaired_entries", self.unpaired_entries),

@@ -5,8 +5,8 @@
  * GPU call); rank 0 enters it and blocks in its stream's synchronisation inside
  * `train_step` until rank 1 comes. Built with frame pointers, as the other scenarios.
  * usage: rank_job STEPS STOP_AT PAUSE_S
- * Prints "uid <hex>", then per rank "rank R pid P comm" and "rank R pid P allreduce N",
- * flushed: the job's own log. */
+ * Prints "uid <hex>", waits for a line on stdin, then per rank "rank R pid P comm" and
+ * "rank R pid P allreduce N", flushed: the job's own log. */
 #include "hip_sim.h"
 
 #include <stdio.h>
@@ -85,6 +85,12 @@ int main(int argc, char **argv) {
   for (int i = 0; i < 128; i++) sprintf(uid + 2 * i, "%02x", (unsigned char)id.internal[i]);
   printf("uid %s\n", uid);
   fflush(stdout);
+  /* The ranks start on a line (or end of file) on stdin: a tracer that found this launcher
+   * has probed the libraries by then. A rank runs 20 collectives in a millisecond: begun
+   * while the probes were still being placed, its set-up and its blocked call would be
+   * calls made before any probe, which nothing can see. */
+  char go[8];
+  if (!fgets(go, sizeof go, stdin) && ferror(stdin)) return 3;
   for (int r = 0; r < 2; r++) {
     if (fork() == 0) {
       char rank[16];

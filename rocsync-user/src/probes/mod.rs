@@ -349,6 +349,7 @@ impl Probes {
             packets_unread: sum(drop_index::PACKET_UNREAD)?,
             get_device_unrecorded: sum(drop_index::GET_DEVICE_UNRECORDED)?,
             comm_state: sum(drop_index::COMM_STATE)?,
+            thread_names: sum(drop_index::THREAD_NAME)?,
         })
     }
 }

@@ -28,6 +28,8 @@ const CALLS: &[&str] = &[
 pub(super) fn touches(counter: &str) -> Vec<&'static str> {
     match counter {
         "comm_state" => vec!["collectives"],
+        // A thread gone before its calls were read is named by its tid.
+        "thread_names" => vec!["threads"],
         "out_params" => vec!["dependencies", "unresolved", "collectives"],
         "queue_records"
         | "packet_records"
@@ -77,6 +79,7 @@ pub(super) fn section(field: &str) -> &'static str {
         "unresolved" => "unresolved waits",
         "collectives" => "collectives",
         "packets" => "HSA packets",
+        "threads" => "thread names",
         _ => "figures",
     }
 }

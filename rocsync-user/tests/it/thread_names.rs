@@ -88,3 +88,44 @@ fn threads_that_exit_before_their_calls_are_read_are_named() {
         assert_eq!(names, want, "{names:?}");
     }
 }
+
+/// An exiting thread's name that the probes' event ring has no room for is counted
+/// (`drops.thread_names`, and the summary's `lost:`), not lost without a word: rocsync is
+/// stopped (SIGSTOP, never its target) while a process makes and ends threads, so its
+/// 4 KiB ring fills.
+#[test]
+fn exiting_threads_names_lost_to_a_full_ring_are_counted() {
+    if !can_trace("exiting_threads_names_lost_to_a_full_ring_are_counted") {
+        return;
+    }
+    let dir = TempDir::new();
+    let out = dir.path("t.json");
+    let mut tracer = rocsync()
+        .args(["run", "--no-status", "--ring-size", "4K", "-o"])
+        .arg(&out)
+        .arg("--")
+        .arg(rocsync_tests::scenario())
+        .args(["churn", "6000"])
+        .env("SCENARIO_LOG", dir.path("scenario.log"))
+        .env("SCENARIO_HIP", rocsync_tests::sim_hip())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = Lines::of(tracer.stderr.take().unwrap());
+    lines.wait_for("rocsync: attached to");
+    // The target runs on its own once its runtime is probed; rocsync, stopped, reads
+    // nothing meanwhile.
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    // SAFETY: signals the rocsync this test started.
+    unsafe { libc::kill(tracer.id() as i32, libc::SIGSTOP) };
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    // SAFETY: as above.
+    unsafe { libc::kill(tracer.id() as i32, libc::SIGCONT) };
+    assert!(tracer.wait().unwrap().success());
+    let said = lines.all().join("\n");
+    let drops = &read_json(&out)["rocsync"]["drops"];
+    let lost = drops["thread_names"].as_u64().unwrap_or(0);
+    assert!(lost > 0, "{drops}");
+    assert!(said.contains("thread_names"), "{said}");
+}

@@ -347,7 +347,12 @@ impl Daemon {
         let said = match (&place, &stacks.error) {
             (Some(w), _) => format!("in {w}"),
             (None, Some(e)) => format!("unknown ({e})"),
-            (None, None) => "in no frame of its own code".into(),
+            // Why its native stack is unknown, when it is (a thread that kept leaving its
+            // system call, one that could not be sampled): not "no frame of its own".
+            (None, None) => match stacks.blocked().and_then(|t| t.native_error.as_deref()) {
+                Some(e) if !stacks.is_python() => format!("unknown (native stack: {e})"),
+                _ => "in no frame of its own code".into(),
+            },
         };
         crate::say!(
             "rocsync daemon: {} {id}: pid {} is {said} ({:.0} ms to read)",

@@ -69,6 +69,9 @@ pub(super) struct TrailerBody {
     /// as before communicators were probed.
     #[serde(default, deserialize_with = "count", skip_serializing_if = "none")]
     pub comm_state: u64,
+    /// Written only when some were dropped, as `comm_state`.
+    #[serde(default, deserialize_with = "count", skip_serializing_if = "none")]
+    pub thread_names: u64,
     #[serde(default, deserialize_with = "count")]
     pub packet_records: u64,
     #[serde(default, deserialize_with = "count")]

@@ -85,6 +85,7 @@ impl<W: Write> RawWriter<W> {
             library_loads: k.library_loads,
             out_params: k.out_params,
             comm_state: k.comm_state,
+            thread_names: k.thread_names,
             packet_records: k.packets,
             packets_truncated: k.packets_truncated,
             packets_unread: k.packets_unread,

@@ -224,6 +224,7 @@ fn trailer(t: TrailerBody) -> Result<Trailer> {
             packets_unread: t.packets_unread,
             get_device_unrecorded: t.get_device_calls_not_recorded,
             comm_state: t.comm_state,
+            thread_names: t.thread_names,
         },
         unpaired_entries: t.unpaired_entries,
         unpaired_exits: t.unpaired_exits,

@@ -316,6 +316,7 @@ fn old_sample() -> Vec<u8> {
         packets_unread: 8,
         get_device_unrecorded: 9,
         comm_state: 0,
+        thread_names: 0,
     };
     let processes = serde_json::json!({
         "7748": {"name": "app \"x\"", "distributedInfo": {"rank": 1, "world_size": 2, "backend": "nccl"}},

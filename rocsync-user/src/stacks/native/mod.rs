@@ -22,6 +22,8 @@ use crate::{probes::maps, procfs};
 
 /// How long a running thread is given to be sampled.
 const SAMPLE_WAIT: std::time::Duration = std::time::Duration::from_millis(300);
+/// Reads of a thread that keeps leaving its system call before one holds.
+const TRIES: u32 = 3;
 
 /// How a thread's native stack was read (the trace's `native_read`).
 pub(super) const IN_SYSCALL: &str = "blocked in a system call";
@@ -37,36 +39,44 @@ pub(super) fn read(
     let text = procfs::maps(pid).map_err(|e| format!("cannot read /proc/{pid}/maps: {e}"))?;
     let (mappings, regions) = (maps::parse(&text), regions::Regions::parse(&text));
     let mut objects = unwind::Objects::new(pid, &mappings, regions.vdso());
-    let (walk, how) = match tasks::syscall(pid, tid) {
-        Ok(at) => {
-            let start = unwind::Start {
-                ip: at.ip,
-                sp: at.sp,
-                bp: None,
-            };
-            let mut memory = memory::Memory::of(pid);
-            let walk = unwind::walk(start, &mut objects, &mut memory, &regions);
-            if tasks::syscall(pid, tid) != Ok(at) {
-                return Err("the thread left its system call while its stack was read".into());
+    let mut tries = 0;
+    let (walk, how) = loop {
+        tries += 1;
+        match tasks::syscall(pid, tid) {
+            Ok(at) => {
+                let start = unwind::Start {
+                    ip: at.ip,
+                    sp: at.sp,
+                    bp: None,
+                };
+                let mut memory = memory::Memory::of(pid);
+                let walk = unwind::walk(start, &mut objects, &mut memory, &regions);
+                if tasks::syscall(pid, tid) == Ok(at) {
+                    break (walk, IN_SYSCALL);
+                }
+                // A thread that polls (a 1 ms sleep in a loop) leaves its call while
+                // the first read opens the objects; the next, with them open, is quick.
+                if tries == TRIES {
+                    return Err(format!(
+                        "the thread left its system call while its stack was read ({TRIES} tries)"
+                    ));
+                }
             }
-            (walk, IN_SYSCALL)
+            Err(why) if why.starts_with(tasks::RUNNING) => {
+                let s = sample::user_stack(tid, SAMPLE_WAIT).map_err(|e| format!("{why}; {e}"))?;
+                let start = unwind::Start {
+                    ip: s.ip,
+                    sp: s.sp,
+                    bp: Some(s.bp),
+                };
+                // Frames past the copy are read live: the outer ones of a thread spinning
+                // in one call stay as they were.
+                let mut memory = memory::Memory::of(pid).with_copy(s.sp, s.stack);
+                let walk = unwind::walk(start, &mut objects, &mut memory, &regions);
+                break (walk, SAMPLED);
+            }
+            Err(why) => return Err(why),
         }
-        Err(why) if why.starts_with(tasks::RUNNING) => {
-            let s = sample::user_stack(tid, SAMPLE_WAIT).map_err(|e| format!("{why}; {e}"))?;
-            let start = unwind::Start {
-                ip: s.ip,
-                sp: s.sp,
-                bp: Some(s.bp),
-            };
-            // Frames past the copy are read live: the outer ones of a thread spinning in
-            // one call stay as they were.
-            let mut memory = memory::Memory::of(pid).with_copy(s.sp, s.stack);
-            (
-                unwind::walk(start, &mut objects, &mut memory, &regions),
-                SAMPLED,
-            )
-        }
-        Err(why) => return Err(why),
     };
     cut.frames += walk.cut;
     // Return addresses are named by the call before them (a call may end a function);

@@ -213,6 +213,15 @@ pub(super) fn walk(
             };
             let ret = memory.u64(slot).unwrap_or_default();
             regs.set_sp(slot + 8);
+            // The hidden frame's own `rbp` is what the frames below restored. If it
+            // kept a frame pointer (`[saved rbp][return address]` just below the slot),
+            // its caller's is the saved one: left as it was, the caller's CFA came out
+            // at the hidden frame's and the walk stopped there ("moved backwards").
+            if regs.bp() == slot - 8
+                && let Some(saved) = memory.u64(slot - 8)
+            {
+                regs.set_bp(saved);
+            }
             // The hidden caller is the function the next frame's call entered.
             if let Some(called) = scan::called_function(memory, regions, ret)
                 && let Some(hidden) = walk.frames.last_mut()

@@ -133,6 +133,7 @@ pub(crate) fn render(s: &Snapshot<'_>) -> String {
         ("packets_unread", d.packets_unread),
         ("out_params", d.out_params),
         ("comm_state", d.comm_state),
+        ("thread_names", d.thread_names),
     ]
     .into_iter()
     .chain(flight)

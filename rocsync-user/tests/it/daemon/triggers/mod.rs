@@ -10,6 +10,7 @@ mod hangs;
 mod hangs_hidden;
 mod job_keys;
 mod ranks_where;
+mod ranks_where_native;
 mod slow_call;
 pub(crate) mod stalls;
 mod stuck;
