@@ -21,7 +21,7 @@ pub mod host;
 
 use serde::{Deserialize, Serialize};
 
-use crate::procfs;
+use crate::os::procfs;
 
 pub use host::{DEFAULT_KUBELET_ROOT, DEFAULT_RUNTIME_STATE, HostState};
 

@@ -14,7 +14,7 @@ use super::{
     place::python_like,
     python, tasks,
 };
-use crate::{probes::maps, procfs};
+use crate::{calls::probes::maps, os::procfs};
 
 /// One line of the reader's output: the stacks as read up to the end of `phase`.
 #[derive(Serialize, Deserialize)]

@@ -19,11 +19,11 @@ use rocsync_common::{Decoded, decode};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use crate::daemon::recording::files;
-use crate::emit::{
+use crate::calls::emit::{
     outputs::Report,
     processes::{ProcessInfo, Written},
 };
+use crate::daemon::recording::files;
 
 /// Memory the recorder may hold; beyond it the oldest records go first, counted.
 pub(crate) const MAX_BYTES: usize = 256 << 20;
@@ -317,7 +317,7 @@ const PREEMPT_EVERY: usize = 4096;
 fn truncated(
     id: u64,
     max_bytes: u64,
-    files: &crate::emit::processes::ProcessTraces,
+    files: &crate::calls::emit::processes::ProcessTraces,
     not_written: Option<u64>,
 ) -> Option<Value> {
     let left_out = files.left_out()?;

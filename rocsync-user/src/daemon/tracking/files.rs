@@ -17,7 +17,8 @@ use std::{
 
 use std::borrow::Cow;
 
-use crate::backend::RUNTIMES;
+use crate::calls::backend::RUNTIMES;
+use crate::calls::probes::{LinkGroup, Stepped, elf::library::OpenedLibrary, maps};
 use crate::daemon::{
     tracking::{
         apart::{Apart, cycled::Cycled, polling::Polling, returns::FileReturns},
@@ -25,7 +26,6 @@ use crate::daemon::{
     },
     untrusted,
 };
-use crate::probes::{LinkGroup, Stepped, library::OpenedLibrary, maps};
 
 /// Files remembered as refused; past this the memory starts again (a user creating new
 /// bad files costs one bounded read each in any case).
@@ -131,7 +131,7 @@ impl Files {
     }
 
     /// A runtime on a user's FUSE mount, refused: whether it is the first time (counted).
-    pub(crate) fn refuse_fuse(&mut self, m: &crate::probes::maps::Mapping) -> bool {
+    pub(crate) fn refuse_fuse(&mut self, m: &crate::calls::probes::maps::Mapping) -> bool {
         let first = remember(&mut self.on_fuse, (m.dev, m.inode));
         self.refused.user_fuse += u64::from(first);
         first
@@ -141,7 +141,7 @@ impl Files {
     /// counted and said once (never a runtime left unprobed without a word).
     pub(crate) fn unopened(
         &mut self,
-        m: &crate::probes::maps::Mapping,
+        m: &crate::calls::probes::maps::Mapping,
         pid: u32,
         e: &anyhow::Error,
     ) {
