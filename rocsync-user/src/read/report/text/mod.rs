@@ -5,41 +5,14 @@
 
 mod more;
 pub(super) mod top;
+mod written;
 
 use std::{collections::BTreeMap, fmt::Write as _};
 
 use super::figures::{Figures, Stream, Waiter};
 use crate::read::report::{job::text::plural, text::top as text_top};
 
-/// A duration given in µs, in the unit that reads: `8.0 s`, `12.5 ms`, `97.6 µs`, `800 ns`.
-pub(super) fn dur(us: f64) -> String {
-    let a = us.abs();
-    if a >= 1e6 {
-        format!("{:.1} s", us / 1e6)
-    } else if a >= 1e3 {
-        format!("{:.1} ms", us / 1e3)
-    } else if a >= 1.0 {
-        format!("{us:.1} µs")
-    } else {
-        format!("{:.0} ns", us * 1e3)
-    }
-}
-
-/// `stream 2 (0x5625…)`, or `stream 0x5625…` where the trace gives no number.
-pub(super) fn stream(s: &Stream) -> String {
-    match s.index {
-        Some(i) => format!("stream {i} ({})", s.handle),
-        None => format!("stream {}", s.handle),
-    }
-}
-
-/// `thread 124 (python3)`.
-pub(super) fn thread(tid: u32, name: Option<&str>) -> String {
-    match name {
-        Some(n) => format!("thread {tid} ({n})"),
-        None => format!("thread {tid}"),
-    }
-}
+pub(super) use written::{dur, stream, thread};
 
 pub(super) fn render(f: &Figures) -> String {
     let mut o = String::new();
