@@ -4,6 +4,7 @@
 //! graph ([`crate::read::report::plot::graph`]). Counts are on integer axes, a legend sits in a strip of
 //! its own (it covers nothing), and an empty figure says "no data".
 
+mod canvas;
 mod graph;
 
 use std::{
@@ -12,7 +13,7 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use anyhow::{Result, anyhow};
+use anyhow::Result;
 use plotters::prelude::*;
 
 use crate::calls::emit::files::PendingFile;
@@ -24,13 +25,13 @@ use super::{
 };
 use crate::read::report::job::text::plural;
 
+pub(super) use canvas::{err, no_data};
+
 pub(super) const TIMELINE: &str = "blocked-per-thread.svg";
 pub(super) const HISTOGRAMS: &str = "wait-histograms.svg";
 pub(super) const DEPENDENCIES: &str = "stream-dependencies.svg";
 /// Bins per decade of the histograms.
 const PER_DECADE: usize = 5;
-/// What an empty figure says.
-pub(super) const NO_DATA: &str = "no data: no synchronisation in this trace";
 
 /// Writes every figure into `dir` (made if needed): as any output, never through a link
 /// root does not own, created as the sudo user ([`crate::calls::emit::files`]). The files
@@ -51,28 +52,6 @@ pub(super) fn write_all(c: &Capture, f: &Figures, dir: &Path) -> Result<Vec<Path
         written.push(file.persist()?);
     }
     Ok(written)
-}
-
-pub(super) fn err<E: std::fmt::Debug>(e: E) -> anyhow::Error {
-    anyhow!("drawing: {e:?}")
-}
-
-/// "no data" in the middle of `area`, under its title.
-pub(super) fn no_data<DB: DrawingBackend>(
-    area: &DrawingArea<DB, plotters::coord::Shift>,
-    title: &str,
-) -> Result<()> {
-    let (w, h) = area.dim_in_pixel();
-    area.draw(&Text::new(
-        title.to_string(),
-        (20, 15),
-        ("sans-serif", 20).into_font(),
-    ))
-    .map_err(err)?;
-    let at = (w as i32 / 2 - 150, h as i32 / 2);
-    area.draw(&Text::new(NO_DATA, at, ("sans-serif", 16).into_font()))
-        .map_err(err)?;
-    Ok(())
 }
 
 /// Each thread a row; each synchronisation a bar from its start to its return; the
