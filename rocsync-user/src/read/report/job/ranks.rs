@@ -10,7 +10,7 @@ use serde::Deserialize;
 
 use crate::read::report::{
     load::{
-        fields::{Object, Scalar},
+        fields::{Object, Scalar, api_name, hex},
         held::Held,
         stream,
     },
@@ -122,23 +122,6 @@ struct Row {
 /// place in its rank's collectives and the job's copy of them (a size that is a string
 /// costs its length besides).
 const ROW_COST: usize = size_of::<Row>() + 2 * 32 + 2 * size_of::<(u64, Sig)>();
-
-/// A handle or an id as rocsync writes it: `0x` and at most 16 hex digits.
-pub(in crate::read::report) fn hex(v: &Scalar) -> Option<String> {
-    let s = v.as_str()?;
-    let digits = s.strip_prefix("0x")?;
-    let ok = !digits.is_empty() && digits.len() <= 16;
-    (ok && digits.bytes().all(|b| b.is_ascii_hexdigit())).then(|| s.to_string())
-}
-
-/// A known API's name, as the trace may claim it.
-pub(in crate::read::report) fn api_name(v: &Scalar) -> Option<String> {
-    let name = v.as_str()?;
-    rocsync_common::Api::ALL
-        .iter()
-        .find(|a| a.symbol() == name)
-        .map(|a| a.symbol().to_string())
-}
 
 /// The row of `e`, a collective's: `None` for a field no rocsync trace writes; `Err`
 /// past what the report holds.

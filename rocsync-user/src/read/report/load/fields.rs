@@ -282,3 +282,20 @@ impl<'de, T: Deserialize<'de>, const N: usize> Deserialize<'de> for Capped<T, N>
         d.deserialize_any(V::<T, N>(std::marker::PhantomData))
     }
 }
+
+/// A handle or an id as rocsync writes it: `0x` and at most 16 hex digits.
+pub(in crate::read::report) fn hex(v: &Scalar) -> Option<String> {
+    let s = v.as_str()?;
+    let digits = s.strip_prefix("0x")?;
+    let ok = !digits.is_empty() && digits.len() <= 16;
+    (ok && digits.bytes().all(|b| b.is_ascii_hexdigit())).then(|| s.to_string())
+}
+
+/// A known API's name, as the trace may claim it.
+pub(in crate::read::report) fn api_name(v: &Scalar) -> Option<String> {
+    let name = v.as_str()?;
+    rocsync_common::Api::ALL
+        .iter()
+        .find(|a| a.symbol() == name)
+        .map(|a| a.symbol().to_string())
+}

@@ -112,9 +112,9 @@ fn text(v: &Scalar) -> Option<String> {
 
 fn collective(c: &CollIn) -> Option<Collective> {
     Some(Collective {
-        api: crate::read::report::job::ranks::api_name(&c.api),
+        api: crate::read::report::load::fields::api_name(&c.api),
         seq: c.seq.as_u64()?,
-        comm: crate::read::report::job::ranks::hex(&c.comm),
+        comm: crate::read::report::load::fields::hex(&c.comm),
         rank: c.rank.as_u64(),
         nranks: c.nranks.as_u64(),
     })
@@ -221,9 +221,9 @@ impl Word {
         let mut cut = w.waits_on.past + w.behind.past;
         let own = || {
             Some(Collective {
-                api: crate::read::report::job::ranks::api_name(&w.api),
+                api: crate::read::report::load::fields::api_name(&w.api),
                 seq: w.seq.as_u64()?,
-                comm: crate::read::report::job::ranks::hex(&w.comm),
+                comm: crate::read::report::load::fields::hex(&w.comm),
                 rank: w.rank.as_u64(),
                 nranks: w.nranks.as_u64(),
             })
@@ -281,6 +281,21 @@ impl Word {
             stacks,
         };
         (word, cut)
+    }
+}
+
+impl Parameters {
+    /// The word of the trace (a trace is taken for one reason), with what its bounds
+    /// left out, counted.
+    pub(in crate::read::report) fn word(self) -> Option<(Word, u64)> {
+        let words = [
+            ("hang", self.hang),
+            ("stall", self.stall),
+            ("behind", self.behind),
+            ("stuck", self.stuck),
+        ];
+        let (kind, w) = words.into_iter().find_map(|(k, w)| w.0.map(|w| (k, w)))?;
+        Some(Word::of(kind, w))
     }
 }
 

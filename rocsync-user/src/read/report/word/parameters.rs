@@ -1,13 +1,10 @@
 //! The daemon's word as a trace writes it (`rocsync.parameters`), read field by field
 //! as scalars and bounded lists: a field of the wrong type is left out, a list past its
-//! bound is counted ([`crate::read::report::word`] makes the report's [`Word`] of it).
+//! bound is counted ([`crate::read::report::word`] makes the report's word of it).
 
 use serde::Deserialize;
 
-use crate::read::report::{
-    load::fields::{Capped, Object, Scalar},
-    word::Word,
-};
+use crate::read::report::load::fields::{Capped, Object, Scalar};
 
 /// The daemon's words in a trace's `rocsync.parameters`.
 #[derive(Default, Deserialize)]
@@ -59,19 +56,6 @@ impl Parameters {
         }
         out.extend(spans);
         out
-    }
-
-    /// The word of the trace (a trace is taken for one reason), with what its bounds
-    /// left out, counted.
-    pub(in crate::read::report) fn word(self) -> Option<(Word, u64)> {
-        let words = [
-            ("hang", self.hang),
-            ("stall", self.stall),
-            ("behind", self.behind),
-            ("stuck", self.stuck),
-        ];
-        let (kind, w) = words.into_iter().find_map(|(k, w)| w.0.map(|w| (k, w)))?;
-        Some(Word::of(kind, w))
     }
 }
 

@@ -8,9 +8,8 @@ use super::{Event, hex};
 use crate::read::report::{
     capture::Capture,
     figures::collectives::NcclCall,
-    job::ranks::api_name,
     load::{
-        fields::Scalar,
+        fields::{Scalar, api_name},
         held::{Held, Refused},
     },
 };
