@@ -7,7 +7,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use super::ranks::Sig;
-use crate::read::report::job::Rank;
+use crate::read::report::job::rank::Rank;
 
 /// Collectives two ranks must share to be aligned by their signatures.
 const MIN_OVERLAP: usize = 2;

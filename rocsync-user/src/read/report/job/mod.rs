@@ -10,6 +10,7 @@
 //! planted it ([`crate::read::input::walk`]): what is not a trace is passed over and said.
 
 pub(super) mod align;
+pub(super) mod rank;
 pub(super) mod ranks;
 pub(super) mod text;
 pub(super) mod verdict;
@@ -23,52 +24,12 @@ use crate::read::input::{MAX_HELD, decompressed, walk};
 use crate::read::report::{
     job::{
         align::{Groups, MAX_GROUPS_TRIED, Target, shift_by},
-        ranks::{Ranks, Said, Seen, Sig},
-        verdict::{Communicator, Stack},
+        rank::{Rank, Stack, Trace},
+        ranks::{Ranks, Said, Seen},
+        verdict::Communicator,
     },
     load::held::Held,
 };
-
-/// One rank of a communicator, in one trace.
-#[derive(Clone, Debug, Serialize)]
-pub(super) struct Rank {
-    pub rank: Option<u64>,
-    /// The node whose upload it is: the first folder of its path, if any.
-    pub host: Option<String>,
-    pub pid: u64,
-    pub file: String,
-    pub nranks: Option<u64>,
-    pub collectives: usize,
-    /// Its collectives by operation, named as NCCL RAS names them (`AllReduce`).
-    pub collective_counts: BTreeMap<String, u64>,
-    /// Where it is: the collective it waits in or is at (the daemon's word), else the
-    /// last one its trace holds; aligned.
-    pub at: u64,
-    /// `blocked`, `stalled`, `behind`, `stuck`, or `last_row`.
-    pub how: &'static str,
-    /// The collective it waits in, as the daemon named it.
-    pub api: Option<String>,
-    /// The innermost frame of its own code, as the daemon read it.
-    #[serde(rename = "where")]
-    pub place: Option<String>,
-    /// The stack of its blocked (or lagging) thread.
-    pub stack: Option<Stack>,
-    #[serde(skip)]
-    pub calls: Vec<(u64, Sig)>,
-}
-
-/// A trace the report read.
-#[derive(Debug, Serialize)]
-pub(super) struct Trace {
-    pub file: String,
-    pub host: Option<String>,
-    pub pids: Vec<u64>,
-    pub collectives: usize,
-    /// Why the daemon took it (`hang`, `stall`, `behind`, `stuck`), if it did.
-    pub trigger: Option<&'static str>,
-    /// The rank its process said it is (`distributedInfo`), for one without collectives.
-    pub rank: Option<u64>,
-}
 
 /// A file passed over, and why.
 #[derive(Debug, Serialize)]

@@ -1,7 +1,7 @@
 //! The job report against ranks written out by hand.
 use super::*;
 use crate::read::report::{
-    job::{text::render, verdict::Verdict},
+    job::{ranks::Sig, text::render, verdict::Verdict},
     load::fields::Scalar,
 };
 

@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 
 use super::verdict::{Communicator, Verdict, Who};
-use crate::read::report::job::{Job, Rank};
+use crate::read::report::job::{Job, rank::Rank};
 
 /// Traces listed by name in the text: past it, counted (`--json` lists them all).
 const LISTED: usize = 20;

@@ -9,10 +9,7 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use serde::Serialize;
 
-use crate::read::report::{
-    job::{Rank, Trace},
-    word::Stacks,
-};
+use crate::read::report::job::rank::{Rank, Trace};
 
 /// A communicator of the job.
 #[derive(Debug, Serialize)]
@@ -37,34 +34,6 @@ pub(in crate::read::report) struct Communicator {
 #[derive(Debug, Serialize)]
 pub(in crate::read::report) struct Missing {
     pub rank: u64,
-}
-
-/// The stack of a rank's blocked (or lagging) thread, innermost first.
-#[derive(Clone, Debug, Serialize)]
-pub(in crate::read::report) struct Stack {
-    pub tid: Option<u64>,
-    pub name: Option<String>,
-    /// Python's frames, then the native ones under them.
-    pub frames: Vec<String>,
-    /// Why a part could not be read.
-    pub errors: Vec<String>,
-}
-
-impl Stack {
-    pub(in crate::read::report) fn of(s: &Stacks) -> Option<Stack> {
-        let t = s.blocked();
-        let mut errors: Vec<String> = s.error.iter().cloned().collect();
-        if let Some(t) = t {
-            errors.extend(t.python_error.iter().map(|e| format!("python: {e}")));
-            errors.extend(t.native_error.iter().map(|e| format!("native: {e}")));
-        }
-        Some(Stack {
-            tid: t.and_then(|t| t.tid),
-            name: t.and_then(|t| t.name.clone()),
-            frames: t.map(|t| t.frames().cloned().collect()).unwrap_or_default(),
-            errors,
-        })
-    }
 }
 
 /// A rank, named: where it is and what its thread is doing.
