@@ -5,7 +5,25 @@
 use std::{collections::BTreeMap, rc::Rc};
 
 use super::word::Word;
-use crate::read::report::figures::{collectives::NcclCall, packets::Packets};
+use crate::read::report::figures::packets::Packets;
+
+/// One NCCL/RCCL call, as the report keeps it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NcclCall {
+    pub pid: u32,
+    pub api: std::rc::Rc<str>,
+    /// ns since the first call of the capture.
+    pub start_ns: i64,
+    /// Its communicator's handle, its id (the same on every rank), rank and size.
+    pub comm: Option<u64>,
+    pub id: Option<u64>,
+    pub rank: Option<u64>,
+    pub nranks: Option<u64>,
+    /// Its number in the communicator (collectives and point-to-point calls).
+    pub seq: Option<u64>,
+    /// The stream it was enqueued on.
+    pub stream: Option<u64>,
+}
 
 /// One call, with its resolution.
 #[derive(Clone, Debug, PartialEq)]
@@ -105,4 +123,9 @@ impl Capture {
 /// Whether a CUPTI sync kind waits on an event (and so has a producer).
 pub(super) fn waits_on_event(kind: &str) -> bool {
     matches!(kind, "Stream Wait Event" | "Event Sync")
+}
+
+/// A capture's ns as the report's µs.
+pub(super) fn us(ns: i64) -> f64 {
+    ns as f64 / 1000.0
 }

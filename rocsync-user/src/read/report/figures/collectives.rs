@@ -7,28 +7,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::read::report::{
-    capture::{Capture, Observed, waits_on_event},
-    figures::us,
-};
-
-/// One NCCL/RCCL call, as the report keeps it.
-#[derive(Clone, Debug, PartialEq)]
-pub struct NcclCall {
-    pub pid: u32,
-    pub api: std::rc::Rc<str>,
-    /// ns since the first call of the capture.
-    pub start_ns: i64,
-    /// Its communicator's handle, its id (the same on every rank), rank and size.
-    pub comm: Option<u64>,
-    pub id: Option<u64>,
-    pub rank: Option<u64>,
-    pub nranks: Option<u64>,
-    /// Its number in the communicator (collectives and point-to-point calls).
-    pub seq: Option<u64>,
-    /// The stream it was enqueued on.
-    pub stream: Option<u64>,
-}
+use crate::read::report::capture::{Capture, Observed, us, waits_on_event};
 
 /// A communicator of one process.
 #[derive(Clone, Debug, Serialize, PartialEq)]

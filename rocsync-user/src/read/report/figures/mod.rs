@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::{
-    capture::{Capture, Observed, waits_on_event},
+    capture::{Capture, Observed, us, waits_on_event},
     word::Word,
 };
 use crate::read::report::figures::{
@@ -157,10 +157,6 @@ impl Figures {
             cut: c.cut.clone(),
         }
     }
-}
-
-pub(super) fn us(ns: i64) -> f64 {
-    ns as f64 / 1000.0
 }
 
 /// Nearest-rank percentile of sorted values.

@@ -21,10 +21,7 @@ use crate::calls::{
     pipeline::Pipeline,
     resolve::{Row, SyncKind},
 };
-use crate::read::report::{
-    capture::{Capture, Observed, Produced},
-    figures::collectives::NcclCall,
-};
+use crate::read::report::capture::{Capture, NcclCall, Observed, Produced};
 
 /// Whether the file starts as a raw capture does (its header line).
 pub(in crate::read::report) fn looks_raw(head: &[u8]) -> bool {

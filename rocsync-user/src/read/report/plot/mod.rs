@@ -19,8 +19,8 @@ use plotters::prelude::*;
 use crate::calls::emit::files::PendingFile;
 
 use super::{
-    capture::{Capture, Observed},
-    figures::{Figures, us},
+    capture::{Capture, Observed, us},
+    figures::Figures,
     text::dur,
 };
 use crate::read::report::job::text::plural;

@@ -6,8 +6,7 @@ use std::{collections::BTreeMap, mem::size_of, rc::Rc};
 
 use super::{Event, hex};
 use crate::read::report::{
-    capture::Capture,
-    figures::collectives::NcclCall,
+    capture::{Capture, NcclCall},
     load::{
         fields::{Scalar, api_name},
         held::{Held, Refused},
