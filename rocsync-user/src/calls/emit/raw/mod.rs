@@ -8,6 +8,7 @@
 //! (`{"queue": {…}}`) or packet (`{"packet": {…}}`); the last line is a trailer with what
 //! only the end knows (`{"rocsync_raw_end": {…}}`). `format` defines every line.
 
+mod ends;
 mod fields;
 mod format;
 mod read;
@@ -22,41 +23,17 @@ use super::Sink;
 use crate::calls::{
     ingest::{Packet, Queue},
     resolve::Row,
-    stats::KernelDrops,
 };
 use format::{
     COMPLETION, CallLine, CompletionBody, HEADER, HeaderBody, LostLine, PACKET, PacketBody, QUEUE,
     QueueBody, TRAILER, Tagged, TrailerBody,
 };
 
+pub use ends::{Header, Trailer};
 pub use read::{Item, Reader, read_calls};
 
 /// The key of a raw capture's first line (its header).
 pub const HEADER_KEY: &str = HEADER;
-
-/// Capture facts a conversion needs besides the calls.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Header {
-    /// CLOCK_REALTIME − CLOCK_MONOTONIC at capture start, ns.
-    pub clock_offset_ns: i64,
-    /// CLOCK_MONOTONIC at capture start, ns (the trace's base time derives from it).
-    pub start_ns: u64,
-    pub command: Vec<String>,
-    /// Every process was traced from its start (`run`), not attached to.
-    pub from_start: bool,
-}
-
-/// What only the end of a capture knows: losses the stages before resolution counted.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Trailer {
-    pub kernel: KernelDrops,
-    pub unpaired_entries: u64,
-    pub unpaired_exits: u64,
-    pub calls_begun_before: u64,
-    pub undecodable: u64,
-    /// What each traced process said of itself, by pid (an object; null when unknown).
-    pub processes: serde_json::Value,
-}
 
 /// Writes the raw capture as the pipeline delivers it.
 pub struct RawWriter<W: Write> {

@@ -7,7 +7,7 @@ use anyhow::{Context as _, Result, anyhow, bail};
 use serde_json::{Map, Value};
 
 use super::{
-    Header, Trailer,
+    ends::{Header, Trailer},
     fields::from_object,
     format::{
         COMPLETION, CallLine, CompletionBody, HEADER, HeaderBody, LOST, LostLine, PACKET,
