@@ -100,7 +100,7 @@ def expand(tree):
     return out
 
 
-USE = re.compile(r"^(\s*)(?:pub(?:\([^)]*\))?\s+)?use\s+([^;]+);", re.M)
+USE = re.compile(r"^([ \t]*)(?:pub(?:\([^)]*\))?\s+)?use\s+([^;]+);", re.M)
 INLINE = re.compile(r"\b((?:crate|super)(?:::[A-Za-z_][A-Za-z0-9_]*)+)")
 
 

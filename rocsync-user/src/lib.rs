@@ -1,41 +1,23 @@
 //! rocsync: traces GPU synchronisation in unmodified HIP and CUDA processes with eBPF
 //! uprobes.
 //!
-//! The modules follow the data path: [`probes`] (load, attach, placement) feed the ring;
-//! [`pipeline`] runs [`ingest`] (decode, pair, order) → [`resolve`] (wait rule, barrier
-//! links) → [`emit`] (Kineto, raw, files, summary), counting everything in [`stats`];
-//! [`capture`] drives a live capture and [`commands`] are the subcommands.
+//! The modules follow the data path: [`calls`] — the probes feed the ring, the pipeline
+//! runs ingest (decode, pair, order) → resolve (wait rule, barrier links) → emit
+//! (Kineto, raw, files, summary), counting everything in the stats —; [`capture`] drives
+//! a live capture, [`daemon`] is the always-on mode, [`stacks`] reads where a process's
+//! threads are, [`kubernetes`] names a process's pod; [`read`] reads traces back (the
+//! report, annotate); [`front`] is the command line and the subcommands; [`os`] is what
+//! rocsync needs of the system (clocks, `/proc`, signals, standard streams, users).
 
-pub(crate) mod acl;
-pub(crate) mod agents;
-pub mod annotate;
-pub mod backend;
+pub mod calls;
 pub mod capture;
-pub mod cli;
-pub(crate) mod clock;
-pub mod commands;
 pub(crate) mod daemon;
-pub mod demo;
-pub mod doctor;
-pub mod emit;
-pub(crate) mod environ;
-pub mod ingest;
-pub mod input;
+pub mod front;
 pub mod kubernetes;
-pub(crate) mod lockfile;
-pub mod pipeline;
-pub(crate) mod preflight;
-pub mod probes;
-pub(crate) mod procfs;
-pub mod report;
-pub mod resolve;
-pub mod signals;
+pub mod os;
+pub mod read;
 pub mod stacks;
-pub mod stats;
-pub mod stderr;
-pub mod stdio;
 pub(crate) mod units;
-pub(crate) mod users;
 
 /// `rocsync --version`: the release, the commit built (`git rev-parse --short HEAD`,
 /// `-dirty` with changes, "unknown" outside a git checkout), and the build id of the
@@ -54,7 +36,7 @@ pub const VERSION: &str = concat!(
 #[macro_export]
 macro_rules! say {
     ($($arg:tt)*) => {
-        $crate::stderr::line(format_args!($($arg)*))
+        $crate::os::stderr::line(format_args!($($arg)*))
     };
 }
 

@@ -2,20 +2,20 @@ use std::process::ExitCode;
 
 use clap::Parser as _;
 use rocsync::{
-    cli::{Cli, Command, GenerateArgs, ReadStacksArgs},
-    commands,
-    signals::Signals,
+    front::cli::{Cli, Command, GenerateArgs, ReadStacksArgs},
+    front::commands,
+    os::signals::Signals,
 };
 
 /// Sees standard output before Rust's runtime replaces a closed one with /dev/null.
 #[used]
 #[unsafe(link_section = ".init_array")]
-static STDIO_AT_LOAD: extern "C" fn() = rocsync::stdio::check_at_load;
+static STDIO_AT_LOAD: extern "C" fn() = rocsync::os::stdio::check_at_load;
 
 fn main() -> ExitCode {
     let code = run();
     // What was said is written before rocsync ends (every target continued by now).
-    rocsync::stderr::flush();
+    rocsync::os::stderr::flush();
     code
 }
 
@@ -56,7 +56,7 @@ fn run() -> ExitCode {
             Command::Trace(a) => commands::trace(a),
             Command::Status(a) => commands::status(a),
             Command::Doctor(a) => commands::doctor(a),
-            Command::Demo(a) => rocsync::demo::demo(&a.output, a.program),
+            Command::Demo(a) => rocsync::front::demo::demo(&a.output, a.program),
         }
     });
     finish(result)
@@ -69,7 +69,7 @@ fn run() -> ExitCode {
 fn finish(result: anyhow::Result<i32>) -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),
-        Err(e) if rocsync::stdio::closed_pipe(&e) => ExitCode::from(128 + libc::SIGPIPE as u8),
+        Err(e) if rocsync::os::stdio::closed_pipe(&e) => ExitCode::from(128 + libc::SIGPIPE as u8),
         Err(e) => {
             rocsync::say!("rocsync: error: {e:#}");
             ExitCode::FAILURE

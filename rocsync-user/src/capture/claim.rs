@@ -8,7 +8,7 @@ use std::path::Path;
 
 use anyhow::{Result, bail};
 
-use crate::lockfile::LockFile;
+use crate::os::lockfile::LockFile;
 
 /// Where claims live (root's: `/run` is root-owned).
 const DIR: &str = "/run/rocsync";

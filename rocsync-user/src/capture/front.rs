@@ -13,15 +13,16 @@ use tokio::io::unix::AsyncFd;
 
 use super::{Captured, Session, StopReason, claim, settings::CaptureSettings, watchdog::Watchdog};
 use crate::{
-    backend::Runtime,
-    clock,
-    daemon::remote,
-    emit::{
-        outputs::{Outputs, Report},
-        raw::Header,
+    calls::{
+        backend::Runtime,
+        emit::{
+            outputs::{Outputs, Report},
+            raw::Header,
+        },
+        probes::{Probes, async_ring},
     },
-    probes::{Probes, async_ring},
-    signals::Signals,
+    daemon::remote,
+    os::{clock, signals::Signals},
 };
 
 pub struct Capture {
@@ -39,10 +40,10 @@ impl Capture {
     /// Everything before the target: `what` names the capture to a running daemon;
     /// `targets`, the running processes to lock against a second capture.
     pub fn prepare(settings: CaptureSettings, what: &str, targets: &[u32]) -> Result<Self> {
-        crate::preflight::check()?;
+        crate::os::preflight::check()?;
         // Before anything is claimed, loaded or started.
         for named in settings.output.iter().chain(&settings.raw) {
-            crate::emit::files::refuse_existing(named, settings.force)?;
+            crate::calls::emit::files::refuse_existing(named, settings.force)?;
         }
         let targets = targets
             .iter()

@@ -11,7 +11,10 @@ use anyhow::{Context as _, Result, bail};
 use rocsync_common::Backend;
 
 use super::Session;
-use crate::{backend::Runtime, probes::library::OpenedLibrary, users::Identity};
+use crate::{
+    calls::{backend::Runtime, probes::elf::library::OpenedLibrary},
+    os::users::Identity,
+};
 use tokio::io::{Interest, unix::AsyncFd};
 
 /// A forked child waiting at a gate to exec its command.

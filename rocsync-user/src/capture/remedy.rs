@@ -4,7 +4,7 @@
 
 use rocsync_common::Api;
 
-use crate::stats::CaptureStats;
+use crate::calls::stats::CaptureStats;
 
 /// The remedy for records the call ring lost, if it lost any; `ring_bytes`, the call
 /// ring's size now.
@@ -50,7 +50,7 @@ pub(super) fn said(stats: &CaptureStats, ring_bytes: u32) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stats::ApiCount;
+    use crate::calls::stats::ApiCount;
 
     #[test]
     fn lost_records_name_a_larger_ring_and_the_poll_that_made_most_calls() {

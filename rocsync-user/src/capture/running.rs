@@ -7,7 +7,7 @@ use anyhow::{Result, bail};
 
 use crate::{
     capture::CaptureSettings,
-    procfs::{self, Stat},
+    os::{procfs, procfs::Stat},
 };
 
 /// The processes `asked` names, checked, each once; with `follow`, without those another

@@ -25,15 +25,17 @@ pub use outcome::{Captured, StopReason};
 
 use super::{settings::CaptureSettings, status::Status};
 use crate::{
-    agents::AgentSet,
-    backend::Runtime,
-    emit::{outputs::CaptureSink, processes::ProcessInfo},
-    pipeline::{Notice, Pipeline},
-    probes::{ApiChoice, LibraryReport, Probes},
-    signals::Signals,
+    calls::{
+        agents::AgentSet,
+        backend::Runtime,
+        emit::{outputs::CaptureSink, processes::ProcessInfo},
+        pipeline::{Notice, Pipeline},
+        probes::{ApiChoice, LibraryReport, Probes},
+    },
+    os::signals::Signals,
 };
 
-use crate::pipeline::cadence::{DRAIN_EVERY, IN_FLIGHT_GRACE, TICK_EVERY};
+use crate::calls::pipeline::cadence::{DRAIN_EVERY, IN_FLIGHT_GRACE, TICK_EVERY};
 
 /// Safety net for library loads the loader hook cannot see (e.g. a dropped notification).
 const RESCAN_EVERY: Duration = Duration::from_secs(1);
@@ -317,7 +319,7 @@ impl Session {
         for &pid in &self.targets {
             self.probes.set_target(pid, Config::INACTIVE)?;
         }
-        self.recorded.1 = Some(crate::clock::unix_us());
+        self.recorded.1 = Some(crate::os::clock::unix_us());
         // From here the probes write only returns, of calls in flight now (their rows
         // say so if they never come) and of calls the targets make after the stop, which
         // are not the capture's: a return dropped from here on is no record lost.

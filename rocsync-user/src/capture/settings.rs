@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use crate::{
+use crate::calls::{
     agents::AgentSet,
     backend::Runtime,
     probes::{ApiChoice, ProbeOptions},

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::stats::CaptureStats;
+use crate::calls::stats::CaptureStats;
 
 pub(crate) struct Status {
     bar: Option<ProgressBar>,
@@ -17,7 +17,7 @@ impl Status {
     pub(crate) fn new(enabled: bool) -> Self {
         let bar = (enabled && std::io::IsTerminal::is_terminal(&std::io::stderr())).then(|| {
             // Drawn through rocsync's stderr queue: a paused terminal blocks no one.
-            let term = Box::new(crate::stderr::StatusTerm::default());
+            let term = Box::new(crate::os::stderr::StatusTerm::default());
             let b =
                 ProgressBar::with_draw_target(None, ProgressDrawTarget::term_like_with_hz(term, 4));
             b.set_style(ProgressStyle::with_template("rocsync: {msg}").expect("valid template"));

@@ -123,7 +123,7 @@ pub fn run() -> i32 {
             if stop.is_none() || continued.get(&pid, 0).ok() == stop {
                 continue;
             }
-            crate::probes::continue_process(pid);
+            crate::calls::probes::continue_process(pid);
             let _ = continued.insert(pid, stop.unwrap_or(0), 0);
             crate::say!("rocsync watchdog: continued pid {pid}, which rocsync left stopped");
         }

@@ -41,10 +41,11 @@ use tokio::{
 };
 
 use crate::{
-    agents::ClaimId,
-    lockfile::LockFile,
-    probes::{ProbeOptions, Probes, async_ring, seccomp::Returns},
-    signals::Signals,
+    calls::{
+        agents::ClaimId,
+        probes::{ProbeOptions, Probes, async_ring, seccomp::Returns},
+    },
+    os::{lockfile::LockFile, signals::Signals},
 };
 use handlers::Flow;
 use outputs::statedir;
@@ -57,7 +58,7 @@ use settings::config::{ConfigFlags, DaemonConfig};
 use state::Daemon;
 use tracking::{discovery::Tracker, pods};
 
-use crate::pipeline::cadence::{DRAIN_EVERY, TICK_EVERY};
+use crate::calls::pipeline::cadence::{DRAIN_EVERY, TICK_EVERY};
 
 /// How often tracked processes that exited are forgotten.
 const PRUNE_EVERY: Duration = Duration::from_secs(5);
@@ -131,7 +132,7 @@ fn refuse_where_returns_kill(probes: &mut Probes) -> Result<()> {
 }
 
 async fn start(config: DaemonConfig, flags: ConfigFlags, signals: Signals) -> Result<(Daemon, Io)> {
-    crate::preflight::check()?;
+    crate::os::preflight::check()?;
     let lock = node_lock(&config.lock)?;
     statedir::make(&config.state_dir)?;
     statedir::sweep(&config.state_dir);

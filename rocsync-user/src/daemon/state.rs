@@ -7,24 +7,29 @@
 use rocsync_common::GetDeviceMode;
 use tokio::{sync::mpsc::UnboundedSender, time::Instant};
 
-use crate::agents::ClaimId;
+use crate::calls::agents::ClaimId;
 use crate::daemon::{
     budget::Budget,
     handlers::{Flow, switch},
     outputs::{Destinations, statedir},
     quiet::Quiet,
-    recording::flight::FlightRecorder,
-    recording::sessions::Sessions,
-    recording::writing::{Done, Writing},
-    serving::exposition::{self, NotStarted},
-    serving::protocol::{Recording, Reply, Status},
-    serving::status,
+    recording::{
+        flight::FlightRecorder,
+        sessions::Sessions,
+        writing::{Done, Writing},
+    },
+    serving::{
+        exposition::{self, NotStarted},
+        protocol::{Recording, Reply, Status},
+        status,
+    },
     settings::config::{ConfigFlags, DaemonConfig},
     tracking::discovery::Tracker,
-    triggers::Triggers,
-    triggers::collectives::{self, LeftOut},
-    triggers::sampled::Sampling,
-    triggers::scheduled::Scheduled,
+    triggers::{
+        Triggers,
+        asked::{sampled::Sampling, scheduled::Scheduled},
+        collectives::{self, LeftOut},
+    },
     untrusted,
 };
 
@@ -138,7 +143,7 @@ impl Daemon {
             }
             .into(),
         };
-        let now_ns = crate::clock::monotonic_ns() as u64;
+        let now_ns = crate::os::clock::monotonic_ns() as u64;
         for t in self.triggers.each() {
             t.status(&mut status, now_ns);
         }
@@ -197,7 +202,9 @@ impl Daemon {
         self.quiet_dyno.flush(Instant::now());
         let gone = self.tracker.prune()?;
         self.budget.groups_gone(&gone);
-        self.sessions.queues.retain_processes(crate::procfs::exists);
+        self.sessions
+            .queues
+            .retain_processes(crate::os::procfs::exists);
         Ok(Flow::Go)
     }
 
@@ -324,7 +331,7 @@ impl Daemon {
         let tracker = &self.tracker;
         let probes = &tracker.probes;
         // Read only when scraped: a walk of the communicator map.
-        let uid = |pid| (tracker.tracked.contains(&pid)).then(|| crate::procfs::uid(pid))?;
+        let uid = |pid| (tracker.tracked.contains(&pid)).then(|| crate::os::procfs::uid(pid))?;
         let (collectives, left_out) = collectives::sequences(&probes.comms(), uid);
         self.collectives_left_out.saw(left_out);
         let (series, unlabelled) = exposition::read_series(tracker, &self.budget.estimates.added)?;

@@ -24,7 +24,7 @@ use std::{
 
 use serde_json::Value;
 
-use super::{is_dns_label, is_dns_subdomain};
+use super::names::{is_dns_label, is_dns_subdomain};
 
 /// The longest OCI config read (containerd's are a few tens of KiB).
 const MAX_CONFIG: u64 = 4 << 20;

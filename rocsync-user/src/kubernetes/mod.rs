@@ -18,12 +18,14 @@
 
 pub mod cgroup;
 pub mod host;
+mod names;
 
 use serde::{Deserialize, Serialize};
 
-use crate::procfs;
+use crate::os::procfs;
 
 pub use host::{DEFAULT_KUBELET_ROOT, DEFAULT_RUNTIME_STATE, HostState};
+pub use names::{is_dns_label, is_dns_subdomain};
 
 /// A process's pod, as far as the node shows it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -148,21 +150,6 @@ pub fn pod_of_cgroup(cgroup: &str, host: &HostState) -> Option<Pod> {
         uid: ids.uid,
         container: ids.container,
     })
-}
-
-/// A DNS-1123 label, as namespaces are: 1 to 63 of `a-z`, `0-9`, `-`, alphanumeric at
-/// both ends.
-pub fn is_dns_label(s: &str) -> bool {
-    let alnum = |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit();
-    (1..=63).contains(&s.len())
-        && s.bytes().all(|b| alnum(b) || b == b'-')
-        && s.bytes().next().is_some_and(alnum)
-        && s.bytes().last().is_some_and(alnum)
-}
-
-/// A DNS-1123 subdomain, as pod names are: labels joined by `.`, at most 253 in all.
-pub fn is_dns_subdomain(s: &str) -> bool {
-    s.len() <= 253 && s.split('.').all(is_dns_label)
 }
 
 #[cfg(test)]

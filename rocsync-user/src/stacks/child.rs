@@ -7,7 +7,7 @@
 use std::{
     path::PathBuf,
     process::{ExitStatus, Stdio},
-    time::{Duration, Instant, SystemTime, UNIX_EPOCH},
+    time::{Duration, Instant, SystemTime},
 };
 
 use tokio::io::AsyncReadExt as _;
@@ -15,7 +15,7 @@ use tokio::io::AsyncReadExt as _;
 use super::{
     bounds,
     model::Stacks,
-    reader::{Line, Phase},
+    reader::{Line, Phase, unix_us},
 };
 
 /// The hidden subcommand that runs the reader.
@@ -176,9 +176,4 @@ pub fn assemble(pid: u32, out: &[u8], failed: Option<String>) -> Stacks {
         }
     }
     stacks
-}
-
-pub fn unix_us(at: SystemTime) -> u64 {
-    at.duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_micros() as u64)
 }

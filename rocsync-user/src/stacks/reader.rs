@@ -3,7 +3,10 @@
 //! line is printed after each phase, so what was read before the reader died or ran out
 //! of time is kept.
 
-use std::io::Write as _;
+use std::{
+    io::Write as _,
+    time::{SystemTime, UNIX_EPOCH},
+};
 
 use serde::{Deserialize, Serialize};
 
@@ -14,7 +17,7 @@ use super::{
     place::python_like,
     python, tasks,
 };
-use crate::{probes::maps, procfs};
+use crate::{calls::probes::maps, os::procfs};
 
 /// One line of the reader's output: the stacks as read up to the end of `phase`.
 #[derive(Serialize, Deserialize)]
@@ -40,7 +43,7 @@ pub fn run(pid: u32, blocked: u32) -> i32 {
     let started = std::time::Instant::now();
     let mut stacks = Stacks {
         pid,
-        read_at_unix_us: super::child::unix_us(std::time::SystemTime::now()),
+        read_at_unix_us: unix_us(SystemTime::now()),
         ..Stacks::default()
     };
     if !procfs::exists(pid) {
@@ -127,4 +130,10 @@ fn print(phase: Phase, stacks: &Stacks) -> i32 {
         Ok(()) => 0,
         Err(_) => 1,
     }
+}
+
+/// A time as µs since the Unix epoch (0 before it).
+pub fn unix_us(at: SystemTime) -> u64 {
+    at.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64)
 }

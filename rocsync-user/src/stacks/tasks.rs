@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use crate::procfs;
+use crate::os::procfs;
 
 /// The host tids of `pid`'s threads, `blocked` first, then the others by tid.
 pub(super) fn ordered(pid: u32, blocked: u32) -> Vec<u32> {

@@ -10,7 +10,7 @@ use crate::common::{
     stderr_of,
 };
 use proptest::prelude::*;
-use rocsync::{emit::raw::Reader, pipeline::Pipeline};
+use rocsync::calls::{emit::raw::Reader, pipeline::Pipeline};
 use rocsync_common::{Api, Decoded, EntryRecord, ExitRecord, RECORD_ENTRY, RECORD_EXIT, decode};
 
 fn bytes<T>(v: &T) -> Vec<u8> {

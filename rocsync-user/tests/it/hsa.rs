@@ -151,7 +151,7 @@ fn every_hsa_probe_attaches_to_the_real_debian_runtime() {
         return;
     }
     // Its functions cannot run without a GPU: attaching is the honest check.
-    let mut probes = rocsync::probes::Probes::load(Default::default()).unwrap();
+    let mut probes = rocsync::calls::probes::Probes::load(Default::default()).unwrap();
     let report = probes.attach_hsa(lib, std::process::id()).unwrap();
     let names: BTreeSet<&str> = report
         .probed

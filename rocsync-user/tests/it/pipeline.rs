@@ -3,7 +3,7 @@
 //! streams, event queries, and the raw capture replayed into the same trace. No kernel.
 
 use crate::common::pipeline::{PID, Rows, TestSink, both, entry, exit, finish, writer};
-use rocsync::{
+use rocsync::calls::{
     emit::{
         Tee,
         raw::{RawWriter, Reader},
@@ -100,11 +100,11 @@ fn an_exit_before_any_entry_of_its_thread_is_a_call_begun_before() {
     assert_eq!(stats.calls_begun_before, 2);
     assert_eq!(stats.calls(), 1);
 
-    let trailer = rocsync::emit::raw::Trailer {
+    let trailer = rocsync::calls::emit::raw::Trailer {
         calls_begun_before: stats.calls_begun_before,
         ..Default::default()
     };
-    let header = rocsync::emit::raw::Header {
+    let header = rocsync::calls::emit::raw::Header {
         clock_offset_ns: 0,
         start_ns: 0,
         command: vec!["app".into()],
@@ -169,7 +169,7 @@ fn a_record_filtered_by_agents_is_a_tombstone() {
 #[test]
 fn a_packet_of_an_unknown_queue_is_counted() {
     let mut p: Pipeline<TestSink> = Pipeline::new(writer(), true);
-    let queue = rocsync::ingest::Queue {
+    let queue = rocsync::calls::ingest::Queue {
         pid: PID,
         tid: 9,
         created: true,
@@ -186,7 +186,7 @@ fn a_packet_of_an_unknown_queue_is_counted() {
     p.queue(&queue);
     let mut bytes = [0u8; 64];
     bytes[0] = 3; // HSA_PACKET_TYPE_BARRIER_AND
-    let packet = |queue| rocsync::ingest::Packet {
+    let packet = |queue| rocsync::calls::ingest::Packet {
         pid: PID,
         tid: 9,
         ordinal: 0,
@@ -325,7 +325,7 @@ fn event_query_resolves_like_event_synchronize() {
 #[test]
 fn the_raw_capture_replays_into_the_same_trace() {
     let raw = tempfile::NamedTempFile::new().unwrap();
-    let header = rocsync::emit::raw::Header {
+    let header = rocsync::calls::emit::raw::Header {
         clock_offset_ns: 1_700_000_000_000_000_000,
         start_ns: 0,
         command: vec!["app".into()],
@@ -364,11 +364,11 @@ fn the_raw_capture_replays_into_the_same_trace() {
 }
 
 fn finish_writer(
-    w: rocsync::emit::kineto::KinetoWriter<Vec<u8>>,
-    s: &rocsync::stats::CaptureStats,
+    w: rocsync::calls::emit::kineto::KinetoWriter<Vec<u8>>,
+    s: &rocsync::calls::stats::CaptureStats,
 ) -> String {
     let names = Default::default();
-    let info = rocsync::emit::kineto::TraceInfo {
+    let info = rocsync::calls::emit::kineto::TraceInfo {
         process_names: &names,
         rocsync: s.to_json(),
         distributed: serde_json::json!({}),

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use proptest::prelude::*;
-use rocsync::ingest::Call;
+use rocsync::calls::ingest::Call;
 use rocsync_common::Api;
 use serde_json::Value;
 

@@ -5,7 +5,7 @@
 //! counted `unpaired_exits`. No kernel.
 
 use crate::common::pipeline::{Rows, both, entry, exit};
-use rocsync::{emit::raw::Reader, pipeline::Pipeline};
+use rocsync::calls::{emit::raw::Reader, pipeline::Pipeline};
 use rocsync_common::Api;
 
 const E: u64 = 0x5000;

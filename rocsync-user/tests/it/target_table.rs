@@ -9,7 +9,7 @@ use std::{
 };
 
 use crate::common::{TempDir, can_trace};
-use rocsync::{
+use rocsync::calls::{
     backend::Runtime,
     probes::{ApiChoice, Probes},
 };

@@ -24,7 +24,7 @@ mod slots;
 mod tree;
 use per_call::{Load, Measured, Mode, probes};
 use raw::{peak_rss_of, raw};
-use rocsync::{
+use rocsync::calls::{
     emit::{
         Tee,
         kineto::{KinetoWriter, TraceInfo},
@@ -110,7 +110,7 @@ enum Cmd {
 fn main() -> Result<()> {
     let result = bench(Cli::parse().cmd);
     // What the library said (probe diagnostics) is written before the benchmark ends.
-    rocsync::stderr::flush();
+    rocsync::os::stderr::flush();
     result
 }
 

@@ -14,7 +14,7 @@ use aya::{
     maps::RingBuf,
     programs::{UProbe, uprobe::UProbeScope},
 };
-use rocsync::probes::MultiPrograms;
+use rocsync::calls::probes::MultiPrograms;
 
 use crate::{program_time::ProgramTime, slots::SlotReader};
 use serde_json::json;

@@ -6,7 +6,7 @@ use std::{fs::File, os::unix::fs::FileExt as _, path::Path};
 
 use anyhow::{Context as _, Result, bail, ensure};
 use iced_x86::{Code, Decoder, DecoderOptions, Instruction, OpKind, Register};
-use rocsync::probes::elf;
+use rocsync::calls::probes::elf;
 
 use crate::per_call::Mode;
 

@@ -4,7 +4,7 @@
 use std::{path::Path, process::Command, time::Instant};
 
 use anyhow::{Context as _, Result, bail};
-use rocsync::{
+use rocsync::calls::{
     emit::{Tee, kineto::KinetoWriter, raw::RawWriter},
     pipeline::Pipeline,
 };
@@ -14,7 +14,7 @@ use crate::{record_bytes, synthesize};
 
 /// A raw capture as a live capture writes it, of `calls` synthetic calls.
 pub(crate) fn raw(calls: u64, out: &Path) -> Result<()> {
-    let header = rocsync::emit::raw::Header {
+    let header = rocsync::calls::emit::raw::Header {
         clock_offset_ns: 1_790_000_000_000_000_000,
         start_ns: 0,
         command: vec!["synthetic".into()],

@@ -5,7 +5,7 @@ use std::{os::fd::AsFd as _, sync::atomic::Ordering};
 
 use anyhow::{Result, bail};
 use aya::maps::{Map, MapData};
-use rocsync::probes::mapped::Mapping;
+use rocsync::calls::probes::mapped::Mapping;
 
 /// As in the probes (`rocsync-ebpf/src/bench.rs`).
 const SLOT_CPUS: usize = 4;

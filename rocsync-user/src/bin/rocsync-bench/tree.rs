@@ -12,7 +12,7 @@ use std::{
 };
 
 use anyhow::{Context as _, Result, bail};
-use rocsync::{
+use rocsync::calls::{
     backend::RUNTIMES,
     probes::{ApiChoice, Probes},
 };

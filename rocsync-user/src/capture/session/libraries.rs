@@ -5,13 +5,10 @@ use anyhow::{Result, bail};
 use rocsync_common::{GetDeviceMode, Switch};
 
 use super::Session;
-use crate::{
+use crate::calls::{
     backend::Runtime,
     probes::{
-        LibraryReport, ld_so,
-        library::OpenedLibrary,
-        maps,
-        seccomp::{self, Returns},
+        LibraryReport, attach::ld_so, elf::library::OpenedLibrary, maps, seccomp, seccomp::Returns,
     },
 };
 
@@ -194,7 +191,10 @@ impl Session {
         &mut self,
         lib: &OpenedLibrary,
         what: Probed,
-        attach: impl FnOnce(&mut crate::probes::Probes, &std::path::Path) -> Result<LibraryReport>,
+        attach: impl FnOnce(
+            &mut crate::calls::probes::Probes,
+            &std::path::Path,
+        ) -> Result<LibraryReport>,
     ) -> Result<Option<LibraryReport>> {
         if !self.probed_files.insert((lib.dev, lib.ino, what)) {
             return Ok(None);
@@ -242,7 +242,7 @@ impl Session {
     /// probed, each opened through the kernel's link to the mapped file. Returns how many
     /// such libraries the process maps in all.
     pub fn scan(&mut self, pid: u32) -> Result<usize> {
-        let text = match crate::procfs::maps(pid) {
+        let text = match crate::os::procfs::maps(pid) {
             Ok(t) => t,
             // The process is gone; its exit ends the capture elsewhere.
             Err(_) => return Ok(0),
@@ -297,7 +297,7 @@ impl Session {
     /// nothing then says it mapped one, rather than none.
     fn note_excluded(&mut self, mappings: &[maps::Mapping]) {
         let chosen = |r: &Runtime| self.runtimes.iter().any(|c| c.backend == r.backend);
-        for r in crate::backend::RUNTIMES.iter() {
+        for r in crate::calls::backend::RUNTIMES.iter() {
             if r.probed_by_default()
                 && !chosen(r)
                 && maps::libraries(mappings, |n| r.matches_library(n))
@@ -334,7 +334,7 @@ impl Session {
             .get_or_insert_with(std::time::Instant::now);
         let known = &self.pipeline.stats.thread_devices;
         let all_known = self.targets.iter().all(|&pid| {
-            crate::procfs::threads(pid)
+            crate::os::procfs::threads(pid)
                 .iter()
                 .all(|&tid| known.contains_key(&(pid, tid)))
         });

@@ -2,9 +2,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::emit::{outputs::CaptureSink, processes::ProcessInfo};
-use crate::probes::LibraryReport;
-use crate::stats::CaptureStats;
+use crate::calls::emit::{outputs::CaptureSink, processes::ProcessInfo};
+use crate::calls::probes::LibraryReport;
+use crate::calls::stats::CaptureStats;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StopReason {

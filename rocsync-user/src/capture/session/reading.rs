@@ -30,7 +30,7 @@ impl Session {
     fn name_new_threads(&mut self) {
         for (pid, tid) in self.pipeline.take_new_threads() {
             // Gone already: written `thread TID`.
-            if let Some(name) = crate::procfs::thread_name(pid, tid) {
+            if let Some(name) = crate::os::procfs::thread_name(pid, tid) {
                 let info = self.processes.entry(pid).or_default();
                 info.threads.insert(tid, name);
             }

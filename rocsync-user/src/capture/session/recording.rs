@@ -10,7 +10,7 @@ use std::time::Instant;
 use anyhow::Result;
 
 use super::Session;
-use crate::procfs;
+use crate::os::procfs;
 
 impl Session {
     /// Records the targets from now (`attach`: they go into the kernel's table, with the
@@ -31,7 +31,7 @@ impl Session {
             }
             self.probes.set_switch(self.switch())?;
         }
-        self.recorded.0 = Some(crate::clock::unix_us());
+        self.recorded.0 = Some(crate::os::clock::unix_us());
         let since = Instant::now();
         self.since = Some(since);
         Ok(since)

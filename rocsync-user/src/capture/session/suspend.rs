@@ -3,7 +3,7 @@
 use std::time::{Duration, Instant};
 
 use super::{RESCAN_EVERY, Session};
-use crate::probes::SETTLE;
+use crate::calls::probes::SETTLE;
 
 impl Session {
     /// SIGTSTP (Ctrl-Z, or `kill -TSTP`). Stopped, rocsync could not continue a target
@@ -35,7 +35,7 @@ impl Session {
         );
         // What was said reaches the terminal before the shell's prompt, unless stderr is
         // stuck: then rocsync stops without it.
-        crate::stderr::flush_within(Duration::from_millis(200));
+        crate::os::stderr::flush_within(Duration::from_millis(200));
         let since = Instant::now();
         // SAFETY: stops this process (every thread) until SIGCONT; nothing is held.
         unsafe { libc::raise(libc::SIGSTOP) };

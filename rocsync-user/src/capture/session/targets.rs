@@ -6,9 +6,8 @@ use rocsync_common::Config;
 
 use super::{RESCAN_EVERY, Session};
 use crate::{
-    environ,
-    probes::{ld_so, maps},
-    procfs::{self, Stat},
+    calls::probes::{attach::ld_so, maps},
+    os::{environ, procfs, procfs::Stat},
 };
 
 impl Session {

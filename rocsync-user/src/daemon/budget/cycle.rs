@@ -12,8 +12,8 @@
 use std::collections::{BTreeSet, VecDeque};
 
 use crate::{
+    calls::probes::Probes,
     daemon::tracking::apart::{cycled::Cycled, returns::FileReturns},
-    probes::Probes,
 };
 
 /// A cycled file's probes, with its returns where the cycle takes them too.
@@ -176,7 +176,7 @@ impl DutyCycle {
                     f.off(probes, returns);
                 }
                 self.blind
-                    .push_back((crate::clock::monotonic_ns() as u64, None));
+                    .push_back((crate::os::clock::monotonic_ns() as u64, None));
                 while self.blind.len() > SPANS_KEPT {
                     self.blind.pop_front();
                 }
@@ -190,7 +190,7 @@ impl DutyCycle {
         if let Some((_, until)) = self.blind.back_mut()
             && until.is_none()
         {
-            *until = Some(crate::clock::monotonic_ns() as u64);
+            *until = Some(crate::os::clock::monotonic_ns() as u64);
         }
     }
 

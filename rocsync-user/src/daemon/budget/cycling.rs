@@ -22,11 +22,11 @@ use crate::daemon::{
     },
     tracking::discovery::Tracker,
 };
-use crate::{probes::CallPrices, units::Share};
+use crate::{calls::probes::CallPrices, units::Share};
 
 /// Whether the live processes of `pids` are all one user's.
 fn one_user(pids: &std::collections::BTreeSet<u32>) -> bool {
-    let mut uids = pids.iter().filter_map(|&p| crate::procfs::uid(p));
+    let mut uids = pids.iter().filter_map(|&p| crate::os::procfs::uid(p));
     let first = uids.next();
     uids.all(|u| Some(u) == first)
 }
@@ -116,10 +116,10 @@ fn closure(t: &mut Tracker, pid: u32) -> Option<(BTreeSet<u32>, BTreeSet<u32>)> 
 /// files (its calls would be estimated too, or not be counted).
 fn must_end(t: &mut Tracker, cycle: &DutyCycle) -> Option<&'static str> {
     let (pids, groups) = (&cycle.pids, &cycle.groups);
-    if pids.iter().any(|&p| !crate::procfs::exists(p)) {
+    if pids.iter().any(|&p| !crate::os::procfs::exists(p)) {
         return Some("a cycled process exited");
     }
-    let joined = |p: &u32| !pids.contains(p) && crate::procfs::exists(*p);
+    let joined = |p: &u32| !pids.contains(p) && crate::os::procfs::exists(*p);
     if (t.tracked.iter()).any(|p| joined(p) && groups.contains(&t.pods.group_of(*p))) {
         return Some("another process is counted in its series");
     }

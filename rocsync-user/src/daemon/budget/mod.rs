@@ -19,8 +19,8 @@ use std::collections::BTreeMap;
 use anyhow::Result;
 
 use crate::{
+    calls::probes::CallPrices,
     daemon::{budget::shares::Measures, tracking::discovery::Tracker},
-    probes::CallPrices,
 };
 use cycle::DutyCycle;
 use estimate::Estimates;

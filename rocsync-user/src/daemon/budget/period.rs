@@ -49,7 +49,7 @@ impl Budget {
                     self.measures.measure(pid, c, cpu, (stepped, off));
                 }
             }
-            self.retain(crate::procfs::exists);
+            self.retain(crate::os::procfs::exists);
             for said in polling::restore(&mut t.probes, t.files.polling(), |_| true, now) {
                 crate::say!("rocsync daemon: budget off: {said}");
             }
@@ -138,8 +138,8 @@ impl Budget {
                 );
             }
         }
-        self.cycle.retain(crate::procfs::exists);
-        self.retain(crate::procfs::exists);
+        self.cycle.retain(crate::os::procfs::exists);
+        self.retain(crate::os::procfs::exists);
     }
 
     /// Forgets processes that are gone.

@@ -8,7 +8,7 @@
 use std::{collections::HashMap, time::Duration};
 
 use crate::{
-    probes::{CallCounts, CallPrices, Stepped},
+    calls::probes::{CallCounts, CallPrices, Stepped},
     units::Share,
 };
 
@@ -143,7 +143,7 @@ impl Measures {
 
 /// What a probed call costs here, said in the log; `None` (no budget is held, said)
 /// when it cannot be measured.
-pub(crate) fn calibrated(probes: &mut crate::probes::Probes) -> Option<CallPrices> {
+pub(crate) fn calibrated(probes: &mut crate::calls::probes::Probes) -> Option<CallPrices> {
     match probes.calibrate() {
         Ok(p) => {
             crate::say!(
@@ -165,7 +165,7 @@ pub(crate) fn calibrated(probes: &mut crate::probes::Probes) -> Option<CallPrice
 
 /// `pid`'s CPU time (user and system), in ns.
 pub(crate) fn cpu_ns(pid: u32) -> Option<u64> {
-    let s = crate::procfs::Stat::of(pid)?;
+    let s = crate::os::procfs::Stat::of(pid)?;
     // SAFETY: sysconf has no preconditions.
     let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
     Some((s.utime + s.stime) * 1_000_000_000 / ticks)

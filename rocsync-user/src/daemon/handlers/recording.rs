@@ -22,14 +22,15 @@ use crate::daemon::{
     state::Daemon,
     tracking::apart::shed_log,
     triggers::{
-        collectives, dyno,
+        asked::dyno,
+        collectives,
         origin::{Origin, Start},
         trigger::{Action, Look, Trigger},
         view::View,
     },
     untrusted::{self, Peer},
 };
-use crate::{clock, ingest::Call};
+use crate::{calls::ingest::Call, os::clock};
 
 /// An action, and the trigger (its index in `Triggers::all`) that decided it.
 type Decided = VecDeque<(usize, Action)>;

@@ -11,15 +11,19 @@ use tokio::{
 
 use crate::daemon::{
     handlers::Flow,
-    recording::flight,
-    recording::{files, selection},
-    serving::protocol::{ClaimRequest, Reply, Request},
-    serving::readers::Incoming,
-    serving::socket::{self, PendingReply},
-    serving::{dynolog, http},
+    recording::{files, flight, selection},
+    serving::{
+        dynolog, http,
+        protocol::{ClaimRequest, Reply, Request},
+        readers::Incoming,
+        socket::{self, PendingReply},
+    },
     state::Daemon,
     tracking::apart::shed_log,
-    triggers::{asked, dyno, origin::Origin, origin::Start, origin::TraceSpec},
+    triggers::{
+        asked::{dyno, socket as asked},
+        origin::{Origin, Start, TraceSpec},
+    },
     untrusted::{self, Peer},
 };
 

@@ -43,7 +43,7 @@ pub(crate) fn default_max_bytes(state_dir: &Path) -> u64 {
 /// root's: `dirs::open`).
 fn open_folder(dir: &Path) -> Option<OwnedFd> {
     use rustix::fs::{Mode, OFlags};
-    let parent = crate::emit::dirs::open(dir.parent()?).ok()?;
+    let parent = crate::calls::emit::dirs::open(dir.parent()?).ok()?;
     let flags = OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::RDONLY | OFlags::CLOEXEC;
     rustix::fs::openat(&parent, dir.file_name()?, flags, Mode::empty()).ok()
 }

@@ -46,8 +46,8 @@ pub(crate) fn check(state_dir: &Path) -> Result<()> {
 /// the OOM killer could hold gigabytes no later trace would sweep soon).
 pub(crate) fn sweep(state_dir: &Path) {
     for dir in trace_dirs(state_dir) {
-        if let Ok(fd) = crate::emit::dirs::open(&dir) {
-            crate::emit::stale::sweep(&fd);
+        if let Ok(fd) = crate::calls::emit::dirs::open(&dir) {
+            crate::calls::emit::stale::sweep(&fd);
         }
     }
 }
@@ -113,7 +113,7 @@ fn check_ancestors(state_dir: &Path) -> Result<()> {
         // An access list may let a user write where the mode says root's group.
         let writers = m.mode() & 0o002 != 0
             || (m.mode() & 0o020 != 0 && m.gid() != 0)
-            || crate::acl::writer(a, true).is_some();
+            || crate::os::acl::writer(a, true).is_some();
         let open = writers && m.mode() & 0o1000 == 0;
         if (m.uid() != 0 && m.uid() != me) || open {
             bail!(

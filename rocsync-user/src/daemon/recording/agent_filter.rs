@@ -4,7 +4,7 @@
 
 use rocsync_common::{Api, Cookie, ENTRY_FILTERED, EntryRecord, PacketRecord};
 
-use crate::agents::AgentSet;
+use crate::calls::agents::AgentSet;
 
 /// Whether the entry is a synchronisation or a record of a device outside `agents`.
 pub(crate) fn other_agents(e: &EntryRecord, agents: &AgentSet) -> bool {

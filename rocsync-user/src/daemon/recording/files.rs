@@ -11,14 +11,15 @@ use crate::daemon::{
     tracking::pods::Pods,
 };
 use crate::{
-    clock,
-    emit::{
-        outputs::{CaptureSink, Outputs},
-        processes::{ProcessInfo, Written},
-        raw::Header,
+    calls::{
+        emit::{
+            outputs::{CaptureSink, Outputs},
+            processes::{ProcessInfo, Written},
+            raw::Header,
+        },
+        pipeline::Pipeline,
     },
-    environ,
-    pipeline::Pipeline,
+    os::{clock, environ},
 };
 
 /// Opens a trace's outputs in the state directory and the pipeline into them.
@@ -84,5 +85,5 @@ pub(crate) fn numbered_stem(name: &str, id: u64) -> String {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
-    format!("{name}-{}-{id}", crate::clock::utc_stamp(now.as_secs()))
+    format!("{name}-{}-{id}", crate::os::clock::utc_stamp(now.as_secs()))
 }

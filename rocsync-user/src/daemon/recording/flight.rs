@@ -7,23 +7,18 @@
 //! to 256 MiB) and is written off the daemon's loop while the recorder keeps recording
 //! (one dump at a time, so memory stays within twice the cap).
 
+mod dump;
+
 use std::{
-    collections::{BTreeMap, HashMap, VecDeque},
-    path::Path,
-    sync::{Arc, atomic::AtomicBool, atomic::Ordering},
+    collections::{HashMap, VecDeque},
+    sync::Arc,
     time::Duration,
 };
 
-use anyhow::Result;
 use rocsync_common::{Decoded, decode};
-use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use crate::daemon::recording::files;
-use crate::emit::{
-    outputs::Report,
-    processes::{ProcessInfo, Written},
-};
+pub(crate) use dump::dump;
 
 /// Memory the recorder may hold; beyond it the oldest records go first, counted.
 pub(crate) const MAX_BYTES: usize = 256 << 20;
@@ -215,9 +210,6 @@ pub(crate) struct Held {
     pub duty_cycled: u64,
 }
 
-/// A dump written: its files, and whether it was cut at its bound.
-pub(crate) type Dumped = (Vec<Written>, bool);
-
 /// The returns `chunks` did not keep: their calls' entries were not probed.
 pub(crate) fn returns_unentered(chunks: &[Arc<Chunk>]) -> u64 {
     chunks.iter().map(|c| c.returns_unentered).sum()
@@ -228,122 +220,9 @@ pub(crate) fn records(chunks: &[Arc<Chunk>]) -> impl Iterator<Item = &[u8]> + Cl
     chunks.iter().flat_map(|c| c.records())
 }
 
-/// The first id a dump must account for: the one after what the recorder may lack
-/// without losing it (ids before it began, and those it forgot for age or memory) —
-/// the calls between that and its first held one are lost, counted, not silently
-/// missing from its start. Where that is unknown, or its first held call is older (the
-/// records of one span are read in any order across CPUs), its first held call.
-pub(crate) fn first_expected(
-    first: Option<u64>,
-    known_from: Option<u64>,
-    assigned: Option<u64>,
-) -> u64 {
-    match (first, known_from) {
-        (Some(first), Some(known)) if first > known => known + 1,
-        (Some(first), _) => first,
-        (None, Some(known)) => known + 1,
-        (None, None) => assigned.map_or(1, |a| a + 1),
-    }
-}
-
-/// Writes what the flight recorder holds (every process's last seconds) as traces;
-/// `processes`: what the processes it may hold said of themselves; `call_probe_links`:
-/// how the call probes are attached; `not_recorded`: what the budget shed or cycled off
-/// within its span, and (`unrecorded`) the calls estimated in the duty cycle's periods
-/// off and the returns of such calls not kept; `assigned`: the last id the probes had
-/// given. Each
-/// file at most `max_bytes`, as any trace (a recorder of 256 MiB wrote 1.64 GB files):
-/// past it, the rows are counted as left out and the dump says it was truncated.
-pub(crate) fn dump<'a>(
-    records: impl Iterator<Item = &'a [u8]> + Clone,
-    (assigned, known_from): (Option<u64>, Option<u64>),
-    (state_dir, max_bytes): (&Path, u64),
-    (id, preempted): (u64, &AtomicBool),
-    processes: BTreeMap<u32, ProcessInfo>,
-    (call_probe_links, not_recorded, unrecorded): (&'static str, Value, (u64, u64)),
-) -> Result<Dumped> {
-    let (mut pipeline, outputs) =
-        files::open(state_dir, &files::numbered_stem("flight", id), id, None)?;
-    pipeline.sink_mut().trace_mut().bound(max_bytes);
-    let first = records
-        .clone()
-        .filter_map(|r| match decode(r) {
-            Ok(Decoded::Entry(e)) => Some(e.correlation),
-            _ => None,
-        })
-        .min();
-    let start = first_expected(first, known_from, assigned);
-    pipeline.start_at(start);
-    // Root's request ends it early: the records not written are counted.
-    let mut records = records.enumerate();
-    let mut not_written = None;
-    while let Some((i, r)) = records.next() {
-        if i % PREEMPT_EVERY == 0 && preempted.load(Ordering::Relaxed) {
-            not_written = Some(1 + records.by_ref().count() as u64);
-            pipeline.sink_mut().trace_mut().cut_short();
-            break;
-        }
-        let _ = pipeline.record(r);
-    }
-    // Ids after the last record read were given, so lost (the ring was full, or the
-    // records never came): counted, never silently missing from the end. Not those of a
-    // dump ended early: its records not written are counted as such.
-    if let Some(last) = assigned.filter(|_| not_written.is_none()) {
-        pipeline.assigned_up_to(last.max(start - 1));
-    }
-    pipeline.stopping();
-    let (sink, mut stats) = pipeline.finish()?;
-    stats.duty_cycled = unrecorded.0;
-    let truncated = truncated(id, max_bytes, sink.trace(), not_written);
-    let cut = truncated.is_some();
-    let report = Report {
-        parameters: json!({
-            "mode": "daemon flight recorder", "id": id, "call_probe_links": call_probe_links,
-            "not_recorded": not_recorded, "truncated": truncated,
-            "returns_of_unrecorded_calls": unrecorded.1,
-        }),
-        libraries: Vec::new(),
-        single_stepped: Vec::new(),
-        processes,
-    };
-    Ok((outputs.finish(sink, &stats, report)?, cut))
-}
-
-/// Records written between two looks at whether root's request ended the dump.
-const PREEMPT_EVERY: usize = 4096;
-
-/// Why a dump ended early, said in the log: `not_written`, the records left when root's
-/// request ended it; else its file reached `max_bytes`. `None`: it is whole.
-fn truncated(
-    id: u64,
-    max_bytes: u64,
-    files: &crate::emit::processes::ProcessTraces,
-    not_written: Option<u64>,
-) -> Option<Value> {
-    let left_out = files.left_out()?;
-    let largest = files.largest_file();
-    let Some(records) = not_written else {
-        crate::say!(
-            "rocsync daemon: flight recorder dump {id} cut at --trace-max-bytes ({max_bytes} bytes): {left_out} rows left out"
-        );
-        return Some(json!({
-            "reason": "size", "max_bytes": max_bytes, "bytes_when_ended": largest,
-            "left_out": left_out,
-        }));
-    };
-    crate::say!(
-        "rocsync daemon: flight recorder dump {id} ends early: root asked for a dump; {records} records not written"
-    );
-    Some(json!({
-        "reason": "preempted", "by": "a flight recorder dump of root's",
-        "records_not_written": records, "left_out": left_out, "bytes_when_ended": largest,
-        "at_unix_us": crate::daemon::tracking::apart::shed_log::now_us(),
-    }))
-}
-
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{dump::first_expected, *};
 
     fn firsts(f: &mut FlightRecorder) -> Vec<u8> {
         records(&f.chunks()).map(|r| r[0]).collect()

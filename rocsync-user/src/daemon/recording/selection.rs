@@ -10,7 +10,7 @@ use crate::daemon::{
 /// Tracked processes are forgotten some seconds after they end (the prune); a trace
 /// asks now. A zombie has ended too: its parent has not reaped it yet.
 pub(crate) fn alive(pid: u32) -> bool {
-    !crate::procfs::exited(pid)
+    !crate::os::procfs::exited(pid)
 }
 
 /// The live tracked processes a request names: its pids (each must be tracked and
@@ -18,7 +18,7 @@ pub(crate) fn alive(pid: u32) -> bool {
 /// never none.
 pub(crate) fn matched(tracker: &Tracker, req: &TraceSpec) -> Result<Vec<u32>> {
     let pids: Vec<u32> = if req.pids.is_empty() {
-        let cgroup = |p: u32| crate::procfs::cgroup(p).unwrap_or_default();
+        let cgroup = |p: u32| crate::os::procfs::cgroup(p).unwrap_or_default();
         let live = tracker.tracked.iter().copied().filter(|&p| {
             alive(p)
                 && req
@@ -32,7 +32,7 @@ pub(crate) fn matched(tracker: &Tracker, req: &TraceSpec) -> Result<Vec<u32>> {
         }
     } else {
         for &p in &req.pids {
-            if !crate::procfs::exists(p) {
+            if !crate::os::procfs::exists(p) {
                 bail!("pid {p} does not exist");
             }
             if !tracker.tracked.contains(&p) {

@@ -16,7 +16,7 @@ use anyhow::Result;
 use rocsync_common::{Decoded, TRACE_RECORDING, TRACE_STOPPING};
 use tokio::time::Instant;
 
-use crate::agents::{AgentClaims, AgentSet, ClaimError, ClaimId};
+use crate::calls::agents::{AgentClaims, AgentSet, ClaimError, ClaimId};
 use crate::daemon::{
     recording::agent_filter::{filtered, other_agents, other_agents_packet},
     recording::queues::LiveQueues,

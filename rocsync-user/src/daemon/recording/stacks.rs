@@ -5,8 +5,8 @@
 use serde_json::json;
 
 use crate::{
-    clock,
     daemon::{recording::traces::Active, triggers::origin::Unasked},
+    os::clock,
     stacks::Stacks,
 };
 

@@ -3,7 +3,7 @@
 //! capture pipeline into one trace per process in the state directory; at the end, exits
 //! only for a grace period (calls in flight complete), then counting only again.
 
-use crate::emit::Comm;
+use crate::calls::emit::Comm;
 use std::{collections::BTreeMap, path::Path};
 
 use anyhow::Result;
@@ -11,6 +11,15 @@ use rocsync_common::{Decoded, decode};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
+use crate::calls::{
+    agents::AgentSet,
+    emit::{
+        outputs::{CaptureSink, Outputs, Report},
+        processes::{ProcessInfo, Written},
+    },
+    ingest::Call,
+    pipeline::{Pipeline, cadence::IN_FLIGHT_GRACE},
+};
 use crate::daemon::{
     outputs::retention,
     recording::files,
@@ -20,15 +29,6 @@ use crate::daemon::{
     tracking::discovery::Tracker,
     triggers::{collectives::Owner, origin::Origin, origin::Start, origin::Unasked},
     untrusted::pids_shown,
-};
-use crate::{
-    agents::AgentSet,
-    emit::{
-        outputs::{CaptureSink, Outputs, Report},
-        processes::{ProcessInfo, Written},
-    },
-    ingest::Call,
-    pipeline::{Pipeline, cadence::IN_FLIGHT_GRACE},
 };
 
 /// Records between two looks at whether the trace was cut short (its sink cuts it at

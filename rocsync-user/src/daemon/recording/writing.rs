@@ -13,6 +13,7 @@ use std::{
 
 use tokio::task::{Id, JoinSet};
 
+use crate::calls::emit::processes::ProcessInfo;
 use crate::daemon::{
     outputs::{self, retention},
     recording::flight::{self, Held},
@@ -20,7 +21,6 @@ use crate::daemon::{
     serving::protocol::Reply,
     serving::socket::PendingReply,
 };
-use crate::emit::processes::ProcessInfo;
 
 /// A trace written: what it is, its client, if one waits, and its answer.
 pub(crate) struct Done {

@@ -20,8 +20,8 @@ use tokio::{
     net::TcpStream,
 };
 
+use crate::calls::emit::processes::per_process_name;
 use crate::daemon::{outputs::statedir, serving::protocol::MAX_PIDS};
-use crate::emit::processes::per_process_name;
 
 const MAX_MESSAGE: usize = 64 << 10;
 const TIMEOUT: Duration = Duration::from_secs(5);

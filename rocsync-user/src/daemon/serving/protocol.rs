@@ -16,7 +16,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    agents::AgentSet,
+    calls::agents::AgentSet,
     kubernetes::{Pod, PodName},
 };
 

@@ -12,7 +12,7 @@ use std::{
 use anyhow::{Context as _, Result, bail};
 use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, recvmsg};
 
-use crate::agents::AgentSet;
+use crate::calls::agents::AgentSet;
 use crate::daemon::serving::protocol::{ClaimRequest, Reply, Request};
 /// The most descriptors an answer carries.
 const MAX_FDS: usize = 253;

@@ -83,7 +83,7 @@ pub(crate) fn allowed(conn: &UnixStream, group: Option<u32>) -> bool {
         return true;
     }
     let pid = cred.pid.as_raw_nonzero().get();
-    crate::procfs::status_field(Some(pid as u32), "Groups")
+    crate::os::procfs::status_field(Some(pid as u32), "Groups")
         .is_some_and(|g| g.split_whitespace().any(|x| x.parse() == Ok(gid)))
 }
 
@@ -261,7 +261,7 @@ async fn send_with_fds(mut conn: UnixStream, line: &str, files: &[std::fs::File]
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agents::AgentSet;
+    use crate::calls::agents::AgentSet;
 
     #[test]
     fn claims_and_status_are_read() {

@@ -12,7 +12,7 @@ pub(crate) fn tracked(tracker: &Tracker, budget: &Budget) -> Vec<Tracked> {
     let comms = tracker.probes.comms();
     (tracker.tracked.iter())
         .map(|&pid| Tracked {
-            exe: (crate::procfs::exe(pid).map(|p| p.display().to_string())).unwrap_or_default(),
+            exe: (crate::os::procfs::exe(pid).map(|p| p.display().to_string())).unwrap_or_default(),
             pid,
             pod: tracker.pods.pod(pid).cloned(),
             communicators: communicators(&comms, pid),

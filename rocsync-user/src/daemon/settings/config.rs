@@ -10,7 +10,7 @@ use crate::daemon::outputs::upload::StoreSettings;
 pub(crate) use crate::daemon::tracking::filters::Filters;
 use crate::daemon::tracking::pods::{LABELLED_SERIES, MetricLabels};
 use crate::kubernetes::HostState;
-use crate::users;
+use crate::os::users;
 
 /// One daemon per node: two would count every call twice and record the same processes
 /// without seeing each other's sessions.

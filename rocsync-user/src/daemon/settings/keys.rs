@@ -10,12 +10,12 @@ use super::{
     value::{BudgetMode, ReturnProbes},
 };
 use crate::{
+    calls::probes::LEARN_DEVICES,
     daemon::{
         outputs::upload::{S3Url, redacted},
         serving::protocol::DEFAULT_SOCKET,
     },
     kubernetes::{DEFAULT_KUBELET_ROOT, DEFAULT_RUNTIME_STATE},
-    probes::LEARN_DEVICES,
     units::Share,
 };
 

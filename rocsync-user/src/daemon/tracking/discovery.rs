@@ -23,8 +23,11 @@ use crate::daemon::{
     untrusted,
 };
 use crate::{
-    probes::{ApiChoice, Probes, ReturnProbes, Stepped, ld_so, library::OpenedLibrary, points},
-    procfs,
+    calls::probes::{
+        ApiChoice, Probes, ReturnProbes, Stepped, attach::ld_so, elf::library::OpenedLibrary,
+        placement::points,
+    },
+    os::procfs,
 };
 
 const COUNTED: Config = Config {
@@ -111,7 +114,7 @@ impl Tracker {
     /// device is learnt at their next call of it (unless `learn` is false).
     pub(crate) fn scan_all(&mut self, learn: bool) {
         self.learning = learn;
-        for pid in crate::procfs::pids() {
+        for pid in crate::os::procfs::pids() {
             self.look(pid);
         }
         self.learning = false;
@@ -183,7 +186,7 @@ impl Tracker {
         };
         // Its packets counted on its HIP devices, as a capture numbers them.
         if let Some(visible) = p.identity().and_then(|id| id.visible.clone()) {
-            crate::environ::number_agents(&mut counted, &visible);
+            crate::os::environ::number_agents(&mut counted, &visible);
             self.visible.insert(pid, visible);
         }
         let group = counted.metric_group;
@@ -335,7 +338,7 @@ impl Tracker {
             ..COUNTED
         };
         if let Some(visible) = self.visible.get(&pid) {
-            crate::environ::number_agents(&mut t, visible);
+            crate::os::environ::number_agents(&mut t, visible);
         }
         self.probes.set_target(pid, t)
     }

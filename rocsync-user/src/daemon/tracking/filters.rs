@@ -59,7 +59,7 @@ impl Admitting {
 fn user_ids(users: &[String]) -> Vec<u32> {
     users
         .iter()
-        .filter_map(|u| match crate::users::user_id(u) {
+        .filter_map(|u| match crate::os::users::user_id(u) {
             Ok(id) => Some(id),
             Err(e) => {
                 crate::say!("rocsync daemon: warning: users: {e:#}");

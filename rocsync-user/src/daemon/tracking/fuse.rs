@@ -17,7 +17,7 @@ pub(crate) const MAX_MOUNTINFO: u64 = 1 << 20;
 pub(crate) fn mount_table(pid: u32) -> String {
     use std::io::Read as _;
     let mut table = String::new();
-    let read = std::fs::File::open(crate::procfs::path(pid, "mountinfo"))
+    let read = std::fs::File::open(crate::os::procfs::path(pid, "mountinfo"))
         .and_then(|f| f.take(MAX_MOUNTINFO + 1).read_to_string(&mut table));
     if read.is_ok() && table.len() as u64 > MAX_MOUNTINFO {
         table.push_str(CUT_SHORT);

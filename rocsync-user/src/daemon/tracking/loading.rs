@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::probes::maps::{self, Mapping};
+use crate::calls::probes::{maps, maps::Mapping};
 
 /// Looks a process is left untracked for while its runtime mappings keep moving; then
 /// it is tracked as it is (its files probed when they settle, at a later look).
@@ -43,7 +43,7 @@ impl Loading {
 /// maps that file. One still mapped as read is another failure (a device number the
 /// file system reports otherwise, say), which waiting would not cure.
 pub(crate) fn has_moved(pid: u32, m: &Mapping) -> bool {
-    let Ok(text) = crate::procfs::maps(pid) else {
+    let Ok(text) = crate::os::procfs::maps(pid) else {
         return true; // gone: nothing to track either way
     };
     !maps::parse(&text)

@@ -1,9 +1,9 @@
 //! What in a process's maps the daemon probes: the GPU runtimes it links or carries
 //! inside another library, and the HSA runtime's write path.
 
-use crate::{
+use crate::calls::{
     backend::{RUNTIMES, Runtime},
-    probes::maps::{self, Mapping},
+    probes::{maps, maps::Mapping},
 };
 
 /// What a probed file is to the daemon.

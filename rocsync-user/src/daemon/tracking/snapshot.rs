@@ -5,7 +5,10 @@
 
 use std::cell::OnceCell;
 
-use crate::{environ, probes::maps, procfs};
+use crate::{
+    calls::probes::maps,
+    os::{environ, procfs},
+};
 
 pub(crate) struct Snapshot {
     pub pid: u32,

@@ -50,7 +50,7 @@ impl Trigger for Behind {
             .map(|(pid, uid)| (pid, uid.and_then(|u| u32::try_from(u).ok())))
             .chain(self.asked.iter().map(|(&pid, &uid)| (u64::from(pid), uid)))
             .collect();
-        self.held.retain(|&pid, _| crate::procfs::exists(pid));
+        self.held.retain(|&pid, _| crate::os::procfs::exists(pid));
         let mut actions = Vec::new();
         for b in ranks {
             let Some(pid) = b["pid"].as_u64().and_then(|p| u32::try_from(p).ok()) else {
@@ -60,7 +60,7 @@ impl Trigger for Behind {
             if traced.iter().any(|t| t.0 == u64::from(pid)) || v.unasked_recording(pid) {
                 continue;
             }
-            let uid = crate::procfs::uid(pid);
+            let uid = crate::os::procfs::uid(pid);
             let why = if traced.iter().filter(|t| t.1 == uid).count() >= PER_USER {
                 "user_limit"
             } else if traced.len() >= PER_NODE {

@@ -20,8 +20,8 @@ pub(crate) struct Owner {
 /// `pid`'s [`Owner`]; `None` when it has gone.
 pub(crate) fn owner(pid: u32) -> Option<Owner> {
     Some(Owner {
-        uid: crate::procfs::uid(pid)?,
-        cgroup: crate::procfs::cgroup(pid)?,
+        uid: crate::os::procfs::uid(pid)?,
+        cgroup: crate::os::procfs::cgroup(pid)?,
     })
 }
 

@@ -5,8 +5,9 @@
 //! stalls at a slow call's return (`stalls.rs`), the ranks behind a hang (`behind.rs`),
 //! ranks whose collectives stopped (`stuck.rs`).
 //!
-//! Asked traces (`asked.rs`: `rocsync trace` on the socket), dyno's (`dyno.rs`, and
-//! `scheduled.rs` for a synchronized start) and the sampled windows (`sampled.rs`) are
+//! Asked traces (`asked/socket.rs`: `rocsync trace` on the socket), dyno's
+//! (`asked/dyno.rs`, and `asked/scheduled.rs` for a synchronized start) and the sampled
+//! windows (`asked/sampled.rs`) are
 //! not `Trigger`s, and need not be: a `Trigger` decides from what the daemon watches
 //! (records, the look each second, other triggers' traces) and answers no one, while
 //! these are decided elsewhere and only admitted here. A request has a client waiting
@@ -22,11 +23,8 @@ pub(super) mod asked;
 pub(super) mod behind;
 pub(super) mod chain;
 pub(super) mod collectives;
-pub(super) mod dyno;
 pub(super) mod hangs;
 pub(super) mod origin;
-pub(super) mod sampled;
-pub(super) mod scheduled;
 pub(super) mod stalls;
 pub(super) mod stuck;
 pub(super) mod trigger;

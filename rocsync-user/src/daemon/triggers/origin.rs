@@ -6,9 +6,8 @@ use std::{path::PathBuf, time::Duration};
 use serde_json::Value;
 
 use crate::{
-    agents::AgentSet,
+    calls::{agents::AgentSet, ingest::Call},
     daemon::{serving::socket::PendingReply, untrusted::Peer},
-    ingest::Call,
     kubernetes::PodName,
 };
 

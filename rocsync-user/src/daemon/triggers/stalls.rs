@@ -22,7 +22,6 @@ use rocsync_common::{Api, StallRecord};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use crate::clock;
 use crate::daemon::{
     serving::protocol::Status,
     triggers::{
@@ -30,6 +29,7 @@ use crate::daemon::{
         trigger::Action, trigger::Began, trigger::Trigger, view::View,
     },
 };
+use crate::os::clock;
 
 /// Stall traces listed by `rocsync status`.
 const LISTED: usize = 16;
@@ -146,7 +146,7 @@ impl Trigger for Stalls {
             return Vec::new();
         }
         let took = Duration::from_nanos(r.exit_ns.saturating_sub(r.entry_ns));
-        let uid = crate::procfs::uid(r.pid).unwrap_or(u32::MAX);
+        let uid = crate::os::procfs::uid(r.pid).unwrap_or(u32::MAX);
         let admitted = self.admit(
             (r.pid, uid),
             (Instant::now(), took),

@@ -80,7 +80,7 @@ impl Trigger for Stuck {
         let Some(after) = v.config.hang_after else {
             return Vec::new();
         };
-        let live = |pid: u32| v.tracked(pid) && crate::procfs::exists(pid);
+        let live = |pid: u32| v.tracked(pid) && crate::os::procfs::exists(pid);
         let ranks: Vec<(u32, u64, CommState, Owner)> = (look.comms.iter())
             .filter(|(pid, _, c)| c.id != 0 && c.seq > 0 && live(*pid))
             .filter_map(|&(pid, h, c)| Some((pid, h, c, owner(pid)?)))
@@ -185,7 +185,7 @@ impl Stuck {
             return None;
         }
         let stuck_users: Vec<u32> = (self.open.keys())
-            .filter_map(|&p| crate::procfs::uid(p))
+            .filter_map(|&p| crate::os::procfs::uid(p))
             .collect();
         if stuck_users.iter().filter(|&&u| u == f.uid).count() >= PER_USER {
             self.hold(pid, seq, "user_limit");

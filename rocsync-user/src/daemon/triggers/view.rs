@@ -6,15 +6,18 @@ use rocsync_common::{Api, CommState, Dependency, LastCollective};
 use serde_json::Value;
 
 use crate::{
-    clock,
+    calls::probes::Probes,
     daemon::{
         budget::cycle::DutyCycle,
         recording::sessions::Sessions,
         settings::config::DaemonConfig,
         tracking::discovery::Tracker,
-        triggers::{chain, collectives, origin::Origin, origin::Start, origin::Unasked},
+        triggers::{
+            chain, collectives,
+            origin::{Origin, Start, Unasked},
+        },
     },
-    probes::Probes,
+    os::clock,
 };
 
 pub(crate) struct View<'a> {

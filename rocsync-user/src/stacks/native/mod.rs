@@ -18,7 +18,7 @@ use super::{
     model::{Cut, NativeFrame},
     tasks,
 };
-use crate::{probes::maps, procfs};
+use crate::{calls::probes::maps, os::procfs};
 
 /// How long a running thread is given to be sampled.
 const SAMPLE_WAIT: std::time::Duration = std::time::Duration::from_millis(300);

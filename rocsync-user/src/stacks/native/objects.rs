@@ -13,7 +13,7 @@ use std::{
 
 use object::{Object as _, ObjectSection as _, ObjectSegment as _, ReadRef, read::ReadCache};
 
-use crate::{probes::maps::Mapping, stacks::bounds};
+use crate::{calls::probes::maps::Mapping, stacks::bounds};
 
 /// One mapped file: where it is in the process, and how its addresses translate.
 pub(super) struct MappedObject {
@@ -113,7 +113,7 @@ pub(super) fn vdso(pid: u32, range: Range<u64>) -> Result<MappedObject, String> 
 }
 
 fn open_mapping(pid: u32, m: &Mapping) -> Result<File, String> {
-    let link = crate::procfs::path(pid, &format!("map_files/{:x}-{:x}", m.start, m.end));
+    let link = crate::os::procfs::path(pid, &format!("map_files/{:x}-{:x}", m.start, m.end));
     // stat follows the link to the mapped inode without opening it: a device file (GPU
     // driver mappings) must not be opened, its driver would see an open.
     let seen = std::fs::metadata(&link).map_err(|e| format!("cannot stat its mapping: {e}"))?;

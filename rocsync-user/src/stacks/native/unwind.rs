@@ -15,7 +15,7 @@ use super::{
     regions::Regions,
     scan,
 };
-use crate::{probes::maps::Mapping, stacks::bounds};
+use crate::{calls::probes::maps::Mapping, stacks::bounds};
 
 /// Where a walk starts: the thread's instruction and stack pointers, and `rbp` where it is
 /// known (a perf sample has it; a system call's file does not).

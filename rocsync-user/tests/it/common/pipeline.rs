@@ -2,7 +2,7 @@
 
 use std::{collections::BTreeMap, io};
 
-use rocsync::{
+use rocsync::calls::{
     emit::{
         Sink, Tee,
         kineto::{KinetoWriter, TraceInfo},
@@ -138,7 +138,7 @@ pub(crate) fn exit(tid: u32, api: Api, ns: u64, ret: i64) -> ExitRecord {
 }
 
 /// A call that enters and returns at once, through both records.
-pub(crate) fn both<S: rocsync::emit::Sink>(
+pub(crate) fn both<S: rocsync::calls::emit::Sink>(
     p: &mut Pipeline<S>,
     corr: u64,
     tid: u32,

@@ -24,7 +24,7 @@ pub(crate) type Owners = BTreeMap<u32, u32>;
 /// The uids of `pids` now (those gone are left out: their traces are no known user's).
 pub(crate) fn of(pids: impl IntoIterator<Item = u32>) -> Owners {
     (pids.into_iter())
-        .filter_map(|p| Some((p, crate::procfs::uid(p)?)))
+        .filter_map(|p| Some((p, crate::os::procfs::uid(p)?)))
         .collect()
 }
 
@@ -89,7 +89,7 @@ mod tests {
         let files = [path("a.json"), path("b.json"), path("shared.json")];
         let owners: Owners = [(10, 0), (11, 65534)].into();
         record(&files, &[Some(10), Some(11), None], &owners);
-        let fd = crate::emit::dirs::open(dir.path()).unwrap();
+        let fd = crate::calls::emit::dirs::open(dir.path()).unwrap();
         let read = |n: &str| read(&fd, OsStr::new(&format!("{n}{SUFFIX}")));
         assert_eq!((read("a.json"), read("b.json")), (Some(0), Some(65534)));
         assert_eq!(read("shared.json"), None, "two users: no one's");

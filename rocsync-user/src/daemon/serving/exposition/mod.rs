@@ -15,8 +15,8 @@ pub(crate) use crate::daemon::outputs::upload::UploadView;
 pub(crate) use fleet::{Counter, StallView};
 pub(crate) use labelled::{Series, read as read_series};
 
+use crate::calls::stats::KernelDrops;
 use crate::daemon::tracking::files::Refused;
-use crate::stats::KernelDrops;
 
 /// What one scrape shows.
 pub(crate) struct Snapshot<'a> {
@@ -190,7 +190,7 @@ fn is_stream_wait(k: &MetricKey) -> bool {
 
 /// This process's CPU time, from /proc/self/stat (utime + stime, in clock ticks).
 pub(crate) fn own_cpu_seconds() -> f64 {
-    let Some(s) = crate::procfs::Stat::of_self() else {
+    let Some(s) = crate::os::procfs::Stat::of_self() else {
         return 0.0;
     };
     // SAFETY: sysconf has no preconditions.

@@ -188,7 +188,7 @@ fn uncommented(text: &str) -> String {
 /// bad duration or destination in a comment would mislead whoever uncomments it.
 #[test]
 fn every_setting_has_an_example_and_the_examples_load() {
-    let cli = <crate::cli::Cli as clap::CommandFactory>::command();
+    let cli = <crate::front::cli::Cli as clap::CommandFactory>::command();
     let daemon = cli.find_subcommand("daemon").unwrap();
     let settings: Vec<String> = daemon
         .get_arguments()

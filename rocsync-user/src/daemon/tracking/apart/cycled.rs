@@ -7,11 +7,14 @@ use std::thread::JoinHandle;
 use anyhow::Result;
 
 use crate::{
-    backend::Runtime,
-    daemon::{tracking::apart::returns::FileReturns, untrusted},
-    probes::{
-        ApiChoice, LinkGroup, Probes, ReturnProbes, elf::SymbolError, library::OpenedLibrary,
+    calls::{
+        backend::Runtime,
+        probes::{
+            ApiChoice, LinkGroup, Probes, ReturnProbes,
+            elf::{SymbolError, library::OpenedLibrary},
+        },
     },
+    daemon::{tracking::apart::returns::FileReturns, untrusted},
 };
 
 /// A runtime file's probes of records, stream waits and destroys (their entries; their

@@ -10,14 +10,16 @@ pub(crate) mod returns;
 pub(crate) mod shed_log;
 
 use crate::{
-    backend::Runtime,
+    calls::{
+        backend::Runtime,
+        probes::{Probes, elf::library::OpenedLibrary},
+    },
     daemon::tracking::apart::{
         cycled::Cycled,
         polling::Polling,
         returns::{FileReturns, ReturnsApart},
         shed_log::ShedLog,
     },
-    probes::{Probes, library::OpenedLibrary},
 };
 
 #[derive(Default)]

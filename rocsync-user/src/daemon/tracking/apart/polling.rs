@@ -11,13 +11,14 @@ use anyhow::Result;
 use rocsync_common::Api;
 use tokio::time::Instant;
 
-use crate::daemon::{tracking::apart::shed_log::ShedLog, untrusted};
-use crate::{
+use crate::calls::{
     backend::Runtime,
     probes::{
-        ApiChoice, LinkGroup, Probes, ReturnProbes, elf::SymbolError, library::OpenedLibrary,
+        ApiChoice, LinkGroup, Probes, ReturnProbes,
+        elf::{SymbolError, library::OpenedLibrary},
     },
 };
+use crate::daemon::{tracking::apart::shed_log::ShedLog, untrusted};
 
 /// The first wait before shed probes are tried again, and the longest.
 const FIRST_RETRY: Duration = Duration::from_secs(2);

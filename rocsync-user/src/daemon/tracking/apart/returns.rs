@@ -16,10 +16,11 @@ use std::{thread::JoinHandle, time::Duration};
 use anyhow::Result;
 use tokio::time::Instant;
 
-use crate::{
+use crate::calls::{
     backend::Runtime,
     probes::{
-        ApiChoice, LinkGroup, Probes, ReturnProbes, elf::SymbolError, library::OpenedLibrary,
+        ApiChoice, LinkGroup, Probes, ReturnProbes,
+        elf::{SymbolError, library::OpenedLibrary},
     },
 };
 

@@ -183,7 +183,7 @@ impl ShedLog {
 
 /// Now on the traces' clock.
 pub(crate) fn now_us() -> u64 {
-    crate::clock::unix_us()
+    crate::os::clock::unix_us()
 }
 
 #[cfg(test)]

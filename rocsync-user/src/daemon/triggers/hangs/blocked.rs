@@ -10,10 +10,10 @@ use rocsync_common::{Api, Cookie, PendingCall};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use crate::clock;
 use crate::daemon::triggers::{
     origin::Origin, origin::Start, origin::TraceSpec, origin::Unasked, origin::slow_call,
 };
+use crate::os::clock;
 
 /// A call in flight as the kernel keeps it: (pid, tid, its start).
 pub(crate) type InFlight = (u32, u32, PendingCall);

@@ -104,7 +104,7 @@ impl Hangs {
     ) -> (Vec<(u32, u64, &'static str)>, Vec<Blocked>) {
         let (oldest, blocked) = scan(calls, tracked, now_ns, threshold);
         self.oldest = oldest;
-        let ended: Vec<_> = ended(&self.open, calls, crate::procfs::exists)
+        let ended: Vec<_> = ended(&self.open, calls, crate::os::procfs::exists)
             .into_iter()
             .filter_map(|(pid, how)| Some((pid, self.end(pid)?, how)))
             .collect();
@@ -237,7 +237,7 @@ impl Trigger for Hangs {
             return Vec::new();
         };
         // A process gone stays tracked until pruned; its last call is no longer in flight.
-        let tracked = |pid| v.tracked(pid) && crate::procfs::exists(pid);
+        let tracked = |pid| v.tracked(pid) && crate::os::procfs::exists(pid);
         let (gone, blocked) = self.look(calls, tracked, look.now_ns, after);
         let mut actions: Vec<Action> = (gone.into_iter())
             .map(|(pid, trace, how)| hang_ended(pid, trace, how, v))
@@ -296,7 +296,7 @@ impl Hangs {
         v: &View,
     ) -> Option<crate::daemon::triggers::origin::Start> {
         let (pid, _, api, entry_ns, arg0) = blocked;
-        let uid = crate::procfs::uid(pid).unwrap_or(u32::MAX);
+        let uid = crate::os::procfs::uid(pid).unwrap_or(u32::MAX);
         if !self.admit(blocked, uid, v.config.stall_interval, |id| v.recording(id)) {
             return None;
         }
