@@ -215,7 +215,7 @@ mod tests {
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
         let state = dir.path().join("state");
         check_ancestors(&state).unwrap();
-        if let Err(e) = crate::acl::let_user_write(dir.path(), 65534) {
+        if let Err(e) = crate::os::acl::let_user_write(dir.path(), 65534) {
             rocsync_tests::skip("statedir", &format!("no access lists here: {e}"));
             return;
         }

@@ -110,7 +110,7 @@ mod tests {
         std::fs::write(&exe, b"").unwrap();
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
         assert_eq!(others_can_replace(&exe), None);
-        if let Err(e) = crate::acl::let_user_write(dir.path(), 65534) {
+        if let Err(e) = crate::os::acl::let_user_write(dir.path(), 65534) {
             rocsync_tests::skip("doctor::exe", &format!("no access lists here: {e}"));
             return;
         }
