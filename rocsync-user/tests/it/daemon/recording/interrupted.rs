@@ -11,10 +11,13 @@ use std::{
 
 use crate::common::{daemon::*, *};
 
-/// `rocsync trace -p PID -d 60s` at the daemon's socket, its output piped.
+/// `rocsync trace -p PID -d 60s` at the daemon's socket, its output piped; SIGINT at its
+/// default whatever the harness inherited (rocsync keeps an inherited SIG_IGN, so under a
+/// backgrounded `cargo xtask test` the Ctrl-C below was ignored).
 fn long_trace(sock: &std::path::Path, pid: u32) -> std::process::Child {
-    Command::new(env!("CARGO_BIN_EXE_rocsync"))
-        .args(["trace", "-d", "60s", "-p", &pid.to_string(), "--socket"])
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rocsync"));
+    with_signals(&mut cmd, &[]);
+    cmd.args(["trace", "-d", "60s", "-p", &pid.to_string(), "--socket"])
         .arg(sock)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
