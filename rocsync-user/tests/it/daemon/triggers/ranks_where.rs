@@ -113,21 +113,7 @@ fn a_hung_python_job_says_where_each_rank_is() {
         "no python_stack row train_step on thread {r0}"
     );
 
-    // The laggard's trace: as a rank behind the hang, or found stuck first.
-    let file = (listed.iter())
-        .find(|f| {
-            f.file_name()
-                .unwrap()
-                .to_string_lossy()
-                .starts_with(&format!("behind-{r1}-"))
-        })
-        .unwrap_or_else(|| panic!("no behind-{r1}-… in {listed:?}"));
-    let p = &read_json(file)["rocsync"]["parameters"];
-    let laggard = if p["behind"].is_null() {
-        &p["stuck"]
-    } else {
-        &p["behind"]
-    };
+    let (file, laggard) = &laggard_of(&listed, r1);
     assert_eq!(laggard["where"].as_str(), Some(wait.as_str()), "{laggard}");
     assert_eq!(laggard["seq"].as_u64(), Some(20), "{laggard}");
     stop(daemon);
@@ -158,4 +144,26 @@ fn a_hung_python_job_says_where_each_rank_is() {
         (Some(1), Some(u64::from(r1)), Some(wait.as_str())),
         "{verdict}"
     );
+}
+
+/// The laggard `pid`'s trace among `listed`, and its word there: as a rank behind the
+/// hang, or found stuck first.
+pub(super) fn laggard_of(
+    listed: &[std::path::PathBuf],
+    pid: u32,
+) -> (&std::path::Path, serde_json::Value) {
+    let file = (listed.iter())
+        .find(|f| {
+            f.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with(&format!("behind-{pid}-"))
+        })
+        .unwrap_or_else(|| panic!("no behind-{pid}-… in {listed:?}"));
+    let mut p = read_json(file)["rocsync"]["parameters"].take();
+    let word = match p["behind"].is_null() {
+        true => p["stuck"].take(),
+        false => p["behind"].take(),
+    };
+    (file, word)
 }

@@ -10,8 +10,11 @@ use std::process::{Command, Stdio};
 
 use crate::{
     collectives::{comm_id_of, job_lines},
-    common::{daemon::*, read_json, rocsync, run_ok},
-    daemon::triggers::stalls::{listed_trace, stall_traces},
+    common::{daemon::*, rocsync, run_ok},
+    daemon::triggers::{
+        ranks_where::laggard_of,
+        stalls::{listed_trace, stall_traces},
+    },
 };
 
 /// The symbols of a stacks object's blocked thread, innermost first.
@@ -127,21 +130,7 @@ fn a_hung_c_job_says_where_each_rank_is() {
         "no native_stack row train_step on thread {r0}"
     );
 
-    // The laggard's trace: as a rank behind the hang, or found stuck first.
-    let file = (listed.iter())
-        .find(|f| {
-            f.file_name()
-                .unwrap()
-                .to_string_lossy()
-                .starts_with(&format!("behind-{r1}-"))
-        })
-        .unwrap_or_else(|| panic!("no behind-{r1}-… in {listed:?}"));
-    let p = &read_json(file)["rocsync"]["parameters"];
-    let laggard = if p["behind"].is_null() {
-        &p["stuck"]
-    } else {
-        &p["behind"]
-    };
+    let (file, laggard) = &laggard_of(&listed, r1);
     assert_eq!(laggard["where"].as_str(), Some(wait), "{laggard}");
     assert_eq!(laggard["seq"].as_u64(), Some(20), "{laggard}");
     let names = native_symbols(&laggard["stacks"]);
