@@ -68,6 +68,7 @@ mod report;
 mod report_figures;
 mod report_folders;
 mod report_job;
+mod report_progress;
 mod report_story;
 mod resolution;
 mod returns;

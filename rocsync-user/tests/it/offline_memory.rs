@@ -183,33 +183,6 @@ fn report_streams_a_large_trace_holding_its_runtime_rows_only() {
     );
 }
 
-/// A gzip written as members, each piece compressed once however often it is repeated
-/// (the decoder reads concatenated members as one text): gigabytes of rows in a few
-/// megabytes, written in a moment.
-struct Members(std::io::BufWriter<std::fs::File>);
-
-impl Members {
-    fn create(path: &Path) -> Self {
-        Members(std::io::BufWriter::new(
-            std::fs::File::create(path).unwrap(),
-        ))
-    }
-
-    fn compressed(text: &str) -> Vec<u8> {
-        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
-        gz.write_all(text.as_bytes()).unwrap();
-        gz.finish().unwrap()
-    }
-
-    fn text(&mut self, text: &str) {
-        self.0.write_all(&Self::compressed(text)).unwrap();
-    }
-
-    fn raw(&mut self, member: &[u8]) {
-        self.0.write_all(member).unwrap();
-    }
-}
-
 /// 20 KB: a name or a handle no runtime writes, but a neighbour may.
 const FAT: usize = 20_000;
 const FAT_ROWS: u64 = 100_000;
