@@ -119,7 +119,8 @@ pub(crate) fn get(addr: &str, path: &str) -> String {
     write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
     let mut out = String::new();
     if let Err(e) = s.read_to_string(&mut out) {
-        panic!("the daemon did not answer {path} within 30 s: {e}");
+        let threads = super::stuck::listener_threads(addr);
+        panic!("the daemon did not answer {path} within 30 s: {e}\n{threads}");
     }
     out
 }

@@ -18,6 +18,7 @@ pub(crate) mod pipeline;
 pub(crate) mod pod;
 mod raw;
 mod rows;
+mod stuck;
 mod window;
 
 pub(crate) use blocked::*;
