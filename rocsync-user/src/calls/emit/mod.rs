@@ -1,6 +1,7 @@
 //! Emit: resolved rows, queues and packets into the outputs — the Kineto trace, the raw
 //! JSON Lines capture, the files they live in, and the summary. Knows nothing of probes.
 
+pub mod comms;
 pub(crate) mod dirs;
 pub(crate) mod files;
 pub(crate) mod json;
@@ -17,8 +18,7 @@ use crate::calls::{
     ingest::{Packet, Queue},
     resolve::Row,
 };
-
-pub use kineto::collectives::Comm;
+use comms::Comm;
 
 /// Where the pipeline delivers what it resolved, in the order it resolved it.
 pub trait Sink {

@@ -4,7 +4,7 @@
 //! several were (the naming of Kineto's on-demand traces). Correlation ids come from one
 //! counter, so they stay unique across the files of a capture.
 
-use crate::calls::emit::Comm;
+use crate::calls::emit::comms::Comm;
 use std::{
     collections::BTreeMap,
     io,

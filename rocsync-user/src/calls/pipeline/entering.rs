@@ -4,7 +4,7 @@
 //! input).
 
 use crate::calls::{
-    emit::{Comm, Sink, raw::Item},
+    emit::{Sink, comms::Comm, raw::Item},
     ingest::Call,
     pipeline::{Pipeline, REPLAY_WINDOW},
 };

@@ -10,9 +10,10 @@
 use std::{hint::black_box, os::unix::fs::FileExt as _, path::Path, time::Duration, time::Instant};
 
 use anyhow::{Context as _, Result, bail};
+use aya::Ebpf;
 use rocsync_common::Api;
 
-use super::{CallCounts, Probes, maps, placement};
+use super::{attach::links::Links, maps, placement, targets::CallCounts};
 
 /// Calls per timed round: about 0.1 s probed on an emulated instruction; a tenth of
 /// them on a single-stepped one (each ~10 times dearer in a VM: the daemon's start is
@@ -177,85 +178,92 @@ fn own_offset(addr: u64) -> Result<u64> {
     Ok(addr - m.start + m.offset)
 }
 
-impl Probes {
-    /// The time one call pays for its probes on this machine: a pair on an emulated and
-    /// on a single-stepped first instruction, an entry alone past a stub's frame setup;
-    /// the probes come off in the background.
-    pub fn calibrate(&mut self) -> Result<CallPrices> {
-        let pair = |f: extern "C" fn(u64) -> u64| (f, Attach::Pair);
-        Ok(CallPrices {
-            emulated: self.price(
-                pair(rocsync_calibration_call),
-                "rocsync_calibration_call",
-                CALLS,
-            )?,
-            stepped: self.price(
-                pair(rocsync_calibration_stepped),
-                "rocsync_calibration_stepped",
-                STEPPED_CALLS,
-            )?,
-            alone: self.price(
-                (
-                    rocsync_calibration_stub as extern "C" fn(u64) -> u64,
-                    Attach::EntryAlone,
-                ),
-                "rocsync_calibration_stub",
-                CALLS,
-            )?,
-        })
-    }
+/// The time one call pays for its probes on this machine: a pair on an emulated and on
+/// a single-stepped first instruction, an entry alone past a stub's frame setup; the
+/// probes, attached through `links`, come off in the background.
+pub(super) fn calibrate(links: &mut Links, ebpf: &mut Ebpf) -> Result<CallPrices> {
+    let pair = |f: extern "C" fn(u64) -> u64| (f, Attach::Pair);
+    let mut measure = |f, name, calls| price(links, ebpf, f, name, calls);
+    Ok(CallPrices {
+        emulated: measure(
+            pair(rocsync_calibration_call),
+            "rocsync_calibration_call",
+            CALLS,
+        )?,
+        stepped: measure(
+            pair(rocsync_calibration_stepped),
+            "rocsync_calibration_stepped",
+            STEPPED_CALLS,
+        )?,
+        alone: measure(
+            (
+                rocsync_calibration_stub as extern "C" fn(u64) -> u64,
+                Attach::EntryAlone,
+            ),
+            "rocsync_calibration_stub",
+            CALLS,
+        )?,
+    })
+}
 
-    /// One kind's price. Each measure takes its fastest rounds (a busy host only adds
-    /// time); one whose probed calls look no slower (its bare rounds descheduled: seen
-    /// in CI) is measured again, up to [`TRIES`] times.
-    fn price(&mut self, f: Calibrated, name: &'static str, calls: u64) -> Result<Duration> {
-        let mut tried = Err(anyhow::anyhow!("not measured"));
-        for _ in 0..TRIES {
-            tried = self.price_once(f, name, calls);
-            if tried.is_ok() {
-                break;
-            }
+/// One kind's price. Each measure takes its fastest rounds (a busy host only adds
+/// time); one whose probed calls look no slower (its bare rounds descheduled: seen
+/// in CI) is measured again, up to [`TRIES`] times.
+fn price(
+    links: &mut Links,
+    ebpf: &mut Ebpf,
+    f: Calibrated,
+    name: &'static str,
+    calls: u64,
+) -> Result<Duration> {
+    let mut tried = Err(anyhow::anyhow!("not measured"));
+    for _ in 0..TRIES {
+        tried = price_once(links, ebpf, f, name, calls);
+        if tried.is_ok() {
+            break;
         }
-        tried
     }
+    tried
+}
 
-    fn price_once(
-        &mut self,
-        (f, attach): Calibrated,
-        name: &'static str,
-        calls: u64,
-    ) -> Result<Duration> {
-        let offset = match attach {
-            Attach::Pair => own_offset(f as *const () as u64)?,
-            Attach::EntryAlone => alone_offset()?,
-        };
-        let path = Path::new("/proc/self/exe");
-        let bare = fastest((0..ROUNDS).map(|_| round(f, calls)).collect());
-        let mark = self.links_mark();
-        // A synchronize's pair (its return always probed); a record's entry alone.
-        let api = match attach {
-            Attach::Pair => Api::HipEventSynchronize,
-            Attach::EntryAlone => Api::HipEventRecord,
-        };
-        for (prog, ret) in api
-            .programs()
-            .filter(|&(_, ret)| attach == Attach::Pair || !ret)
-        {
-            let pid = Some(std::process::id());
-            if let Err(e) = self.attach_call(prog, (offset, ret), path, pid, &[name], false) {
-                let links = self.take_links(mark);
-                drop(self.release(vec![links]));
-                return Err(e.context("calibrating the cost of a probed call"));
-            }
+fn price_once(
+    links: &mut Links,
+    ebpf: &mut Ebpf,
+    (f, attach): Calibrated,
+    name: &'static str,
+    calls: u64,
+) -> Result<Duration> {
+    let offset = match attach {
+        Attach::Pair => own_offset(f as *const () as u64)?,
+        Attach::EntryAlone => alone_offset()?,
+    };
+    let path = Path::new("/proc/self/exe");
+    let bare = fastest((0..ROUNDS).map(|_| round(f, calls)).collect());
+    let mark = links.mark();
+    // A synchronize's pair (its return always probed); a record's entry alone.
+    let api = match attach {
+        Attach::Pair => Api::HipEventSynchronize,
+        Attach::EntryAlone => Api::HipEventRecord,
+    };
+    for (prog, ret) in api
+        .programs()
+        .filter(|&(_, ret)| attach == Attach::Pair || !ret)
+    {
+        let pid = Some(std::process::id());
+        let at = (offset, ret);
+        if let Err(e) = links.attach_call(ebpf, prog, at, (path, pid), &[name], false) {
+            let taken = links.take(mark);
+            drop(Links::release(ebpf, vec![taken]));
+            return Err(e.context("calibrating the cost of a probed call"));
         }
-        let probed = fastest((0..ROUNDS).map(|_| round(f, calls)).collect());
-        let links = self.take_links(mark);
-        drop(self.release(vec![links]));
-        if probed <= bare {
-            bail!("calibrating: the probed calls were not slower ({probed:?} against {bare:?})");
-        }
-        Ok((probed - bare) / calls as u32)
     }
+    let probed = fastest((0..ROUNDS).map(|_| round(f, calls)).collect());
+    let taken = links.take(mark);
+    drop(Links::release(ebpf, vec![taken]));
+    if probed <= bare {
+        bail!("calibrating: the probed calls were not slower ({probed:?} against {bare:?})");
+    }
+    Ok((probed - bare) / calls as u32)
 }
 
 #[cfg(test)]

@@ -36,7 +36,7 @@ impl Probes {
         p.load().context("loading program thread_exit")?;
         p.attach("sched_process_exit")
             .context("attaching to the sched_process_exit tracepoint")?;
-        self.file_wide = true;
+        self.links.set_file_wide();
         Ok(())
     }
 

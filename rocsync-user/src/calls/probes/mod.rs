@@ -10,122 +10,58 @@ mod call_ring;
 mod daemon;
 mod diagnostics;
 pub mod elf;
+mod kernel_counts;
 pub mod mapped;
 pub(crate) mod maps;
+mod options;
 pub mod placement;
 pub mod seccomp;
 mod stops;
 mod targets;
+pub use options::{LEARN_DEVICES, ProbeOptions};
 pub use targets::CallCounts;
 
-use std::path::{Path, PathBuf};
+use std::{path::Path, thread::JoinHandle};
 
 use anyhow::{Context as _, Result, anyhow};
 use aya::{
     Ebpf,
-    maps::{Array, MapData, PerCpuArray, RingBuf},
-    programs::UProbe,
+    maps::{Array, MapData, RingBuf},
 };
-use rocsync_common::{Api, Switch, drop_index};
+use rocsync_common::{Api, Switch};
 
 pub use self::diagnostics::Diagnostics;
-use self::placement::Placement;
 use tokio::io::{Interest, unix::AsyncFd};
 
 use crate::calls::{backend::Runtime, stats::KernelDrops};
 pub use attach::links::{LinkGroup, LinkKind, LinkMark};
+use attach::links::{Links, uprobe};
+use attach::multi;
 pub use attach::multi::MultiPrograms;
-use attach::{links::Attached, multi};
+pub use attach::report::LibraryReport;
+use mapped::owned_fd;
 pub use placement::choice::{ApiChoice, ReturnProbes};
 use placement::points;
 pub use stops::SETTLE;
 pub use stops::job::continue_process;
 use stops::release;
+use targets::Targets;
 
-const LINK_MAP: &str = "link_map_changed";
-const QUEUE_CREATE_ENTER: &str = "queue_create_enter";
-const QUEUE_CREATE_EXIT: &str = "queue_create_exit";
-const QUEUE_DESTROY: &str = "queue_destroy";
-const DOORBELL: &str = "doorbell";
-const AGENT_INFO_ENTER: &str = "agent_info_enter";
-const AGENT_INFO_EXIT: &str = "agent_info_exit";
-const ITERATE_AGENTS_ENTER: &str = "iterate_agents_enter";
-const ITERATE_AGENTS_EXIT: &str = "iterate_agents_exit";
 /// Set: targets are released by the watchdog process, as on kernels without the kfuncs
 /// the release at exit needs (`release`), even where the kernel has them.
 const WATCHDOG_ENV: &str = "ROCSYNC_WATCHDOG";
-/// What attaching to one library file found.
-#[derive(Debug)]
-pub struct LibraryReport {
-    pub path: PathBuf,
-    /// Hooked functions (distinct addresses) and the names probed at each.
-    pub probed: Vec<(Placement, Vec<&'static str>)>,
-    /// Hooked names this library does not export.
-    pub missing: Vec<&'static str>,
-    /// It has no static symbol table: functions it carries may be hidden.
-    pub stripped: bool,
-}
 
-impl LibraryReport {
-    fn new(
-        path: &Path,
-        probed: Vec<(Placement, Vec<&'static str>)>,
-        missing: Vec<&'static str>,
-    ) -> Self {
-        Self {
-            path: path.to_path_buf(),
-            probed,
-            missing,
-            stripped: false,
-        }
-    }
-}
-
-/// How probes are loaded and placed.
-/// The ring's size in the probes' object, used when `ring_bytes` is `None`.
-const DEFAULT_RING: u32 = 8 << 20;
-/// Longest time temporary `*GetDevice` probes stay attached by default. They trap every
-/// call of a function a busy PyTorch thread calls ~250 000 times a second (+43-90 % for
-/// as long as they stay, on the H200); a busy thread calls it within microseconds, so a
-/// short window learns what matters (bench/learning.md). As a flag gives it (`attach`'s
-/// and the daemon's `--learn-devices`).
-pub const LEARN_DEVICES: &str = "100ms";
-
-#[derive(Clone, Copy, Debug, Default)]
-pub struct ProbeOptions {
-    /// Ring buffer size in bytes (a power of two, a multiple of the page size); the call
-    /// ring gets as many, unless `call_ring_bytes` says otherwise.
-    pub ring_bytes: Option<u32>,
-    /// The call ring's own size in bytes (rounded to a power of two of 64-byte slots).
-    pub call_ring_bytes: Option<u32>,
-    /// Probe the first instruction even where placement would skip `endbr64`/`nop`.
-    pub at_entry: bool,
-    /// Show the probes' own diagnostics (`-v`).
-    pub diagnostics: bool,
-    /// Attach the call probes as classic (perf-event) uprobes even where the kernel has
-    /// multi-uprobe links.
-    pub classic_uprobes: bool,
-    /// The daemon's labelled series (`--metric-labels`): how many the kernel holds, and
-    /// how many of them one label group (a pod) may have (`None`: none labelled).
-    pub labelled_series: Option<(u32, u32)>,
-}
-
+/// The loaded object and what it attached.
 pub struct Probes {
     ebpf: Ebpf,
     /// Where the call probes write (every other record goes to the ring, `EVENTS`).
     calls: call_ring::CallRing,
-    /// Stepped after every change to `TARGETS`.
-    generation: targets::Generation,
+    /// `TARGETS`' generation, stepped after every change to it.
+    targets: Targets,
     pub diagnostics: Diagnostics,
     options: ProbeOptions,
-    /// The call programs loaded for multi-uprobe links, where the call probes use them.
-    multi: Option<multi::MultiPrograms>,
-    links: Vec<Attached>,
-    /// Links of temporary probes, detached on their own.
-    temporary: Vec<Attached>,
-    /// Library probes attach to every process mapping the file (children are followed),
-    /// not to one pid.
-    file_wide: bool,
+    /// Every probe's link, from its attach to its detach.
+    links: Links,
     /// The kernel continues what the probes stopped when this process exits, however.
     releases_at_exit: bool,
     /// What must live as long as the probes (a capture's watchdog, which continues
@@ -143,7 +79,7 @@ impl Probes {
         // The call ring gets as many bytes as the ring (its slots a power of two).
         let call_bytes = (options.call_ring_bytes)
             .or(options.ring_bytes)
-            .unwrap_or(DEFAULT_RING);
+            .unwrap_or(options::DEFAULT_RING);
         let slots = rocsync_common::call_slots(call_bytes);
         loader.map_max_entries("CALL_RING", slots);
         // Preallocated per CPU: one entry unless series are labelled.
@@ -178,18 +114,7 @@ impl Probes {
                 None
             });
         let classic_calls = calls().filter(|_| multi.is_none());
-        for name in classic_calls.chain([
-            LINK_MAP,
-            QUEUE_CREATE_ENTER,
-            QUEUE_CREATE_EXIT,
-            QUEUE_DESTROY,
-            DOORBELL,
-            AGENT_INFO_ENTER,
-            AGENT_INFO_EXIT,
-            ITERATE_AGENTS_ENTER,
-            ITERATE_AGENTS_EXIT,
-            seccomp::RETURN_CHECK,
-        ]) {
+        for name in classic_calls.chain(attach::programs::CLASSIC) {
             uprobe(&mut ebpf, name)?
                 .load()
                 .with_context(|| format!("loading program {name}"))?;
@@ -208,17 +133,14 @@ impl Probes {
             owned_fd(&ebpf, "CALL_CURSOR")?,
             slots,
         )?;
-        let generation = targets::Generation::new(owned_fd(&ebpf, "TARGETS_GENERATION")?)?;
+        let targets = Targets::new(owned_fd(&ebpf, "TARGETS_GENERATION")?)?;
         let probes = Self {
             diagnostics,
             ebpf,
             calls,
-            generation,
+            targets,
             options,
-            multi,
-            links: Vec::new(),
-            temporary: Vec::new(),
-            file_wide: false,
+            links: Links::new(multi),
             releases_at_exit,
             kept: Vec::new(),
         };
@@ -294,7 +216,7 @@ impl Probes {
                 stripped: !symbols,
             });
         }
-        let mark = (self.links.len(), self.temporary.len());
+        let undo = self.links.undo_mark();
         let mut probed = Vec::new();
         for p in points {
             let temporary = choice.temporary.contains(&p.api);
@@ -302,8 +224,11 @@ impl Probes {
                 (p.api.programs()).filter(|&(_, ret)| choice.returns.wants(p.api, ret))
             {
                 let at = (if ret { p.ret } else { p.entry }, ret);
-                if let Err(e) = self.attach_call(prog, at, path, pid, &p.names, temporary) {
-                    self.rollback(mark);
+                let (ebpf, names) = (&mut self.ebpf, &p.names);
+                let attached =
+                    (self.links).attach_call(ebpf, prog, at, (path, pid), names, temporary);
+                if let Err(e) = attached {
+                    self.links.rollback(&mut self.ebpf, undo);
                     return Err(e);
                 }
             }
@@ -314,48 +239,152 @@ impl Probes {
 
     /// The last correlation id the call probes assigned.
     pub fn correlations_assigned(&self) -> Result<u64> {
-        let counter: Array<_, u64> = Array::try_from(
-            self.ebpf
-                .map("CORRELATION")
-                .context("CORRELATION map missing")?,
-        )?;
-        Ok(counter.get(&0, 0)?)
+        kernel_counts::correlations_assigned(&self.ebpf)
     }
 
     /// Failed ring reservations by record kind, summed over CPUs.
     pub fn drops(&self) -> Result<KernelDrops> {
-        let drops: PerCpuArray<_, u64> =
-            PerCpuArray::try_from(self.ebpf.map("DROPS").context("DROPS map missing")?)?;
-        let sum = |i: u32| -> Result<u64> { Ok(drops.get(&i, 0)?.iter().sum()) };
-        Ok(KernelDrops {
-            entries: sum(drop_index::ENTRY)?,
-            exits: sum(drop_index::EXIT)?,
-            library_loads: sum(drop_index::LINK_MAP)?,
-            queues: sum(drop_index::QUEUE)?,
-            packets: sum(drop_index::PACKET)?,
-            packets_truncated: sum(drop_index::TRUNCATED)?,
-            out_params: sum(drop_index::OUT_PARAM)?,
-            packets_unread: sum(drop_index::PACKET_UNREAD)?,
-            get_device_unrecorded: sum(drop_index::GET_DEVICE_UNRECORDED)?,
-            comm_state: sum(drop_index::COMM_STATE)?,
-            thread_names: sum(drop_index::THREAD_NAME)?,
-        })
+        kernel_counts::drops(&self.ebpf)
     }
 }
 
-fn uprobe<'a>(ebpf: &'a mut Ebpf, name: &str) -> Result<&'a mut UProbe> {
-    let prog = ebpf
-        .program_mut(name)
-        .with_context(|| format!("program {name} missing from the eBPF object"))?;
-    Ok(prog.try_into()?)
+/// The links ([`attach::links`]), the target table ([`targets`]), the stops ([`stops`])
+/// and the calibration ([`calibrate`]), on the object these probes own.
+impl Probes {
+    /// Where the links attached from now on will start: see [`Self::take_links`].
+    pub fn links_mark(&self) -> LinkMark {
+        self.links.mark()
+    }
+
+    /// The (non-temporary) links attached since `mark`, handed to the caller, who
+    /// releases them with [`Self::release`] when their file is no longer mapped.
+    pub fn take_links(&mut self, mark: LinkMark) -> LinkGroup {
+        self.links.take(mark)
+    }
+
+    /// Attaches `choice` of `runtime` in the file at `path` as a group of its own, for the
+    /// caller to keep and release; a failed attach leaves nothing attached (what it did
+    /// attach is detached before it returns: attached again meanwhile, each probe would
+    /// fire twice).
+    pub fn attach_group(
+        &mut self,
+        runtime: &Runtime,
+        choice: &ApiChoice,
+        path: &Path,
+        pid: Option<u32>,
+        carried: bool,
+    ) -> Result<LinkGroup> {
+        let mark = self.links_mark();
+        let attached = self.attach_runtime(runtime, choice, path, pid, carried);
+        let links = self.take_links(mark);
+        match attached {
+            Ok(_) => Ok(links),
+            Err(e) => {
+                let _ = self.release(vec![links]).join();
+                Err(e)
+            }
+        }
+    }
+
+    /// Detaches groups of links on one background thread: [`Links::release`].
+    pub fn release(&mut self, groups: Vec<LinkGroup>) -> JoinHandle<()> {
+        Links::release(&mut self.ebpf, groups)
+    }
+
+    /// Detaches `group` once `before` has finished and `grace` more has passed:
+    /// [`Links::release_after`].
+    pub fn release_after(
+        &mut self,
+        group: LinkGroup,
+        before: JoinHandle<()>,
+        grace: std::time::Duration,
+    ) -> JoinHandle<()> {
+        Links::release_after(&mut self.ebpf, group, before, grace)
+    }
+
+    /// Detaches `group` in the background, then runs `after` (no probe of it fires then).
+    pub fn release_then(
+        &mut self,
+        group: LinkGroup,
+        after: impl FnOnce() + Send + 'static,
+    ) -> JoinHandle<()> {
+        Links::release_then(&mut self.ebpf, group, after)
+    }
+
+    /// How the call probes are attached.
+    pub fn link_kind(&self) -> LinkKind {
+        self.links.kind()
+    }
+
+    /// Whether temporary probes are attached.
+    pub fn has_temporary(&self) -> bool {
+        self.links.has_temporary()
+    }
+
+    /// Detaches the temporary probes in the background.
+    pub fn detach_temporary(&mut self) -> JoinHandle<()> {
+        self.links.detach_temporary(&mut self.ebpf)
+    }
+
+    /// Detaches every probe on a background thread, returned to be joined:
+    /// [`Links::detach_all`]. Callers deactivate the targets first.
+    pub fn detach_in_background(&mut self) -> JoinHandle<()> {
+        self.links.detach_all(&mut self.ebpf)
+    }
+
+    pub fn set_target(&mut self, pid: u32, config: rocsync_common::Config) -> Result<()> {
+        self.targets.set(&mut self.ebpf, pid, config)
+    }
+
+    /// The calls the probes counted of a tracked process (wrapping), if it is one.
+    pub fn target_calls(&mut self, pid: u32) -> Option<CallCounts> {
+        targets::calls_of(&mut self.ebpf, pid)
+    }
+
+    /// Removes a process from the traced set (it is gone).
+    pub fn forget_target(&mut self, pid: u32) -> Result<()> {
+        self.targets.forget(&mut self.ebpf, pid)
+    }
+
+    /// Continues `pid` if its latest stop by this capture is not continued yet:
+    /// [`stops::continue_stopped`].
+    pub fn continue_stopped(&mut self, pid: u32, reported: bool) -> Result<()> {
+        stops::continue_stopped(&mut self.ebpf, pid, reported)
+    }
+
+    /// Stops every capture in the kernel and continues every process a probe stopped
+    /// and nothing continued yet. Runs on every exit path (see `Drop`).
+    pub fn release_targets(&mut self) {
+        let _ = self.set_switch(Switch::default());
+        self.targets.clear(&mut self.ebpf);
+        // A probe that read the old settings may still be stopping a target: let it.
+        std::thread::sleep(SETTLE);
+        for pid in self.stopped_pids() {
+            let _ = self.continue_stopped(pid, false);
+        }
+    }
+
+    /// Every process a probe of this capture has stopped, continued or not.
+    pub fn stopped_pids(&self) -> Vec<u32> {
+        stops::stopped_pids(&self.ebpf)
+    }
+
+    /// A hash map's descriptor, for the watchdog.
+    pub fn map_fd(&self, name: &str) -> Result<std::os::fd::BorrowedFd<'_>> {
+        stops::hash_map_fd(&self.ebpf, name)
+    }
+
+    /// What one call pays for its probes on this machine: [`calibrate::calibrate`].
+    pub fn calibrate(&mut self) -> Result<CallPrices> {
+        calibrate::calibrate(&mut self.links, &mut self.ebpf)
+    }
 }
 
-/// An array map's fd, of our own: the call ring maps it for as long as it lives.
-fn owned_fd(ebpf: &Ebpf, name: &str) -> Result<std::os::fd::OwnedFd> {
-    use std::os::fd::AsFd as _;
-    match ebpf.map(name) {
-        Some(aya::maps::Map::Array(data)) => Ok(data.fd().as_fd().try_clone_to_owned()?),
-        _ => Err(anyhow!("{name}: no such array map")),
+impl Drop for Probes {
+    /// Whatever ends the capture — an error, a panic, the normal end — no target stays
+    /// stopped by it.
+    fn drop(&mut self) {
+        self.release_targets();
     }
 }
 

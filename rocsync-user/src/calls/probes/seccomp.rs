@@ -11,10 +11,7 @@ use std::{path::PathBuf, sync::OnceLock};
 use anyhow::{Context as _, Result, bail};
 use aya::programs::uprobe::{UProbeAttachPoint, UProbeScope};
 
-use super::{Probes, uprobe};
-
-/// The program attached: it does nothing.
-pub(super) const RETURN_CHECK: &str = "return_check";
+use super::{Probes, attach::links::uprobe, attach::programs::RETURN_CHECK};
 /// `__NR_uretprobe` on x86-64.
 const NR_URETPROBE: u32 = 335;
 const AUDIT_ARCH_X86_64: u32 = 0xc000_003e;

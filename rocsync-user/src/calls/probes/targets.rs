@@ -5,17 +5,21 @@
 use std::{os::fd::OwnedFd, sync::atomic::Ordering};
 
 use anyhow::{Context as _, Result};
-use aya::maps::{HashMap, MapData};
+use aya::{
+    Ebpf,
+    maps::{HashMap, MapData},
+};
 use rocsync_common::Config;
 
-use super::{Probes, mapped::Mapping};
+use super::mapped::Mapping;
 
-/// `TARGETS_GENERATION`, mapped.
-pub(super) struct Generation(Mapping);
+/// The table's side the probes do not hold: its generation, `TARGETS_GENERATION` mapped.
+/// The table itself is the object's (`ebpf`), passed in by its owner.
+pub(super) struct Targets(Mapping);
 
-impl Generation {
-    pub(super) fn new(map: OwnedFd) -> Result<Self> {
-        Ok(Self(Mapping::of(map, size_of::<u64>())?))
+impl Targets {
+    pub(super) fn new(generation: OwnedFd) -> Result<Self> {
+        Ok(Self(Mapping::of(generation, size_of::<u64>())?))
     }
 
     /// After a change to the table: the probes' cached answers from before are stale.
@@ -24,56 +28,53 @@ impl Generation {
         // generation before the table).
         self.0.word(0).fetch_add(1, Ordering::SeqCst);
     }
-}
 
-impl Probes {
-    fn targets(&mut self) -> Result<HashMap<&mut MapData, u32, Config>> {
-        Ok(HashMap::try_from(
-            self.ebpf
-                .map_mut("TARGETS")
-                .context("TARGETS map missing")?,
-        )?)
-    }
-
-    pub fn set_target(&mut self, pid: u32, mut config: Config) -> Result<()> {
-        let mut targets = self.targets()?;
+    /// Records `pid` as `config` says.
+    pub(super) fn set(&self, ebpf: &mut Ebpf, pid: u32, mut config: Config) -> Result<()> {
+        let mut targets = table(ebpf)?;
         // The count of calls goes on (the probes add to it; what they add between this
         // read and the insert is missed, which a rate over a second does not feel).
         if let Ok(old) = targets.get(&pid, 0) {
             (config.calls, config.polls, config.alone) = (old.calls, old.polls, old.alone);
         }
         targets.insert(pid, config, 0).context("updating TARGETS")?;
-        self.generation.step();
+        self.step();
         Ok(())
     }
 
-    /// The calls the probes counted of a tracked process (wrapping), if it is one.
-    pub fn target_calls(&mut self, pid: u32) -> Option<CallCounts> {
-        let c = self.targets().ok()?.get(&pid, 0).ok()?;
-        Some(CallCounts {
-            calls: c.calls,
-            polls: c.polls,
-            alone: c.alone,
-        })
-    }
-
     /// Removes a process from the traced set (it is gone).
-    pub fn forget_target(&mut self, pid: u32) -> Result<()> {
-        let _ = self.targets()?.remove(&pid);
-        self.generation.step();
+    pub(super) fn forget(&self, ebpf: &mut Ebpf, pid: u32) -> Result<()> {
+        let _ = table(ebpf)?.remove(&pid);
+        self.step();
         Ok(())
     }
 
     /// Turns every target's capture and stops off (rocsync is ending).
-    pub(super) fn clear_targets(&mut self) {
-        if let Ok(mut targets) = self.targets() {
+    pub(super) fn clear(&self, ebpf: &mut Ebpf) {
+        if let Ok(mut targets) = table(ebpf) {
             let pids: Vec<u32> = targets.keys().filter_map(Result::ok).collect();
             for pid in pids {
                 let _ = targets.insert(pid, Config::default(), 0);
             }
         }
-        self.generation.step();
+        self.step();
     }
+}
+
+/// The calls the probes counted of a tracked process (wrapping), if it is one.
+pub(super) fn calls_of(ebpf: &mut Ebpf, pid: u32) -> Option<CallCounts> {
+    let c = table(ebpf).ok()?.get(&pid, 0).ok()?;
+    Some(CallCounts {
+        calls: c.calls,
+        polls: c.polls,
+        alone: c.alone,
+    })
+}
+
+fn table(ebpf: &mut Ebpf) -> Result<HashMap<&mut MapData, u32, Config>> {
+    Ok(HashMap::try_from(
+        ebpf.map_mut("TARGETS").context("TARGETS map missing")?,
+    )?)
 }
 
 /// A tracked process's calls the probes counted (each wrapping): all of them, and of them

@@ -3,7 +3,7 @@
 //! capture pipeline into one trace per process in the state directory; at the end, exits
 //! only for a grace period (calls in flight complete), then counting only again.
 
-use crate::calls::emit::Comm;
+use crate::calls::emit::comms::Comm;
 use std::{collections::BTreeMap, path::Path};
 
 use anyhow::Result;

@@ -5,10 +5,14 @@ use std::io::{self, Write};
 
 use rocsync_common::{Api, Backend, Op};
 
-use super::{KinetoWriter, packets::CALL_PACKET_CAT};
+use super::{
+    collectives,
+    packets::{CALL_PACKET_CAT, Queues},
+    rows::Rows,
+};
 use crate::calls::{
     backend::Runtime,
-    emit::json::JsonBuf,
+    emit::{comms::Comms, json::JsonBuf},
     resolve::{Row, SyncKind},
 };
 
@@ -22,108 +26,112 @@ pub(crate) const DEVICE_TID: i64 = 2_000_000;
 const DEP_FLOW_BASE: u64 = 1 << 40;
 const DEP_CAT: &str = "hip_sync_dep";
 
-impl<W: Write> KinetoWriter<W> {
-    /// Writes one call: its runtime row and, for synchronisations, the device row and the
-    /// arrows. A call still in flight ends at the latest time seen.
-    pub(super) fn call_row(&mut self, r: &Row) -> io::Result<()> {
-        let c = &r.call;
-        // Counted by the pipeline, never written: as a row in order or, released in
-        // flight, on its return.
-        if c.filtered {
-            return Ok(());
-        }
-        if c.api.backend() == Backend::Nccl {
-            return self.nccl_row(r);
-        }
-        self.last_ns = self.last_ns.max(c.exit_ns.unwrap_or(c.enter_ns));
-        if !cpu_row(c.api) {
-            return Ok(());
-        }
-        self.threads.insert((c.pid, c.tid));
-        let end = c.exit_ns.unwrap_or(self.last_ns).max(c.enter_ns);
-        let dur = i64::try_from(end - c.enter_ns).unwrap_or(i64::MAX);
-        let ts = self.ts(c.enter_ns);
-        // Flow events bind to the slice enclosing them: put them strictly inside.
-        let mid = ts.saturating_add(dur / 2);
-        let (pid, tid) = (c.pid as i64, c.tid as i64);
-        let j = self.slice("cuda_runtime", c.api.symbol(), pid, tid, ts, dur);
-        j.s("\"cid\":")
-            .u(c.api as u64)
-            .s(",\"correlation\":")
-            .u(c.correlation);
-        match c.ret {
-            Some(ret) => j.s(",\"ret\":").i(ret),
-            None => j.s(",\"in_flight\":true"),
-        };
-        if r.late {
-            j.s(",\"late\":true");
-        }
-        runtime_fields(j, r);
-        j.s("}}");
-        if let Some(p) = r.producer {
-            // The record side of the arrow, on the record's own slice.
-            let at = (pid, p.tid as i64, self.ts(p.mid_ns));
-            self.flow("s", DEP_FLOW_BASE | c.correlation, at, DEP_CAT);
-        }
-        if let Some(kind) = r.sync {
-            self.sync_row(r, kind, ts, dur, mid);
-        }
-        if let Some(b) = r.barrier
-            && let Some(&(agent, track)) = self.queues.get(&b.queue)
-        {
-            let to = (agent as i64, track, self.ts(b.ns));
-            self.arrow((pid, tid, mid), to, CALL_PACKET_CAT);
-        }
-        self.j.end()
+/// Writes one call: its runtime row and, for synchronisations, the device row and the
+/// arrows (to the barrier packets of `queues`); an NCCL call's row learns `comms`. A
+/// call still in flight ends at the latest time seen.
+pub(super) fn row<W: Write>(
+    rows: &mut Rows<W>,
+    queues: &Queues,
+    comms: &mut Comms,
+    r: &Row,
+) -> io::Result<()> {
+    let c = &r.call;
+    // Counted by the pipeline, never written: as a row in order or, released in
+    // flight, on its return.
+    if c.filtered {
+        return Ok(());
     }
+    if c.api.backend() == Backend::Nccl {
+        return collectives::row(rows, comms, r);
+    }
+    rows.last_ns = rows.last_ns.max(c.exit_ns.unwrap_or(c.enter_ns));
+    if !cpu_row(c.api) {
+        return Ok(());
+    }
+    rows.threads.insert((c.pid, c.tid));
+    let end = c.exit_ns.unwrap_or(rows.last_ns).max(c.enter_ns);
+    let dur = i64::try_from(end - c.enter_ns).unwrap_or(i64::MAX);
+    let ts = rows.ts(c.enter_ns);
+    // Flow events bind to the slice enclosing them: put them strictly inside.
+    let mid = ts.saturating_add(dur / 2);
+    let (pid, tid) = (c.pid as i64, c.tid as i64);
+    let j = rows.slice("cuda_runtime", c.api.symbol(), pid, tid, ts, dur);
+    j.s("\"cid\":")
+        .u(c.api as u64)
+        .s(",\"correlation\":")
+        .u(c.correlation);
+    match c.ret {
+        Some(ret) => j.s(",\"ret\":").i(ret),
+        None => j.s(",\"in_flight\":true"),
+    };
+    if r.late {
+        j.s(",\"late\":true");
+    }
+    runtime_fields(j, r);
+    j.s("}}");
+    if let Some(p) = r.producer {
+        // The record side of the arrow, on the record's own slice.
+        let at = (pid, p.tid as i64, rows.ts(p.mid_ns));
+        rows.flow("s", DEP_FLOW_BASE | c.correlation, at, DEP_CAT);
+    }
+    if let Some(kind) = r.sync {
+        sync_row(rows, r, kind, ts, dur, mid);
+    }
+    if let Some(b) = r.barrier
+        && let Some((agent, track)) = queues.track_of(b.queue)
+    {
+        let to = (agent as i64, track, rows.ts(b.ns));
+        rows.arrow((pid, tid, mid), to, CALL_PACKET_CAT);
+    }
+    rows.j.end()
+}
 
-    /// The device-side row of a synchronisation, as CUPTI's activity would be written.
-    fn sync_row(&mut self, r: &Row, kind: SyncKind, ts: i64, dur: i64, mid: i64) {
-        let c = &r.call;
-        let dev = r.device as i64;
-        let tid = sync_tid(kind, r);
-        self.flow(
-            "s",
-            c.correlation,
-            (c.pid as i64, c.tid as i64, mid),
-            "ac2g",
-        );
-        self.tracks.insert((r.device, tid));
-        let stream = match kind {
-            SyncKind::StreamSynchronize | SyncKind::StreamWaitEvent => r.stream_index.unwrap_or(-1),
-            _ => -1,
-        };
-        let name = kind.cupti_name();
-        let (ts, dur) = whole_us(ts, dur);
-        let j = self.slice("cuda_sync", name, dev, tid, ts, dur);
-        j.s("\"External id\":")
-            .u(c.correlation)
-            .s(",\"cuda_sync_kind\":\"")
-            .s(name)
-            .s("\"");
-        if kind.waits_on_event() {
-            let (ws, wc) = r
-                .producer
-                .map_or((-1, -1), |p| (p.stream_index, p.correlation as i64));
-            j.s(",\"wait_on_stream\":")
-                .i(ws)
-                .s(",\"wait_on_cuda_event_record_corr_id\":")
-                .i(wc)
-                .s(",\"wait_on_cuda_event_id\":")
-                .u(r.event_id.unwrap_or(0));
-            unknown_reason(j, r);
-        }
-        j.s(",\"stream\":")
-            .i(stream)
-            .s(",\"correlation\":")
-            .u(c.correlation)
-            .s(",\"device\":")
-            .i(dev);
-        j.s("}}");
-        self.flow("f", c.correlation, (dev, tid, mid), "ac2g");
-        if r.producer.is_some() {
-            self.flow("f", DEP_FLOW_BASE | c.correlation, (dev, tid, mid), DEP_CAT);
-        }
+/// The device-side row of a synchronisation, as CUPTI's activity would be written.
+fn sync_row<W: Write>(rows: &mut Rows<W>, r: &Row, kind: SyncKind, ts: i64, dur: i64, mid: i64) {
+    let c = &r.call;
+    let dev = r.device as i64;
+    let tid = sync_tid(kind, r);
+    rows.flow(
+        "s",
+        c.correlation,
+        (c.pid as i64, c.tid as i64, mid),
+        "ac2g",
+    );
+    rows.tracks.insert((r.device, tid));
+    let stream = match kind {
+        SyncKind::StreamSynchronize | SyncKind::StreamWaitEvent => r.stream_index.unwrap_or(-1),
+        _ => -1,
+    };
+    let name = kind.cupti_name();
+    let (ts, dur) = whole_us(ts, dur);
+    let j = rows.slice("cuda_sync", name, dev, tid, ts, dur);
+    j.s("\"External id\":")
+        .u(c.correlation)
+        .s(",\"cuda_sync_kind\":\"")
+        .s(name)
+        .s("\"");
+    if kind.waits_on_event() {
+        let (ws, wc) = r
+            .producer
+            .map_or((-1, -1), |p| (p.stream_index, p.correlation as i64));
+        j.s(",\"wait_on_stream\":")
+            .i(ws)
+            .s(",\"wait_on_cuda_event_record_corr_id\":")
+            .i(wc)
+            .s(",\"wait_on_cuda_event_id\":")
+            .u(r.event_id.unwrap_or(0));
+        unknown_reason(j, r);
+    }
+    j.s(",\"stream\":")
+        .i(stream)
+        .s(",\"correlation\":")
+        .u(c.correlation)
+        .s(",\"device\":")
+        .i(dev);
+    j.s("}}");
+    rows.flow("f", c.correlation, (dev, tid, mid), "ac2g");
+    if r.producer.is_some() {
+        rows.flow("f", DEP_FLOW_BASE | c.correlation, (dev, tid, mid), DEP_CAT);
     }
 }
 

@@ -12,84 +12,44 @@ mod calls;
 pub(crate) mod collectives;
 mod meta;
 mod packets;
+mod rows;
 
 pub(crate) use calls::{DEVICE_TID, SYNC_TID_OFFSET};
+pub use meta::TraceInfo;
+pub use rows::Position;
 
 use std::{
-    collections::{BTreeMap, BTreeSet},
+    collections::BTreeMap,
     io::{self, Write},
 };
 
-use rustc_hash::FxHashMap as HashMap;
-
-use super::{Sink, json::JsonBuf};
+use super::{Sink, comms::Comms};
 use crate::calls::{
     ingest::{Packet, Queue},
     resolve::Row,
 };
-
-const DAY_NS: i64 = 86_400_000_000_000;
-
-/// Where a row is: (pid, tid, ts in trace µs·1000).
-pub type Position = (i64, i64, i64);
-
-/// What the trace says about the capture besides its rows.
-pub struct TraceInfo<'a> {
-    /// Process names by pid (for `process_name` rows).
-    pub process_names: &'a BTreeMap<u32, String>,
-    /// The `rocsync` object: version, command line, parameters, counts and drops.
-    pub rocsync: serde_json::Value,
-    /// The `distributedInfo` object (HTA reads the rank from it).
-    pub distributed: serde_json::Value,
-    pub trace_name: &'a str,
-}
+use packets::Queues;
+use rows::Rows;
 
 /// Streams rows into a trace file.
 pub struct KinetoWriter<W: Write> {
-    j: JsonBuf<W>,
-    first: bool,
-    /// `baseTimeNanoseconds`; `ts` are relative to it.
-    base: i64,
-    clock_offset: i64,
-    threads: BTreeSet<(u32, u32)>,
+    rows: Rows<W>,
     /// Threads' names as the kernel had them when rocsync first saw each (`comm`).
     thread_names: BTreeMap<(u32, u32), String>,
-    tracks: BTreeSet<(i32, i64)>,
-    /// Queue → (agent ordinal, track).
-    queues: HashMap<u64, (i32, i64)>,
-    /// Completion signal → the packet that signals it, for barrier arrows.
-    signal_producers: HashMap<u64, Position>,
-    next_flow: u64,
-    /// The latest time seen: stands in for the end of calls still in flight.
-    last_ns: u64,
+    queues: Queues,
     /// NCCL communicators, for their calls' rows.
-    pub(crate) comms: collectives::Comms,
+    pub(crate) comms: Comms,
 }
 
 impl<W: Write> KinetoWriter<W> {
     /// Writes the header. The base time is the start of the UTC day of `first_ns`
     /// (CLOCK_MONOTONIC), so `ts` stay small and exact as doubles.
     pub fn new(out: W, clock_offset_ns: i64, first_ns: u64) -> io::Result<Self> {
-        let wall = first_ns as i64 + clock_offset_ns;
-        let base = wall - wall.rem_euclid(DAY_NS);
-        let mut j = JsonBuf::new(out);
-        j.s("{\n  \"schemaVersion\": 1,\n  \"deviceProperties\": [],\n")
-            .s("  \"displayTimeUnit\": \"ms\",\n  \"baseTimeNanoseconds\": ")
-            .i(base)
-            .s(",\n  \"traceEvents\": [\n");
         Ok(Self {
-            j,
-            first: true,
-            base,
-            clock_offset: clock_offset_ns,
-            threads: BTreeSet::new(),
+            rows: Rows::start(out, clock_offset_ns, first_ns),
             thread_names: BTreeMap::new(),
-            tracks: BTreeSet::new(),
-            queues: HashMap::default(),
-            signal_producers: HashMap::default(),
-            next_flow: packets::PACKET_FLOW_BASE,
-            last_ns: first_ns,
-            comms: collectives::Comms::default(),
+            queues: Queues::default(),
+            comms: Comms::default(),
         })
     }
 
@@ -101,90 +61,29 @@ impl<W: Write> KinetoWriter<W> {
 
     /// Bytes of the trace so far (before any compression).
     pub fn bytes(&self) -> u64 {
-        self.j.bytes()
-    }
-
-    /// Trace time (ns since the base) of a CLOCK_MONOTONIC instant; saturating, so a
-    /// hostile raw file cannot overflow it.
-    fn ts(&self, mono_ns: u64) -> i64 {
-        i64::try_from(mono_ns)
-            .unwrap_or(i64::MAX)
-            .saturating_add(self.clock_offset)
-            .saturating_sub(self.base)
+        self.rows.j.bytes()
     }
 
     /// Trace time in µs (as rows' `ts`) of a CLOCK_MONOTONIC instant.
     pub fn trace_us(&self, mono_ns: u64) -> f64 {
-        self.ts(mono_ns) as f64 / 1e3
+        self.rows.ts(mono_ns) as f64 / 1e3
     }
 
     /// Writes rows made elsewhere, whole (a blocked thread's stack: `stacks::rows`).
     pub fn raw_rows(&mut self, rows: &[serde_json::Value]) {
         for row in rows {
             let text = row.to_string();
-            self.begin().s(&text);
+            self.rows.begin().s(&text);
         }
     }
 
-    fn begin(&mut self) -> &mut JsonBuf<W> {
-        if !self.first {
-            self.j.s(",\n");
-        }
-        self.first = false;
-        self.j.s("    ")
+    /// Writes the process and thread metadata and the closing keys.
+    pub fn finish(self, info: &TraceInfo<'_>) -> io::Result<W> {
+        meta::finish(self.rows, self.thread_names, &self.comms, info)
     }
 
-    /// Starts a complete event (`"ph":"X"`), up to the opening of its args.
-    fn slice(
-        &mut self,
-        cat: &str,
-        name: &str,
-        pid: i64,
-        tid: i64,
-        ts: i64,
-        dur: i64,
-    ) -> &mut JsonBuf<W> {
-        let j = self.begin();
-        j.s("{\"ph\":\"X\",\"cat\":\"")
-            .s(cat)
-            .s("\",\"name\":\"")
-            .s(name)
-            .s("\",\"pid\":")
-            .i(pid)
-            .s(",\"tid\":")
-            .i(tid)
-            .s(",\"ts\":")
-            .us(ts)
-            .s(",\"dur\":")
-            .us(dur)
-            .s(",\"args\":{")
-    }
-
-    fn flow(&mut self, ph: &str, id: u64, at: Position, cat: &str) {
-        let j = self.begin();
-        j.s("{\"ph\":\"")
-            .s(ph)
-            .s("\",\"id\":")
-            .u(id)
-            .s(",\"pid\":")
-            .i(at.0)
-            .s(",\"tid\":")
-            .i(at.1)
-            .s(",\"ts\":")
-            .us(at.2)
-            .s(",\"cat\":\"")
-            .s(cat)
-            .s("\",\"name\":\"")
-            .s(cat)
-            .s(if ph == "f" { "\",\"bp\":\"e\"}" } else { "\"}" });
-    }
-
-    /// An arrow between two rows, with an id of the packet range.
-    fn arrow(&mut self, from: Position, to: Position, cat: &str) {
-        let id = self.next_flow;
-        self.next_flow += 1;
-        self.flow("s", id, from, cat);
-        self.flow("f", id, to, cat);
+    fn call_row(&mut self, r: &Row) -> io::Result<()> {
+        calls::row(&mut self.rows, &self.queues, &mut self.comms, r)
     }
 }
 
@@ -207,11 +106,11 @@ impl<W: Write> Sink for KinetoWriter<W> {
     }
 
     fn queue(&mut self, q: &Queue) -> io::Result<()> {
-        self.queue_track(q);
+        self.queues.track(q);
         Ok(())
     }
 
     fn packet(&mut self, p: &Packet) -> io::Result<()> {
-        self.packet_row(p)
+        self.queues.row(&mut self.rows, p)
     }
 }

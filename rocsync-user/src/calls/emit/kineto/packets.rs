@@ -3,25 +3,33 @@
 
 use std::io::{self, Write};
 
-use super::KinetoWriter;
 use rocsync_common::UNKNOWN_AGENT;
+use rustc_hash::FxHashMap as HashMap;
 
+use super::rows::{Position, Rows};
 use crate::calls::ingest::{Packet, Queue, aql, aql::Body};
 
 /// HSA queue tracks on a GPU process: beside stream, sync and device tracks.
 pub(super) const QUEUE_TID_BASE: i64 = 3_000_000;
-/// Arrow ids of packet→barrier and wait→barrier arrows: a range of their own.
-pub(super) const PACKET_FLOW_BASE: u64 = 1 << 41;
 const PACKET_DEP_CAT: &str = "hsa_dep";
 /// The GPU process of queues whose agent is unknown (created before the capture).
 pub(super) const UNKNOWN_AGENT_PID: i32 = 4_000_000;
 /// API-level wait → the barrier packet it submitted.
 pub(super) const CALL_PACKET_CAT: &str = "hip_barrier";
 
-impl<W: Write> KinetoWriter<W> {
+/// The HSA queues a trace has seen created, and the packets barriers may wait on.
+#[derive(Default)]
+pub(super) struct Queues {
+    /// Queue → (agent ordinal, track).
+    tracks: HashMap<u64, (i32, i64)>,
+    /// Completion signal → the packet that signals it, for barrier arrows.
+    signal_producers: HashMap<u64, Position>,
+}
+
+impl Queues {
     /// A queue created: it gets a track on its agent's process.
-    pub(super) fn queue_track(&mut self, q: &Queue) {
-        if !q.created || self.queues.contains_key(&q.queue) {
+    pub(super) fn track(&mut self, q: &Queue) {
+        if !q.created || self.tracks.contains_key(&q.queue) {
             return;
         }
         let agent = if q.ordinal == UNKNOWN_AGENT {
@@ -29,21 +37,26 @@ impl<W: Write> KinetoWriter<W> {
         } else {
             q.ordinal as i32
         };
-        let n = self.queues.values().filter(|(a, _)| *a == agent).count() as i64;
-        self.queues.insert(q.queue, (agent, QUEUE_TID_BASE + n));
+        let n = self.tracks.values().filter(|(a, _)| *a == agent).count() as i64;
+        self.tracks.insert(q.queue, (agent, QUEUE_TID_BASE + n));
+    }
+
+    /// A queue's (agent ordinal, track), once it was seen created.
+    pub(super) fn track_of(&self, queue: u64) -> Option<(i32, i64)> {
+        self.tracks.get(&queue).copied()
     }
 
     /// One published AQL packet: a row on its queue's track, and an arrow from the packet
     /// whose completion signal a barrier waits on.
-    pub(super) fn packet_row(&mut self, r: &Packet) -> io::Result<()> {
-        let Some(&(agent, tid)) = self.queues.get(&r.queue) else {
+    pub(super) fn row<W: Write>(&mut self, rows: &mut Rows<W>, r: &Packet) -> io::Result<()> {
+        let Some((agent, tid)) = self.track_of(r.queue) else {
             return Ok(());
         };
         let p = aql::decode(&r.bytes);
         let pid = agent as i64;
-        let ts = self.ts(r.ns);
-        self.tracks.insert((agent, tid));
-        let j = self.slice("hsa_packet", p.kind.name(), pid, tid, ts, 0);
+        let ts = rows.ts(r.ns);
+        rows.tracks.insert((agent, tid));
+        let j = rows.slice("hsa_packet", p.kind.name(), pid, tid, ts, 0);
         j.s("\"agent\":");
         if agent == UNKNOWN_AGENT_PID {
             j.s("null");
@@ -123,14 +136,14 @@ impl<W: Write> KinetoWriter<W> {
         j.s("}}");
         for d in p.deps() {
             if let Some(&from) = self.signal_producers.get(d) {
-                self.arrow(from, (pid, tid, ts), PACKET_DEP_CAT);
+                rows.arrow(from, (pid, tid, ts), PACKET_DEP_CAT);
             }
         }
         if p.completion_signal != 0 {
             self.signal_producers
                 .insert(p.completion_signal, (pid, tid, ts));
         }
-        self.j.end()
+        rows.j.end()
     }
 }
 

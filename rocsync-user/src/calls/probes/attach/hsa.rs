@@ -5,9 +5,14 @@ use std::path::Path;
 
 use anyhow::Result;
 
+use super::report::LibraryReport;
 use crate::calls::probes::{
-    AGENT_INFO_ENTER, AGENT_INFO_EXIT, DOORBELL, ITERATE_AGENTS_ENTER, ITERATE_AGENTS_EXIT,
-    LibraryReport, Probes, QUEUE_CREATE_ENTER, QUEUE_CREATE_EXIT, QUEUE_DESTROY, elf,
+    Probes,
+    attach::programs::{
+        AGENT_INFO_ENTER, AGENT_INFO_EXIT, DOORBELL, ITERATE_AGENTS_ENTER, ITERATE_AGENTS_EXIT,
+        QUEUE_CREATE_ENTER, QUEUE_CREATE_EXIT, QUEUE_DESTROY,
+    },
+    elf,
     elf::{Lookup, SymbolError},
 };
 
@@ -39,7 +44,7 @@ impl Probes {
             ))
             .into());
         }
-        let mark = (self.links.len(), self.temporary.len());
+        let undo = self.links.undo_mark();
         let mut probed = Vec::new();
         // In HSA_PROBES' order (an address's first name stands for its aliases).
         let ordered = HSA_PROBES
@@ -48,8 +53,9 @@ impl Probes {
         for (f, progs) in ordered {
             for &prog in progs {
                 let point = f.placement.offset.into();
-                if let Err(e) = self.attach(prog, point, path, Some(pid), &f.names) {
-                    self.rollback(mark);
+                let (ebpf, names) = (&mut self.ebpf, &f.names);
+                if let Err(e) = self.links.attach(ebpf, prog, point, path, Some(pid), names) {
+                    self.links.rollback(&mut self.ebpf, undo);
                     return Err(e);
                 }
             }

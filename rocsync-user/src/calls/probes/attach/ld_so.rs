@@ -7,7 +7,9 @@ use anyhow::{Context as _, Result, bail};
 use aya::programs::uprobe::UProbeAttachPoint;
 use rocsync_common::NO_R_DEBUG;
 
-use crate::calls::probes::{LINK_MAP, elf, elf::library::OpenedLibrary, maps, maps::Mapping};
+use crate::calls::probes::{
+    attach::programs::LINK_MAP, elf, elf::library::OpenedLibrary, maps, maps::Mapping,
+};
 
 /// The loader mapped by a running process, opened through the kernel's link to it.
 pub(crate) fn of_process(pid: u32, mappings: &[Mapping]) -> Option<OpenedLibrary> {
@@ -108,7 +110,7 @@ impl crate::calls::probes::Probes {
             location: f.offset.into(),
             cookie: Some(delta),
         };
-        self.attach(LINK_MAP, point, loader, Some(pid), &f.names)?;
+        (self.links).attach(&mut self.ebpf, LINK_MAP, point, loader, Some(pid), &f.names)?;
         Ok(true)
     }
 }

@@ -3,14 +3,20 @@
 //! as aya's classic uprobes; each kept until its library's capture ends, or until the
 //! temporary `*GetDevice` probes have learned what they were for.
 
-use std::{num::NonZeroU32, os::fd::OwnedFd, path::Path};
+use std::{num::NonZeroU32, os::fd::OwnedFd, path::Path, thread::JoinHandle};
 
 use anyhow::{Context as _, Result};
-use aya::programs::uprobe::{UProbeAttachPoint, UProbeLinkId};
+use aya::{
+    Ebpf,
+    programs::{
+        UProbe,
+        uprobe::{UProbeAttachPoint, UProbeLinkId},
+    },
+};
 
-use crate::calls::probes::{Probes, uprobe};
+use super::multi::MultiPrograms;
 
-/// A position in the list of links ([`Probes::links_mark`]).
+/// A position in the list of links ([`Links::mark`]).
 #[derive(Clone, Copy, Debug)]
 pub struct LinkMark(usize);
 
@@ -54,33 +60,71 @@ impl LinkKind {
 }
 
 /// One attached probe: a link aya keeps (by program and id) or a multi-uprobe link's fd.
-pub(in crate::calls::probes) enum Attached {
+enum Attached {
     Classic(&'static str, UProbeLinkId),
     Multi(OwnedFd),
 }
 
-impl Probes {
+/// Where every probe's link is kept, from its attach to its detach. Classic links are
+/// aya's, held in their programs: attaching and detaching them takes the object
+/// (`ebpf`), which its owner passes in.
+pub(in crate::calls::probes) struct Links {
+    /// The call programs loaded for multi-uprobe links, where the call probes use them.
+    multi: Option<MultiPrograms>,
+    links: Vec<Attached>,
+    /// Links of temporary probes, detached on their own.
+    temporary: Vec<Attached>,
+    /// Library probes attach to every process mapping the file (children are followed),
+    /// not to one pid.
+    file_wide: bool,
+}
+
+/// A position in both lists of links, to detach what was added since ([`Links::rollback`]).
+#[derive(Clone, Copy)]
+pub(in crate::calls::probes) struct Undo(usize, usize);
+
+impl Links {
+    pub(in crate::calls::probes) fn new(multi: Option<MultiPrograms>) -> Self {
+        Self {
+            multi,
+            links: Vec::new(),
+            temporary: Vec::new(),
+            file_wide: false,
+        }
+    }
+
+    /// From here on, library probes attach to every process mapping the file.
+    pub(in crate::calls::probes) fn set_file_wide(&mut self) {
+        self.file_wide = true;
+    }
+
+    /// Whether library probes are attached file-wide.
+    pub(in crate::calls::probes) fn file_wide(&self) -> bool {
+        self.file_wide
+    }
+
     /// Attaches one program at one point and keeps the link.
     pub(in crate::calls::probes) fn attach(
         &mut self,
+        ebpf: &mut Ebpf,
         prog: &'static str,
         point: UProbeAttachPoint<'_>,
         path: &Path,
         pid: Option<u32>,
         names: &[&str],
     ) -> Result<()> {
-        let link = self.classic(prog, point, path, pid);
+        let link = self.classic(ebpf, prog, point, path, pid);
         self.keep_attached(link, path, names, false)
     }
 
-    /// Attaches a call program at `(offset, at its return)`, through a multi-uprobe link
-    /// where the kernel has them.
+    /// Attaches a call program at `(offset, at its return)` in `(path, for pid)`, through
+    /// a multi-uprobe link where the kernel has them.
     pub(in crate::calls::probes) fn attach_call(
         &mut self,
+        ebpf: &mut Ebpf,
         prog: &'static str,
         (offset, ret): (u64, bool),
-        path: &Path,
-        pid: Option<u32>,
+        (path, pid): (&Path, Option<u32>),
         names: &[&str],
         temporary: bool,
     ) -> Result<()> {
@@ -93,7 +137,7 @@ impl Probes {
                     location: offset.into(),
                     cookie: None,
                 };
-                self.classic(prog, point, path, pid)
+                self.classic(ebpf, prog, point, path, pid)
             }
         };
         self.keep_attached(link, path, names, temporary)
@@ -105,14 +149,15 @@ impl Probes {
     }
 
     fn classic(
-        &mut self,
+        &self,
+        ebpf: &mut Ebpf,
         prog: &'static str,
         point: UProbeAttachPoint<'_>,
         path: &Path,
         pid: Option<u32>,
     ) -> Result<Attached> {
         let scope = scope(self.scoped(pid));
-        let link = uprobe(&mut self.ebpf, prog)?.attach(point, path, scope)?;
+        let link = uprobe(ebpf, prog)?.attach(point, path, scope)?;
         Ok(Attached::Classic(prog, link))
     }
 
@@ -126,69 +171,44 @@ impl Probes {
     ) -> Result<()> {
         let link = link
             .with_context(|| format!("attaching to {} in {}", names.join("/"), path.display()))?;
-        self.keep(link, temporary);
-        Ok(())
-    }
-
-    fn keep(&mut self, link: Attached, temporary: bool) {
         if temporary {
             self.temporary.push(link);
         } else {
             self.links.push(link);
         }
+        Ok(())
     }
 
-    /// Where the links attached from now on will start: see [`Self::take_links`].
-    pub fn links_mark(&self) -> LinkMark {
+    /// Where the links attached from now on will start: see [`Self::take`].
+    pub(in crate::calls::probes) fn mark(&self) -> LinkMark {
         LinkMark(self.links.len())
     }
 
     /// The (non-temporary) links attached since `mark`, handed to the caller, who
     /// releases them with [`Self::release`] when their file is no longer mapped.
-    pub fn take_links(&mut self, mark: LinkMark) -> LinkGroup {
+    pub(in crate::calls::probes) fn take(&mut self, mark: LinkMark) -> LinkGroup {
         LinkGroup(self.links.split_off(mark.0.min(self.links.len())))
-    }
-
-    /// Attaches `choice` of `runtime` in the file at `path` as a group of its own, for the
-    /// caller to keep and release; a failed attach leaves nothing attached (what it did
-    /// attach is detached before it returns: attached again meanwhile, each probe would
-    /// fire twice).
-    pub fn attach_group(
-        &mut self,
-        runtime: &crate::calls::backend::Runtime,
-        choice: &crate::calls::probes::ApiChoice,
-        path: &Path,
-        pid: Option<u32>,
-        carried: bool,
-    ) -> Result<LinkGroup> {
-        let mark = self.links_mark();
-        let attached = self.attach_runtime(runtime, choice, path, pid, carried);
-        let links = self.take_links(mark);
-        match attached {
-            Ok(_) => Ok(links),
-            Err(e) => {
-                let _ = self.release(vec![links]).join();
-                Err(e)
-            }
-        }
     }
 
     /// Detaches groups of links on one background thread (however many files a prune
     /// releases at once).
-    pub fn release(&mut self, groups: Vec<LinkGroup>) -> std::thread::JoinHandle<()> {
-        self.detach_links(groups.into_iter().flat_map(|g| g.0).collect())
+    pub(in crate::calls::probes) fn release(
+        ebpf: &mut Ebpf,
+        groups: Vec<LinkGroup>,
+    ) -> JoinHandle<()> {
+        detach(ebpf, groups.into_iter().flat_map(|g| g.0).collect())
     }
 
     /// Detaches `group` in the background once `before` has finished and `grace` more has
     /// passed: the returns of calls whose entries `before` detaches (a call entered before
     /// has returned by then, so none is left with an entry and no return).
-    pub fn release_after(
-        &mut self,
+    pub(in crate::calls::probes) fn release_after(
+        ebpf: &mut Ebpf,
         group: LinkGroup,
-        before: std::thread::JoinHandle<()>,
+        before: JoinHandle<()>,
         grace: std::time::Duration,
-    ) -> std::thread::JoinHandle<()> {
-        let each = self.links_to_drop(group.0);
+    ) -> JoinHandle<()> {
+        let each = links_to_drop(ebpf, group.0);
         std::thread::spawn(move || {
             let _ = before.join();
             std::thread::sleep(grace);
@@ -197,12 +217,12 @@ impl Probes {
     }
 
     /// Detaches `group` in the background, then runs `after` (no probe of it fires then).
-    pub fn release_then(
-        &mut self,
+    pub(in crate::calls::probes) fn release_then(
+        ebpf: &mut Ebpf,
         group: LinkGroup,
         after: impl FnOnce() + Send + 'static,
-    ) -> std::thread::JoinHandle<()> {
-        let detaching = self.detach_links(group.0);
+    ) -> JoinHandle<()> {
+        let detaching = detach(ebpf, group.0);
         std::thread::spawn(move || {
             let _ = detaching.join();
             after();
@@ -210,30 +230,35 @@ impl Probes {
     }
 
     /// How the call probes are attached.
-    pub fn link_kind(&self) -> LinkKind {
+    pub(in crate::calls::probes) fn kind(&self) -> LinkKind {
         match self.multi {
             Some(_) => LinkKind::Multi,
             None => LinkKind::PerfEvent,
         }
     }
 
-    /// Detaches what one library's attachment added before it failed, so a later rescan
-    /// attaches it whole, never twice.
-    pub(in crate::calls::probes) fn rollback(&mut self, (links, temporary): (usize, usize)) {
-        let mut added = self.links.split_off(links);
-        added.append(&mut self.temporary.split_off(temporary));
-        let _ = self.detach_links(added).join();
+    /// Where both lists stand now: see [`Self::rollback`].
+    pub(in crate::calls::probes) fn undo_mark(&self) -> Undo {
+        Undo(self.links.len(), self.temporary.len())
+    }
+
+    /// Detaches what one library's attachment added since `undo` before it failed, so a
+    /// later rescan attaches it whole, never twice.
+    pub(in crate::calls::probes) fn rollback(&mut self, ebpf: &mut Ebpf, undo: Undo) {
+        let mut added = self.links.split_off(undo.0);
+        added.append(&mut self.temporary.split_off(undo.1));
+        let _ = detach(ebpf, added).join();
     }
 
     /// Whether temporary probes are attached.
-    pub fn has_temporary(&self) -> bool {
+    pub(in crate::calls::probes) fn has_temporary(&self) -> bool {
         !self.temporary.is_empty()
     }
 
     /// Detaches the temporary probes in the background.
-    pub fn detach_temporary(&mut self) -> std::thread::JoinHandle<()> {
+    pub(in crate::calls::probes) fn detach_temporary(&mut self, ebpf: &mut Ebpf) -> JoinHandle<()> {
         let links = std::mem::take(&mut self.temporary);
-        self.detach_links(links)
+        detach(ebpf, links)
     }
 
     /// Detaches every probe on a background thread, returned to be joined.
@@ -243,39 +268,48 @@ impl Probes {
     /// this runs.
     /// Callers deactivate the targets first: a probe still attached meanwhile records
     /// nothing.
-    pub fn detach_in_background(&mut self) -> std::thread::JoinHandle<()> {
+    pub(in crate::calls::probes) fn detach_all(&mut self, ebpf: &mut Ebpf) -> JoinHandle<()> {
         let mut all = std::mem::take(&mut self.links);
         all.append(&mut self.temporary);
-        self.detach_links(all)
+        detach(ebpf, all)
     }
+}
 
-    fn detach_links(&mut self, attached: Vec<Attached>) -> std::thread::JoinHandle<()> {
-        let each = self.links_to_drop(attached);
-        std::thread::spawn(move || drop_together(each))
-    }
+/// A program of the object, as a uprobe.
+pub(in crate::calls::probes) fn uprobe<'a>(
+    ebpf: &'a mut Ebpf,
+    name: &str,
+) -> Result<&'a mut UProbe> {
+    let prog = ebpf
+        .program_mut(name)
+        .with_context(|| format!("program {name} missing from the eBPF object"))?;
+    Ok(prog.try_into()?)
+}
 
-    /// The links of `attached`, taken from their programs, to be dropped (detached).
-    fn links_to_drop(&mut self, attached: Vec<Attached>) -> Vec<Box<dyn Send>> {
-        let (mut links, mut fds) = (Vec::new(), Vec::new());
-        for a in attached {
-            match a {
-                // A link that cannot be taken is released with the object in any case.
-                Attached::Classic(prog, id) => {
-                    if let Ok(link) =
-                        uprobe(&mut self.ebpf, prog).and_then(|p| Ok(p.take_link(id)?))
-                    {
-                        links.push(link);
-                    }
+fn detach(ebpf: &mut Ebpf, attached: Vec<Attached>) -> JoinHandle<()> {
+    let each = links_to_drop(ebpf, attached);
+    std::thread::spawn(move || drop_together(each))
+}
+
+/// The links of `attached`, taken from their programs, to be dropped (detached).
+fn links_to_drop(ebpf: &mut Ebpf, attached: Vec<Attached>) -> Vec<Box<dyn Send>> {
+    let (mut links, mut fds) = (Vec::new(), Vec::new());
+    for a in attached {
+        match a {
+            // A link that cannot be taken is released with the object in any case.
+            Attached::Classic(prog, id) => {
+                if let Ok(link) = uprobe(ebpf, prog).and_then(|p| Ok(p.take_link(id)?)) {
+                    links.push(link);
                 }
-                // Closing a multi-uprobe link's last descriptor detaches it.
-                Attached::Multi(fd) => fds.push(fd),
             }
+            // Closing a multi-uprobe link's last descriptor detaches it.
+            Attached::Multi(fd) => fds.push(fd),
         }
-        let mut each: Vec<Box<dyn Send>> = Vec::new();
-        each.extend(links.into_iter().map(|l| Box::new(l) as Box<dyn Send>));
-        each.extend(fds.into_iter().map(|f| Box::new(f) as Box<dyn Send>));
-        each
     }
+    let mut each: Vec<Box<dyn Send>> = Vec::new();
+    each.extend(links.into_iter().map(|l| Box::new(l) as Box<dyn Send>));
+    each.extend(fds.into_iter().map(|f| Box::new(f) as Box<dyn Send>));
+    each
 }
 
 /// Most threads one detach runs on.

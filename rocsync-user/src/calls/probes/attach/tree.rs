@@ -36,12 +36,12 @@ impl Probes {
             p.attach(tracepoint)
                 .with_context(|| format!("attaching to the {tracepoint} tracepoint"))?;
         }
-        self.file_wide = true;
+        self.links.set_file_wide();
         Ok(())
     }
 
     /// Whether library probes are attached file-wide (children are followed).
     pub fn file_wide(&self) -> bool {
-        self.file_wide
+        self.links.file_wide()
     }
 }

@@ -13,7 +13,7 @@ use super::held::{Held, Refused};
 use crate::calls::{
     emit::{
         Sink,
-        kineto::collectives::{Comm, Comms},
+        comms::{Comm, Comms},
         processes::ProcessInfo,
         raw::{Item, Reader},
     },
