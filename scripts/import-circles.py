@@ -102,6 +102,9 @@ def expand(tree):
 
 USE = re.compile(r"^([ \t]*)(?:pub(?:\([^)]*\))?\s+)?use\s+([^;]+);", re.M)
 INLINE = re.compile(r"\b((?:crate|super)(?:::[A-Za-z_][A-Za-z0-9_]*)+)")
+# A path through a child module written inline (`seccomp::RETURN_CHECK` in `probes/mod.rs`):
+# the same edge as `use seccomp::RETURN_CHECK`. Only a name that is a child module counts.
+CHILD = re.compile(r"(?<![:\w])([a-z_][a-z0-9_]*)((?:::[A-Za-z_][A-Za-z0-9_]*)+)")
 
 
 PUB_USE = re.compile(r"^pub(?:\([^)]*\))?\s+use\s+([^;]+);", re.M)
@@ -141,9 +144,16 @@ def edges_of(rel, text):
             f = resolve(segs, rel)
             if f and f != rel:
                 out.add(f)
-    for m in INLINE.finditer(USE.sub("", code)):
+    inline = USE.sub("", code)
+    for m in INLINE.finditer(inline):
         segs = m.group(1).split("::")
         f = resolve(segs, rel)
+        if f and f != rel:
+            out.add(f)
+    for m in CHILD.finditer(inline):
+        if m.group(1) in ("crate", "super", "self") or not file_of(module_of(rel) + [m.group(1)]):
+            continue
+        f = resolve([m.group(1)] + m.group(2).split("::")[1:], rel)
         if f and f != rel:
             out.add(f)
     return out

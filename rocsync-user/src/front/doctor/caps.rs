@@ -2,7 +2,7 @@
 //! those it uses: the set `dist/rocsync.service` grants (and `CAP_KILL`, which attach
 //! uses and the daemon does not), with what each is for.
 
-use super::{Check, Status};
+use super::check::{Check, Status};
 
 const CAP_CHOWN: u32 = 0;
 const CAP_DAC_READ_SEARCH: u32 = 2;

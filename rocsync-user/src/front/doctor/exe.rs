@@ -4,7 +4,7 @@
 
 use std::{os::unix::fs::MetadataExt as _, path::Path};
 
-use super::{Check, Status};
+use super::check::{Check, Status};
 
 const WHAT: &str = "rocsync's own file";
 const NEEDED: &str = "running as root safely";

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use aya::{maps::MapType, programs::ProgramType, util::KernelVersion};
 
-use super::{Check, Status};
+use super::check::{Check, Status};
 
 const UPROBE_PMU: &str = "/sys/bus/event_source/devices/uprobe";
 const VMLINUX_BTF: &str = "/sys/kernel/btf/vmlinux";

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 
-use super::{Check, Status};
+use super::check::{Check, Status};
 use crate::calls::{
     backend::{RUNTIMES, Runtime, is_version_of},
     probes::{ApiChoice, ProbeOptions, Probes, elf::library::OpenedLibrary, seccomp::Returns},

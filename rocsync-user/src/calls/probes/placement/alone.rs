@@ -17,13 +17,13 @@
 //! The stack pointer then differs from the entry's by the frame: probes that read
 //! arguments from the stack (launches, NCCL's) keep the entry's point.
 //!
-//! [`Decoded::nothing_lands`]: crate::calls::probes::placement::Decoded::nothing_lands
+//! [`Decoded::nothing_lands`]: super::decoded::Decoded::nothing_lands
 
 use iced_x86::{
     Code, FlowControl, Instruction, InstructionInfoFactory, OpAccess, OpKind, Register,
 };
 
-use crate::calls::probes::placement::{Decoded, ENTRY_REGISTERS};
+use super::decoded::{Decoded, ENTRY_REGISTERS};
 
 /// Most instructions skipped (a stub saving six argument registers, and its `sub`).
 const MAX_SKIP: usize = 8;

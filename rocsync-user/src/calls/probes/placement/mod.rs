@@ -21,13 +21,15 @@
 
 pub(super) mod alone;
 pub(super) mod choice;
+mod decoded;
 pub(super) mod emulated;
 pub mod points;
 
 use iced_x86::{
     Decoder, DecoderOptions, FlowControl, Instruction, InstructionInfoFactory, Mnemonic, OpAccess,
-    Register,
 };
+
+use decoded::{Decoded, ENTRY_REGISTERS, name};
 
 /// The chosen probe point of one function.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -87,56 +89,13 @@ impl Placement {
 /// Most instructions a function may begin with that the probe skips.
 const MAX_SKIP: usize = 4;
 
-pub(super) fn name(insn: &Instruction) -> String {
-    format!("{:?}", insn.mnemonic()).to_lowercase()
-}
-
-/// A function's code decoded: its instructions, and each one's bytes.
-pub(super) struct Decoded<'c> {
-    pub insns: Vec<Instruction>,
-    code: &'c [u8],
-}
-
-impl Decoded<'_> {
-    pub(super) fn bytes(&self, i: usize) -> &[u8] {
-        let insn = &self.insns[i];
-        &self.code[insn.ip() as usize..][..insn.len()]
-    }
-
-    pub(super) fn emulated(&self, i: usize) -> bool {
-        emulated::is_emulated(&self.insns[i], self.bytes(i))
-    }
-
-    /// Whether nothing in the function branches into `(insns[from], insns[to]]` (the
-    /// skipped instructions after the first, and the probe point). An indirect branch may
-    /// land anywhere, unless the function is a CET build (it begins with `endbr64`): then
-    /// an indirect branch without `notrack` lands on an `endbr64` (the compiler's
-    /// promise; jump tables carry `notrack`), which none of those is.
-    pub(super) fn nothing_lands(&self, from: usize, to: usize) -> bool {
-        let (lo, hi) = (self.insns[from].ip(), self.insns[to].ip());
-        let cet = self.insns[0].mnemonic() == Mnemonic::Endbr64
-            && !self.insns[from..=to]
-                .iter()
-                .any(|i| i.mnemonic() == Mnemonic::Endbr64);
-        !self.insns.iter().any(|i| match i.flow_control() {
-            FlowControl::IndirectBranch | FlowControl::IndirectCall => {
-                !cet || i.segment_prefix() == Register::DS
-            }
-            FlowControl::UnconditionalBranch
-            | FlowControl::ConditionalBranch
-            | FlowControl::Call => (lo + 1..=hi).contains(&i.near_branch_target()),
-            _ => false,
-        })
-    }
-
-    fn point(&self, offset: u64, at: usize, frame: Option<u32>) -> Placement {
-        Placement {
-            offset: offset + self.insns[at].ip(),
-            skipped: self.insns[..at].iter().map(name).collect(),
-            probed: name(&self.insns[at]),
-            emulated: self.emulated(at),
-            frame,
-        }
+fn point(d: &Decoded, offset: u64, at: usize, frame: Option<u32>) -> Placement {
+    Placement {
+        offset: offset + d.insns[at].ip(),
+        skipped: d.insns[..at].iter().map(name).collect(),
+        probed: name(&d.insns[at]),
+        emulated: d.emulated(at),
+        frame,
     }
 }
 
@@ -158,7 +117,7 @@ pub(crate) fn place(code: &[u8], offset: u64, whole: bool) -> (Placement, Option
         };
         return (unknown, None);
     }
-    let d = Decoded { insns, code };
+    let d = Decoded::new(insns, code);
     // Always harmless: endbr64 and nops.
     let mut at = 0;
     while at < MAX_SKIP.min(d.insns.len() - 1)
@@ -172,11 +131,11 @@ pub(crate) fn place(code: &[u8], offset: u64, whole: bool) -> (Placement, Option
     if !d.emulated(at) && whole {
         at = past_transparent(&d, at).unwrap_or(at);
     }
-    let pair = d.point(offset, at, None);
+    let pair = point(&d, offset, at, None);
     let alone = whole
         .then(|| alone::past_frame(&d, at))
         .flatten()
-        .map(|(to, frame)| d.point(offset, to, Some(frame)));
+        .map(|(to, frame)| point(&d, offset, to, Some(frame)));
     (pair, alone)
 }
 
@@ -194,17 +153,6 @@ fn past_transparent(d: &Decoded, from: usize) -> Option<usize> {
     }
     d.nothing_lands(from, at).then_some(at)
 }
-
-/// The registers the probes read at an entry: the stack pointer and the arguments.
-pub(super) const ENTRY_REGISTERS: [Register; 7] = [
-    Register::RSP,
-    Register::RDI,
-    Register::RSI,
-    Register::RDX,
-    Register::RCX,
-    Register::R8,
-    Register::R9,
-];
 
 /// No branch, no memory write, no write of the stack pointer or an argument register.
 fn transparent(info: &mut InstructionInfoFactory, insn: &Instruction) -> bool {
