@@ -146,10 +146,11 @@ fn logged(ran: &Ran) -> BTreeMap<(String, String), u64> {
     for log in ran.logs.iter().filter(|l| l.exists()) {
         let mut device = BTreeMap::new();
         for c in rocsync_tests::read_log(log) {
+            // A hipSetDevice counts under the device current before it (as the daemon's).
+            let d = device.get(&c.tid).copied().unwrap_or(0);
             if c.api == "hipSetDevice" {
                 device.insert(c.tid, c.args[0]);
             }
-            let d = device.get(&c.tid).copied().unwrap_or(0);
             *n.entry((c.api, d.to_string())).or_default() += 1;
         }
     }
@@ -214,7 +215,8 @@ pub(crate) fn check(ran: &Ran, metrics: &str, state: &Path) -> Value {
     })
 }
 
-/// The hang trace of `pid` in the state folder: its file and how its hang ended.
+/// The hang trace of `pid` in the state folder (its `.json`, not the `.owner` beside it):
+/// its file and how its hang ended.
 fn hang_trace(state: &Path, pid: u32) -> Value {
     let mut stack = vec![state.to_path_buf()];
     while let Some(d) = stack.pop() {
@@ -223,7 +225,10 @@ fn hang_trace(state: &Path, pid: u32) -> Value {
             let name = e.file_name().to_string_lossy().into_owned();
             if e.file_type().is_ok_and(|t| t.is_dir()) {
                 stack.push(p);
-            } else if name.starts_with("hang-") && name.contains(&format!("-{pid}-")) {
+            } else if name.starts_with("hang-")
+                && name.contains(&format!("-{pid}-"))
+                && name.ends_with(".json")
+            {
                 let t: Value = std::fs::read(&p)
                     .ok()
                     .and_then(|b| serde_json::from_slice(&b).ok())
