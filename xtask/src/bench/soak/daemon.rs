@@ -2,7 +2,7 @@
 //! log read line by line (with when), the pids it says it tracks shared with the witness.
 
 use std::{
-    collections::HashSet,
+    collections::HashMap,
     io::{BufRead as _, BufReader, Write as _},
     path::{Path, PathBuf},
     process::{Child, Command, Stdio},
@@ -18,8 +18,10 @@ use anyhow::{Context as _, Result, bail};
 use super::sample::Sample;
 use crate::root;
 
-/// The pids the daemon said it tracks ("tracking pid N"), for the witness's gate.
-pub(crate) type Tracked = Arc<Mutex<HashSet<u32>>>;
+/// The pids the daemon said it tracks ("tracking pid N"), each with when it last said
+/// so, for the witness's gate: pids are reused (the thread churn wraps `pid_max` many
+/// times), so only a line read after the witness's start says it is tracked.
+pub(crate) type Tracked = Arc<Mutex<HashMap<u32, Instant>>>;
 
 /// The daemon's log lines, each with when it was read.
 pub(crate) struct Daemon {
@@ -79,7 +81,7 @@ impl Daemon {
                 let now = Instant::now();
                 let _ = writeln!(log, "[{:9.3}] {l}", (now - t0).as_secs_f64());
                 if let (Some(pid), Ok(mut set)) = (tracking(&l), pids.lock()) {
-                    set.insert(pid);
+                    set.insert(pid, now);
                 }
                 if tx.send((now, l)).is_err() {
                     break;

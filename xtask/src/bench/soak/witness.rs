@@ -100,6 +100,7 @@ fn run_one(
     log: &Path,
     tracked: &Tracked,
 ) -> Result<u32, (u32, anyhow::Error)> {
+    let started = Instant::now();
     let mut child = Command::new(exe)
         .args(args)
         .env("SCENARIO_LOG", log)
@@ -117,7 +118,13 @@ fn run_one(
             bail!("said {first:?} at its gate");
         }
         let until = Instant::now() + Duration::from_secs(30);
-        while !tracked.lock().is_ok_and(|t| t.contains(&pid)) {
+        // Said of this process, not of an earlier one with its pid.
+        let said = || {
+            tracked
+                .lock()
+                .is_ok_and(|t| t.get(&pid).is_some_and(|&at| at > started))
+        };
+        while !said() {
             if Instant::now() > until {
                 bail!("not tracked within 30 s");
             }
