@@ -1,30 +1,37 @@
 //! `cargo xtask bench-soak [MINUTES]` (also part of `cargo xtask bench`, 10 minutes): the
-//! release daemon, as root, for MINUTES under three unprivileged (`nobody`) loads at once
+//! release daemon, as root, for MINUTES under six unprivileged (`nobody`) loads at once
 //! — short-lived processes churning fresh copies of a real runtime (`soak/churn.py`), a
-//! dynolog flood of malformed, refused and valid-looking requests (`soak/dyno.py`), and
-//! slow connections held on its metrics and dynolog ports (`soak/slow.py`). A root daemon
-//! runs on every node beside users it does not trust: whatever they do, its descriptors,
-//! BPF links and memory must come back once they stop, and `/metrics` must stay
-//! answered. Sampled every 15 s; the baseline is taken idle before the load, then the load
-//! is stopped and the daemon watched until it is back (or 60 s), then stopped with SIGTERM.
-//! The daemon's log is kept in target/bench-soak/.
+//! dynolog flood of malformed, refused and valid-looking requests (`soak/dyno.py`), slow
+//! connections held on its metrics and dynolog ports (`soak/slow.py`), thread churn
+//! (`soak/threads.py`), communicator floods (`soak/comms.py`) and flight-recorder dumps
+//! asked in a loop (`soak/flight.py`) — beside a well-behaved root process (`witness`)
+//! whose counts and hang trace must come out exact. A root daemon runs on every node
+//! beside users it does not trust: whatever they do, its descriptors, BPF links and
+//! memory must come back once they stop, and `/metrics` must stay answered. Sampled every
+//! 15 s; the baseline is taken idle before the load, then the load is stopped and the
+//! daemon watched until it is back (or 60 s), then stopped with SIGTERM. The daemon's log
+//! is kept in target/bench-soak/.
 
+mod daemon;
+mod loads;
 mod report;
 mod sample;
+mod witness;
 
 use std::{
-    io::{BufRead as _, BufReader, Read as _, Write as _},
+    io::{Read as _, Write as _},
+    net::TcpStream,
     path::{Path, PathBuf},
-    process::{Child, Command, Stdio},
-    sync::mpsc::{Receiver, channel},
     time::{Duration, Instant},
 };
 
 use anyhow::{Context as _, Result, bail};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::root;
-use sample::{Sample, bpf_links, du, keep_largest};
+use daemon::Daemon;
+use loads::{SCRIPTS, start_load, stop_load};
+use sample::{Sample, bpf_links, du, flight_dumps, keep_largest};
 
 /// `cargo xtask bench`'s soak, and `bench-soak`'s unless told.
 pub(super) const MINUTES: f64 = 10.0;
@@ -36,199 +43,23 @@ const SETTLE_MAX: Duration = Duration::from_secs(60);
 pub(crate) const CHURN_RATE: &str = "4";
 pub(crate) const DYNO_RATE: &str = "100";
 pub(crate) const SLOW_PER_PORT: &str = "48";
-const SCRIPTS: [(&str, &str); 3] = [
-    ("churn.py", include_str!("soak/churn.py")),
-    ("dyno.py", include_str!("soak/dyno.py")),
-    ("slow.py", include_str!("soak/slow.py")),
+/// Thread churn's bursts (ms); communicator jobs alive at once; seconds between dumps.
+pub(crate) const THREAD_BURST_MS: &str = "3000";
+pub(crate) const COMM_JOBS: &str = "2";
+pub(crate) const FLIGHT_PAUSE_S: &str = "1";
+/// The daemon's flags besides its own paths and filters: the flight recorder the dumps
+/// ask, the group that lets nobody ask them, and records and waits probed always (the
+/// witness's counts are compared exactly; `cycle` estimates them over the budget).
+pub(crate) const FLAGS: [&str; 6] = [
+    "--flight-recorder",
+    "10s",
+    "--group",
+    "nogroup",
+    "--budget-mode",
+    "shed-only",
 ];
 const HIP: &str = "/usr/lib/x86_64-linux-gnu/libamdhip64.so.5";
 const NOBODY: u32 = 65534;
-
-/// The daemon's log lines, each with when it was read.
-struct Daemon {
-    child: Child,
-    lines: Receiver<(Instant, String)>,
-    /// Lines read so far, with their time.
-    seen: Vec<(Instant, String)>,
-    metrics: String,
-    dyno: String,
-}
-
-impl Daemon {
-    fn start(dir: &Path, logs: &Path) -> Result<Daemon> {
-        let mut child = Command::new(root().join("target/release/rocsync"))
-            .args(["daemon", "--metrics-addr", "127.0.0.1:0"])
-            .args(["--dynolog-addr", "127.0.0.1:0", "--state-dir"])
-            .arg(dir.join("state"))
-            .arg("--socket")
-            .arg(dir.join("rocsync.sock"))
-            .arg("--lock")
-            .arg(dir.join("daemon.lock"))
-            // Only the load's processes: the machine's other work (tests, other daemons)
-            // is neither probed by it nor counted in its figures.
-            .args(["--user", "nobody"])
-            .stdin(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .context("starting the daemon")?;
-        let stderr = child.stderr.take().context("stderr")?;
-        let mut log = std::fs::File::create(logs.join("daemon.log"))?;
-        let (tx, lines) = channel();
-        let t0 = Instant::now();
-        std::thread::spawn(move || {
-            for l in BufReader::new(stderr).lines().map_while(Result::ok) {
-                let now = Instant::now();
-                let _ = writeln!(log, "[{:9.3}] {l}", (now - t0).as_secs_f64());
-                if tx.send((now, l)).is_err() {
-                    break;
-                }
-            }
-        });
-        let mut d = Daemon {
-            child,
-            lines,
-            seen: Vec::new(),
-            metrics: String::new(),
-            dyno: String::new(),
-        };
-        let until = Instant::now() + Duration::from_secs(60);
-        while !d.seen.iter().any(|(_, l)| l.contains("SIGTERM stops")) {
-            let left = until.saturating_duration_since(Instant::now());
-            let line = d
-                .lines
-                .recv_timeout(left)
-                .context("the daemon never started")?;
-            d.seen.push(line);
-        }
-        let after = |needle: &str| {
-            d.seen.iter().find_map(|(_, l)| {
-                let rest = l.split(needle).nth(1)?;
-                Some(rest.trim().trim_end_matches("/metrics").to_string())
-            })
-        };
-        d.metrics = after("metrics on http://").context("no metrics address")?;
-        d.dyno = after("dynolog requests on ").context("no dynolog address")?;
-        Ok(d)
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// Reads the lines written so far; fails if the daemon has exited.
-    fn check(&mut self) -> Result<()> {
-        self.seen.extend(self.lines.try_iter());
-        if let Some(status) = self.child.try_wait()? {
-            let tail: Vec<&str> = self.seen.iter().rev().take(20).map(|l| &*l.1).collect();
-            bail!("the daemon exited ({status}); its last lines: {tail:#?}");
-        }
-        Ok(())
-    }
-
-    fn sample(&mut self, t0: Instant, scrape: bool) -> Result<Sample> {
-        self.check()?;
-        let metrics = scrape.then_some(self.metrics.as_str());
-        Sample::take(self.pid(), t0.elapsed().as_secs_f64(), metrics)
-    }
-
-    /// SIGTERM, and the seconds until it has exited (`None`: not within 60 s, killed).
-    fn stop(&mut self) -> Result<Option<f64>> {
-        let start = Instant::now();
-        // SAFETY: signals the daemon this benchmark started.
-        unsafe { libc::kill(self.pid() as i32, libc::SIGTERM) };
-        let exited = wait_for(&mut self.child, Duration::from_secs(60))?;
-        let took = start.elapsed().as_secs_f64();
-        // Its last lines, up to the end of its standard error.
-        while let Ok(l) = self.lines.recv_timeout(Duration::from_secs(2)) {
-            self.seen.push(l);
-        }
-        Ok(exited.then_some(took))
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        if matches!(self.child.try_wait(), Ok(None)) {
-            // SAFETY: signals the daemon this benchmark started.
-            unsafe { libc::kill(self.pid() as i32, libc::SIGTERM) };
-            let _ = wait_for(&mut self.child, Duration::from_secs(30));
-        }
-    }
-}
-
-/// Waits up to `limit` for `child`; past it, kills it. Whether it exited by itself.
-fn wait_for(child: &mut Child, limit: Duration) -> Result<bool> {
-    let until = Instant::now() + limit;
-    while Instant::now() < until {
-        if child.try_wait()?.is_some() {
-            return Ok(true);
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let _ = child.kill();
-    child.wait()?;
-    Ok(false)
-}
-
-/// One unprivileged load: its name, its process (`setpriv` execs Python as nobody).
-struct Load(&'static str, Child);
-
-impl Drop for Load {
-    fn drop(&mut self) {
-        if matches!(self.1.try_wait(), Ok(None)) {
-            let _ = self.1.kill();
-            let _ = self.1.wait();
-        }
-    }
-}
-
-fn python() -> &'static str {
-    // The system's: root's own may live where nobody cannot read.
-    if Path::new("/usr/bin/python3").exists() {
-        "/usr/bin/python3"
-    } else {
-        "python3"
-    }
-}
-
-fn start_load(name: &'static str, dir: &Path, logs: &Path, args: &[&str]) -> Result<Load> {
-    let err = std::fs::File::create(logs.join(format!("{name}.err")))?;
-    let child = Command::new("setpriv")
-        .args([
-            "--reuid=nobody",
-            "--regid=nogroup",
-            "--clear-groups",
-            python(),
-        ])
-        .arg(dir.join("load").join(name))
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(err)
-        .spawn()
-        .with_context(|| format!("starting {name} as nobody"))?;
-    Ok(Load(name, child))
-}
-
-/// SIGTERM, then its counts (the JSON line it prints as it ends).
-fn stop_load(mut load: Load) -> Result<Value> {
-    let alive = load.1.try_wait()?.is_none();
-    // SAFETY: signals a process this benchmark started.
-    unsafe { libc::kill(load.1.id() as i32, libc::SIGTERM) };
-    let clean = wait_for(&mut load.1, Duration::from_secs(20))?;
-    let mut out = String::new();
-    if let Some(mut o) = load.1.stdout.take() {
-        o.read_to_string(&mut out)?;
-    }
-    let mut v: Value = out
-        .lines()
-        .last()
-        .and_then(|l| serde_json::from_str(l).ok())
-        .unwrap_or_else(|| json!({ "no_counts": out }));
-    v["ran_to_the_end"] = alive.into();
-    v["stopped_cleanly"] = clean.into();
-    Ok(v)
-}
 
 fn port(addr: &str) -> Result<String> {
     Ok(addr.rsplit(':').next().context("no port")?.to_string())
@@ -243,12 +74,20 @@ pub(super) fn soak(minutes: f64, command: &str) -> Result<(String, Value)> {
     let logs = root().join("target/bench-soak");
     let _ = std::fs::remove_dir_all(&logs);
     std::fs::create_dir_all(&logs)?;
-    std::fs::create_dir_all(dir.join("load"))?;
-    std::fs::create_dir_all(dir.join("churn"))?;
-    std::os::unix::fs::chown(dir.join("churn"), Some(NOBODY), Some(NOBODY))?;
+    for sub in ["load", "bin", "witness"] {
+        std::fs::create_dir_all(dir.join(sub))?;
+    }
+    for sub in ["churn", "comms"] {
+        std::fs::create_dir_all(dir.join(sub))?;
+        std::os::unix::fs::chown(dir.join(sub), Some(NOBODY), Some(NOBODY))?;
+    }
     for (name, text) in SCRIPTS {
         std::fs::write(dir.join("load").join(name), text)?;
     }
+    // The soak's own copies: the daemon counts these executables and no others.
+    loads::copy_python(&dir.join("bin").join(loads::PYTHON))?;
+    std::fs::copy(rocsync_tests::scenario(), dir.join("bin/scenario"))?;
+    std::fs::copy(rocsync_tests::nccl_ranks(), dir.join("bin/nccl_ranks"))?;
     let result = run(minutes, &dir, &logs).map(|r| report::report(&r, minutes, command));
     let _ = std::fs::remove_dir_all(&dir);
     result
@@ -273,12 +112,18 @@ pub(crate) struct Run {
     pub loads: Vec<(&'static str, Value)>,
     pub state_bytes: u64,
     pub state_files: u64,
+    /// Flight dumps left in the state folder at the end, and the largest's bytes.
+    pub flight_dumps: (u64, u64),
+    /// The well-behaved root process's runs, counts and hang trace ([`witness::check`]).
+    pub witness: Value,
 }
 
 fn run(minutes: f64, dir: &Path, logs: &Path) -> Result<Run> {
     let links_before = bpf_links()?;
     let t0 = Instant::now();
-    let mut d = Daemon::start(dir, logs)?;
+    let bin = dir.join("bin");
+    let exes = ["scenario", "nccl_ranks", loads::PYTHON].map(|e| bin.join(e));
+    let mut d = Daemon::start(dir, logs, &exes, &FLAGS)?;
     std::thread::sleep(BASELINE_AFTER);
     let baseline = d.sample(t0, true)?;
     eprintln!("xtask: soak: baseline {baseline:?}");
@@ -287,6 +132,11 @@ fn run(minutes: f64, dir: &Path, logs: &Path) -> Result<Run> {
     let (mport, dport) = (port(&d.metrics)?, port(&d.dyno)?);
     let dyno_dir = dir.join("state/dyno").display().to_string();
     let churn_dir = dir.join("churn").display().to_string();
+    let scenario = bin.join("scenario").display().to_string();
+    let ranks = bin.join("nccl_ranks").display().to_string();
+    let comms_dir = dir.join("comms").display().to_string();
+    let rocsync = root().join("target/release/rocsync").display().to_string();
+    let sock = dir.join("rocsync.sock").display().to_string();
     let loads = [
         start_load("churn.py", dir, logs, &[HIP, &churn_dir, &secs, CHURN_RATE])?,
         start_load("dyno.py", dir, logs, &[&dport, &dyno_dir, &secs, DYNO_RATE])?,
@@ -296,8 +146,32 @@ fn run(minutes: f64, dir: &Path, logs: &Path) -> Result<Run> {
             logs,
             &[&mport, &dport, &secs, SLOW_PER_PORT],
         )?,
+        start_load(
+            "threads.py",
+            dir,
+            logs,
+            &[&scenario, &secs, THREAD_BURST_MS],
+        )?,
+        start_load(
+            "comms.py",
+            dir,
+            logs,
+            &[&ranks, &comms_dir, &secs, COMM_JOBS],
+        )?,
+        start_load(
+            "flight.py",
+            dir,
+            logs,
+            &[&rocsync, &sock, &secs, FLIGHT_PAUSE_S],
+        )?,
     ];
     let load_for = Duration::from_secs_f64(minutes * 60.0);
+    let witness = witness::start(
+        bin.join("scenario"),
+        dir.join("witness"),
+        d.tracked.clone(),
+        load_for,
+    );
     let mut load = Vec::new();
     let mut next = load_start + SAMPLE_EVERY;
     while next < load_start + load_for {
@@ -318,6 +192,7 @@ fn run(minutes: f64, dir: &Path, logs: &Path) -> Result<Run> {
     std::thread::sleep((load_start + load_for).saturating_duration_since(Instant::now()));
     load.push(d.sample(t0, true)?);
     let load_end = Instant::now();
+    let ran = witness.stop();
     let mut counts = Vec::new();
     for l in loads {
         let name = l.0;
@@ -349,7 +224,9 @@ fn run(minutes: f64, dir: &Path, logs: &Path) -> Result<Run> {
     }
     let settled = d.sample(t0, true)?;
     let settle_end = Instant::now();
+    let witness = witness::check(&ran, &get_metrics(&d.metrics)?, &dir.join("state"));
     let (state_bytes, state_files) = du(&dir.join("state"));
+    let flight_dumps = flight_dumps(&dir.join("state/traces"));
     keep_largest(
         &dir.join("state/dyno"),
         &logs.join("largest-dyno-trace.json"),
@@ -394,5 +271,21 @@ fn run(minutes: f64, dir: &Path, logs: &Path) -> Result<Run> {
         loads: counts,
         state_bytes,
         state_files,
+        flight_dumps,
+        witness,
     })
+}
+
+/// The whole of `/metrics`' body.
+fn get_metrics(addr: &str) -> Result<String> {
+    let mut s = TcpStream::connect(addr)?;
+    s.set_read_timeout(Some(Duration::from_secs(30)))?;
+    write!(
+        s,
+        "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut out = String::new();
+    s.read_to_string(&mut out)?;
+    let (_, body) = out.split_once("\r\n\r\n").context("no HTTP body")?;
+    Ok(body.to_string())
 }

@@ -6,7 +6,7 @@ use std::{collections::HashMap, fmt::Write as _, process::Command};
 
 use serde_json::{Value, json};
 
-use super::{CHURN_RATE, DYNO_RATE, Run, SLOW_PER_PORT, sample::Sample};
+use super::{Run, sample::Sample};
 
 const MIB: f64 = 1024.0;
 /// Resident memory within this share of its baseline counts as back.
@@ -91,33 +91,7 @@ pub(super) fn report(r: &Run, minutes: f64, command: &str) -> (String, Value) {
         std::thread::available_parallelism().map_or(0, |n| n.get()),
         sh("uname -r"),
     );
-    let _ = writeln!(
-        md,
-        "The release daemon, as root, with its own socket, lock, state directory, and \
-         `/metrics` and dynolog ports on 127.0.0.1, counting `nobody`'s processes \
-         (`--user nobody`: the load's; the machine's other work is left alone, and stays out \
-         of its figures), ran {span} under three loads at once, all as `nobody` (`setpriv --reuid=nobody --regid=nogroup --clear-groups`):\n\
-         - **churn** (`soak/churn.py`): {CHURN_RATE} a second, a short-lived process copies \
-         the Debian libamdhip64.so.5 (a real 14 MB ELF) under a fresh name, dlopens it, \
-         holds it 0.2–2 s and goes: a quarter delete the copy while it is mapped, a quarter \
-         SIGKILL themselves;\n\
-         - **dyno flood** (`soak/dyno.py`): {DYNO_RATE} requests a second asked on the \
-         dynolog port by 8 threads, each waiting for its answer ({dyno_rate:.0} a second \
-         made), most malformed or refused (bad or huge lengths, torn bodies, not JSON, deep \
-         nesting, log files outside the state directory, control characters, too many \
-         pids), some valid: a 50–200 ms trace of every tracked process, or one waiting for \
-         a synchronized start up to an hour ahead;\n\
-         - **slow connections** (`soak/slow.py`): {SLOW_PER_PORT} held on each port — \
-         silent, trickling a byte a second, or (metrics) never reading the answer — each \
-         replaced as the daemon closes it; the dynolog ones during the first half of each \
-         minute only (they take the same user's share of the reading slots as the flood).\n\n\
-         Sampled every 15 s: the daemon's descriptors (`/proc/PID/fd`, by kind), the \
-         system's BPF links (walked by id, as `bpftool link list`), its resident memory \
-         and one root `/metrics` scrape (connect to close; median of 3, the slowest in \
-         \"peak\"). Baseline: idle, 10 s after start. Settled: after the load stopped, \
-         polled every second until the descriptors and links were back at the baseline, \
-         at most 60 s.\n"
-    );
+    md.push_str(&super::loads::describe(&span, dyno_rate));
     let _ = writeln!(
         md,
         "| | baseline | peak under load | end of load | settled | back to baseline |\n\
@@ -273,6 +247,15 @@ pub(super) fn report(r: &Run, minutes: f64, command: &str) -> (String, Value) {
     for (name, v) in &r.loads {
         let _ = writeln!(md, "- {name}: `{v}`");
     }
+    let _ = writeln!(
+        md,
+        "\nFlight dumps left in the state directory at the end: {}, the largest {:.1} MiB \
+         (each file is bounded by `--trace-max-bytes`, 512 MiB by default; retention removes \
+         the oldest).",
+        r.flight_dumps.0,
+        r.flight_dumps.1 as f64 / MIB / MIB
+    );
+    md.push_str(&super::witness::markdown(&r.witness));
     // What it shows, from the figures.
     let mut shows = Vec::new();
     let when = |after: Option<f64>| {
@@ -367,7 +350,8 @@ pub(super) fn report(r: &Run, minutes: f64, command: &str) -> (String, Value) {
     let _ = writeln!(md, "\n### What it shows\n\n{}", shows.join(" "));
     let json = json!({
         "minutes": minutes, "command": command,
-        "churn_rate": CHURN_RATE, "dyno_rate": DYNO_RATE, "dyno_rate_made": dyno_rate, "slow_per_port": SLOW_PER_PORT,
+        "churn_rate": super::CHURN_RATE, "dyno_rate": super::DYNO_RATE, "dyno_rate_made": dyno_rate, "slow_per_port": super::SLOW_PER_PORT,
+        "thread_burst_ms": super::THREAD_BURST_MS, "comm_jobs": super::COMM_JOBS, "flight_pause_s": super::FLIGHT_PAUSE_S, "daemon_flags": super::FLAGS, "witness": r.witness, "flight_dumps_left": r.flight_dumps.0, "largest_flight_dump_bytes": r.flight_dumps.1,
         "links_before_daemon": r.links_before, "baseline": b.json(), "end_of_load": end.json(),
         "settled": s.json(), "back_after_s": { "fds": r.back_after[0], "link_fds": r.back_after[1], "system_links": r.back_after[2] },
         "rss_back": rss_back, "shutdown_s": r.shutdown_s, "links_gone_after_exit_s": r.links_gone_after,

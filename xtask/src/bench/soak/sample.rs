@@ -219,3 +219,13 @@ pub(super) fn keep_largest(dir: &Path, to: &Path) {
         let _ = std::fs::copy(path, to);
     }
 }
+
+/// The flight dumps left in `dir` (retention may have removed some): how many, and the
+/// largest's bytes (each is bounded by `--trace-max-bytes`, 512 MiB by default).
+pub(super) fn flight_dumps(dir: &Path) -> (u64, u64) {
+    let sizes: Vec<u64> = (std::fs::read_dir(dir).into_iter().flatten().flatten())
+        .filter(|e| e.file_name().to_string_lossy().starts_with("flight-"))
+        .filter_map(|e| Some(e.metadata().ok()?.len()))
+        .collect();
+    (sizes.len() as u64, sizes.into_iter().max().unwrap_or(0))
+}
