@@ -87,8 +87,9 @@ fn a_queue_made_before_the_daemon_started_is_found_at_its_doorbell() {
         return;
     };
     let exe = own_copy_dlopen(&dir);
-    // The scenario first: its queues made, and packets published, with no daemon.
-    let mut target = over_hsa(Command::new(&exe).args(["loop", "7000", "2"]), &dir)
+    // The scenario first: its queues made, and packets published, with no daemon. It
+    // outlives the daemon's start (its calibration took over 7 s beside a 10-minute soak).
+    let mut target = over_hsa(Command::new(&exe).args(["loop", "15000", "2"]), &dir)
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();

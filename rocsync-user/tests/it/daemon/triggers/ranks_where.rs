@@ -70,8 +70,11 @@ fn a_hung_python_job_says_where_each_rank_is() {
         line_of("time.sleep(seconds)")
     );
     lines.wait_for(&format!("hang: pid {r0}'s hipStreamSynchronize"));
-    lines.wait_for(&format!("pid {r0} is in {step}"));
-    lines.wait_for(&format!("pid {r1} is in {wait}"));
+    // The two reads end in either order (the laggard's was said first in a full run).
+    lines.wait_for_all(&[
+        &format!("pid {r0} is in {step}"),
+        &format!("pid {r1} is in {wait}"),
+    ]);
     // Each rank set its communicator up as it started, yet both are known by it.
     let seq = |rank: usize, pid: u32| {
         let series =
