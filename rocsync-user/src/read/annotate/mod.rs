@@ -32,7 +32,6 @@ use crate::{
     read::input::{Sniffed, decompressed, json_text, listed, open_regular, sniff},
 };
 use capture::Capture;
-use matching::Matches;
 use process::Process;
 use profile::{Flavour, Profile};
 use streams::StreamMap;
