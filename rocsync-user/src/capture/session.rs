@@ -50,7 +50,7 @@ pub struct Session {
     /// (device, inode) of every library file probed: one file seen through two paths
     /// must not be probed twice.
     /// Files probed, and for what.
-    probed_files: HashSet<(u64, u64, libraries::Probed)>,
+    probed_files: HashSet<(u64, u64, Probed)>,
     libraries: Vec<LibraryReport>,
     /// Runtimes the targets mapped that `--backend` left out, by name.
     excluded: BTreeSet<&'static str>,
@@ -368,4 +368,13 @@ impl Session {
             recorded: self.recorded,
         })
     }
+}
+
+/// What a file was probed for: once each. One file may hold two runtimes (libnccl's own
+/// exports and the CUDA runtime it carries).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(in crate::capture) enum Probed {
+    Loader,
+    Hsa,
+    Runtime(rocsync_common::Backend),
 }

@@ -4,7 +4,7 @@
 use anyhow::{Result, bail};
 use rocsync_common::{GetDeviceMode, Switch};
 
-use super::Session;
+use super::{Probed, Session};
 use crate::calls::{
     backend::Runtime,
     probes::{
@@ -348,13 +348,4 @@ impl Session {
             self.temporary_detaching = Some(self.probes.detach_temporary());
         }
     }
-}
-
-/// What a file was probed for: once each. One file may hold two runtimes (libnccl's own
-/// exports and the CUDA runtime it carries).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(in crate::capture) enum Probed {
-    Loader,
-    Hsa,
-    Runtime(rocsync_common::Backend),
 }

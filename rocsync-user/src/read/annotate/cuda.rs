@@ -7,8 +7,8 @@
 //! counted and shown.
 
 use super::{
-    Process,
     edit::set_int,
+    process::Process,
     summary::{Reason, Summary},
 };
 use crate::calls::resolve::Producer;

@@ -11,6 +11,7 @@ mod clock;
 mod cuda;
 mod edit;
 mod matching;
+mod process;
 mod profile;
 mod rocm;
 mod streams;
@@ -31,7 +32,7 @@ use crate::{
     read::input::{Sniffed, decompressed, json_text, listed, open_regular, sniff},
 };
 use capture::Capture;
-use matching::Matches;
+use process::Process;
 use profile::{Flavour, Profile};
 use streams::StreamMap;
 
@@ -56,17 +57,6 @@ pub struct Settings {
     pub output: Option<PathBuf>,
     /// Replace an output file that exists (refused otherwise, as every command's `-o`).
     pub force: bool,
-}
-
-/// One process of a profiler trace with what annotate learned of it.
-pub(crate) struct Process<'a> {
-    profile: &'a Profile,
-    pid: i64,
-    /// The correlations of this process's runtime rows.
-    ours: HashSet<i64>,
-    matches: Matches,
-    rows: HashMap<u64, &'a Row>,
-    streams: StreamMap,
 }
 
 /// Annotates every trace named; one summary per process annotated.

@@ -10,7 +10,8 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 
 use super::{
-    Process, cuda,
+    cuda,
+    process::Process,
     profile::RuntimeRow,
     streams::Stream,
     summary::{Reason, Summary},

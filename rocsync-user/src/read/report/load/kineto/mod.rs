@@ -6,7 +6,10 @@
 //! streams by (its names shared, its handles parsed), within the report's bound in bytes
 //! ([`Held`]).
 
+mod event;
 mod others;
+
+use event::{Args, Event, hex, ns};
 
 use std::{collections::BTreeMap, io::BufRead, mem::size_of, rc::Rc};
 
@@ -22,49 +25,6 @@ use crate::read::report::{
     capture::{Capture, Observed, Produced, waits_on_event},
     word::Parameters,
 };
-
-/// What the report reads of an event: a runtime or device sync row's fields, each as
-/// the trace has it (a field of the wrong type is a row it cannot use, not an error).
-#[derive(Default, Deserialize)]
-#[serde(default)]
-pub(in crate::read::report) struct Event {
-    ph: Scalar,
-    cat: Scalar,
-    name: Scalar,
-    pid: Scalar,
-    tid: Scalar,
-    ts: Scalar,
-    dur: Scalar,
-    args: Object<Args>,
-}
-
-#[derive(Default, Deserialize)]
-#[serde(default)]
-pub(in crate::read::report) struct Args {
-    correlation: Scalar,
-    /// A device sync row's stream number, an NCCL row's stream handle.
-    stream: Scalar,
-    #[serde(rename = "Seq")]
-    seq: Scalar,
-    comm: Scalar,
-    #[serde(rename = "Comms Id")]
-    comms_id: Scalar,
-    #[serde(rename = "Rank")]
-    rank: Scalar,
-    #[serde(rename = "Group size")]
-    group_size: Scalar,
-    agent: Scalar,
-    queue: Scalar,
-    /// A `thread_name` row's name.
-    name: Scalar,
-    in_flight: Scalar,
-    hip_stream: Scalar,
-    cuda_stream: Scalar,
-    wait_on_stream: Scalar,
-    wait_on_hip_event_record_corr_id: Scalar,
-    wait_on_cuda_event_record_corr_id: Scalar,
-    wait_on_unknown_reason: Scalar,
-}
 
 #[derive(Default, Deserialize)]
 #[serde(default)]
@@ -297,16 +257,6 @@ fn runtime_row(e: &Event, held: &mut Held) -> Result<Runtime, Refused> {
         wait_on_stream: hex(field(|a| &a.wait_on_stream)),
         reason,
     })
-}
-
-/// Trace µs (3 decimals) to ns.
-pub(in crate::read::report) fn ns(us: f64) -> i64 {
-    (us * 1000.0).round() as i64
-}
-
-/// A `"0x…"` handle.
-pub(in crate::read::report) fn hex(v: &Scalar) -> Option<u64> {
-    u64::from_str_radix(v.as_str()?.strip_prefix("0x")?, 16).ok()
 }
 
 #[cfg(test)]

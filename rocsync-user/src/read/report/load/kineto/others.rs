@@ -4,7 +4,7 @@
 
 use std::{collections::BTreeMap, mem::size_of, rc::Rc};
 
-use super::{Event, hex};
+use super::event::{Args, Event, hex, ns};
 use crate::read::report::{
     capture::{Capture, NcclCall},
     load::{
@@ -92,7 +92,7 @@ fn thread_name(
 
 fn nccl(e: &Event, held: &mut Held, c: &mut Capture) -> Result<(), Refused> {
     let a = e.args.0.as_ref();
-    let field = |f: fn(&super::Args) -> &Scalar| a.map_or(&Scalar::Absent, f);
+    let field = |f: fn(&Args) -> &Scalar| a.map_or(&Scalar::Absent, f);
     let (Some(api), Some(pid), Some(ts)) = (api_name(&e.name), e.pid.as_u64(), e.ts.as_f64())
     else {
         c.unusable("cpu_op row without a known NCCL/RCCL name, pid or ts");
@@ -104,7 +104,7 @@ fn nccl(e: &Event, held: &mut Held, c: &mut Capture) -> Result<(), Refused> {
     c.nccl.push(NcclCall {
         pid: pid as u32,
         api,
-        start_ns: super::ns(ts),
+        start_ns: ns(ts),
         comm: hex(field(|a| &a.comm)),
         id: hex(field(|a| &a.comms_id)),
         rank: small(field(|a| &a.rank)),
