@@ -16,19 +16,11 @@ import signal
 import sys
 import time
 
+from stopping import stop
+
 MAX_LIVE = 16
 
 lib, work, seconds, rate = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
-stop = False
-
-
-def on_term(*_):
-    global stop
-    stop = True
-
-
-signal.signal(signal.SIGTERM, on_term)
-signal.signal(signal.SIGINT, on_term)
 stats = {"started": 0, "ended": 0, "failed": 0, "killed_at_stop": 0, "behind": 0}
 
 
@@ -72,7 +64,7 @@ def reap(block=False):
 end = time.monotonic() + seconds
 next_at = time.monotonic()
 n = 0
-while not stop and time.monotonic() < end:
+while not stop.is_set() and time.monotonic() < end:
     reap()
     now = time.monotonic()
     if now >= next_at:

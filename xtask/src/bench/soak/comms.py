@@ -9,28 +9,19 @@ Prints its counts as one JSON line when it stops (SIGTERM or SECONDS).
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
 
+from stopping import stop
+
 exe, work, seconds, live_max = sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4])
 SPLITS = 63
-stop = False
-
-
-def on_term(*_):
-    global stop
-    stop = True
-
-
-signal.signal(signal.SIGTERM, on_term)
-signal.signal(signal.SIGINT, on_term)
 stats = {"jobs": 0, "communicators": 0, "failed": 0, "cut_at_stop": 0}
 env = dict(os.environ, TMPDIR=work, NCCL_RANKS_SPLITS=str(SPLITS))
 live = []
 end = time.monotonic() + seconds
-while not stop and time.monotonic() < end:
+while not stop.is_set() and time.monotonic() < end:
     for p in [p for p in live if p.poll() is not None]:
         live.remove(p)
         if p.returncode != 0:

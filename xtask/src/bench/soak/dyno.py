@@ -11,18 +11,16 @@ Usage: dyno.py PORT DYNO_DIR SECONDS RATE. Prints its counts as one JSON line.
 import json
 import os
 import random
-import signal
 import socket
 import struct
 import sys
 import threading
 import time
 
+from stopping import stop
+
 port, dyno_dir, seconds, rate = int(sys.argv[1]), sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
 THREADS = 8
-stop = threading.Event()
-signal.signal(signal.SIGTERM, lambda *_: stop.set())
-signal.signal(signal.SIGINT, lambda *_: stop.set())
 lock = threading.Lock()
 sent, outcomes = {}, {}
 

@@ -6,25 +6,16 @@ Prints its counts as one JSON line when it stops (SIGTERM or SECONDS).
 """
 
 import json
-import signal
 import subprocess
 import sys
 import time
 
+from stopping import stop
+
 rocsync, sock, seconds, pause = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
-stop = False
-
-
-def on_term(*_):
-    global stop
-    stop = True
-
-
-signal.signal(signal.SIGTERM, on_term)
-signal.signal(signal.SIGINT, on_term)
 stats = {"asked": 0, "answered": 0, "files": 0, "refused": {}}
 end = time.monotonic() + seconds
-while not stop and time.monotonic() < end:
+while not stop.is_set() and time.monotonic() < end:
     stats["asked"] += 1
     try:
         p = subprocess.run(

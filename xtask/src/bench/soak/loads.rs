@@ -15,7 +15,8 @@ use serde_json::{Value, json};
 
 use super::daemon::wait_for;
 
-pub(crate) const SCRIPTS: [(&str, &str); 6] = [
+pub(crate) const SCRIPTS: [(&str, &str); 7] = [
+    ("stopping.py", include_str!("stopping.py")),
     ("churn.py", include_str!("churn.py")),
     ("dyno.py", include_str!("dyno.py")),
     ("slow.py", include_str!("slow.py")),

@@ -10,24 +10,15 @@ SECONDS PER_PORT. Prints its counts and how long the daemon let connections live
 import json
 import random
 import selectors
-import signal
 import socket
 import struct
 import sys
 import time
 
+from stopping import stop
+
 metrics_port, dyno_port = int(sys.argv[1]), int(sys.argv[2])
 seconds, per_port = float(sys.argv[3]), int(sys.argv[4])
-stop = False
-
-
-def on_term(*_):
-    global stop
-    stop = True
-
-
-signal.signal(signal.SIGTERM, on_term)
-signal.signal(signal.SIGINT, on_term)
 HTTP = b"GET /metrics HTTP/1.1\r\nHost: soak\r\n\r\n"
 DYNO_BODY = b'{"fn": "setKinetOnDemandRequest", "config": "X=1"}'
 DYNO = struct.pack("=i", len(DYNO_BODY)) + DYNO_BODY
@@ -92,7 +83,7 @@ def open_conn(port):
 start = time.monotonic()
 conns = []
 last_trickle = 0.0
-while not stop and time.monotonic() - start < seconds:
+while not stop.is_set() and time.monotonic() - start < seconds:
     now = time.monotonic()
     want = {metrics_port: per_port, dyno_port: per_port if dyno_held(now) else 0}
     for port, n in want.items():

@@ -8,27 +8,18 @@ Prints its counts as one JSON line when it stops (SIGTERM or SECONDS).
 """
 
 import json
-import signal
 import subprocess
 import sys
 import time
 
+from stopping import stop
+
 exe, seconds, burst = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
-stop = False
-
-
-def on_term(*_):
-    global stop
-    stop = True
-
-
-signal.signal(signal.SIGTERM, on_term)
-signal.signal(signal.SIGINT, on_term)
 stats = {"runs": 0, "threads": 0, "failed": 0, "cut_at_stop": 0}
 end = time.monotonic() + seconds
-while not stop and time.monotonic() < end:
+while not stop.is_set() and time.monotonic() < end:
     p = subprocess.Popen([exe, "churn", str(burst)], stdout=subprocess.PIPE, text=True)
-    while p.poll() is None and not stop:
+    while p.poll() is None and not stop.is_set():
         time.sleep(0.05)
     if p.poll() is None:
         p.terminate()
