@@ -55,15 +55,7 @@ fn a_hung_python_job_says_where_each_rank_is() {
     let rx = job_lines(&mut job);
     let uid = rx.recv().unwrap();
     let id = comm_id_of(uid.strip_prefix("uid ").unwrap());
-    let mut pids = [0u32; 2];
-    while pids.contains(&0) {
-        let line = rx.recv().unwrap();
-        let w: Vec<&str> = line.split(' ').collect();
-        if w.get(4) == Some(&"comm") {
-            pids[w[1].parse::<usize>().unwrap()] = w[3].parse().unwrap();
-        }
-    }
-    let [r0, r1] = pids;
+    let [r0, r1] = rank_pids(&rx);
     let step = format!("train_step (rank_job.py:{})", line_of("rank 0 blocks here"));
     let wait = format!(
         "wait_for_data (rank_job.py:{})",
@@ -76,11 +68,7 @@ fn a_hung_python_job_says_where_each_rank_is() {
         &format!("pid {r1} is in {wait}"),
     ]);
     // Each rank set its communicator up as it started, yet both are known by it.
-    let seq = |rank: usize, pid: u32| {
-        let series =
-            format!("rocsync_collective_seq{{comm=\"{id}\",rank=\"{rank}\",pid=\"{pid}\"}}");
-        metric(&addr, &series)
-    };
+    let seq = |rank, pid| collective_seq(&addr, &id, rank, pid);
     assert_eq!((seq(0, r0), seq(1, r1)), (21.0, 20.0));
     let status = ask_daemon(&dir.path("rocsync.sock"), &["status"]);
     assert!(
@@ -169,4 +157,23 @@ pub(super) fn laggard_of(
         false => p["behind"].take(),
     };
     (file, word)
+}
+
+/// The two ranks' pids, as the job says them (`rank R pid P comm …`).
+pub(crate) fn rank_pids(rx: &std::sync::mpsc::Receiver<String>) -> [u32; 2] {
+    let mut pids = [0u32; 2];
+    while pids.contains(&0) {
+        let line = rx.recv().unwrap();
+        let w: Vec<&str> = line.split(' ').collect();
+        if w.get(4) == Some(&"comm") {
+            pids[w[1].parse::<usize>().unwrap()] = w[3].parse().unwrap();
+        }
+    }
+    pids
+}
+
+/// `rocsync_collective_seq` of one rank of communicator `id` on `/metrics`.
+pub(crate) fn collective_seq(addr: &str, id: &str, rank: usize, pid: u32) -> f64 {
+    let series = format!("rocsync_collective_seq{{comm=\"{id}\",rank=\"{rank}\",pid=\"{pid}\"}}");
+    metric(addr, &series)
 }

@@ -12,7 +12,7 @@ use crate::{
     collectives::{comm_id_of, job_lines},
     common::{daemon::*, rocsync, run_ok},
     daemon::triggers::{
-        ranks_where::laggard_of,
+        ranks_where::{collective_seq, laggard_of, rank_pids},
         stalls::{listed_trace, stall_traces},
     },
 };
@@ -68,15 +68,7 @@ fn a_hung_c_job_says_where_each_rank_is() {
     std::io::Write::write_all(&mut go, b"go\n").unwrap();
     drop(go);
     let id = comm_id_of(uid.strip_prefix("uid ").unwrap());
-    let mut pids = [0u32; 2];
-    while pids.contains(&0) {
-        let line = rx.recv().unwrap();
-        let w: Vec<&str> = line.split(' ').collect();
-        if w.get(4) == Some(&"comm") {
-            pids[w[1].parse::<usize>().unwrap()] = w[3].parse().unwrap();
-        }
-    }
-    let [r0, r1] = pids;
+    let [r0, r1] = rank_pids(&rx);
     let (step, wait) = ("train_step (rank_job)", "wait_for_data (rank_job)");
     lines.wait_for(&format!("hang: pid {r0}'s hipStreamSynchronize"));
     lines.wait_for_all(&[&format!("pid {r0} is in {step}")]);
@@ -86,11 +78,7 @@ fn a_hung_c_job_says_where_each_rank_is() {
     // The laggard's read may be said before or after the hang's.
     lines.wait_for_all(&[&format!("pid {r1} is in {wait}")]);
     // Each rank set its communicator up as it started, yet both are known by it.
-    let seq = |rank: usize, pid: u32| {
-        let series =
-            format!("rocsync_collective_seq{{comm=\"{id}\",rank=\"{rank}\",pid=\"{pid}\"}}");
-        metric(&addr, &series)
-    };
+    let seq = |rank, pid| collective_seq(&addr, &id, rank, pid);
     assert_eq!((seq(0, r0), seq(1, r1)), (21.0, 20.0));
     let status = ask_daemon(&dir.path("rocsync.sock"), &["status"]);
     assert!(
