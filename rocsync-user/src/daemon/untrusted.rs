@@ -4,10 +4,6 @@
 //! forge lines (`\r`, `\n`), colour the terminal (`\e[31m`) nor fill the disk.
 
 use anyhow::{Result, bail};
-use std::{
-    fmt,
-    net::{IpAddr, SocketAddr},
-};
 
 /// The longest text of a peer's a log line carries.
 const SHOWN_CHARS: usize = 200;
@@ -69,85 +65,6 @@ pub(crate) fn pids_shown(pids: &[u32]) -> String {
     format!("[{}, … ({} pids)]", first.join(", "), pids.len())
 }
 
-/// Who sent a dynolog request, for its limits: a local peer by the uid owning its socket
-/// (everyone on the node connects from 127.0.0.1), another by its address.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(crate) enum Peer {
-    Uid(u32),
-    Addr(IpAddr),
-}
-
-impl fmt::Display for Peer {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Peer::Uid(u) => write!(f, "uid {u}"),
-            Peer::Addr(a) => write!(f, "{a}"),
-        }
-    }
-}
-
-impl Peer {
-    /// The peer of a connection from `peer` to `local`.
-    pub(crate) fn of(peer: SocketAddr, local: SocketAddr) -> Self {
-        // A listener on `[::]` sees IPv4 peers as `::ffff:a.b.c.d`; their sockets are
-        // IPv4 ones.
-        let (peer, local) = (canonical(peer), canonical(local));
-        if peer.ip().is_loopback()
-            && let Some(uid) = socket_uid(peer, local)
-        {
-            return Peer::Uid(uid);
-        }
-        Peer::Addr(peer.ip())
-    }
-}
-
-fn canonical(a: SocketAddr) -> SocketAddr {
-    SocketAddr::new(a.ip().to_canonical(), a.port())
-}
-
-/// The uid owning the local socket bound at `peer` and connected to `local`, from
-/// `/proc/net/tcp{,6}` (the kernel's table of this network namespace).
-fn socket_uid(peer: SocketAddr, local: SocketAddr) -> Option<u32> {
-    let (table, peer_hex, local_hex) = match (peer, local) {
-        (SocketAddr::V4(p), SocketAddr::V4(l)) => ("/proc/net/tcp", hex_v4(p), hex_v4(l)),
-        (SocketAddr::V6(p), SocketAddr::V6(l)) => ("/proc/net/tcp6", hex_v6(p), hex_v6(l)),
-        _ => return None,
-    };
-    // The table is read a page at a time and sockets come and go meanwhile, so a row can
-    // be passed over (seen in CI: a root scrape taken for the address's peer, whose slots
-    // another user's idle connections held, and closed). The row exists for as long as
-    // the connection does: read again before giving up.
-    (0..3).find_map(|_| {
-        let text = std::fs::read_to_string(table).ok()?;
-        // sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode …
-        // A socket its owner closed (orphaned, or in TIME_WAIT) has no inode and says uid
-        // 0: its request is no one's known, never root's.
-        text.lines().skip(1).find_map(|line| {
-            let f: Vec<&str> = line.split_whitespace().collect();
-            (f.len() > 9 && f[1] == peer_hex && f[2] == local_hex && f[9] != "0")
-                .then(|| f[7].parse().ok())
-                .flatten()
-        })
-    })
-}
-
-/// An address as `/proc/net/tcp` writes it: the address's 32-bit words in host order,
-/// then the port.
-fn hex_v4(a: std::net::SocketAddrV4) -> String {
-    let word = u32::from_ne_bytes(a.ip().octets());
-    format!("{word:08X}:{:04X}", a.port())
-}
-
-fn hex_v6(a: std::net::SocketAddrV6) -> String {
-    let words: String = a
-        .ip()
-        .octets()
-        .chunks(4)
-        .map(|w| format!("{:08X}", u32::from_ne_bytes([w[0], w[1], w[2], w[3]])))
-        .collect();
-    format!("{words}:{:04X}", a.port())
-}
-
 /// Pods for an error message: at most [`SHOWN_PODS`], the rest counted.
 pub(crate) fn pods_shown(known: &[String]) -> String {
     const SHOWN_PODS: usize = 20;
@@ -201,33 +118,5 @@ mod tests {
         assert_eq!(pids_shown(&[1, 2]), "[1, 2]");
         let many: Vec<u32> = (1..=9000).collect();
         assert_eq!(pids_shown(&many), "[1, 2, 3, 4, 5, 6, 7, 8, … (9000 pids)]");
-    }
-
-    #[test]
-    fn a_local_peer_is_known_by_its_uid() {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
-        let (s, peer) = l.accept().unwrap();
-        let uid = rustix::process::getuid().as_raw();
-        assert_eq!(Peer::of(peer, s.local_addr().unwrap()), Peer::Uid(uid));
-        // Closed by its owner before the daemon looked (a request sent, then the client
-        // gone, while the daemon's loop was held up): its row says uid 0. (A child another
-        // test forks holds a copy of the socket until it execs: looked at again meanwhile.)
-        drop(c);
-        let closed = (0..100).any(|_| {
-            let p = Peer::of(peer, s.local_addr().unwrap());
-            p == Peer::Addr(peer.ip()) || {
-                std::thread::sleep(std::time::Duration::from_millis(10));
-                false
-            }
-        });
-        assert!(closed, "{:?}", Peer::of(peer, s.local_addr().unwrap()));
-        let Ok(l) = std::net::TcpListener::bind("[::]:0") else {
-            return; // no IPv6 here
-        };
-        let port = l.local_addr().unwrap().port();
-        let _c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-        let (s, peer) = l.accept().unwrap();
-        assert_eq!(Peer::of(peer, s.local_addr().unwrap()), Peer::Uid(uid));
     }
 }

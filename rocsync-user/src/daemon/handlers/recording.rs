@@ -19,6 +19,7 @@ use tokio::time::Instant;
 use crate::daemon::{
     handlers::Flow,
     recording::{flight, selection, traces::Active},
+    serving::peer::Peer,
     state::Daemon,
     tracking::apart::shed_log,
     triggers::{
@@ -28,7 +29,7 @@ use crate::daemon::{
         trigger::{Action, Look, Trigger},
         view::View,
     },
-    untrusted::{self, Peer},
+    untrusted,
 };
 use crate::{calls::ingest::Call, os::clock};
 

@@ -12,6 +12,7 @@ use tokio::{
 use crate::daemon::{
     handlers::Flow,
     recording::{files, flight, selection},
+    serving::peer::Peer,
     serving::{
         dynolog, http,
         protocol::{ClaimRequest, Reply, Request},
@@ -24,7 +25,7 @@ use crate::daemon::{
         asked::{dyno, socket as asked},
         origin::{Origin, Start, TraceSpec},
     },
-    untrusted::{self, Peer},
+    untrusted,
 };
 
 /// A request on the socket, checked.

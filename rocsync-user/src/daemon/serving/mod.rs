@@ -5,6 +5,7 @@ pub(super) mod dynolog;
 pub(super) mod exposition;
 pub(super) mod http;
 pub(super) mod pauses;
+pub(crate) mod peer;
 pub(crate) mod protocol;
 pub(super) mod readers;
 pub(crate) mod remote;

@@ -28,14 +28,14 @@ use tokio::{
 use crate::daemon::{
     serving::dynolog,
     serving::http,
+    serving::peer::Peer,
     serving::protocol::{Reply, Request},
     serving::socket,
-    untrusted::Peer,
 };
 
 /// Requests being read at once, per listener.
 const MAX_READING: usize = 64;
-/// TCP peers being identified at once (each reads the kernel's socket table), and how
+/// TCP peers being identified at once (each a lookup of its socket in the kernel), and how
 /// long a connection waits for its turn: a burst of one user's connections delays the
 /// others' by that much at most, and takes none of their reading slots.
 const MAX_IDENTIFYING: usize = 64;

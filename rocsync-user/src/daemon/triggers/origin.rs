@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use crate::{
     calls::{agents::AgentSet, ingest::Call},
-    daemon::{serving::socket::PendingReply, untrusted::Peer},
+    daemon::{serving::peer::Peer, serving::socket::PendingReply},
     kubernetes::PodName,
 };
 

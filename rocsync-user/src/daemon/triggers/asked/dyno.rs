@@ -7,7 +7,7 @@
 
 use std::fmt;
 
-use crate::daemon::{triggers::origin::Origin, untrusted::Peer};
+use crate::daemon::{serving::peer::Peer, triggers::origin::Origin};
 
 /// dyno traces one peer may have recording at once.
 pub(crate) const PER_PEER: usize = 1;

@@ -7,7 +7,7 @@ use std::path::Path;
 use anyhow::{Result, bail};
 use tokio::time::Instant;
 
-use crate::daemon::{serving::protocol, triggers::origin::Start, untrusted::Peer};
+use crate::daemon::{serving::peer::Peer, serving::protocol, triggers::origin::Start};
 
 /// dyno requests waiting for their start, per peer and in all: each holds its pids and
 /// a timer for up to an hour, and any local user may send them.
