@@ -18,13 +18,13 @@ struct Window {
 }
 
 /// Lines of one kind (`what`, e.g. "dyno refusals"), by peer.
-pub(super) struct Quiet {
+pub(crate) struct Quiet {
     what: &'static str,
     peers: HashMap<String, Window>,
 }
 
 impl Quiet {
-    pub(super) fn new(what: &'static str) -> Self {
+    pub(crate) fn new(what: &'static str) -> Self {
         Self {
             what,
             peers: HashMap::new(),
@@ -32,7 +32,7 @@ impl Quiet {
     }
 
     /// Whether a line of `peer`'s may be said now (else it is counted).
-    pub(super) fn allow(&mut self, peer: &str, now: Instant) -> bool {
+    pub(crate) fn allow(&mut self, peer: &str, now: Instant) -> bool {
         self.flush(now);
         let w = self.peers.entry(peer.to_string()).or_insert(Window {
             began: now,
@@ -48,8 +48,14 @@ impl Quiet {
         }
     }
 
+    /// The lines of `peer`'s held back in its window.
+    #[cfg(test)]
+    pub(super) fn held(&self, peer: &str) -> u64 {
+        self.peers.get(peer).map_or(0, |w| w.held)
+    }
+
     /// Says what each peer whose window has passed had held back, and forgets it.
-    pub(super) fn flush(&mut self, now: Instant) {
+    pub(crate) fn flush(&mut self, now: Instant) {
         let what = self.what;
         self.peers.retain(|peer, w| {
             if now.duration_since(w.began) < WINDOW {

@@ -200,6 +200,7 @@ impl Daemon {
     /// Tracked processes that exited are forgotten.
     pub(super) fn on_prune(&mut self) -> anyhow::Result<Flow> {
         self.quiet_dyno.flush(Instant::now());
+        self.destinations.flush();
         let gone = self.tracker.prune()?;
         self.budget.groups_gone(&gone);
         self.sessions

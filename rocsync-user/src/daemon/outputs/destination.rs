@@ -31,4 +31,7 @@ pub(crate) trait Destination {
 
     /// `n` traces waiting for this destination were removed before it had them.
     fn lost(&mut self, _n: u64) {}
+
+    /// Says what its log held back (at the daemon's prune tick).
+    fn flush(&mut self) {}
 }

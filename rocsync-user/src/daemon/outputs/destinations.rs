@@ -67,12 +67,17 @@ impl Destinations {
         }
     }
 
+    /// Each says what its log held back.
+    pub(crate) fn flush(&mut self) {
+        self.all().into_iter().flatten().for_each(|d| d.flush());
+    }
+
     /// The destinations a reloaded configuration asks for (`new`; `old` in effect until
     /// now): a new uploader where its settings changed (the old one stops; what waits on
     /// disk is the new one's). Returns false where it cannot start: said, and the old
     /// upload settings kept.
     pub(crate) fn reload(&mut self, new: Settings<'_>, old: Settings<'_>) -> bool {
-        self.kept = StateDir::of(new.state_dir, new.retention);
+        self.kept.renew(new.state_dir, new.retention);
         if (new.upload, new.node_name, new.state_dir) == (old.upload, old.node_name, old.state_dir)
         {
             return true;

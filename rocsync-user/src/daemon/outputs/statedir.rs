@@ -11,6 +11,7 @@ use crate::daemon::outputs::{
     destination::{Destination, Trace},
     retention::{self, Retention},
 };
+use crate::daemon::quiet::Quiet;
 
 /// Where traces asked for on the socket, sampled windows and dumps go.
 pub(crate) fn traces(state_dir: &Path) -> PathBuf {
@@ -62,6 +63,8 @@ pub(crate) fn trace_dirs(state_dir: &Path) -> [PathBuf; 2] {
 pub(crate) struct StateDir {
     retention: Retention,
     dir: PathBuf,
+    /// Retention's removals said, bounded per user's share.
+    log: Quiet,
 }
 
 impl StateDir {
@@ -69,7 +72,13 @@ impl StateDir {
         Self {
             retention,
             dir: dir.to_path_buf(),
+            log: Quiet::new("retention removals"),
         }
+    }
+
+    /// Reloaded settings: its log (what it holds back) kept.
+    pub(crate) fn renew(&mut self, dir: &Path, retention: Retention) {
+        (self.dir, self.retention) = (dir.to_path_buf(), retention);
     }
 }
 
@@ -83,7 +92,12 @@ impl Destination for StateDir {
         // Whose each file is, for retention's per-user shares.
         retention::record_owners(trace.files, trace.pids, trace.owners);
         let keep: Vec<&Path> = trace.files.iter().map(Path::new).collect();
-        self.retention.apply(&trace_dirs(&self.dir), &keep)
+        self.retention
+            .apply(&trace_dirs(&self.dir), &keep, &mut self.log)
+    }
+
+    fn flush(&mut self) {
+        self.log.flush(tokio::time::Instant::now());
     }
 }
 
