@@ -136,7 +136,7 @@ pub(crate) fn describe(span: &str, dyno_rate: f64) -> String {
          system's BPF links (walked by id, as `bpftool link list`), its resident memory \
          and one root `/metrics` scrape (connect to close; median of 3, the slowest in \
          \"peak\"). Baseline: idle, 10 s after start. Settled: after the load stopped, \
-         polled every second until the descriptors and links were back at the baseline, \
-         at most 60 s.\n"
+         polled every second until the descriptors, links, threads and heap (within 10 %) \
+         were back at the baseline, at most 60 s.\n"
     )
 }

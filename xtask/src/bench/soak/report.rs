@@ -10,7 +10,7 @@ use super::{Run, sample::Sample};
 
 const MIB: f64 = 1024.0;
 /// Resident memory within this share of its baseline counts as back.
-const RSS_SLACK: f64 = 0.10;
+pub(super) const RSS_SLACK: f64 = 0.10;
 
 fn sh(cmd: &str) -> String {
     Command::new("sh")
@@ -139,7 +139,7 @@ pub(super) fn report(r: &Run, minutes: f64, command: &str) -> (String, Value) {
         &mut md,
         "daemon threads",
         &|x| x.threads as f64,
-        yes(same(&|x| x.threads)),
+        back(r.back_after[3], same(&|x| x.threads)),
     );
     let rss = |x: &Sample| x.rss_kib as f64 / MIB;
     let anon = |x: &Sample| x.anon_kib as f64 / MIB;
@@ -154,7 +154,10 @@ pub(super) fn report(r: &Run, minutes: f64, command: &str) -> (String, Value) {
             &anon,
             format!(
                 "{} ({:+.1} MiB; within {:.0} % counts)",
-                yes(rss_back),
+                match rss_back {
+                    true => back(r.back_after[4], true),
+                    false => back(None, false),
+                },
                 anon(s) - anon(b),
                 RSS_SLACK * 100.0
             ),
@@ -353,7 +356,7 @@ pub(super) fn report(r: &Run, minutes: f64, command: &str) -> (String, Value) {
         "churn_rate": super::CHURN_RATE, "dyno_rate": super::DYNO_RATE, "dyno_rate_made": dyno_rate, "slow_per_port": super::SLOW_PER_PORT,
         "thread_burst_ms": super::THREAD_BURST_MS, "comm_jobs": super::COMM_JOBS, "flight_pause_s": super::FLIGHT_PAUSE_S, "daemon_flags": super::FLAGS, "witness": r.witness, "flight_dumps_left": r.flight_dumps.0, "largest_flight_dump_bytes": r.flight_dumps.1,
         "links_before_daemon": r.links_before, "baseline": b.json(), "end_of_load": end.json(),
-        "settled": s.json(), "back_after_s": { "fds": r.back_after[0], "link_fds": r.back_after[1], "system_links": r.back_after[2] },
+        "settled": s.json(), "back_after_s": { "fds": r.back_after[0], "link_fds": r.back_after[1], "system_links": r.back_after[2], "threads": r.back_after[3], "heap": r.back_after[4] },
         "rss_back": rss_back, "shutdown_s": r.shutdown_s, "links_gone_after_exit_s": r.links_gone_after,
         "load_cpu_percent": cpu, "state_dir_bytes": r.state_bytes, "state_dir_files": r.state_files,
         "log_lines": r.log_phases.iter().map(|p| json!({"phase": p.0, "seconds": p.1, "lines": p.2.len()})).collect::<Vec<_>>(),
