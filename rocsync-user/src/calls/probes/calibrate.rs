@@ -13,7 +13,7 @@ use anyhow::{Context as _, Result, bail};
 use aya::Ebpf;
 use rocsync_common::Api;
 
-use super::{attach::links::Links, maps, placement, targets::CallCounts};
+use super::{CallCounts, attach::links::Links, maps, placement};
 
 /// Calls per timed round: about 0.1 s probed on an emulated instruction; a tenth of
 /// them on a single-stepped one (each ~10 times dearer in a VM: the daemon's start is

@@ -6,20 +6,16 @@
 mod calibrate;
 pub use calibrate::{CallPrices, Stepped};
 pub(crate) mod attach;
-mod call_ring;
 mod daemon;
-mod diagnostics;
 pub mod elf;
-mod kernel_counts;
-pub mod mapped;
+pub mod kernel;
 pub(crate) mod maps;
 mod options;
 pub mod placement;
 pub mod seccomp;
 mod stops;
-mod targets;
+pub use kernel::{mapped, targets::CallCounts};
 pub use options::{LEARN_DEVICES, ProbeOptions};
-pub use targets::CallCounts;
 
 use std::{path::Path, thread::JoinHandle};
 
@@ -30,7 +26,7 @@ use aya::{
 };
 use rocsync_common::{Api, Switch};
 
-pub use self::diagnostics::Diagnostics;
+pub use kernel::diagnostics::Diagnostics;
 use tokio::io::{Interest, unix::AsyncFd};
 
 use crate::calls::{backend::Runtime, stats::KernelDrops};
@@ -39,7 +35,7 @@ use attach::links::{Links, uprobe};
 use attach::multi;
 pub use attach::multi::MultiPrograms;
 pub use attach::report::LibraryReport;
-use mapped::owned_fd;
+use kernel::{call_ring, counts, diagnostics, mapped::owned_fd, targets};
 pub use placement::choice::{ApiChoice, ReturnProbes};
 use placement::points;
 pub use stops::SETTLE;
@@ -239,12 +235,12 @@ impl Probes {
 
     /// The last correlation id the call probes assigned.
     pub fn correlations_assigned(&self) -> Result<u64> {
-        kernel_counts::correlations_assigned(&self.ebpf)
+        counts::correlations_assigned(&self.ebpf)
     }
 
     /// Failed ring reservations by record kind, summed over CPUs.
     pub fn drops(&self) -> Result<KernelDrops> {
-        kernel_counts::drops(&self.ebpf)
+        counts::drops(&self.ebpf)
     }
 }
 

@@ -9,7 +9,7 @@ use rocsync_common::{CallCursor, CallSlot, EntryRecord, ExitRecord, RECORD_EXIT}
 
 use super::mapped::Mapping;
 
-pub(super) struct CallRing {
+pub(crate) struct CallRing {
     slots: Mapping,
     cursor: Mapping,
     count: u64,
@@ -28,7 +28,7 @@ const FREE_EVERY: u64 = 64;
 impl CallRing {
     /// The ring's arrays (`CALL_RING` of `slots` entries, a power of two, and
     /// `CALL_CURSOR`), as loaded.
-    pub(super) fn new(ring: OwnedFd, cursor: OwnedFd, slots: u32) -> Result<Self> {
+    pub(crate) fn new(ring: OwnedFd, cursor: OwnedFd, slots: u32) -> Result<Self> {
         Ok(Self {
             slots: Mapping::of(ring, slots as usize * SLOT)?,
             cursor: Mapping::of(cursor, size_of::<CallCursor>())?,
@@ -39,23 +39,23 @@ impl CallRing {
 
     /// The positions reserved so far: [`Self::drain`] up to here reads only calls whose
     /// records were reserved before this moment.
-    pub(super) fn reserved(&self) -> u64 {
+    pub(crate) fn reserved(&self) -> u64 {
         self.cursor.word(HEAD).load(Ordering::Acquire)
     }
 
     /// The position read up to (the next record to read).
-    pub(super) fn read_up_to(&self) -> u64 {
+    pub(crate) fn read_up_to(&self) -> u64 {
         self.cursor.word(TAIL).load(Ordering::Relaxed)
     }
 
     /// How many drains have begun.
-    pub(super) fn drains(&self) -> u64 {
+    pub(crate) fn drains(&self) -> u64 {
         self.drains
     }
 
     /// Hands every complete record before position `until`, in order, to `f` (at most one
     /// ring's worth, so that fast writers cannot keep the reader here); returns how many.
-    pub(super) fn drain(&mut self, until: u64, mut f: impl FnMut(&[u8])) -> usize {
+    pub(crate) fn drain(&mut self, until: u64, mut f: impl FnMut(&[u8])) -> usize {
         // The probes may wake this reader again: what they write from here on is read by
         // a later drain. (A probe that still saw it set looks again 64 records later.)
         self.drains += 1;

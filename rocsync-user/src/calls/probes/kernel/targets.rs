@@ -15,10 +15,10 @@ use super::mapped::Mapping;
 
 /// The table's side the probes do not hold: its generation, `TARGETS_GENERATION` mapped.
 /// The table itself is the object's (`ebpf`), passed in by its owner.
-pub(super) struct Targets(Mapping);
+pub(crate) struct Targets(Mapping);
 
 impl Targets {
-    pub(super) fn new(generation: OwnedFd) -> Result<Self> {
+    pub(crate) fn new(generation: OwnedFd) -> Result<Self> {
         Ok(Self(Mapping::of(generation, size_of::<u64>())?))
     }
 
@@ -30,7 +30,7 @@ impl Targets {
     }
 
     /// Records `pid` as `config` says.
-    pub(super) fn set(&self, ebpf: &mut Ebpf, pid: u32, mut config: Config) -> Result<()> {
+    pub(crate) fn set(&self, ebpf: &mut Ebpf, pid: u32, mut config: Config) -> Result<()> {
         let mut targets = table(ebpf)?;
         // The count of calls goes on (the probes add to it; what they add between this
         // read and the insert is missed, which a rate over a second does not feel).
@@ -43,14 +43,14 @@ impl Targets {
     }
 
     /// Removes a process from the traced set (it is gone).
-    pub(super) fn forget(&self, ebpf: &mut Ebpf, pid: u32) -> Result<()> {
+    pub(crate) fn forget(&self, ebpf: &mut Ebpf, pid: u32) -> Result<()> {
         let _ = table(ebpf)?.remove(&pid);
         self.step();
         Ok(())
     }
 
     /// Turns every target's capture and stops off (rocsync is ending).
-    pub(super) fn clear(&self, ebpf: &mut Ebpf) {
+    pub(crate) fn clear(&self, ebpf: &mut Ebpf) {
         if let Ok(mut targets) = table(ebpf) {
             let pids: Vec<u32> = targets.keys().filter_map(Result::ok).collect();
             for pid in pids {
@@ -62,7 +62,7 @@ impl Targets {
 }
 
 /// The calls the probes counted of a tracked process (wrapping), if it is one.
-pub(super) fn calls_of(ebpf: &mut Ebpf, pid: u32) -> Option<CallCounts> {
+pub(crate) fn calls_of(ebpf: &mut Ebpf, pid: u32) -> Option<CallCounts> {
     let c = table(ebpf).ok()?.get(&pid, 0).ok()?;
     Some(CallCounts {
         calls: c.calls,

@@ -11,14 +11,14 @@ use rocsync_common::drop_index;
 use crate::calls::stats::KernelDrops;
 
 /// The last correlation id the call probes assigned.
-pub(super) fn correlations_assigned(ebpf: &Ebpf) -> Result<u64> {
+pub(crate) fn correlations_assigned(ebpf: &Ebpf) -> Result<u64> {
     let counter: Array<_, u64> =
         Array::try_from(ebpf.map("CORRELATION").context("CORRELATION map missing")?)?;
     Ok(counter.get(&0, 0)?)
 }
 
 /// Failed ring reservations by record kind, summed over CPUs.
-pub(super) fn drops(ebpf: &Ebpf) -> Result<KernelDrops> {
+pub(crate) fn drops(ebpf: &Ebpf) -> Result<KernelDrops> {
     let drops: PerCpuArray<_, u64> =
         PerCpuArray::try_from(ebpf.map("DROPS").context("DROPS map missing")?)?;
     let sum = |i: u32| -> Result<u64> { Ok(drops.get(&i, 0)?.iter().sum()) };

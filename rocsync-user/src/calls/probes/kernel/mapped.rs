@@ -64,7 +64,7 @@ impl Drop for Mapping {
 }
 
 /// An array map's fd, of our own: the call ring maps it for as long as it lives.
-pub(super) fn owned_fd(ebpf: &aya::Ebpf, name: &str) -> Result<std::os::fd::OwnedFd> {
+pub(crate) fn owned_fd(ebpf: &aya::Ebpf, name: &str) -> Result<std::os::fd::OwnedFd> {
     use std::os::fd::AsFd as _;
     match ebpf.map(name) {
         Some(aya::maps::Map::Array(data)) => Ok(data.fd().as_fd().try_clone_to_owned()?),

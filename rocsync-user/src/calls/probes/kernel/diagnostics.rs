@@ -10,7 +10,7 @@ const LEVEL_OFF: u8 = 0;
 const LEVEL_WARN: u8 = 2;
 
 /// Sets the probes' log level before they are loaded: off unless shown.
-pub(super) fn set_level(loader: &mut EbpfLoader<'_>, shown: bool) {
+pub(crate) fn set_level(loader: &mut EbpfLoader<'_>, shown: bool) {
     static OFF: u8 = LEVEL_OFF;
     static WARN: u8 = LEVEL_WARN;
     loader.override_global("AYA_LOG_LEVEL", if shown { &WARN } else { &OFF }, true);
@@ -20,7 +20,7 @@ pub(super) fn set_level(loader: &mut EbpfLoader<'_>, shown: bool) {
 pub struct Diagnostics(Option<EbpfLogger<Stderr>>);
 
 /// Prints each diagnostic on its own line, marked as the probes'.
-pub(super) struct Stderr;
+pub(crate) struct Stderr;
 
 impl log::Log for Stderr {
     fn enabled(&self, _: &log::Metadata<'_>) -> bool {
