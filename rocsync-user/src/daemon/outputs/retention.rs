@@ -251,16 +251,22 @@ mod tests {
         assert!(theirs.exists(), "a linked folder's file was removed");
     }
 
-    /// The case on disk: `nobody`'s flood of traces (one still waiting for its
-    /// upload) over a bound that root's single, oldest, trace fits the share of. Node-wide
-    /// "oldest first" removed root's first.
-    #[test]
-    fn a_users_flood_never_removes_anothers_trace_and_a_waiting_one_removed_is_lost() {
+    /// A daemon's own traces folder (mode 0700) in a temporary one.
+    fn traces_folder() -> (tempfile::TempDir, PathBuf) {
         use std::os::unix::fs::PermissionsExt as _;
         let root = tempfile::tempdir().unwrap();
         let traces = root.path().join("traces");
         std::fs::create_dir(&traces).unwrap();
         std::fs::set_permissions(&traces, std::fs::Permissions::from_mode(0o700)).unwrap();
+        (root, traces)
+    }
+
+    /// The case on disk: `nobody`'s flood of traces (one still waiting for its
+    /// upload) over a bound that root's single, oldest, trace fits the share of. Node-wide
+    /// "oldest first" removed root's first.
+    #[test]
+    fn a_users_flood_never_removes_anothers_trace_and_a_waiting_one_removed_is_lost() {
+        let (_root, traces) = traces_folder();
         let now = SystemTime::now();
         let trace = |name: &str, age_s: u64| {
             let path = traces.join(format!("{name}.json"));
@@ -331,11 +337,7 @@ mod tests {
     /// counted for one line (one per removal was ~3 000 in the 10-minute soak).
     #[test]
     fn a_floods_removals_are_said_within_a_burst_and_the_rest_counted() {
-        use std::os::unix::fs::PermissionsExt as _;
-        let root = tempfile::tempdir().unwrap();
-        let traces = root.path().join("traces");
-        std::fs::create_dir(&traces).unwrap();
-        std::fs::set_permissions(&traces, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let (_root, traces) = traces_folder();
         let n = crate::daemon::quiet::BURST as usize + 9;
         let files: Vec<String> = (0..=n)
             .map(|i| {
