@@ -70,6 +70,7 @@ mod report_folders;
 mod report_job;
 mod report_progress;
 mod report_story;
+mod report_story_sections;
 mod resolution;
 mod returns;
 mod run_duration;

@@ -32,7 +32,7 @@ fn trace(events: Vec<Value>, drops: Value, parameters: Value) -> Value {
         "rocsync": {"drops": drops, "parameters": parameters}})
 }
 
-fn report(path: &Path) -> (String, Value) {
+pub(crate) fn report(path: &Path) -> (String, Value) {
     let text = run_ok(rocsync().arg("report").arg(path));
     let json = run_ok(rocsync().args(["report", "--json"]).arg(path));
     let json = serde_json::from_slice(&json.stdout).expect("one JSON document");
@@ -172,6 +172,114 @@ fn a_hang_trace_says_its_call_chain_collective_ranks_behind_and_stacks_at_the_to
     assert_eq!(c["hash"], job_traces::COMM);
     assert_eq!(c["collective_counts"], json!({"AllReduce": 21}));
     assert!(text.contains("21 collectives in 1 communicator"), "{text}");
+}
+
+/// A stall's object as the daemon writes it (`daemon/triggers/stalls.rs`: the call, its
+/// duration, its chain; `collective`, `behind`, `where`, `stacks` added as for a hang).
+fn stall(duration_ms: f64, frames: &[(&str, &str, u64)]) -> Value {
+    let mut hang = job_traces::hang(7, 0, 21, &[(9, 1, 20)], frames);
+    let chain = json!([
+        {"stream": "0x2", "waited_on_event": "0xe1", "at_unix_us": 1_733_549_993_000_000u64},
+        {"event": "0xe1", "recorded_on_stream": "0x3", "at_unix_us": 1_733_549_992_900_000u64},
+        {"stream": "0x3", "collective": hang["collective"].clone(),
+            "at_unix_us": 1_733_549_992_800_000u64},
+    ]);
+    json!({"api": "hipStreamSynchronize", "pid": 7, "tid": 8, "device": 0, "arg0": "0x2",
+        "ret": 0, "entry_unix_us": 1_733_549_994_000_000u64,
+        "exit_unix_us": 1_733_549_994_000_000u64 + (duration_ms * 1e3) as u64,
+        "duration_ms": duration_ms, "threshold_ms": 50.0, "waits_on": chain,
+        "collective": hang["collective"].take(), "behind": hang["behind"].take(),
+        "where": hang["where"].take(), "stacks": hang["stacks"].take()})
+}
+
+#[test]
+fn a_stall_trace_says_its_slow_call_and_chain_at_the_top() {
+    let dir = TempDir::new();
+    let path = dir.path("stall.json");
+    let frames = [("step", "/job/train.py", 142)];
+    let duration_ms = 212.5;
+    // Its slow call's row, as the daemon writes it into the trace, and another wait.
+    let rows = vec![
+        runtime(
+            "hipStreamSynchronize",
+            1,
+            8,
+            100.0,
+            duration_ms * 1e3,
+            json!({"hip_stream": "0x2"}),
+        ),
+        sync("Stream Sync", 1, 1, -1),
+        runtime(
+            "hipStreamSynchronize",
+            2,
+            8,
+            300_000.0,
+            90.0,
+            json!({"hip_stream": "0x2"}),
+        ),
+        sync("Stream Sync", 2, 1, -1),
+    ];
+    let t = job_traces::daemon_trace(rows, "stall", stall(duration_ms, &frames));
+    std::fs::write(&path, t.to_string()).unwrap();
+    let (text, json) = report(&path);
+    let comm = job_traces::COMM;
+    let want = [
+        format!(
+            "Traced for a stall: pid 7 thread 8 blocked {duration_ms:.1} ms in hipStreamSynchronize"
+        ),
+        format!("  where: {}", job_traces::place(frames[0])),
+        "  waits on:".into(),
+        "    stream 0x2: waited on event 0xe1".into(),
+        "    event 0xe1: recorded on stream 0x3".into(),
+        format!("    stream 0x3: ncclAllReduce #21 of comm {comm}"),
+        format!("  collective: in ncclAllReduce #21 of comm {comm} (rank 0 of 2)"),
+        "  ranks behind: rank 1 (pid 9) at #20".into(),
+    ];
+    let got: Vec<&str> = text.lines().take(want.len()).collect();
+    assert_eq!(got, want, "{text}");
+    let w = &json["trigger"];
+    assert_eq!(
+        (
+            w["kind"].as_str(),
+            w["api"].as_str(),
+            w["pid"].as_u64(),
+            w["tid"].as_u64()
+        ),
+        (
+            Some("stall"),
+            Some("hipStreamSynchronize"),
+            Some(7),
+            Some(8)
+        ),
+        "{w}"
+    );
+    assert_eq!(w["blocked_ms"].as_f64(), Some(duration_ms));
+    assert_eq!(
+        (
+            &w["waits_on"][0]["waited_on_event"],
+            &w["waits_on"][1]["recorded_on_stream"]
+        ),
+        (&json!("0xe1"), &json!("0x3"))
+    );
+    assert_eq!(w["waits_on"][2]["collective"]["seq"], 21);
+    assert_eq!(w["collective"]["comm"], comm);
+    assert_eq!(w["behind"][0], json!({"pid": 9, "rank": 1, "seq": 20}));
+    assert_eq!(w["where"], job_traces::place(frames[0]));
+    // Its slow call leads the longest waits, as long as the daemon said it was.
+    let slow = &json["longest_waits"][0];
+    assert_eq!(
+        (slow["api"].as_str(), slow["correlation"].as_u64()),
+        (Some("hipStreamSynchronize"), Some(1))
+    );
+    assert_eq!(slow["blocked_us"].as_f64(), Some(duration_ms * 1e3));
+    let longest = text.split("\nLongest waits\n").nth(1).unwrap();
+    assert!(
+        longest.starts_with(&format!(
+            "  {:>10}  hipStreamSynchronize (Stream Sync) corr 1 thread 8",
+            format!("{duration_ms:.1} ms")
+        )),
+        "{longest}"
+    );
 }
 
 /// Every event of a real trace of a job is used or counted: its rows of runtime calls
