@@ -30,7 +30,14 @@ pub(crate) struct Outputs {
     header: Header,
     /// Who says the summary (`rocsync`; the daemon and its trace).
     who: String,
+    /// The files the summary names; the rest are counted.
+    files_shown: usize,
 }
+
+/// The files a daemon's trace names in its log. A flight dump writes a file per process:
+/// one line each was ~3 500 lines a minute under the soak's loop of dumps. Its client is
+/// told every file.
+const DAEMON_FILES_SHOWN: usize = 4;
 
 /// What the capture adds to the trace's `rocsync` object and the summary.
 pub(crate) struct Report {
@@ -69,6 +76,7 @@ impl Outputs {
             raw: raw.as_deref().map(PendingFile::create).transpose()?,
             header: Header::default(),
             who: "rocsync".into(),
+            files_shown: usize::MAX,
         })
     }
 
@@ -81,6 +89,7 @@ impl Outputs {
             raw: None,
             header: Header::default(),
             who: "rocsync".into(),
+            files_shown: usize::MAX,
         })
     }
 
@@ -97,6 +106,7 @@ impl Outputs {
     /// Its summary said as `who` (the daemon's traces: `rocsync daemon: trace N`).
     pub(crate) fn said_as(&mut self, who: String) {
         self.who = who;
+        self.files_shown = DAEMON_FILES_SHOWN;
     }
 
     pub(crate) fn open(&mut self, header: Header) -> Result<CaptureSink> {
@@ -163,17 +173,7 @@ impl Outputs {
         }
         let command = command_name(&self.header);
         let written = traces.finish(&report.processes, command, rocsync)?;
-        for w in &written {
-            let mut line = format!("trace: {}", w.path.display());
-            if let Some(pid) = w.pid.filter(|_| written.len() > 1) {
-                line += &format!(" (pid {pid}");
-                if let Some(rank) = w.rank {
-                    line += &format!(", rank {rank}");
-                }
-                line += ")";
-            }
-            lines.push(line);
-        }
+        lines.extend(file_lines(&written, self.files_shown));
         if raw_error.is_some() {
             lines.push("(the trace holds the whole capture: nothing was lost from it)".into());
         }
@@ -308,6 +308,63 @@ fn one_file(a: &Path, b: &Path) -> bool {
         )
     };
     a == b || key(a) == key(b) && key(a).0.is_some()
+}
+
+/// The summary's lines of the files written: the first `shown`, then how many more and
+/// where.
+fn file_lines(written: &[Written], shown: usize) -> Vec<String> {
+    let mut lines: Vec<String> = (written.iter().take(shown))
+        .map(|w| {
+            let mut line = format!("trace: {}", w.path.display());
+            if let Some(pid) = w.pid.filter(|_| written.len() > 1) {
+                line += &format!(" (pid {pid}");
+                if let Some(rank) = w.rank {
+                    line += &format!(", rank {rank}");
+                }
+                line += ")";
+            }
+            line
+        })
+        .collect();
+    if let Some(rest) = written.get(shown..).filter(|r| !r.is_empty()) {
+        let dir = rest[0].path.parent().unwrap_or(Path::new("."));
+        lines.push(format!(
+            "trace: {} more files in {}",
+            rest.len(),
+            dir.display()
+        ));
+    }
+    lines
+}
+
+#[cfg(test)]
+mod file_lines_tests {
+    use super::*;
+
+    #[test]
+    fn the_first_files_are_named_and_the_rest_counted_with_their_folder() {
+        let written: Vec<Written> = (0..10)
+            .map(|i| Written {
+                pid: Some(100 + i),
+                path: format!("/s/traces/flight-{i}.json").into(),
+                rank: (i == 1).then_some(3),
+            })
+            .collect();
+        let lines = file_lines(&written, 2);
+        assert_eq!(
+            lines,
+            [
+                "trace: /s/traces/flight-0.json (pid 100)",
+                "trace: /s/traces/flight-1.json (pid 101, rank 3)",
+                "trace: 8 more files in /s/traces",
+            ]
+        );
+        assert_eq!(file_lines(&written, usize::MAX).len(), 10);
+        assert_eq!(
+            file_lines(&written[..1], 2),
+            ["trace: /s/traces/flight-0.json"]
+        );
+    }
 }
 
 #[cfg(test)]
