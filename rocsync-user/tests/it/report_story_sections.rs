@@ -255,6 +255,18 @@ fn the_time_blocked_after_collectives_is_said_per_communicator() {
         json!({"wait_on_hip_event_record_corr_id": record_corr, "wait_on_stream": "0x2"}),
     ));
     rows.push(sync("Event Sync", event_wait.0, -1, 1));
+    // The same event polled just before: a query returns at once, it is no wait (its row
+    // is an "Event Sync" all the same, as CUPTI writes `cudaEventQuery`).
+    let query = 107;
+    rows.push(runtime(
+        "hipEventQuery",
+        query,
+        8,
+        event_wait.1 - 3.0,
+        1.5,
+        json!({"wait_on_hip_event_record_corr_id": record_corr, "wait_on_stream": "0x2"}),
+    ));
+    rows.push(sync("Event Sync", query, -1, 1));
     std::fs::write(&path, job_traces::plain_trace(rows).to_string()).unwrap();
     let (text, json) = report(&path);
     let after: Vec<f64> = (waits.iter().filter(|w| w.after_a_collective))

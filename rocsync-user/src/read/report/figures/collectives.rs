@@ -87,7 +87,10 @@ impl NcclFigures {
             v.sort_unstable();
         }
         let mut blocked: BTreeMap<Key, (u64, i64, i64)> = BTreeMap::new();
-        for o in c.calls.iter().filter(|o| o.sync.is_some()) {
+        // A query polls and returns at once: no wait, though CUPTI's rows (and ours)
+        // call `cudaEventQuery` an "Event Sync".
+        let waits = (c.calls.iter()).filter(|o| o.sync.is_some() && !o.api.ends_with("Query"));
+        for o in waits {
             if let Some(key) = waited_for(o, &on_stream, &of_pid) {
                 let b = blocked.entry(key).or_default();
                 b.0 += 1;
