@@ -112,7 +112,7 @@ struct Io {
 /// containers under seccomp profiles included. Where a probed return kills such a process
 /// (`probes::seccomp`), it does not start.
 fn refuse_where_returns_kill(probes: &mut Probes) -> Result<()> {
-    match Returns::of_kernel(probes) {
+    match probes.returns_under_seccomp() {
         Ok(Returns::Pass) => Ok(()),
         Ok(Returns::Kill) => anyhow::bail!(
             "on this kernel a probed return kills a process under a seccomp filter (most \

@@ -66,6 +66,12 @@ pub struct Probes {
 }
 
 impl Probes {
+    /// What the kernel does to a process under seccomp whose return is probed, tried
+    /// once (`seccomp`).
+    pub fn returns_under_seccomp(&mut self) -> Result<seccomp::Returns> {
+        seccomp::Returns::of_kernel(&mut self.ebpf)
+    }
+
     /// Loads the programs; callers run [`crate::os::preflight::check`] first.
     pub fn load(options: ProbeOptions) -> Result<Self> {
         let mut loader = aya::EbpfLoader::new();

@@ -11,7 +11,7 @@ use std::{path::PathBuf, sync::OnceLock};
 use anyhow::{Context as _, Result, bail};
 use aya::programs::uprobe::{UProbeAttachPoint, UProbeScope};
 
-use super::{Probes, attach::links::uprobe, attach::programs::RETURN_CHECK};
+use super::{attach::links::uprobe, attach::programs::RETURN_CHECK};
 /// `__NR_uretprobe` on x86-64.
 const NR_URETPROBE: u32 = 335;
 const AUDIT_ARCH_X86_64: u32 = 0xc000_003e;
@@ -28,12 +28,12 @@ pub enum Returns {
 
 impl Returns {
     /// What the kernel does, tried once (the answer is the kernel's: it cannot change).
-    pub fn of_kernel(probes: &mut Probes) -> Result<Returns> {
+    pub(crate) fn of_kernel(ebpf: &mut aya::Ebpf) -> Result<Returns> {
         static VERDICT: OnceLock<Returns> = OnceLock::new();
         if let Some(v) = VERDICT.get() {
             return Ok(*v);
         }
-        let v = try_return(probes)?;
+        let v = try_return(ebpf)?;
         Ok(*VERDICT.get_or_init(|| v))
     }
 }
@@ -76,7 +76,7 @@ fn probed_location() -> Result<(PathBuf, u64)> {
 
 /// Forks a child that installs a filter killing on `uretprobe`, waits for the return
 /// probe to be attached to it, and calls the probed function; how it ended is the answer.
-fn try_return(probes: &mut Probes) -> Result<Returns> {
+fn try_return(ebpf: &mut aya::Ebpf) -> Result<Returns> {
     let (path, offset) = probed_location()?;
     let filter = [
         bpf_stmt(BPF_LD_W_ABS, 4), // seccomp_data.arch
@@ -129,22 +129,19 @@ fn try_return(probes: &mut Probes) -> Result<Returns> {
     };
     let child = std::num::NonZeroU32::new(pid as u32).expect("the fork's child's pid, above 0");
     let scope = UProbeScope::OneProcess(child);
-    let attached =
-        uprobe(&mut probes.ebpf, RETURN_CHECK).and_then(|p| Ok(p.attach(point, &path, scope)?));
+    let attached = uprobe(ebpf, RETURN_CHECK).and_then(|p| Ok(p.attach(point, &path, scope)?));
     // SAFETY: closing our end lets the child go, attached or not.
     unsafe { libc::close(gate[1]) };
     let mut status = 0;
     // SAFETY: waiting for our own child, by its pid.
     let waited = unsafe { libc::waitpid(pid, &mut status, 0) };
     let id = attached.context("attaching the return check")?;
-    uprobe(&mut probes.ebpf, RETURN_CHECK)?.detach(id)?;
+    uprobe(ebpf, RETURN_CHECK)?.detach(id)?;
     if waited != pid {
         bail!("waitpid: {}", std::io::Error::last_os_error());
     }
     let seen: aya::maps::Array<_, u64> = aya::maps::Array::try_from(
-        probes
-            .ebpf
-            .map("RETURN_CHECKS")
+        ebpf.map("RETURN_CHECKS")
             .context("RETURN_CHECKS map missing")?,
     )?;
     let probed = seen.get(&0, 0)? > 0;

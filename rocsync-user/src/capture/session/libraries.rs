@@ -37,7 +37,7 @@ impl Session {
     /// Refuses a target that a probed return would kill: one under a seccomp filter, on a
     /// kernel whose filters see a uretprobe's system call (`probes::seccomp`).
     fn check_returns(&mut self, pid: u32) -> Result<()> {
-        match Returns::of_kernel(&mut self.probes) {
+        match self.probes.returns_under_seccomp() {
             Ok(Returns::Pass) => Ok(()),
             Ok(Returns::Kill) if seccomp::filtered(pid) => bail!(
                 "pid {pid} runs under a seccomp filter, and on this kernel a probed return \

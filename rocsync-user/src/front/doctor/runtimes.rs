@@ -167,7 +167,7 @@ pub(super) fn checks() -> Vec<Check> {
 /// profiles): tried on a child of doctor's own.
 fn returns_under_seccomp(probes: &mut Probes) -> Check {
     const FOR: &str = "probing the returns of seccomp-filtered processes (containers)";
-    match Returns::of_kernel(probes) {
+    match probes.returns_under_seccomp() {
         Ok(Returns::Pass) => Check::ok("returns under seccomp", "safe", FOR),
         Ok(Returns::Kill) => Check::ok(
             "returns under seccomp",
