@@ -1,6 +1,7 @@
 //! Who is at the other end of a TCP connection, for its limits: a local peer by the uid
-//! owning its socket (everyone on the node connects from 127.0.0.1), another by its
-//! address.
+//! owning its socket, from whichever of the node's addresses it connects (told by the
+//! node's own address instead, every local user shared one share there, and each address
+//! gave a user another), another by its address.
 //!
 //! The socket is looked up by its four-tuple through `NETLINK_SOCK_DIAG` (the kernel's
 //! exact lookup, as `ss` uses it): one socket found in the connection hash, whatever
@@ -40,9 +41,8 @@ impl Peer {
         // A listener on `[::]` sees IPv4 peers as `::ffff:a.b.c.d`; their sockets are
         // IPv4 ones.
         let (peer, local) = (canonical(peer), canonical(local));
-        if peer.ip().is_loopback()
-            && let Some(uid) = socket_uid(peer, local)
-        {
+        // A peer off the node has no socket here: one lookup finds none.
+        if let Some(uid) = socket_uid(peer, local) {
             return Peer::Uid(uid);
         }
         Peer::Addr(peer.ip())
