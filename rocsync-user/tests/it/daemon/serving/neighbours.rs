@@ -329,7 +329,7 @@ fn a_local_peer_on_the_nodes_own_address_is_told_by_its_uid() {
         return;
     };
     let listen = format!("{own}:0");
-    let (daemon, lines) = start_daemon(&dir, &exe, &["--metrics-addr", &listen]);
+    let (daemon, lines) = start_daemon(&dir, &exe, &["--metrics-addr", listen.as_str()]);
     let metrics = metrics_addr(&lines);
     assert!(metrics.starts_with(&own), "{metrics}");
     // From the node's own address (the kernel's source for a local destination).
