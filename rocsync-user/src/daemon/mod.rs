@@ -310,6 +310,7 @@ async fn serve(mut d: Daemon, mut io: Io) -> Result<()> {
             break;
         }
     }
+    d.on_stopped();
     // Counting stops at once; the probes detach in the background while we exit.
     d.tracker.probes.set_switch(Switch::default())?;
     io.socket_file.remove();

@@ -54,6 +54,12 @@ impl Quiet {
         self.peers.get(peer).map_or(0, |w| w.held)
     }
 
+    /// Says every count held back, its window passed or not: the daemon stops, and a
+    /// count kept for a later tick would never be said.
+    pub(crate) fn say_held(&mut self) {
+        self.flush(Instant::now() + WINDOW);
+    }
+
     /// Says what each peer whose window has passed had held back, and forgets it.
     pub(crate) fn flush(&mut self, now: Instant) {
         let what = self.what;
@@ -87,5 +93,16 @@ mod tests {
         q.flush(t + WINDOW);
         assert!(q.peers.is_empty());
         assert!(q.allow("uid 65534", t + WINDOW), "a new window");
+    }
+
+    /// Stopping within a window: its count is said, not lost with the daemon.
+    #[test]
+    fn a_count_held_is_said_when_the_daemon_stops() {
+        let mut q = Quiet::new("retention removals");
+        let t = Instant::now();
+        let said = (0..BURST + 3).filter(|_| q.allow("the limits", t)).count();
+        assert_eq!(said, BURST as usize);
+        q.say_held();
+        assert!(q.peers.is_empty(), "said and forgotten");
     }
 }

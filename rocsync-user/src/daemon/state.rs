@@ -197,6 +197,13 @@ impl Daemon {
         Flow::Go
     }
 
+    /// What the logs held back is said: the daemon stops before their windows pass (a
+    /// stop within 10 s of a flood of removals lost their count, issue 60).
+    pub(super) fn on_stopped(&mut self) {
+        self.quiet_dyno.say_held();
+        self.destinations.say_held();
+    }
+
     /// Tracked processes that exited are forgotten.
     pub(super) fn on_prune(&mut self) -> anyhow::Result<Flow> {
         self.quiet_dyno.flush(Instant::now());

@@ -34,4 +34,7 @@ pub(crate) trait Destination {
 
     /// Says what its log held back (at the daemon's prune tick).
     fn flush(&mut self) {}
+
+    /// Says all its log held back (the daemon stops).
+    fn say_held(&mut self) {}
 }

@@ -72,6 +72,11 @@ impl Destinations {
         self.all().into_iter().flatten().for_each(|d| d.flush());
     }
 
+    /// Each says all its log held back: the daemon stops.
+    pub(crate) fn say_held(&mut self) {
+        self.all().into_iter().flatten().for_each(|d| d.say_held());
+    }
+
     /// The destinations a reloaded configuration asks for (`new`; `old` in effect until
     /// now): a new uploader where its settings changed (the old one stops; what waits on
     /// disk is the new one's). Returns false where it cannot start: said, and the old

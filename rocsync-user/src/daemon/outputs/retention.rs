@@ -173,7 +173,12 @@ fn whose(r: &Removal) -> String {
         } => owner.map_or("the share of traces of no known user".into(), |u| {
             format!("uid {u}'s share")
         }),
-        Why::Age | Why::Share { .. } => "the limits".into(),
+        // Each user's apart too: another's aged traces, removed in the same pass, hid a
+        // user's removals in one count (issue 60, round after 43671db).
+        Why::Age { owner } => owner.map_or("aged traces of no known user".into(), |u| {
+            format!("uid {u}'s aged traces")
+        }),
+        Why::Share { .. } => "the limits".into(),
     };
     match r.waiting {
         true => format!("{share}, before their upload"),
@@ -187,7 +192,7 @@ fn said(r: &Removal, max_bytes: Option<u64>) -> String {
     let path = r.path.display();
     let why = match &r.why {
         // One user: the bound is theirs alone.
-        Why::Age | Why::Share { users: 1, .. } => String::new(),
+        Why::Age { .. } | Why::Share { users: 1, .. } => String::new(),
         Why::Share {
             owner,
             bytes,
@@ -367,5 +372,48 @@ mod tests {
         assert_eq!(log.held("uid 0's share"), 0);
         let burst = u64::from(crate::daemon::quiet::BURST);
         assert_eq!(log.held("uid 65534's share"), (n - 1) as u64 - burst);
+    }
+
+    /// Traces removed by age in one pass: each user's lines are bounded apart, so that
+    /// another user's aged traces never hide root's removal in their count.
+    #[test]
+    fn aged_removals_are_said_per_user() {
+        let (_root, traces) = traces_folder();
+        let n = crate::daemon::quiet::BURST as usize + 9;
+        let hours_ago = std::time::SystemTime::now() - Duration::from_secs(2 * 3600);
+        let files: Vec<String> = (0..=n)
+            .map(|i| {
+                let path = traces.join(format!("t-{i:03}.json"));
+                std::fs::write(&path, b"{}").unwrap();
+                let at = hours_ago + Duration::from_secs(i as u64);
+                let file = std::fs::File::options().write(true).open(&path).unwrap();
+                file.set_modified(at).unwrap();
+                path.display().to_string()
+            })
+            .collect();
+        let pids: Vec<Option<u32>> = (0..=n as u32).map(Some).collect();
+        // nobody's, then root's (the newest but one), then the trace just written.
+        let owners: Owners = (0..=n as u32)
+            .map(|p| (p, if p as usize == n - 1 { 0 } else { 65534 }))
+            .collect();
+        record_owners(&files, &pids, &owners);
+        let limit = Retention {
+            max_bytes: None,
+            max_age: Some(Duration::from_secs(3600)),
+        };
+        let mut log = Quiet::new("retention removals");
+        limit.apply(
+            std::slice::from_ref(&traces),
+            &[Path::new(&files[n])],
+            &mut log,
+        );
+        assert!(
+            !Path::new(&files[n - 1]).exists(),
+            "root's aged trace removed"
+        );
+        assert_eq!(log.held("uid 0's aged traces"), 0, "root's removal said");
+        let burst = u64::from(crate::daemon::quiet::BURST);
+        assert_eq!(log.held("uid 65534's aged traces"), (n - 1) as u64 - burst);
+        assert_eq!(log.held("the limits"), 0);
     }
 }

@@ -99,6 +99,10 @@ impl Destination for StateDir {
     fn flush(&mut self) {
         self.log.flush(tokio::time::Instant::now());
     }
+
+    fn say_held(&mut self) {
+        self.log.say_held();
+    }
 }
 
 /// The folders above the state directory: each root's or the daemon's, and none that

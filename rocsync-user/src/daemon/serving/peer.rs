@@ -1,6 +1,7 @@
 //! Who is at the other end of a TCP connection, for its limits: a local peer by the uid
-//! owning its socket (everyone on the node connects from 127.0.0.1), another by its
-//! address.
+//! owning its socket, from whichever of the node's addresses it connects (told by the
+//! node's own address instead, every local user shared one share there, and each address
+//! gave a user another), another by its address.
 //!
 //! The socket is looked up by its four-tuple through `NETLINK_SOCK_DIAG` (the kernel's
 //! exact lookup, as `ss` uses it): one socket found in the connection hash, whatever
@@ -40,17 +41,21 @@ impl Peer {
         // A listener on `[::]` sees IPv4 peers as `::ffff:a.b.c.d`; their sockets are
         // IPv4 ones.
         let (peer, local) = (canonical(peer), canonical(local));
-        if peer.ip().is_loopback()
-            && let Some(uid) = socket_uid(peer, local)
-        {
+        // A peer off the node has no socket here: one lookup finds none.
+        if let Some(uid) = socket_uid(peer, local) {
             return Peer::Uid(uid);
         }
         Peer::Addr(peer.ip())
     }
 }
 
+/// An IPv6 address keeps its scope: a link-local peer's socket is found on its interface
+/// only.
 fn canonical(a: SocketAddr) -> SocketAddr {
-    SocketAddr::new(a.ip().to_canonical(), a.port())
+    match a.ip().to_canonical() {
+        IpAddr::V4(v4) => SocketAddr::new(IpAddr::V4(v4), a.port()),
+        IpAddr::V6(_) => a,
+    }
 }
 
 /// The uid owning the local socket bound at `peer` and connected to `local`. A socket
@@ -117,7 +122,12 @@ mod diag {
         m.extend(dst.port().to_be_bytes());
         m.extend(address(src.ip()));
         m.extend(address(dst.ip()));
-        m.extend(0u32.to_ne_bytes()); // any interface
+        // Any interface, but a link-local peer's own (its socket is bound to it).
+        let interface = match src {
+            SocketAddr::V6(v6) => v6.scope_id(),
+            SocketAddr::V4(_) => 0,
+        };
+        m.extend(interface.to_ne_bytes());
         m.extend([0xff; 8]); // INET_DIAG_NOCOOKIE
         m
     }
@@ -252,5 +262,48 @@ mod tests {
         let _c6 = std::net::TcpStream::connect(("::1", port)).unwrap();
         let (s, peer) = l.accept().unwrap();
         assert_eq!(both(peer, s.local_addr().unwrap()), (Some(uid), Some(uid)));
+    }
+
+    /// A local peer is its uid from whichever address of the node it connects, a
+    /// link-local one included (its socket is found on its interface): told by its
+    /// address, every user on the node shared one share per address (issue 60).
+    #[test]
+    fn a_local_peer_is_known_by_its_uid_from_every_address_of_the_node() {
+        let out = std::process::Command::new("ip")
+            .args(["-o", "addr", "show"])
+            .output()
+            .unwrap();
+        let uid = rustix::process::getuid().as_raw();
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let (Some(dev), Some(cidr)) = (f.get(1), f.get(3)) else {
+                continue;
+            };
+            let Some(Ok(ip)) = cidr.split('/').next().map(str::parse::<IpAddr>) else {
+                continue;
+            };
+            let at = match ip {
+                IpAddr::V4(v4) => SocketAddr::from((v4, 0)),
+                IpAddr::V6(v6) => {
+                    let scope = match v6.is_unicast_link_local() {
+                        true => {
+                            let name = std::ffi::CString::new(*dev).unwrap();
+                            // SAFETY: `name` is a NUL-terminated string that outlives the call.
+                            unsafe { libc::if_nametoindex(name.as_ptr()) }
+                        }
+                        false => 0,
+                    };
+                    SocketAddr::V6(std::net::SocketAddrV6::new(v6, 0, 0, scope))
+                }
+            };
+            // An address this test cannot listen on (a veth named `eth0@if5`) is passed.
+            let Ok(l) = std::net::TcpListener::bind(at) else {
+                continue;
+            };
+            let _c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+            let (s, peer) = l.accept().unwrap();
+            let local = s.local_addr().unwrap();
+            assert_eq!(Peer::of(peer, local), Peer::Uid(uid), "from {peer}");
+        }
     }
 }

@@ -223,10 +223,15 @@ impl Drop for Daemon {
 }
 
 /// A daemon counting only `exe`, with its socket, state and node lock in `dir` (tests
-/// run daemons side by side; `extra` may name another lock), not started.
+/// run daemons side by side; `extra` may name another lock or metrics address), not
+/// started.
 pub(crate) fn daemon_command(dir: &TempDir, exe: &std::path::Path, extra: &[&str]) -> Command {
     let mut cmd = rocsync();
-    cmd.args(["daemon", "--metrics-addr", "127.0.0.1:0", "--state-dir"])
+    cmd.arg("daemon");
+    if !extra.contains(&"--metrics-addr") {
+        cmd.args(["--metrics-addr", "127.0.0.1:0"]);
+    }
+    cmd.arg("--state-dir")
         .arg(dir.path("state"))
         .arg("--socket")
         .arg(dir.path("rocsync.sock"))

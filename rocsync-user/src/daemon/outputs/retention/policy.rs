@@ -37,8 +37,8 @@ pub(super) struct Removal {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) enum Why {
-    /// Older than `max_age`.
-    Age,
+    /// Older than `max_age`; whose it was (its removal said in its user's lines).
+    Age { owner: Option<u32> },
     /// Its user held `bytes` (this one included) over `share`, the bound split between
     /// `users` users.
     Share {
@@ -95,7 +95,7 @@ pub(super) fn expired(
         .map(|f| Removal {
             path: f.path,
             waiting: false,
-            why: Why::Age,
+            why: Why::Age { owner: f.owner },
         })
         .collect();
     let Some(max) = max_bytes else {

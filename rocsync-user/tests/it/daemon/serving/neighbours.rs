@@ -302,3 +302,44 @@ fn roots_trace_ends_a_group_members_trace_of_the_same_agents() {
     drop(target);
     stop(daemon);
 }
+
+/// This node's first address that is not loopback (`ip -4 -o addr show scope global`).
+fn own_address() -> Option<String> {
+    let out = std::process::Command::new("ip")
+        .args(["-4", "-o", "addr", "show", "scope", "global"])
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let cidr = text.lines().next()?.split_whitespace().nth(3)?;
+    Some(cidr.split('/').next()?.to_string())
+}
+
+/// A local peer is its uid, whatever address of the node it connects from: told by its
+/// address instead (issue 60, round after 43671db), nobody's idle connections from the
+/// node's own address took the share of root's from there (a scraper, a health probe
+/// on the node's address), and each address of the node gave nobody another share.
+#[test]
+fn a_local_peer_on_the_nodes_own_address_is_told_by_its_uid() {
+    const NAME: &str = "a_local_peer_on_the_nodes_own_address_is_told_by_its_uid";
+    let Some((dir, exe)) = daemon_test(NAME) else {
+        return;
+    };
+    let Some(own) = own_address() else {
+        rocsync_tests::skip(NAME, "no address other than loopback");
+        return;
+    };
+    let listen = format!("{own}:0");
+    let (daemon, lines) = start_daemon(&dir, &exe, &["--metrics-addr", listen.as_str()]);
+    let metrics = metrics_addr(&lines);
+    assert!(metrics.starts_with(&own), "{metrics}");
+    // From the node's own address (the kernel's source for a local destination).
+    let _scrapes = IdleAsNobody::hold(&metrics, 64);
+    for _ in 0..10 {
+        let health = get(&metrics, "/healthz");
+        assert!(
+            health.ends_with("ok\n"),
+            "root's scrape from {own} was turned away: {health:?}"
+        );
+    }
+    stop(daemon);
+}
