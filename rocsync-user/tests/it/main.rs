@@ -37,6 +37,7 @@ mod dist_binary;
 mod dist_deb;
 mod dist_image;
 mod dist_wheel;
+mod doc_links;
 mod doctor;
 mod doctor_runtimes;
 mod edges;
