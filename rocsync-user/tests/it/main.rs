@@ -40,6 +40,7 @@ mod dist_wheel;
 mod doc_links;
 mod doctor;
 mod doctor_runtimes;
+mod documented_flags;
 mod edges;
 mod errors;
 mod hostile;
