@@ -1,5 +1,5 @@
 //! What `run` and `attach` say matches what happened (issue 64, "messages"): a runtime
-//! `--backend` left out is named, a collective library with a symbol table is not called
+//! `--backend` left out is named (by both), a collective library with a symbol table is not called
 //! stripped, `attach --wait` on a process that never loads a runtime fails with no trace,
 //! and bash completes a pid option with process ids. Tracing needs root.
 
@@ -34,6 +34,45 @@ fn a_runtime_the_backend_left_out_is_named() {
         "{stderr}"
     );
     assert!(!stderr.contains("never mapped"), "{stderr}");
+}
+
+/// `attach` says it too, of a live process that mapped the HIP runtime alone: no trace,
+/// and what to do (not "has no libcudart mapped").
+#[test]
+fn attach_names_the_runtime_the_backend_left_out() {
+    if !can_trace("attach_names_the_runtime_the_backend_left_out") {
+        return;
+    }
+    let dir = TempDir::new();
+    // The simulated HIP runtime loaded, nothing called until its input ends.
+    let mut target = Gated::start_at(
+        Command::new(scenario())
+            .args(["loaded", "basic"])
+            .env("SCENARIO_LOG", dir.path("s.log"))
+            .env("SCENARIO_HIP", sim_hip()),
+        "loaded",
+    );
+    let pid = target.child.id();
+    let trace = dir.path("t.json");
+    let out = rocsync()
+        .args(["attach", "--no-status", "--backend", "cuda", "-p"])
+        .arg(pid.to_string())
+        .arg("-o")
+        .arg(&trace)
+        .output()
+        .unwrap();
+    target.child.end();
+    let stderr = tool_stderr(&out);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "process {pid} maps libamdhip64 (--backend hip), which --backend cuda left out"
+        )),
+        "{stderr}"
+    );
+    assert!(stderr.contains("drop --backend"), "{stderr}");
+    assert!(!stderr.contains("no libcudart"), "{stderr}");
+    assert!(!trace.exists(), "{stderr}");
 }
 
 #[test]

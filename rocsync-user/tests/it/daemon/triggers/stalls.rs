@@ -153,3 +153,44 @@ fn a_burst_of_stalls_gives_one_trace_and_a_count_of_them_all() {
     assert_eq!(files.len(), 1, "one stall trace of pid {pid}");
     stop(daemon);
 }
+
+/// `rocsync status` names a stall trace recording for what it is, `stall trace N of
+/// pid(s) [P]`, not "trace N" as if someone had asked for it (issue 64; a hang trace's:
+/// `hangs::a_daemon_with_no_settings_traces_a_hang`).
+#[test]
+fn status_names_a_stall_trace_recording_by_its_kind() {
+    let name = "status_names_a_stall_trace_recording_by_its_kind";
+    let Some((dir, exe)) = daemon_test(name) else {
+        return;
+    };
+    // Its window after the stall outlasts the test: the trace records while asked.
+    let args = ["--capture-on-stall", "50ms", "--stall-window-after", "60s"];
+    let (daemon, mut lines) = start_daemon(&dir, &exe, &args);
+    // One 200 ms stall, then 60 s asleep, alive: its trace goes on recording.
+    let mut target = Gated::start(
+        Command::new(&exe)
+            .args(["gated", "stalls", "200000", "-60000000"])
+            .env("SCENARIO_LOG", dir.path("stall.log")),
+    );
+    let pid = target.child.id();
+    target.open_when_tracked(&mut lines);
+    lines.wait_for(&format!("stall: pid {pid}'s hipStreamSynchronize"));
+    let status = ask_daemon(&dir.path("rocsync.sock"), &["status"]);
+    target.child.end();
+    let recording: Vec<&str> = status
+        .lines()
+        .skip_while(|l| !l.starts_with("traces recording: "))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .collect();
+    let of_pid = format!(" of pid(s) [{pid}]");
+    assert!(
+        (recording.iter()).any(|l| l.starts_with("  stall trace ") && l.ends_with(&of_pid)),
+        "{status}"
+    );
+    assert!(
+        !recording.iter().any(|l| l.starts_with("  trace ")),
+        "{status}"
+    );
+    stop(daemon);
+}
