@@ -213,6 +213,12 @@ impl Daemon {
         self.sessions
             .queues
             .retain_processes(crate::os::procfs::exists);
+        if let Some(f) = &mut self.flight {
+            f.expire();
+        }
+        // What gone processes, the recorder and the loop freed goes back to the system
+        // (glibc keeps a freed heap resident until trimmed): well under a millisecond.
+        crate::os::memory::give_back();
         Ok(Flow::Go)
     }
 

@@ -1,5 +1,6 @@
 //! What rocsync needs of the system it runs on: the clocks ([`clock`]), `/proc`
-//! ([`procfs`]), a process's environment ([`environ`]), lock files ([`lockfile`]), who
+//! ([`procfs`]), a process's environment ([`environ`]), lock files ([`lockfile`]), freed memory
+//! ([`memory`]), who
 //! may write a path beyond its mode ([`acl`]), the checks before probing ([`preflight`]),
 //! signals ([`signals`]), standard input and output ([`stdio`], [`stderr`]) and users
 //! ([`users`]).
@@ -8,6 +9,7 @@ pub(crate) mod acl;
 pub(crate) mod clock;
 pub(crate) mod environ;
 pub(crate) mod lockfile;
+pub(crate) mod memory;
 pub(crate) mod preflight;
 pub(crate) mod procfs;
 pub mod signals;

@@ -156,6 +156,22 @@ impl FlightRecorder {
         self.forget(now);
     }
 
+    /// Forgets what the span left behind while nothing new is read (the daemon's prune
+    /// tick): forgotten only as records came, the last seconds of a load were held for
+    /// good once it stopped (+18 MB in use after the soak). Returns the bytes let go.
+    pub(crate) fn expire(&mut self) -> usize {
+        let (now, before) = (Instant::now(), self.bytes);
+        if (self.open.span).is_some_and(|(first, _)| now - first >= CHUNK_SPAN) {
+            self.seal();
+        }
+        self.forget(now);
+        // Threads of gone processes leave the table's room behind.
+        if self.entered.capacity() > 4 * self.entered.len() + 1024 {
+            self.entered.shrink_to_fit();
+        }
+        before - self.bytes
+    }
+
     /// What it holds now, oldest first, for a dump; it goes on recording meanwhile.
     pub(crate) fn chunks(&mut self) -> Vec<Arc<Chunk>> {
         self.forget(Instant::now());
@@ -237,6 +253,21 @@ mod tests {
         tokio::time::advance(Duration::from_millis(1500)).await;
         f.keep(&[3; 8]);
         assert_eq!(firsts(&mut f), vec![2, 3], "the first is older than 2 s");
+        assert_eq!(f.evicted, 0, "expiry is no loss");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn what_the_span_left_behind_is_let_go_when_nothing_more_comes() {
+        let mut f = FlightRecorder::new(Duration::from_secs(2), Some(0));
+        f.keep(&[1; 8]);
+        tokio::time::advance(Duration::from_millis(100)).await;
+        f.keep(&[2; 8]);
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert_eq!(f.expire(), 0, "within the span");
+        // The load stops: no record comes to make it forget, the tick does.
+        tokio::time::advance(Duration::from_secs(2)).await;
+        assert_eq!(f.expire(), 2 * (4 + 8));
+        assert_eq!((f.bytes, f.sealed.len(), f.open.records), (0, 0, 0));
         assert_eq!(f.evicted, 0, "expiry is no loss");
     }
 

@@ -201,11 +201,7 @@ fn trimmed(write: impl FnOnce() -> Done) -> impl FnOnce() -> Done {
     move || {
         // `write`'s captures (the trace, the recorder's chunks) are dropped by its end.
         let done = write();
-        #[cfg(target_env = "gnu")]
-        // SAFETY: no preconditions; it only releases free memory.
-        unsafe {
-            libc::malloc_trim(0);
-        }
+        crate::os::memory::give_back();
         done
     }
 }
