@@ -97,12 +97,15 @@ impl TcpGate {
     async fn admit(&self, conn: &TcpStream) -> Option<Admitted> {
         let turn = self.identifying.clone().acquire_owned();
         let turn = tokio::time::timeout(IDENTIFY_WAIT, turn).await.ok()?.ok()?;
-        let peer = Peer::of(conn.peer_addr().ok()?, conn.local_addr().ok()?);
+        let local = conn.local_addr().ok()?;
+        let peer = Peer::of(conn.peer_addr().ok()?, local);
         drop(turn);
         // A local peer whose uid cannot be told has closed its socket already (sent, then
         // gone while the loop was held up): no one waits for the answer, and served from
-        // its address's share it would take every local user's.
-        if matches!(peer, Peer::Addr(ip) if ip.is_loopback()) {
+        // its address's share it would take every local user's. Local: from loopback, or
+        // from the address it connected to (the kernel's source for a local destination).
+        let local_ip = local.ip().to_canonical();
+        if matches!(peer, Peer::Addr(ip) if ip.is_loopback() || ip == local_ip) {
             return None;
         }
         let slot = self.peers.take(peer)?;
