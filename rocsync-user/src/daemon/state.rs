@@ -217,7 +217,8 @@ impl Daemon {
             f.expire();
         }
         // What gone processes, the recorder and the loop freed goes back to the system
-        // (glibc keeps a freed heap resident until trimmed): well under a millisecond.
+        // (glibc keeps a freed heap resident until trimmed); measured at up to 15 ms on a
+        // 20 MB heap of 100 000 scattered free chunks, so at most that every 5 s.
         crate::os::memory::give_back();
         Ok(Flow::Go)
     }
